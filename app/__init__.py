@@ -1,0 +1,1 @@
+"""sdschat application room: the node runtime, the command line, the TUI and headless mode."""

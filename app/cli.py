@@ -1,0 +1,62 @@
+"""The ``sdschat`` command line.
+
+Each subcommand lives in its own ``_add_<name>`` function below; the handler is
+imported lazily so that ``sdschat --help`` stays fast and a subcommand's
+dependencies (textual, websockets, pyspark) load only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+
+def _version() -> str:
+    try:
+        return version("sdschat")
+    except PackageNotFoundError:  # running from a source tree without install
+        return "0+unknown"
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("demo", help="run the local demo")
+    p.add_argument("--messages", type=int, default=20, help="messages each participant sends")
+    p.add_argument("--loss", type=float, default=0.3, help="fraction of datagrams dropped")
+    p.add_argument("--seed", type=int, default=1)
+
+    def run(args: argparse.Namespace) -> int:
+        from app.core_demo import run_core_demo
+
+        return run_core_demo(messages=args.messages, loss=args.loss, seed=args.seed)
+
+    p.set_defaults(func=run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sdschat",
+        description="Reliable peer-to-peer group chat for the terminal (Scalable Data Sync).",
+    )
+    parser.add_argument("--version", action="version", version=f"sdschat {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_demo(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

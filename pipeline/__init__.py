@@ -1,0 +1,1 @@
+"""PySpark jobs that turn event logs (real nodes or simulation) into a reliability report."""

@@ -1,0 +1,1137 @@
+"""One SDS channel: the protocol state machine, sans-I/O.
+
+A :class:`Channel` is driven by three sources, aioquic-style:
+
+* the application's calls: :meth:`Channel.send`, :meth:`Channel.send_ephemeral`,
+  :meth:`Channel.mark_dependencies_met`, :meth:`Channel.set_retrieval_hint`;
+* bytes from the network: :meth:`Channel.receive`;
+* time: :meth:`Channel.handle_timer` at the deadline :meth:`Channel.get_timer` gave.
+
+After **every** call the caller must:
+
+1. broadcast what :meth:`Channel.datagrams_to_send` returns;
+2. handle what :meth:`Channel.events` returns (persist, show, and act on
+   :class:`~sds.events.MessagesMissing` and :class:`~sds.events.RepairDataNeeded`);
+3. re-arm its single timer at :meth:`Channel.get_timer`.
+
+Nothing here reads a clock, does I/O or uses global randomness: time comes in as
+``now_ms`` (wall-clock milliseconds, which also seed the Lamport clock) and
+randomness from the ``random.Random`` given at construction.
+
+Section numbers in comments refer to the SDS spec (``seeds/sds-spec.txt``):
+"Send Message", "Receive Message", "Deliver Message", "Resolve Conflicts",
+"Review ACK Status", "Periodic Incoming/Outgoing Buffer Sweep", "Periodic Sync
+Message", "Ephemeral Messages", and PROTOCOL.md's "SDS-R".
+
+Complexity: receiving a message costs ``O(h + o)`` for ``h`` causal-history
+entries and ``o`` unacknowledged own messages, plus ``O(log n)`` for the log
+insert; nothing is proportional to the history size ``n``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import random
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from sds import sds_pb2
+from sds.bloom import RollingBloomFilter, contains_positions, positions_in
+from sds.config import Config
+from sds.events import (
+    DropReason,
+    EphemeralReceived,
+    Event,
+    MessageAcknowledged,
+    MessageDelivered,
+    MessageDropped,
+    MessageLost,
+    MessagePossiblyAcknowledged,
+    MessageResent,
+    MessageSendFailed,
+    MessageSent,
+    MessagesMissing,
+    RepairDataNeeded,
+    RepairRequested,
+    RepairRequestReceived,
+    RepairSent,
+    SyncReceived,
+    SyncSent,
+)
+from sds.message import DecodeError, HistoryEntry, parse_pb
+from sds.repair import (
+    IncomingRepairBuffer,
+    OutgoingRepairBuffer,
+    in_response_group,
+    t_req,
+    t_resp,
+)
+
+__all__ = ["STATE_VERSION", "Channel", "ChannelState", "Datagram", "OwnState"]
+
+
+class OwnState:
+    """States of an own message in the outgoing buffer (spec: "Participant state")."""
+
+    UNACKNOWLEDGED = "unacknowledged"
+    POSSIBLY_ACKNOWLEDGED = "possibly_acknowledged"
+
+
+@dataclass(frozen=True, slots=True)
+class Datagram:
+    """Bytes the core wants broadcast, and why.
+
+    ``kind`` is ``"resend"`` (an own unacknowledged message again), ``"sync"``
+    or ``"repair"`` (a rebroadcast answering a repair request; ``message_id``
+    names the original message, whose stored envelope an application that signs
+    envelopes should send instead of re-wrapping ``data``).
+    """
+
+    data: bytes
+    kind: str
+    message_id: str
+
+
+@dataclass(slots=True)
+class _LogEntry:
+    lamport: int
+    sender_id: str
+    retrieval_hint: bytes | None
+    #: Serialised ``SdsMessage(causal_history=[this entry])``; concatenating such
+    #: fragments after a serialised message appends history entries (protobuf
+    #: merge semantics), which makes building a 200-entry message cheap.
+    fragment: bytes | None = None
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    message_id: str
+    data: bytes
+    lamport: int
+    positions: tuple[tuple[int, int], ...]
+    state: str
+    hits: set[str]
+    attempts: int
+    next_resend_ms: int
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A received content message waiting for its causal dependencies."""
+
+    message_id: str
+    sender_id: str
+    lamport: int
+    content: bytes
+    history_ids: tuple[str, ...]
+    retrieval_hint: bytes | None
+    data: bytes
+    received_ms: int
+    unmet: int
+    lost_before: int = 0
+
+
+@dataclass(slots=True)
+class _Missing:
+    """An id someone's causal history named that we do not have."""
+
+    entry: HistoryEntry
+    noticed_ms: int
+    waiting: set[str]
+
+
+def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, content: bytes) -> str:
+    """Unique per message even for identical content: 64 lowercase hex chars."""
+    h = hashlib.sha256()
+    for part in (channel_id.encode(), sender_id.encode(), str(lamport).encode(), nonce):
+        h.update(len(part).to_bytes(4, "big"))
+        h.update(part)
+    h.update(content)
+    return h.hexdigest()
+
+
+def _entry_pb(entry: HistoryEntry) -> sds_pb2.HistoryEntry:
+    pb = sds_pb2.HistoryEntry(message_id=entry.message_id)
+    if entry.retrieval_hint is not None:
+        pb.retrieval_hint = entry.retrieval_hint
+    if entry.sender_id is not None:
+        pb.sender_id = entry.sender_id
+    return pb
+
+
+class Channel:
+    """The SDS protocol for one channel of one participant.
+
+    ``Channel(channel_id, sender_id, config, now_ms, rng)`` starts with an empty
+    log and a Lamport clock at ``now_ms``. Use :meth:`export_state` and
+    :meth:`restore` to persist and resume.
+    """
+
+    def __init__(
+        self,
+        channel_id: str,
+        sender_id: str,
+        config: Config | None = None,
+        now_ms: int = 0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not channel_id:
+            raise ValueError("channel_id must be non-empty")
+        if not sender_id:
+            raise ValueError("sender_id must be non-empty")
+        self.channel_id = channel_id
+        self.sender_id = sender_id
+        self.config = config if config is not None else Config()
+        self._rng = rng if rng is not None else random.Random(0)
+        cfg = self.config
+        self._ack_threshold = cfg.ack_threshold
+
+        #: Lamport clock, milliseconds (PROTOCOL.md "Lamport clock").
+        self.lamport = now_ms
+        self._filter = RollingBloomFilter(cfg.bloom_capacity, cfg.bloom_error_rate)
+        self._filter_nbytes = self._filter.params.nbytes
+
+        # Local log window, ordered by (lamport, message_id) ("Resolve Conflicts").
+        self._log: SortedList = SortedList()
+        self._entries: dict[str, _LogEntry] = {}
+        self._evicted = 0
+        # Ids the application vouched for (storage beyond the window) or declared lost.
+        self._met_elsewhere: OrderedDict[str, None] = OrderedDict()
+        self._lost: OrderedDict[str, None] = OrderedDict()
+
+        # Outgoing buffer of own unacknowledged messages, with a resend heap.
+        self._outgoing: dict[str, _Outgoing] = {}
+        self._resend_heap: list[tuple[int, str]] = []
+
+        # Incoming buffer: messages waiting for dependencies, and what they wait for.
+        self._incoming: OrderedDict[str, _Waiting] = OrderedDict()
+        self._missing: dict[str, _Missing] = {}
+        self._lost_heap: list[tuple[int, str]] = []
+        self._next_sweep_ms: int | None = None
+
+        # SDS-R.
+        self._repair_out = OutgoingRepairBuffer(cfg.repair_buffer_size)
+        self._repair_in = IncomingRepairBuffer(cfg.repair_buffer_size)
+        self._repair_cache: OrderedDict[str, bytes] = OrderedDict()
+
+        # Sync scheduling.
+        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+
+        self._events: list[Event] = []
+        self._datagrams: list[Datagram] = []
+
+    # ------------------------------------------------------------------ draining
+
+    def events(self) -> list[Event]:
+        """Drain the events produced since the last call (oldest first)."""
+        out, self._events = self._events, []
+        return out
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        """Drain what the core wants broadcast: resends, sync messages, repair responses."""
+        out, self._datagrams = self._datagrams, []
+        return out
+
+    # ---------------------------------------------------------------- inspection
+
+    @property
+    def ack_threshold(self) -> int:
+        """Distinct bloom-filter hits that acknowledge an own message."""
+        return self._ack_threshold
+
+    def log_ids(self) -> list[str]:
+        """Ids in the core's log window, in log order (lamport, message_id)."""
+        return [mid for _, mid in self._log]
+
+    @property
+    def log_size(self) -> int:
+        """Messages ever entered in the log (window plus evicted)."""
+        return self._evicted + len(self._log)
+
+    def has_message(self, message_id: str) -> bool:
+        """Whether ``message_id`` is in the core's log window."""
+        return message_id in self._entries
+
+    def outgoing_ids(self) -> list[str]:
+        """Own messages not yet acknowledged."""
+        return list(self._outgoing)
+
+    def outgoing_state(self, message_id: str) -> str | None:
+        """``OwnState`` of an own message still in the outgoing buffer, else ``None``."""
+        out = self._outgoing.get(message_id)
+        return out.state if out is not None else None
+
+    def incoming_ids(self) -> list[str]:
+        """Messages waiting in the incoming buffer for dependencies."""
+        return list(self._incoming)
+
+    def missing_ids(self) -> list[str]:
+        """Dependencies currently missing."""
+        return list(self._missing)
+
+    def bloom_filter_bytes(self) -> bytes:
+        """The filter we would send now."""
+        return self._filter.to_bytes()
+
+    def stats(self) -> dict[str, int]:
+        """Sizes of every buffer (all bounded by ``Config``)."""
+        return {
+            "log_window": len(self._log),
+            "log_total": self.log_size,
+            "outgoing": len(self._outgoing),
+            "incoming": len(self._incoming),
+            "missing": len(self._missing),
+            "lost_known": len(self._lost),
+            "met_elsewhere": len(self._met_elsewhere),
+            "repair_requests": len(self._repair_out),
+            "repair_responses": len(self._repair_in),
+            "repair_cache": len(self._repair_cache),
+            "resend_heap": len(self._resend_heap),
+            "lost_heap": len(self._lost_heap),
+            "bloom_items": self._filter.count,
+        }
+
+    # ---------------------------------------------------------------------- send
+
+    def send(self, content: bytes, now_ms: int) -> bytes:
+        """Wrap ``content`` in a new content message and return its wire bytes.
+
+        Spec "Send Message": the Lamport clock advances to
+        ``max(now_ms, lamport + 1)``; the last ``causal_history_size`` log entries
+        and the current bloom filter are attached, plus up to 3 due SDS-R repair
+        requests. The message enters our own log and the outgoing buffer, whose
+        sweep resends it until it is acknowledged.
+
+        The caller must broadcast the returned bytes, then drain ``events()``
+        (a :class:`~sds.events.MessageSent` carries the id). Raises
+        ``ValueError`` for empty or oversized content.
+        """
+        if not isinstance(content, bytes | bytearray) or not content:
+            raise ValueError("content must be non-empty bytes")
+        content = bytes(content)
+        if len(content) > self.config.max_content_bytes:
+            raise ValueError(
+                f"content is {len(content)} bytes; the limit is {self.config.max_content_bytes}"
+            )
+        lamport = self._tick(now_ms)
+        nonce = self._rng.getrandbits(128).to_bytes(16, "big")
+        message_id = _message_id(self.channel_id, self.sender_id, lamport, nonce, content)
+        requests = self._take_repair_requests(now_ms)
+        history_ids, data = self._build(message_id, lamport, content, requests)
+        if requests:
+            self._events.append(
+                RepairRequested(self.channel_id, tuple(e.message_id for e in requests), message_id)
+            )
+
+        positions = positions_in(message_id, self._filter.params)
+        self._add_outgoing(
+            _Outgoing(
+                message_id,
+                data,
+                lamport,
+                positions,
+                OwnState.UNACKNOWLEDGED,
+                set(),
+                0,
+                now_ms + self.config.resend_unacknowledged_ms,
+            ),
+            now_ms,
+        )
+        self._filter.add_with_positions(message_id, positions)
+        position = self._insert_log(message_id, lamport, self.sender_id, None)
+        self._cache_for_repair(message_id, data)
+        self._events.append(
+            MessageSent(
+                self.channel_id, message_id, lamport, content, data, history_ids, position
+            )
+        )
+        # Our content message carries our acks: the periodic sync can wait.
+        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        return data
+
+    def send_ephemeral(self, content: bytes, now_ms: int) -> bytes:
+        """Wrap ``content`` in an ephemeral message (spec "Ephemeral Messages").
+
+        No Lamport timestamp, causal history or filter; not buffered, not logged,
+        never resent. The caller broadcasts the returned bytes.
+        """
+        if not isinstance(content, bytes | bytearray) or not content:
+            raise ValueError("content must be non-empty bytes")
+        content = bytes(content)
+        if len(content) > self.config.max_content_bytes:
+            raise ValueError(
+                f"content is {len(content)} bytes; the limit is {self.config.max_content_bytes}"
+            )
+        nonce = self._rng.getrandbits(128).to_bytes(16, "big")
+        message_id = _message_id(self.channel_id, self.sender_id, -1, nonce, content)
+        pb = sds_pb2.SdsMessage(
+            sender_id=self.sender_id,
+            message_id=message_id,
+            channel_id=self.channel_id,
+            content=content,
+        )
+        return pb.SerializeToString()
+
+    def _tick(self, now_ms: int) -> int:
+        self.lamport = max(now_ms, self.lamport + 1)
+        return self.lamport
+
+    def _history_tail(self) -> list[tuple[str, _LogEntry]]:
+        n = self.config.causal_history_size
+        entries = self._entries
+        return [(mid, entries[mid]) for _, mid in self._log.islice(-n if n else 0)]
+
+    def _build(
+        self,
+        message_id: str,
+        lamport: int,
+        content: bytes | None,
+        requests: list[HistoryEntry],
+    ) -> tuple[tuple[str, ...], bytes]:
+        """Serialise a content or sync message; return (history ids, bytes)."""
+        pb = sds_pb2.SdsMessage(
+            sender_id=self.sender_id,
+            message_id=message_id,
+            channel_id=self.channel_id,
+            lamport_timestamp=lamport,
+            bloom_filter=self._filter.to_bytes(),
+        )
+        if content is not None:
+            pb.content = content
+        for entry in requests:
+            pb.repair_request.append(_entry_pb(entry))
+        tail = self._history_tail()
+        fragments = []
+        for mid, le in tail:
+            frag = le.fragment
+            if frag is None:
+                frag = self._fragment(mid, le)
+            fragments.append(frag)
+        return tuple(mid for mid, _ in tail), pb.SerializeToString() + b"".join(fragments)
+
+    @staticmethod
+    def _fragment(message_id: str, le: _LogEntry) -> bytes:
+        pb = sds_pb2.SdsMessage()
+        entry = HistoryEntry(message_id, le.retrieval_hint, le.sender_id)
+        pb.causal_history.append(_entry_pb(entry))
+        le.fragment = pb.SerializeToString()
+        return le.fragment
+
+    def set_retrieval_hint(self, message_id: str, hint: bytes) -> None:
+        """Attach a retrieval hint (e.g. the envelope hash) to a logged message.
+
+        Call it right after sending an own message, once the transport knows the
+        hint; later causal histories that name the message will carry it.
+        """
+        le = self._entries.get(message_id)
+        if le is not None:
+            le.retrieval_hint = bytes(hint)
+            le.fragment = None
+
+    # ------------------------------------------------------------------- receive
+
+    def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None) -> None:
+        """Process wire bytes from a peer (spec "Receive Message").
+
+        Never raises for bad input: malformed or unwanted messages become a
+        :class:`~sds.events.MessageDropped` event. ``retrieval_hint`` is how this
+        message can be fetched again (e.g. its envelope hash); it is attached to
+        the message's entry in later causal histories.
+        """
+        try:
+            pb = parse_pb(data)
+        except DecodeError as exc:
+            self._drop(None, None, DropReason.MALFORMED, exc.detail)
+            return
+        self.receive_parsed(pb, bytes(data), now_ms, retrieval_hint)
+
+    def receive_parsed(
+        self,
+        pb: sds_pb2.SdsMessage,
+        data: bytes,
+        now_ms: int,
+        retrieval_hint: bytes | None = None,
+    ) -> None:
+        """As :meth:`receive`, for a message the caller already parsed (``Participant`` does)."""
+        message_id = pb.message_id
+        sender_id = pb.sender_id
+        if pb.channel_id != self.channel_id:
+            self._drop(message_id, sender_id, DropReason.WRONG_CHANNEL, pb.channel_id)
+            return
+        if not message_id or not sender_id:
+            self._drop(message_id or None, sender_id or None, DropReason.MISSING_ID)
+            return
+        has_lamport = pb.HasField("lamport_timestamp")
+        content = pb.content
+        if not has_lamport and not content:
+            self._drop(message_id, sender_id, DropReason.INVALID_KIND)
+            return
+        if len(content) > self.config.max_content_bytes:
+            self._drop(message_id, sender_id, DropReason.OVERSIZED, f"{len(content)} bytes")
+            return
+        if sender_id == self.sender_id:
+            # Spec: SHOULD ignore own messages.
+            self._drop(message_id, sender_id, DropReason.OWN_ECHO)
+            return
+        if not has_lamport:
+            # Spec "Ephemeral Messages": delivered at once, never logged or buffered.
+            self._events.append(EphemeralReceived(self.channel_id, message_id, sender_id, content))
+            return
+
+        is_content = bool(content)
+        if is_content and self.config.repair_enabled:
+            # SDS-R: seeing m arrive cancels our request for it and our pending answer.
+            self._repair_out.remove(message_id)
+            self._repair_in.remove(message_id)
+        if is_content and (message_id in self._entries or message_id in self._incoming):
+            self._drop(message_id, sender_id, DropReason.DUPLICATE)
+            return
+
+        if self.config.repair_enabled and len(pb.repair_request):
+            self._on_repair_requests(pb, sender_id, now_ms)
+
+        history = pb.causal_history
+        history_ids = [h.message_id for h in history]
+        self._review_acks(pb, history_ids, sender_id)
+
+        lamport = pb.lamport_timestamp
+        if not is_content:
+            # Spec "Periodic Sync Message": process history and filter, never persist.
+            self._note_missing(message_id, sender_id, history, history_ids, now_ms, False)
+            self._events.append(SyncReceived(self.channel_id, message_id, sender_id, lamport))
+            return
+
+        # Spec "Receive Message": a content message's id enters our bloom filter.
+        self._filter.add(message_id)
+        self._cache_for_repair(message_id, data)
+        missing = self._note_missing(message_id, sender_id, history, history_ids, now_ms, True)
+        waiting = _Waiting(
+            message_id,
+            sender_id,
+            lamport,
+            content,
+            tuple(history_ids),
+            retrieval_hint,
+            data,
+            now_ms,
+            missing,
+        )
+        if missing:
+            self._buffer_incoming(waiting, now_ms)
+        else:
+            self._deliver(waiting)
+        # Acknowledge content soon: shorten the sync backoff (js-waku: 0.5x).
+        self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+
+    def _drop(
+        self, message_id: str | None, sender_id: str | None, reason: DropReason, detail: str = ""
+    ) -> None:
+        self._events.append(MessageDropped(self.channel_id, message_id, sender_id, reason, detail))
+
+    # -------------------------------------------------------------- ack review
+
+    def _review_acks(
+        self, pb: sds_pb2.SdsMessage, history_ids: list[str], sender_id: str
+    ) -> None:
+        """Spec "Review ACK Status"."""
+        outgoing = self._outgoing
+        if not outgoing:
+            if pb.HasField("bloom_filter") and len(pb.bloom_filter) != self._filter_nbytes:
+                self._bad_filter(pb, sender_id)
+            return
+        for mid in history_ids:
+            if mid in outgoing:
+                del outgoing[mid]
+                self._events.append(MessageAcknowledged(self.channel_id, mid, True, sender_id))
+        if not pb.HasField("bloom_filter") or not outgoing:
+            return
+        bloom = pb.bloom_filter
+        if len(bloom) != self._filter_nbytes:
+            self._bad_filter(pb, sender_id)
+            return
+        threshold = self._ack_threshold
+        acked = []
+        for out in outgoing.values():
+            if sender_id in out.hits or not contains_positions(bloom, out.positions):
+                continue
+            out.hits.add(sender_id)
+            hits = len(out.hits)
+            if hits >= threshold:
+                acked.append(out.message_id)
+            else:
+                self._events.append(
+                    MessagePossiblyAcknowledged(
+                        self.channel_id, out.message_id, hits, threshold, sender_id
+                    )
+                )
+                if out.state != OwnState.POSSIBLY_ACKNOWLEDGED:
+                    out.state = OwnState.POSSIBLY_ACKNOWLEDGED
+        for mid in acked:
+            del outgoing[mid]
+            self._events.append(MessageAcknowledged(self.channel_id, mid, False, sender_id))
+
+    def _bad_filter(self, pb: sds_pb2.SdsMessage, sender_id: str) -> None:
+        self._drop(
+            pb.message_id,
+            sender_id,
+            DropReason.BAD_FILTER,
+            f"bloom filter of {len(pb.bloom_filter)} bytes, ours is {self._filter_nbytes}: "
+            "ignored for acknowledgements",
+        )
+
+    # --------------------------------------------------------- dependencies
+
+    def _is_available(self, mid: str) -> bool:
+        return mid in self._entries or mid in self._met_elsewhere or mid in self._lost
+
+    def _note_missing(
+        self,
+        carrier_id: str,
+        sender_id: str,
+        history: Sequence[sds_pb2.HistoryEntry],
+        history_ids: list[str],
+        now_ms: int,
+        waits: bool,
+    ) -> int:
+        """Record the unmet dependencies of message ``carrier_id``; return how many.
+
+        With ``waits`` (a content message about to be buffered) the message is
+        registered as waiting for each of them. A dependency that already arrived
+        but itself waits in the incoming buffer counts as unmet (causal order)
+        but is not reported missing, requested or timed out.
+        """
+        entries = self._entries
+        met = self._met_elsewhere
+        lost = self._lost
+        absent = [
+            i
+            for i, mid in enumerate(history_ids)
+            if mid not in entries and mid not in met and mid not in lost
+        ]
+        if not absent:
+            return 0
+        cfg = self.config
+        missing_entries = []
+        new_any = False
+        unmet = 0
+        seen: set[str] = set()
+        for i in absent:
+            mid = history_ids[i]
+            if mid in seen or mid == carrier_id:
+                continue
+            seen.add(mid)
+            h = history[i]
+            entry = HistoryEntry(
+                mid,
+                h.retrieval_hint if h.HasField("retrieval_hint") else None,
+                h.sender_id if h.HasField("sender_id") else None,
+            )
+            buffered = mid in self._incoming
+            info = self._missing.get(mid)
+            if info is None:
+                info = _Missing(entry, now_ms, set())
+                self._missing[mid] = info
+                if not buffered:
+                    new_any = True
+                    self._schedule_missing(info, now_ms)
+            elif info.entry.retrieval_hint is None and entry.retrieval_hint is not None:
+                info.entry = entry
+            if waits:
+                info.waiting.add(carrier_id)
+            unmet += 1
+            if not buffered:
+                missing_entries.append(entry)
+        if missing_entries:
+            if self._next_sweep_ms is None:
+                self._next_sweep_ms = now_ms + cfg.sweep_interval_ms
+            self._events.append(
+                MessagesMissing(
+                    self.channel_id, carrier_id, sender_id, tuple(missing_entries), new_any
+                )
+            )
+        return unmet
+
+    def _schedule_missing(self, info: _Missing, now_ms: int) -> None:
+        """Start the lost timeout and the SDS-R request of a newly missing id."""
+        cfg = self.config
+        mid = info.entry.message_id
+        info.noticed_ms = now_ms
+        if cfg.lost_timeout_ms:
+            heapq.heappush(self._lost_heap, (now_ms + cfg.lost_timeout_ms, mid))
+        if cfg.repair_enabled:
+            self._repair_out.add(
+                info.entry,
+                t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms),
+            )
+
+    def _buffer_incoming(self, waiting: _Waiting, now_ms: int) -> None:
+        cap = self.config.incoming_buffer_cap
+        while len(self._incoming) >= cap:
+            old_id, old = self._incoming.popitem(last=False)
+            for mid in old.history_ids:
+                info = self._missing.get(mid)
+                if info is not None:
+                    info.waiting.discard(old_id)
+            self._drop(old_id, old.sender_id, DropReason.INCOMING_BUFFER_FULL)
+            evicted = self._missing.get(old_id)
+            if evicted is not None:
+                # Others wait for it: it is missing again, from now on.
+                self._schedule_missing(evicted, now_ms)
+        self._incoming[waiting.message_id] = waiting
+
+    def mark_dependencies_met(self, ids: Iterable[str], now_ms: int) -> None:
+        """Tell the core these ids are in the application's log (storage beyond the window).
+
+        Messages waiting only for them are delivered now. Call it in answer to
+        :class:`~sds.events.MessagesMissing` for the ids your storage holds.
+        """
+        cap = self.config.log_window
+        for mid in ids:
+            if mid in self._entries:
+                continue
+            self._met_elsewhere[mid] = None
+            self._met_elsewhere.move_to_end(mid)
+            while len(self._met_elsewhere) > cap:
+                self._met_elsewhere.popitem(last=False)
+            self._repair_out.remove(mid)
+            self._resolve(mid, lost=False)
+
+    def _resolve(self, mid: str, lost: bool) -> None:
+        """``mid`` became available (or was declared lost): release its waiters."""
+        info = self._missing.pop(mid, None)
+        if info is None:
+            return
+        if lost:
+            self._events.append(
+                MessageLost(self.channel_id, mid, tuple(sorted(info.waiting)))
+            )
+        ready = []
+        for wid in info.waiting:
+            w = self._incoming.get(wid)
+            if w is None:
+                continue
+            w.unmet -= 1
+            if lost:
+                w.lost_before += 1
+            if w.unmet <= 0:
+                ready.append(w)
+        # Deliver in log order so that causally unrelated releases are stable.
+        ready.sort(key=lambda w: (w.lamport, w.message_id))
+        for w in ready:
+            if self._incoming.pop(w.message_id, None) is not None:
+                self._deliver(w)
+
+    def _deliver(self, w: _Waiting) -> None:
+        """Spec "Deliver Message" (and whatever was waiting for it, iteratively)."""
+        stack = [w]
+        while stack:
+            w = stack.pop()
+            if w.message_id in self._entries:
+                continue
+            if w.lamport > self.lamport:
+                self.lamport = w.lamport
+            position = self._insert_log(w.message_id, w.lamport, w.sender_id, w.retrieval_hint)
+            self._lost.pop(w.message_id, None)
+            self._met_elsewhere.pop(w.message_id, None)
+            self._events.append(
+                MessageDelivered(
+                    self.channel_id,
+                    w.message_id,
+                    w.sender_id,
+                    w.lamport,
+                    w.content,
+                    position,
+                    w.history_ids,
+                    w.retrieval_hint,
+                    w.data,
+                    w.lost_before,
+                )
+            )
+            info = self._missing.pop(w.message_id, None)
+            if info is None:
+                continue
+            ready = []
+            for wid in info.waiting:
+                nxt = self._incoming.get(wid)
+                if nxt is None:
+                    continue
+                nxt.unmet -= 1
+                if nxt.unmet <= 0:
+                    ready.append(nxt)
+            ready.sort(key=lambda x: (x.lamport, x.message_id), reverse=True)
+            for nxt in ready:
+                if self._incoming.pop(nxt.message_id, None) is not None:
+                    stack.append(nxt)
+
+    def _insert_log(
+        self, message_id: str, lamport: int, sender_id: str, hint: bytes | None
+    ) -> int:
+        key = (lamport, message_id)
+        self._log.add(key)
+        self._entries[message_id] = _LogEntry(lamport, sender_id, hint)
+        position: int = self._evicted + self._log.bisect_left(key)
+        while len(self._log) > self.config.log_window:
+            _, old = self._log.pop(0)
+            del self._entries[old]
+            self._evicted += 1
+        return position
+
+    def _cache_for_repair(self, message_id: str, data: bytes) -> None:
+        cache = self._repair_cache
+        cache[message_id] = data
+        while len(cache) > self.config.repair_cache_size:
+            cache.popitem(last=False)
+
+    # ------------------------------------------------------------------- SDS-R
+
+    def _on_repair_requests(self, pb: sds_pb2.SdsMessage, requester: str, now_ms: int) -> None:
+        cfg = self.config
+        asked = []
+        scheduled = []
+        for req in pb.repair_request:
+            mid = req.message_id
+            if not mid:
+                continue
+            asked.append(mid)
+            # Someone else asked for it: our own pending request is redundant.
+            self._repair_out.remove(mid)
+            le = self._entries.get(mid)
+            if le is None and mid not in self._repair_cache:
+                continue
+            original = req.sender_id if req.HasField("sender_id") else (le.sender_id if le else "")
+            if not original:
+                continue
+            if not in_response_group(self.sender_id, original, mid, cfg.repair_response_groups):
+                continue
+            due = t_resp(self.sender_id, original, mid, now_ms, cfg.repair_t_max_ms)
+            if self._repair_in.add(HistoryEntry(mid, None, original), due):
+                scheduled.append(mid)
+        if asked:
+            self._events.append(
+                RepairRequestReceived(self.channel_id, requester, tuple(asked), tuple(scheduled))
+            )
+
+    def _take_repair_requests(self, now_ms: int) -> list[HistoryEntry]:
+        if not self.config.repair_enabled:
+            return []
+        return self._repair_out.take_due(now_ms, self.config.repair_requests_per_message)
+
+    def supply_repair_data(self, message_id: str, data: bytes, now_ms: int) -> None:
+        """Answer a :class:`~sds.events.RepairDataNeeded`: rebroadcast the stored bytes."""
+        original = ""
+        le = self._entries.get(message_id)
+        if le is not None:
+            original = le.sender_id
+        self._datagrams.append(Datagram(bytes(data), "repair", message_id))
+        self._events.append(RepairSent(self.channel_id, message_id, original))
+
+    # -------------------------------------------------------------------- timers
+
+    def _sync_delay(self, factor: float) -> int:
+        return int(self._rng.random() * self.config.sync_interval_ms * factor)
+
+    def get_timer(self) -> int | None:
+        """The earliest deadline at which :meth:`handle_timer` has work, or ``None``."""
+        candidates = []
+        if self._resend_heap:
+            candidates.append(self._resend_heap[0][0])
+        if self._lost_heap:
+            candidates.append(self._lost_heap[0][0])
+        if self._next_sweep_ms is not None:
+            candidates.append(self._next_sweep_ms)
+        if self.config.repair_enabled:
+            for buf in (self._repair_in, self._repair_out):
+                nxt = buf.next_deadline()
+                if nxt is not None:
+                    candidates.append(nxt)
+        if self._log:
+            candidates.append(self._next_sync_ms)
+        return min(candidates) if candidates else None
+
+    def handle_timer(self, now_ms: int) -> None:
+        """Run everything due by ``now_ms``: resends, repair responses, lost
+        timeouts, the incoming sweep, repair requests and the periodic sync.
+
+        Then drain ``datagrams_to_send()`` and ``events()`` and re-arm the timer.
+        """
+        self._run_resends(now_ms)
+        self._run_repair_responses(now_ms)
+        self._run_lost(now_ms)
+        if self._next_sweep_ms is not None and self._next_sweep_ms <= now_ms:
+            self._run_sweep(now_ms)
+        repair_due = self.config.repair_enabled and self._repair_out.has_due(now_ms)
+        if repair_due or (self._log and self._next_sync_ms <= now_ms):
+            self._send_sync(now_ms)
+
+    def _add_outgoing(self, out: _Outgoing, now_ms: int) -> None:
+        while len(self._outgoing) >= self.config.outgoing_buffer_cap:
+            old_id = next(iter(self._outgoing))
+            old = self._outgoing.pop(old_id)
+            self._events.append(
+                MessageSendFailed(self.channel_id, old_id, "buffer_full", old.attempts)
+            )
+        self._outgoing[out.message_id] = out
+        heapq.heappush(self._resend_heap, (out.next_resend_ms, out.message_id))
+
+    def _run_resends(self, now_ms: int) -> None:
+        """Spec "Periodic Outgoing Buffer Sweep"."""
+        heap = self._resend_heap
+        cfg = self.config
+        while heap and heap[0][0] <= now_ms:
+            due, mid = heapq.heappop(heap)
+            out = self._outgoing.get(mid)
+            if out is None or out.next_resend_ms != due:
+                continue
+            if out.attempts >= cfg.max_resend_attempts:
+                del self._outgoing[mid]
+                self._events.append(
+                    MessageSendFailed(self.channel_id, mid, "resends_exhausted", out.attempts)
+                )
+                continue
+            out.attempts += 1
+            possibly = out.state == OwnState.POSSIBLY_ACKNOWLEDGED
+            period = (
+                cfg.resend_possibly_acknowledged_ms if possibly else cfg.resend_unacknowledged_ms
+            )
+            out.next_resend_ms = now_ms + period
+            heapq.heappush(heap, (out.next_resend_ms, mid))
+            self._datagrams.append(Datagram(out.data, "resend", mid))
+            self._events.append(MessageResent(self.channel_id, mid, out.attempts, possibly))
+        if len(heap) > 4 * len(self._outgoing) + 64:
+            self._resend_heap = [(o.next_resend_ms, m) for m, o in self._outgoing.items()]
+            heapq.heapify(self._resend_heap)
+
+    def _run_repair_responses(self, now_ms: int) -> None:
+        if not self.config.repair_enabled:
+            return
+        for entry in self._repair_in.take_due(now_ms):
+            mid = entry.message_id
+            data = self._repair_cache.get(mid)
+            if data is None:
+                self._events.append(RepairDataNeeded(self.channel_id, mid))
+                continue
+            self._datagrams.append(Datagram(data, "repair", mid))
+            self._events.append(RepairSent(self.channel_id, mid, entry.sender_id or ""))
+
+    def _run_lost(self, now_ms: int) -> None:
+        """Spec "Periodic Incoming Buffer Sweep": dependencies missing too long are lost."""
+        heap = self._lost_heap
+        timeout = self.config.lost_timeout_ms
+        while heap and heap[0][0] <= now_ms:
+            due, mid = heapq.heappop(heap)
+            info = self._missing.get(mid)
+            if info is None or info.noticed_ms + timeout != due or mid in self._incoming:
+                continue
+            self._lost[mid] = None
+            while len(self._lost) > self.config.log_window:
+                self._lost.popitem(last=False)
+            self._repair_out.remove(mid)
+            self._resolve(mid, lost=True)
+        if len(heap) > 4 * len(self._missing) + 64:
+            self._lost_heap = [
+                (i.noticed_ms + timeout, m) for m, i in self._missing.items()
+            ]
+            heapq.heapify(self._lost_heap)
+
+    def _run_sweep(self, now_ms: int) -> None:
+        """Remind the application of what is still missing (to fetch it from storage/store)."""
+        if not self._missing:
+            self._next_sweep_ms = None
+            return
+        self._next_sweep_ms = now_ms + self.config.sweep_interval_ms
+        self._events.append(
+            MessagesMissing(
+                self.channel_id,
+                "",
+                "",
+                tuple(i.entry for m, i in self._missing.items() if m not in self._incoming),
+                False,
+            )
+        )
+
+    def _send_sync(self, now_ms: int) -> None:
+        """Spec "Periodic Sync Message" (also the carrier of due SDS-R requests)."""
+        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        requests = self._take_repair_requests(now_ms)
+        if not self._log and not requests:
+            return  # nothing to say (js-waku aborts such a sync too)
+        lamport = self._tick(now_ms)
+        message_id = f"{self._rng.getrandbits(256):064x}"
+        _, data = self._build(message_id, lamport, None, requests)
+        self._datagrams.append(Datagram(data, "sync", message_id))
+        req_ids = tuple(e.message_id for e in requests)
+        self._events.append(SyncSent(self.channel_id, message_id, lamport, req_ids))
+        if requests:
+            self._events.append(RepairRequested(self.channel_id, req_ids, message_id))
+        if self._missing:
+            # Repairs pending: sync sooner so requests and answers flow.
+            self._next_sync_ms = now_ms + self._sync_delay(0.5)
+
+    # ------------------------------------------------------------- persistence
+
+    def export_state(self) -> ChannelState:
+        """Snapshot everything the core holds, for storage to persist.
+
+        The repair cache (recent wire bytes) is left out: after a restore the core
+        asks for old bytes with :class:`~sds.events.RepairDataNeeded`.
+        """
+        def hx(b: bytes | None) -> str | None:
+            return None if b is None else b.hex()
+
+        def entry(e: HistoryEntry) -> list[str | None]:
+            return [e.message_id, hx(e.retrieval_hint), e.sender_id]
+
+        return ChannelState(
+            {
+                "version": STATE_VERSION,
+                "channel_id": self.channel_id,
+                "sender_id": self.sender_id,
+                "lamport": self.lamport,
+                "evicted": self._evicted,
+                "log": [
+                    [le.lamport, mid, le.sender_id, hx(le.retrieval_hint)]
+                    for mid, le in ((mid, self._entries[mid]) for _, mid in self._log)
+                ],
+                "bloom": self._filter.items(),
+                "met_elsewhere": list(self._met_elsewhere),
+                "lost": list(self._lost),
+                "outgoing": [
+                    [o.message_id, o.data.hex(), o.lamport, o.state, sorted(o.hits), o.attempts,
+                     o.next_resend_ms]
+                    for o in self._outgoing.values()
+                ],
+                "incoming": [
+                    [w.data.hex(), hx(w.retrieval_hint), w.received_ms, w.lost_before]
+                    for w in self._incoming.values()
+                ],
+                "missing": [
+                    [entry(i.entry), i.noticed_ms] for i in self._missing.values()
+                ],
+                "repair_out": [[entry(e), due, req] for e, due, req in self._repair_out.entries()],
+                "repair_in": [[entry(e), due, req] for e, due, req in self._repair_in.entries()],
+                "next_sync_ms": self._next_sync_ms,
+                "next_sweep_ms": self._next_sweep_ms,
+            }
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        state: ChannelState,
+        config: Config | None = None,
+        rng: random.Random | None = None,
+    ) -> Channel:
+        """Rebuild a channel from :meth:`export_state` (possibly after a restart).
+
+        Raises ``ValueError`` for a state of another format version or one that
+        does not parse.
+        """
+        d = state.data
+        if d.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported channel state version {d.get('version')!r}")
+        try:
+            return cls._restore(d, config, rng)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"corrupt channel state: {exc}") from None
+
+    @classmethod
+    def _restore(
+        cls, d: dict[str, Any], config: Config | None, rng: random.Random | None
+    ) -> Channel:
+        def bx(s: str | None) -> bytes | None:
+            return None if s is None else bytes.fromhex(s)
+
+        def entry(e: list[Any]) -> HistoryEntry:
+            return HistoryEntry(e[0], bx(e[1]), e[2])
+
+        ch = cls(d["channel_id"], d["sender_id"], config, int(d["lamport"]), rng)
+        ch._evicted = int(d["evicted"])
+        for lamport, mid, sender, hint in d["log"]:
+            ch._log.add((int(lamport), mid))
+            ch._entries[mid] = _LogEntry(int(lamport), sender, bx(hint))
+        for item in d["bloom"]:
+            ch._filter.add(item)
+        ch._met_elsewhere.update((m, None) for m in d["met_elsewhere"])
+        ch._lost.update((m, None) for m in d["lost"])
+        params = ch._filter.params
+        for mid, data, lamport, st, hits, attempts, next_resend in d["outgoing"]:
+            ch._outgoing[mid] = _Outgoing(
+                mid, bytes.fromhex(data), int(lamport), positions_in(mid, params), st,
+                set(hits), int(attempts), int(next_resend),
+            )
+            heapq.heappush(ch._resend_heap, (int(next_resend), mid))
+        for e, noticed in d["missing"]:
+            info = _Missing(entry(e), int(noticed), set())
+            ch._missing[info.entry.message_id] = info
+            if ch.config.lost_timeout_ms:
+                heapq.heappush(ch._lost_heap, (int(noticed) + ch.config.lost_timeout_ms,
+                                               info.entry.message_id))
+        for data_hex, hint, received_ms, lost_before in d["incoming"]:
+            data = bytes.fromhex(data_hex)
+            pb = parse_pb(data)
+            history_ids = tuple(h.message_id for h in pb.causal_history)
+            w = _Waiting(pb.message_id, pb.sender_id, pb.lamport_timestamp, pb.content,
+                         history_ids, bx(hint), data, int(received_ms), 0, int(lost_before))
+            ch._incoming[w.message_id] = w
+            ch._cache_for_repair(w.message_id, data)
+        for w in ch._incoming.values():
+            for mid in set(w.history_ids):
+                if mid == w.message_id or ch._is_available(mid):
+                    continue
+                known = ch._missing.get(mid)
+                if known is None:  # waits for another buffered message
+                    known = _Missing(HistoryEntry(mid), w.received_ms, set())
+                    ch._missing[mid] = known
+                known.waiting.add(w.message_id)
+                w.unmet += 1
+        for e, due, req in d["repair_out"]:
+            ch._repair_out.restore(entry(e), int(due), bool(req))
+        for e, due, req in d["repair_in"]:
+            ch._repair_in.restore(entry(e), int(due), bool(req))
+        ch._next_sync_ms = int(d["next_sync_ms"])
+        nsw = d["next_sweep_ms"]
+        ch._next_sweep_ms = None if nsw is None else int(nsw)
+        # Anything that became deliverable (e.g. state saved mid-way) goes now.
+        for w in [w for w in ch._incoming.values() if w.unmet <= 0]:
+            ch._incoming.pop(w.message_id, None)
+            ch._deliver(w)
+        return ch
+
+
+#: Format version of :class:`ChannelState`.
+STATE_VERSION = 1
+
+
+class ChannelState:
+    """A channel's exported state: a JSON-able dict, with a bytes form for storage."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def to_bytes(self) -> bytes:
+        """Compact JSON (UTF-8)."""
+        return json.dumps(self.data, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> ChannelState:
+        """Parse :meth:`to_bytes`; ``ValueError`` if it is not such a state."""
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"corrupt channel state: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError("corrupt channel state: not an object")
+        return cls(data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ChannelState) and other.data == self.data
+
+    __hash__ = None  # type: ignore[assignment]

@@ -1,0 +1,167 @@
+"""Protocol configuration: every size and timing the SDS core uses, in one place."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+__all__ = ["Config"]
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Sizes and timings of the SDS core. Times are milliseconds.
+
+    Defaults equal js-waku's (``@waku/sds`` and its ``ReliableChannel``) wherever
+    PROTOCOL.md lists one; the others are ours and say why.
+    """
+
+    #: Number of most recent log entries sent as ``causal_history`` (js-waku: 200).
+    causal_history_size: int = 200
+    #: Bloom filter capacity (js-waku: 10,000). Our filter rolls over at this size.
+    bloom_capacity: int = 10_000
+    #: Bloom filter design false-positive rate (js-waku: 0.001).
+    bloom_error_rate: float = 0.001
+    #: Probability we accept that a message is wrongly taken as acknowledged from
+    #: bloom-filter evidence alone. The possible-ack threshold is the number of
+    #: *distinct* senders whose filters must contain the id:
+    #: ``ceil(log(ack_certainty) / log(bloom_error_rate))`` (2 for the defaults,
+    #: js-waku's hard-coded value; 3 at a 1% filter). See :attr:`ack_threshold`.
+    ack_certainty: float = 1e-6
+    #: Fixed threshold overriding the derived one (``None`` derives it).
+    ack_threshold_override: int | None = None
+    #: Resend period of an unacknowledged own message (js-waku: 30 s).
+    resend_unacknowledged_ms: int = 30_000
+    #: Resend period of a possibly-acknowledged own message: longer, because
+    #: someone probably has it (the spec asks for distinct periods).
+    resend_possibly_acknowledged_ms: int = 60_000
+    #: Sends (first one excluded) before a message is reported failed (js-waku: 10).
+    max_resend_attempts: int = 10
+    #: Sync messages go out after a random delay in ``[0, sync_interval_ms)``
+    #: (js-waku: 30 s), halved after content was received and while repair
+    #: requests are pending.
+    sync_interval_ms: int = 30_000
+    #: How often the incoming buffer is checked for lost dependencies and
+    #: ``MessagesMissing`` is repeated for the application (js-waku's store
+    #: query interval: 10 s).
+    sweep_interval_ms: int = 10_000
+    #: After this long in the incoming buffer a message's missing dependencies
+    #: are declared lost and the message is delivered anyway. ``0`` disables it.
+    lost_timeout_ms: int = 120_000
+    #: SDS-R: enable repair requests and responses.
+    repair_enabled: bool = True
+    #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s).
+    repair_t_min_ms: int = 30_000
+    repair_t_max_ms: int = 120_000
+    #: SDS-R: number of response groups (``participants / 128 + 1`` is the
+    #: recommendation; 1 means everyone may answer).
+    repair_response_groups: int = 1
+    #: SDS-R: repair requests attached to one message (js-waku: 3).
+    repair_requests_per_message: int = 3
+    #: SDS-R: bound of each repair buffer (js-waku: 1,000). When full, the entry
+    #: due last is evicted.
+    repair_buffer_size: int = 1_000
+    #: Number of delivered ids the core keeps for dependency checks and
+    #: duplicate detection. Older ids are the application's (storage) business:
+    #: it answers ``MessagesMissing`` with ``mark_dependencies_met``.
+    log_window: int = 10_000
+    #: Wire bytes of this many most recent delivered/sent messages are kept so
+    #: that repair requests can be answered without storage. Older ones are
+    #: asked for with a ``RepairDataNeeded`` event.
+    repair_cache_size: int = 256
+    #: Cap of the unacknowledged outgoing buffer. When full, the oldest entry
+    #: is reported ``MessageSendFailed(reason="buffer_full")`` and dropped.
+    outgoing_buffer_cap: int = 5_000
+    #: Cap of the incoming buffer (messages waiting for dependencies). When
+    #: full, the oldest waiting message is dropped (``MessageDropped``,
+    #: reason ``"incoming_buffer_full"``); repair or storage can bring it back.
+    incoming_buffer_cap: int = 10_000
+    #: Largest content accepted by :meth:`Channel.send` and on receipt.
+    max_content_bytes: int = 64 * 1024
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in (
+            "causal_history_size",
+            "bloom_capacity",
+            "log_window",
+            "outgoing_buffer_cap",
+            "incoming_buffer_cap",
+            "repair_buffer_size",
+            "max_content_bytes",
+        ):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1")
+        for name in (
+            "resend_unacknowledged_ms",
+            "resend_possibly_acknowledged_ms",
+            "sync_interval_ms",
+            "sweep_interval_ms",
+            "repair_t_max_ms",
+        ):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be > 0")
+        if self.max_resend_attempts < 0:
+            problems.append("max_resend_attempts must be >= 0")
+        if self.lost_timeout_ms < 0:
+            problems.append("lost_timeout_ms must be >= 0")
+        if not 0 <= self.repair_t_min_ms < self.repair_t_max_ms:
+            problems.append("need 0 <= repair_t_min_ms < repair_t_max_ms")
+        if self.repair_response_groups < 1:
+            problems.append("repair_response_groups must be >= 1")
+        if not 0.0 < self.bloom_error_rate < 1.0:
+            problems.append("bloom_error_rate must be in (0, 1)")
+        if not 0.0 < self.ack_certainty < 1.0:
+            problems.append("ack_certainty must be in (0, 1)")
+        if self.ack_threshold_override is not None and self.ack_threshold_override < 1:
+            problems.append("ack_threshold_override must be >= 1")
+        if self.log_window < self.causal_history_size:
+            problems.append("log_window must be >= causal_history_size")
+        if problems:
+            raise ValueError("invalid sds.Config: " + "; ".join(problems))
+
+    @property
+    def ack_threshold(self) -> int:
+        """Distinct bloom-filter hits that make a message acknowledged.
+
+        Each hit from a filter that does not really contain the id happens with
+        probability ``bloom_error_rate`` (our rolling filter never exceeds it), so
+        ``t`` independent hits are all false with probability ``rate ** t``; the
+        threshold is the smallest ``t`` with ``rate ** t <= ack_certainty``.
+        """
+        if self.ack_threshold_override is not None:
+            return self.ack_threshold_override
+        t = math.log(self.ack_certainty) / math.log(self.bloom_error_rate)
+        return max(1, math.ceil(t - 1e-9))
+
+    def with_changes(self, **changes: Any) -> Config:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict, for config files and persistence."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        """Build from a dict; unknown keys raise ``ValueError`` naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown sds.Config keys: {', '.join(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def fast(cls, scale_ms: int = 1_000, **changes: Any) -> Config:
+        """Second-scale timings for demos and tests: every period becomes a few ``scale_ms``."""
+        base = cls(
+            resend_unacknowledged_ms=2 * scale_ms,
+            resend_possibly_acknowledged_ms=4 * scale_ms,
+            sync_interval_ms=2 * scale_ms,
+            sweep_interval_ms=scale_ms,
+            lost_timeout_ms=10 * scale_ms,
+            repair_t_min_ms=scale_ms // 2,
+            repair_t_max_ms=2 * scale_ms,
+        )
+        return replace(base, **changes)

@@ -1,0 +1,273 @@
+"""Events the SDS core reports. Drain them with ``Channel.events()`` after every call.
+
+All events are frozen, slotted dataclasses carrying ``channel_id``. The
+application persists them (the event log), updates its UI from them and, for a
+few, must act:
+
+* :class:`MessagesMissing` - look the ids up in long-term storage and call
+  ``mark_dependencies_met`` for those found; fetch the others (store peer by
+  ``retrieval_hint``) and feed them to ``receive``.
+* :class:`RepairDataNeeded` - a repair response is due for a message the core
+  no longer holds the bytes of: call ``supply_repair_data`` with its stored bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from sds.message import HistoryEntry
+
+__all__ = [
+    "DropReason",
+    "EphemeralReceived",
+    "Event",
+    "MessageAcknowledged",
+    "MessageDelivered",
+    "MessageDropped",
+    "MessageLost",
+    "MessagePossiblyAcknowledged",
+    "MessageResent",
+    "MessageSendFailed",
+    "MessageSent",
+    "MessagesMissing",
+    "RepairDataNeeded",
+    "RepairRequestReceived",
+    "RepairRequested",
+    "RepairSent",
+    "SyncReceived",
+    "SyncSent",
+]
+
+
+class DropReason(enum.StrEnum):
+    """Why a received message was not processed (or not fully)."""
+
+    MALFORMED = "malformed"  #: not a protobuf SdsMessage
+    INVALID_KIND = "invalid_kind"  #: neither lamport nor content set
+    MISSING_ID = "missing_id"  #: empty message_id or sender_id
+    OVERSIZED = "oversized"  #: content larger than Config.max_content_bytes
+    WRONG_CHANNEL = "wrong_channel"  #: channel_id is not this channel's
+    UNKNOWN_CHANNEL = "unknown_channel"  #: Participant has no such channel
+    OWN_ECHO = "own_echo"  #: our own message came back
+    DUPLICATE = "duplicate"  #: already delivered or already waiting
+    BAD_FILTER = "bad_filter"  #: bloom filter of another size: ignored for acks (message kept)
+    INCOMING_BUFFER_FULL = "incoming_buffer_full"  #: evicted while waiting for dependencies
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSent:
+    """We broadcast a new content message. It is now in the outgoing buffer.
+
+    The application should persist ``data`` (for resends after a restart and for
+    repair), wrap it, send it, then call ``set_retrieval_hint`` if it has one.
+    """
+
+    channel_id: str
+    message_id: str
+    lamport: int
+    content: bytes
+    data: bytes
+    causal_history: tuple[str, ...]
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageResent:
+    """An unacknowledged own message went out again (attempt 1 is the first resend)."""
+
+    channel_id: str
+    message_id: str
+    attempt: int
+    possibly_acknowledged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDelivered:
+    """A content message entered the local log, exactly once.
+
+    ``position`` is the number of messages the core knows to precede it in the
+    log order ``(lamport, message_id)`` - exact while the message sorts inside
+    the core's window (the normal case), a lower bound otherwise.
+    ``missing_before`` counts dependencies declared lost before it was delivered
+    (0 for an ordinary delivery).
+    """
+
+    channel_id: str
+    message_id: str
+    sender_id: str
+    lamport: int
+    content: bytes
+    position: int
+    causal_history: tuple[str, ...]
+    retrieval_hint: bytes | None
+    data: bytes
+    missing_before: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAcknowledged:
+    """An own message is acknowledged and left the outgoing buffer.
+
+    ``by_causal_history`` is false when the ack came from enough distinct
+    bloom-filter hits.
+    """
+
+    channel_id: str
+    message_id: str
+    by_causal_history: bool
+    by_sender: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePossiblyAcknowledged:
+    """An own message is in ``hits`` distinct participants' bloom filters (below threshold)."""
+
+    channel_id: str
+    message_id: str
+    hits: int
+    threshold: int
+    by_sender: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSendFailed:
+    """An own message left the outgoing buffer unacknowledged.
+
+    ``reason`` is ``"resends_exhausted"`` or ``"buffer_full"``. The application
+    may offer a retry (send the content again: a new message).
+    """
+
+    channel_id: str
+    message_id: str
+    reason: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesMissing:
+    """``message_id`` (from ``sender_id``) waits for dependencies we do not have.
+
+    ``missing`` are the entries as the waiting message named them, with their
+    retrieval hints. Reported when first noticed and again on every sweep while
+    still missing (``first`` tells which).
+    """
+
+    channel_id: str
+    message_id: str
+    sender_id: str
+    missing: tuple[HistoryEntry, ...]
+    first: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MessageLost:
+    """A dependency could not be obtained within ``Config.lost_timeout_ms``.
+
+    Reported once per lost id. The messages that waited for it are delivered
+    anyway (with ``MessageDelivered.missing_before`` > 0).
+    """
+
+    channel_id: str
+    message_id: str
+    waiting: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncSent:
+    """We broadcast a sync message (not stored, not acknowledged)."""
+
+    channel_id: str
+    message_id: str
+    lamport: int
+    repair_requests: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReceived:
+    """A sync message from someone else was processed (acks, dependencies, repairs)."""
+
+    channel_id: str
+    message_id: str
+    sender_id: str
+    lamport: int
+
+
+@dataclass(frozen=True, slots=True)
+class EphemeralReceived:
+    """An ephemeral message (typing indicator...): not logged, not acknowledged."""
+
+    channel_id: str
+    message_id: str
+    sender_id: str
+    content: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDropped:
+    """A received message was discarded, or part of it ignored (``BAD_FILTER``)."""
+
+    channel_id: str
+    message_id: str | None
+    sender_id: str | None
+    reason: DropReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRequested:
+    """We asked peers (SDS-R) to rebroadcast these ids, on carrier ``carrier_id``."""
+
+    channel_id: str
+    message_ids: tuple[str, ...]
+    carrier_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRequestReceived:
+    """``sender_id`` asked for these ids; ``scheduled`` are the ones we will answer."""
+
+    channel_id: str
+    sender_id: str
+    message_ids: tuple[str, ...]
+    scheduled: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RepairSent:
+    """We rebroadcast someone's (or our own) message in answer to a repair request."""
+
+    channel_id: str
+    message_id: str
+    original_sender: str
+
+
+@dataclass(frozen=True, slots=True)
+class RepairDataNeeded:
+    """A repair response is due but the core no longer holds the message bytes.
+
+    Call ``supply_repair_data(message_id, data, now_ms)`` with the stored bytes.
+    """
+
+    channel_id: str
+    message_id: str
+
+
+Event = (
+    MessageSent
+    | MessageResent
+    | MessageDelivered
+    | MessageAcknowledged
+    | MessagePossiblyAcknowledged
+    | MessageSendFailed
+    | MessagesMissing
+    | MessageLost
+    | SyncSent
+    | SyncReceived
+    | EphemeralReceived
+    | MessageDropped
+    | RepairRequested
+    | RepairRequestReceived
+    | RepairSent
+    | RepairDataNeeded
+)

@@ -1,0 +1,179 @@
+"""SDS messages: the public dataclasses and their protobuf wire form.
+
+The schema (``sds.proto``) is js-waku's ``SdsMessage`` field for field, so the
+bytes we produce are read by ``@waku/sds`` and the other way round. The codec is
+the generated protobuf module (``sds_pb2``); this module only converts between
+it and plain frozen dataclasses and classifies what a message is.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError as _PbDecodeError
+
+from sds import sds_pb2
+
+__all__ = [
+    "DecodeError",
+    "HistoryEntry",
+    "Message",
+    "MessageKind",
+    "classify",
+    "decode",
+    "encode",
+]
+
+#: Largest value a ``uint64`` field carries.
+_UINT64_MAX = (1 << 64) - 1
+
+
+class DecodeError(ValueError):
+    """The bytes are not a valid SDS message.
+
+    ``reason`` is a short stable string (``"malformed"``, ``"invalid_kind"``,
+    ``"empty_message_id"``...) suitable for counters.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class MessageKind(enum.Enum):
+    """What a decoded message is, by the rules in PROTOCOL.md."""
+
+    CONTENT = "content"  #: lamport set, content non-empty
+    EPHEMERAL = "ephemeral"  #: lamport unset, content non-empty
+    SYNC = "sync"  #: lamport set, content unset or empty
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """A reference to an earlier message: its id and how to fetch it.
+
+    ``sender_id`` is the referenced message's original sender (used by SDS-R to
+    decide who answers a repair request); ``None`` when unknown.
+    """
+
+    message_id: str
+    retrieval_hint: bytes | None = None
+    sender_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """An SDS message, field names as in the protobuf schema.
+
+    Unset optional fields are ``None``; repeated fields are tuples.
+    """
+
+    sender_id: str
+    message_id: str
+    channel_id: str
+    lamport_timestamp: int | None = None
+    causal_history: tuple[HistoryEntry, ...] = ()
+    bloom_filter: bytes | None = None
+    content: bytes | None = None
+    repair_request: tuple[HistoryEntry, ...] = ()
+
+    @property
+    def kind(self) -> MessageKind:
+        """Content, ephemeral or sync. Raises :class:`DecodeError` for the invalid fourth case."""
+        return classify(self.lamport_timestamp, self.content)
+
+
+def classify(lamport_timestamp: int | None, content: bytes | None) -> MessageKind:
+    """Classify by the presence of the Lamport timestamp and content (PROTOCOL.md table)."""
+    if lamport_timestamp is not None:
+        return MessageKind.CONTENT if content else MessageKind.SYNC
+    if content:
+        return MessageKind.EPHEMERAL
+    raise DecodeError("invalid_kind", "neither lamport_timestamp nor content is set")
+
+
+def _entry_to_pb(entry: HistoryEntry, pb: sds_pb2.HistoryEntry) -> None:
+    pb.message_id = entry.message_id
+    if entry.retrieval_hint is not None:
+        pb.retrieval_hint = entry.retrieval_hint
+    if entry.sender_id is not None:
+        pb.sender_id = entry.sender_id
+
+
+def _entry_from_pb(pb: sds_pb2.HistoryEntry) -> HistoryEntry:
+    return HistoryEntry(
+        pb.message_id,
+        pb.retrieval_hint if pb.HasField("retrieval_hint") else None,
+        pb.sender_id if pb.HasField("sender_id") else None,
+    )
+
+
+def to_pb(message: Message) -> sds_pb2.SdsMessage:
+    """Build the protobuf object for ``message``."""
+    pb = sds_pb2.SdsMessage(
+        sender_id=message.sender_id,
+        message_id=message.message_id,
+        channel_id=message.channel_id,
+    )
+    if message.lamport_timestamp is not None:
+        if not 0 <= message.lamport_timestamp <= _UINT64_MAX:
+            raise ValueError("lamport_timestamp must fit in uint64")
+        pb.lamport_timestamp = message.lamport_timestamp
+    for entry in message.causal_history:
+        _entry_to_pb(entry, pb.causal_history.add())
+    if message.bloom_filter is not None:
+        pb.bloom_filter = message.bloom_filter
+    for entry in message.repair_request:
+        _entry_to_pb(entry, pb.repair_request.add())
+    if message.content is not None:
+        pb.content = message.content
+    return pb
+
+
+def from_pb(pb: sds_pb2.SdsMessage) -> Message:
+    """Convert a parsed protobuf object to a :class:`Message`."""
+    return Message(
+        sender_id=pb.sender_id,
+        message_id=pb.message_id,
+        channel_id=pb.channel_id,
+        lamport_timestamp=pb.lamport_timestamp if pb.HasField("lamport_timestamp") else None,
+        causal_history=tuple(_entry_from_pb(e) for e in pb.causal_history),
+        bloom_filter=pb.bloom_filter if pb.HasField("bloom_filter") else None,
+        content=pb.content if pb.HasField("content") else None,
+        repair_request=tuple(_entry_from_pb(e) for e in pb.repair_request),
+    )
+
+
+def encode(message: Message) -> bytes:
+    """Serialise ``message`` to its wire bytes."""
+    return to_pb(message).SerializeToString()
+
+
+def parse_pb(data: bytes) -> sds_pb2.SdsMessage:
+    """Parse wire bytes into the protobuf object; raise :class:`DecodeError` on garbage.
+
+    Any failure of the parser (truncated varint, wrong wire type, invalid
+    UTF-8 in a string field...) becomes ``DecodeError("malformed")``.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise DecodeError("malformed", f"expected bytes, got {type(data).__name__}")
+    pb = sds_pb2.SdsMessage()
+    try:
+        pb.ParseFromString(bytes(data))
+    except _PbDecodeError as exc:
+        raise DecodeError("malformed", str(exc)) from None
+    except Exception as exc:  # the upb parser may raise others on hostile input
+        raise DecodeError("malformed", f"{type(exc).__name__}: {exc}") from None
+    return pb
+
+
+def decode(data: bytes) -> Message:
+    """Parse wire bytes into a :class:`Message`.
+
+    Raises :class:`DecodeError` (and nothing else) when the bytes are not a
+    protobuf ``SdsMessage``. The message kind is not checked here; see
+    :attr:`Message.kind`.
+    """
+    return from_pb(parse_pb(data))

@@ -1,0 +1,1 @@
+"""SQLite persistence (aiosqlite): channel logs, protocol state, identity, event log."""
