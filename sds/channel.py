@@ -799,8 +799,14 @@ class Channel:
             if not mid:
                 continue
             asked.append(mid)
-            # Someone else asked for it: our own pending request is redundant.
-            self._repair_out.remove(mid)
+            # Someone else asked for it: ours would be redundant now, so it waits
+            # one more retry period (js-waku drops it, and the gap stays open if
+            # that other request or its answer is lost).
+            self._repair_out.postpone(
+                mid,
+                now_ms
+                + t_req(self.sender_id, mid, 0, cfg.repair_t_min_ms, cfg.repair_t_max_ms),
+            )
             le = self._entries.get(mid)
             if le is None and mid not in self._repair_cache:
                 continue
@@ -820,7 +826,12 @@ class Channel:
     def _take_repair_requests(self, now_ms: int) -> list[HistoryEntry]:
         if not self.config.repair_enabled:
             return []
-        return self._repair_out.take_due(now_ms, self.config.repair_requests_per_message)
+        cfg = self.config
+
+        def retry(mid: str) -> int:
+            return t_req(self.sender_id, mid, 0, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+
+        return self._repair_out.take_due(now_ms, cfg.repair_requests_per_message, retry)
 
     def supply_repair_data(self, message_id: str, data: bytes, now_ms: int) -> None:
         """Answer a :class:`~sds.events.RepairDataNeeded`: rebroadcast the stored bytes."""

@@ -46,9 +46,11 @@ class Config:
     #: ``MessagesMissing`` is repeated for the application (js-waku's store
     #: query interval: 10 s).
     sweep_interval_ms: int = 10_000
-    #: After this long in the incoming buffer a message's missing dependencies
-    #: are declared lost and the message is delivered anyway. ``0`` disables it.
-    lost_timeout_ms: int = 120_000
+    #: A dependency missing this long (store fetches and several SDS-R request
+    #: rounds of up to ``repair_t_max_ms`` each had their chance) is declared
+    #: lost and the messages waiting for it are delivered anyway. ``0`` disables
+    #: it (js-waku's default: messages then wait forever).
+    lost_timeout_ms: int = 300_000
     #: SDS-R: enable repair requests and responses.
     repair_enabled: bool = True
     #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s).
@@ -160,7 +162,7 @@ class Config:
             resend_possibly_acknowledged_ms=4 * scale_ms,
             sync_interval_ms=2 * scale_ms,
             sweep_interval_ms=scale_ms,
-            lost_timeout_ms=10 * scale_ms,
+            lost_timeout_ms=20 * scale_ms,
             repair_t_min_ms=scale_ms // 2,
             repair_t_max_ms=2 * scale_ms,
         )

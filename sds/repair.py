@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sds.message import HistoryEntry
@@ -99,6 +100,15 @@ class _DeadlineBuffer:
         """Cancel; returns whether it was present."""
         return self._items.pop(message_id, None) is not None
 
+    def postpone(self, message_id: str, due_ms: int) -> bool:
+        """Move a pending entry's deadline to ``due_ms`` if that is later."""
+        item = self._items.get(message_id)
+        if item is None or item.requested or item.due_ms >= due_ms:
+            return False
+        item.due_ms = due_ms
+        heapq.heappush(self._heap, (due_ms, message_id))
+        return True
+
     def next_deadline(self) -> int | None:
         """Earliest deadline of a live, not yet handled entry."""
         heap = self._heap
@@ -131,15 +141,19 @@ class _DeadlineBuffer:
 class OutgoingRepairBuffer(_DeadlineBuffer):
     """Ids we miss and will ask for at their ``T_req``.
 
-    An entry is requested once (as js-waku does); it stays in the buffer, so a
-    second request for the same id is not scheduled, until the message arrives
-    or someone else's request for it is seen.
+    js-waku asks once per id; a request or its answer lost on the way then
+    leaves the gap open until the lost timeout. We ask again: a taken request is
+    re-armed ``retry_ms(message_id)`` later (the caller passes the spacing, the
+    same hash-spread ``[T_min, T_max)`` delay as the first request), until the
+    message arrives, someone else asks for it, or it is declared lost.
     """
 
     __slots__ = ()
 
-    def take_due(self, now_ms: int, limit: int) -> list[HistoryEntry]:
-        """Up to ``limit`` due, not yet requested entries, marked requested."""
+    def take_due(
+        self, now_ms: int, limit: int, retry_ms: Callable[[str], int] | None = None
+    ) -> list[HistoryEntry]:
+        """Up to ``limit`` due entries, each re-armed (marked requested without ``retry_ms``)."""
         out: list[HistoryEntry] = []
         heap = self._heap
         while heap and len(out) < limit:
@@ -150,8 +164,12 @@ class OutgoingRepairBuffer(_DeadlineBuffer):
             item = self._items.get(mid)
             if item is None or item.due_ms != due or item.requested:
                 continue
-            item.requested = True
             out.append(item.entry)
+            if retry_ms is None:
+                item.requested = True
+            else:
+                item.due_ms = now_ms + max(1, retry_ms(mid))
+                heapq.heappush(heap, (item.due_ms, mid))
         return out
 
     def has_due(self, now_ms: int) -> bool:
