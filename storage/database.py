@@ -1,0 +1,158 @@
+"""Opening the SQLite file safely, and the small helpers every query uses.
+
+Opening proceeds so that nothing is written to a file until it is known to be
+an sdschat database this version understands:
+
+1. :func:`inspect_file` reads the 100-byte header with plain file I/O: wrong
+   magic, impossible page size or a file shorter than its header says is
+   :class:`~storage.errors.CorruptDatabaseError` (SQLite itself would often
+   open a truncated file happily and fail much later).
+2. :func:`prepare` then reads, without writing, ``application_id``,
+   ``user_version`` and the schema (and optionally runs ``PRAGMA
+   quick_check``); a foreign or damaged file is ``CorruptDatabaseError``, a
+   newer one :class:`~storage.errors.NewerSchemaError`.
+3. Only then does it switch to WAL, set the pragmas below and migrate.
+
+Durability (``synchronous``). In WAL mode a commit is durable against a
+*process* crash (``kill -9``) at every ``synchronous`` level: the WAL frames are
+in the OS page cache when ``COMMIT`` returns. What the level decides is *power
+loss / OS crash*. With ``NORMAL`` the WAL is fsynced only at checkpoints, so
+the last few commits can vanish; with ``FULL`` every commit is fsynced before
+it returns. sdschat promises "a message is durable before it is broadcast":
+if a broadcast message's record could vanish while its envelope is already
+out, the restarted node would produce the typed text again under a *new* id
+(delivered twice), or forget its clock. So the commits that gate a broadcast —
+enqueueing typed text and recording the produced message with the core state
+(:class:`~storage.batch.Batch` with outbox transitions, or ``durable=True``) —
+run with ``synchronous=FULL``; everything else (received messages, events,
+archive, state updates that the protocol can re-derive or re-fetch from peers)
+uses ``NORMAL`` and costs no fsync. Fsyncing the WAL also makes every earlier
+``NORMAL`` commit durable.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import CorruptDatabaseError, NewerSchemaError, StorageError
+from .schema import APPLICATION_ID, SCHEMA_VERSION, migrate
+
+DB_FILENAME = "sdschat.db"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 5000
+
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+
+def wall_ms() -> int:
+    """Wall-clock time in milliseconds (the unit of every ``*_ms``/``*_at`` column)."""
+    return time.time_ns() // 1_000_000
+
+
+def inspect_file(path: Path) -> None:
+    """Refuse, without opening it through SQLite, a file that cannot be a healthy database.
+
+    A missing or empty file is fine (a new database). Raises
+    :class:`CorruptDatabaseError` for a non-SQLite header, an invalid page
+    size, a size that is not whole pages, or fewer pages than the header claims.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return
+    with path.open("rb") as f:
+        header = f.read(100)
+    if len(header) < 100:
+        if SQLITE_MAGIC.startswith(header[: len(SQLITE_MAGIC)]):
+            raise CorruptDatabaseError(path, f"truncated: {size} bytes, shorter than its header")
+        raise CorruptDatabaseError(path, "not a SQLite database (no SQLite header)")
+    if header[:16] != SQLITE_MAGIC:
+        raise CorruptDatabaseError(path, "not a SQLite database (no SQLite header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    if page_size == 1:
+        page_size = 65536
+    if page_size < 512 or page_size & (page_size - 1):
+        raise CorruptDatabaseError(path, f"invalid page size {page_size} in header")
+    if size % page_size:
+        raise CorruptDatabaseError(
+            path, f"truncated: {size} bytes is not a whole number of {page_size}-byte pages"
+        )
+    change_counter = header[24:28]
+    page_count = int.from_bytes(header[28:32], "big")
+    valid_for = header[92:96]
+    if valid_for == change_counter and page_count * page_size > size:
+        raise CorruptDatabaseError(
+            path,
+            f"truncated: header says {page_count} pages of {page_size} bytes, "
+            f"file holds {size // page_size}",
+        )
+
+
+def translate_error(error: sqlite3.Error, path: Path) -> StorageError:
+    """Map a ``sqlite3`` error to the storage hierarchy (corruption gets its own type)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return CorruptDatabaseError(path, str(error))
+    return StorageError(f"{path}: {type(error).__name__}: {error}")
+
+
+def prepare(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tuple[int, int]:
+    """Validate, configure and migrate a freshly opened autocommit connection.
+
+    Returns ``(version found, version now)``. Raises :class:`CorruptDatabaseError`
+    or :class:`~storage.errors.NewerSchemaError` before writing anything.
+    """
+    try:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        objects = int(db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+        if integrity_check:
+            rows = db.execute("PRAGMA quick_check").fetchall()
+            if rows != [("ok",)]:
+                problems = "; ".join(str(r[0]) for r in rows[:5])
+                raise CorruptDatabaseError(path, f"integrity check failed: {problems}")
+    except sqlite3.DatabaseError as e:
+        raise CorruptDatabaseError(path, str(e)) from e
+    if app_id != APPLICATION_ID and (app_id != 0 or objects or version):
+        raise CorruptDatabaseError(
+            path, f"a SQLite database, but not an sdschat one (application_id={app_id:#x})"
+        )
+    if version > SCHEMA_VERSION:
+        raise NewerSchemaError(path, version, SCHEMA_VERSION)
+    mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StorageError(f"{path}: could not switch to WAL journal mode (got {mode!r})")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("PRAGMA foreign_keys = ON")
+    return migrate(db, path)
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection, *, durable: bool = False) -> Iterator[None]:
+    """One write transaction (``BEGIN IMMEDIATE`` .. ``COMMIT``), rolled back on any error.
+
+    ``durable=True`` commits with ``synchronous=FULL`` (fsync before returning),
+    see the module docstring.
+    """
+    if durable:
+        db.execute("PRAGMA synchronous = FULL")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    finally:
+        if durable:
+            db.execute("PRAGMA synchronous = NORMAL")

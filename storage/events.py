@@ -1,0 +1,127 @@
+"""Turning the core's events into rows of the append-only event log.
+
+The SDS core reports what happened as frozen dataclasses (``sds.events``:
+``MessageDelivered``, ``MessageSent``, ``MessagesMissing``, ...). Storage does
+not import them: :func:`event_row` reads attributes *by name*, so a new event
+type, or a field added later, is logged without touching this module.
+
+Column mapping (each only if the attribute exists and has the right type):
+
+* ``kind``       = ``type(event).__name__``
+* ``channel``    = ``channel_id`` (or ``channel``)
+* ``message_id`` = ``message_id`` (a string)
+* ``sender_id``  = ``sender_id`` (a string)
+* ``lamport``    = ``lamport`` (or ``lamport_timestamp``), an int in 0..2**63-1
+* ``size_bytes`` = ``len(data)`` (or ``len(content)``) for bytes-like payloads
+
+Every other field goes into ``detail``, a JSON object: bytes as hex, tuples,
+lists and sets as lists, nested dataclasses as objects, enums by value.
+Payload bytes themselves (``data``, ``content``) are never logged, only their
+size: the event log feeds an analytics pipeline and must not carry chat text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .records import MAX_LAMPORT, EventRow
+
+_CHANNEL_FIELDS = ("channel_id", "channel")
+_LAMPORT_FIELDS = ("lamport", "lamport_timestamp")
+_PAYLOAD_FIELDS = ("data", "content")
+_MAX_DEPTH = 16
+
+
+def _field_names(event: object) -> list[str]:
+    if dataclasses.is_dataclass(event) and not isinstance(event, type):
+        return [f.name for f in dataclasses.fields(event)]
+    names: list[str] = []
+    for klass in type(event).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names.extend([slots] if isinstance(slots, str) else list(slots))
+    names.extend(getattr(event, "__dict__", {}))
+    return [n for n in dict.fromkeys(names) if not n.startswith("__") and hasattr(event, n)]
+
+
+def to_jsonable(value: Any, _depth: int = 0) -> Any:
+    """Convert ``value`` into something :func:`json.dumps` accepts, losslessly where it can.
+
+    bytes become lowercase hex; tuples, lists become lists; sets become sorted
+    lists; dataclasses and mappings become objects; enums become their value;
+    anything else becomes its ``repr``.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if _depth >= _MAX_DEPTH:
+        return repr(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, enum.Enum):
+        return to_jsonable(value.value, _depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: to_jsonable(getattr(value, f.name), _depth + 1)
+            for f in dataclasses.fields(value)
+        }
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v, _depth + 1) for v in value]
+    if isinstance(value, set | frozenset):
+        items = [to_jsonable(v, _depth + 1) for v in value]
+        return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
+    return repr(value)
+
+
+def event_row(event: object, wall_ms: int) -> EventRow:
+    """Flatten one core event into an :class:`~storage.records.EventRow` logged at ``wall_ms``.
+
+    Never raises for an unexpected shape: unknown attributes simply land in
+    ``detail``.
+    """
+    names = _field_names(event)
+    values = {name: getattr(event, name) for name in names}
+    used: set[str] = set()
+
+    def take_str(candidates: tuple[str, ...]) -> str | None:
+        for name in candidates:
+            if isinstance(values.get(name), str):
+                used.add(name)
+                return str(values[name])
+        return None
+
+    channel = take_str(_CHANNEL_FIELDS)
+    message_id = take_str(("message_id",))
+    sender_id = take_str(("sender_id",))
+
+    lamport: int | None = None
+    for name in _LAMPORT_FIELDS:
+        value = values.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_LAMPORT:
+            lamport = value
+            used.add(name)
+            break
+
+    size: int | None = None
+    for name in _PAYLOAD_FIELDS:
+        value = values.get(name)
+        if isinstance(value, bytes | bytearray | memoryview | str):
+            if size is None:
+                size = len(value.encode()) if isinstance(value, str) else memoryview(value).nbytes
+            used.add(name)  # payloads are never logged, only measured
+
+    detail = {name: to_jsonable(v) for name, v in values.items() if name not in used}
+    return EventRow(
+        wall_ms=wall_ms,
+        kind=type(event).__name__,
+        channel=channel,
+        message_id=message_id,
+        sender_id=sender_id,
+        lamport=lamport,
+        size_bytes=size,
+        detail=json.dumps(detail, sort_keys=True, separators=(",", ":")),
+    )

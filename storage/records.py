@@ -1,0 +1,218 @@
+"""The values storage accepts and returns: frozen dataclasses, one per kind of row.
+
+Nothing here touches the database. The node converts the core's objects into
+these (and back); storage never imports :mod:`sds`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .errors import ValueOutOfRangeError
+
+#: SQLite integers are signed 64-bit. SDS Lamport timestamps are uint64 on the
+#: wire but in practice wall-clock milliseconds (~2**41 today), so they are
+#: stored as INTEGER and anything above this bound is refused with
+#: :class:`~storage.errors.ValueOutOfRangeError` rather than silently wrapped.
+MAX_LAMPORT = 2**63 - 1
+
+#: A position in a channel's log: ``(lamport, message_id)``. The log's SDS order
+#: is ascending by this pair (ties on Lamport broken by message id).
+Cursor = tuple[int, str]
+
+_HEX_ID = re.compile(r"[0-9a-f]{64}")
+_TAG_RAW_IDS = 0x01
+_TAG_JSON_IDS = 0x02
+
+
+class OwnState(StrEnum):
+    """Where one of our own messages stands. Others' messages have no state (``None``)."""
+
+    QUEUED = "queued"
+    """Produced by the core and recorded, not yet handed to the transport."""
+    SENT = "sent"
+    """Handed to the transport at least once."""
+    POSSIBLY_ACKNOWLEDGED = "possibly_acknowledged"
+    """Seen in someone's bloom filter, not yet enough for certainty."""
+    ACKNOWLEDGED = "acknowledged"
+    """Seen in someone's causal history (or enough bloom-filter hits)."""
+    FAILED = "failed"
+    """The core gave up resending it."""
+
+
+def check_lamport(lamport: int) -> int:
+    """Return ``lamport`` if SQLite can store it, else raise :class:`ValueOutOfRangeError`."""
+    if not 0 <= lamport <= MAX_LAMPORT:
+        raise ValueOutOfRangeError(
+            f"Lamport timestamp {lamport} is outside 0..2**63-1 and cannot be stored"
+        )
+    return lamport
+
+
+def encode_causal_history(ids: tuple[str, ...] | list[str]) -> bytes:
+    """Pack a causal history (message ids) compactly.
+
+    Ids that are all 64 lowercase hex characters (every sdschat and js-waku id)
+    become ``0x01`` followed by their 32-byte binary forms, concatenated: half
+    the size of the text. Any other ids (SDS treats ids as opaque strings) are
+    kept exactly, as ``0x02`` followed by a JSON array. Empty is ``b""``.
+    """
+    if not ids:
+        return b""
+    if all(_HEX_ID.fullmatch(i) for i in ids):
+        return bytes([_TAG_RAW_IDS]) + b"".join(bytes.fromhex(i) for i in ids)
+    return bytes([_TAG_JSON_IDS]) + json.dumps(list(ids), separators=(",", ":")).encode()
+
+
+def decode_causal_history(blob: bytes | None) -> tuple[str, ...]:
+    """Inverse of :func:`encode_causal_history`."""
+    if not blob:
+        return ()
+    tag, body = blob[0], blob[1:]
+    if tag == _TAG_RAW_IDS:
+        if len(body) % 32:
+            raise ValueError("raw causal history is not a whole number of 32-byte ids")
+        return tuple(body[i : i + 32].hex() for i in range(0, len(body), 32))
+    if tag == _TAG_JSON_IDS:
+        ids = json.loads(body)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValueError("JSON causal history is not a list of strings")
+        return tuple(ids)
+    raise ValueError(f"unknown causal history encoding tag {tag:#x}")
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who this data directory is.
+
+    The private key lives in a mode-0600 file managed by ``net/identity.py``;
+    ``key_file`` records where (a path, relative to the data directory or
+    absolute), never the key itself.
+    """
+
+    display_name: str
+    sender_id: str
+    public_key: bytes
+    key_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """A channel this node has joined (``left_at`` is set once it left)."""
+
+    name: str
+    topic: bytes
+    is_public: bool
+    joined_at: int
+    left_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One message of a channel's log, with everything needed to repair or re-serve it.
+
+    ``state`` is set for our own messages only. ``received_at`` defaults to the
+    commit's wall-clock time when ``None``. ``envelope`` is the exact bytes
+    sent or received (for repair and store-peer service).
+    """
+
+    channel: str
+    message_id: str
+    sender_id: str
+    lamport: int
+    content: bytes
+    causal_history: tuple[str, ...] = ()
+    retrieval_hint: bytes | None = None
+    envelope: bytes | None = None
+    state: OwnState | None = None
+    delivered_at: int | None = None
+    received_at: int | None = None
+
+    def __post_init__(self) -> None:
+        check_lamport(self.lamport)
+        if self.state is not None and not isinstance(self.state, OwnState):
+            object.__setattr__(self, "state", OwnState(self.state))
+
+    @property
+    def cursor(self) -> Cursor:
+        """This message's position in SDS order."""
+        return (self.lamport, self.message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """A message as the log views show it (no envelope, no history: those are large)."""
+
+    channel: str
+    message_id: str
+    sender_id: str
+    lamport: int
+    content: bytes
+    state: OwnState | None
+    delivered_at: int | None
+    received_at: int
+
+    @property
+    def cursor(self) -> Cursor:
+        """This message's position in SDS order; pass it as ``before``/``after`` to page."""
+        return (self.lamport, self.message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMessage:
+    """A message a person typed that the core has not yet turned into an SDS message."""
+
+    local_id: int
+    channel: str
+    content: bytes
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One core event, flattened for the append-only event log (see ``storage.events.event_row``).
+
+    ``detail`` is a JSON object (text) with the event's remaining fields.
+    """
+
+    wall_ms: int
+    kind: str
+    channel: str | None = None
+    message_id: str | None = None
+    sender_id: str | None = None
+    lamport: int | None = None
+    size_bytes: int | None = None
+    detail: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An :class:`EventRow` as read back, with its position ``id`` in the log (1, 2, ...)."""
+
+    id: int
+    wall_ms: int
+    kind: str
+    channel: str | None
+    message_id: str | None
+    sender_id: str | None
+    lamport: int | None
+    size_bytes: int | None
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedEnvelope:
+    """An envelope kept by a store peer, keyed by its hash (the SDS retrieval hint)."""
+
+    hash: bytes
+    topic: bytes
+    arrival_ms: int
+    envelope: bytes
+
+    @property
+    def cursor(self) -> tuple[int, bytes]:
+        """Position in a topic's archive: ``(arrival_ms, hash)``."""
+        return (self.arrival_ms, self.hash)

@@ -1,0 +1,169 @@
+"""The database schema and its forward migrations.
+
+The schema version lives in ``PRAGMA user_version``. ``MIGRATIONS[i]`` takes a
+database from version ``i`` to version ``i + 1``; each runs inside its own
+transaction together with the ``user_version`` bump, so a crash mid-migration
+leaves the previous version intact. To change the schema, *append* a function
+(never edit a released one)::
+
+    def _migration_2(db: sqlite3.Connection) -> None:
+        \"\"\"Version 2: what changed and why.\"\"\"
+        db.execute("ALTER TABLE messages ADD COLUMN edited_at INTEGER")
+
+    MIGRATIONS = (_migration_1, _migration_2)
+
+Migrations must not use ``executescript`` (it commits) or change
+``journal_mode`` (not allowed in a transaction).
+
+Column order matters for speed: in ``messages`` the large blobs
+(``causal_history``, ``envelope``) come last, so reading the log view columns
+never walks their overflow pages.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .errors import NewerSchemaError
+
+#: Written to ``PRAGMA application_id`` ("SDSC"): tells an sdschat database
+#: apart from any other SQLite file.
+APPLICATION_ID = 0x53445343
+
+Migration = Callable[[sqlite3.Connection], None]
+
+OWN_STATES_SQL = "('queued','sent','possibly_acknowledged','acknowledged','failed')"
+
+_SCHEMA_1: tuple[str, ...] = (
+    """
+    CREATE TABLE identity (
+        id           INTEGER PRIMARY KEY CHECK (id = 1),
+        display_name TEXT    NOT NULL,
+        sender_id    TEXT    NOT NULL,
+        public_key   BLOB    NOT NULL,
+        key_file     TEXT,
+        updated_ms   INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE channels (
+        name      TEXT    PRIMARY KEY,
+        topic     BLOB    NOT NULL,
+        is_public INTEGER NOT NULL CHECK (is_public IN (0, 1)),
+        joined_at INTEGER NOT NULL,
+        left_at   INTEGER
+    )
+    """,
+    f"""
+    CREATE TABLE messages (
+        channel        TEXT    NOT NULL REFERENCES channels(name),
+        message_id     TEXT    NOT NULL,
+        sender_id      TEXT    NOT NULL,
+        lamport        INTEGER NOT NULL CHECK (lamport >= 0),
+        state          TEXT    CHECK (state IN {OWN_STATES_SQL}),
+        delivered_at   INTEGER,
+        received_at    INTEGER NOT NULL,
+        content        BLOB    NOT NULL,
+        retrieval_hint BLOB,
+        causal_history BLOB    NOT NULL DEFAULT x'',
+        envelope       BLOB,
+        PRIMARY KEY (channel, message_id)
+    )
+    """,
+    "CREATE INDEX messages_log_order ON messages (channel, lamport, message_id)",
+    """
+    CREATE TABLE outbox (
+        local_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel    TEXT    NOT NULL REFERENCES channels(name),
+        content    BLOB    NOT NULL,
+        created_ms INTEGER NOT NULL,
+        message_id TEXT,
+        sent_ms    INTEGER
+    )
+    """,
+    "CREATE INDEX outbox_pending ON outbox (local_id) WHERE message_id IS NULL",
+    """
+    CREATE UNIQUE INDEX outbox_message ON outbox (channel, message_id)
+        WHERE message_id IS NOT NULL
+    """,
+    """
+    CREATE TABLE core_state (
+        channel    TEXT    PRIMARY KEY REFERENCES channels(name),
+        state      BLOB    NOT NULL,
+        updated_ms INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        wall_ms    INTEGER NOT NULL,
+        channel    TEXT,
+        kind       TEXT    NOT NULL,
+        message_id TEXT,
+        sender_id  TEXT,
+        lamport    INTEGER,
+        size_bytes INTEGER,
+        detail     TEXT    NOT NULL DEFAULT '{}'
+    )
+    """,
+    """
+    CREATE TABLE archive (
+        hash       BLOB    PRIMARY KEY,
+        topic      BLOB    NOT NULL,
+        arrival_ms INTEGER NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        envelope   BLOB    NOT NULL
+    )
+    """,
+    "CREATE INDEX archive_by_topic ON archive (topic, arrival_ms, hash)",
+    "CREATE INDEX archive_by_age ON archive (arrival_ms, hash)",
+)
+
+
+def _migration_1(db: sqlite3.Connection) -> None:
+    """Version 1: identity, channels, messages, outbox, core state, events, archive."""
+    for statement in _SCHEMA_1:
+        db.execute(statement)
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+#: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
+MIGRATIONS: tuple[Migration, ...] = (_migration_1,)
+
+#: The version this sdschat writes.
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(db: sqlite3.Connection) -> int:
+    """Return the database's ``PRAGMA user_version``."""
+    row = db.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def migrate(
+    db: sqlite3.Connection,
+    path: Path,
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> tuple[int, int]:
+    """Bring ``db`` (autocommit connection) up to ``len(migrations)``; return (from, to).
+
+    Raises :class:`~storage.errors.NewerSchemaError`, without writing, if the
+    file is already ahead of ``migrations``.
+    """
+    target = len(migrations)
+    start = schema_version(db)
+    if start > target:
+        raise NewerSchemaError(path, start, target)
+    for version in range(start, target):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            migrations[version](db)
+            db.execute(f"PRAGMA user_version = {version + 1}")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    return start, target

@@ -1,0 +1,660 @@
+"""The :class:`Store`: one sdschat data directory's SQLite database, used from asyncio.
+
+Every public method is *one* awaited call: the whole operation (all its rows,
+its transaction) runs as a single function on aiosqlite's connection thread.
+aiosqlite costs ~65 µs per awaited call, so callers batch: pass many ids or
+rows at once, and put everything one core call produced into one
+:class:`~storage.batch.Batch`.
+
+Calls are serialised on the one connection, so transactions never
+interleave. A call whose awaiting task is cancelled still runs to the end
+(commit or rollback) on the connection thread: atomic either way.
+
+Usage::
+
+    async with await Store.open(data_dir) as store:
+        await store.join_channel("general", topic, is_public=True)
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+
+from .archive import EnvelopeArchive
+from .batch import MESSAGE_COLUMNS, Batch, BatchResult, apply_batch, existing_ids
+from .database import (
+    DB_FILENAME,
+    inspect_file,
+    prepare,
+    transaction,
+    translate_error,
+    wall_ms,
+)
+from .errors import CorruptDatabaseError, StoreClosedError
+from .lock import DataDirLock
+from .records import (
+    Channel,
+    Cursor,
+    EventRow,
+    Identity,
+    LogEntry,
+    OwnState,
+    PendingMessage,
+    StoredEvent,
+    StoredMessage,
+    check_lamport,
+    decode_causal_history,
+)
+
+T = TypeVar("T")
+
+_LOG_COLUMNS = "channel, message_id, sender_id, lamport, content, state, delivered_at, received_at"
+_EVENT_COLUMNS = "id, wall_ms, kind, channel, message_id, sender_id, lamport, size_bytes, detail"
+
+
+def _log_entry(row: tuple[Any, ...]) -> LogEntry:
+    return LogEntry(
+        channel=row[0],
+        message_id=row[1],
+        sender_id=row[2],
+        lamport=row[3],
+        content=row[4],
+        state=None if row[5] is None else OwnState(row[5]),
+        delivered_at=row[6],
+        received_at=row[7],
+    )
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 0:
+        raise ValueError("limit must be >= 0")
+
+
+def _check_cursor(cursor: Cursor | None) -> None:
+    # -1 is allowed: (-1, "") sorts before every message.
+    if cursor is not None and cursor[0] != -1:
+        check_lamport(cursor[0])
+
+
+async def _run_on(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn(sqlite3 connection)`` on aiosqlite's connection thread: one awaited call.
+
+    aiosqlite's public API awaits once per statement; ``Connection._execute``
+    (present since aiosqlite's first releases, and what every public method
+    uses) runs an arbitrary function in the thread that owns the connection.
+    This is the only place storage relies on it.
+    """
+    execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
+    return await execute(lambda: fn(conn._conn))
+
+
+class Store:
+    """An open sdschat database (``<data_dir>/sdschat.db``) holding the data-dir lock.
+
+    Open with ``await Store.open(data_dir)``; close with ``await store.close()``
+    or use it as an async context manager. See the module docstring for the
+    cost model and :mod:`storage.batch` for the send protocol.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        conn: aiosqlite.Connection,
+        lock: DataDirLock,
+        migrated_from: int,
+        schema_version: int,
+    ) -> None:
+        """Use :meth:`open`."""
+        self.data_dir = data_dir
+        self.path = data_dir / DB_FILENAME
+        self.migrated_from = migrated_from
+        """Schema version found at open (0 for a new file)."""
+        self.schema_version = schema_version
+        """Schema version of the file now."""
+        self._conn: aiosqlite.Connection | None = conn
+        self._lock = lock
+        self.archive = EnvelopeArchive(self._call, self.commit_batch)
+        """The store peer's envelope archive (:class:`~storage.archive.EnvelopeArchive`)."""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls, data_dir: str | os.PathLike[str], *, integrity_check: bool = False
+    ) -> Store:
+        """Open (creating if needed) the database of ``data_dir`` and lock the directory.
+
+        Creates ``data_dir`` (mode 0700) and ``sdschat.db`` (mode 0600) if
+        missing, checks the file, migrates it to the current schema.
+        ``integrity_check=True`` also runs ``PRAGMA quick_check`` (reads the
+        whole file: seconds for a large history; :meth:`check_integrity` does
+        the same later).
+
+        Raises :class:`~storage.errors.DataDirLockedError` (another instance
+        holds the directory), :class:`~storage.errors.CorruptDatabaseError`
+        (not an sdschat database, truncated, damaged) or
+        :class:`~storage.errors.NewerSchemaError`; in the last two cases the
+        file has not been modified.
+        """
+        directory = Path(data_dir)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = DataDirLock.acquire(directory)
+        path = directory / DB_FILENAME
+        try:
+            inspect_file(path)
+            if not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            try:
+                conn = await aiosqlite.connect(path, isolation_level=None)
+            except sqlite3.Error as e:
+                raise translate_error(e, path) from e
+            try:
+                found, now = await _run_on(
+                    conn, lambda db: prepare(db, path, integrity_check=integrity_check)
+                )
+            except sqlite3.Error as e:
+                await conn.close()
+                raise translate_error(e, path) from e
+            except BaseException:
+                await conn.close()
+                raise
+        except BaseException:
+            lock.release()
+            raise
+        return cls(directory, conn, lock, found, now)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._conn is None
+
+    async def close(self) -> None:
+        """Close the database and release the data-dir lock (idempotent)."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            with contextlib.suppress(sqlite3.Error):  # an optimisation hint only
+                await _run_on(conn, lambda db: db.execute("PRAGMA optimize"))
+            await conn.close()
+        finally:
+            self._lock.release()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        if conn is None:
+            raise StoreClosedError(f"store {self.path} is closed")
+        try:
+            return await _run_on(conn, fn)
+        except sqlite3.Error as e:
+            raise translate_error(e, self.path) from e
+
+    async def check_integrity(self) -> None:
+        """Run ``PRAGMA quick_check``; raise :class:`CorruptDatabaseError` if it finds damage."""
+
+        def check(db: sqlite3.Connection) -> list[str]:
+            return [str(r[0]) for r in db.execute("PRAGMA quick_check")]
+
+        problems = await self._call(check)
+        if problems != ["ok"]:
+            raise CorruptDatabaseError(
+                self.path, "integrity check failed: " + "; ".join(problems[:5])
+            )
+
+    # ------------------------------------------------------------------ identity
+
+    async def save_identity(self, identity: Identity) -> None:
+        """Store (replace) this data directory's identity."""
+
+        def save(db: sqlite3.Connection) -> None:
+            with transaction(db, durable=True):
+                db.execute(
+                    "INSERT INTO identity (id, display_name, sender_id, public_key, key_file, "
+                    "updated_ms) VALUES (1,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
+                    "display_name = excluded.display_name, sender_id = excluded.sender_id, "
+                    "public_key = excluded.public_key, key_file = excluded.key_file, "
+                    "updated_ms = excluded.updated_ms",
+                    (
+                        identity.display_name,
+                        identity.sender_id,
+                        bytes(identity.public_key),
+                        identity.key_file,
+                        wall_ms(),
+                    ),
+                )
+
+        await self._call(save)
+
+    async def load_identity(self) -> Identity | None:
+        """This data directory's identity, or ``None`` before the first :meth:`save_identity`."""
+
+        def load(db: sqlite3.Connection) -> Identity | None:
+            row = db.execute(
+                "SELECT display_name, sender_id, public_key, key_file FROM identity WHERE id = 1"
+            ).fetchone()
+            return None if row is None else Identity(*row)
+
+        return await self._call(load)
+
+    # ------------------------------------------------------------------ channels
+
+    async def join_channel(
+        self, name: str, topic: bytes, *, is_public: bool, now_ms: int | None = None
+    ) -> Channel:
+        """Join ``name`` (or rejoin it: clears ``left_at``, updates topic and ``joined_at``).
+
+        Messages, outbox entries and core state of a channel can only be
+        written once it has been joined.
+        """
+        at = wall_ms() if now_ms is None else now_ms
+
+        def join(db: sqlite3.Connection) -> Channel:
+            with transaction(db):
+                db.execute(
+                    "INSERT INTO channels (name, topic, is_public, joined_at, left_at) "
+                    "VALUES (?,?,?,?,NULL) ON CONFLICT (name) DO UPDATE SET "
+                    "topic = excluded.topic, is_public = excluded.is_public, "
+                    "joined_at = CASE WHEN left_at IS NULL THEN joined_at "
+                    "ELSE excluded.joined_at END, left_at = NULL",
+                    (name, bytes(topic), int(is_public), at),
+                )
+                return _get_channel(db, name) or Channel(name, topic, is_public, at)
+
+        return await self._call(join)
+
+    async def leave_channel(self, name: str, now_ms: int | None = None) -> bool:
+        """Mark ``name`` as left (its history stays). False if not currently joined."""
+        at = wall_ms() if now_ms is None else now_ms
+
+        def leave(db: sqlite3.Connection) -> bool:
+            with transaction(db):
+                return (
+                    db.execute(
+                        "UPDATE channels SET left_at = ? WHERE name = ? AND left_at IS NULL",
+                        (at, name),
+                    ).rowcount
+                    == 1
+                )
+
+        return await self._call(leave)
+
+    async def list_channels(self, *, include_left: bool = False) -> list[Channel]:
+        """Joined channels by name (and, with ``include_left``, those left)."""
+        sql = "SELECT name, topic, is_public, joined_at, left_at FROM channels"
+        if not include_left:
+            sql += " WHERE left_at IS NULL"
+        sql += " ORDER BY name"
+
+        def query(db: sqlite3.Connection) -> list[Channel]:
+            return [Channel(r[0], r[1], bool(r[2]), r[3], r[4]) for r in db.execute(sql)]
+
+        return await self._call(query)
+
+    async def get_channel(self, name: str) -> Channel | None:
+        """The channel ``name`` (joined or left), or ``None`` if never joined."""
+        return await self._call(lambda db: _get_channel(db, name))
+
+    # ------------------------------------------------------------------ messages
+
+    async def insert_messages(self, messages: Iterable[StoredMessage]) -> list[bool]:
+        """Add messages to their channels' logs; one bool per input: True if it was new.
+
+        Idempotent: a message whose ``(channel, message_id)`` is stored already
+        (or appears earlier in the same call) is ignored and reported False,
+        which is how replays are detected.
+        """
+        batch = Batch()
+        batch.insert_messages(messages)
+        if not batch.messages:
+            return []
+        result = await self.commit_batch(batch)
+        remaining = set(result.new_messages)
+        flags = []
+        for m in batch.messages:
+            key = (m.channel, m.message_id)
+            flags.append(key in remaining)
+            remaining.discard(key)
+        return flags
+
+    async def insert_message(self, message: StoredMessage) -> bool:
+        """Add one message; True if it was new (see :meth:`insert_messages`)."""
+        return (await self.insert_messages([message]))[0]
+
+    async def page(
+        self,
+        channel: str,
+        *,
+        before: Cursor | None = None,
+        after: Cursor | None = None,
+        limit: int = 50,
+    ) -> list[LogEntry]:
+        """A page of ``channel``'s log, in SDS order (ascending ``(lamport, message_id)``).
+
+        * neither cursor: the newest ``limit`` messages;
+        * ``before``: the ``limit`` messages just before that cursor (scrolling up);
+        * ``after``: the ``limit`` messages just after it (scrolling down);
+        * both: the first ``limit`` strictly between them.
+
+        Cursors are exclusive; use ``entry.cursor`` of the first/last entry. One
+        index range scan: milliseconds at any history size.
+        """
+        _check_limit(limit)
+        _check_cursor(before)
+        _check_cursor(after)
+        where = "channel = ?"
+        params: list[object] = [channel]
+        if before is not None:
+            where += " AND (lamport, message_id) < (?, ?)"
+            params += [before[0], before[1]]
+        if after is not None:
+            where += " AND (lamport, message_id) > (?, ?)"
+            params += [after[0], after[1]]
+        descending = after is None
+        order = "lamport DESC, message_id DESC" if descending else "lamport, message_id"
+        sql = f"SELECT {_LOG_COLUMNS} FROM messages WHERE {where} ORDER BY {order} LIMIT ?"
+        params.append(limit)
+
+        def query(db: sqlite3.Connection) -> list[LogEntry]:
+            rows = [_log_entry(r) for r in db.execute(sql, params)]
+            if descending:
+                rows.reverse()
+            return rows
+
+        return await self._call(query)
+
+    async def iter_log(self, channel: str, *, page_size: int = 500) -> AsyncIterator[LogEntry]:
+        """The whole log of ``channel`` in SDS order, fetched ``page_size`` rows per call."""
+        if page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        cursor: Cursor = (-1, "")
+        while True:
+            rows = await self.page(channel, after=cursor, limit=page_size)
+            for row in rows:
+                yield row
+            if len(rows) < page_size:
+                return
+            cursor = rows[-1].cursor
+
+    async def count_messages(self, channel: str) -> int:
+        """Number of messages stored for ``channel``."""
+
+        def query(db: sqlite3.Connection) -> int:
+            row = db.execute("SELECT count(*) FROM messages WHERE channel = ?", (channel,))
+            return int(row.fetchone()[0])
+
+        return await self._call(query)
+
+    async def has_ids(self, channel: str, message_ids: Iterable[str]) -> set[str]:
+        """The subset of ``message_ids`` stored in ``channel`` (one query for any number).
+
+        For dependency checks beyond the core's in-memory window.
+        """
+        ids = list(message_ids)
+        if not ids:
+            return set()
+        return await self._call(lambda db: existing_ids(db, channel, ids))
+
+    async def get_envelopes(self, channel: str, message_ids: Iterable[str]) -> dict[str, bytes]:
+        """Stored envelopes by message id (ids unknown or without an envelope are absent)."""
+        ids = json.dumps(list(message_ids))
+
+        def query(db: sqlite3.Connection) -> dict[str, bytes]:
+            return {
+                r[0]: r[1]
+                for r in db.execute(
+                    "SELECT message_id, envelope FROM messages WHERE channel = ? "
+                    "AND envelope IS NOT NULL "
+                    "AND message_id IN (SELECT value FROM json_each(?))",
+                    (channel, ids),
+                )
+            }
+
+        return await self._call(query)
+
+    async def get_messages(
+        self, channel: str, message_ids: Iterable[str]
+    ) -> dict[str, StoredMessage]:
+        """Full stored messages (history, hint, envelope included) by id."""
+        ids = json.dumps(list(message_ids))
+
+        def query(db: sqlite3.Connection) -> dict[str, StoredMessage]:
+            out: dict[str, StoredMessage] = {}
+            for r in db.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE channel = ? "
+                "AND message_id IN (SELECT value FROM json_each(?))",
+                (channel, ids),
+            ):
+                out[r[1]] = StoredMessage(
+                    channel=r[0],
+                    message_id=r[1],
+                    sender_id=r[2],
+                    lamport=r[3],
+                    state=None if r[4] is None else OwnState(r[4]),
+                    delivered_at=r[5],
+                    received_at=r[6],
+                    content=r[7],
+                    retrieval_hint=r[8],
+                    causal_history=decode_causal_history(r[9]),
+                    envelope=r[10],
+                )
+            return out
+
+        return await self._call(query)
+
+    async def search(
+        self, channel: str, text: str, *, before: Cursor | None = None, limit: int = 50
+    ) -> list[LogEntry]:
+        """Messages of ``channel`` whose content contains ``text``, NEWEST FIRST.
+
+        Case-insensitive for ASCII (SQL ``LIKE``; ``%`` and ``_`` in ``text``
+        are literal). Next page: ``before=result[-1].cursor``. Scans the
+        channel's rows (no full-text index): tens of ms per 100,000 messages.
+        """
+        _check_limit(limit)
+        _check_cursor(before)
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = (
+            f"SELECT {_LOG_COLUMNS} FROM messages WHERE channel = ? "
+            "AND CAST(content AS TEXT) LIKE ? ESCAPE '\\'"
+        )
+        params: list[object] = [channel, pattern]
+        if before is not None:
+            sql += " AND (lamport, message_id) < (?, ?)"
+            params += [before[0], before[1]]
+        sql += " ORDER BY lamport DESC, message_id DESC LIMIT ?"
+        params.append(limit)
+
+        def query(db: sqlite3.Connection) -> list[LogEntry]:
+            return [_log_entry(r) for r in db.execute(sql, params)]
+
+        return await self._call(query)
+
+    async def update_own_state(
+        self, channel: str, message_ids: Iterable[str], state: OwnState | str
+    ) -> int:
+        """Set the state of our own messages; returns how many rows changed.
+
+        Rows of others' messages (no state) are never touched. Storage records
+        what the core decided; it does not police transitions.
+        """
+        batch = Batch()
+        batch.set_own_state(channel, message_ids, state)
+        if not batch.own_states:
+            return 0
+        return (await self.commit_batch(batch)).own_states_updated
+
+    # ------------------------------------------------------------------ outbox
+
+    async def enqueue_outgoing(
+        self, channel: str, content: bytes, *, now_ms: int | None = None
+    ) -> int:
+        """Record a typed message durably (fsynced) BEFORE anything is broadcast; its local id.
+
+        See :mod:`storage.batch` for the whole send protocol.
+        """
+        batch = Batch()
+        batch.enqueue_outgoing(channel, content, now_ms)
+        return (await self.commit_batch(batch)).local_ids[0]
+
+    async def mark_sent(self, local_id: int, message_id: str) -> None:
+        """Record that outbox entry ``local_id`` became SDS message ``message_id`` (fsynced).
+
+        Prefer :meth:`record_sent` (or :meth:`Batch.record_sent`), which stores
+        the message and the core state in the same transaction.
+        """
+        batch = Batch()
+        batch.mark_sent(local_id, message_id)
+        await self.commit_batch(batch)
+
+    async def record_sent(
+        self,
+        local_id: int,
+        message: StoredMessage,
+        *,
+        core_state: bytes | None = None,
+        events: Iterable[EventRow] = (),
+    ) -> BatchResult:
+        """Store our produced message, the outbox transition, the core state and events at once.
+
+        Shorthand for a :class:`Batch` with :meth:`Batch.record_sent`; commit
+        this BEFORE handing the envelope to the transport.
+        """
+        batch = Batch()
+        batch.record_sent(local_id, message)
+        if core_state is not None:
+            batch.set_core_state(message.channel, core_state)
+        batch.add_event_rows(events)
+        return await self.commit_batch(batch)
+
+    async def pending_outgoing(self, channel: str | None = None) -> list[PendingMessage]:
+        """Typed messages not yet produced by the core, oldest first (resume these at start)."""
+        sql = "SELECT local_id, channel, content, created_ms FROM outbox WHERE message_id IS NULL"
+        params: tuple[object, ...] = ()
+        if channel is not None:
+            sql += " AND channel = ?"
+            params = (channel,)
+        sql += " ORDER BY local_id"
+
+        def query(db: sqlite3.Connection) -> list[PendingMessage]:
+            return [PendingMessage(*r) for r in db.execute(sql, params)]
+
+        return await self._call(query)
+
+    # ------------------------------------------------------------------ core state, batches
+
+    async def save_core_state(self, channel: str, state: bytes) -> None:
+        """Replace ``channel``'s exported core state (prefer a :class:`Batch` with its outputs)."""
+        batch = Batch()
+        batch.set_core_state(channel, state)
+        await self.commit_batch(batch)
+
+    async def load_core_state(self, channel: str) -> bytes | None:
+        """``channel``'s last saved core state, or ``None``."""
+
+        def query(db: sqlite3.Connection) -> bytes | None:
+            row = db.execute("SELECT state FROM core_state WHERE channel = ?", (channel,))
+            found = row.fetchone()
+            return None if found is None else bytes(found[0])
+
+        return await self._call(query)
+
+    async def commit_batch(self, batch: Batch, *, now_ms: int | None = None) -> BatchResult:
+        """Write all of ``batch`` in one transaction (one awaited call): all of it or nothing.
+
+        ``now_ms`` (default: wall clock) fills ``received_at``/``created_ms``/
+        ``sent_ms`` left unset. Fsynced when ``batch.needs_fsync``. On any
+        error nothing is written and the batch may be retried; after success
+        the batch is spent (:class:`~storage.errors.BatchAlreadyCommittedError`).
+        """
+        at = wall_ms() if now_ms is None else now_ms
+
+        def commit(db: sqlite3.Connection) -> BatchResult:
+            with transaction(db, durable=batch.needs_fsync):
+                return apply_batch(db, batch, at)
+
+        result = await self._call(commit)
+        batch.committed = True
+        return result
+
+    # ------------------------------------------------------------------ event log
+
+    async def append_events(self, rows: Iterable[EventRow]) -> range:
+        """Append event rows; returns the ids they got (prefer a :class:`Batch`)."""
+        batch = Batch()
+        batch.add_event_rows(rows)
+        if not batch.events:
+            return range(0)
+        return (await self.commit_batch(batch)).event_ids
+
+    async def events_page(self, after_id: int = 0, limit: int = 1000) -> list[StoredEvent]:
+        """Up to ``limit`` events with id > ``after_id``, in log order."""
+        _check_limit(limit)
+
+        def query(db: sqlite3.Connection) -> list[StoredEvent]:
+            return [
+                StoredEvent(*r)
+                for r in db.execute(
+                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                    (after_id, limit),
+                )
+            ]
+
+        return await self._call(query)
+
+    async def iter_events(
+        self, after_id: int = 0, limit: int | None = None, *, page_size: int = 1000
+    ) -> AsyncIterator[StoredEvent]:
+        """Events with id > ``after_id`` in log order (at most ``limit``), ``page_size`` per call.
+
+        For export: remember the last id seen and resume from it.
+        """
+        if page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        remaining = limit
+        cursor = after_id
+        while remaining is None or remaining > 0:
+            want = page_size if remaining is None else min(page_size, remaining)
+            rows = await self.events_page(cursor, want)
+            for row in rows:
+                yield row
+            if remaining is not None:
+                remaining -= len(rows)
+            if len(rows) < want:
+                return
+            cursor = rows[-1].id
+
+    async def count_events(self) -> int:
+        """Number of events in the log."""
+
+        def query(db: sqlite3.Connection) -> int:
+            return int(db.execute("SELECT count(*) FROM events").fetchone()[0])
+
+        return await self._call(query)
+
+
+def _get_channel(db: sqlite3.Connection, name: str) -> Channel | None:
+    row = db.execute(
+        "SELECT name, topic, is_public, joined_at, left_at FROM channels WHERE name = ?", (name,)
+    ).fetchone()
+    return None if row is None else Channel(row[0], row[1], bool(row[2]), row[3], row[4])
