@@ -40,7 +40,7 @@ from .database import (
     translate_error,
     wall_ms,
 )
-from .errors import CorruptDatabaseError, StoreClosedError
+from .errors import CorruptDatabaseError, StoreClosedError, ValueOutOfRangeError
 from .lock import DataDirLock
 from .records import (
     Channel,
@@ -209,6 +209,8 @@ class Store:
             return await _run_on(conn, fn)
         except sqlite3.Error as e:
             raise translate_error(e, self.path) from e
+        except OverflowError as e:  # an int column value outside SQLite's signed 64 bits
+            raise ValueOutOfRangeError(f"{e} (SQLite integers are signed 64-bit)") from e
 
     async def check_integrity(self) -> None:
         """Run ``PRAGMA quick_check``; raise :class:`CorruptDatabaseError` if it finds damage."""
