@@ -589,6 +589,9 @@ class Store:
         error nothing is written and the batch may be retried; after success
         the batch is spent (:class:`~storage.errors.BatchAlreadyCommittedError`).
         """
+        if not len(batch) and not batch.committed:
+            batch.committed = True
+            return BatchResult()
         at = wall_ms() if now_ms is None else now_ms
 
         def commit(db: sqlite3.Connection) -> BatchResult:
@@ -645,6 +648,18 @@ class Store:
             if len(rows) < want:
                 return
             cursor = rows[-1].id
+
+    async def delete_events_through(self, last_id: int) -> int:
+        """Drop events with id <= ``last_id`` (after exporting them); return how many.
+
+        Ids are never reused (AUTOINCREMENT), so export cursors stay valid.
+        """
+
+        def delete(db: sqlite3.Connection) -> int:
+            with transaction(db):
+                return db.execute("DELETE FROM events WHERE id <= ?", (last_id,)).rowcount
+
+        return await self._call(delete)
 
     async def count_events(self) -> int:
         """Number of events in the log."""

@@ -14,6 +14,7 @@ from storage import (
     ArchivedEnvelope,
     Batch,
     BatchAlreadyCommittedError,
+    BatchResult,
     EventRow,
     OutboxStateError,
     OwnState,
@@ -92,6 +93,17 @@ async def snapshot(store: Store) -> tuple[object, ...]:
         [p.local_id for p in await store.pending_outgoing()],
         await store.archive.stats(),
     )
+
+
+def test_empty_batch_is_a_no_op(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with await open_with_channel(tmp_path / "d") as store:
+            batch = Batch()
+            assert await store.commit_batch(batch) == BatchResult()
+            with pytest.raises(BatchAlreadyCommittedError):
+                await store.commit_batch(batch)
+
+    run(body)
 
 
 def test_commit_batch_writes_everything(tmp_path: Path) -> None:
@@ -283,6 +295,10 @@ def test_event_log_round_trip_and_iteration(tmp_path: Path) -> None:
             assert await store.events_page(26) == []
             assert await store.count_events() == 26
             assert await store.append_events([]) == range(0)
+            assert await store.delete_events_through(10) == 10
+            assert [e.id async for e in store.iter_events(limit=2)] == [11, 12]
+            more = await store.append_events([EventRow(wall_ms=1, kind="After")])
+            assert list(more) == [27]  # ids are never reused
 
     run(body)
 

@@ -22,6 +22,7 @@ from storage import (
     Store,
     StoreClosedError,
 )
+from storage.database import inspect_file
 from storage.schema import APPLICATION_ID, MIGRATIONS, migrate, schema_version
 
 CHILD_TIMEOUT_S = 30
@@ -300,3 +301,59 @@ def test_use_after_close_raises(tmp_path: Path) -> None:
             await store.list_channels()
 
     run(body)
+
+
+def test_short_file_with_pending_wal_is_left_to_sqlite(tmp_path: Path) -> None:
+    # A crash in the middle of a checkpoint leaves exactly this (page 1 already
+    # copied, later pages still only in the WAL): it must not be called truncated.
+    db_path = make_db(tmp_path / "d", messages=200)
+    with db_path.open("r+b") as f:
+        f.truncate((db_path.stat().st_size // 2) // 4096 * 4096)
+    with pytest.raises(CorruptDatabaseError, match="truncated"):
+        inspect_file(db_path)
+    db_path.with_name(DB_FILENAME + "-wal").write_bytes(b"\0" * 32)
+    inspect_file(db_path)  # no longer our call
+
+
+def test_store_reopens_after_a_writer_is_killed_among_commits_and_checkpoints(
+    tmp_path: Path,
+) -> None:
+    # Many small commits so that automatic checkpoints happen while the child is killed.
+    data_dir = tmp_path / "d"
+    code = f"""
+import asyncio
+from storage import Store, StoredMessage
+
+async def main():
+    store = await Store.open({str(data_dir)!r})
+    await store.join_channel("general", b"t", is_public=True)
+    print("ready", flush=True)
+    for i in range(100_000):
+        await store.insert_messages([StoredMessage(
+            "general", f"{{i:064x}}", "s", i, b"x" * 100, envelope=b"e" * 3000)])
+        if i % 50 == 0:
+            print(i, flush=True)
+
+asyncio.run(main())
+"""
+    child = python_child(code)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        for _ in range(40):  # ~2,000 commits: several automatic checkpoints
+            child.stdout.readline()
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(CHILD_TIMEOUT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(CHILD_TIMEOUT_S)
+
+    async def reopen() -> None:
+        async with await Store.open(data_dir, integrity_check=True) as store:
+            count = await store.count_messages("general")
+            assert count >= 1950
+            ids = [e.lamport async for e in store.iter_log("general", page_size=1000)]
+            assert ids == list(range(count))  # a prefix of what was written, no holes
+
+    run(reopen)
