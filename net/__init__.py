@@ -1,1 +1,4 @@
-"""What crosses a process boundary: envelopes, relay, LAN gossip, store protocol, in-memory network."""
+"""What crosses a process boundary.
+
+Envelopes, the relay, LAN gossip, the store-peer protocol and the in-memory network.
+"""

@@ -1,0 +1,394 @@
+"""Sealing SDS messages into authenticated, encrypted envelopes and opening them.
+
+Wire format: ``Envelope`` and ``SealedPayload`` in ``net/envelope.proto``.
+
+Sealing ``sds`` (the serialised SDS message) for a channel::
+
+    signature  = Ed25519.sign(b"sdschat-v1" + topic + sds)
+    plaintext  = SealedPayload(sds, sender_public_key, signature)
+    aad        = b"sdschat-envelope" + uint32_be(version) + topic
+    ciphertext = ChaCha20Poly1305(channel_key).encrypt(nonce = 12 random bytes, plaintext, aad)
+    envelope   = Envelope(version = 1, topic, nonce, ciphertext)
+
+Opening checks, in this order, and raises the matching :class:`EnvelopeError`
+subclass (its ``reason`` is stable, for counting and logs):
+
+=====================  ==========================================================
+``oversized``          more than :data:`MAX_ENVELOPE_BYTES` bytes (checked first,
+                       before any parsing)
+``malformed``          not an Envelope, or not its canonical encoding (fields 1-4
+                       in order, no unknown or repeated fields); nonce not 12 bytes; after decryption, not a
+                       SealedPayload, a public key not 32 bytes, or SDS bytes that
+                       do not decode as ``sds.SdsMessage``
+``unsupported_version`` ``version`` other than :data:`ENVELOPE_VERSION`
+``wrong_topic``        ``topic`` differs from the expected topic
+``wrong_key_or_tampered`` AEAD authentication failed (wrong channel key, or any
+                       bit of topic/version/nonce/ciphertext changed)
+``bad_signature``      the Ed25519 signature does not verify
+``sender_mismatch``    the SDS ``sender_id`` is not ``sender_id_for(public key)``
+=====================  ==========================================================
+
+``replayed`` (:class:`ReplayedEnvelope`) is raised by :class:`ReplayGuard`, not by
+:func:`open_envelope`: only the node knows what it has already delivered.
+
+No other exception escapes :func:`open_envelope`, whatever the input bytes.
+The envelope hash (``sha256`` of the envelope bytes as received) is the SDS
+retrieval hint of the message inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import ClassVar
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+from net import envelope_pb2
+from net.channel_key import KEY_BYTES, ChannelKey, topic_for_key
+from net.identity import PUBLIC_KEY_BYTES, Identity, sender_id_for, verify_signature
+from sds import sds_pb2
+
+__all__ = [
+    "ENVELOPE_VERSION",
+    "MAX_ENVELOPE_BYTES",
+    "NONCE_BYTES",
+    "REJECTION_REASONS",
+    "BadSignature",
+    "EnvelopeError",
+    "MalformedEnvelope",
+    "Opened",
+    "OversizedEnvelope",
+    "ReplayGuard",
+    "ReplayedEnvelope",
+    "SenderMismatch",
+    "UnsupportedVersion",
+    "WrongKeyOrTampered",
+    "WrongTopic",
+    "envelope_hash",
+    "open",
+    "open_envelope",
+    "peek_topic",
+    "seal",
+]
+
+ENVELOPE_VERSION = 1
+"""The envelope format version this module writes and accepts."""
+
+MAX_ENVELOPE_BYTES = 256 * 1024
+"""Largest envelope accepted or produced: 256 KiB.
+
+A default SDS message (200 history entries, 18.75 KB bloom filter) is about
+40 KB, and sealing adds about 130 bytes, so this leaves room for long content
+while bounding what a peer can make us allocate, decrypt and verify.
+"""
+
+NONCE_BYTES = 12
+"""ChaCha20-Poly1305 nonce length."""
+
+SIGNATURE_DOMAIN = b"sdschat-v1"
+"""Prefix of the signed message: ``SIGNATURE_DOMAIN + topic + sds``."""
+
+AAD_DOMAIN = b"sdschat-envelope"
+"""Prefix of the AEAD associated data: ``AAD_DOMAIN + uint32_be(version) + topic``."""
+
+
+class EnvelopeError(Exception):
+    """An envelope was rejected. ``reason`` is a stable short string for counters."""
+
+    reason: ClassVar[str] = "envelope_error"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(f"{self.reason}: {detail}" if detail else self.reason)
+        self.detail = detail
+
+
+class OversizedEnvelope(EnvelopeError):
+    """More than :data:`MAX_ENVELOPE_BYTES` bytes."""
+
+    reason = "oversized"
+
+
+class MalformedEnvelope(EnvelopeError):
+    """Bytes that do not form a valid envelope or payload."""
+
+    reason = "malformed"
+
+
+class UnsupportedVersion(EnvelopeError):
+    """An envelope version this code does not speak."""
+
+    reason = "unsupported_version"
+
+
+class WrongTopic(EnvelopeError):
+    """The envelope belongs to another topic than expected."""
+
+    reason = "wrong_topic"
+
+
+class WrongKeyOrTampered(EnvelopeError):
+    """AEAD authentication failed: wrong channel key or modified bytes."""
+
+    reason = "wrong_key_or_tampered"
+
+
+class BadSignature(EnvelopeError):
+    """The sender's Ed25519 signature does not verify."""
+
+    reason = "bad_signature"
+
+
+class SenderMismatch(EnvelopeError):
+    """The SDS ``sender_id`` is not the fingerprint of the signing key."""
+
+    reason = "sender_mismatch"
+
+
+class ReplayedEnvelope(EnvelopeError):
+    """The envelope was already seen (raised by :meth:`ReplayGuard.check`)."""
+
+    reason = "replayed"
+
+
+REJECTION_REASONS: tuple[str, ...] = tuple(
+    cls.reason
+    for cls in (
+        OversizedEnvelope,
+        MalformedEnvelope,
+        UnsupportedVersion,
+        WrongTopic,
+        WrongKeyOrTampered,
+        BadSignature,
+        SenderMismatch,
+        ReplayedEnvelope,
+    )
+)
+"""Every ``reason`` an :class:`EnvelopeError` can carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A verified, decrypted envelope.
+
+    Attributes:
+        sds_bytes: the serialised SDS message, to hand to the core.
+        sender_public_key: the 32-byte Ed25519 key that signed it.
+        sender_id: ``sender_id_for(sender_public_key)``, equal to the SDS sender_id.
+        envelope_hash: sha256 of the envelope bytes (the SDS retrieval hint).
+        topic: the envelope's 16-byte topic.
+    """
+
+    sds_bytes: bytes
+    sender_public_key: bytes
+    sender_id: str
+    envelope_hash: bytes
+    topic: bytes
+
+
+def envelope_hash(envelope_bytes: bytes) -> bytes:
+    """sha256 of the envelope bytes: the SDS retrieval hint (32 bytes)."""
+    return hashlib.sha256(envelope_bytes).digest()
+
+
+def _key_and_topic(channel_key: ChannelKey | bytes) -> tuple[bytes, bytes]:
+    if isinstance(channel_key, ChannelKey):
+        return channel_key.key, channel_key.topic
+    if len(channel_key) != KEY_BYTES:
+        raise ValueError(f"a channel key is {KEY_BYTES} bytes, got {len(channel_key)}")
+    return bytes(channel_key), topic_for_key(channel_key)
+
+
+def _aad(version: int, topic: bytes) -> bytes:
+    return AAD_DOMAIN + version.to_bytes(4, "big") + topic
+
+
+def seal(sds_bytes: bytes, identity: Identity, channel_key: ChannelKey | bytes) -> bytes:
+    """Sign, encrypt and wrap ``sds_bytes`` for the channel; returns envelope bytes.
+
+    Args:
+        sds_bytes: a serialised SDS message whose ``sender_id`` is
+            ``identity.sender_id`` (receivers reject it otherwise).
+        identity: the sender's key pair.
+        channel_key: the channel's :class:`ChannelKey` (or its raw 32-byte key).
+
+    Raises:
+        OversizedEnvelope: the result would exceed :data:`MAX_ENVELOPE_BYTES`.
+        ValueError: a raw channel key of the wrong length.
+    """
+    key, topic = _key_and_topic(channel_key)
+    signature = identity.sign(SIGNATURE_DOMAIN + topic + sds_bytes)
+    payload = envelope_pb2.SealedPayload(
+        sds=sds_bytes, sender_public_key=identity.public_key, signature=signature
+    ).SerializeToString()
+    nonce = os.urandom(NONCE_BYTES)
+    ciphertext = ChaCha20Poly1305(key).encrypt(nonce, payload, _aad(ENVELOPE_VERSION, topic))
+    out = envelope_pb2.Envelope(
+        version=ENVELOPE_VERSION, topic=topic, nonce=nonce, ciphertext=ciphertext
+    ).SerializeToString()
+    if len(out) > MAX_ENVELOPE_BYTES:
+        raise OversizedEnvelope(f"{len(out)} bytes > {MAX_ENVELOPE_BYTES}")
+    return out
+
+
+def peek_topic(envelope_bytes: bytes) -> bytes:
+    """Read an envelope's topic without decrypting (what a relay or store does).
+
+    Raises:
+        OversizedEnvelope, MalformedEnvelope: as :func:`open_envelope`.
+    """
+    if len(envelope_bytes) > MAX_ENVELOPE_BYTES:
+        raise OversizedEnvelope(f"{len(envelope_bytes)} bytes > {MAX_ENVELOPE_BYTES}")
+    try:
+        return envelope_pb2.Envelope.FromString(envelope_bytes).topic
+    except Exception as exc:  # any decoder failure is "malformed"
+        raise MalformedEnvelope("not an Envelope") from exc
+
+
+def open_envelope(
+    envelope_bytes: bytes,
+    channel_key: ChannelKey | bytes,
+    expected_topic: bytes | None = None,
+    *,
+    sds_sender_id: str | None = None,
+) -> Opened:
+    """Verify and decrypt an envelope (see the module docstring for the checks).
+
+    Args:
+        envelope_bytes: the envelope exactly as received.
+        channel_key: the channel's :class:`ChannelKey` (or raw 32-byte key).
+        expected_topic: the topic the envelope must carry; defaults to the
+            key's own topic.
+        sds_sender_id: the SDS ``sender_id`` if the caller already decoded the
+            SDS message; when ``None`` it is read by decoding the SDS bytes.
+
+    Returns:
+        The :class:`Opened` message; pass ``sds_bytes`` to the core and
+        ``envelope_hash`` as its retrieval hint.
+
+    Raises:
+        EnvelopeError: one of its subclasses, never anything else.
+    """
+    try:
+        return _open(envelope_bytes, channel_key, expected_topic, sds_sender_id)
+    except EnvelopeError:
+        raise
+    except Exception as exc:  # defensive: nothing but EnvelopeError may escape
+        raise MalformedEnvelope(f"unexpected {type(exc).__name__}") from exc
+
+
+open = open_envelope  # the name the design uses (shadows the builtin in this module only)
+
+
+def _open(
+    envelope_bytes: bytes,
+    channel_key: ChannelKey | bytes,
+    expected_topic: bytes | None,
+    sds_sender_id: str | None,
+) -> Opened:
+    if len(envelope_bytes) > MAX_ENVELOPE_BYTES:
+        raise OversizedEnvelope(f"{len(envelope_bytes)} bytes > {MAX_ENVELOPE_BYTES}")
+    try:
+        env = envelope_pb2.Envelope.FromString(envelope_bytes)
+    except Exception as exc:
+        raise MalformedEnvelope("not an Envelope") from exc
+    canonical = envelope_pb2.Envelope(
+        version=env.version, topic=env.topic, nonce=env.nonce, ciphertext=env.ciphertext
+    ).SerializeToString()
+    if canonical != envelope_bytes:
+        # Unknown or repeated fields, odd field order, padded varints: the same
+        # content must have exactly one encoding, so that the envelope hash
+        # (retrieval hint, replay guard key) cannot be changed by re-encoding.
+        raise MalformedEnvelope("non-canonical encoding")
+    if env.version != ENVELOPE_VERSION:
+        raise UnsupportedVersion(f"version {env.version}")
+    key, own_topic = _key_and_topic(channel_key)
+    want_topic = own_topic if expected_topic is None else expected_topic
+    topic = env.topic
+    if topic != want_topic:
+        raise WrongTopic(f"topic {topic[:16].hex()}")
+    nonce = env.nonce
+    if len(nonce) != NONCE_BYTES:
+        raise MalformedEnvelope(f"nonce of {len(nonce)} bytes")
+    try:
+        plaintext = ChaCha20Poly1305(key).decrypt(nonce, env.ciphertext, _aad(env.version, topic))
+    except InvalidTag as exc:
+        raise WrongKeyOrTampered("authentication failed") from exc
+    try:
+        payload = envelope_pb2.SealedPayload.FromString(plaintext)
+    except Exception as exc:
+        raise MalformedEnvelope("not a SealedPayload") from exc
+    public_key = payload.sender_public_key
+    if len(public_key) != PUBLIC_KEY_BYTES:
+        raise MalformedEnvelope(f"public key of {len(public_key)} bytes")
+    sds = payload.sds
+    if not verify_signature(public_key, payload.signature, SIGNATURE_DOMAIN + topic + sds):
+        raise BadSignature("signature does not verify")
+    sender_id = sender_id_for(public_key)
+    if sds_sender_id is None:
+        try:
+            sds_sender_id = sds_pb2.SdsMessage.FromString(sds).sender_id
+        except Exception as exc:
+            raise MalformedEnvelope("SDS bytes do not decode") from exc
+    if sds_sender_id != sender_id:
+        raise SenderMismatch(f"SDS sender_id {sds_sender_id[:40]!r} signed by {sender_id}")
+    return Opened(
+        sds_bytes=sds,
+        sender_public_key=public_key,
+        sender_id=sender_id,
+        envelope_hash=envelope_hash(envelope_bytes),
+        topic=topic,
+    )
+
+
+class ReplayGuard:
+    """A bounded set of recently seen envelope hashes (least recently seen evicted).
+
+    The node calls :meth:`check` (or :meth:`check_and_remember`) with an
+    opened envelope's hash before handing it to the core, and counts
+    ``ReplayedEnvelope.reason`` on a hit. The bound,
+    :data:`DEFAULT_CAPACITY` = 16,384 hashes, costs about 2.5 MB at most and
+    covers well over the SDS causal-history window (200) of every channel the
+    node is in; older replays are still caught by the core's own dedup by
+    message id, so this guard is a cheap first line, not the only one.
+    """
+
+    DEFAULT_CAPACITY: ClassVar[int] = 16_384
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def __contains__(self, digest: object) -> bool:
+        return digest in self._seen
+
+    def remember(self, digest: bytes) -> None:
+        """Record ``digest`` as seen (refreshing it if already known)."""
+        seen = self._seen
+        if digest in seen:
+            seen.move_to_end(digest)
+            return
+        seen[digest] = None
+        if len(seen) > self.capacity:
+            seen.popitem(last=False)
+
+    def check_and_remember(self, digest: bytes) -> bool:
+        """Return True if ``digest`` is new (and remember it), False if it is a replay."""
+        if digest in self._seen:
+            self._seen.move_to_end(digest)
+            return False
+        self.remember(digest)
+        return True
+
+    def check(self, digest: bytes) -> None:
+        """Remember ``digest``; raise :class:`ReplayedEnvelope` if it was already seen."""
+        if not self.check_and_remember(digest):
+            raise ReplayedEnvelope(f"envelope {digest[:8].hex()} already seen")

@@ -1,0 +1,320 @@
+"""Envelopes: round trip, every rejection reason, and no exception but EnvelopeError."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from net_helpers import channel, sds_message
+
+from net import envelope_pb2
+from net.channel_key import ChannelKey
+from net.envelope import (
+    AAD_DOMAIN,
+    MAX_ENVELOPE_BYTES,
+    REJECTION_REASONS,
+    SIGNATURE_DOMAIN,
+    BadSignature,
+    EnvelopeError,
+    MalformedEnvelope,
+    OversizedEnvelope,
+    ReplayedEnvelope,
+    ReplayGuard,
+    SenderMismatch,
+    UnsupportedVersion,
+    WrongKeyOrTampered,
+    WrongTopic,
+    envelope_hash,
+    open_envelope,
+    peek_topic,
+    seal,
+)
+from net.envelope import open as open_alias
+from net.identity import Identity
+
+ALICE = Identity.generate()
+MALLORY = Identity.generate()
+KEY = channel("general", "secret")
+OTHER_KEY = channel("general", "wrong")
+
+
+def forge(
+    payload: envelope_pb2.SealedPayload | bytes,
+    key: ChannelKey = KEY,
+    *,
+    version: int = 1,
+    topic: bytes | None = None,
+) -> bytes:
+    """Encrypt an arbitrary payload exactly as seal() would (what a key holder can do)."""
+    topic = key.topic if topic is None else topic
+    plaintext = payload if isinstance(payload, bytes) else payload.SerializeToString()
+    nonce = os.urandom(12)
+    aad = AAD_DOMAIN + version.to_bytes(4, "big") + topic
+    ciphertext = ChaCha20Poly1305(key.key).encrypt(nonce, plaintext, aad)
+    return envelope_pb2.Envelope(
+        version=version, topic=topic, nonce=nonce, ciphertext=ciphertext
+    ).SerializeToString()
+
+
+def signed_payload(
+    sds: bytes, signer: Identity, claimed: Identity | None = None, topic: bytes = KEY.topic
+) -> envelope_pb2.SealedPayload:
+    return envelope_pb2.SealedPayload(
+        sds=sds,
+        sender_public_key=(claimed or signer).public_key,
+        signature=signer.sign(SIGNATURE_DOMAIN + topic + sds),
+    )
+
+
+def test_round_trip() -> None:
+    sds = sds_message(ALICE, b"hi there")
+    env = seal(sds, ALICE, KEY)
+    opened = open_envelope(env, KEY, KEY.topic)
+    assert opened.sds_bytes == sds
+    assert opened.sender_public_key == ALICE.public_key
+    assert opened.sender_id == ALICE.sender_id
+    assert opened.envelope_hash == hashlib.sha256(env).digest() == envelope_hash(env)
+    assert opened.topic == KEY.topic == peek_topic(env)
+    # the alias with the design's name, and raw-key input, behave the same
+    assert open_alias(env, KEY.key).sds_bytes == sds
+    # fresh nonce each time: sealing twice gives different envelopes (and hashes)
+    assert seal(sds, ALICE, KEY) != env
+
+
+def test_default_size_message_fits_and_is_small_overhead() -> None:
+    sds = sds_message(ALICE, os.urandom(40_000))
+    env = seal(sds, ALICE, KEY)
+    assert len(env) - len(sds) < 200
+    assert open_envelope(env, KEY).sds_bytes == sds
+
+
+def test_wrong_key() -> None:
+    env = seal(sds_message(ALICE), ALICE, KEY)
+    with pytest.raises(WrongKeyOrTampered) as info:
+        open_envelope(env, OTHER_KEY, KEY.topic)
+    assert info.value.reason == "wrong_key_or_tampered"
+
+
+def test_wrong_topic() -> None:
+    env = seal(sds_message(ALICE), ALICE, KEY)
+    with pytest.raises(WrongTopic) as info:
+        open_envelope(env, OTHER_KEY)  # OTHER_KEY's own topic differs
+    assert info.value.reason == "wrong_topic"
+    with pytest.raises(WrongTopic):
+        open_envelope(env, KEY, bytes(16))
+
+
+def test_every_single_byte_change_is_rejected() -> None:
+    env = seal(sds_message(ALICE, b"short"), ALICE, KEY)
+    reasons: set[str] = set()
+    for i in range(len(env)):
+        for mask in (0x01, 0x80, 0xFF):
+            tampered = bytearray(env)
+            tampered[i] ^= mask
+            with pytest.raises(EnvelopeError) as info:
+                open_envelope(bytes(tampered), KEY)
+            reasons.add(info.value.reason)
+    assert "wrong_key_or_tampered" in reasons
+    assert reasons <= {"malformed", "unsupported_version", "wrong_topic", "wrong_key_or_tampered"}
+
+
+@pytest.mark.parametrize("where", ["nonce", "ciphertext_start", "ciphertext_mid", "tag"])
+def test_tampered_fields(where: str) -> None:
+    env = envelope_pb2.Envelope.FromString(seal(sds_message(ALICE, b"x" * 100), ALICE, KEY))
+    if where == "nonce":
+        env.nonce = bytes([env.nonce[0] ^ 1]) + env.nonce[1:]
+    else:
+        ct = bytearray(env.ciphertext)
+        pos = {"ciphertext_start": 0, "ciphertext_mid": len(ct) // 2, "tag": len(ct) - 1}[where]
+        ct[pos] ^= 0x10
+        env.ciphertext = bytes(ct)
+    with pytest.raises(WrongKeyOrTampered):
+        open_envelope(env.SerializeToString(), KEY)
+
+
+def test_truncated_and_extended() -> None:
+    env = seal(sds_message(ALICE), ALICE, KEY)
+    for cut in (1, 5, 16, len(env) // 2, len(env) - 1):
+        with pytest.raises(EnvelopeError):
+            open_envelope(env[:cut], KEY)
+    with pytest.raises(EnvelopeError):
+        open_envelope(env + b"\x00", KEY)
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [b"\x28\x01", b"\x08\x01", b"\x12\x00", b"\x3a\x02hi"],
+    ids=["unknown_varint", "repeated_version", "repeated_topic", "unknown_bytes"],
+)
+def test_non_canonical_encodings_are_malformed(suffix: bytes) -> None:
+    env = seal(sds_message(ALICE), ALICE, KEY)
+    with pytest.raises(MalformedEnvelope):
+        open_envelope(env + suffix, KEY)
+    # fields out of order
+    parsed = envelope_pb2.Envelope.FromString(env)
+    reordered = (
+        envelope_pb2.Envelope(topic=parsed.topic).SerializeToString()
+        + envelope_pb2.Envelope(version=parsed.version).SerializeToString()
+        + envelope_pb2.Envelope(nonce=parsed.nonce, ciphertext=parsed.ciphertext).SerializeToString()
+    )
+    assert envelope_pb2.Envelope.FromString(reordered) == parsed
+    with pytest.raises(MalformedEnvelope):
+        open_envelope(reordered, KEY)
+
+
+def test_bad_signature() -> None:
+    sds = sds_message(ALICE)
+    # signed by Mallory but claiming Alice's key
+    with pytest.raises(BadSignature) as info:
+        open_envelope(forge(signed_payload(sds, MALLORY, claimed=ALICE)), KEY)
+    assert info.value.reason == "bad_signature"
+    # Alice's real signature, over another channel's topic (cross-channel replay)
+    with pytest.raises(BadSignature):
+        open_envelope(forge(signed_payload(sds, ALICE, topic=OTHER_KEY.topic)), KEY)
+    # a signature over different SDS bytes
+    payload = signed_payload(sds, ALICE)
+    payload.sds = sds_message(ALICE, b"changed")
+    with pytest.raises(BadSignature):
+        open_envelope(forge(payload), KEY)
+    # a truncated signature
+    payload = signed_payload(sds, ALICE)
+    payload.signature = payload.signature[:63]
+    with pytest.raises(BadSignature):
+        open_envelope(forge(payload), KEY)
+
+
+def test_sender_id_forged() -> None:
+    # Mallory signs correctly with her own key but claims Alice's SDS sender_id
+    forged = sds_message(MALLORY, sender_id=ALICE.sender_id)
+    env = seal(forged, MALLORY, KEY)
+    with pytest.raises(SenderMismatch) as info:
+        open_envelope(env, KEY)
+    assert info.value.reason == "sender_mismatch"
+    # the caller may pass the SDS sender_id it decoded itself
+    honest = seal(sds_message(MALLORY), MALLORY, KEY)
+    with pytest.raises(SenderMismatch):
+        open_envelope(honest, KEY, sds_sender_id=ALICE.sender_id)
+    assert open_envelope(honest, KEY, sds_sender_id=MALLORY.sender_id).sender_id == (
+        MALLORY.sender_id
+    )
+
+
+def test_oversized() -> None:
+    with pytest.raises(OversizedEnvelope) as info:
+        open_envelope(b"\x00" * (MAX_ENVELOPE_BYTES + 1), KEY)
+    assert info.value.reason == "oversized"
+    with pytest.raises(OversizedEnvelope):
+        peek_topic(b"\x00" * (MAX_ENVELOPE_BYTES + 1))
+    with pytest.raises(OversizedEnvelope):
+        seal(sds_message(ALICE, bytes(MAX_ENVELOPE_BYTES)), ALICE, KEY)
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"", b"\xff", b"\xff\xff\xff\xff", b"\x0a\xff\xff\xff\x0f", os.urandom(64)]
+)
+def test_malformed_garbage(garbage: bytes) -> None:
+    with pytest.raises(EnvelopeError) as info:
+        open_envelope(garbage, KEY)
+    assert info.value.reason in {"malformed", "unsupported_version", "wrong_topic"}
+
+
+def test_malformed_inside_valid_encryption() -> None:
+    # decryptable but not a SealedPayload
+    with pytest.raises(MalformedEnvelope):
+        open_envelope(forge(b"\xff\xff\xff"), KEY)
+    # public key of the wrong length
+    payload = signed_payload(sds_message(ALICE), ALICE)
+    payload.sender_public_key = payload.sender_public_key[:31]
+    with pytest.raises(MalformedEnvelope):
+        open_envelope(forge(payload), KEY)
+    # properly signed bytes that are not an SDS message
+    with pytest.raises(MalformedEnvelope):
+        open_envelope(forge(signed_payload(b"\xff\xff\xff", ALICE)), KEY)
+    # bad nonce length
+    env = envelope_pb2.Envelope.FromString(seal(sds_message(ALICE), ALICE, KEY))
+    env.nonce = env.nonce[:8]
+    with pytest.raises(MalformedEnvelope):
+        open_envelope(env.SerializeToString(), KEY)
+
+
+def test_unsupported_version() -> None:
+    env = forge(signed_payload(sds_message(ALICE), ALICE), version=2)
+    with pytest.raises(UnsupportedVersion) as info:
+        open_envelope(env, KEY)
+    assert info.value.reason == "unsupported_version"
+
+
+def test_reasons_are_stable() -> None:
+    assert set(REJECTION_REASONS) == {
+        "oversized",
+        "malformed",
+        "unsupported_version",
+        "wrong_topic",
+        "wrong_key_or_tampered",
+        "bad_signature",
+        "sender_mismatch",
+        "replayed",
+    }
+
+
+def test_replay_guard_detects_and_is_bounded() -> None:
+    guard = ReplayGuard(capacity=3)
+    env = seal(sds_message(ALICE), ALICE, KEY)
+    digest = open_envelope(env, KEY).envelope_hash
+    guard.check(digest)
+    with pytest.raises(ReplayedEnvelope) as info:
+        guard.check(digest)
+    assert info.value.reason == "replayed"
+    for i in range(10):
+        assert guard.check_and_remember(bytes([i]) * 32)
+        assert len(guard) <= 3
+    assert digest not in guard  # evicted: least recently seen first
+    # a hit refreshes recency
+    guard = ReplayGuard(capacity=2)
+    guard.remember(b"a")
+    guard.remember(b"b")
+    assert not guard.check_and_remember(b"a")
+    guard.remember(b"c")
+    assert b"a" in guard and b"b" not in guard
+    assert ReplayGuard.DEFAULT_CAPACITY == 16_384
+    with pytest.raises(ValueError):
+        ReplayGuard(0)
+
+
+VALID = seal(sds_message(ALICE, b"fuzz me"), ALICE, KEY)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=2048))
+def test_arbitrary_bytes_raise_only_envelope_error(data: bytes) -> None:
+    try:
+        open_envelope(data, KEY)
+    except EnvelopeError as exc:
+        assert exc.reason in REJECTION_REASONS
+    else:
+        raise AssertionError("random bytes opened as a valid envelope")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, len(VALID) - 1), st.integers(1, 255)), min_size=1, max_size=8
+    ),
+    cut=st.integers(0, 16),
+    extra=st.binary(max_size=16),
+)
+def test_mutated_envelopes_raise_only_envelope_error(
+    edits: list[tuple[int, int]], cut: int, extra: bytes
+) -> None:
+    data = bytearray(VALID)
+    for pos, xor in edits:
+        data[pos] ^= xor
+    mutated = bytes(data[: len(data) - cut]) + extra
+    if mutated == VALID:
+        return
+    with pytest.raises(EnvelopeError):
+        open_envelope(mutated, KEY)
