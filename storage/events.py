@@ -18,6 +18,10 @@ Every other field goes into ``detail``, a JSON object: bytes as hex, tuples,
 lists and sets as lists, nested dataclasses as objects, enums by value.
 Payload bytes themselves (``data``, ``content``) are never logged, only their
 size: the event log feeds an analytics pipeline and must not carry chat text.
+When both are present ``size_bytes`` is ``len(data)`` (the wire size) and
+``detail["content_bytes"]`` is ``len(content)``. A ``causal_history`` (up to
+200 ids, ~13 KB as JSON, and already stored with the message) is logged as
+its length, ``detail["causal_history_len"]``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .records import MAX_LAMPORT, EventRow
 _CHANNEL_FIELDS = ("channel_id", "channel")
 _LAMPORT_FIELDS = ("lamport", "lamport_timestamp")
 _PAYLOAD_FIELDS = ("data", "content")
+_COUNTED_FIELDS = ("causal_history",)
 _MAX_DEPTH = 16
 
 
@@ -89,7 +94,9 @@ def event_row(event: object, wall_ms: int) -> EventRow:
 
     def take_str(candidates: tuple[str, ...]) -> str | None:
         for name in candidates:
-            if isinstance(values.get(name), str):
+            if name in values and values[name] is None:
+                used.add(name)  # the column says it: NULL
+            elif isinstance(values.get(name), str):
                 used.add(name)
                 return str(values[name])
         return None
@@ -107,14 +114,25 @@ def event_row(event: object, wall_ms: int) -> EventRow:
             break
 
     size: int | None = None
+    sizes: dict[str, int] = {}
     for name in _PAYLOAD_FIELDS:
         value = values.get(name)
         if isinstance(value, bytes | bytearray | memoryview | str):
+            length = len(value.encode()) if isinstance(value, str) else memoryview(value).nbytes
             if size is None:
-                size = len(value.encode()) if isinstance(value, str) else memoryview(value).nbytes
+                size = length
+            else:
+                sizes[f"{name}_bytes"] = length
             used.add(name)  # payloads are never logged, only measured
 
+    for name in _COUNTED_FIELDS:
+        value = values.get(name)
+        if isinstance(value, list | tuple):
+            sizes[f"{name}_len"] = len(value)
+            used.add(name)
+
     detail = {name: to_jsonable(v) for name, v in values.items() if name not in used}
+    detail.update(sizes)
     return EventRow(
         wall_ms=wall_ms,
         kind=type(event).__name__,

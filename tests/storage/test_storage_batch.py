@@ -47,6 +47,17 @@ class MessageDelivered:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageSent:
+    channel_id: str
+    message_id: str
+    lamport: int
+    content: bytes
+    data: bytes
+    causal_history: tuple[str, ...]
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
 class MessagesMissing:
     channel_id: str
     missing: tuple[HistoryEntry, ...]
@@ -243,6 +254,10 @@ def test_event_row_reads_fields_by_name() -> None:
         detail="{}",  # the content itself is never logged
     )
 
+    sent = event_row(MessageSent("c", mid(2), 7, b"hey", b"W" * 120, (mid(0), mid(1)), 4), 9)
+    assert (sent.size_bytes, sent.lamport, sent.sender_id) == (120, 7, None)
+    assert json.loads(sent.detail) == {"content_bytes": 3, "causal_history_len": 2, "position": 4}
+
     missing = event_row(
         MessagesMissing("general", (HistoryEntry(mid(1), b"\x01\x02"), HistoryEntry(mid(2), None))),
         7,
@@ -263,6 +278,9 @@ def test_event_row_reads_fields_by_name() -> None:
     dropped = event_row(MessageDropped("c", Reason.BAD_FILTER, b"\xff" * 9, 5, frozenset("ba")), 1)
     assert (dropped.lamport, dropped.size_bytes) == (5, 9)
     assert json.loads(dropped.detail) == {"reason": "bad_filter", "ids": ["a", "b"]}
+
+    unknown_id = event_row(MessageDelivered("c", None, None, 1, b""), 1)  # type: ignore[arg-type]
+    assert (unknown_id.message_id, unknown_id.sender_id, unknown_id.detail) == (None, None, "{}")
 
     plain = event_row(PlainEvent(), 2)
     assert (plain.kind, plain.channel, plain.message_id) == ("PlainEvent", "general", mid(5))
