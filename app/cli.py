@@ -34,6 +34,32 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+def _add_relay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from net.relay_config import add_relay_arguments  # light: no websockets import
+
+    p = sub.add_parser(
+        "relay",
+        help="run a websocket relay that forwards encrypted envelopes by topic",
+        description="Run a websocket relay. It forwards each published envelope to the other "
+        "subscribers of its topic, never decrypts, and logs JSON lines on stderr. "
+        "SIGINT/SIGTERM shut it down cleanly (exit 0).",
+    )
+    add_relay_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from net.relay import run_relay
+        from net.relay_config import config_from_args
+
+        try:
+            config = config_from_args(args)
+        except ValueError as exc:
+            print(f"sdschat relay: {exc}", file=sys.stderr)
+            return 2
+        return run_relay(config)
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sdschat",
@@ -42,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sdschat {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_demo(sub)
+    _add_relay(sub)
     return parser
 
 

@@ -17,9 +17,10 @@ subclass (its ``reason`` is stable, for counting and logs):
 ``oversized``          more than :data:`MAX_ENVELOPE_BYTES` bytes (checked first,
                        before any parsing)
 ``malformed``          not an Envelope, or not its canonical encoding (fields 1-4
-                       in order, no unknown or repeated fields); nonce not 12 bytes; after decryption, not a
-                       SealedPayload, a public key not 32 bytes, or SDS bytes that
-                       do not decode as ``sds.SdsMessage``
+                       in order, no unknown or repeated fields); nonce not 12
+                       bytes; after decryption, not a SealedPayload, a public key
+                       not 32 bytes, or SDS bytes that do not decode as
+                       ``sds.SdsMessage``
 ``unsupported_version`` ``version`` other than :data:`ENVELOPE_VERSION`
 ``wrong_topic``        ``topic`` differs from the expected topic
 ``wrong_key_or_tampered`` AEAD authentication failed (wrong channel key, or any

@@ -30,7 +30,7 @@ TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
 R = TypeVar("R")
 
 
-def T(base: float) -> float:  # noqa: N802  (short on purpose: used in every wait)
+def T(base: float) -> float:
     """``base`` seconds times the test timeout scale factor."""
     return base * TIMEOUT_SCALE
 

@@ -159,7 +159,8 @@ def test_non_canonical_encodings_are_malformed(suffix: bytes) -> None:
     reordered = (
         envelope_pb2.Envelope(topic=parsed.topic).SerializeToString()
         + envelope_pb2.Envelope(version=parsed.version).SerializeToString()
-        + envelope_pb2.Envelope(nonce=parsed.nonce, ciphertext=parsed.ciphertext).SerializeToString()
+        + envelope_pb2.Envelope(nonce=parsed.nonce).SerializeToString()
+        + envelope_pb2.Envelope(ciphertext=parsed.ciphertext).SerializeToString()
     )
     assert envelope_pb2.Envelope.FromString(reordered) == parsed
     with pytest.raises(MalformedEnvelope):

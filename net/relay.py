@@ -1,0 +1,546 @@
+"""``sdschat relay``: a websocket relay that forwards envelopes by topic.
+
+Clients (``net/relay_client.py``) open a websocket, send ``Subscribe`` frames
+for their channels' topics and ``Publish`` frames carrying envelopes; the relay
+reads only the envelope's ``topic`` and sends one ``Deliver`` frame to every
+OTHER connection subscribed to it. It never holds a key and never decrypts.
+
+Defences, all set by :class:`~net.relay_config.RelayConfig`:
+
+* frame size: websockets' ``max_size``; a bigger message closes the
+  connection with 1009 (counted as ``frame_too_large``);
+* rate: a token bucket per connection (``rate`` frames/s, ``burst``); a frame
+  over the limit is dropped and answered with ``Error{rate_limited}``; more
+  than ``abuse_strikes`` such frames (refilled at one per second) close the
+  connection with 1008;
+* memory: each connection has one writer task fed by a bounded
+  ``asyncio.Queue`` (``queue`` frames); a subscriber whose queue is full is
+  disconnected with 1008 and its queue discarded, so a client that stops
+  reading costs at most ``queue`` frames plus the socket buffers;
+* ``max_clients``: extra connections are closed with 1013 after the handshake;
+* malformed input (undecodable frame, text frame, bad envelope, bad topic,
+  unknown version) is answered with an ``Error`` frame; the connection stays.
+
+Fan-out encodes the ``Deliver`` frame once per publish and puts the same
+``bytes`` object on every subscriber's queue.
+
+Logs are structured (``net/relay_log.py``): ``relay_listening`` (with the bound
+``port``, useful with ``--port 0``), connection events, ``relay_stats`` every
+``stats_interval`` seconds and at shutdown, ``relay_stopped``. SIGINT and
+SIGTERM close every connection (1001) and exit with status 0.
+
+In-process use (tests, benchmarks)::
+
+    server = RelayServer(RelayConfig(port=0))
+    await server.start()
+    url = server.url            # ws://127.0.0.1:<port>
+    ...
+    await server.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import signal
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+from net import envelope_pb2
+from net.envelope import EnvelopeError, peek_topic
+from net.relay_config import MAX_TOPIC_BYTES, RelayConfig
+from net.relay_frames import FrameDecodeError, decode_frame, encode_error, encode_pong
+from net.relay_log import RelayLogger
+
+__all__ = [
+    "CLOSE_ABUSE",
+    "CLOSE_FULL",
+    "CLOSE_SHUTDOWN",
+    "CLOSE_SLOW_CONSUMER",
+    "RelayServer",
+    "RelayStats",
+    "TokenBucket",
+    "run_relay",
+]
+
+CLOSE_SLOW_CONSUMER = 1008
+"""Close code for a subscriber whose send queue overflowed (policy violation)."""
+
+CLOSE_ABUSE = 1008
+"""Close code for a connection that kept exceeding its rate limit."""
+
+CLOSE_FULL = 1013
+"""Close code for a connection refused because ``max_clients`` are connected."""
+
+CLOSE_SHUTDOWN = 1001
+"""Close code used when the relay shuts down (going away)."""
+
+
+class TokenBucket:
+    """A classic token bucket: ``capacity`` tokens, refilled at ``rate`` per second.
+
+    Time is passed in (seconds, monotonic) so the bucket is trivially testable.
+    """
+
+    __slots__ = ("capacity", "rate", "stamp", "tokens")
+
+    def __init__(self, rate: float, capacity: float, now: float) -> None:
+        self.rate = rate
+        self.capacity = capacity
+        self.tokens = capacity
+        self.stamp = now
+
+    def take(self, now: float) -> bool:
+        """Spend one token if available; return whether one was spent."""
+        elapsed = now - self.stamp
+        if elapsed > 0:
+            self.tokens = min(self.capacity, self.tokens + elapsed * self.rate)
+            self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+@dataclass
+class RelayStats:
+    """Counters a relay keeps for its whole lifetime (logged as ``relay_stats``).
+
+    Attributes:
+        connections_total: connections accepted.
+        connections_rejected: connections refused because the relay was full.
+        frames_received: websocket messages received.
+        published: valid Publish frames accepted.
+        unrouted: accepted publishes that had no other subscriber.
+        deliveries: Deliver frames queued to subscribers.
+        frames_sent: frames (Deliver, Error, Pong) written to sockets.
+        dropped: frames or connections dropped, by reason (``malformed``,
+            ``unsupported_version``, ``bad_topic``, ``too_many_topics``,
+            ``oversized``, ``rate_limited``, ``unexpected_frame`` count frames;
+            ``slow_consumer``, ``abuse``, ``frame_too_large`` count closed
+            connections; ``queue_discarded`` counts frames thrown away from
+            the queues of disconnected slow consumers).
+    """
+
+    connections_total: int = 0
+    connections_rejected: int = 0
+    frames_received: int = 0
+    published: int = 0
+    unrouted: int = 0
+    deliveries: int = 0
+    frames_sent: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy of the counters."""
+        return {
+            "connections_total": self.connections_total,
+            "connections_rejected": self.connections_rejected,
+            "frames_received": self.frames_received,
+            "published": self.published,
+            "unrouted": self.unrouted,
+            "deliveries": self.deliveries,
+            "frames_sent": self.frames_sent,
+            "dropped": dict(sorted(self.dropped.items())),
+        }
+
+
+class _Conn:
+    """Per-connection state: subscriptions, limits, send queue and writer task."""
+
+    __slots__ = (
+        "cid",
+        "close_task",
+        "closing",
+        "peer",
+        "queue",
+        "rate",
+        "strikes",
+        "topics",
+        "writer",
+        "ws",
+    )
+
+    def __init__(self, cid: int, ws: ServerConnection, config: RelayConfig, now: float) -> None:
+        self.cid = cid
+        self.ws = ws
+        self.peer = _peer_name(ws)
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=config.queue)
+        self.topics: set[bytes] = set()
+        self.rate = TokenBucket(config.rate, config.burst, now)
+        self.strikes = TokenBucket(1.0, config.abuse_strikes, now)
+        self.writer: asyncio.Task[None] | None = None
+        self.close_task: asyncio.Task[None] | None = None
+        self.closing = False
+
+
+def _peer_name(ws: ServerConnection) -> str:
+    try:
+        addr = ws.remote_address
+    except Exception:  # transport already gone
+        return "?"
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return f"{addr[0]}:{addr[1]}"
+    return str(addr)
+
+
+class RelayServer:
+    """The relay, runnable in-process: ``await start()``, use ``port``/``url``, ``await close()``.
+
+    Args:
+        config: limits and addresses (``RelayConfig(port=0)`` for tests).
+        logger: where structured events go (default: JSON or text on stderr
+            per ``config.log_format``).
+    """
+
+    def __init__(self, config: RelayConfig | None = None, *, logger: RelayLogger | None = None):
+        self.config = config if config is not None else RelayConfig()
+        self.log = logger if logger is not None else RelayLogger(self.config.log_format)
+        self.stats = RelayStats()
+        self._conns: dict[int, _Conn] = {}
+        self._topics: dict[bytes, set[_Conn]] = {}
+        self._ids = itertools.count(1)
+        self._server: Server | None = None
+        self._port: int | None = None
+        self._stats_task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._closed = asyncio.Event()
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port (useful after ``RelayConfig(port=0)``)."""
+        if self._port is None:
+            raise RuntimeError("relay not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``ws://host:port`` of the running relay."""
+        return f"ws://{self.config.host}:{self.port}"
+
+    @property
+    def connection_count(self) -> int:
+        """Connections currently open."""
+        return len(self._conns)
+
+    def queue_sizes(self) -> list[int]:
+        """Current send-queue length of every connection (for tests and metrics)."""
+        return [c.queue.qsize() for c in self._conns.values()]
+
+    async def start(self) -> None:
+        """Bind and start accepting connections; logs ``relay_listening``.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        if self._server is not None:
+            raise RuntimeError("relay already started")
+        cfg = self.config
+        self._server = await serve(
+            self._handle,
+            cfg.host,
+            cfg.port,
+            max_size=cfg.max_frame,
+            compression=None,
+            close_timeout=cfg.close_timeout,
+            ping_interval=cfg.ping_interval,
+            ping_timeout=cfg.ping_timeout,
+        )
+        self._port = int(self._server.sockets[0].getsockname()[1])
+        self.log.info(
+            "relay_listening",
+            host=cfg.host,
+            port=self._port,
+            max_clients=cfg.max_clients,
+            max_frame=cfg.max_frame,
+            rate=cfg.rate,
+            burst=cfg.burst,
+            queue=cfg.queue,
+        )
+        if cfg.stats_interval > 0:
+            self._stats_task = asyncio.create_task(self._log_stats_periodically())
+
+    async def close(self) -> None:
+        """Stop accepting, close every connection (1001), log final stats. Idempotent.
+
+        Bounded in time: each connection gets ``close_timeout`` seconds for its
+        closing handshake and is then aborted.
+        """
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        if self._stats_task is not None:
+            self._stats_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stats_task
+        server = self._server
+        if server is not None:
+            server.close(close_connections=False)
+            for conn in list(self._conns.values()):
+                self._disconnect(conn, CLOSE_SHUTDOWN, "relay shutting down", None)
+            tasks = [c.close_task for c in list(self._conns.values()) if c.close_task]
+            if tasks:
+                await asyncio.wait(tasks, timeout=self.config.close_timeout + 1.0)
+            try:
+                async with asyncio.timeout(self.config.close_timeout + 2.0):
+                    await server.wait_closed()
+            except TimeoutError:
+                self.log.warning("relay_close_timeout", connections=len(self._conns))
+        self.log.info("relay_stats", final=True, connections=len(self._conns), **self._stats())
+        self.log.info("relay_stopped", port=self._port)
+        self._closed.set()
+
+    async def __aenter__(self) -> RelayServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------ internals
+
+    def _stats(self) -> dict[str, Any]:
+        return self.stats.as_dict()
+
+    async def _log_stats_periodically(self) -> None:
+        interval = self.config.stats_interval
+        while not self._closing:  # ends when close() cancels this task
+            await asyncio.sleep(interval)
+            self.log.info("relay_stats", connections=len(self._conns), **self._stats())
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        """One connection's lifetime: admit, read frames in order, clean up."""
+        if self._closing or len(self._conns) >= self.config.max_clients:
+            self.stats.connections_rejected += 1
+            self.log.warning("connection_rejected", peer=_peer_name(ws), reason="relay full")
+            await self._close_ws(ws, CLOSE_FULL, "relay full")
+            return
+        loop = asyncio.get_running_loop()
+        conn = _Conn(next(self._ids), ws, self.config, loop.time())
+        self._conns[conn.cid] = conn
+        self.stats.connections_total += 1
+        conn.writer = asyncio.create_task(self._write_loop(conn))
+        self.log.info("connection_opened", conn=conn.cid, peer=conn.peer, open=len(self._conns))
+        reason = "closed by peer"
+        try:
+            async for message in ws:
+                self._on_message(conn, message, loop.time())
+                if conn.closing:
+                    break
+        except ConnectionClosed as exc:
+            if exc.sent is not None and exc.sent.code == 1009:
+                self.stats.dropped["frame_too_large"] += 1
+                reason = "frame too large"
+            else:
+                reason = f"connection lost ({exc.rcvd.code if exc.rcvd else 'no close frame'})"
+        finally:
+            self._forget(conn)
+            if conn.writer is not None:
+                conn.writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await conn.writer
+            if conn.close_task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await conn.close_task
+            self.log.info("connection_closed", conn=conn.cid, reason=reason, open=len(self._conns))
+
+    def _forget(self, conn: _Conn) -> None:
+        self._conns.pop(conn.cid, None)
+        for topic in conn.topics:
+            subs = self._topics.get(topic)
+            if subs is not None:
+                subs.discard(conn)
+                if not subs:
+                    del self._topics[topic]
+        conn.topics.clear()
+
+    async def _write_loop(self, conn: _Conn) -> None:
+        """The only task that writes to this connection (one per connection)."""
+        queue = conn.queue
+        ws = conn.ws
+        stats = self.stats
+        try:
+            while True:  # ends on ConnectionClosed or cancellation
+                data = await queue.get()
+                await ws.send(data)
+                stats.frames_sent += 1
+        except ConnectionClosed:
+            return
+
+    def _enqueue(self, conn: _Conn, data: bytes) -> bool:
+        """Queue ``data`` for ``conn``; a full queue disconnects it as a slow consumer."""
+        if conn.closing:
+            return False
+        try:
+            conn.queue.put_nowait(data)
+        except asyncio.QueueFull:
+            self._disconnect(conn, CLOSE_SLOW_CONSUMER, "send queue full", "slow_consumer")
+            return False
+        return True
+
+    def _reject(self, conn: _Conn, code: str, reason: str) -> None:
+        self.stats.dropped[code] += 1
+        self._enqueue(conn, encode_error(code, reason))
+
+    def _disconnect(self, conn: _Conn, code: int, reason: str, counter: str | None) -> None:
+        """Start closing ``conn`` now; never blocks. Its queue is discarded."""
+        if conn.closing:
+            return
+        conn.closing = True
+        if counter is not None:
+            self.stats.dropped[counter] += 1
+            discarded = conn.queue.qsize()
+            self.stats.dropped["queue_discarded"] += discarded
+            self.log.warning(
+                "connection_dropped",
+                conn=conn.cid,
+                peer=conn.peer,
+                reason=counter,
+                close_code=code,
+                discarded_frames=discarded,
+            )
+        # Free the queued frames at once: a slow consumer must not pin memory.
+        conn.queue = asyncio.Queue(maxsize=1)
+        if conn.writer is not None:
+            conn.writer.cancel()
+        conn.close_task = asyncio.create_task(self._close_ws(conn.ws, code, reason))
+
+    async def _close_ws(self, ws: ServerConnection, code: int, reason: str) -> None:
+        """Closing handshake bounded by ``close_timeout``, then abort the TCP connection.
+
+        The bound matters: a peer that never reads keeps the write buffer full,
+        so websockets' own close() would wait forever for it to drain.
+        """
+        try:
+            async with asyncio.timeout(self.config.close_timeout):
+                await ws.close(code, reason)
+        except (TimeoutError, ConnectionClosed, OSError):
+            pass
+        finally:
+            if ws.state is not State.CLOSED:
+                ws.transport.abort()
+
+    def _on_message(self, conn: _Conn, message: str | bytes, now: float) -> None:
+        """Handle one incoming websocket message (synchronous: frames stay in order)."""
+        stats = self.stats
+        stats.frames_received += 1
+        if not conn.rate.take(now):
+            self._reject(conn, "rate_limited", "over the per-connection frame rate")
+            if not conn.strikes.take(now):
+                self._disconnect(conn, CLOSE_ABUSE, "rate limit exceeded repeatedly", "abuse")
+            return
+        if isinstance(message, str):
+            self._reject(conn, "malformed", "text frames are not accepted")
+            return
+        try:
+            frame = decode_frame(message)
+        except FrameDecodeError as exc:
+            self._reject(conn, exc.code, exc.reason)
+            return
+        kind = frame.WhichOneof("body")
+        if kind == "publish":
+            self._publish(conn, frame.publish.envelope)
+        elif kind == "subscribe":
+            self._subscribe(conn, frame.subscribe.topics)
+        elif kind == "unsubscribe":
+            self._unsubscribe(conn, frame.unsubscribe.topics)
+        elif kind == "ping":
+            self._enqueue(conn, encode_pong(frame.ping.nonce))
+        elif kind in ("pong", "error"):
+            pass  # never answer these, so two peers cannot loop on each other
+        else:  # deliver: only the relay sends those
+            self._reject(conn, "unexpected_frame", f"clients may not send {kind}")
+
+    def _publish(self, conn: _Conn, envelope: bytes) -> None:
+        try:
+            topic = peek_topic(envelope)
+        except EnvelopeError as exc:
+            self._reject(conn, exc.reason, "publish does not carry a valid envelope")
+            return
+        if not topic or len(topic) > MAX_TOPIC_BYTES:
+            self._reject(conn, "bad_topic", f"topic of {len(topic)} bytes")
+            return
+        self.stats.published += 1
+        subscribers = self._topics.get(topic)
+        if not subscribers or (len(subscribers) == 1 and conn in subscribers):
+            self.stats.unrouted += 1
+            return
+        # Encode once; every subscriber's queue holds the same bytes object.
+        data = envelope_pb2.RelayFrame(
+            version=1, deliver=envelope_pb2.Deliver(envelope=envelope)
+        ).SerializeToString()
+        queued = 0
+        for other in tuple(subscribers):
+            if other is not conn and self._enqueue(other, data):
+                queued += 1
+        self.stats.deliveries += queued
+
+    def _subscribe(self, conn: _Conn, topics: Any) -> None:
+        wanted = list(topics)
+        for topic in wanted:
+            if not topic or len(topic) > MAX_TOPIC_BYTES:
+                self._reject(conn, "bad_topic", f"topic of {len(topic)} bytes")
+                return
+        if len(conn.topics | set(wanted)) > self.config.max_topics:
+            self._reject(conn, "too_many_topics", f"at most {self.config.max_topics} topics")
+            return
+        for topic in wanted:
+            conn.topics.add(topic)
+            self._topics.setdefault(topic, set()).add(conn)
+
+    def _unsubscribe(self, conn: _Conn, topics: Any) -> None:
+        for topic in topics:
+            if topic in conn.topics:
+                conn.topics.discard(topic)
+                subs = self._topics.get(topic)
+                if subs is not None:
+                    subs.discard(conn)
+                    if not subs:
+                        del self._topics[topic]
+
+
+async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = None) -> int:
+    """Run a relay until SIGINT or SIGTERM, then shut it down cleanly.
+
+    Returns:
+        0 after a clean shutdown, 1 if the relay could not start.
+    """
+    log = logger if logger is not None else RelayLogger(config.log_format)
+    server = RelayServer(config, logger=log)
+    try:
+        await server.start()
+    except OSError as exc:
+        log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
+        return 1
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await stop.wait()
+        log.info("relay_shutdown", signal=received[0] if received else None)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await server.close()
+    return 0
+
+
+def run_relay(config: RelayConfig, logger: RelayLogger | None = None) -> int:
+    """Blocking entry point for ``sdschat relay``; returns the process exit status."""
+    return asyncio.run(serve_until_signal(config, logger))
