@@ -16,13 +16,16 @@ Defences, all set by :class:`~net.relay_config.RelayConfig`:
 * memory: each connection has one writer task fed by a bounded
   ``asyncio.Queue`` (``queue`` frames); a subscriber whose queue is full is
   disconnected with 1008 and its queue discarded, so a client that stops
-  reading costs at most ``queue`` frames plus the socket buffers;
+  reading costs at most ``queue`` frames plus the socket buffers. While a
+  connection keeps up (nothing queued, write buffer <= 32 KiB) frames skip
+  the queue and are written at once with ``websockets.broadcast``;
 * ``max_clients``: extra connections are closed with 1013 after the handshake;
 * malformed input (undecodable frame, text frame, bad envelope, bad topic,
   unknown version) is answered with an ``Error`` frame; the connection stays.
 
-Fan-out encodes the ``Deliver`` frame once per publish and puts the same
-``bytes`` object on every subscriber's queue.
+Fan-out encodes the ``Deliver`` frame once per publish: one ``broadcast`` call
+writes it to every subscriber that keeps up, and the same ``bytes`` object goes
+on the queue of every subscriber that lags.
 
 Logs are structured (``net/relay_log.py``): ``relay_listening`` (with the bound
 ``port``, useful with ``--port 0``), connection events, ``relay_stats`` every
@@ -48,7 +51,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
@@ -80,6 +83,10 @@ CLOSE_FULL = 1013
 
 CLOSE_SHUTDOWN = 1001
 """Close code used when the relay shuts down (going away)."""
+
+DIRECT_WRITE_LIMIT = 2**15
+"""A frame bypasses a connection's queue only while its socket write buffer
+holds at most this many bytes (websockets' default write high-water mark)."""
 
 
 class TokenBucket:
@@ -155,6 +162,7 @@ class _Conn:
     """Per-connection state: subscriptions, limits, send queue and writer task."""
 
     __slots__ = (
+        "busy",
         "cid",
         "close_task",
         "closing",
@@ -178,6 +186,7 @@ class _Conn:
         self.writer: asyncio.Task[None] | None = None
         self.close_task: asyncio.Task[None] | None = None
         self.closing = False
+        self.busy = False  # the writer task holds a frame it has not finished sending
 
 
 def _peer_name(ws: ServerConnection) -> str:
@@ -371,15 +380,37 @@ class RelayServer:
         try:
             while True:  # ends on ConnectionClosed or cancellation
                 data = await queue.get()
+                conn.busy = True
                 await ws.send(data)
+                conn.busy = False
                 stats.frames_sent += 1
         except ConnectionClosed:
             return
 
+    def _can_write_now(self, conn: _Conn) -> bool:
+        """True if ``data`` may be written straight to the socket, bypassing the queue.
+
+        Only when nothing is queued or being sent (so order is kept) and the
+        socket's write buffer is at most :data:`DIRECT_WRITE_LIMIT` (so memory
+        stays bounded: one frame beyond that limit at most).
+        """
+        return (
+            not conn.busy
+            and conn.queue.empty()
+            and conn.ws.transport.get_write_buffer_size() <= DIRECT_WRITE_LIMIT
+        )
+
     def _enqueue(self, conn: _Conn, data: bytes) -> bool:
-        """Queue ``data`` for ``conn``; a full queue disconnects it as a slow consumer."""
+        """Send ``data`` to ``conn`` in order: directly if it keeps up, else via its queue.
+
+        A full queue disconnects the connection as a slow consumer.
+        """
         if conn.closing:
             return False
+        if self._can_write_now(conn):
+            broadcast((conn.ws,), data)
+            self.stats.frames_sent += 1
+            return True
         try:
             conn.queue.put_nowait(data)
         except asyncio.QueueFull:
@@ -478,11 +509,21 @@ class RelayServer:
         data = envelope_pb2.RelayFrame(
             version=1, deliver=envelope_pb2.Deliver(envelope=envelope)
         ).SerializeToString()
+        # Subscribers that keep up get the frame written at once, all in one
+        # websockets.broadcast call; the others get it through their queue.
+        direct: list[ServerConnection] = []
         queued = 0
         for other in tuple(subscribers):
-            if other is not conn and self._enqueue(other, data):
+            if other is conn or other.closing:
+                continue
+            if self._can_write_now(other):
+                direct.append(other.ws)
+            elif self._enqueue(other, data):
                 queued += 1
-        self.stats.deliveries += queued
+        if direct:
+            broadcast(direct, data)
+            self.stats.frames_sent += len(direct)
+        self.stats.deliveries += queued + len(direct)
 
     def _subscribe(self, conn: _Conn, topics: Any) -> None:
         wanted = list(topics)
