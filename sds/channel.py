@@ -146,6 +146,10 @@ class _Missing:
     waiting: set[str]
 
 
+#: Largest Lamport timestamp the wire (``uint64``) carries.
+_UINT64_MAX = (1 << 64) - 1
+
+
 def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, content: bytes) -> str:
     """Unique per message even for identical content: 64 lowercase hex chars."""
     h = hashlib.sha256()
@@ -379,7 +383,9 @@ class Channel:
         return pb.SerializeToString()
 
     def _tick(self, now_ms: int) -> int:
-        self.lamport = max(now_ms, self.lamport + 1)
+        # Saturate at the uint64 wire limit: one peer's timestamp of 2**64 - 1 must not
+        # make every later send (and sync) fail to encode.
+        self.lamport = min(max(now_ms, self.lamport + 1), _UINT64_MAX)
         return self.lamport
 
     def _history_tail(self) -> list[tuple[str, _LogEntry]]:
@@ -504,6 +510,7 @@ class Channel:
         if not is_content:
             # Spec "Periodic Sync Message": process history and filter, never persist.
             self._note_missing(message_id, sender_id, history, history_ids, now_ms, False)
+            self._cap_missing()
             self._events.append(SyncReceived(self.channel_id, message_id, sender_id, lamport))
             return
 
@@ -524,6 +531,7 @@ class Channel:
         )
         if missing:
             self._buffer_incoming(waiting, now_ms)
+            self._cap_missing()
         else:
             self._deliver(waiting)
         # Acknowledge content soon: shorten the sync backoff (js-waku: 0.5x).
@@ -541,20 +549,20 @@ class Channel:
     ) -> None:
         """Spec "Review ACK Status"."""
         outgoing = self._outgoing
+        has_bloom = pb.HasField("bloom_filter")
+        if has_bloom and len(pb.bloom_filter) != self._filter_nbytes:
+            # Counted whatever we have outstanding; ignored for acks.
+            self._bad_filter(pb, sender_id)
+            has_bloom = False
         if not outgoing:
-            if pb.HasField("bloom_filter") and len(pb.bloom_filter) != self._filter_nbytes:
-                self._bad_filter(pb, sender_id)
             return
         for mid in history_ids:
             if mid in outgoing:
                 del outgoing[mid]
                 self._events.append(MessageAcknowledged(self.channel_id, mid, True, sender_id))
-        if not pb.HasField("bloom_filter") or not outgoing:
+        if not has_bloom or not outgoing:
             return
         bloom = pb.bloom_filter
-        if len(bloom) != self._filter_nbytes:
-            self._bad_filter(pb, sender_id)
-            return
         threshold = self._ack_threshold
         acked = []
         for out in outgoing.values():
@@ -572,6 +580,17 @@ class Channel:
                 )
                 if out.state != OwnState.POSSIBLY_ACKNOWLEDGED:
                     out.state = OwnState.POSSIBLY_ACKNOWLEDGED
+                    # Spec "Periodic Outgoing Buffer Sweep": the longer period counts
+                    # from the last send, not after one more unacknowledged period.
+                    cfg = self.config
+                    later = (
+                        out.next_resend_ms
+                        - cfg.resend_unacknowledged_ms
+                        + cfg.resend_possibly_acknowledged_ms
+                    )
+                    if later > out.next_resend_ms:
+                        out.next_resend_ms = later
+                        self._push_resend(out)
         for mid in acked:
             del outgoing[mid]
             self._events.append(MessageAcknowledged(self.channel_id, mid, False, sender_id))
@@ -664,6 +683,11 @@ class Channel:
         info.noticed_ms = now_ms
         if cfg.lost_timeout_ms:
             heapq.heappush(self._lost_heap, (now_ms + cfg.lost_timeout_ms, mid))
+            if len(self._lost_heap) > 4 * len(self._missing) + 64:  # stale entries
+                self._lost_heap = [
+                    (i.noticed_ms + cfg.lost_timeout_ms, m) for m, i in self._missing.items()
+                ]
+                heapq.heapify(self._lost_heap)
         if cfg.repair_enabled:
             self._repair_out.add(
                 info.entry,
@@ -888,7 +912,15 @@ class Channel:
                 MessageSendFailed(self.channel_id, old_id, "buffer_full", old.attempts)
             )
         self._outgoing[out.message_id] = out
+        self._push_resend(out)
+
+    def _push_resend(self, out: _Outgoing) -> None:
+        """Schedule ``out``'s next resend; stale heap entries are compacted here too, so
+        the heap stays bounded even when no timer runs between many sends."""
         heapq.heappush(self._resend_heap, (out.next_resend_ms, out.message_id))
+        if len(self._resend_heap) > 4 * len(self._outgoing) + 64:
+            self._resend_heap = [(o.next_resend_ms, m) for m, o in self._outgoing.items()]
+            heapq.heapify(self._resend_heap)
 
     def _run_resends(self, now_ms: int) -> None:
         """Spec "Periodic Outgoing Buffer Sweep"."""
@@ -939,16 +971,37 @@ class Channel:
             info = self._missing.get(mid)
             if info is None or info.noticed_ms + timeout != due or mid in self._incoming:
                 continue
-            self._lost[mid] = None
-            while len(self._lost) > self.config.log_window:
-                self._lost.popitem(last=False)
-            self._repair_out.remove(mid)
-            self._resolve(mid, lost=True)
+            self._declare_lost(mid)
         if len(heap) > 4 * len(self._missing) + 64:
             self._lost_heap = [
                 (i.noticed_ms + timeout, m) for m, i in self._missing.items()
             ]
             heapq.heapify(self._lost_heap)
+
+    def _declare_lost(self, mid: str) -> None:
+        self._lost[mid] = None
+        while len(self._lost) > self.config.log_window:
+            self._lost.popitem(last=False)
+        self._repair_out.remove(mid)
+        self._resolve(mid, lost=True)
+
+    def _cap_missing(self) -> None:
+        """``Config.max_missing``: beyond it the longest-missing ids are declared lost.
+
+        Ids that arrived and only wait themselves are skipped (they are not lost).
+        Call only once the message being received is buffered or delivered.
+        """
+        excess = len(self._missing) - self.config.max_missing
+        if excess <= 0:
+            return
+        victims = []
+        for mid in self._missing:
+            if mid not in self._incoming:
+                victims.append(mid)
+                if len(victims) >= excess:
+                    break
+        for mid in victims:
+            self._declare_lost(mid)
 
     def _run_sweep(self, now_ms: int) -> None:
         """Remind the application of what is still missing (to fetch it from storage/store)."""

@@ -79,6 +79,11 @@ class Config:
     #: full, the oldest waiting message is dropped (``MessageDropped``,
     #: reason ``"incoming_buffer_full"``); repair or storage can bring it back.
     incoming_buffer_cap: int = 10_000
+    #: Cap of the dependencies tracked as missing. Peers can name ids nobody has
+    #: (sync histories, evicted waiters), and with ``lost_timeout_ms = 0`` nothing
+    #: else would ever forget them: beyond the cap the longest-missing id is
+    #: declared lost early (``MessageLost``; its waiters are delivered).
+    max_missing: int = 10_000
     #: Largest content accepted by :meth:`Channel.send` and on receipt.
     max_content_bytes: int = 64 * 1024
 
@@ -90,6 +95,7 @@ class Config:
             "log_window",
             "outgoing_buffer_cap",
             "incoming_buffer_cap",
+            "max_missing",
             "repair_buffer_size",
             "max_content_bytes",
         ):

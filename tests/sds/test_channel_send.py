@@ -1,0 +1,187 @@
+"""Channel send path: Lamport clock, ids, causal history, filter, outgoing buffer."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sds_helpers import make_channel, msg, of, sent_id
+
+import sds
+from sds.bloom import BloomFilter
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def test_send_lamport_is_max_of_now_and_clock_plus_one() -> None:
+    """PROTOCOL.md "Lamport clock" / spec "Send Message": on send ts = max(now_ms, ts+1)."""
+    ch = make_channel(now=1_000)
+    assert ch.lamport == 1_000
+    m1 = sds.decode(ch.send(b"a", 500))  # wall clock behind the Lamport clock
+    assert m1.lamport_timestamp == 1_001
+    m2 = sds.decode(ch.send(b"b", 1_001))
+    assert m2.lamport_timestamp == 1_002
+    m3 = sds.decode(ch.send(b"c", 50_000))  # wall clock ahead
+    assert m3.lamport_timestamp == 50_000
+    assert ch.lamport == 50_000
+
+
+def test_send_returns_content_message_with_filter_and_fields() -> None:
+    """Spec "Send Message" / "Message": the wire message carries our sender_id, a
+    message_id, the channel_id, the Lamport timestamp, the content and the current
+    bloom filter (which includes the message itself: it is in our log)."""
+    ch = make_channel("alice", "room")
+    data = ch.send(b"hello", 2_000)
+    m = sds.decode(data)
+    assert (m.sender_id, m.channel_id, m.content) == ("alice", "room", b"hello")
+    assert m.kind is sds.MessageKind.CONTENT
+    assert m.bloom_filter is not None and len(m.bloom_filter) == 18_752
+    ev = of(ch.events(), sds.MessageSent)
+    assert len(ev) == 1
+    assert ev[0].message_id == m.message_id
+    assert ev[0].data == data
+    assert ev[0].lamport == m.lamport_timestamp
+    assert m.message_id in BloomFilter.from_bytes(ch.bloom_filter_bytes())
+
+
+def test_ids_unique_for_identical_content_and_64_hex() -> None:
+    """PROTOCOL.md "Message ids": ids are unique per message even for identical content,
+    64 lowercase hex characters (also across participants and channels)."""
+    a = make_channel("a")
+    b = make_channel("b")
+    ids = []
+    for i in range(50):
+        ids.append(sds.decode(a.send(b"ok", 2_000 + i)).message_id)
+        ids.append(sds.decode(b.send(b"ok", 2_000 + i)).message_id)
+    # Same sender, same seed, same clock: still unique (a fresh nonce per message).
+    c1 = make_channel("a", seed=1)
+    c2 = make_channel("a", seed=2)
+    ids.append(sds.decode(c1.send(b"ok", 5)).message_id)
+    ids.append(sds.decode(c2.send(b"ok", 5)).message_id)
+    assert len(set(ids)) == len(ids)
+    assert all(HEX64.fullmatch(i) for i in ids)
+
+
+def test_send_enters_log_and_outgoing_buffer() -> None:
+    """Spec "Send Message": after broadcasting, the message is added to the buffer of
+    unacknowledged outgoing messages (and to our own log)."""
+    ch = make_channel()
+    mid = sds.decode(ch.send(b"x", 2_000)).message_id
+    assert ch.outgoing_ids() == [mid]
+    assert ch.outgoing_state(mid) == sds.OwnState.UNACKNOWLEDGED
+    assert ch.log_ids() == [mid]
+    assert ch.has_message(mid)
+
+
+def test_causal_history_is_last_n_log_entries_in_log_order() -> None:
+    """Spec "Send Message": the preceding message ids of the local history, as an ordered
+    list; Config.causal_history_size of them."""
+    ch = make_channel(causal_history_size=3, log_window=10)
+    ids = [sds.decode(ch.send(f"m{i}".encode(), 2_000 + i)).message_id for i in range(6)]
+    m = sds.decode(ch.send(b"next", 3_000))
+    assert [e.message_id for e in m.causal_history] == ids[-3:]
+    first = make_channel("z")
+    assert sds.decode(first.send(b"first", 5)).causal_history == ()
+
+
+def test_causal_history_includes_received_messages_in_log_order() -> None:
+    """Spec "Send Message" / "Resolve Conflicts": history follows the log order
+    (lamport, message_id), received messages included, with their senders (SDS-R)."""
+    ch = make_channel("a", causal_history_size=10, now=0)
+    ch.receive(msg("b", "bbb", 10), 20)
+    ch.receive(msg("c", "aaa", 10), 20)  # same lamport, smaller id: sorts first
+    ch.receive(msg("d", "ccc", 5), 20)
+    m = sds.decode(ch.send(b"mine", 20))
+    assert [(e.message_id, e.sender_id) for e in m.causal_history] == [
+        ("ccc", "d"),
+        ("aaa", "c"),
+        ("bbb", "b"),
+    ]
+
+
+def test_retrieval_hints_in_history_after_set_retrieval_hint() -> None:
+    """Spec "Send Message": the participant MAY include a retrieval_hint per history
+    entry; set_retrieval_hint attaches one to a logged message, and a hint given to
+    receive() is used for that message."""
+    ch = make_channel("a", now=0)
+    first = sds.decode(ch.send(b"one", 10)).message_id
+    ch.receive(msg("b", "theirs", 11), 12, retrieval_hint=b"envelope-hash-b")
+    m = sds.decode(ch.send(b"two", 13))
+    by_id = {e.message_id: e for e in m.causal_history}
+    assert by_id[first].retrieval_hint is None
+    assert by_id["theirs"].retrieval_hint == b"envelope-hash-b"
+    ch.set_retrieval_hint(first, b"envelope-hash-a")
+    m = sds.decode(ch.send(b"three", 14))
+    by_id = {e.message_id: e for e in m.causal_history}
+    assert by_id[first].retrieval_hint == b"envelope-hash-a"
+    assert by_id[first].sender_id == "a"
+
+
+def test_oversized_content_refused_at_send() -> None:
+    """Issue 2 / Config.max_content_bytes: content larger than the limit is refused
+    with ValueError and nothing changes."""
+    ch = make_channel(max_content_bytes=100)
+    clock = ch.lamport
+    ch.send(b"x" * 100, 2_000)
+    ch.events()
+    with pytest.raises(ValueError, match="limit"):
+        ch.send(b"x" * 101, 3_000)
+    with pytest.raises(ValueError, match="limit"):
+        ch.send_ephemeral(b"x" * 101, 3_000)
+    assert len(ch.log_ids()) == 1
+    assert ch.lamport == max(clock + 1, 2_000)
+    assert ch.events() == []
+
+
+def test_empty_content_refused_at_send() -> None:
+    """Spec "Message": a content message MUST contain content (empty means sync)."""
+    ch = make_channel()
+    with pytest.raises(ValueError):
+        ch.send(b"", 2_000)
+    with pytest.raises(ValueError):
+        ch.send_ephemeral(b"", 2_000)
+
+
+def test_constructor_rejects_empty_ids() -> None:
+    """Spec "Message": sender_id and channel_id MUST be set."""
+    with pytest.raises(ValueError):
+        sds.Channel("", "a")
+    with pytest.raises(ValueError):
+        sds.Channel("c", "")
+
+
+def test_message_sent_position_and_causal_history() -> None:
+    """Spec "Deliver Message": our own message is placed in the log by Lamport
+    timestamp; MessageSent reports its position and the ids it referenced."""
+    ch = make_channel(now=0)
+    ch.receive(msg("b", "m-b", 100), 1)
+    ch.events()
+    ch.send(b"x", 1)
+    ev = of(ch.events(), sds.MessageSent)[0]
+    assert ev.lamport == 101
+    assert ev.position == 1
+    assert ev.causal_history == ("m-b",)
+
+
+def test_sent_id_helper_consistent() -> None:
+    """Spec "Send Message": the id in MessageSent is the message_id on the wire."""
+    ch = make_channel()
+    data = ch.send(b"x", 5_000)
+    assert sent_id(ch) == sds.decode(data).message_id
+
+
+def test_lamport_saturates_at_uint64_max() -> None:
+    """PROTOCOL.md "Message schema" (lamport is uint64) and "Lamport clock": after a peer's
+    message at 2**64 - 1 the clock cannot exceed the wire limit; sends and syncs keep
+    working (ties then order by id) instead of failing to encode."""
+    top = 2**64 - 1
+    ch = make_channel(now=0, lost_timeout_ms=0)
+    ch.receive(msg("b", "far", top), 1)
+    assert ch.lamport == top
+    m1 = sds.decode(ch.send(b"x", 2))
+    m2 = sds.decode(ch.send(b"y", 3))
+    assert m1.lamport_timestamp == m2.lamport_timestamp == top
+    assert ch.log_ids() == sorted(["far", m1.message_id, m2.message_id])
+    ch.handle_timer(10**6)
+    syncs = [d for d in ch.datagrams_to_send() if d.kind == "sync"]
+    assert [sds.decode(d.data).lamport_timestamp for d in syncs] == [top]

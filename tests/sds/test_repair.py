@@ -1,0 +1,330 @@
+"""SDS-R: request/response timing formulas and the repair behaviour of channels."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from sds_helpers import delivered_ids, entry, make_channel, msg, of, run_timers
+
+import sds
+from sds.repair import in_response_group, repair_hash, t_req, t_resp
+
+T_MIN = 30_000
+T_MAX = 120_000
+
+
+def H(text: str) -> int:
+    """PROTOCOL.md "SDS-R": first 8 bytes of sha256(utf8(x)), big-endian unsigned
+    (computed here via the hex digest, independently of sds.repair)."""
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:16], 16)
+
+
+# ------------------------------------------------------------------ formulas
+
+
+def test_repair_hash_known_values() -> None:
+    """PROTOCOL.md "SDS-R": H(x) = first 8 bytes of sha256(utf8(x)) big-endian; sha256("")
+    starts e3b0c44298fc1c14, sha256("abc") starts ba7816bf8f01cfea."""
+    assert repair_hash("") == 0xE3B0C44298FC1C14
+    assert repair_hash("abc") == 0xBA7816BF8F01CFEA
+    assert repair_hash("αβγ") == H("αβγ")
+
+
+@pytest.mark.parametrize(
+    ("own", "mid", "now"),
+    [("alice", "m1", 0), ("bob", "ab" * 32, 1_700_000_000_000), ("", "x", 5), ("ç", "ü", 7)],
+)
+def test_t_req_formula(own: str, mid: str, now: int) -> None:
+    """PROTOCOL.md "SDS-R": T_req = now + H(own_id + m) % (T_max - T_min) + T_min, so it
+    always lies in [now + T_min, now + T_max)."""
+    expected = now + H(own + mid) % (T_MAX - T_MIN) + T_MIN
+    assert t_req(own, mid, now, T_MIN, T_MAX) == expected
+    assert now + T_MIN <= expected < now + T_MAX
+
+
+def test_t_req_hand_computed() -> None:
+    """PROTOCOL.md "SDS-R": a hand-checked value: H("alicem1") % 90,000 + 30,000."""
+    h = int.from_bytes(hashlib.sha256(b"alicem1").digest()[:8], "big")
+    assert t_req("alice", "m1", 1_000, T_MIN, T_MAX) == 1_000 + h % 90_000 + 30_000
+
+
+@pytest.mark.parametrize(
+    ("own", "orig", "mid", "now"),
+    [("bob", "alice", "m1", 0), ("carol", "alice", "cd" * 32, 10**12), ("x", "y", "z", 3)],
+)
+def test_t_resp_formula(own: str, orig: str, mid: str, now: int) -> None:
+    """PROTOCOL.md "SDS-R": T_resp = now + ((H(own) XOR H(original_sender)) * H(m)) % T_max
+    (Python ints: no 64-bit overflow in the product)."""
+    expected = now + ((H(own) ^ H(orig)) * H(mid)) % T_MAX
+    assert t_resp(own, orig, mid, now, T_MAX) == expected
+    assert now <= expected < now + T_MAX
+
+
+def test_t_resp_original_sender_answers_first() -> None:
+    """PROTOCOL.md "SDS-R": the original sender's distance is 0: it answers at once."""
+    assert t_resp("alice", "alice", "m1", 5_000, T_MAX) == 5_000
+    assert t_resp("bob", "alice", "m1", 5_000, T_MAX) >= 5_000
+
+
+def test_in_response_group_formula() -> None:
+    """PROTOCOL.md "SDS-R": with g groups a holder answers iff H(own + m) % g ==
+    H(original + m) % g; g <= 1 means everyone; the original sender always belongs."""
+    members = 0
+    for i in range(200):
+        own, mid = f"peer{i}", f"msg{i % 7}"
+        for g in (2, 3, 5):
+            expected = H(own + mid) % g == H("alice" + mid) % g
+            assert in_response_group(own, "alice", mid, g) is expected
+            members += expected
+        assert in_response_group(own, "alice", mid, 1) is True
+        assert in_response_group(own, "alice", mid, 0) is True
+        assert in_response_group("alice", "alice", mid, 7) is True
+    assert 0 < members < 600
+
+
+# ------------------------------------------------------------------ behaviour
+
+
+class Trio:
+    """A (original sender), B (holder), C (missed A's first message m1)."""
+
+    def __init__(self, **changes: object) -> None:
+        self.a = make_channel("a", now=0, **changes)
+        self.b = make_channel("b", now=0, **changes)
+        self.c = make_channel("c", now=0, **changes)
+        self.m1 = self.a.send(b"one", 1_000)
+        self.id1 = sds.decode(self.m1).message_id
+        self.b.receive(self.m1, 1_000)
+        self.m2 = self.a.send(b"two", 2_000)
+        self.b.receive(self.m2, 2_000)
+        self.c.receive(self.m2, 2_000)
+        for ch in (self.a, self.b, self.c):
+            ch.events()
+        self.t_req_c = 2_000 + H("c" + self.id1) % (T_MAX - T_MIN) + T_MIN
+
+
+def repairs(grams: list[sds.Datagram]) -> list[sds.Datagram]:
+    return [g for g in grams if g.kind == "repair"]
+
+
+def test_missing_message_requested_in_next_message_after_t_req() -> None:
+    """PROTOCOL.md "SDS-R": a participant missing m schedules a request at T_req and,
+    when due, attaches it (with the original sender's id in sender_id) as repair_request
+    on its next outgoing content message."""
+    t = Trio()
+    assert t.c.missing_ids() == [t.id1]
+    early = sds.decode(t.c.send(b"early", t.t_req_c - 1))
+    assert early.repair_request == ()
+    due = sds.decode(t.c.send(b"due", t.t_req_c))
+    assert due.repair_request == (entry(t.id1, None, "a"),)
+    req = of(t.c.events(), sds.RepairRequested)
+    assert [(r.message_ids, r.carrier_id) for r in req] == [((t.id1,), due.message_id)]
+    again = sds.decode(t.c.send(b"again", t.t_req_c + 1))
+    assert again.repair_request == ()
+
+
+def test_due_request_forces_a_sync() -> None:
+    """PROTOCOL.md "SDS-R": a due request forces a sync message (even with an empty log,
+    when no periodic sync would be sent)."""
+    t = Trio()
+    assert t.c.log_ids() == []
+    evs, grams = run_timers(t.c, t.t_req_c - 1)
+    assert [g for g in grams if g.kind == "sync"] == []
+    evs, grams = run_timers(t.c, t.t_req_c)
+    syncs = [g for g in grams if g.kind == "sync"]
+    assert len(syncs) == 1
+    m = sds.decode(syncs[0].data)
+    assert m.kind is sds.MessageKind.SYNC
+    assert m.repair_request == (entry(t.id1, None, "a"),)
+    assert [s.repair_requests for s in of(evs, sds.SyncSent)] == [(t.id1,)]
+    assert [r.carrier_id for r in of(evs, sds.RepairRequested)] == [m.message_id]
+
+
+def test_at_most_three_requests_per_message() -> None:
+    """PROTOCOL.md "SDS-R": up to 3 due entries per message, earliest T_req first; the
+    rest go in the next message."""
+    c = make_channel("c", now=0)
+    deps = [f"d{i}" for i in range(5)]
+    c.receive(msg("b", "w", 10, [entry(d, None, "b") for d in deps]), 1_000)
+    due = {d: 1_000 + H("c" + d) % (T_MAX - T_MIN) + T_MIN for d in deps}
+    now = max(due.values())
+    first = sds.decode(c.send(b"x", now)).repair_request
+    second = sds.decode(c.send(b"y", now)).repair_request
+    by_due = sorted(deps, key=lambda d: (due[d], d))
+    assert [e.message_id for e in first] == by_due[:3]
+    assert sorted(e.message_id for e in second) == sorted(by_due[3:])
+    assert all(e.sender_id == "b" for e in first + second)
+
+
+def test_holder_answers_at_t_resp() -> None:
+    """PROTOCOL.md "SDS-R": a participant holding m that receives a request schedules a
+    rebroadcast at T_resp; when due it emits a "repair" Datagram with m's bytes and
+    RepairSent."""
+    t = Trio()
+    request = t.c.send(b"req", t.t_req_c)
+    now = t.t_req_c + 10
+    t.b.receive(request, now)
+    got = of(t.b.events(), sds.RepairRequestReceived)
+    assert [(r.sender_id, r.message_ids, r.scheduled) for r in got] == [
+        ("c", (t.id1,), (t.id1,))
+    ]
+    t_resp_b = now + ((H("b") ^ H("a")) * H(t.id1)) % T_MAX
+    _, grams = run_timers(t.b, t_resp_b - 1)
+    assert repairs(grams) == []
+    evs, grams = run_timers(t.b, t_resp_b)
+    assert [(g.data, g.message_id) for g in repairs(grams)] == [(t.m1, t.id1)]
+    assert [(r.message_id, r.original_sender) for r in of(evs, sds.RepairSent)] == [
+        (t.id1, "a")
+    ]
+    # The repair lets C deliver m1 and then m2.
+    for g in repairs(grams):
+        t.c.receive(g.data, t_resp_b)
+    assert delivered_ids(t.c.events()) == [t.id1, sds.decode(t.m2).message_id]
+
+
+def test_original_sender_answers_immediately() -> None:
+    """PROTOCOL.md "SDS-R": the original sender answers first (distance 0: T_resp = now)."""
+    t = Trio()
+    request = t.c.send(b"req", t.t_req_c)
+    now = t.t_req_c + 5
+    run_timers(t.a, now)  # everything else A had to do by now is done
+    t.a.receive(request, now)
+    t.a.events()
+    assert t.a.get_timer() == now
+    t.a.handle_timer(now)
+    assert [(g.data, g.message_id) for g in repairs(t.a.datagrams_to_send())] == [
+        (t.m1, t.id1)
+    ]
+    assert [r.message_id for r in of(t.a.events(), sds.RepairSent)] == [t.id1]
+
+
+def test_seeing_the_message_cancels_pending_response() -> None:
+    """PROTOCOL.md "SDS-R": seeing m arrive cancels a pending response: B, scheduled to
+    answer, stays silent once A's rebroadcast reached it."""
+    t = Trio()
+    request = t.c.send(b"req", t.t_req_c)
+    now = t.t_req_c + 5
+    t.a.receive(request, now)
+    t.b.receive(request, now)
+    t.a.handle_timer(now)
+    answer = repairs(t.a.datagrams_to_send())[0]
+    t.b.receive(answer.data, now + 1)  # a duplicate for B, but it cancels B's answer
+    evs, grams = run_timers(t.b, now + T_MAX)
+    assert repairs(grams) == []
+    assert of(evs, sds.RepairSent) == []
+
+
+def test_seeing_the_message_cancels_pending_request() -> None:
+    """PROTOCOL.md "SDS-R": seeing m arrive cancels our request for it."""
+    t = Trio()
+    t.c.receive(t.m1, t.t_req_c - 100)
+    assert delivered_ids(t.c.events()) == [t.id1, sds.decode(t.m2).message_id]
+    assert sds.decode(t.c.send(b"x", t.t_req_c)).repair_request == ()
+    evs, grams = run_timers(t.c, t.t_req_c + 10 * T_MAX)
+    assert all(sds.decode(g.data).repair_request == () for g in grams)
+    assert of(evs, sds.RepairRequested) == []
+
+
+def test_someone_elses_request_cancels_ours() -> None:
+    """PROTOCOL.md "SDS-R": seeing someone else's request for m cancels our own pending
+    request: C does not ask at its T_req (it only re-arms, in case that other request
+    or its answer is lost)."""
+    t = Trio()
+    other = msg("x", "sync-x", 5_000, content=None, repair=[entry(t.id1, None, "a")])
+    t.c.receive(other, t.t_req_c - 1_000)
+    t.c.events()
+    assert sds.decode(t.c.send(b"x", t.t_req_c)).repair_request == ()
+    _, grams = run_timers(t.c, t.t_req_c + 500)
+    assert all(sds.decode(g.data).repair_request == () for g in grams)
+
+
+def test_requests_repeat_until_the_message_arrives() -> None:
+    """PROTOCOL.md "SDS-R" (sds.repair.OutgoingRepairBuffer): a taken request is re-armed
+    one hash-spread delay later, so a lost request or answer does not leave the gap open."""
+    t = Trio(lost_timeout_ms=0)
+    offset = H("c" + t.id1) % (T_MAX - T_MIN) + T_MIN
+    assert sds.decode(t.c.send(b"1", t.t_req_c)).repair_request != ()
+    assert sds.decode(t.c.send(b"2", t.t_req_c + offset - 1)).repair_request == ()
+    assert sds.decode(t.c.send(b"3", t.t_req_c + offset)).repair_request == (
+        entry(t.id1, None, "a"),
+    )
+
+
+def test_response_groups_exclude_non_members() -> None:
+    """PROTOCOL.md "SDS-R": with g response groups only holders with H(own + m) % g ==
+    H(original + m) % g schedule an answer; the others stay silent."""
+    g = 3
+    outcomes = {}
+    for i in range(12):
+        me = f"holder{i}"
+        ch = make_channel(me, now=0, repair_response_groups=g)
+        ch.receive(msg("a", "m1", 10), 100)
+        ch.receive(msg("c", "req", 20, content=None, repair=[entry("m1", None, "a")]), 200)
+        scheduled = of(ch.events(), sds.RepairRequestReceived)[0].scheduled
+        expected = H(me + "m1") % g == H("a" + "m1") % g
+        assert (scheduled == ("m1",)) is expected
+        _, grams = run_timers(ch, 200 + T_MAX)
+        assert bool(repairs(grams)) is expected
+        outcomes[me] = expected
+    assert True in outcomes.values() and False in outcomes.values()
+
+
+def test_non_holder_does_not_answer() -> None:
+    """PROTOCOL.md "SDS-R": only a participant that holds m answers a request for it."""
+    ch = make_channel("b", now=0)
+    ch.receive(msg("c", "req", 20, content=None, repair=[entry("m1", None, "a")]), 200)
+    assert of(ch.events(), sds.RepairRequestReceived)[0].scheduled == ()
+    _, grams = run_timers(ch, 200 + 10 * T_MAX)
+    assert repairs(grams) == []
+
+
+def test_repair_data_needed_when_bytes_left_cache() -> None:
+    """Config.repair_cache_size / RepairDataNeeded: when the bytes of a requested message
+    left the repair cache the core asks the application, and supply_repair_data then
+    emits the "repair" datagram and RepairSent."""
+    b = make_channel("b", now=0, repair_cache_size=1)
+    m1 = msg("a", "m1", 10, content=b"old")
+    b.receive(m1, 100)
+    b.receive(msg("a", "m2", 11, ["m1"]), 101)  # pushes m1's bytes out of the cache
+    b.receive(msg("c", "req", 20, content=None, repair=[entry("m1", None, "a")]), 200)
+    b.events()
+    due = 200 + ((H("b") ^ H("a")) * H("m1")) % T_MAX
+    evs, grams = run_timers(b, due)
+    assert repairs(grams) == []
+    assert [(e.message_id, e.channel_id) for e in of(evs, sds.RepairDataNeeded)] == [
+        ("m1", b.channel_id)
+    ]
+    b.supply_repair_data("m1", m1, due + 1)
+    assert [(g.kind, g.data, g.message_id) for g in b.datagrams_to_send()] == [
+        ("repair", m1, "m1")
+    ]
+    assert [(r.message_id, r.original_sender) for r in of(b.events(), sds.RepairSent)] == [
+        ("m1", "a")
+    ]
+
+
+def test_repair_disabled() -> None:
+    """Config.repair_enabled = False: no SDS-R requests are sent and requests are not
+    answered."""
+    t = Trio(repair_enabled=False)
+    assert sds.decode(t.c.send(b"x", t.t_req_c + T_MAX)).repair_request == ()
+    t.b.receive(msg("c", "req", 10**6, content=None, repair=[entry(t.id1, None, "a")]), 3_000)
+    assert of(t.b.events(), sds.RepairRequestReceived) == []
+    _, grams = run_timers(t.b, 3_000 + T_MAX)
+    assert repairs(grams) == []
+
+
+def test_end_to_end_repair_through_network() -> None:
+    """PROTOCOL.md "SDS-R": on a lossless network after one loss, C asks, A (original
+    sender) answers at once, B's pending answer is cancelled, C delivers m1 then m2."""
+    from sds_helpers import Net
+
+    t = Trio()
+    net = Net(t.a, t.b, t.c, now=2_000)
+    net.advance(t.t_req_c + T_MAX)
+    c_events = net.take("c")
+    assert delivered_ids(c_events) == [t.id1, sds.decode(t.m2).message_id]
+    sent_repairs = {s: of(net.take(s), sds.RepairSent) for s in ("a", "b")}
+    assert [r.message_id for r in sent_repairs["a"]] == [t.id1]
+    assert sent_repairs["b"] == []
