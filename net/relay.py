@@ -48,6 +48,7 @@ import contextlib
 import itertools
 import signal
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -525,7 +526,7 @@ class RelayServer:
             self.stats.frames_sent += len(direct)
         self.stats.deliveries += queued + len(direct)
 
-    def _subscribe(self, conn: _Conn, topics: Any) -> None:
+    def _subscribe(self, conn: _Conn, topics: Iterable[bytes]) -> None:
         wanted = list(topics)
         for topic in wanted:
             if not topic or len(topic) > MAX_TOPIC_BYTES:
@@ -537,8 +538,9 @@ class RelayServer:
         for topic in wanted:
             conn.topics.add(topic)
             self._topics.setdefault(topic, set()).add(conn)
+        self.log.debug("subscribed", conn=conn.cid, topics=len(conn.topics))
 
-    def _unsubscribe(self, conn: _Conn, topics: Any) -> None:
+    def _unsubscribe(self, conn: _Conn, topics: Iterable[bytes]) -> None:
         for topic in topics:
             if topic in conn.topics:
                 conn.topics.discard(topic)

@@ -350,14 +350,23 @@ class RelayClient:
             return False
         return await self._send_confirmed(ws, reader, [encode_subscribe(new)])
 
-    async def unsubscribe(self, topics: Iterable[bytes]) -> None:
-        """Remove topics (sent now if connected)."""
+    async def unsubscribe(self, topics: Iterable[bytes]) -> bool:
+        """Remove topics; if connected, tell the relay and wait for its confirmation.
+
+        Returns:
+            True once the relay has processed the Unsubscribe (or when none of
+            the topics was subscribed); False if not connected or unconfirmed
+            within ``subscribe_timeout``. Either way the topics are not
+            subscribed again on later connections.
+        """
         gone = [t for t in topics if t in self._topics]
         self._topics.difference_update(gone)
-        ws = self._ws
-        if gone and ws is not None and self.connected:
-            with contextlib.suppress(ConnectionClosed, OSError):
-                await ws.send(encode_unsubscribe(gone))
+        if not gone:
+            return True
+        ws, reader = self._ws, self._reader
+        if ws is None or reader is None or not self.connected:
+            return False
+        return await self._send_confirmed(ws, reader, [encode_unsubscribe(gone)])
 
     # ------------------------------------------------------------ internals
 

@@ -287,11 +287,10 @@ def test_slow_consumer_is_disconnected_and_memory_stays_bounded() -> None:
         try:
             _, slow = await _non_reading_client(server.url, server.port)
             await slow.send(encode_subscribe([TOPIC_A]))  # type: ignore[attr-defined]
+            await log.wait_for("subscribed", lambda r: r["conn"] == 1)  # slow is conn 1
             fast = await Peer.open(server.url)
             await fast.subscribe([TOPIC_A])
             pub = await Peer.open(server.url)
-            await pub.barrier()
-            await asyncio.sleep(0)  # let the relay read slow's subscribe
             env = envelope(key=channel("a"), content=b"x" * 200_000)
             dropped = asyncio.create_task(
                 log.wait_for("connection_dropped", lambda r: r["reason"] == "slow_consumer", 20)

@@ -149,7 +149,8 @@ def test_live_subscribe_and_unsubscribe() -> None:
             env = envelope(key=other)
             await pub.publish(env)
             await rec.until(lambda: rec.envelopes == [env])
-            await client.unsubscribe([other.topic])
+            assert await client.unsubscribe([other.topic]) is True  # confirmed
+            assert await client.unsubscribe([other.topic]) is True  # nothing to do
             assert client.topics == {KEY.topic}
             await pub.publish(envelope(key=other))
             await pub.publish(last := envelope(key=KEY))
@@ -159,6 +160,7 @@ def test_live_subscribe_and_unsubscribe() -> None:
                 await client.subscribe([b""])
             await client.close()
             assert await client.subscribe([channel("third").topic]) is False
+            assert await client.unsubscribe([channel("third").topic]) is False
             await pub.close()
         finally:
             await server.close()
