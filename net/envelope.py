@@ -271,10 +271,14 @@ def open_envelope(
         ``envelope_hash`` as its retrieval hint.
 
     Raises:
-        EnvelopeError: one of its subclasses, never anything else.
+        EnvelopeError: one of its subclasses, for any problem with the bytes.
+        ValueError: only for a caller error, a raw channel key that is not
+            32 bytes (checked before the envelope is looked at).
     """
+    key, own_topic = _key_and_topic(channel_key)
+    want_topic = own_topic if expected_topic is None else expected_topic
     try:
-        return _open(envelope_bytes, channel_key, expected_topic, sds_sender_id)
+        return _open(envelope_bytes, key, want_topic, sds_sender_id)
     except EnvelopeError:
         raise
     except Exception as exc:  # defensive: nothing but EnvelopeError may escape
@@ -285,10 +289,7 @@ open = open_envelope  # the name the design uses (shadows the builtin in this mo
 
 
 def _open(
-    envelope_bytes: bytes,
-    channel_key: ChannelKey | bytes,
-    expected_topic: bytes | None,
-    sds_sender_id: str | None,
+    envelope_bytes: bytes, key: bytes, want_topic: bytes, sds_sender_id: str | None
 ) -> Opened:
     if len(envelope_bytes) > MAX_ENVELOPE_BYTES:
         raise OversizedEnvelope(f"{len(envelope_bytes)} bytes > {MAX_ENVELOPE_BYTES}")
@@ -306,8 +307,6 @@ def _open(
         raise MalformedEnvelope("non-canonical encoding")
     if env.version != ENVELOPE_VERSION:
         raise UnsupportedVersion(f"version {env.version}")
-    key, own_topic = _key_and_topic(channel_key)
-    want_topic = own_topic if expected_topic is None else expected_topic
     topic = env.topic
     if topic != want_topic:
         raise WrongTopic(f"topic {topic[:16].hex()}")

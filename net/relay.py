@@ -56,10 +56,15 @@ from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from net import envelope_pb2
 from net.envelope import EnvelopeError, peek_topic
 from net.relay_config import MAX_TOPIC_BYTES, RelayConfig
-from net.relay_frames import FrameDecodeError, decode_frame, encode_error, encode_pong
+from net.relay_frames import (
+    FrameDecodeError,
+    decode_frame,
+    encode_deliver,
+    encode_error,
+    encode_pong,
+)
 from net.relay_log import RelayLogger
 
 __all__ = [
@@ -507,9 +512,7 @@ class RelayServer:
             self.stats.unrouted += 1
             return
         # Encode once; every subscriber's queue holds the same bytes object.
-        data = envelope_pb2.RelayFrame(
-            version=1, deliver=envelope_pb2.Deliver(envelope=envelope)
-        ).SerializeToString()
+        data = encode_deliver(envelope)
         # Subscribers that keep up get the frame written at once, all in one
         # websockets.broadcast call; the others get it through their queue.
         direct: list[ServerConnection] = []

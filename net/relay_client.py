@@ -304,7 +304,9 @@ class RelayClient:
             True if the frame was handed to the connection, False if not
             connected or if the connection broke (or stalled beyond
             ``publish_timeout``) while sending. True means "sent", not
-            "delivered": SDS acknowledgements tell the rest.
+            "delivered": the relay may still refuse it (``on_relay_error``
+            reports ``rate_limited``, ``oversized``...), and SDS
+            acknowledgements and resends tell the rest.
 
         Raises:
             ValueError: ``envelope`` exceeds ``MAX_ENVELOPE_BYTES``.

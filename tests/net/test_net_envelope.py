@@ -249,6 +249,14 @@ def test_unsupported_version() -> None:
     assert info.value.reason == "unsupported_version"
 
 
+def test_a_bad_raw_key_is_a_caller_error() -> None:
+    env = seal(sds_message(ALICE), ALICE, KEY)
+    with pytest.raises(ValueError):
+        open_envelope(env, b"short")
+    with pytest.raises(ValueError):
+        seal(sds_message(ALICE), ALICE, b"short")
+
+
 def test_reasons_are_stable() -> None:
     assert set(REJECTION_REASONS) == {
         "oversized",

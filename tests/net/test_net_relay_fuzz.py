@@ -127,7 +127,7 @@ GARBAGE = st.one_of(
 def _barrier(ws: ClientConnection, nonce: int) -> list[envelope_pb2.RelayFrame]:
     """Ping and collect every frame before the matching Pong (bounded)."""
     ws.send(encode_ping(nonce))
-    before = []
+    before: list[envelope_pb2.RelayFrame] = []
     for _ in range(50):
         data = ws.recv(timeout=T(5))
         assert isinstance(data, bytes)
