@@ -21,7 +21,7 @@ Everyone who joins channel ``name`` with the same passphrase derives the same
 
 Parameters: :data:`DEFAULT_KDF` is Argon2id with 64 MiB of memory, 2 passes
 and 4 lanes (in the spirit of RFC 9106's second recommended option, with one
-pass fewer), which took 110–125 ms on the 2-core development machine. Tests
+pass fewer), which took 105–150 ms on the 2-core development machine. Tests
 pass :data:`TEST_KDF` (cheap) explicitly; keys derived with different
 parameters differ, so every participant of a channel must use the same ones.
 """
@@ -76,7 +76,7 @@ class KdfParams:
 
 
 DEFAULT_KDF = KdfParams(memory_kib=64 * 1024, iterations=2, lanes=4)
-"""Production parameters: 64 MiB, t=2, p=4 (~110–125 ms on the dev machine)."""
+"""Production parameters: 64 MiB, t=2, p=4 (~105–150 ms on the dev machine)."""
 
 TEST_KDF = KdfParams(memory_kib=64, iterations=1, lanes=1)
 """Cheap parameters for tests only (well under a millisecond). Never in production."""
