@@ -388,11 +388,6 @@ class Channel:
         self.lamport = min(max(now_ms, self.lamport + 1), _UINT64_MAX)
         return self.lamport
 
-    def _history_tail(self) -> list[tuple[str, _LogEntry]]:
-        n = self.config.causal_history_size
-        entries = self._entries
-        return [(mid, entries[mid]) for _, mid in self._log.islice(-n if n else 0)]
-
     def _build(
         self,
         message_id: str,
@@ -400,7 +395,12 @@ class Channel:
         content: bytes | None,
         requests: list[HistoryEntry],
     ) -> tuple[tuple[str, ...], bytes]:
-        """Serialise a content or sync message; return (history ids, bytes)."""
+        """Serialise a content or sync message; return (history ids, bytes).
+
+        The causal history is appended as pre-serialised one-entry fragments
+        (protobuf merges concatenated messages, appending repeated fields), so a
+        200-entry history costs a join instead of 200 protobuf objects.
+        """
         pb = sds_pb2.SdsMessage(
             sender_id=self.sender_id,
             message_id=message_id,
@@ -412,14 +412,18 @@ class Channel:
             pb.content = content
         for entry in requests:
             pb.repair_request.append(_entry_pb(entry))
-        tail = self._history_tail()
+        n = self.config.causal_history_size
+        entries = self._entries
+        ids = []
         fragments = []
-        for mid, le in tail:
+        for _, mid in self._log.islice(-n):
+            le = entries[mid]
             frag = le.fragment
             if frag is None:
                 frag = self._fragment(mid, le)
+            ids.append(mid)
             fragments.append(frag)
-        return tuple(mid for mid, _ in tail), pb.SerializeToString() + b"".join(fragments)
+        return tuple(ids), pb.SerializeToString() + b"".join(fragments)
 
     @staticmethod
     def _fragment(message_id: str, le: _LogEntry) -> bytes:
@@ -628,13 +632,13 @@ class Channel:
         entries = self._entries
         met = self._met_elsewhere
         lost = self._lost
-        absent = [
-            i
-            for i, mid in enumerate(history_ids)
-            if mid not in entries and mid not in met and mid not in lost
-        ]
-        if not absent:
+        # One C-level pass over the history for the common case (all present).
+        absent_ids = set(history_ids).difference(entries)
+        if absent_ids:
+            absent_ids = {m for m in absent_ids if m not in met and m not in lost}
+        if not absent_ids:
             return 0
+        absent = [i for i, mid in enumerate(history_ids) if mid in absent_ids]
         cfg = self.config
         missing_entries = []
         new_any = False
