@@ -70,20 +70,31 @@ def bloom_params(capacity: int, error_rate: float) -> BloomParams:
     return params
 
 
+def hash_pair(item: str, m: int) -> tuple[int, int]:
+    """The two base hashes ``(hA, hB)`` of ``item`` for an ``m``-bit filter."""
+    return (
+        abs(mmh3.hash(item, 0, signed=True)) % m,
+        abs(mmh3.hash(item + " b", 0, signed=True)) % m,
+    )
+
+
+def _positions_from_pair(h_a: int, h_b: int, params: BloomParams) -> tuple[tuple[int, int], ...]:
+    m = params.m
+    out = []
+    for i in range(params.k):
+        h = abs(h_a + i * h_b) % m
+        out.append(((h >> 6 << 3) + 7 - ((h & 63) >> 3), 1 << (h & 7)))
+    return tuple(out)
+
+
 def positions_in(item: str, params: BloomParams) -> tuple[tuple[int, int], ...]:
     """Return the ``k`` (byte index, bit mask) pairs of ``item`` in the wire layout.
 
     Callers that test the same id against many filters (the outgoing buffer does,
     once per received message) should compute this once and keep it.
     """
-    m = params.m
-    h_a = abs(mmh3.hash(item, 0, signed=True)) % m
-    h_b = abs(mmh3.hash(item + " b", 0, signed=True)) % m
-    out = []
-    for i in range(params.k):
-        h = abs(h_a + i * h_b) % m
-        out.append(((h >> 6 << 3) + 7 - ((h & 63) >> 3), 1 << (h & 7)))
-    return tuple(out)
+    h_a, h_b = hash_pair(item, params.m)
+    return _positions_from_pair(h_a, h_b, params)
 
 
 def contains_positions(data: bytes | bytearray, positions: Iterable[tuple[int, int]]) -> bool:
@@ -203,26 +214,39 @@ class RollingBloomFilter(BloomFilter):
 
     def __init__(self, capacity: int = 10_000, error_rate: float = 0.001) -> None:
         super().__init__(capacity, error_rate)
-        self._recent: deque[tuple[str, tuple[tuple[int, int], ...]]] = deque()
+        # (id, hA << 32 | hB): the two base hashes are enough to set the bits
+        # again on a roll, at a tenth of the memory of the positions themselves.
+        self._recent: deque[tuple[str, int]] = deque()
 
     def add(self, item: str) -> None:
-        self.add_with_positions(item, positions_in(item, self.params))
+        h_a, h_b = hash_pair(item, self.params.m)
+        self._append(item, h_a, h_b, _positions_from_pair(h_a, h_b, self.params))
 
     def add_with_positions(self, item: str, positions: tuple[tuple[int, int], ...]) -> None:
         """Insert ``item`` whose positions the caller already computed."""
+        h_a, h_b = hash_pair(item, self.params.m)
+        self._append(item, h_a, h_b, positions)
+
+    def _append(
+        self, item: str, h_a: int, h_b: int, positions: tuple[tuple[int, int], ...]
+    ) -> None:
         if len(self._recent) >= self.params.capacity:
             self._roll()
-        self._recent.append((item, positions))
+        self._recent.append((item, h_a << 32 | h_b))
         super().add_positions(positions)
 
     def _roll(self) -> None:
         keep = self.params.capacity // 2
         while len(self._recent) > keep:
             self._recent.popleft()
-        bits = bytearray(self.params.nbytes)
-        for _, positions in self._recent:
-            for idx, mask in positions:
-                bits[idx] |= mask
+        params = self.params
+        m, k = params.m, params.k
+        bits = bytearray(params.nbytes)
+        for _, pair in self._recent:
+            h_a, h_b = pair >> 32, pair & 0xFFFFFFFF
+            for i in range(k):
+                h = (h_a + i * h_b) % m
+                bits[(h >> 6 << 3) + 7 - ((h & 63) >> 3)] |= 1 << (h & 7)
         self._bits = bits
         self.count = len(self._recent)
 

@@ -71,7 +71,7 @@ class Config:
     #: Wire bytes of this many most recent delivered/sent messages are kept so
     #: that repair requests can be answered without storage. Older ones are
     #: asked for with a ``RepairDataNeeded`` event.
-    repair_cache_size: int = 256
+    repair_cache_size: int = 128
     #: Cap of the unacknowledged outgoing buffer. When full, the oldest entry
     #: is reported ``MessageSendFailed(reason="buffer_full")`` and dropped.
     outgoing_buffer_cap: int = 5_000
