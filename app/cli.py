@@ -60,6 +60,48 @@ def _add_relay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
+def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.node_settings import add_join_arguments  # light: no websockets import
+
+    p = sub.add_parser(
+        "join",
+        help="join a channel (headless: lines on stdin, JSON events on stdout)",
+        description="Join a channel through a relay. With --headless, every stdin line is a "
+        "message (or a /command, see /help) and every event is printed as one JSON object per "
+        "line. Without a passphrase the channel is PUBLIC: anyone who knows its name can read "
+        "it. Exit status: 0 clean, 2 usage, 3 data dir in use, 4 database/identity unusable, "
+        "5 passphrase problem.",
+    )
+    add_join_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from app.headless import run_join
+
+        return run_join(args)
+
+    p.set_defaults(func=run)
+
+
+def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "history",
+        help="print a channel's log in SDS order",
+        description="Print the stored log of a channel in its SDS order (lamport, message id): "
+        "the same order on every participant holding the same messages. Works beside a "
+        "running node (reads the database read-only).",
+    )
+    p.add_argument("channel")
+    p.add_argument("--data-dir", required=True, help="the participant's data directory")
+    p.add_argument("--json", action="store_true", help="one JSON object per message")
+
+    def run(args: argparse.Namespace) -> int:
+        from app.history import print_history
+
+        return print_history(args.data_dir, args.channel, as_json=args.json)
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sdschat",
@@ -69,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_demo(sub)
     _add_relay(sub)
+    _add_join(sub)
+    _add_history(sub)
     return parser
 
 

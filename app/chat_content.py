@@ -1,0 +1,100 @@
+"""What sdschat puts in an SDS message's ``content``: a display name, a kind and the text.
+
+Format (version 1): compact UTF-8 JSON, one object::
+
+    {"v": 1, "name": "alice", "kind": "msg", "text": "hello"}
+
+* ``name``: the author's display name (at most :data:`MAX_NAME_CHARS` characters,
+  control characters removed). It is the *claimed* name; the authenticated
+  author is the envelope's ``sender_id``, which a UI shows beside it.
+* ``kind``: ``"msg"`` (an ordinary line) or ``"me"`` (an action, ``/me waves``).
+* ``text``: the line as typed.
+
+Why JSON and not a protobuf: the content is end-to-end encrypted inside the
+envelope (nobody but channel members reads it), it is small next to the SDS
+metadata around it (the bloom filter alone is 18 KB), and JSON keeps it easy to
+read in ``sdschat history`` and in other clients. Unknown keys are ignored and
+``v`` lets the format grow.
+
+Receivers accept anything: content that is not such an object (for example
+plain text from a js-waku peer) decodes as ``kind="raw"`` with ``name=None``
+and the bytes as text (invalid UTF-8 replaced). Decoding never raises.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CONTENT_VERSION",
+    "KINDS",
+    "MAX_NAME_CHARS",
+    "ChatContent",
+    "clean_name",
+    "decode_content",
+    "encode_content",
+]
+
+CONTENT_VERSION = 1
+"""The content format version this module writes."""
+
+KINDS = ("msg", "me")
+"""Kinds a sender may choose; receivers also produce ``"raw"`` for foreign content."""
+
+MAX_NAME_CHARS = 64
+"""Longest display name kept (longer ones are cut)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatContent:
+    """A decoded message content.
+
+    Attributes:
+        text: the message text.
+        name: the author's claimed display name, ``None`` when the content did
+            not carry one (foreign or raw content).
+        kind: ``"msg"``, ``"me"`` or ``"raw"``.
+    """
+
+    text: str
+    name: str | None = None
+    kind: str = "msg"
+
+
+def clean_name(name: str) -> str:
+    """A display name with control characters removed, stripped, cut to :data:`MAX_NAME_CHARS`."""
+    cleaned = "".join(ch for ch in name if ch.isprintable()).strip()
+    return cleaned[:MAX_NAME_CHARS]
+
+
+def encode_content(text: str, name: str, kind: str = "msg") -> bytes:
+    """Content bytes for ``text`` by ``name`` (see the module docstring).
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`KINDS` or ``text`` is empty.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if not text:
+        raise ValueError("text must not be empty")
+    obj = {"v": CONTENT_VERSION, "name": clean_name(name), "kind": kind, "text": text}
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode_content(content: bytes) -> ChatContent:
+    """Decode content bytes; never raises (foreign content becomes ``kind="raw"``)."""
+    try:
+        obj: Any = json.loads(content)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("text"), str) and isinstance(obj.get("v"), int):
+        name = obj.get("name")
+        kind = obj.get("kind")
+        return ChatContent(
+            text=obj["text"],
+            name=clean_name(name) if isinstance(name, str) else None,
+            kind=kind if kind in KINDS else "msg",
+        )
+    return ChatContent(text=content.decode("utf-8", errors="replace"), name=None, kind="raw")

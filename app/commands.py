@@ -1,0 +1,81 @@
+"""Parsing what a person types: a message line or a slash command (headless mode and TUI).
+
+=====================  ================================================
+``text``               send ``text`` to the current channel
+``//text``             send ``/text`` (a line that starts with a slash)
+``/me waves``          send an action (shown as ``* alice waves``)
+``/join NAME``         join channel NAME (same passphrase as at start; none = public)
+``/leave [NAME]``      leave NAME (default: the current channel)
+``/switch NAME``       make NAME the current channel
+``/nick NAME``         change the display name sent with our messages
+``/who``               list the participants heard from in the current channel
+``/retry``             send again the messages that failed
+``/stats``             show counters
+``/help``              show this help
+``/quit``              leave the program (everything is saved)
+=====================  ================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["HELP", "Command", "parse_line"]
+
+HELP = """\
+text           send text to the current channel (//text sends /text)
+/me ACTION     send an action
+/join NAME     join channel NAME
+/leave [NAME]  leave NAME (default: current channel)
+/switch NAME   make NAME the current channel
+/nick NAME     change your display name
+/who           participants heard from in the current channel
+/retry         send again the messages that failed
+/stats         counters
+/help          this help
+/quit          exit (everything is saved)"""
+
+_COMMANDS = {
+    "me": True,
+    "join": True,
+    "leave": False,
+    "switch": True,
+    "nick": True,
+    "who": False,
+    "retry": False,
+    "stats": False,
+    "help": False,
+    "quit": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A parsed line.
+
+    ``name`` is ``"say"`` for an ordinary message (``arg`` is its text), a
+    command name from the module table, or ``"error"`` (``arg`` says what is
+    wrong).
+    """
+
+    name: str
+    arg: str = ""
+
+
+def parse_line(line: str) -> Command | None:
+    """Parse one typed line; ``None`` for a blank line."""
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        return None
+    if line.startswith("//"):
+        return Command("say", line[1:])
+    if not line.startswith("/"):
+        return Command("say", line)
+    word, _, rest = line[1:].partition(" ")
+    name = word.lower()
+    rest = rest.strip()
+    if name not in _COMMANDS:
+        return Command("error", f"unknown command /{word} (try /help)")
+    if _COMMANDS[name] and not rest:
+        return Command("error", f"/{name} needs an argument (try /help)")
+    return Command(name, rest)

@@ -1,0 +1,285 @@
+"""``sdschat join … --headless``: a node driven by stdin, reporting JSON lines on stdout.
+
+Input: one line per message (UTF-8); slash commands as in :mod:`app.commands`.
+End of input or ``/quit`` (or SIGTERM/SIGINT) shuts the node down cleanly:
+queued work finishes, the protocol state is saved, exit status 0.
+
+Output: one JSON object per line for every node event (:mod:`app.node_events`
+documents them: ``ready``, ``channel`` (with ``"public": true`` for a channel
+without passphrase), ``delivered``, ``own`` (``queued``/``logged``/``sent``/
+``possibly_acknowledged``/``acknowledged``/``failed``), ``missing``, ``lost``,
+``peer``, ``connection``, ``rejected``, ``peers``, ``info``, ``error``,
+``closed``). Every object has ``ts`` (wall-clock seconds).
+
+Exit status: 0 clean exit; 2 bad usage or settings; 3 the data directory is
+in use by another instance; 4 the database or identity file is unusable
+(written by a newer sdschat, corrupt, key file of another identity);
+5 passphrase problem (unreadable or empty passphrase file, or a passphrase
+that differs from the one this data directory joined the channel with).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import json
+import random
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TextIO
+
+from app.commands import HELP, parse_line
+from app.node import (
+    IdentityMismatchError,
+    Node,
+    NodeClosedError,
+    NodeOptions,
+    PassphraseMismatchError,
+    peer_lines,
+    wall_ms,
+)
+from app.node_events import Info, NodeError, NodeEvent, Peers, event_to_json
+from app.node_settings import NodeSettings, settings_from_args
+from app.transport import LossyTransport, RelayTransport, Transport
+from net.identity import IdentityFileError
+from storage import CorruptDatabaseError, DataDirLockedError, NewerSchemaError
+
+__all__ = [
+    "EXIT_DATABASE",
+    "EXIT_LOCKED",
+    "EXIT_PASSPHRASE",
+    "EXIT_USAGE",
+    "PassphraseFileError",
+    "read_passphrase_file",
+    "run_join",
+]
+
+EXIT_USAGE = 2
+EXIT_LOCKED = 3
+EXIT_DATABASE = 4
+EXIT_PASSPHRASE = 5
+
+MAX_PASSPHRASE_FILE = 64 * 1024
+
+
+class PassphraseFileError(ValueError):
+    """The passphrase file cannot be used."""
+
+
+def read_passphrase_file(path: str | Path) -> bytes:
+    """The passphrase: the file's first line, without its line ending.
+
+    Raises:
+        PassphraseFileError: unreadable, too large, or an empty first line.
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            data = f.read(MAX_PASSPHRASE_FILE + 1)
+    except OSError as exc:
+        raise PassphraseFileError(
+            f"cannot read passphrase file {p}: {exc.strerror or exc}"
+        ) from None
+    if len(data) > MAX_PASSPHRASE_FILE:
+        raise PassphraseFileError(f"passphrase file {p} is larger than 64 KiB")
+    first = data.split(b"\n", 1)[0].rstrip(b"\r")
+    if not first:
+        raise PassphraseFileError(
+            f"passphrase file {p} is empty (omit --passphrase-file for a PUBLIC channel)"
+        )
+    return first
+
+
+class JsonLines:
+    """Writes node events as JSON lines (flushed per event: scripts read them live)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.broken = False
+
+    def write(self, obj: dict[str, object]) -> None:
+        if self.broken:
+            return
+        try:
+            self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+            self.out.flush()
+        except (BrokenPipeError, ValueError):
+            self.broken = True  # the reader went away; keep running until stdin ends
+
+    def event(self, ev: NodeEvent) -> None:
+        self.write(event_to_json(ev))
+
+
+def _fatal(out: JsonLines, message: str, code: int) -> int:
+    print(f"sdschat join: {message}", file=sys.stderr)
+    out.write({"event": "error", "message": message, "fatal": True, "exit": code})
+    return code
+
+
+def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
+    """Start a daemon thread feeding stdin lines (then ``None`` at EOF) into ``queue``."""
+
+    def pump() -> None:
+        stream = sys.stdin.buffer
+        while True:  # ends at EOF
+            try:
+                raw = stream.readline()
+            except (OSError, ValueError):
+                raw = b""
+            item = raw.decode("utf-8", errors="replace") if raw else None
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:
+                return  # the loop is gone
+            if item is None:
+                return
+
+    threading.Thread(target=pump, name="stdin", daemon=True).start()
+
+
+async def _serve(
+    args: argparse.Namespace, settings: NodeSettings, passphrase: bytes | None, out: JsonLines
+) -> int:
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else _default_data_dir()
+    transport: Transport = RelayTransport(settings.relay)
+    if settings.drop_rate > 0:
+        rng = random.Random(settings.drop_seed)
+        transport = LossyTransport(transport, settings.drop_rate, rng)
+    options = NodeOptions(config=settings.config, state_save_interval_ms=settings.state_save_ms)
+    try:
+        node = await Node.open(data_dir, transport, name=settings.name, options=options)
+    except DataDirLockedError as exc:
+        return _fatal(out, str(exc), EXIT_LOCKED)
+    except (NewerSchemaError, CorruptDatabaseError, IdentityFileError,
+            IdentityMismatchError) as exc:  # fmt: skip
+        return _fatal(out, str(exc), EXIT_DATABASE)
+    node.subscribe(out.event)
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, lines.put_nowait, None)
+    status = 0
+    try:
+        await node.start()
+        channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
+        try:
+            for ch in channels:
+                await node.join(ch, passphrase)
+        except PassphraseMismatchError as exc:
+            return _fatal(out, str(exc), EXIT_PASSPHRASE)
+        except ValueError as exc:
+            return _fatal(out, str(exc), EXIT_USAGE)
+        _stdin_lines(loop, lines)
+        current: str | None = args.channel
+        for _ in iter(int, 1):  # until EOF, /quit or a signal
+            line = await lines.get()
+            if line is None:
+                break
+            cmd = parse_line(line)
+            if cmd is None:
+                continue
+            if cmd.name == "quit":
+                break
+            current = await _command(node, cmd.name, cmd.arg, current, passphrase, out)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        await node.close()
+    return status
+
+
+async def _command(
+    node: Node, name: str, arg: str, current: str | None, passphrase: bytes | None,
+    out: JsonLines,
+) -> str | None:  # fmt: skip
+    """Run one parsed command; returns the (possibly new) current channel."""
+    try:
+        if name in ("say", "me"):
+            if current is None:
+                out.event(NodeError("no current channel: /join one first"))
+            else:
+                fut = node.post(current, arg, "me" if name == "me" else "msg")
+                fut.add_done_callback(_consume)
+        elif name == "error":
+            out.event(NodeError(arg))
+        elif name == "join":
+            await node.join(arg, passphrase)
+            return arg
+        elif name == "leave":
+            target = arg or current
+            if target is None or not await node.leave(target):
+                out.event(NodeError(f"not in channel {target!r}"))
+            elif target == current:
+                remaining = sorted(node.channels)
+                return remaining[0] if remaining else None
+        elif name == "switch":
+            if arg not in node.channels:
+                out.event(NodeError(f"not in channel {arg!r} (/join it first)"))
+            else:
+                out.event(Info(f"current channel: {arg}", {"channel": arg}))
+                return arg
+        elif name == "nick":
+            await node.set_name(arg)
+            out.event(Info(f"your name is now {node.name}", {"name": node.name}))
+        elif name == "who":
+            peers = tuple(node.peers(current))
+            out.event(Peers(current, peers))
+            out.event(Info("\n".join(peer_lines(peers, wall_ms())) or "nobody heard from yet"))
+        elif name == "retry":
+            n = await node.retry()
+            out.event(Info(f"sending {n} failed message(s) again", {"retried": n}))
+        elif name == "stats":
+            out.event(Info("stats", node.stats()))
+        elif name == "help":
+            out.event(Info(HELP))
+    except (ValueError, KeyError) as exc:
+        out.event(NodeError(str(exc)))
+    except NodeClosedError:
+        pass
+    return current
+
+
+def _consume(fut: asyncio.Future[int]) -> None:
+    """The node reports a failed enqueue as an ``error`` event; just retrieve it here."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _default_data_dir() -> Path:
+    return Path.home() / ".local" / "share" / "sdschat"
+
+
+def _passphrase(args: argparse.Namespace) -> bytes | None:
+    if args.passphrase_file:
+        return read_passphrase_file(args.passphrase_file)
+    if sys.stdin.isatty():
+        entered = getpass.getpass(
+            f"Passphrase for {args.channel} (empty: PUBLIC channel anyone can read): "
+        )
+        return entered.encode("utf-8") if entered else None
+    return None
+
+
+def run_join(args: argparse.Namespace) -> int:
+    """``sdschat join``: validate settings, then run the headless node (or explain the TUI)."""
+    out = JsonLines(sys.stdout)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        return _fatal(out, str(exc), EXIT_USAGE)
+    if not args.headless:
+        print("sdschat join: the TUI arrives with issue 4; use --headless", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        passphrase = _passphrase(args)
+    except PassphraseFileError as exc:
+        return _fatal(out, str(exc), EXIT_PASSPHRASE)
+    except (EOFError, KeyboardInterrupt):
+        return _fatal(out, "no passphrase entered", EXIT_PASSPHRASE)
+    return asyncio.run(_serve(args, settings, passphrase, out))

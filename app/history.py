@@ -1,0 +1,158 @@
+"""A channel's log as people and scripts read it: ``sdschat history`` and :class:`LogLine`.
+
+``sdschat history <channel> --data-dir DIR [--json]`` prints the stored log in
+SDS order (ascending ``(lamport, message_id)``), which is the same order on
+every participant that holds the same messages. With ``--json`` each line is
+one object::
+
+    {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
+     "lamport": 1712…, "content": "hello", "state": "acknowledged"}
+
+``state`` is set for our own messages only (``queued``, ``sent``,
+``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
+
+The command opens the store normally; when a running node holds the data
+directory it reads the database file read-only instead (SQLite WAL allows a
+reader beside the writer), so participants can be compared while they run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from app.chat_content import decode_content
+from storage import DB_FILENAME, DataDirLockedError, LogEntry, StorageError, Store
+
+__all__ = ["LogLine", "log_line", "print_history", "read_history"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One message of a channel's log, with its content decoded."""
+
+    position: int
+    message_id: str
+    sender_id: str
+    name: str | None
+    kind: str
+    text: str
+    lamport: int
+    state: str | None
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` object (see the module docstring)."""
+        return {
+            "position": self.position,
+            "id": self.message_id,
+            "sender": self.sender_id,
+            "name": self.name,
+            "kind": self.kind,
+            "lamport": self.lamport,
+            "content": self.text,
+            "state": self.state,
+        }
+
+
+def log_line(entry: LogEntry, position: int) -> LogLine:
+    """Decode a stored :class:`storage.LogEntry` at ``position`` in the log."""
+    content = decode_content(entry.content)
+    return LogLine(
+        position=position,
+        message_id=entry.message_id,
+        sender_id=entry.sender_id,
+        name=content.name,
+        kind=content.kind,
+        text=content.text,
+        lamport=entry.lamport,
+        state=None if entry.state is None else entry.state.value,
+    )
+
+
+async def _read_with_store(data_dir: Path, channel: str) -> list[LogLine]:
+    async with await Store.open(data_dir) as store:
+        if await store.get_channel(channel) is None:
+            raise LookupError(f"channel {channel!r} was never joined in {data_dir}")
+        out: list[LogLine] = []
+        async for entry in store.iter_log(channel):
+            out.append(log_line(entry, len(out)))
+        return out
+
+
+def _read_only_rows(path: Path, channel: str) -> Iterator[tuple[object, ...]]:
+    uri = f"file:{path}?mode=ro"
+    db = sqlite3.connect(uri, uri=True)
+    try:
+        if db.execute("SELECT 1 FROM channels WHERE name = ?", (channel,)).fetchone() is None:
+            raise LookupError(f"channel {channel!r} was never joined in {path.parent}")
+        yield from db.execute(
+            "SELECT channel, message_id, sender_id, lamport, content, state, delivered_at, "
+            "received_at FROM messages WHERE channel = ? ORDER BY lamport, message_id",
+            (channel,),
+        )
+    finally:
+        db.close()
+
+
+def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
+    """The whole stored log of ``channel`` in SDS order (see the module docstring).
+
+    Raises:
+        LookupError: the channel was never joined in this data directory.
+        storage.StorageError: the database cannot be read.
+    """
+    directory = Path(data_dir)
+    if not (directory / DB_FILENAME).exists():
+        raise LookupError(f"no sdschat database in {directory}")
+    try:
+        return asyncio.run(_read_with_store(directory, channel))
+    except DataDirLockedError:
+        pass  # a node is running: read beside it
+    from storage import OwnState
+
+    lines: list[LogLine] = []
+    for row in _read_only_rows(directory / DB_FILENAME, channel):
+        state = row[5]
+        entry = LogEntry(
+            channel=str(row[0]),
+            message_id=str(row[1]),
+            sender_id=str(row[2]),
+            lamport=int(row[3]),  # type: ignore[call-overload]
+            content=bytes(row[4]),  # type: ignore[call-overload]
+            state=None if state is None else OwnState(str(state)),
+            delivered_at=None if row[6] is None else int(row[6]),  # type: ignore[call-overload]
+            received_at=int(row[7]),  # type: ignore[call-overload]
+        )
+        lines.append(log_line(entry, len(lines)))
+    return lines
+
+
+def print_history(
+    data_dir: str | Path, channel: str, *, as_json: bool, out: TextIO | None = None
+) -> int:
+    """``sdschat history``: print the log; returns the exit status."""
+    out = out or sys.stdout
+    try:
+        lines = read_history(data_dir, channel)
+    except LookupError as exc:
+        print(f"sdschat history: {exc}", file=sys.stderr)
+        return 1
+    except (StorageError, sqlite3.Error) as exc:
+        print(f"sdschat history: {exc}", file=sys.stderr)
+        return 4
+    for line in lines:
+        if as_json:
+            out.write(json.dumps(line.to_json(), ensure_ascii=False) + "\n")
+        else:
+            who = line.name or "?"
+            text = f"* {who} {line.text}" if line.kind == "me" else f"<{who}> {line.text}"
+            state = f"  [{line.state}]" if line.state else ""
+            out.write(f"{line.lamport}  {line.sender_id[:8]}  {text}{state}\n")
+    out.flush()
+    return 0

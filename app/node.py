@@ -1,0 +1,1365 @@
+"""The node runtime: one participant driving the SDS core over a transport and storage.
+
+aioquic-style, on ONE asyncio loop. The core (:class:`sds.Participant`) is
+sans-I/O; the node feeds it from three sources and does all the I/O:
+
+* API calls (:meth:`Node.post`/:meth:`Node.send`, :meth:`Node.join`, ...);
+* envelopes from the :class:`~app.transport.Transport`;
+* ONE timer, ``loop.call_later`` re-armed at ``participant.get_timer()`` after
+  every round of core calls (paused while the transport is disconnected: then
+  nothing could be sent anyway, and resend attempts and lost-timeouts are not
+  burnt; on reconnect the due work runs at once).
+
+Every input goes through one worker task that takes whatever is queued (up to
+``max_round`` items) and runs a *round*:
+
+1. typed lines are written to the outbox in one fsynced commit
+   (``enqueue_outgoing``) BEFORE the core sees them; each caller's future
+   resolves with its ``local_id`` and an ``own``/``queued`` event goes out;
+2. each input is handed to the core (``send``, ``receive``, ``handle_timer``),
+   and after EVERY core call the node drains the core's events and datagrams:
+   messages (with their envelopes), own-state changes, event-log rows and
+   outbox transitions (``record_sent``) go into ONE :class:`storage.Batch`;
+   sync datagrams are sealed with our identity; ``resend`` datagrams reuse the
+   identical stored envelope (stable retrieval hint) and ``repair`` datagrams
+   the ORIGINAL envelope of that message (its author signed it);
+3. follow-ups that need storage: ``MessagesMissing`` -> ``has_ids`` ->
+   ``mark_dependencies_met``; ``RepairDataNeeded`` and envelopes not in memory
+   -> ``get_envelopes``;
+4. the batch is committed in one awaited call (fsynced when it holds an outbox
+   transition), then events are published to subscribers, then envelopes are
+   handed to the transport (own new messages first), and own messages that
+   left are marked ``sent``;
+5. the timer is re-armed.
+
+Durability (see also :mod:`storage.batch` and :mod:`app.state_reconcile`):
+
+* a typed line is durable in the outbox before the core makes a message of it;
+  a line whose message was never recorded is produced again at start
+  (``pending_outgoing``), exactly once;
+* a produced message is recorded (message + envelope + outbox transition) in
+  the same transaction as everything else of its round, before its envelope
+  is handed to the transport;
+* the core's exported state is saved at most every ``state_save_interval_ms``
+  (adaptively longer when exporting is slow: it is O(log window)), and at
+  shutdown. After ``kill -9`` it may be older than the message log; at start
+  :func:`~app.state_reconcile.reconcile_state` rebuilds the window, clock and
+  outgoing buffer from storage;
+* on every (re)connection the node republishes the envelopes of every own
+  message still unacknowledged (those recorded but never published after a
+  crash, and those typed while disconnected) instead of waiting for the
+  resend period.
+
+Receiving: an envelope is opened (topic -> channel, AEAD, signature, sender
+id) and checked against a replay guard of envelope hashes; rejections are
+counted by reason and reported as :class:`~app.node_events.Rejected`. The SDS
+bytes then go to that channel's core with the envelope hash as retrieval hint
+(the SDS ``channel_id`` must match the channel of the topic).
+
+Usage (the UI builds on this)::
+
+    node = await Node.open(data_dir, transport, name="alice")
+    node.subscribe(on_event)             # or: async for ev in node.events(): ...
+    await node.start()
+    await node.join("general", passphrase)          # key derivation runs in a thread
+    local_id = await node.send("general", "hello")  # durable when it returns
+    node.peers("general"); await node.retry(); await node.leave("general")
+    await node.close()                                # state saved, store closed
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sds
+from app.chat_content import decode_content, encode_content
+from app.history import LogLine, log_line
+from app.node_events import (
+    ChannelJoined,
+    ChannelLeft,
+    Closed,
+    ConnectionChanged,
+    Delivered,
+    Info,
+    Lost,
+    Missing,
+    NodeError,
+    NodeEvent,
+    OwnMessage,
+    PeerInfo,
+    PeerSeen,
+    Ready,
+    Rejected,
+)
+from app.state_reconcile import reconcile_state
+from app.transport import Transport, TransportStatus
+from net.channel_key import DEFAULT_KDF, ChannelKey, KdfParams, derive_channel_key
+from net.envelope import (
+    EnvelopeError,
+    ReplayedEnvelope,
+    ReplayGuard,
+    WrongTopic,
+    envelope_hash,
+    open_envelope,
+    peek_topic,
+    seal,
+)
+from net.identity import Identity
+from storage import Batch, Cursor, OwnState, Store, StoredMessage
+from storage import Identity as StoredIdentity
+
+__all__ = [
+    "ChannelInfo",
+    "IdentityMismatchError",
+    "Node",
+    "NodeClosedError",
+    "NodeOptions",
+    "PassphraseMismatchError",
+    "wall_ms",
+]
+
+logger = logging.getLogger("sdschat.node")
+
+T = TypeVar("T")
+
+IDENTITY_FILE = "identity.pem"
+"""Name of the identity key file inside a data directory."""
+
+
+def wall_ms() -> int:
+    """Wall-clock milliseconds (the core's ``now_ms``; also seeds Lamport clocks)."""
+    return time.time_ns() // 1_000_000
+
+
+class NodeClosedError(RuntimeError):
+    """The node is closing or closed."""
+
+
+class PassphraseMismatchError(ValueError):
+    """The channel was joined in this data directory with another passphrase (other topic)."""
+
+
+class IdentityMismatchError(RuntimeError):
+    """The identity key file does not match the identity this database belongs to."""
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """Tunables of a :class:`Node` (protocol timings live in ``config``).
+
+    Attributes:
+        config: the SDS protocol configuration (``sds.Config.fast()`` for demos).
+        state_save_interval_ms: least time between two saves of the exported
+            core state (it is also saved at shutdown). The interval grows to 10x
+            the last export's duration when exporting is slow.
+        max_round: inputs handled per round (one storage commit per round).
+        max_queued_envelopes: received envelopes waiting for the worker; beyond
+            it the transport is made to wait (backpressure).
+        envelope_cache: recent envelopes kept in memory for resends/repairs.
+        publish_rate, publish_burst: token bucket for publishing (the relay
+            disconnects clients that exceed its rate: 200 frames/s by default).
+        republish_cap: at most this many unacknowledged own messages (the most
+            recent) are republished per channel on each (re)connection.
+        kdf: Argon2id parameters of channel keys (``TEST_KDF`` in unit tests only).
+        clock: wall-clock milliseconds (injectable for tests).
+        rng: randomness for the core (sync jitter, ids).
+    """
+
+    config: sds.Config = field(default_factory=sds.Config)
+    state_save_interval_ms: int = 200
+    max_round: int = 256
+    max_queued_envelopes: int = 4096
+    envelope_cache: int = 512
+    publish_rate: float = 160.0
+    publish_burst: int = 320
+    republish_cap: int = 512
+    kdf: KdfParams = DEFAULT_KDF
+    clock: Callable[[], int] = wall_ms
+    rng: random.Random | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelInfo:
+    """A joined channel."""
+
+    name: str
+    key: ChannelKey
+    public: bool
+    topic: bytes
+
+
+# ----------------------------------------------------------------- worker inputs
+
+
+@dataclass(slots=True)
+class _Send:
+    channel: str
+    content: bytes
+    text: str
+    kind: str
+    future: asyncio.Future[int]
+    local_id: int | None = None
+
+
+@dataclass(slots=True)
+class _Pending:
+    channel: str
+    content: bytes
+    local_id: int
+
+
+@dataclass(slots=True)
+class _Envelope:
+    data: bytes
+
+
+@dataclass(slots=True)
+class _Tick:
+    pass
+
+
+@dataclass(slots=True)
+class _SaveState:
+    pass
+
+
+@dataclass(slots=True)
+class _Call:
+    fn: Callable[[], Awaitable[Any]]
+    future: asyncio.Future[Any]
+
+
+@dataclass(slots=True)
+class _Stop:
+    pass
+
+
+_Item = _Send | _Pending | _Envelope | _Tick | _SaveState | _Call | _Stop
+
+
+class _Inbox:
+    """FIFO of worker inputs; received envelopes are bounded (their producer waits)."""
+
+    def __init__(self, max_envelopes: int) -> None:
+        self._items: deque[_Item] = deque()
+        self._wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._space.set()
+        self._envelopes = 0
+        self._max = max_envelopes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: _Item) -> None:
+        self._items.append(item)
+        self._wake.set()
+
+    def put_front(self, items: Sequence[_Item]) -> None:
+        self._items.extendleft(reversed(items))
+        self._wake.set()
+
+    async def put_envelope(self, item: _Envelope) -> None:
+        while self._envelopes >= self._max:  # bounded: woken when the worker takes some
+            self._space.clear()
+            await self._space.wait()
+        self._envelopes += 1
+        self.put(item)
+
+    async def take(self, limit: int) -> list[_Item]:
+        while not self._items:  # bounded: woken by put
+            self._wake.clear()
+            await self._wake.wait()
+        out: list[_Item] = []
+        while self._items and len(out) < limit:
+            item = self._items.popleft()
+            if isinstance(item, _Envelope):
+                self._envelopes -= 1
+            out.append(item)
+        if self._envelopes < self._max:
+            self._space.set()
+        return out
+
+
+@dataclass(slots=True)
+class _Round:
+    """What one round produced, to commit and then publish."""
+
+    batch: Batch = field(default_factory=Batch)
+    events: list[NodeEvent] = field(default_factory=list)
+    delivered: list[tuple[str, str, Delivered]] = field(default_factory=list)
+    own_new: list[tuple[str, str, bytes]] = field(default_factory=list)
+    publish: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    need_envelope: list[tuple[str, str, str]] = field(default_factory=list)
+    missing: dict[str, set[str]] = field(default_factory=dict)
+    repair_needed: dict[str, set[str]] = field(default_factory=dict)
+    local_id: int | None = None
+    current: tuple[bytes, bytes] | None = None  # (hash, envelope) being received
+    core_called: bool = False
+
+
+_RANK = {
+    OwnState.QUEUED: 0,
+    OwnState.SENT: 1,
+    OwnState.POSSIBLY_ACKNOWLEDGED: 2,
+    OwnState.ACKNOWLEDGED: 3,
+    OwnState.FAILED: 3,
+}
+
+
+@dataclass(slots=True)
+class _Peer:
+    name: str | None = None
+    channels: set[str] = field(default_factory=set)
+    last_seen_ms: int = 0
+    messages: int = 0
+
+
+class _Pacer:
+    """Token bucket for publishing (waits instead of exceeding the relay's rate)."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.capacity = float(burst)
+        self.tokens = float(burst)
+        self.stamp = time.monotonic()
+
+    async def take(self) -> None:
+        for _ in range(1_000):  # bounded; each pass sleeps until a token is due
+            now = time.monotonic()
+            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens >= 1.0:
+                self.tokens -= 1.0
+                return
+            await asyncio.sleep((1.0 - self.tokens) / self.rate)
+
+
+class Node:
+    """One sdschat participant: identity, store, SDS core, channels and a transport.
+
+    Build it with :meth:`open` (or the constructor with an open store), subscribe
+    to its events, :meth:`start` it, :meth:`join` channels, :meth:`send` lines,
+    and :meth:`close` it. All methods must be called from the loop it runs on.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        identity: Identity,
+        transport: Transport,
+        *,
+        name: str,
+        options: NodeOptions | None = None,
+    ) -> None:
+        self.options = options if options is not None else NodeOptions()
+        self.store = store
+        self.identity = identity
+        self.sender_id = identity.sender_id
+        self.transport = transport
+        self.name = name
+        self.counters: Counter[str] = Counter()
+        """Counters: ``received``, ``delivered``, ``published``, ``rejected_<reason>``,
+        ``dropped_<reason>`` (core drops), ``internal_errors``..."""
+        self._clock = self.options.clock
+        rng = self.options.rng if self.options.rng is not None else random.Random()
+        self._participant = sds.Participant(self.sender_id, self.options.config, rng)
+        self._channels: dict[str, ChannelInfo] = {}
+        self._by_topic: dict[bytes, str] = {}
+        self._replay = ReplayGuard()
+        self._envelopes: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._waiting_envelopes: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._own_state: dict[tuple[str, str], OwnState] = {}
+        self._local_ids: dict[tuple[str, str], int] = {}
+        self._own_text: dict[tuple[str, str], tuple[str, str]] = {}
+        self._failed: list[tuple[str, str, bytes]] = []
+        self._carry_states: list[tuple[str, str, OwnState]] = []
+        self._peers: dict[str, _Peer] = {}
+        self._listeners: list[Callable[[NodeEvent], None]] = []
+        self._queues: list[asyncio.Queue[NodeEvent | None]] = []
+        self._inbox: _Inbox | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._tick_queued = False
+        self._save_timer: asyncio.TimerHandle | None = None
+        self._state_dirty = False
+        self._last_state_save = 0
+        self._state_interval = self.options.state_save_interval_ms
+        self._connected = False
+        self._started = False
+        self._closing = False
+        self._closed = False
+        self._pacer = _Pacer(self.options.publish_rate, self.options.publish_burst)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: str | Path,
+        transport: Transport,
+        *,
+        name: str | None = None,
+        options: NodeOptions | None = None,
+    ) -> Node:
+        """Open ``data_dir`` (store + identity key file, created if missing).
+
+        ``name`` is the display name (default: the stored one, else
+        ``anon-<sender id prefix>``).
+
+        Raises:
+            storage.DataDirLockedError, storage.NewerSchemaError,
+            storage.CorruptDatabaseError: from :meth:`storage.Store.open`.
+            net.identity.IdentityFileError: an unusable key file.
+            IdentityMismatchError: the key file is not this database's identity.
+        """
+        directory = Path(data_dir)
+        store = await Store.open(directory)
+        try:
+            identity = await asyncio.to_thread(Identity.load_or_create, directory / IDENTITY_FILE)
+            stored = await store.load_identity()
+            if stored is not None and stored.sender_id != identity.sender_id:
+                raise IdentityMismatchError(
+                    f"{directory / IDENTITY_FILE} holds identity {identity.sender_id}, but "
+                    f"this data directory's messages belong to {stored.sender_id}; restore "
+                    "the original key file or use another --data-dir"
+                )
+            if name:
+                display = name
+            elif stored is not None:
+                display = stored.display_name
+            else:
+                display = f"anon-{identity.sender_id[:6]}"
+            await store.save_identity(
+                StoredIdentity(display, identity.sender_id, identity.public_key, IDENTITY_FILE)
+            )
+        except BaseException:
+            await store.close()
+            raise
+        return cls(store, identity, transport, name=display, options=options)
+
+    async def start(self) -> None:
+        """Start the worker and the transport (joined channels are subscribed first)."""
+        if self._started:
+            raise RuntimeError("node already started")
+        self._started = True
+        self._inbox = _Inbox(self.options.max_queued_envelopes)
+        self._worker = asyncio.create_task(self._run(), name="sdschat-node")
+        self.transport.start(self._on_envelope, self._on_status)
+        self._emit(Ready(self.sender_id, self.name, str(self.store.data_dir)))
+
+    async def close(self) -> None:
+        """Finish queued work, disconnect, save every channel's state, close the store."""
+        if self._closed or self._closing:
+            return
+        self._closing = True
+        try:
+            if self._worker is not None and not self._worker.done():
+                with contextlib.suppress(Exception):
+                    await self._call_in_worker(self._noop)  # everything queued before is done
+            self._cancel_timers()
+            with contextlib.suppress(Exception):
+                await self.transport.close()
+            if self._worker is not None and self._inbox is not None:
+                self._inbox.put(_Stop())
+                with contextlib.suppress(Exception):
+                    await self._worker
+            self._cancel_timers()
+            await self._save_all_states(durable=True)
+        finally:
+            self._closed = True
+            self._emit(Closed(dict(self.counters)))
+            for q in self._queues:
+                q.put_nowait(None)
+            await self.store.close()
+
+    async def __aenter__(self) -> Node:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has completed."""
+        return self._closed
+
+    # ------------------------------------------------------------------ events API
+
+    def subscribe(self, callback: Callable[[NodeEvent], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` (on the loop, must not block) for every event.
+
+        Returns a function that unsubscribes.
+        """
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    async def events(self) -> AsyncIterator[NodeEvent]:
+        """Every event from now on, until the node closes (an unbounded queue per caller)."""
+        queue: asyncio.Queue[NodeEvent | None] = asyncio.Queue()
+        self._queues.append(queue)
+        try:
+            while True:  # ends when close() enqueues None
+                ev = await queue.get()
+                if ev is None:
+                    return
+                yield ev
+        finally:
+            with contextlib.suppress(ValueError):
+                self._queues.remove(queue)
+
+    def _emit(self, event: NodeEvent) -> None:
+        for cb in tuple(self._listeners):
+            try:
+                cb(event)
+            except Exception:
+                logger.exception("node event listener failed")
+        for q in self._queues:
+            q.put_nowait(event)
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def connected(self) -> bool:
+        """Whether the transport is connected."""
+        return self._connected
+
+    @property
+    def channels(self) -> dict[str, ChannelInfo]:
+        """Joined channels by name (a copy)."""
+        return dict(self._channels)
+
+    def core(self, channel: str) -> sds.Channel:
+        """The SDS core of ``channel`` (read-only use: inspection, stats)."""
+        return self._participant.channel(channel)
+
+    def peers(self, channel: str | None = None) -> list[PeerInfo]:
+        """Participants heard from (in ``channel``, or in any), most recently seen first."""
+        out = [
+            PeerInfo(sid, p.name, tuple(sorted(p.channels)), p.last_seen_ms, p.messages)
+            for sid, p in self._peers.items()
+            if channel is None or channel in p.channels
+        ]
+        out.sort(key=lambda p: -p.last_seen_ms)
+        return out
+
+    async def join(
+        self,
+        channel: str,
+        passphrase: str | bytes | None = None,
+        *,
+        key: ChannelKey | None = None,
+    ) -> ChannelInfo:
+        """Join ``channel`` (no passphrase: a PUBLIC channel anyone can read) or resume it.
+
+        The key is derived (Argon2id, in a thread) unless ``key`` is given. The
+        channel's saved core state is restored and reconciled with storage,
+        its topic subscribed, and typed lines left in its outbox are sent.
+
+        Raises:
+            PassphraseMismatchError: this data directory joined ``channel`` with
+                another passphrase before.
+            ValueError: an empty channel name.
+        """
+        self._check_open()
+        if key is None:
+            key = await asyncio.to_thread(
+                derive_channel_key, channel, passphrase, params=self.options.kdf
+            )
+        if key.channel != channel:
+            raise ValueError("key belongs to another channel")
+        chosen = key
+
+        async def do_join() -> ChannelInfo:
+            return await self._join(chosen)
+
+        info: ChannelInfo = await self._call_in_worker(do_join)
+        return info
+
+    async def leave(self, channel: str) -> bool:
+        """Leave ``channel`` (its history stays); False if it was not joined."""
+        self._check_open()
+
+        async def do_leave() -> bool:
+            return await self._leave(channel)
+
+        left: bool = await self._call_in_worker(do_leave)
+        return left
+
+    def post(self, channel: str, text: str, kind: str = "msg") -> asyncio.Future[int]:
+        """Queue a typed line for ``channel``; the future resolves with its outbox ``local_id``.
+
+        The future resolves once the line is durable (fsynced), before it is
+        sent. Lines are sent in the order they were posted.
+
+        Raises:
+            KeyError: ``channel`` is not joined.
+            ValueError: empty text, unknown kind, or content above the limit.
+            NodeClosedError: the node is closing.
+        """
+        self._check_open()
+        if channel not in self._channels:
+            raise KeyError(f"channel {channel!r} is not joined")
+        content = encode_content(text, self.name, kind)
+        limit = self.options.config.max_content_bytes
+        if len(content) > limit:
+            raise ValueError(f"message is {len(content)} bytes encoded; the limit is {limit}")
+        assert self._inbox is not None
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._inbox.put(_Send(channel, content, text, kind, future))
+        return future
+
+    async def send(self, channel: str, text: str, kind: str = "msg") -> int:
+        """:meth:`post` and wait until the line is durable; returns its ``local_id``."""
+        return await self.post(channel, text, kind)
+
+    async def retry(self, channel: str | None = None) -> int:
+        """Send again (as new messages) the own messages that failed in this run; how many."""
+        self._check_open()
+        again = [f for f in self._failed if channel is None or f[0] == channel]
+        self._failed = [f for f in self._failed if f not in again]
+        futures = []
+        for ch, _mid, content in again:
+            if ch not in self._channels:
+                continue
+            c = decode_content(content)
+            futures.append(self.post(ch, c.text, c.kind if c.kind in ("msg", "me") else "msg"))
+        for fut in futures:
+            await fut
+        return len(futures)
+
+    async def set_name(self, name: str) -> None:
+        """Change the display name carried by our next messages (stored)."""
+        self._check_open()
+        self.name = name
+        await self.store.save_identity(
+            StoredIdentity(name, self.sender_id, self.identity.public_key, IDENTITY_FILE)
+        )
+
+    async def page(
+        self, channel: str, *, before: Cursor | None = None, limit: int = 50
+    ) -> list[LogLine]:
+        """A page of ``channel``'s stored log in SDS order (newest ``limit`` by default).
+
+        ``LogLine.position`` is relative to the page (use cursors to scroll).
+        """
+        entries = await self.store.page(channel, before=before, limit=limit)
+        return [log_line(e, i) for i, e in enumerate(entries)]
+
+    def stats(self) -> dict[str, Any]:
+        """Counters plus each channel's core buffer sizes."""
+        return {
+            "counters": dict(self.counters),
+            "channels": {n: self._participant.channel(n).stats() for n in self._channels},
+            "connected": self._connected,
+        }
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _check_open(self) -> None:
+        if self._closing or self._closed:
+            raise NodeClosedError("the node is closing")
+        if self._inbox is None:
+            raise RuntimeError("call start() first")
+
+    async def _noop(self) -> None:
+        return None
+
+    async def _call_in_worker(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``fn`` inside the worker, between rounds (serialised with the core)."""
+        assert self._inbox is not None
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inbox.put(_Call(fn, future))
+        result: T = await future
+        return result
+
+    def _now(self) -> int:
+        return self._clock()
+
+    async def _on_envelope(self, data: bytes) -> None:
+        if self._inbox is None or self._closed:
+            return
+        await self._inbox.put_envelope(_Envelope(bytes(data)))
+
+    def _on_status(self, status: TransportStatus) -> None:
+        was = self._connected
+        self._connected = status.connected
+        self._emit(ConnectionChanged(status.state, status.reason, status.retry_in, status.attempt))
+        if self._connected and not was and self._inbox is not None and not self._closing:
+            loop = asyncio.get_running_loop()
+            self._inbox.put(_Call(self._republish_outgoing, loop.create_future()))
+            self._inbox.put(_Tick())
+        self._rearm()
+
+    # ------------------------------------------------------------------ timers
+
+    def _cancel_timers(self) -> None:
+        for handle in (self._timer, self._save_timer):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._save_timer = None
+        self._timer_at = None
+
+    def _rearm(self) -> None:
+        """Re-arm the ONE protocol timer at ``participant.get_timer()``."""
+        if self._closed or self._inbox is None:
+            return
+        deadline = self._participant.get_timer() if self._connected else None
+        if deadline == self._timer_at and (deadline is None or self._timer is not None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is None:
+            return
+        delay = max(0.0, (deadline - self._now()) / 1000.0)
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        if self._inbox is not None and not self._tick_queued:
+            self._tick_queued = True
+            self._inbox.put(_Tick())
+
+    def _arm_state_save(self) -> None:
+        if not self._state_dirty or self._save_timer is not None or self._closed:
+            return
+        due = self._last_state_save + self._state_interval
+        delay = max(0.0, (due - self._now()) / 1000.0)
+
+        def fire() -> None:
+            self._save_timer = None
+            if self._inbox is not None:
+                self._inbox.put(_SaveState())
+
+        self._save_timer = asyncio.get_running_loop().call_later(delay, fire)
+
+    # ------------------------------------------------------------------ worker
+
+    async def _run(self) -> None:
+        assert self._inbox is not None
+        inbox = self._inbox
+        while True:  # ends at _Stop
+            items = await inbox.take(self.options.max_round)
+            normal: list[_Item] = []
+            for item in items:
+                if isinstance(item, _Stop):
+                    if normal:
+                        await self._safe_round(normal)
+                    return
+                if isinstance(item, _Call):
+                    if normal:
+                        await self._safe_round(normal)
+                        normal = []
+                    try:
+                        item.future.set_result(await item.fn())
+                    except Exception as exc:
+                        if not item.future.done():
+                            item.future.set_exception(exc)
+                        else:
+                            self._internal_error(exc)
+                    continue
+                normal.append(item)
+            if normal:
+                await self._safe_round(normal)
+
+    def _internal_error(self, exc: BaseException) -> None:
+        self.counters["internal_errors"] += 1
+        logger.error("node round failed", exc_info=exc)
+        self._emit(NodeError(f"internal error: {type(exc).__name__}: {exc}"))
+
+    async def _safe_round(self, items: list[_Item]) -> None:
+        try:
+            await self._round(items)
+        except Exception as exc:
+            self._internal_error(exc)
+            for item in items:
+                if isinstance(item, _Send) and not item.future.done():
+                    item.future.set_exception(exc)
+        finally:
+            self._rearm()
+            self._arm_state_save()
+
+    async def _round(self, items: Sequence[_Item]) -> None:
+        out = _Round()
+        sends = [it for it in items if isinstance(it, _Send)]
+        if sends:
+            await self._enqueue_typed(sends)
+        save_requested = False
+        now = self._now()
+        for item in items:
+            if isinstance(item, _Envelope):
+                self._receive(item.data, now, out)
+            elif isinstance(item, _Send):
+                if item.local_id is not None:
+                    self._core_send(item.channel, item.content, item.local_id, now, out)
+            elif isinstance(item, _Pending):
+                self._core_send(item.channel, item.content, item.local_id, now, out)
+            elif isinstance(item, _Tick):
+                self._tick_queued = False
+                if self._connected:
+                    self._participant.handle_timer(now)
+                    out.core_called = True
+                    self._drain(now, out)
+            elif isinstance(item, _SaveState):
+                save_requested = True
+        self._drain(now, out)
+        await self._follow_ups(now, out)
+        if out.core_called:
+            self._state_dirty = True
+        await self._commit(out, now, force_state=save_requested)
+        for ev in out.events:
+            self._emit(ev)
+        await self._publish_round(out)
+
+    async def _enqueue_typed(self, sends: list[_Send]) -> None:
+        batch = Batch()
+        now = self._now()
+        for it in sends:
+            batch.enqueue_outgoing(it.channel, it.content, now)
+        try:
+            result = await self.store.commit_batch(batch, now_ms=now)
+        except Exception as exc:
+            for it in sends:
+                if not it.future.done():
+                    it.future.set_exception(exc)
+            self._emit(NodeError(f"could not store typed lines: {exc}"))
+            return
+        for it, local_id in zip(sends, result.local_ids, strict=True):
+            it.local_id = local_id
+            if not it.future.done():
+                it.future.set_result(local_id)
+            self._emit(OwnMessage(it.channel, "queued", local_id=local_id, text=it.text,
+                                  kind=it.kind))  # fmt: skip
+
+    # ------------------------------------------------------------------ core calls
+
+    def _core_send(
+        self, channel: str, content: bytes, local_id: int, now: int, out: _Round
+    ) -> None:
+        if channel not in self._channels:
+            self._emit(NodeError(f"line {local_id} is for channel {channel!r}, not joined"))
+            return
+        out.local_id = local_id
+        try:
+            self._participant.channel(channel).send(content, now)
+        except ValueError as exc:
+            out.local_id = None
+            self._emit(NodeError(f"line {local_id} cannot be sent: {exc}"))
+            return
+        out.core_called = True
+        self._drain(now, out)
+        out.local_id = None
+
+    def _reject(self, reason: str, channel: str | None, detail: str, out: _Round) -> None:
+        key = f"rejected_{reason}"
+        self.counters[key] += 1
+        out.events.append(Rejected(reason, channel, detail, self.counters[key]))
+
+    def _receive(self, data: bytes, now: int, out: _Round) -> None:
+        self.counters["received"] += 1
+        channel: str | None = None
+        try:
+            topic = peek_topic(data)
+            channel = self._by_topic.get(topic)
+            if channel is None:
+                raise WrongTopic(f"topic {topic[:16].hex()} is not a joined channel")
+            opened = open_envelope(data, self._channels[channel].key, topic)
+            if not self._replay.check_and_remember(opened.envelope_hash):
+                raise ReplayedEnvelope(f"envelope {opened.envelope_hash[:8].hex()} already seen")
+        except EnvelopeError as exc:
+            self._reject(exc.reason, channel, exc.detail, out)
+            return
+        out.current = (opened.envelope_hash, data)
+        self._participant.channel(channel).receive(opened.sds_bytes, now, opened.envelope_hash)
+        out.core_called = True
+        self._drain(now, out)
+        out.current = None
+
+    def _seen(self, channel: str, sender_id: str, name: str | None, now: int, out: _Round,
+              content: bool) -> None:  # fmt: skip
+        peer = self._peers.get(sender_id)
+        first = peer is None or channel not in peer.channels
+        if peer is None:
+            peer = self._peers[sender_id] = _Peer()
+        renamed = name is not None and name != peer.name
+        peer.channels.add(channel)
+        peer.last_seen_ms = now
+        if content:
+            peer.messages += 1
+        if name is not None:
+            peer.name = name
+        if first or renamed:
+            out.events.append(PeerSeen(channel, sender_id, peer.name, first))
+
+    def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
+        cache = self._envelopes
+        cache[(channel, message_id)] = envelope
+        cache.move_to_end((channel, message_id))
+        while len(cache) > self.options.envelope_cache:
+            cache.popitem(last=False)
+
+    def _set_own(self, channel: str, mid: str, state: OwnState, out: _Round | None) -> bool:
+        """Record an own-message state if it moves forward; True if it changed."""
+        key = (channel, mid)
+        current = self._own_state.get(key)
+        if current is not None and _RANK[state] <= _RANK[current]:
+            return False
+        if state in (OwnState.ACKNOWLEDGED, OwnState.FAILED):
+            self._own_state.pop(key, None)
+            self._own_text.pop(key, None)
+        else:
+            self._own_state[key] = state
+        if out is not None:
+            out.batch.set_own_state(channel, [mid], state)
+        else:
+            self._carry_states.append((channel, mid, state))
+        return True
+
+    def _drain(self, now: int, out: _Round) -> None:
+        """After every core call: events into the batch and the UI list, datagrams queued."""
+        wall = self._now()
+        for ev in self._participant.events():
+            out.batch.add_event(ev, wall)
+            self._handle_event(ev, now, out)
+        for channel, dg in self._participant.datagrams_to_send():
+            info = self._channels.get(channel)
+            if info is None:
+                continue
+            if dg.kind == "sync":
+                out.publish.append((channel, None, seal(dg.data, self.identity, info.key)))
+                self.counters["sync_sent"] += 1
+                continue
+            self.counters[f"{dg.kind}_datagrams"] += 1
+            env = self._envelopes.get((channel, dg.message_id))
+            if env is not None:
+                out.publish.append((channel, dg.message_id, env))
+            else:
+                out.need_envelope.append((channel, dg.message_id, dg.kind))
+
+    def _handle_event(self, ev: sds.Event, now: int, out: _Round) -> None:
+        ch = ev.channel_id
+        if isinstance(ev, sds.MessageSent):
+            self._on_sent(ev, out)
+        elif isinstance(ev, sds.MessageDelivered):
+            self._on_delivered(ev, now, out)
+        elif isinstance(ev, sds.MessageAcknowledged):
+            if self._set_own(ch, ev.message_id, OwnState.ACKNOWLEDGED, out):
+                out.events.append(
+                    OwnMessage(ch, "acknowledged", self._local_ids.pop((ch, ev.message_id), None),
+                               ev.message_id,
+                               detail={"by": ev.by_sender, "causal": ev.by_causal_history})
+                )  # fmt: skip
+            self.counters["acknowledged"] += 1
+        elif isinstance(ev, sds.MessagePossiblyAcknowledged):
+            if self._set_own(ch, ev.message_id, OwnState.POSSIBLY_ACKNOWLEDGED, out):
+                out.events.append(
+                    OwnMessage(ch, "possibly_acknowledged",
+                               self._local_ids.get((ch, ev.message_id)), ev.message_id,
+                               detail={"hits": ev.hits, "threshold": ev.threshold})
+                )  # fmt: skip
+        elif isinstance(ev, sds.MessageSendFailed):
+            text = self._own_text.get((ch, ev.message_id))
+            if self._set_own(ch, ev.message_id, OwnState.FAILED, out):
+                out.events.append(
+                    OwnMessage(ch, "failed", self._local_ids.pop((ch, ev.message_id), None),
+                               ev.message_id, text=None if text is None else text[0],
+                               detail={"reason": ev.reason, "attempts": ev.attempts})
+                )  # fmt: skip
+            if text is not None:
+                content = encode_content(text[0], self.name, text[1])
+                self._failed.append((ch, ev.message_id, content))
+            self.counters["failed"] += 1
+        elif isinstance(ev, sds.MessagesMissing):
+            ids = tuple(e.message_id for e in ev.missing)
+            if ids:
+                out.missing.setdefault(ch, set()).update(ids)
+                out.events.append(Missing(ch, ev.message_id, ev.sender_id, ids, ev.first))
+            if ev.message_id and out.current is not None:
+                # The message just received waits: keep its envelope for its delivery.
+                cache = self._waiting_envelopes
+                cache[(ch, ev.message_id)] = out.current[1]
+                while len(cache) > self.options.envelope_cache:
+                    cache.popitem(last=False)
+        elif isinstance(ev, sds.MessageLost):
+            out.events.append(Lost(ch, ev.message_id, ev.waiting))
+            self.counters["lost"] += 1
+        elif isinstance(ev, sds.SyncReceived):
+            # A sync that named missing ids is not a waiting message: forget its envelope.
+            self._waiting_envelopes.pop((ch, ev.message_id), None)
+            self._seen(ch, ev.sender_id, None, now, out, content=False)
+        elif isinstance(ev, sds.EphemeralReceived):
+            self._seen(ch, ev.sender_id, None, now, out, content=False)
+        elif isinstance(ev, sds.MessageDropped):
+            self.counters[f"dropped_{ev.reason.value}"] += 1
+        elif isinstance(ev, sds.RepairDataNeeded):
+            out.repair_needed.setdefault(ch, set()).add(ev.message_id)
+        elif isinstance(ev, sds.MessageResent):
+            self.counters["resent"] += 1
+        elif isinstance(ev, sds.RepairSent):
+            self.counters["repair_sent"] += 1
+        elif isinstance(ev, sds.RepairRequested):
+            self.counters["repair_requested"] += len(ev.message_ids)
+
+    def _on_sent(self, ev: sds.MessageSent, out: _Round) -> None:
+        ch, mid = ev.channel_id, ev.message_id
+        info = self._channels[ch]
+        env = seal(ev.data, self.identity, info.key)
+        digest = envelope_hash(env)
+        self._participant.channel(ch).set_retrieval_hint(mid, digest)
+        self._replay.remember(digest)
+        msg = StoredMessage(
+            channel=ch,
+            message_id=mid,
+            sender_id=self.sender_id,
+            lamport=ev.lamport,
+            content=ev.content,
+            causal_history=ev.causal_history,
+            retrieval_hint=digest,
+            envelope=env,
+            state=OwnState.QUEUED,
+            delivered_at=self._now(),
+        )
+        local_id = out.local_id
+        if local_id is not None:
+            out.batch.record_sent(local_id, msg)
+            self._local_ids[(ch, mid)] = local_id
+        else:
+            out.batch.insert_message(msg)
+        self._remember_envelope(ch, mid, env)
+        self._own_state[(ch, mid)] = OwnState.QUEUED
+        content = decode_content(ev.content)
+        self._own_text[(ch, mid)] = (content.text, content.kind)
+        out.own_new.append((ch, mid, env))
+        out.events.append(
+            OwnMessage(ch, "logged", local_id, mid, ev.lamport, ev.position, content.text,
+                       content.kind)
+        )  # fmt: skip
+        self.counters["sent"] += 1
+
+    def _on_delivered(self, ev: sds.MessageDelivered, now: int, out: _Round) -> None:
+        ch, mid = ev.channel_id, ev.message_id
+        env = self._waiting_envelopes.pop((ch, mid), None)
+        if env is None and out.current is not None and ev.retrieval_hint == out.current[0]:
+            env = out.current[1]
+        if env is not None:
+            self._remember_envelope(ch, mid, env)
+        out.batch.insert_message(
+            StoredMessage(
+                channel=ch,
+                message_id=mid,
+                sender_id=ev.sender_id,
+                lamport=ev.lamport,
+                content=ev.content,
+                causal_history=ev.causal_history,
+                retrieval_hint=ev.retrieval_hint,
+                envelope=env,
+                delivered_at=self._now(),
+            )
+        )
+        content = decode_content(ev.content)
+        self._seen(ch, ev.sender_id, content.name, now, out, content=True)
+        delivered = Delivered(ch, mid, ev.sender_id, content.name, content.kind, content.text,
+                              ev.lamport, ev.position, ev.missing_before)  # fmt: skip
+        out.delivered.append((ch, mid, delivered))
+        out.events.append(delivered)
+
+    async def _follow_ups(self, now: int, out: _Round) -> None:
+        """Storage look-ups the core asked for (bounded: a few passes)."""
+        for _ in range(4):
+            progressed = False
+            if out.missing:
+                missing, out.missing = out.missing, {}
+                for ch, ids in missing.items():
+                    if ch not in self._channels:
+                        continue
+                    found = await self.store.has_ids(ch, ids)
+                    if found:
+                        self.counters["dependencies_from_storage"] += len(found)
+                        self._participant.channel(ch).mark_dependencies_met(found, now)
+                        out.core_called = True
+                        progressed = True
+                self._drain(now, out)
+            if out.repair_needed:
+                needed, out.repair_needed = out.repair_needed, {}
+                for ch, mids in needed.items():
+                    for mid in mids:
+                        out.need_envelope.append((ch, mid, "repair"))
+            if out.need_envelope:
+                wanted, out.need_envelope = out.need_envelope, []
+                by_channel: dict[str, list[tuple[str, str]]] = {}
+                for ch, mid, kind in wanted:
+                    by_channel.setdefault(ch, []).append((mid, kind))
+                for ch, pairs in by_channel.items():
+                    envs = await self.store.get_envelopes(ch, [m for m, _ in pairs])
+                    for mid, kind in pairs:
+                        env = envs.get(mid)
+                        if env is None:
+                            self.counters[f"{kind}_without_envelope"] += 1
+                            continue
+                        self._remember_envelope(ch, mid, env)
+                        out.publish.append((ch, mid, env))
+            if not progressed:
+                return
+
+    async def _commit(self, out: _Round, now: int, *, force_state: bool) -> None:
+        batch = out.batch
+        for ch, mid, state in self._carry_states:
+            batch.set_own_state(ch, [mid], state)
+        self._carry_states = []
+        if self._state_dirty and (
+            force_state or now - self._last_state_save >= self._state_interval
+        ):
+            self._add_states(batch)
+        if not len(batch):
+            return
+        result = None
+        for attempt in range(3):
+            try:
+                result = await self.store.commit_batch(batch, now_ms=self._now())
+                break
+            except Exception as exc:
+                if attempt == 2:
+                    self._emit(NodeError(f"storage commit failed: {exc}"))
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+        assert result is not None
+        if out.delivered:
+            fresh = set(result.new_messages)
+            replays = {(ch, mid) for ch, mid, _ in out.delivered if (ch, mid) not in fresh}
+            if replays:
+                # Already in our log (delivered before the core's window): not again.
+                self.counters["rejected_replayed"] += len(replays)
+                out.events = [
+                    ev
+                    for ev in out.events
+                    if not (isinstance(ev, Delivered) and (ev.channel, ev.message_id) in replays)
+                ]
+                for ch, mid in replays:
+                    out.events.append(
+                        Rejected("replayed", ch, f"message {mid[:12]} already in the log",
+                                 self.counters["rejected_replayed"])
+                    )  # fmt: skip
+            self.counters["delivered"] += len(out.delivered) - len(replays)
+
+    def _add_states(self, batch: Batch) -> None:
+        started = time.perf_counter()
+        for name in self._channels:
+            batch.set_core_state(name, self._participant.channel(name).export_state().to_bytes())
+        spent_ms = (time.perf_counter() - started) * 1000.0
+        self._state_interval = max(self.options.state_save_interval_ms, int(10 * spent_ms))
+        self._last_state_save = self._now()
+        self._state_dirty = False
+        self.counters["state_saves"] += 1
+
+    async def _save_all_states(self, *, durable: bool) -> None:
+        batch = Batch(durable=durable)
+        for ch, mid, state in self._carry_states:
+            batch.set_own_state(ch, [mid], state)
+        self._carry_states = []
+        self._add_states(batch)
+        if len(batch):
+            await self.store.commit_batch(batch)
+
+    async def _publish_round(self, out: _Round) -> None:
+        envelopes: list[tuple[str, str | None, bytes]] = list(out.own_new)
+        envelopes.extend(out.publish)
+        if not envelopes:
+            return
+        sent_events: list[NodeEvent] = []
+        for ch, mid, env in envelopes:
+            if await self._publish(env) and mid is not None:
+                self._mark_sent(ch, mid, sent_events)
+        if self._carry_states:
+            batch = Batch()
+            for ch, mid, state in self._carry_states:
+                batch.set_own_state(ch, [mid], state)
+            self._carry_states = []
+            try:
+                await self.store.commit_batch(batch)
+            except Exception as exc:  # states are advisory; the next round retries nothing
+                self._emit(NodeError(f"could not record sent states: {exc}"))
+        for ev in sent_events:
+            self._emit(ev)
+
+    def _mark_sent(self, ch: str, mid: str, events: list[NodeEvent]) -> None:
+        if self._own_state.get((ch, mid)) is OwnState.QUEUED and self._set_own(
+            ch, mid, OwnState.SENT, None
+        ):
+            events.append(OwnMessage(ch, "sent", self._local_ids.get((ch, mid)), mid))
+
+    async def _publish(self, envelope: bytes) -> bool:
+        if not self.transport.connected:
+            self.counters["publish_skipped_offline"] += 1
+            return False
+        await self._pacer.take()
+        try:
+            ok = await self.transport.publish(envelope)
+        except Exception as exc:
+            logger.warning("publish failed: %s", exc)
+            ok = False
+        self.counters["published" if ok else "publish_failed"] += 1
+        return ok
+
+    async def _republish_outgoing(self) -> None:
+        """On (re)connection: publish every unacknowledged own message's envelope again."""
+        try:
+            await self._republish()
+        except Exception as exc:
+            self._internal_error(exc)
+
+    async def _republish(self) -> None:
+        sent_events: list[NodeEvent] = []
+        for ch in list(self._channels):
+            ids = self._participant.channel(ch).outgoing_ids()[-self.options.republish_cap :]
+            missing = [m for m in ids if (ch, m) not in self._envelopes]
+            stored = await self.store.get_envelopes(ch, missing) if missing else {}
+            for mid in ids:
+                env = self._envelopes.get((ch, mid)) or stored.get(mid)
+                if env is None:
+                    continue
+                if not self.transport.connected:
+                    return
+                if await self._publish(env):
+                    self.counters["republished"] += 1
+                    self._mark_sent(ch, mid, sent_events)
+        if self._carry_states:
+            batch = Batch()
+            for c, m, s in self._carry_states:
+                batch.set_own_state(c, [m], s)
+            self._carry_states = []
+            await self.store.commit_batch(batch)
+        for ev in sent_events:
+            self._emit(ev)
+
+    # ------------------------------------------------------------------ join/leave
+
+    def _open_own(self, key: ChannelKey) -> Callable[[bytes], bytes | None]:
+        def open_own(envelope: bytes) -> bytes | None:
+            try:
+                return open_envelope(envelope, key).sds_bytes
+            except EnvelopeError:
+                return None
+
+        return open_own
+
+    async def _join(self, key: ChannelKey) -> ChannelInfo:
+        name = key.channel
+        existing = self._channels.get(name)
+        if existing is not None:
+            if existing.topic != key.topic:
+                raise PassphraseMismatchError(
+                    f"channel {name!r} is already joined with another passphrase"
+                )
+            return existing
+        stored = await self.store.get_channel(name)
+        if stored is not None and stored.topic != key.topic:
+            raise PassphraseMismatchError(
+                f"this data directory joined {name!r} with a different passphrase "
+                "(its key and topic differ); use the original passphrase, or another "
+                "--data-dir for a different channel of the same name"
+            )
+        await self.store.join_channel(name, key.topic, is_public=key.is_public)
+        now = self._now()
+        state: sds.ChannelState | None = None
+        raw = await self.store.load_core_state(name)
+        if raw is not None:
+            try:
+                state = sds.ChannelState.from_bytes(raw)
+            except ValueError as exc:
+                self._emit(NodeError(f"saved core state of {name!r} unreadable ({exc}); rebuilt"))
+        config = self.options.config
+        state, report = await reconcile_state(
+            self.store, name, state, sender_id=self.sender_id, config=config, now_ms=now,
+            open_own=self._open_own(key),
+        )  # fmt: skip
+        try:
+            self._participant.join(name, now, state)
+        except ValueError as exc:
+            self._emit(NodeError(f"saved core state of {name!r} unusable ({exc}); rebuilt"))
+            state, report = await reconcile_state(
+                self.store, name, None, sender_id=self.sender_id, config=config, now_ms=now,
+                open_own=self._open_own(key),
+            )  # fmt: skip
+            self._participant.join(name, now, state)
+        for note in report.notes:
+            self._emit(Info(f"{name}: {note}"))
+        if report.changed:
+            self._emit(
+                Info(
+                    f"{name}: saved core state was older than the log; reconciled",
+                    {"log_added": report.log_added, "outgoing_added": report.outgoing_added,
+                     "outgoing_removed": report.outgoing_removed,
+                     "incoming_removed": report.incoming_removed},
+                )
+            )  # fmt: skip
+        info = ChannelInfo(name, key, key.is_public, key.topic)
+        self._channels[name] = info
+        self._by_topic[key.topic] = name
+        # Own messages still unacknowledged: learn their stored states (queued or sent).
+        out_ids = self._participant.channel(name).outgoing_ids()
+        if out_ids:
+            msgs = await self.store.get_messages(name, out_ids)
+            for mid, msg in msgs.items():
+                if msg.state is not None:
+                    self._own_state[(name, mid)] = msg.state
+                    c = decode_content(msg.content)
+                    self._own_text[(name, mid)] = (c.text, c.kind if c.kind != "raw" else "msg")
+        self._state_dirty = True
+        await self.transport.subscribe([key.topic])
+        self._emit(ChannelJoined(name, key.is_public, key.topic.hex(),
+                                 report.stored))  # fmt: skip
+        pending = await self.store.pending_outgoing(name)
+        assert self._inbox is not None
+        if pending:
+            self._inbox.put_front([_Pending(p.channel, p.content, p.local_id) for p in pending])
+        if self._connected and out_ids:
+            await self._republish()
+        await self._round([])  # events of the restore (deliverable waiters), first save
+        return info
+
+    async def _leave(self, channel: str) -> bool:
+        info = self._channels.get(channel)
+        if info is None:
+            return False
+        await self._round([])
+        batch = Batch(durable=True)
+        batch.set_core_state(channel, self._participant.channel(channel).export_state().to_bytes())
+        await self.store.commit_batch(batch)
+        self._participant.leave(channel)
+        await self._round([])  # events the channel still had
+        del self._channels[channel]
+        self._by_topic.pop(info.topic, None)
+        await self.store.leave_channel(channel)
+        await self.transport.unsubscribe([info.topic])
+        for key in [k for k in self._own_state if k[0] == channel]:
+            del self._own_state[key]
+        self._emit(ChannelLeft(channel))
+        return True
+
+
+def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:
+    """Human-readable lines for ``/who``."""
+    lines = []
+    for p in peers:
+        ago = max(0, now_ms - p.last_seen_ms) / 1000.0
+        lines.append(f"{p.name or '?'} ({p.sender_id[:8]}) seen {ago:.0f}s ago, "
+                     f"{p.messages} messages")  # fmt: skip
+    return lines

@@ -1,0 +1,310 @@
+"""What a :class:`~app.node.Node` tells its UI: frozen event dataclasses and their JSON form.
+
+Subscribe with ``node.subscribe(callback)`` or ``async for ev in node.events()``.
+Every event has a ``ts`` (wall-clock seconds, float) taken when the node
+published it. :func:`event_to_json` gives the object the headless mode prints
+(one per line): its ``"event"`` key names the type (the ``name`` below).
+
+========================  =================  =========================================
+class                     ``"event"``        when
+========================  =================  =========================================
+:class:`Ready`            ``ready``          the node started (identity, data dir)
+:class:`ChannelJoined`    ``channel``        joined (``public`` says anyone may read)
+:class:`ChannelLeft`      ``channel``        left (``joined: false``)
+:class:`Delivered`        ``delivered``      someone else's message entered our log
+:class:`OwnMessage`       ``own``            own message state: ``queued`` (durable
+                                             in the outbox, ``local_id``), ``logged``
+                                             (the core made it: id, Lamport, position),
+                                             ``sent``, ``possibly_acknowledged``,
+                                             ``acknowledged``, ``failed``
+:class:`Missing`          ``missing``        a received message waits for these ids
+:class:`Lost`             ``lost``           a dependency was given up
+:class:`PeerSeen`         ``peer``           a sender seen first (or under a new name)
+:class:`ConnectionChanged` ``connection``    transport connected/disconnected/...
+:class:`Rejected`         ``rejected``       an envelope was refused (``reason``)
+:class:`Peers`            ``peers``          answer to ``/who``
+:class:`Info`             ``info``           answer to ``/help``, ``/stats``...
+:class:`NodeError`        ``error``          something failed (the node goes on)
+:class:`Closed`           ``closed``         the node stopped (final counters)
+========================  =================  =========================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ChannelJoined",
+    "ChannelLeft",
+    "Closed",
+    "ConnectionChanged",
+    "Delivered",
+    "Info",
+    "Lost",
+    "Missing",
+    "NodeError",
+    "NodeEvent",
+    "OwnMessage",
+    "PeerInfo",
+    "PeerSeen",
+    "Peers",
+    "Ready",
+    "Rejected",
+    "event_to_json",
+]
+
+
+def _now_s() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The node is running."""
+
+    sender_id: str
+    name: str
+    data_dir: str
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelJoined:
+    """A channel was joined (or resumed from storage at start)."""
+
+    channel: str
+    public: bool
+    topic: str
+    messages: int
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelLeft:
+    """A channel was left (its history stays in storage)."""
+
+    channel: str
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """Someone else's message entered our log, exactly once.
+
+    ``position`` is its index in the channel's log order ``(lamport, message_id)``
+    (a lower bound when it sorts before the core's in-memory window);
+    ``missing_before`` counts dependencies given up as lost before it.
+    ``name`` is the author's claimed display name (``None`` for foreign
+    content); ``sender_id`` is the authenticated author.
+    """
+
+    channel: str
+    message_id: str
+    sender_id: str
+    name: str | None
+    kind: str
+    text: str
+    lamport: int
+    position: int
+    missing_before: int = 0
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnMessage:
+    """A state change of one of our own messages (see the module table for ``state``).
+
+    ``local_id`` is the outbox id (known for messages typed in this run or
+    resumed from the outbox); ``message_id`` is ``None`` only for ``queued``.
+    ``detail`` carries extras: ``hits``/``threshold`` for
+    ``possibly_acknowledged``, ``reason``/``attempts`` for ``failed``,
+    ``by`` for ``acknowledged``.
+    """
+
+    channel: str
+    state: str
+    local_id: int | None = None
+    message_id: str | None = None
+    lamport: int | None = None
+    position: int | None = None
+    text: str | None = None
+    kind: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """``waiting`` (from ``sender_id``; empty for a periodic reminder) lacks these ids."""
+
+    channel: str
+    waiting: str
+    sender_id: str
+    ids: tuple[str, ...]
+    first: bool
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """A dependency could not be obtained in time; ``waiting`` messages were delivered anyway."""
+
+    channel: str
+    message_id: str
+    waiting: tuple[str, ...]
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerInfo:
+    """A participant we have heard from."""
+
+    sender_id: str
+    name: str | None
+    channels: tuple[str, ...]
+    last_seen_ms: int
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSeen:
+    """A sender was heard for the first time in ``channel`` (or announced a new name)."""
+
+    channel: str
+    sender_id: str
+    name: str | None
+    first: bool
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Peers:
+    """The peers of ``channel`` (``None``: all channels), e.g. for ``/who``."""
+
+    channel: str | None
+    peers: tuple[PeerInfo, ...]
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionChanged:
+    """The transport's connection state (``connecting``, ``connected``, ``disconnected``...)."""
+
+    state: str
+    reason: str | None = None
+    retry_in: float | None = None
+    attempt: int = 0
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An envelope was refused before reaching the protocol core.
+
+    ``reason`` is one of :data:`net.envelope.REJECTION_REASONS` (``oversized``,
+    ``malformed``, ``unsupported_version``, ``wrong_topic``,
+    ``wrong_key_or_tampered``, ``bad_signature``, ``sender_mismatch``,
+    ``replayed``). ``count`` is the running total for that reason.
+    """
+
+    reason: str
+    channel: str | None
+    detail: str
+    count: int
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Info:
+    """Text for a person (command answers)."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """Something failed; the node keeps running."""
+
+    message: str
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The node stopped; ``counters`` are its final counters."""
+
+    counters: dict[str, int]
+    ts: float = field(default_factory=_now_s)
+
+
+NodeEvent = (
+    Ready
+    | ChannelJoined
+    | ChannelLeft
+    | Delivered
+    | OwnMessage
+    | Missing
+    | Lost
+    | PeerSeen
+    | Peers
+    | ConnectionChanged
+    | Rejected
+    | Info
+    | NodeError
+    | Closed
+)
+
+_NAMES: dict[type, str] = {
+    Ready: "ready",
+    ChannelJoined: "channel",
+    ChannelLeft: "channel",
+    Delivered: "delivered",
+    OwnMessage: "own",
+    Missing: "missing",
+    Lost: "lost",
+    PeerSeen: "peer",
+    Peers: "peers",
+    ConnectionChanged: "connection",
+    Rejected: "rejected",
+    Info: "info",
+    NodeError: "error",
+    Closed: "closed",
+}
+
+_RENAMES = {"sender_id": "sender"}
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            _RENAMES.get(f.name, f.name): _jsonable(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+        }
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def event_to_json(event: NodeEvent) -> dict[str, Any]:
+    """The JSON object of ``event``: ``{"event": name, ...fields}``.
+
+    ``sender_id`` fields are written as ``sender``.
+    """
+    out: dict[str, Any] = {"event": _NAMES[type(event)]}
+    body = _jsonable(event)
+    assert isinstance(body, dict)
+    out.update(body)
+    if isinstance(event, ChannelJoined):
+        out["joined"] = True
+    elif isinstance(event, ChannelLeft):
+        out["joined"] = False
+    return out

@@ -1,0 +1,199 @@
+"""Settings of a node (``sdschat join``): protocol timings from a TOML file and flags.
+
+Precedence: the protocol's defaults (``sds.Config()``, equal to js-waku's), then
+``--fast`` (``sds.Config.fast(1000)``: second-scale timings for demos and
+tests), then the config file, then the individual flags.
+
+Config file (``--config FILE``, TOML)::
+
+    # Node settings (all optional)
+    relay = "ws://127.0.0.1:8765"
+    name = "alice"
+    fast = true              # start from sds.Config.fast(fast_scale_ms)
+    fast_scale_ms = 1000
+    drop_rate = 0.0          # FOR DEMOS AND TESTS: drop this fraction of envelopes
+    state_save_ms = 200      # least interval between core-state saves
+
+    [protocol]               # any sds.Config field, by name
+    resend_unacknowledged_ms = 2000
+    sync_interval_ms = 2000
+    lost_timeout_ms = 20000
+
+Unknown keys are errors (a typo must not silently keep a default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sds
+
+__all__ = [
+    "NodeSettings",
+    "add_join_arguments",
+    "load_config_file",
+    "settings_from_args",
+]
+
+_TOP_KEYS = {"relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_ms", "protocol"}
+
+#: flag destination -> sds.Config field(s) it sets
+_TIMING_FLAGS: dict[str, tuple[str, ...]] = {
+    "resend_ms": ("resend_unacknowledged_ms",),
+    "sync_ms": ("sync_interval_ms",),
+    "lost_timeout_ms": ("lost_timeout_ms",),
+    "repair_tmin_ms": ("repair_t_min_ms",),
+    "repair_tmax_ms": ("repair_t_max_ms",),
+    "sweep_ms": ("sweep_interval_ms",),
+}
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """Everything ``sdschat join`` resolved from its config file and flags."""
+
+    config: sds.Config
+    relay: str
+    name: str | None
+    drop_rate: float
+    drop_seed: int | None
+    state_save_ms: int
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Parse and check a node config file (see the module docstring).
+
+    Raises:
+        ValueError: unreadable, not TOML, or unknown keys (the message says which).
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ValueError(f"cannot read config file {p}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"config file {p} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ValueError(f"config file {p}: unknown keys {', '.join(unknown)}")
+    protocol = data.get("protocol", {})
+    if not isinstance(protocol, dict):
+        raise ValueError(f"config file {p}: [protocol] must be a table")
+    return data
+
+
+def add_join_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``sdschat join``."""
+    p.add_argument("channel", help="channel to join (and to which typed lines go)")
+    p.add_argument("--relay", default=None, help="relay URL (default ws://127.0.0.1:8765)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="this participant's data directory: identity key, SQLite database "
+        "(default ~/.local/share/sdschat)",
+    )
+    p.add_argument("--name", default=None, help="display name shown to others")
+    p.add_argument(
+        "--passphrase-file",
+        default=None,
+        metavar="FILE",
+        help="read the channel passphrase from FILE (first line). Without it the "
+        "passphrase is prompted when interactive; no passphrase makes the channel "
+        "PUBLIC: anyone who knows its name can read it",
+    )
+    p.add_argument(
+        "--channel",
+        action="append",
+        default=[],
+        metavar="NAME",
+        dest="extra_channels",
+        help="also join this channel (repeatable; same passphrase)",
+    )
+    p.add_argument("--headless", action="store_true", help="no TUI: lines on stdin, JSON on stdout")
+    p.add_argument("--config", default=None, metavar="FILE", help="TOML settings file")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="second-scale protocol timings (sds.Config.fast(1000)) for demos and tests",
+    )
+    for flag, fields_ in _TIMING_FLAGS.items():
+        p.add_argument(
+            "--" + flag.replace("_", "-"),
+            type=int,
+            default=None,
+            metavar="MS",
+            help=f"sds.Config.{fields_[0]} in milliseconds",
+        )
+    p.add_argument(
+        "--drop-rate",
+        type=float,
+        default=None,
+        metavar="P",
+        help="FOR DEMOS AND TESTS: drop a fraction P (0 <= P < 1) of envelopes in each "
+        "direction, to watch the protocol recover",
+    )
+    p.add_argument("--drop-seed", type=int, default=None, help="seed of --drop-rate's randomness")
+    p.add_argument(
+        "--state-save-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="least interval between saves of the protocol state (default 200)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> NodeSettings:
+    """Resolve :class:`NodeSettings` from parsed :func:`add_join_arguments` flags.
+
+    Raises:
+        ValueError: a bad config file or value (the message says which).
+    """
+    data: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    fast = bool(args.fast or data.get("fast", False))
+    scale = int(data.get("fast_scale_ms", 1000))
+    config = sds.Config.fast(scale) if fast else sds.Config()
+    protocol = dict(data.get("protocol", {}))
+    if protocol:
+        known = set(sds.Config().to_dict())
+        unknown = sorted(set(protocol) - known)
+        if unknown:
+            raise ValueError(f"unknown [protocol] keys: {', '.join(unknown)}")
+        config = config.with_changes(**protocol)
+    changes: dict[str, int] = {}
+    for dest, fields_ in _TIMING_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            for name in fields_:
+                changes[name] = value
+    if "resend_unacknowledged_ms" in changes:
+        # Possibly-acknowledged messages are resent half as often (the protocol's ratio).
+        changes["resend_possibly_acknowledged_ms"] = 2 * changes["resend_unacknowledged_ms"]
+    if changes:
+        try:
+            config = config.with_changes(**changes)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+    drop_rate = args.drop_rate if args.drop_rate is not None else float(data.get("drop_rate", 0))
+    if not 0.0 <= drop_rate < 1.0:
+        raise ValueError(f"--drop-rate must be in [0, 1), got {drop_rate}")
+    relay = args.relay or data.get("relay") or "ws://127.0.0.1:8765"
+    if not str(relay).startswith(("ws://", "wss://")):
+        raise ValueError(f"--relay must be a ws:// or wss:// URL, got {relay!r}")
+    state_save = (
+        args.state_save_ms if args.state_save_ms is not None else data.get("state_save_ms", 200)
+    )
+    if int(state_save) < 0:
+        raise ValueError("--state-save-ms must be >= 0")
+    return NodeSettings(
+        config=config,
+        relay=str(relay),
+        name=args.name or data.get("name"),
+        drop_rate=float(drop_rate),
+        drop_seed=args.drop_seed,
+        state_save_ms=int(state_save),
+    )
