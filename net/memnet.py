@@ -6,28 +6,103 @@ its events handed to the observer and its single timer re-armed. Time is virtual
 :meth:`MemNetwork.run_until` jumps from one scheduled thing to the next, so a
 simulated hour takes as long as the work in it, not an hour.
 
-Faults: a loss rate per delivery, a latency range (uniform), partitions (groups
-that cannot hear each other until healed) and nodes going offline (they hear
-nothing and their timers pause until they come back). Everything random comes
-from one seeded ``random.Random``: a run is reproducible from its seed.
+Faults: a loss rate per delivery, a latency range (uniform, or exponential
+within the range), partitions (groups that cannot hear each other until
+healed) and nodes going offline (they hear nothing and their timers pause until
+they come back). Everything random comes from one seeded ``random.Random``: a
+run is reproducible from its seed.
+
+Channels are topics: a broadcast reaches the other members of its channel only
+(as a relay forwards by topic). An optional *store peer* keeps every content
+message it hears and answers a participant's :class:`sds.MessagesMissing` with
+the ids it holds, after one round trip.
+
+Scale (``sdschat sim`` runs 10,000 participants): the cost of the network is
+per delivery, so deliveries are batched. A broadcast draws, per receiver, the
+loss and the arrival delay, and groups receivers by arrival time: one heap
+entry per distinct arrival time (a few dozen for a latency range in ms), not
+one per receiver. The bytes are parsed once per broadcast and handed to each
+receiver's channel with :meth:`sds.Channel.receive_parsed` (what
+``Participant.receive`` does after parsing). Timers are re-armed lazily: a
+node's heap entry is replaced only when its deadline moves *earlier*; a later
+deadline is noticed when the old entry fires.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import sds
+from sds.message import DecodeError, parse_pb
 
-__all__ = ["MemNetwork", "SimNode"]
+__all__ = [
+    "DatagramObserver",
+    "EventObserver",
+    "MemNetwork",
+    "NetEvent",
+    "NodeJoined",
+    "NodeOffline",
+    "NodeOnline",
+    "SimNode",
+    "StorePeer",
+    "StoreRetrieval",
+]
 
-#: Observer callback: (node id, event, virtual time in ms).
+
+@dataclass(frozen=True, slots=True)
+class NodeJoined:
+    """(network event) The node joined ``channel_id``."""
+
+    channel_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOffline:
+    """(network event) The node went offline (reported per joined channel)."""
+
+    channel_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOnline:
+    """(network event) The node came back online (reported per joined channel)."""
+
+    channel_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreRetrieval:
+    """(network event) The store peer handed the node a message it reported missing.
+
+    ``data`` is the message's wire bytes (logged by size only).
+    """
+
+    channel_id: str
+    message_id: str
+    sender_id: str
+    data: bytes
+
+
+#: What the network itself reports beside the core's events (only with
+#: ``net_events=True``).
+NetEvent = NodeJoined | NodeOffline | NodeOnline | StoreRetrieval
+
+#: Observer callback: (node id, event, virtual time in ms). With
+#: ``net_events=True`` it also receives :data:`NetEvent` objects.
 EventObserver = Callable[[str, sds.Event, int], None]
 
+#: Datagram observer: (node id, channel id, kind, message id, size in bytes,
+#: virtual time in ms), called for every broadcast before the events of the
+#: same core call. ``kind`` is ``"message"`` for a new content message, else the
+#: :class:`sds.Datagram` kind (``"resend"``, ``"sync"``, ``"repair"``).
+DatagramObserver = Callable[[str, str, str, str, int, int], None]
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, eq=False)
 class SimNode:
     """One participant on the network."""
 
@@ -41,9 +116,35 @@ class SimNode:
     delivered: dict[str, list[str]] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class StorePeer:
+    """An archive of every content message broadcast, by (channel, message id).
+
+    It hears every broadcast (it is a server, not partitioned, never offline)
+    and answers :class:`sds.MessagesMissing` after ``rtt_ms``.
+    """
+
+    rtt_ms: int = 100
+    messages: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict)
+    retrievals: int = 0
+    queries: int = 0
+
+
 # Heap item kinds.
-_DELIVER = 0
-_TIMER = 1
+_DELIVER = 0  # payload: (data, [nodes]) - one broadcast's receivers arriving at one time
+_TIMER = 1  # payload: node
+_STORE = 2  # payload: (node, channel, message_id, sender_id, data)
+
+
+class _Parsed:
+    """A broadcast's bytes, parsed at first delivery and shared by every receiver."""
+
+    __slots__ = ("data", "pb", "state")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pb: object = None
+        self.state = 0  # 0 not parsed, 1 parsed, 2 malformed
 
 
 class MemNetwork:
@@ -57,20 +158,37 @@ class MemNetwork:
         latency_ms: tuple[int, int] = (5, 50),
         start_ms: int = 1_700_000_000_000,
         observer: EventObserver | None = None,
+        latency_dist: str = "uniform",
+        store: StorePeer | None = None,
+        net_events: bool = False,
+        datagram_observer: DatagramObserver | None = None,
+        track_delivered: bool = True,
     ) -> None:
         if not 0.0 <= loss < 1.0:
             raise ValueError("loss must be in [0, 1)")
         lo, hi = latency_ms
         if not 0 <= lo <= hi:
             raise ValueError("latency range must satisfy 0 <= low <= high")
+        if latency_dist not in ("uniform", "exponential"):
+            raise ValueError("latency_dist must be 'uniform' or 'exponential'")
         self.rng = random.Random(seed)
         self.loss = loss
         self.latency_ms = latency_ms
+        self.latency_dist = latency_dist
         self.now_ms = start_ms
         self.observer = observer
+        self.datagram_observer = datagram_observer
+        self.net_events = net_events
+        self.track_delivered = track_delivered
+        self.store = store
         self.nodes: dict[str, SimNode] = {}
-        self._heap: list[tuple[int, int, int, str, object]] = []
+        #: Members of each channel (the broadcast audience), in join order.
+        self.members: dict[str, list[SimNode]] = {}
+        self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
+        #: Wire bytes of every content message sent, by (channel, id): what each
+        #: node's storage would hold (one shared reference per message).
+        self._wire: dict[tuple[str, str], bytes] = {}
         #: Counters of what happened on the wire.
         self.counters: dict[str, int] = {
             "broadcasts": 0,
@@ -79,6 +197,7 @@ class MemNetwork:
             "partitioned": 0,
             "offline": 0,
             "bytes": 0,
+            "store_retrievals": 0,
         }
 
     # ----------------------------------------------------------------- topology
@@ -94,15 +213,23 @@ class MemNetwork:
             raise ValueError(f"node {node_id!r} already exists")
         p = sds.Participant(node_id, config, random.Random(self.rng.getrandbits(64)))
         node = SimNode(node_id, p)
+        self.nodes[node_id] = node
         for cid in channels:
             p.join(cid, self.now_ms)
-            node.delivered[cid] = []
-        self.nodes[node_id] = node
+            if self.track_delivered:
+                node.delivered[cid] = []
+            self.members.setdefault(cid, []).append(node)
+            if self.net_events:
+                self._observe(node, NodeJoined(cid))  # type: ignore[arg-type]
         self._after_call(node)
         return node
 
     def partition(self, groups: Iterable[Iterable[str]]) -> None:
-        """Split the nodes: only nodes of the same group hear each other."""
+        """Split the nodes: only nodes of the same group hear each other.
+
+        Nodes named in no group keep group 0 and hear everyone not partitioned
+        away from them (group 0 is "everywhere").
+        """
         for gi, members in enumerate(groups, start=1):
             for nid in members:
                 self.nodes[nid].group = gi
@@ -115,8 +242,15 @@ class MemNetwork:
     def set_online(self, node_id: str, online: bool) -> None:
         """Take a node off the network (it hears nothing, its timers pause) or back."""
         node = self.nodes[node_id]
+        if node.online == online:
+            return
         node.online = online
+        if self.net_events:
+            kind = NodeOnline if online else NodeOffline
+            for cid in node.participant.channels:
+                self._observe(node, kind(cid))  # type: ignore[arg-type]
         if online:
+            node.armed_ms = None  # entries pushed before are stale or will re-check
             self._after_call(node)
 
     # --------------------------------------------------------------------- use
@@ -127,11 +261,19 @@ class MemNetwork:
         ch = node.participant.channel(channel_id)
         data = ch.send(content, self.now_ms)
         node.sent += 1
-        self._broadcast(node, data)
+        events = ch.events()
         message_id = ""
-        for ev in ch.events():
+        for ev in events:
             if isinstance(ev, sds.MessageSent):
                 message_id = ev.message_id
+                self._wire[(channel_id, message_id)] = data
+        if self.datagram_observer is not None:
+            self.datagram_observer(
+                node_id, channel_id, "message", message_id, len(data), self.now_ms
+            )
+        self._broadcast(node, channel_id, data)
+        for ev in events:
+            if isinstance(ev, sds.MessageSent) and self.track_delivered:
                 node.delivered[channel_id].append(ev.message_id)
             self._observe(node, ev)
         self._after_call(node)
@@ -143,23 +285,16 @@ class MemNetwork:
         steps = 0
         while heap and heap[0][0] <= t_ms and steps < max_steps:
             steps += 1
-            at, _, kind, nid, payload = heapq.heappop(heap)
-            self.now_ms = max(self.now_ms, at)
-            node = self.nodes[nid]
-            if kind == _TIMER:
-                if not node.online or node.armed_ms != at:
-                    continue
-                node.armed_ms = None
-                node.participant.handle_timer(self.now_ms)
-                self._after_call(node)
+            at, _, kind, payload = heapq.heappop(heap)
+            if at > self.now_ms:
+                self.now_ms = at
+            if kind == _DELIVER:
+                parsed, receivers = payload  # type: ignore[misc]
+                self._deliver_batch(parsed, receivers)
+            elif kind == _TIMER:
+                self._timer(payload, at)  # type: ignore[arg-type]
             else:
-                if not node.online:
-                    self.counters["offline"] += 1
-                    continue
-                node.received += 1
-                assert isinstance(payload, bytes)
-                node.participant.receive(payload, self.now_ms)
-                self._after_call(node)
+                self._store_deliver(payload)  # type: ignore[arg-type]
         self.now_ms = max(self.now_ms, t_ms)
 
     def run_for(self, ms: int) -> None:
@@ -167,48 +302,224 @@ class MemNetwork:
         self.run_until(self.now_ms + ms)
 
     def pending(self) -> int:
-        """Items (deliveries and timers) scheduled."""
+        """Items (delivery batches and timers) scheduled."""
         return len(self._heap)
+
+    def next_time(self) -> int | None:
+        """Virtual time of the next scheduled item, if any."""
+        return self._heap[0][0] if self._heap else None
 
     # ---------------------------------------------------------------- internals
 
     def _observe(self, node: SimNode, ev: sds.Event) -> None:
-        if isinstance(ev, sds.MessageDelivered):
+        if self.track_delivered and type(ev) is sds.MessageDelivered:
             node.delivered[ev.channel_id].append(ev.message_id)
         if self.observer is not None:
             self.observer(node.node_id, ev, self.now_ms)
+        if self.store is not None and type(ev) is sds.MessagesMissing and node.online:
+            self._store_query(node, ev)
 
-    def _broadcast(self, src: SimNode, data: bytes) -> None:
-        self.counters["broadcasts"] += 1
+    def _latency(self) -> int:
+        lo, hi = self.latency_ms
+        if hi <= lo:
+            return lo
+        if self.latency_dist == "uniform":
+            return lo + int(self.rng.random() * (hi - lo + 1))
+        # Exponential with mean a third of the range, cut at the top of the range.
+        d = -math.log(1.0 - self.rng.random()) * (hi - lo) / 3.0
+        return lo + min(hi - lo, int(d))
+
+    def _broadcast(self, src: SimNode, channel_id: str, data: bytes) -> None:
+        counters = self.counters
+        counters["broadcasts"] += 1
+        if self.store is not None:
+            self._archive(channel_id, data)
+        members = self.members.get(channel_id, ())
         lo, hi = self.latency_ms
         rng = self.rng
-        for dst in self.nodes.values():
+        rnd = rng.random
+        loss = self.loss
+        span = hi - lo + 1
+        uniform = self.latency_dist == "uniform"
+        sgroup = src.group
+        batches: dict[int, list[SimNode]] = {}
+        lost = partitioned = delivered = 0
+        for dst in members:
             if dst is src:
                 continue
-            if src.group and dst.group and src.group != dst.group:
-                self.counters["partitioned"] += 1
+            if sgroup and dst.group and sgroup != dst.group:
+                partitioned += 1
                 continue
-            if self.loss and rng.random() < self.loss:
-                self.counters["lost"] += 1
+            if loss and rnd() < loss:
+                lost += 1
                 continue
-            self.counters["deliveries"] += 1
-            self.counters["bytes"] += len(data)
-            at = self.now_ms + (rng.randint(lo, hi) if hi > lo else lo)
-            self._push(at, _DELIVER, dst.node_id, data)
+            delivered += 1
+            if hi <= lo:
+                delay = lo
+            elif uniform:
+                delay = lo + int(rnd() * span)
+            else:
+                delay = self._latency()
+            b = batches.get(delay)
+            if b is None:
+                batches[delay] = [dst]
+            else:
+                b.append(dst)
+        counters["lost"] += lost
+        counters["partitioned"] += partitioned
+        counters["deliveries"] += delivered
+        counters["bytes"] += delivered * len(data)
+        if batches:
+            parsed = _Parsed(data)
+            now = self.now_ms
+            for delay in sorted(batches):
+                self._push(now + delay, _DELIVER, (parsed, batches[delay]))
+
+    def _deliver_batch(self, parsed: _Parsed, receivers: list[SimNode]) -> None:
+        if parsed.state == 0:
+            try:
+                parsed.pb = parse_pb(parsed.data)
+                parsed.state = 1
+            except DecodeError:
+                parsed.state = 2
+        now = self.now_ms
+        data = parsed.data
+        pb = parsed.pb
+        cid = pb.channel_id if parsed.state == 1 else ""  # type: ignore[attr-defined]
+        for node in receivers:
+            if not node.online:
+                self.counters["offline"] += 1
+                continue
+            node.received += 1
+            ch = node.participant.channels.get(cid) if parsed.state == 1 else None
+            if ch is None:  # malformed or not joined: let the Participant report it
+                node.participant.receive(data, now)
+                self._after_call(node)
+            else:
+                ch.receive_parsed(pb, data, now, None)  # type: ignore[arg-type]
+                self._after_channel_call(node, ch)
+
+    def _timer(self, node: SimNode, at: int) -> None:
+        if not node.online or node.armed_ms != at:
+            return  # stale: a newer entry exists, or the node is away
+        node.armed_ms = None
+        p = node.participant
+        t = p.get_timer()
+        if t is None:
+            return
+        if t <= self.now_ms:
+            p.handle_timer(self.now_ms)
+        self._after_call(node)
 
     def _after_call(self, node: SimNode) -> None:
-        for _cid, dgram in node.participant.datagrams_to_send():
-            self._broadcast(node, dgram.data)
-        for ev in node.participant.events():
-            self._observe(node, ev)
+        p = node.participant
+        for _ in range(64):  # answering RepairDataNeeded produces more output
+            dgrams = p.datagrams_to_send()
+            if dgrams:
+                obs = self.datagram_observer
+                for cid, dgram in dgrams:
+                    if obs is not None:
+                        obs(node.node_id, cid, dgram.kind, dgram.message_id, len(dgram.data),
+                            self.now_ms)
+                    self._broadcast(node, cid, dgram.data)
+            events = p.events()
+            more = False
+            for ev in events:
+                self._observe(node, ev)
+                if type(ev) is sds.RepairDataNeeded:
+                    more = self._supply_repair_data(node, ev) or more
+            if not more:
+                break
         if not node.online:
             return
-        t = node.participant.get_timer()
-        if t is not None and t != node.armed_ms:
-            t = max(t, self.now_ms)
+        t = p.get_timer()
+        if t is None:
+            return
+        if t < self.now_ms:
+            t = self.now_ms
+        armed = node.armed_ms
+        if armed is None or t < armed:
             node.armed_ms = t
-            self._push(t, _TIMER, node.node_id, None)
+            self._push(t, _TIMER, node)
 
-    def _push(self, at: int, kind: int, nid: str, payload: object) -> None:
+    def _after_channel_call(self, node: SimNode, ch: sds.Channel) -> None:
+        """:meth:`_after_call` when only ``ch`` was called (the hot path of a delivery)."""
+        dgrams = ch.datagrams_to_send()
+        if dgrams:
+            cid = ch.channel_id
+            obs = self.datagram_observer
+            for dgram in dgrams:
+                if obs is not None:
+                    obs(node.node_id, cid, dgram.kind, dgram.message_id, len(dgram.data),
+                        self.now_ms)
+                self._broadcast(node, cid, dgram.data)
+        more = False
+        for ev in ch.events():
+            self._observe(node, ev)
+            if type(ev) is sds.RepairDataNeeded:
+                more = self._supply_repair_data(node, ev) or more
+        if more:
+            self._after_call(node)
+            return
+        t = ch.get_timer()
+        if t is None:
+            return
+        if t < self.now_ms:
+            t = self.now_ms
+        armed = node.armed_ms
+        if armed is None or t < armed:
+            node.armed_ms = t
+            self._push(t, _TIMER, node)
+
+    def _supply_repair_data(self, node: SimNode, ev: sds.RepairDataNeeded) -> bool:
+        """What a node's storage does: hand the core the stored bytes of a logged message."""
+        ch = node.participant.channels.get(ev.channel_id)
+        data = self._wire.get((ev.channel_id, ev.message_id))
+        if ch is None or data is None or not ch.has_message(ev.message_id):
+            return False
+        ch.supply_repair_data(ev.message_id, data, self.now_ms)
+        return True
+
+    # --------------------------------------------------------------- store peer
+
+    def _archive(self, channel_id: str, data: bytes) -> None:
+        assert self.store is not None
+        try:
+            pb = parse_pb(data)
+        except DecodeError:
+            return
+        if pb.HasField("lamport_timestamp") and pb.content:
+            key = (channel_id, pb.message_id)
+            if key not in self.store.messages:
+                self.store.messages[key] = (pb.sender_id, data)
+
+    def _store_query(self, node: SimNode, ev: sds.MessagesMissing) -> None:
+        store = self.store
+        assert store is not None
+        store.queries += 1
+        for entry in ev.missing:
+            found = store.messages.get((ev.channel_id, entry.message_id))
+            if found is not None:
+                sender, data = found
+                self._push(
+                    self.now_ms + store.rtt_ms,
+                    _STORE,
+                    (node, ev.channel_id, entry.message_id, sender, data),
+                )
+
+    def _store_deliver(self, item: tuple[SimNode, str, str, str, bytes]) -> None:
+        node, cid, mid, sender, data = item
+        ch = node.participant.channels.get(cid)
+        if not node.online or ch is None or ch.has_message(mid):
+            return
+        assert self.store is not None
+        self.store.retrievals += 1
+        self.counters["store_retrievals"] += 1
+        if self.net_events:
+            self._observe(node, StoreRetrieval(cid, mid, sender, data))  # type: ignore[arg-type]
+        node.participant.receive(data, self.now_ms)
+        self._after_call(node)
+
+    def _push(self, at: int, kind: int, payload: object) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (at, self._seq, kind, nid, payload))
+        heapq.heappush(self._heap, (at, self._seq, kind, payload))

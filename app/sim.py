@@ -1,0 +1,681 @@
+"""``sdschat sim``: a deterministic, seeded simulation of many SDS participants.
+
+It runs the REAL protocol core (:class:`sds.Participant`, one per participant)
+over the in-memory network :class:`net.memnet.MemNetwork` in virtual time, and
+writes every event of every participant as Parquet in the schema real nodes'
+exports use (:mod:`pipeline.schema`), so ``sdschat report`` reads both::
+
+    sdschat sim --participants 1000 --messages 200 --loss 0.05 --seed 7 --out runs/a
+    sdschat report runs/a --out runs/a/report
+
+What is simulated (all times in virtual seconds unless said otherwise):
+
+* ``--participants N`` in ``--channels K`` channels (all in every channel, or
+  with ``--split-channels`` participant i only in channel i mod K);
+* ``--messages M`` content messages in total, one every ``1/--rate`` seconds
+  from a participant drawn at random (``--senders S`` limits who may send) among
+  those online, in a channel drawn at random among the sender's;
+* ``--loss P`` per delivery; ``--latency LO:HI`` ms (``--latency-dist``
+  uniform or exponential within the range);
+* ``--partition START:HEAL:GROUPS`` (repeatable): at START the participants
+  split into GROUPS (a count of contiguous index blocks, or index ranges like
+  ``0-4/5-9``; unnamed participants hear everyone), healed at HEAL (or
+  ``never``);
+* ``--churn F``: a fraction F of participants goes offline once, at a random
+  time of the message phase, for ``--churn-offline LO:HI`` seconds (offline:
+  they hear nothing and their timers pause, as a closed laptop);
+* ``--store``: a store peer archives every content message and answers a
+  participant's ``MessagesMissing`` after ``--store-rtt`` ms;
+* then ``--drain`` seconds with no new messages for resends, syncs and repairs.
+
+Protocol configuration (``sim_config``): ``--timings fast`` (default:
+:meth:`sds.Config.fast`, periods of a few ``--time-scale`` ms) or ``default``
+(js-waku's periods). Sizes differ from the defaults so that 10,000
+participants fit in memory and time; every one can be overridden:
+
+=========================== ============ ===========================================
+setting                     sim default  why
+=========================== ============ ===========================================
+causal_history_size         50           (200) receivers read every entry of every
+                                         message: the cost per delivery, and the
+                                         Parquet size (50 ids per delivery row)
+bloom_capacity              2,000        (10,000) 3.7 KB filter per participant
+                                         and per message instead of 18.75 KB
+repair_cache_size           32           (128) older repairs come from "storage"
+                                         (the network's one copy per message)
+log_window                  max(10,000,  no storage beyond the window: the core
+                            messages+1)  must never forget a delivered id
+repair_response_groups      N/128 + 1    PROTOCOL.md's recommendation
+sync_interval_ms            base x       see below
+                            max(1,N²/64)
+=========================== ============ ===========================================
+
+Sync messages cost N² deliveries: every participant's sync reaches every
+other, and a receiver shortens its sync delay after each content message, so
+under a steady message rate r each participant syncs about every
+``sqrt(pi * I / (4 r))`` seconds (I the sync interval). Network-wide sync
+deliveries are then ``N / sqrt(pi I r / 4)`` times the content deliveries: for
+a fixed interval, that ratio grows with N (250x at N = 10,000, I = 2,000 s,
+r = 1/s). Scaling I with N² keeps it constant (about 6x at r = 1/s with the
+fast preset), which is what ``--sync-interval auto`` does. Pass
+``--sync-interval MS`` to study a fixed interval.
+
+Memory per participant is dominated by the per-message bookkeeping of its log
+window (about 0.6 KB per message held: id, log entry, filter entry, repair
+cache slot) plus its bloom filter; message bytes themselves are shared (one
+broadcast object reaches every receiver).
+
+Output: ``DIR/events/part-*.parquet`` and ``DIR/run.json`` (parameters, the
+protocol configuration, network counters, wall time, peak memory). Both
+appear only when the run completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import resource
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import sds
+from net.memnet import MemNetwork, StorePeer
+from pipeline.schema import SCHEMA_VERSION, EventRecords, EventWriter
+from storage.events import event_row
+
+__all__ = [
+    "PartitionSpec",
+    "SimError",
+    "SimResult",
+    "SimSpec",
+    "add_sim_arguments",
+    "run_sim",
+    "run_sim_command",
+    "sim_config",
+]
+
+START_MS = 1_700_000_000_000
+
+
+class SimError(ValueError):
+    """Invalid simulation parameters (the message says which)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpec:
+    """Participants split into ``groups`` (index lists) from ``start_ms`` until ``heal_ms``."""
+
+    start_ms: int
+    heal_ms: int | None
+    groups: tuple[tuple[int, ...], ...]
+
+
+@dataclass(slots=True)
+class SimSpec:
+    """Everything that defines a run (with the seed, it determines every event)."""
+
+    participants: int
+    messages: int
+    loss: float = 0.0
+    seed: int = 0
+    rate: float = 2.0
+    channels: int = 1
+    split_channels: bool = False
+    senders: int | None = None
+    latency_ms: tuple[int, int] = (20, 120)
+    latency_dist: str = "uniform"
+    partitions: list[PartitionSpec] = field(default_factory=list)
+    churn: float = 0.0
+    churn_offline_ms: tuple[int, int] = (10_000, 60_000)
+    store: bool = False
+    store_rtt_ms: int = 100
+    timings: str = "fast"
+    time_scale_ms: int = 1_000
+    drain_ms: int | None = None
+    history: int = 50
+    bloom_capacity: int = 2_000
+    repair_cache: int = 32
+    sync_interval_ms: int | None = None
+    content_bytes: int = 64
+    start_ms: int = START_MS
+
+    def validate(self) -> None:
+        """Raise :class:`SimError` naming every bad parameter."""
+        problems = []
+        if self.participants < 2:
+            problems.append("--participants must be >= 2")
+        if self.messages < 0:
+            problems.append("--messages must be >= 0")
+        if not 0.0 <= self.loss < 1.0:
+            problems.append("--loss must be in [0, 1)")
+        if self.rate <= 0:
+            problems.append("--rate must be > 0")
+        if self.channels < 1:
+            problems.append("--channels must be >= 1")
+        if self.split_channels and self.participants < 2 * self.channels:
+            problems.append("--split-channels needs at least 2 participants per channel")
+        if self.senders is not None and not 1 <= self.senders <= self.participants:
+            problems.append("--senders must be in 1..participants")
+        lo, hi = self.latency_ms
+        if not 0 <= lo <= hi:
+            problems.append("--latency must be LO:HI with 0 <= LO <= HI")
+        if self.latency_dist not in ("uniform", "exponential"):
+            problems.append("--latency-dist must be uniform or exponential")
+        if not 0.0 <= self.churn <= 1.0:
+            problems.append("--churn must be in [0, 1]")
+        clo, chi = self.churn_offline_ms
+        if not 0 <= clo <= chi:
+            problems.append("--churn-offline must be LO:HI with 0 <= LO <= HI")
+        if self.timings not in ("fast", "default"):
+            problems.append("--timings must be fast or default")
+        if self.time_scale_ms < 10:
+            problems.append("--time-scale must be >= 10 ms")
+        if self.drain_ms is not None and self.drain_ms < 0:
+            problems.append("--drain must be >= 0")
+        if self.content_bytes < 1:
+            problems.append("--content-bytes must be >= 1")
+        if self.store_rtt_ms < 0:
+            problems.append("--store-rtt must be >= 0")
+        for p in self.partitions:
+            for g in p.groups:
+                for i in g:
+                    if not 0 <= i < self.participants:
+                        problems.append(f"partition names participant index {i} (out of range)")
+                        break
+        if problems:
+            raise SimError("; ".join(problems))
+
+    @property
+    def message_phase_ms(self) -> int:
+        """Virtual time over which the messages are sent."""
+        return math.ceil(self.messages * 1000 / self.rate)
+
+    @property
+    def effective_drain_ms(self) -> int:
+        if self.drain_ms is not None:
+            return self.drain_ms
+        return 60 * self.time_scale_ms if self.timings == "fast" else 600_000
+
+
+def sim_config(spec: SimSpec) -> sds.Config:
+    """The protocol configuration of a run (see the module docstring for the sizes)."""
+    base = sds.Config.fast(spec.time_scale_ms) if spec.timings == "fast" else sds.Config()
+    n = spec.participants
+    if spec.sync_interval_ms is not None:
+        sync = spec.sync_interval_ms
+    else:
+        sync = int(base.sync_interval_ms * max(1.0, n * n / 64))
+    history = spec.history
+    return base.with_changes(
+        causal_history_size=history,
+        bloom_capacity=spec.bloom_capacity,
+        repair_cache_size=spec.repair_cache,
+        log_window=max(base.log_window, spec.messages + 1, history),
+        repair_response_groups=n // 128 + 1,
+        sync_interval_ms=sync,
+    )
+
+
+@dataclass(slots=True)
+class SimResult:
+    """What a run produced."""
+
+    out: Path
+    rows: int
+    files: list[Path]
+    meta: dict[str, Any]
+
+
+def _json_str(s: str) -> str:
+    return json.dumps(s) if s else '""'
+
+
+def _json_list(items: tuple[str, ...]) -> str:
+    return json.dumps(list(items), separators=(",", ":"))
+
+
+class _Recorder:
+    """The observer: every event of every participant becomes a Parquet row."""
+
+    __slots__ = ("_dg_sizes", "_seq", "flushes", "net", "records", "rows", "writer")
+
+    def __init__(self, run: str, writer: EventWriter) -> None:
+        self.records = EventRecords(run, "sim")
+        self.writer = writer
+        self._seq: dict[str, int] = {}
+        self._dg_sizes: dict[tuple[str, str, str], int] = {}
+        self.rows = 0
+        self.flushes = 0
+
+    def datagram(self, node: str, cid: str, kind: str, mid: str, size: int, now: int) -> None:
+        if kind != "message":
+            self._dg_sizes[(node, kind, mid)] = size
+
+    def event(self, node: str, ev: Any, now: int) -> None:
+        seq = self._seq.get(node, 0) + 1
+        self._seq[node] = seq
+        t = type(ev)
+        rec = self.records
+        if t is sds.MessageDelivered:
+            rec.add_delivered(
+                node, seq, now, ev.channel_id, ev.message_id, ev.sender_id, ev.lamport,
+                len(ev.data), len(ev.content), ev.causal_history, ev.position,
+                ev.missing_before, ev.retrieval_hint,
+            )
+        elif t is sds.SyncReceived:
+            rec.add_plain(
+                node, seq, now, ev.channel_id, "SyncReceived", ev.message_id, ev.sender_id,
+                ev.lamport, None, "{}",
+            )
+        elif t is sds.MessageDropped:
+            reason = ev.reason.value
+            rec.add_plain(
+                node, seq, now, ev.channel_id, "MessageDropped", ev.message_id, ev.sender_id,
+                None, reason,
+                f'{{"detail":{_json_str(ev.detail)},"reason":{_json_str(reason)}}}',
+            )
+        elif t is sds.RepairRequestReceived:
+            rec.add_plain(
+                node, seq, now, ev.channel_id, "RepairRequestReceived", None, ev.sender_id,
+                None, None,
+                f'{{"message_ids":{_json_list(ev.message_ids)},'
+                f'"scheduled":{_json_list(ev.scheduled)}}}',
+            )
+        else:
+            size = None
+            if t is sds.SyncSent:
+                size = self._dg_sizes.pop((node, "sync", ev.message_id), None)
+            elif t is sds.MessageResent:
+                size = self._dg_sizes.pop((node, "resend", ev.message_id), None)
+            elif t is sds.RepairSent:
+                size = self._dg_sizes.pop((node, "repair", ev.message_id), None)
+            history = ev.causal_history if t is sds.MessageSent else None
+            rec.add_row(node, seq, event_row(ev, now), history, size_bytes=size)
+        self.rows += 1
+        if len(rec) >= 250_000 or rec.history_entries >= 4_000_000:
+            self.flush()
+
+    def flush(self) -> None:
+        if len(self.records):
+            self.writer.write(self.records)
+            self.flushes += 1
+
+
+class _Progress:
+    """A one-line progress bar on stderr (only if asked, or stderr is a terminal)."""
+
+    def __init__(self, total_ms: int, enabled: bool, stream: TextIO) -> None:
+        self.total = max(1, total_ms)
+        self.enabled = enabled
+        self.stream = stream
+        self.last = 0.0
+        self.started = time.monotonic()
+
+    def update(self, done_ms: int, deliveries: int, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < 0.5:
+            return
+        self.last = now
+        frac = min(1.0, max(0.0, done_ms / self.total))
+        width = 30
+        bar = "#" * int(frac * width)
+        elapsed = now - self.started
+        rate = deliveries / elapsed if elapsed > 0 else 0.0
+        self.stream.write(
+            f"\r[{bar:<{width}}] {frac:6.1%}  virtual {done_ms / 1000:8.1f}s  "
+            f"{deliveries:>12,} deliveries  {rate:>10,.0f}/s  wall {elapsed:6.1f}s"
+        )
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _node_ids(n: int) -> list[str]:
+    width = max(3, len(str(n - 1)))
+    return [f"p{i:0{width}d}" for i in range(n)]
+
+
+def _content(i: int, node: str, size: int) -> bytes:
+    text = f"message {i} from {node} "
+    return (text * (size // len(text) + 1))[:size].encode()
+
+
+def run_sim(
+    spec: SimSpec,
+    out: str | Path,
+    *,
+    force: bool = False,
+    progress: bool = False,
+    stream: TextIO | None = None,
+) -> SimResult:
+    """Run the simulation and write ``out/events/*.parquet`` and ``out/run.json``."""
+    spec.validate()
+    stream = stream or sys.stderr
+    out = Path(out)
+    if (out / "events").exists() and not force:
+        raise SimError(f"{out} already holds a run (use --force to replace it)")
+    cfg = sim_config(spec)
+    rng = random.Random(spec.seed ^ 0x5D5C4A7)
+    ids = _node_ids(spec.participants)
+    channels = [f"sim-{k}" for k in range(spec.channels)] if spec.channels > 1 else ["sim"]
+    run = f"sim-{spec.seed}"
+
+    staging = out.parent / f".{out.name}.partial-{time.time_ns()}"
+    staging.mkdir(parents=True)
+    writer = EventWriter(staging / "events")
+    recorder = _Recorder(run, writer)
+    store = StorePeer(rtt_ms=spec.store_rtt_ms) if spec.store else None
+    net = MemNetwork(
+        seed=spec.seed,
+        loss=spec.loss,
+        latency_ms=spec.latency_ms,
+        latency_dist=spec.latency_dist,
+        start_ms=spec.start_ms,
+        observer=recorder.event,
+        datagram_observer=recorder.datagram,
+        store=store,
+        net_events=True,
+        track_delivered=False,
+    )
+    wall0 = time.monotonic()
+    try:
+        membership: list[list[str]] = []
+        for i, nid in enumerate(ids):
+            mine = [channels[i % len(channels)]] if spec.split_channels else list(channels)
+            membership.append(mine)
+            net.add_node(nid, mine, cfg)
+
+        # The schedule: (time, order, action, args). Order breaks ties deterministically.
+        actions: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        phase = spec.message_phase_ms
+        senders = list(range(spec.participants))
+        if spec.senders is not None:
+            senders = sorted(rng.sample(senders, spec.senders))
+        for i in range(spec.messages):
+            actions.append((spec.start_ms + int(i * 1000 / spec.rate), 3, "send", (i,)))
+        for p in spec.partitions:
+            groups = [[ids[j] for j in g] for g in p.groups]
+            actions.append((spec.start_ms + p.start_ms, 0, "partition", (groups,)))
+            if p.heal_ms is not None:
+                actions.append((spec.start_ms + p.heal_ms, 1, "heal", ()))
+        if spec.churn > 0:
+            k = round(spec.churn * spec.participants)
+            lo, hi = spec.churn_offline_ms
+            for j in sorted(rng.sample(range(spec.participants), k)):
+                at = spec.start_ms + rng.randint(0, max(0, phase))
+                back = at + rng.randint(lo, hi)
+                actions.append((at, 2, "offline", (ids[j],)))
+                actions.append((back, 2, "online", (ids[j],)))
+        actions.sort(key=lambda a: (a[0], a[1]))
+        end_ms = spec.start_ms + max(
+            phase + spec.effective_drain_ms,
+            max((a[0] - spec.start_ms for a in actions), default=0) + 1,
+        )
+        bar = _Progress(end_ms - spec.start_ms, progress, stream)
+        sent = 0
+        skipped = 0
+        per_channel: dict[str, int] = dict.fromkeys(channels, 0)
+        for at, _, what, args in actions:
+            net.run_until(at)
+            bar.update(net.now_ms - spec.start_ms, net.counters["deliveries"])
+            if what == "send":
+                # Pick a sender among the online ones (bounded tries, deterministic).
+                for _ in range(64):
+                    j = senders[rng.randrange(len(senders))]
+                    if net.nodes[ids[j]].online:
+                        break
+                else:
+                    skipped += 1
+                    continue
+                mine = membership[j]
+                cid = mine[rng.randrange(len(mine))]
+                net.send(ids[j], cid, _content(args[0], ids[j], spec.content_bytes))
+                sent += 1
+                per_channel[cid] += 1
+            elif what == "partition":
+                net.heal()
+                net.partition(args[0])
+            elif what == "heal":
+                net.heal()
+            elif what == "offline":
+                net.set_online(args[0], False)
+            elif what == "online":
+                net.set_online(args[0], True)
+        # Drain, in slices so that the progress bar moves.
+        step = max(1_000, (end_ms - net.now_ms) // 200)
+        while net.now_ms < end_ms:
+            net.run_until(min(end_ms, net.now_ms + step))
+            bar.update(net.now_ms - spec.start_ms, net.counters["deliveries"])
+        bar.update(end_ms - spec.start_ms, net.counters["deliveries"], force=True)
+        bar.done()
+        recorder.flush()
+        files = writer.close()
+    except BaseException:
+        writer.abort()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    wall = time.monotonic() - wall0
+
+    held_all = 0
+    for nid, mine in zip(ids, membership, strict=True):
+        node = net.nodes[nid]
+        if all(node.participant.channel(c).log_size == per_channel[c] for c in mine):
+            held_all += 1
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    spec_dict = asdict(spec)
+    meta: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run": run,
+        "source": "sim",
+        "spec": spec_dict,
+        "config": cfg.to_dict(),
+        "channels": {c: {"messages": per_channel[c]} for c in channels},
+        "participants": ids[:3] + (["..."] if len(ids) > 3 else []),
+        "messages_sent": sent,
+        "messages_skipped_no_sender_online": skipped,
+        "start_ms": spec.start_ms,
+        "end_ms": end_ms,
+        "virtual_seconds": (end_ms - spec.start_ms) / 1000,
+        "network": dict(net.counters),
+        "participants_holding_every_message": held_all,
+        "rows": recorder.rows,
+        "wall_seconds": round(wall, 3),
+        "deliveries_per_second": round(net.counters["deliveries"] / wall, 1) if wall else None,
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+    }
+    try:
+        (staging / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+        out.mkdir(parents=True, exist_ok=True)
+        for name in ("events", "run.json"):
+            target = out / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+            (staging / name).replace(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return SimResult(out, recorder.rows, [out / "events" / f.name for f in files], meta)
+
+
+# ------------------------------------------------------------------ command line
+
+
+def _range(text: str, what: str, scale: float = 1.0) -> tuple[int, int]:
+    try:
+        lo_s, _, hi_s = text.partition(":")
+        lo = float(lo_s)
+        hi = float(hi_s) if hi_s else lo
+    except ValueError:
+        raise SimError(f"{what} must be LO:HI (numbers), got {text!r}") from None
+    return int(lo * scale), int(hi * scale)
+
+
+def parse_partition(text: str, participants: int) -> PartitionSpec:
+    """``START:HEAL:GROUPS`` in seconds; HEAL may be ``never``; GROUPS a count or ranges."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise SimError(f"--partition must be START:HEAL:GROUPS, got {text!r}")
+    start_s, heal_s, groups_s = parts
+    try:
+        start = int(float(start_s) * 1000)
+        heal = None if heal_s.lower() in ("never", "-", "") else int(float(heal_s) * 1000)
+    except ValueError:
+        raise SimError(f"--partition times must be seconds, got {text!r}") from None
+    if start < 0 or (heal is not None and heal <= start):
+        raise SimError(f"--partition needs 0 <= START < HEAL, got {text!r}")
+    groups: list[tuple[int, ...]] = []
+    if groups_s.isdigit():
+        k = int(groups_s)
+        if not 2 <= k <= participants:
+            raise SimError(f"--partition group count must be in 2..participants, got {k}")
+        bounds = [round(g * participants / k) for g in range(k + 1)]
+        groups = [tuple(range(bounds[g], bounds[g + 1])) for g in range(k)]
+    else:
+        for chunk in groups_s.split("/"):
+            members: list[int] = []
+            for piece in chunk.split(","):
+                a, _, b = piece.partition("-")
+                try:
+                    lo = int(a)
+                    hi = int(b) if b else lo
+                except ValueError:
+                    raise SimError(f"--partition groups must be like 0-4/5-9, got {text!r}") \
+                        from None
+                members.extend(range(lo, hi + 1))
+            groups.append(tuple(members))
+        if len(groups) < 2:
+            raise SimError("--partition needs at least two groups")
+        flat = [i for g in groups for i in g]
+        if len(flat) != len(set(flat)):
+            raise SimError("--partition groups overlap")
+    return PartitionSpec(start, heal, tuple(groups))
+
+
+def add_sim_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``sdschat sim`` options."""
+    a = p.add_argument
+    a("--participants", "-n", type=int, required=True, help="number of participants (N)")
+    a("--messages", "-m", type=int, required=True, help="content messages in total (M)")
+    a("--loss", type=float, default=0.0, help="fraction of deliveries dropped (0..1)")
+    a("--seed", type=int, default=0, help="random seed: same seed, same run")
+    a("--out", required=True, help="output directory (events/*.parquet, run.json)")
+    a("--rate", type=float, default=2.0, help="messages per virtual second (default 2)")
+    a("--channels", type=int, default=1, help="number of channels (default 1)")
+    a("--split-channels", action="store_true",
+      help="participant i joins channel i mod K only (default: every channel)")
+    a("--senders", type=int, default=None, help="only this many (random) participants send")
+    a("--latency", default="20:120", help="delivery latency range LO:HI in ms (default 20:120)")
+    a("--latency-dist", choices=("uniform", "exponential"), default="uniform")
+    a("--partition", action="append", default=[], metavar="START:HEAL:GROUPS",
+      help="split at START s, heal at HEAL s (or 'never'); GROUPS a count or 0-4/5-9 "
+      "(repeatable)")
+    a("--churn", type=float, default=0.0,
+      help="fraction of participants that go offline once during the message phase")
+    a("--churn-offline", default="10:60", help="how long they stay away, LO:HI seconds")
+    a("--store", action="store_true", help="add a store peer that serves missing messages")
+    a("--store-rtt", type=int, default=100, help="store peer round trip in ms (default 100)")
+    a("--timings", choices=("fast", "default"), default="fast",
+      help="protocol periods: fast (sds.Config.fast) or default (js-waku's)")
+    a("--time-scale", type=int, default=1000, help="ms unit of the fast timings (default 1000)")
+    a("--drain", type=float, default=None,
+      help="seconds simulated after the last message (default 60 x time-scale, 600 s with "
+      "default timings)")
+    a("--history", type=int, default=50, help="causal history entries (default 50)")
+    a("--bloom-capacity", type=int, default=2000, help="bloom filter capacity (default 2000)")
+    a("--repair-cache", type=int, default=32, help="repair cache messages (default 32)")
+    a("--sync-interval", default="auto",
+      help="sync interval in ms, or 'auto' (the timing preset's x max(1, N^2/64))")
+    a("--content-bytes", type=int, default=64, help="size of each message's content")
+    a("--progress", action="store_true", help="show the progress bar even if not a terminal")
+    a("--force", action="store_true", help="replace an existing run in --out")
+
+
+def spec_from_args(args: argparse.Namespace) -> SimSpec:
+    """Build a :class:`SimSpec` from parsed arguments (:class:`SimError` if invalid)."""
+    sync: int | None = None
+    if str(args.sync_interval).lower() != "auto":
+        try:
+            sync = int(args.sync_interval)
+        except ValueError:
+            raise SimError("--sync-interval must be milliseconds or 'auto'") from None
+        if sync <= 0:
+            raise SimError("--sync-interval must be > 0")
+    if args.participants < 2:
+        raise SimError("--participants must be >= 2")
+    spec = SimSpec(
+        participants=args.participants,
+        messages=args.messages,
+        loss=args.loss,
+        seed=args.seed,
+        rate=args.rate,
+        channels=args.channels,
+        split_channels=args.split_channels,
+        senders=args.senders,
+        latency_ms=_range(args.latency, "--latency"),
+        latency_dist=args.latency_dist,
+        partitions=[parse_partition(t, args.participants) for t in args.partition],
+        churn=args.churn,
+        churn_offline_ms=_range(args.churn_offline, "--churn-offline", 1000.0),
+        store=args.store,
+        store_rtt_ms=args.store_rtt,
+        timings=args.timings,
+        time_scale_ms=args.time_scale,
+        drain_ms=None if args.drain is None else int(args.drain * 1000),
+        history=args.history,
+        bloom_capacity=args.bloom_capacity,
+        repair_cache=args.repair_cache,
+        sync_interval_ms=sync,
+        content_bytes=args.content_bytes,
+    )
+    spec.validate()
+    try:
+        sim_config(spec)
+    except ValueError as exc:
+        raise SimError(str(exc)) from None
+    return spec
+
+
+def run_sim_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``sdschat sim``: returns the exit status (0 ok, 2 bad parameters or output)."""
+    out = out or sys.stdout
+    try:
+        spec = spec_from_args(args)
+        show = bool(args.progress) or sys.stderr.isatty()
+        result = run_sim(spec, args.out, force=args.force, progress=show)
+    except (SimError, OSError) as exc:
+        print(f"sdschat sim: {exc}", file=sys.stderr)
+        return 2
+    m = result.meta
+    net = m["network"]
+    print(
+        f"simulated {spec.participants} participants, {m['messages_sent']} messages, "
+        f"{m['virtual_seconds']:.0f} virtual s in {m['wall_seconds']:.1f} s "
+        f"({net['deliveries']:,} deliveries, {m['deliveries_per_second']:,.0f}/s, "
+        f"peak {m['peak_rss_mb']:.0f} MB)",
+        file=out,
+    )
+    print(
+        f"  broadcasts {net['broadcasts']:,}  lost {net['lost']:,}  "
+        f"partitioned {net['partitioned']:,}  offline {net['offline']:,}  "
+        f"store retrievals {net['store_retrievals']:,}",
+        file=out,
+    )
+    print(
+        f"  participants holding every message: {m['participants_holding_every_message']}"
+        f"/{spec.participants}",
+        file=out,
+    )
+    print(f"  {result.rows:,} event rows in {result.out / 'events'}", file=out)
+    return 0
