@@ -89,6 +89,7 @@ from app.node_events import (
     Closed,
     ConnectionChanged,
     Delivered,
+    Ephemeral,
     Info,
     Lost,
     Missing,
@@ -114,6 +115,7 @@ from net.envelope import (
     seal,
 )
 from net.identity import Identity
+from sds.message import parse_pb
 from storage import Batch, Cursor, OwnState, Store, StoredMessage
 from storage import Identity as StoredIdentity
 
@@ -643,6 +645,27 @@ class Node:
             await fut
         return len(futures)
 
+    async def send_ephemeral(self, channel: str, content: bytes) -> bool:
+        """Broadcast an SDS ephemeral message (typing indicators): not logged, never resent.
+
+        Receivers get an :class:`~app.node_events.Ephemeral` event. Returns whether
+        it left (False while disconnected: nothing is queued).
+
+        Raises:
+            KeyError: ``channel`` is not joined.
+            ValueError: empty or oversized content.
+            NodeClosedError: the node is closing.
+        """
+        self._check_open()
+        info = self._channels.get(channel)
+        if info is None:
+            raise KeyError(f"channel {channel!r} is not joined")
+        if not self.transport.connected:
+            return False
+        data = self._participant.channel(channel).send_ephemeral(content, self._now())
+        self.counters["ephemeral_sent"] += 1
+        return await self._publish(seal(data, self.identity, info.key))
+
     async def set_name(self, name: str) -> None:
         """Change the display name carried by our next messages (stored)."""
         self._check_open()
@@ -991,7 +1014,10 @@ class Node:
             ids = tuple(e.message_id for e in ev.missing)
             if ids:
                 out.missing.setdefault(ch, set()).update(ids)
-                out.events.append(Missing(ch, ev.message_id, ev.sender_id, ids, ev.first))
+                preview = self._waiting_preview(ch, ev.message_id, out)
+                out.events.append(
+                    Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
+                )
             if ev.message_id and out.current is not None:
                 # The message just received waits: keep its envelope for its delivery.
                 cache = self._waiting_envelopes
@@ -1007,6 +1033,7 @@ class Node:
             self._seen(ch, ev.sender_id, None, now, out, content=False)
         elif isinstance(ev, sds.EphemeralReceived):
             self._seen(ch, ev.sender_id, None, now, out, content=False)
+            out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
         elif isinstance(ev, sds.MessageDropped):
             self.counters[f"dropped_{ev.reason.value}"] += 1
         elif isinstance(ev, sds.RepairDataNeeded):
@@ -1017,6 +1044,29 @@ class Node:
             self.counters["repair_sent"] += 1
         elif isinstance(ev, sds.RepairRequested):
             self.counters["repair_requested"] += len(ev.message_ids)
+
+    def _waiting_preview(self, ch: str, mid: str, out: _Round) -> dict[str, Any]:
+        """The just-received content message ``mid`` that waits: its text, for the UI (TUI).
+
+        Only while its envelope is the one being received (``out.current``); a
+        sync message or a reminder gives ``{}``. Never raises.
+        """
+        info = self._channels.get(ch)
+        if not mid or out.current is None or info is None:
+            return {}
+        try:
+            pb = parse_pb(open_envelope(out.current[1], info.key).sds_bytes)
+        except Exception:
+            return {}
+        if pb.message_id != mid or not pb.content:
+            return {}
+        content = decode_content(pb.content)
+        return {
+            "lamport": pb.lamport_timestamp,
+            "name": content.name,
+            "kind": content.kind,
+            "text": content.text,
+        }
 
     def _on_sent(self, ev: sds.MessageSent, out: _Round) -> None:
         ch, mid = ev.channel_id, ev.message_id

@@ -19,6 +19,7 @@ class                     ``"event"``        when
                                              ``acknowledged``, ``failed``
 :class:`Missing`          ``missing``        a received message waits for these ids
 :class:`Lost`             ``lost``           a dependency was given up
+:class:`Ephemeral`        ``ephemeral``      an ephemeral message (typing indicator)
 :class:`PeerSeen`         ``peer``           a sender seen first (or under a new name)
 :class:`ConnectionChanged` ``connection``    transport connected/disconnected/...
 :class:`Rejected`         ``rejected``       an envelope was refused (``reason``)
@@ -42,6 +43,7 @@ __all__ = [
     "Closed",
     "ConnectionChanged",
     "Delivered",
+    "Ephemeral",
     "Info",
     "Lost",
     "Missing",
@@ -138,13 +140,22 @@ class OwnMessage:
 
 @dataclass(frozen=True, slots=True)
 class Missing:
-    """``waiting`` (from ``sender_id``; empty for a periodic reminder) lacks these ids."""
+    """``waiting`` (from ``sender_id``; empty for a periodic reminder) lacks these ids.
+
+    When ``waiting`` is a content message that has just arrived, ``lamport``,
+    ``name``, ``kind`` and ``text`` describe it (a UI shows it at once, marked
+    as waiting); they are ``None`` for sync messages and reminders.
+    """
 
     channel: str
     waiting: str
     sender_id: str
     ids: tuple[str, ...]
     first: bool
+    lamport: int | None = None
+    name: str | None = None
+    kind: str | None = None
+    text: str | None = None
     ts: float = field(default_factory=_now_s)
 
 
@@ -155,6 +166,20 @@ class Lost:
     channel: str
     message_id: str
     waiting: tuple[str, ...]
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Ephemeral:
+    """An SDS ephemeral message from ``sender_id`` (typing indicators): never logged.
+
+    ``content`` is what the sender passed to ``Node.send_ephemeral`` (the TUI
+    uses :mod:`app.tui.typing`'s format).
+    """
+
+    channel: str
+    sender_id: str
+    content: bytes
     ts: float = field(default_factory=_now_s)
 
 
@@ -250,6 +275,7 @@ NodeEvent = (
     | OwnMessage
     | Missing
     | Lost
+    | Ephemeral
     | PeerSeen
     | Peers
     | ConnectionChanged
@@ -267,6 +293,7 @@ _NAMES: dict[type, str] = {
     OwnMessage: "own",
     Missing: "missing",
     Lost: "lost",
+    Ephemeral: "ephemeral",
     PeerSeen: "peer",
     Peers: "peers",
     ConnectionChanged: "connection",
