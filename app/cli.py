@@ -102,6 +102,75 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.set_defaults(func=run)
 
 
+def _add_sim(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.sim import add_sim_arguments  # light: imports nothing heavy at module level
+
+    p = sub.add_parser(
+        "sim",
+        help="simulate N participants (the real SDS core) and write their event logs as Parquet",
+        description="A deterministic, seeded simulation of the SDS core over an in-memory "
+        "network in virtual time (loss, latency, partitions, churn, store peer). Writes "
+        "OUT/events/*.parquet (the schema 'sdschat export' writes) and OUT/run.json. "
+        "Analyse it with 'sdschat report OUT --out REPORT'.",
+    )
+    add_sim_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from app.sim import run_sim_command
+
+        return run_sim_command(args)
+
+    p.set_defaults(func=run)
+
+
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "report",
+        help="reliability report (PySpark) from event-log Parquet (sim or export)",
+        description="Compute per channel: convergence, causal order, delivery latency, time to "
+        "acknowledgement, resends, repairs, store retrievals, lost messages and protocol "
+        "overhead, on Spark (local[*] by default, or --master spark://HOST:PORT). Writes "
+        "OUT/summary.json, OUT/report.html and CSVs; prints a short table. Exit 2 on empty "
+        "or malformed input (nothing written).",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="directories from 'sdschat sim'/'sdschat export', or Parquet files")
+    p.add_argument("--out", required=True, help="report directory")
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master: local[*] (default), local[N], spark://HOST:PORT")
+    p.add_argument("--shuffle-partitions", type=int, default=None,
+                   help="spark.sql.shuffle.partitions (default 4 x local cores)")
+    p.add_argument("--driver-memory", default="2g", help="local driver memory (default 2g)")
+
+    def run(args: argparse.Namespace) -> int:
+        from pipeline.report import run_report
+
+        return run_report(args)
+
+    p.set_defaults(func=run)
+
+
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export nodes' SQLite event logs as Parquet (the schema 'sdschat sim' writes)",
+        description="Read the event log of each DATA_DIR (one participant each; read-only, "
+        "works beside a running node) and write OUT/events/*.parquet and OUT/export.json "
+        "for 'sdschat report'.",
+    )
+    p.add_argument("data_dirs", nargs="+", metavar="DATA_DIR")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--run", default="export", help="run label in the rows (default 'export')")
+    p.add_argument("--force", action="store_true", help="replace an existing export in --out")
+
+    def run(args: argparse.Namespace) -> int:
+        from storage.export import main_export
+
+        return main_export(args.data_dirs, args.out, args.run, args.force)
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sdschat",
@@ -113,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_relay(sub)
     _add_join(sub)
     _add_history(sub)
+    _add_sim(sub)
+    _add_report(sub)
+    _add_export(sub)
     return parser
 
 

@@ -82,12 +82,12 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import sds
-from net.memnet import MemNetwork, StorePeer
-from pipeline.schema import SCHEMA_VERSION, EventRecords, EventWriter
-from storage.events import event_row
+
+if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
+    from pipeline.schema import EventWriter
 
 __all__ = [
     "PartitionSpec",
@@ -232,6 +232,12 @@ class SimResult:
     meta: dict[str, Any]
 
 
+def _event_row(ev: Any, now: int) -> Any:
+    from storage.events import event_row
+
+    return event_row(ev, now)
+
+
 def _json_str(s: str) -> str:
     return json.dumps(s) if s else '""'
 
@@ -240,12 +246,22 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items), separators=(",", ":"))
 
 
+def run_label(spec: SimSpec) -> str:
+    """``sim-<seed>-<8 hex>``: the seed and a digest of every parameter."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode()).hexdigest()
+    return f"sim-{spec.seed}-{digest[:8]}"
+
+
 class _Recorder:
     """The observer: every event of every participant becomes a Parquet row."""
 
     __slots__ = ("_dg_sizes", "_seq", "flushes", "net", "records", "rows", "writer")
 
     def __init__(self, run: str, writer: EventWriter) -> None:
+        from pipeline.schema import EventRecords
+
         self.records = EventRecords(run, "sim")
         self.writer = writer
         self._seq: dict[str, int] = {}
@@ -296,7 +312,7 @@ class _Recorder:
             elif t is sds.RepairSent:
                 size = self._dg_sizes.pop((node, "repair", ev.message_id), None)
             history = ev.causal_history if t is sds.MessageSent else None
-            rec.add_row(node, seq, event_row(ev, now), history, size_bytes=size)
+            rec.add_row(node, seq, _event_row(ev, now), history, size_bytes=size)
         self.rows += 1
         if len(rec) >= 250_000 or rec.history_entries >= 4_000_000:
             self.flush()
@@ -360,6 +376,9 @@ def run_sim(
     stream: TextIO | None = None,
 ) -> SimResult:
     """Run the simulation and write ``out/events/*.parquet`` and ``out/run.json``."""
+    from net.memnet import MemNetwork, StorePeer
+    from pipeline.schema import SCHEMA_VERSION, EventWriter
+
     spec.validate()
     stream = stream or sys.stderr
     out = Path(out)
@@ -369,7 +388,7 @@ def run_sim(
     rng = random.Random(spec.seed ^ 0x5D5C4A7)
     ids = _node_ids(spec.participants)
     channels = [f"sim-{k}" for k in range(spec.channels)] if spec.channels > 1 else ["sim"]
-    run = f"sim-{spec.seed}"
+    run = run_label(spec)
 
     staging = out.parent / f".{out.name}.partial-{time.time_ns()}"
     staging.mkdir(parents=True)
