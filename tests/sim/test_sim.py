@@ -1,0 +1,165 @@
+"""``sdschat sim``: determinism, the Parquet schema, fast-path rows, options, the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import sds
+from app.cli import main
+from app.sim import PartitionSpec, SimError, SimSpec, parse_partition, run_sim, sim_config
+from net.memnet import MemNetwork
+from pipeline.schema import EVENT_SCHEMA, EventRecords
+from storage.events import event_row
+
+
+def _table(out: Path):  # type: ignore[no-untyped-def]
+    return pq.read_table(out / "events").sort_by([("node_id", "ascending"), ("seq", "ascending")])
+
+
+def test_same_seed_same_events_other_seed_other_events(tmp_path: Path) -> None:
+    spec = dict(participants=5, messages=15, loss=0.2, seed=4)
+    a = run_sim(SimSpec(**spec), tmp_path / "a")  # type: ignore[arg-type]
+    b = run_sim(SimSpec(**spec), tmp_path / "b")  # type: ignore[arg-type]
+    run_sim(SimSpec(**{**spec, "seed": 5}), tmp_path / "c")  # type: ignore[arg-type]
+    assert a.rows == b.rows > 0
+    assert _table(tmp_path / "a").equals(_table(tmp_path / "b"))
+    assert not _table(tmp_path / "a").equals(_table(tmp_path / "c"))
+    assert a.meta["network"] == b.meta["network"]
+
+
+def test_parquet_has_exactly_the_event_schema(tmp_path: Path) -> None:
+    run_sim(SimSpec(participants=3, messages=5, seed=1), tmp_path / "r")
+    files = sorted((tmp_path / "r" / "events").glob("*.parquet"))
+    assert files and not list((tmp_path / "r" / "events").glob("*.tmp"))
+    for f in files:
+        assert pq.read_schema(f).equals(EVENT_SCHEMA, check_metadata=False)
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert meta["messages_sent"] == 5 and meta["participants_holding_every_message"] == 3
+    t = pq.read_table(tmp_path / "r" / "events")
+    # seq is 1..n per participant, in order.
+    for node in {r for r in t.column("node_id").to_pylist()}:
+        seqs = [r["seq"] for r in t.to_pylist() if r["node_id"] == node]
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_fast_path_rows_equal_the_generic_event_row_conversion() -> None:
+    hist = ("a" * 64, "b" * 64)
+    cases = [
+        sds.MessageDelivered("c", "m" * 64, "s", 7, b"hey", 3, hist, b"\x01\x02", b"x" * 90, 1),
+        sds.MessageDelivered("c", "m" * 64, "s", 7, b"hey", 3, hist, None, b"x" * 90, 0),
+        sds.SyncReceived("c", "y" * 64, "s", 9),
+        sds.MessageDropped("c", "m", "s", sds.DropReason.DUPLICATE, ""),
+        sds.MessageDropped("c", None, None, sds.DropReason.MALFORMED, 'bad "x"'),
+        sds.RepairRequestReceived("c", "s", ("a", "b"), ("a",)),
+    ]
+    from app.sim import _Recorder
+
+    class _Sink:
+        def write(self, records: EventRecords) -> None: ...
+
+    fast = _Recorder("r", _Sink())  # type: ignore[arg-type]
+    generic = EventRecords("r", "sim")
+    for i, ev in enumerate(cases, start=1):
+        fast.event("n", ev, 1000 + i)
+        history = ev.causal_history if isinstance(ev, sds.MessageDelivered) else None
+        generic.add_row("n", i, event_row(ev, 1000 + i), history)
+    assert fast.records.to_table().equals(generic.to_table())
+
+
+def test_sim_config_sizes_and_auto_sync_interval() -> None:
+    small = sim_config(SimSpec(participants=8, messages=10))
+    big = sim_config(SimSpec(participants=800, messages=20_000))
+    assert small.causal_history_size == 50 and small.bloom_capacity == 2000
+    assert small.sync_interval_ms == sds.Config.fast(1000).sync_interval_ms
+    assert big.sync_interval_ms == 2000 * 800 * 800 // 64
+    assert big.log_window == 20_001 and big.repair_response_groups == 800 // 128 + 1
+    fixed = sim_config(SimSpec(participants=800, messages=1, sync_interval_ms=5000))
+    assert fixed.sync_interval_ms == 5000
+    slow = sim_config(SimSpec(participants=4, messages=1, timings="default"))
+    assert slow.resend_unacknowledged_ms == 30_000
+
+
+def test_partition_parsing() -> None:
+    assert parse_partition("5:20:2", 6) == PartitionSpec(5000, 20000, ((0, 1, 2), (3, 4, 5)))
+    assert parse_partition("0:never:0-1/2,4", 5) == PartitionSpec(0, None, ((0, 1), (2, 4)))
+    for bad in ("1:2", "5:3:2", "0:1:1", "0:1:0-1/1-2", "x:1:2"):
+        with pytest.raises(SimError):
+            parse_partition(bad, 6)
+
+
+def test_invalid_spec_is_refused() -> None:
+    with pytest.raises(SimError, match="--loss"):
+        SimSpec(participants=3, messages=1, loss=1.5).validate()
+    with pytest.raises(SimError, match="--participants"):
+        SimSpec(participants=1, messages=1).validate()
+
+
+def test_existing_output_is_not_overwritten_without_force(tmp_path: Path) -> None:
+    run_sim(SimSpec(participants=3, messages=2), tmp_path / "r")
+    with pytest.raises(SimError, match="--force"):
+        run_sim(SimSpec(participants=3, messages=2), tmp_path / "r")
+    run_sim(SimSpec(participants=3, messages=3), tmp_path / "r", force=True)
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["messages_sent"] == 3
+
+
+def test_command_line_run_with_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    code = main([
+        "sim", "--participants", "6", "--messages", "12", "--loss", "0.1", "--seed", "3",
+        "--out", str(out), "--latency", "10:30", "--partition", "1:4:2", "--churn", "0.3",
+        "--churn-offline", "1:2", "--store", "--channels", "2", "--progress", "--drain", "20",
+    ])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "simulated 6 participants, 12 messages" in captured.out
+    assert "100.0%" in captured.err  # the progress bar, forced on
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["spec"]["store"] is True and len(meta["spec"]["partitions"]) == 1
+    assert set(meta["channels"]) == {"sim-0", "sim-1"}
+
+
+def test_command_line_rejects_bad_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sim", "-n", "4", "-m", "3", "--out", str(tmp_path / "x"),
+                 "--latency", "9:1"]) == 2
+    assert "--latency" in capsys.readouterr().err
+    assert main(["sim", "-n", "4", "-m", "3", "--out", str(tmp_path / "x"),
+                 "--sync-interval", "soon"]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+def test_memnet_batches_deliveries_and_keeps_its_api() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def observe(node: str, ev: sds.Event, now: int) -> None:
+        if isinstance(ev, sds.MessageDelivered):
+            seen.append((node, ev.message_id))
+
+    net = MemNetwork(seed=1, latency_ms=(5, 7), observer=observe)
+    for name in ("a", "b", "c", "d"):
+        net.add_node(name, ["room"], sds.Config.fast(1000))
+    mid = net.send("a", "room", b"hello")
+    assert net.pending() <= 4  # 3 receivers in at most 3 arrival-time batches + a's timer
+    net.run_for(100)
+    assert sorted(seen) == [("b", mid), ("c", mid), ("d", mid)]
+    assert net.nodes["b"].delivered["room"] == [mid]
+    assert net.counters["deliveries"] == 3
+
+
+def test_memnet_topics_reach_members_only() -> None:
+    net = MemNetwork(seed=2, latency_ms=(1, 1))
+    net.add_node("a", ["x", "y"])
+    net.add_node("b", ["x"])
+    net.add_node("c", ["y"])
+    net.send("a", "x", b"for x")
+    net.run_for(10)
+    assert len(net.nodes["b"].delivered["x"]) == 1
+    assert net.nodes["c"].delivered["y"] == []
+    assert net.counters["deliveries"] == 1
