@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint proto bench clean
+.PHONY: setup tools demo test lint proto bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,16 +15,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP)
+# tmux runs the demo (and the TUI's end-to-end test): the apt package, only when missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+tools:
+	@command -v tmux >/dev/null 2>&1 || { echo "installing tmux (apt-get)"; \
+	  $(SUDO) apt-get install -y tmux || { $(SUDO) apt-get update && $(SUDO) apt-get install -y tmux; }; }
 
-demo: $(STAMP)
+setup: $(STAMP) tools
+
+demo: $(STAMP) tools
 	$(BIN)/sdschat demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict sds/
 
-test: lint
+test: lint tools
 	$(BIN)/python -m pytest -q
 
 proto: $(STAMP)

@@ -21,17 +21,37 @@ def _version() -> str:
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("demo", help="run the local demo")
-    p.add_argument("--messages", type=int, default=20, help="messages each participant sends")
-    p.add_argument("--loss", type=float, default=0.3, help="fraction of datagrams dropped")
-    p.add_argument("--seed", type=int, default=1)
+    from app.demo import add_demo_arguments  # light: stdlib only
+
+    p = sub.add_parser(
+        "demo",
+        help="run the local demo: a relay and three chat TUIs in tmux (--core: the SDS core)",
+        description="Start a relay on 127.0.0.1 and alice, bob and carol (carol dropping 30% "
+        "of envelopes) as chat TUIs in a tmux session; prints how to attach and quit.",
+    )
+    add_demo_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
+        if args.core:
+            from app.core_demo import run_core_demo
+
+            return run_core_demo(messages=args.messages, loss=args.loss, seed=args.seed)
+        from app.demo import run_demo
+
+        return run_demo(args)
+
+    p.set_defaults(func=run)
+    core = sub.add_parser("core-demo", help="the SDS core demo (in-memory network, no TUI)")
+    core.add_argument("--messages", type=int, default=20, help="messages each participant sends")
+    core.add_argument("--loss", type=float, default=0.3, help="fraction of datagrams dropped")
+    core.add_argument("--seed", type=int, default=1)
+
+    def run_core(args: argparse.Namespace) -> int:
         from app.core_demo import run_core_demo
 
         return run_core_demo(messages=args.messages, loss=args.loss, seed=args.seed)
 
-    p.set_defaults(func=run)
+    core.set_defaults(func=run_core)
 
 
 def _add_relay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,16 +85,22 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
         "join",
-        help="join a channel (headless: lines on stdin, JSON events on stdout)",
-        description="Join a channel through a relay. With --headless, every stdin line is a "
+        help="join a channel: the chat TUI (--headless: lines on stdin, JSON on stdout)",
+        description="Join a channel through a relay and chat in the terminal (the TUI; F1 "
+        "shows its keys). With --headless, every stdin line is a "
         "message (or a /command, see /help) and every event is printed as one JSON object per "
         "line. Without a passphrase the channel is PUBLIC: anyone who knows its name can read "
         "it. Exit status: 0 clean, 2 usage, 3 data dir in use, 4 database/identity unusable, "
         "5 passphrase problem.",
     )
     add_join_arguments(p)
+    p.add_argument("--theme", choices=("dark", "light"), default=None, help="TUI colours")
 
     def run(args: argparse.Namespace) -> int:
+        if not args.headless:
+            from app.tui.run import run_tui
+
+            return run_tui(args)
         from app.headless import run_join
 
         return run_join(args)

@@ -1,0 +1,928 @@
+"""The sdschat Textual app and its :func:`make_app` factory.
+
+:func:`make_app` takes what the app must not decide by itself: the data
+directory, the :class:`~app.transport.Transport` (a relay, or an in-memory
+hub in tests), the channels, the passphrase, node options and a clock. The
+app opens the :class:`~app.node.Node` itself (so every startup error is shown
+on screen), subscribes to its events and joins the channels.
+
+Node events arrive on the app's loop (the node runs on it) and are folded
+into the :class:`~app.tui.model.ChatModel` in batches: at most one redraw
+every ``flush_interval`` seconds however many messages arrive, so typing stays
+responsive while hundreds of messages a second come in.
+
+Errors are shown, not thrown: a data directory in use, a database from a newer
+sdschat (or corrupt), an unusable identity file, or a passphrase that differs
+from the one this data directory joined the channel with, each open a
+:class:`~app.tui.screens.dialogs.FatalScreen` that explains what to do and
+exits with the same status as the headless mode. A relay that cannot be
+reached is not fatal: the status bar says so, typed lines are queued durably
+and sent on reconnection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App
+from textual.screen import Screen
+from textual.widgets import Input
+
+from app.chat_content import clean_name
+from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
+from app.node import PassphraseMismatchError as NodePassphraseMismatch
+from app.node_events import (
+    Closed,
+    Ephemeral,
+    Info,
+    NodeError,
+    NodeEvent,
+    Rejected,
+)
+from app.transport import Transport
+from app.tui.commands import Command, parse
+from app.tui.model import PAGE, Changes, ChatModel, Row
+from app.tui.render import state_label
+from app.tui.screens.chat import ChatScreen
+from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen, TextScreen
+from app.tui.screens.search import SearchScreen
+from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
+from app.tui.widgets.chat_input import ChatInput
+from app.tui.widgets.message_log import MessageLog
+from app.tui.widgets.panels import (
+    ChannelBar,
+    ChannelEntry,
+    ChannelList,
+    PeerEntry,
+    PeerList,
+    StatusBar,
+    StatusInfo,
+    TypingLine,
+)
+from net.identity import IdentityFileError
+from storage import CorruptDatabaseError, DataDirLockedError, LogEntry, NewerSchemaError
+
+__all__ = ["TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
+
+TUI_STATE_FILE = "tui.json"
+"""Where the app keeps, per data directory, where you left off and the theme."""
+
+
+@dataclass
+class TuiOptions:
+    """Everything :class:`SdsChatApp` gets from outside (see :func:`make_app`)."""
+
+    data_dir: Path
+    transport: Transport
+    channels: tuple[str, ...] = ("general",)
+    name: str | None = None
+    passphrase: bytes | str | None = None
+    ask_passphrase: bool = False
+    node_options: NodeOptions | None = None
+    transport_label: str = "memory"
+    clock: Callable[[], float] = time.time
+    tz: tzinfo | None = None
+    theme: str | None = None
+    flush_interval: float = 0.03
+    tick_interval: float = 0.5
+    lan: str = "off"
+    store_peer: str = "none"
+    typing_ttl: float = SHOW_FOR
+    remember_state: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def make_app(
+    data_dir: str | Path,
+    transport: Transport,
+    *,
+    channels: Sequence[str] = ("general",),
+    name: str | None = None,
+    passphrase: bytes | str | None = None,
+    ask_passphrase: bool = False,
+    options: NodeOptions | None = None,
+    transport_label: str = "memory",
+    clock: Callable[[], float] = time.time,
+    tz: tzinfo | None = None,
+    theme: str | None = None,
+    flush_interval: float = 0.03,
+    tick_interval: float = 0.5,
+    remember_state: bool = True,
+) -> SdsChatApp:
+    """Build the app.
+
+    Args:
+        data_dir: the participant's data directory (identity, SQLite).
+        transport: how envelopes travel (``RelayTransport``, or a
+            ``MemoryHub().transport()`` in tests).
+        channels: channels to join; the first is shown.
+        name: display name (default: the stored one).
+        passphrase: the channels' passphrase (``None``: public channels).
+        ask_passphrase: ask for it in the app first (interactive start).
+        options: node options (protocol timings, KDF, clock for the node).
+        transport_label: how the status bar names the transport.
+        clock: wall-clock seconds for the times shown and typing expiry
+            (fix it for deterministic screenshots).
+        tz: time zone of the times shown (default: local).
+        theme: ``"dark"`` or ``"light"`` (default: the last one used, else dark).
+        flush_interval: least seconds between two redraws caused by node events.
+        tick_interval: seconds between refreshes of time-based things (typing,
+            last seen, sync state).
+        remember_state: keep where you left off and the theme in ``tui.json``.
+    """
+    return SdsChatApp(
+        TuiOptions(
+            data_dir=Path(data_dir),
+            transport=transport,
+            channels=tuple(channels) or ("general",),
+            name=name,
+            passphrase=passphrase,
+            ask_passphrase=ask_passphrase,
+            node_options=options,
+            transport_label=transport_label,
+            clock=clock,
+            tz=tz,
+            theme=theme,
+            flush_interval=flush_interval,
+            tick_interval=tick_interval,
+            remember_state=remember_state,
+        )
+    )
+
+
+def _ago(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s ago"
+    if s < 3600:
+        return f"{s // 60}m ago"
+    return f"{s // 3600}h ago"
+
+
+class SdsChatApp(App[None]):
+    """sdschat in the terminal (build it with :func:`make_app`)."""
+
+    CSS_PATH = "sdschat.tcss"
+    TITLE = "sdschat"
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(self, opts: TuiOptions) -> None:
+        super().__init__()
+        self.opts = opts
+        self.clock = opts.clock
+        self.node: Node | None = None
+        self.model = ChatModel()
+        self.passphrase: bytes | str | None = opts.passphrase
+        self.ready = asyncio.Event()
+        """Set once the node runs and the channels are joined and loaded."""
+        self.fatal: tuple[str, int] | None = None
+        """(message, exit status) of the error that stopped the app."""
+        self.chat = ChatScreen(self._completion_source, opts.tz)
+        self._pending: list[NodeEvent] = []
+        self._flush_scheduled = False
+        self._closing = False
+        self._throttle = TypingThrottle()
+        self._rejected_noted: set[str] = set()
+        self._connection_noted = False
+        self._known_channels: set[str] = set()
+        self._state = self._load_state()
+        self.events_seen = 0
+
+    # ------------------------------------------------------------------ startup
+
+    def get_default_screen(self) -> Screen[Any]:
+        return self.chat
+
+    def on_mount(self) -> None:
+        theme = self.opts.theme or self._state.get("theme") or "dark"
+        self.theme = "textual-light" if theme == "light" else "textual-dark"
+        self.set_interval(self.opts.tick_interval, self._tick)
+        self._refresh_panels()
+        self._boot()
+
+    @work(exclusive=True, group="boot")
+    async def _boot(self) -> None:
+        opts = self.opts
+        if opts.ask_passphrase:
+            entered = await self.push_screen_wait(PassphraseScreen(opts.channels[0]))
+            if entered is None:
+                self.exit(return_code=EXIT_PASSPHRASE, message="sdschat: no passphrase entered")
+                return
+            self.passphrase = entered or None
+        try:
+            node = await Node.open(
+                opts.data_dir, opts.transport, name=opts.name, options=opts.node_options
+            )
+        except DataDirLockedError as exc:
+            self._fatal_screen(
+                "Data directory in use",
+                str(exc),
+                "Another sdschat is running with this --data-dir. Quit it first, or start "
+                "this one with another --data-dir.",
+                EXIT_LOCKED,
+            )
+            return
+        except NewerSchemaError as exc:
+            self._fatal_screen(
+                "Database from a newer sdschat",
+                str(exc),
+                "Upgrade sdschat to open it. Nothing in the file was changed.",
+                EXIT_DATABASE,
+            )
+            return
+        except (CorruptDatabaseError, IdentityFileError, IdentityMismatchError) as exc:
+            self._fatal_screen(
+                "Data directory unusable",
+                str(exc),
+                "Nothing was changed. Restore the file from a backup, or use another --data-dir.",
+                EXIT_DATABASE,
+            )
+            return
+        self.node = node
+        self.model.sender_id = node.sender_id
+        self.model.name = node.name
+        node.subscribe(self._on_node_event)
+        await node.start()
+        for channel in opts.channels:
+            if not await self._join(channel, fatal=True):
+                return
+        for channel in opts.channels:
+            await self._load_tail(channel)
+        await self._count_unread()
+        if opts.channels:
+            self._switch(opts.channels[0])
+        self.ready.set()
+        self._refresh_panels()
+
+    async def _join(self, channel: str, *, fatal: bool) -> bool:
+        node = self.node
+        assert node is not None
+        try:
+            await node.join(channel, self.passphrase)
+        except NodePassphraseMismatch as exc:
+            if fatal:
+                self._fatal_screen(
+                    "Wrong passphrase",
+                    str(exc),
+                    "Start again with the passphrase you used before for this channel.",
+                    EXIT_PASSPHRASE,
+                )
+            else:
+                self.notify(str(exc), title="wrong passphrase", severity="error", timeout=10)
+            return False
+        except ValueError as exc:
+            if fatal:
+                self._fatal_screen("Cannot join", str(exc), "", EXIT_USAGE)
+            else:
+                self.notify(str(exc), severity="error")
+            return False
+        self._known_channels.add(channel)
+        return True
+
+    def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
+        self.fatal = (message, code)
+        self.push_screen(FatalScreen(title, message, hint, code))
+        self.run_worker(self._close_node(), group="close")
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def _close_node(self) -> None:
+        node = self.node
+        if node is None:
+            return
+        self._closing = True
+        self._save_state()
+        with contextlib.suppress(Exception):
+            await node.close()
+
+    async def action_quit(self) -> None:
+        await self._close_node()
+        self.exit(return_code=0)
+
+    async def on_unmount(self) -> None:
+        await self._close_node()
+
+    def _state_path(self) -> Path:
+        return self.opts.data_dir / TUI_STATE_FILE
+
+    def _load_state(self) -> dict[str, Any]:
+        if not self.opts.remember_state:
+            return {}
+        try:
+            data = json.loads(self._state_path().read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _save_state(self) -> None:
+        if not self.opts.remember_state or self.node is None:
+            return
+        read = dict(self._state.get("last_read", {}))
+        for name, view in self.model.channels.items():
+            if view.last_read is not None:
+                read[name] = list(view.last_read)
+        self._state = {
+            "last_read": read,
+            "theme": "dark" if self.current_theme.dark else "light",
+        }
+        with contextlib.suppress(OSError):
+            tmp = self._state_path().with_suffix(".tmp")
+            tmp.write_text(json.dumps(self._state), "utf-8")
+            tmp.replace(self._state_path())
+
+    # ------------------------------------------------------------------ paging
+
+    async def _load_tail(self, channel: str) -> None:
+        node = self.node
+        view = self.model.channels.get(channel)
+        if node is None or view is None:
+            return
+        entries = await node.store.page(channel, limit=PAGE)
+        view.set_page(
+            self.model.rows_from_entries(entries), at_tail=True, more_before=len(entries) == PAGE
+        )
+        stored = self._state.get("last_read", {}).get(channel)
+        if isinstance(stored, list) and len(stored) == 2 and view.last_read is None:
+            view.last_read = (int(stored[0]), str(stored[1]))
+        self._after_page(channel)
+
+    async def _count_unread(self) -> None:
+        node = self.node
+        if node is None:
+            return
+        for name, view in self.model.channels.items():
+            if view.last_read is None:
+                continue
+            after = await node.store.page(name, after=view.last_read, limit=1000)
+            view.unread = sum(1 for e in after if e.sender_id != node.sender_id)
+
+    def _after_page(self, channel: str) -> None:
+        if channel == self.model.current:
+            log = self.chat.query_one(MessageLog)
+            log.page_loaded()
+
+    def on_message_log_need_older(self, message: MessageLog.NeedOlder) -> None:
+        self._page_older(message.channel)
+
+    def on_message_log_need_newer(self, message: MessageLog.NeedNewer) -> None:
+        self._page_newer(message.channel)
+
+    @work(group="page")
+    async def _page_older(self, channel: str) -> None:
+        node = self.node
+        view = self.model.channels.get(channel)
+        if node is None or view is None or view.oldest_cursor is None:
+            self._after_page(channel)
+            return
+        entries = await node.store.page(channel, before=view.oldest_cursor, limit=PAGE)
+        view.prepend(self.model.rows_from_entries(entries), more_before=len(entries) == PAGE)
+        view.trim(keep_end=False)
+        self._after_page(channel)
+
+    @work(group="page")
+    async def _page_newer(self, channel: str) -> None:
+        node = self.node
+        view = self.model.channels.get(channel)
+        if node is None or view is None:
+            return
+        cursor = view.newest_cursor
+        if cursor is None:
+            await self._load_tail(channel)
+            return
+        entries = await node.store.page(channel, after=cursor, limit=PAGE)
+        view.append_page(self.model.rows_from_entries(entries), at_tail=len(entries) < PAGE)
+        view.trim(keep_end=True)
+        self._after_page(channel)
+
+    async def jump_to(self, channel: str, entry: LogEntry) -> None:
+        """Show ``entry`` (a search result) in the middle of its context, selected."""
+        node = self.node
+        view = self.model.channels.get(channel)
+        if node is None or view is None:
+            return
+        half = PAGE // 2
+        before = await node.store.page(channel, before=entry.cursor, limit=half)
+        after = await node.store.page(channel, after=entry.cursor, limit=half)
+        rows = self.model.rows_from_entries([*before, entry, *after])
+        view.set_page(rows, at_tail=len(after) < half, more_before=len(before) == half)
+        self._switch(channel)
+        log = self.chat.query_one(MessageLog)
+        log.follow = False
+        log.sync(force=True)
+        log.select(entry.cursor)
+
+    # ------------------------------------------------------------------ node events
+
+    def _on_node_event(self, event: NodeEvent) -> None:
+        if self._closing or isinstance(event, Closed):
+            return
+        self._pending.append(event)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.set_timer(self.opts.flush_interval, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        batch, self._pending = self._pending, []
+        if not batch or self._closing:
+            return
+        self.events_seen += len(batch)
+        now_ms = int(self.clock() * 1000)
+        changes = Changes()
+        log = self.chat.query_one(MessageLog)
+        current = self.model.channels.get(self.model.current or "")
+        if current is not None:
+            current.following = log.follow
+        for ev in batch:
+            if isinstance(ev, Ephemeral):
+                self._ephemeral(ev, changes)
+            elif isinstance(ev, NodeError):
+                changes.notices.append(("error", ev.message))
+            elif isinstance(ev, Rejected):
+                self._rejected(ev, changes)
+            elif isinstance(ev, Info):
+                changes.notices.append(("information", ev.text))
+            else:
+                changes.merge(self.model.apply(ev, now_ms))
+        self._apply(changes)
+
+    def _ephemeral(self, ev: Ephemeral, changes: Changes) -> None:
+        name = decode_typing(ev.content)
+        if name is None:
+            return
+        name = name or self.model.names.get(ev.sender_id) or ev.sender_id[:8]
+        if self.model.typing(ev.channel, ev.sender_id, name, self.clock() + self.opts.typing_ttl):
+            changes.channels.add(ev.channel)
+            changes.peers = True
+
+    def _rejected(self, ev: Rejected, changes: Changes) -> None:
+        if ev.reason in self._rejected_noted:
+            return
+        if ev.reason == "wrong_key_or_tampered":
+            self._rejected_noted.add(ev.reason)
+            changes.notices.append(
+                (
+                    "warning",
+                    f"an envelope for #{ev.channel} could not be opened: someone uses another "
+                    "passphrase, or it was tampered with",
+                )
+            )
+        elif ev.reason in ("bad_signature", "sender_mismatch"):
+            self._rejected_noted.add(ev.reason)
+            changes.notices.append(("warning", f"a forged envelope was refused ({ev.reason})"))
+
+    def _apply(self, changes: Changes) -> None:
+        if changes.status:
+            self._note_connection()
+        current = self.model.current
+        log = self.chat.query_one(MessageLog)
+        if current in changes.channels or log.view is not self.model.channels.get(current or ""):
+            log.view = self.model.channels.get(current or "")
+            log.sync()
+        if log.follow and current is not None:
+            self.model.mark_read(current)
+        if changes.bell:
+            self.bell()
+        for severity, text in changes.notices:
+            self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
+        self._refresh_panels()
+
+    def _note_connection(self) -> None:
+        m = self.model
+        if m.connection == "disconnected" and not self._connection_noted:
+            self._connection_noted = True
+            self.notify(
+                f"cannot reach {self.opts.transport_label} ({m.connection_reason or 'no answer'}); "
+                "retrying. What you type is kept and sent when it is back.",
+                title="offline",
+                severity="warning",
+                timeout=10,
+            )
+        elif m.connection == "connected" and self._connection_noted:
+            self._connection_noted = False
+            self.notify(f"{self.opts.transport_label} connected", timeout=4)
+
+    # ------------------------------------------------------------------ panels
+
+    def _tick(self) -> None:
+        if self._closing:
+            return
+        changed = self.model.expire_typing(self.clock())
+        if changed:
+            self._apply(Changes(channels=changed, peers=True))
+        else:
+            self._refresh_panels()
+
+    def _sync_text(self, channel: str | None) -> tuple[str, int, int]:
+        """("synced" | "syncing · N missing", unacknowledged own, waiting) for ``channel``."""
+        node = self.node
+        if node is None or channel is None or channel not in node.channels:
+            return "—", 0, 0
+        try:
+            core = node.core(channel)
+        except KeyError:
+            return "—", 0, 0
+        missing = len(core.missing_ids())
+        waiting = len(core.incoming_ids())
+        unacked = len(core.outgoing_ids())
+        if missing:
+            return f"syncing · {missing} missing", unacked, waiting
+        if waiting:
+            return f"syncing · {waiting} waiting", unacked, waiting
+        return "synced", unacked, waiting
+
+    def _refresh_panels(self) -> None:
+        if not self.chat.is_mounted:
+            return
+        m = self.model
+        chat = self.chat
+        chat.query_one(ChannelList).update_entries(
+            [
+                ChannelEntry(name, v.unread, v.mentioned, name == m.current, v.public)
+                for name, v in ((n, m.channels[n]) for n in m.order)
+            ]
+        )
+        sync, unacked, _waiting = self._sync_text(m.current)
+        node = self.node
+        me = f"{node.name} ({node.sender_id[:8]})" if node is not None else "…"
+        state = m.connection if node is not None else "connecting"
+        chat.query_one(StatusBar).update_info(
+            StatusInfo(
+                transport=self.opts.transport_label,
+                state=state,
+                reason=m.connection_reason,
+                retry_in=m.retry_in,
+                lan=self.opts.lan,
+                sync=sync,
+                store=self.opts.store_peer,
+                me=me,
+            )
+        )
+        view = m.channels.get(m.current or "")
+        bar = Text()
+        if view is not None:
+            bar.append(f"#{view.name}", "bold")
+            bar.append(
+                " · public: anyone who knows the name can read" if view.public else " · encrypted",
+                "dim",
+            )
+            peers = node.peers(view.name) if node is not None else []
+            bar.append(f" · {len(peers)} peer{'s' if len(peers) != 1 else ''}", "dim")
+            if unacked:
+                bar.append(f" · {unacked} awaiting acknowledgement", "dim")
+        elif node is None:
+            bar.append("starting…", "dim")
+        chat.query_one(ChannelBar).update_text(bar)
+        typing = ""
+        if view is not None:
+            names = [n for n, until in view.typing.values() if until > self.clock()]
+            typing = typing_text(names)
+            if not typing and view.new_below:
+                typing = f"↓ {view.new_below} new below · PgDn"
+        chat.query_one(TypingLine).update_text(typing)
+        peer_list = chat.query_one(PeerList)
+        if peer_list.display and node is not None and view is not None:
+            now_ms = int(self.clock() * 1000)
+            entries = [PeerEntry(node.sender_id, node.name, "now", you=True)]
+            for p in node.peers(view.name):
+                entries.append(
+                    PeerEntry(
+                        p.sender_id,
+                        p.name or "?",
+                        _ago((now_ms - p.last_seen_ms) / 1000.0),
+                        typing=p.sender_id in view.typing,
+                    )
+                )
+            peer_list.update_entries(entries)
+
+    # ------------------------------------------------------------------ channels
+
+    def _switch(self, channel: str) -> None:
+        if not self.model.switch(channel):
+            return
+        log = self.chat.query_one(MessageLog)
+        log.show(self.model.channels[channel])
+        self._refresh_panels()
+
+    def action_cycle(self, step: int) -> None:
+        self._leave_current()
+        target = self.model.cycle(step)
+        if target is not None:
+            self._switch(target)
+
+    def action_goto(self, number: int) -> None:
+        if 1 <= number <= len(self.model.order):
+            self._leave_current()
+            self._switch(self.model.order[number - 1])
+
+    def _leave_current(self) -> None:
+        current = self.model.current
+        if current is not None:
+            self.model.mark_read(current)
+            self._save_state()
+
+    def on_channel_list_clicked(self, message: ChannelList.Clicked) -> None:
+        self._leave_current()
+        self._switch(message.name)
+
+    # ------------------------------------------------------------------ log keys
+
+    def action_page(self, direction: int) -> None:
+        self.chat.query_one(MessageLog).page(direction)
+
+    def action_select(self, step: int) -> None:
+        self.chat.query_one(MessageLog).select_step(step)
+
+    def action_unselect(self) -> None:
+        log = self.chat.query_one(MessageLog)
+        log.select(None)
+        log.to_bottom()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_toggle_peers(self) -> None:
+        peers = self.chat.query_one(PeerList)
+        peers.display = not peers.display
+        self._refresh_panels()
+
+    def action_toggle_theme(self) -> None:
+        dark = self.current_theme.dark
+        self.theme = "textual-light" if dark else "textual-dark"
+
+    def watch_theme(self, theme: str) -> None:
+        if self.chat.is_mounted:
+            self.chat.query_one(MessageLog).set_dark(self.current_theme.dark)
+            for w in (ChannelList, PeerList, StatusBar, TypingLine):
+                self.chat.query_one(w).refresh()
+
+    def action_search(self, query: str = "") -> None:
+        channel = self.model.current
+        node = self.node
+        if channel is None or node is None:
+            return
+
+        async def search(text: str) -> list[LogEntry]:
+            return await node.store.search(channel, text, limit=50)
+
+        def done(entry: LogEntry | None) -> None:
+            if entry is not None:
+                self.run_worker(self.jump_to(channel, entry), group="jump", exclusive=True)
+
+        self.push_screen(SearchScreen(channel, search, query, tz=self.opts.tz), done)
+
+    def action_retry(self) -> None:
+        self.run_worker(self._retry(), group="retry")
+
+    async def _retry(self) -> None:
+        node = self.node
+        if node is None:
+            return
+        try:
+            n = await node.retry()
+        except NodeClosedError:
+            return
+        for view in self.model.channels.values():
+            for row in view.rows:
+                if row.own_state == "failed" and not row.retried:
+                    row.retried = True
+                    row.touch()
+        self.chat.query_one(MessageLog).sync()
+        self.notify(
+            f"sending {n} failed message{'s' if n != 1 else ''} again"
+            if n
+            else "no failed messages to retry"
+        )
+
+    # ------------------------------------------------------------------ input
+
+    def _completion_source(self) -> tuple[list[str], list[str], list[str]]:
+        names = set(self.model.names.values())
+        if self.node is not None:
+            names |= {p.name for p in self.node.peers() if p.name}
+        joined = list(self.model.order)
+        known = sorted(self._known_channels | set(self._state.get("last_read", {})))
+        return sorted(names), joined, known
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if not isinstance(event.input, ChatInput):
+            return
+        value = event.value
+        channel = self.model.current
+        node = self.node
+        if not value or value.startswith("/") or node is None or channel is None:
+            return
+        if self._throttle.should_send(channel, self.clock()):
+            self.run_worker(self._send_typing(node, channel), group="typing")
+
+    async def _send_typing(self, node: Node, channel: str) -> None:
+        with contextlib.suppress(Exception):
+            await node.send_ephemeral(channel, encode_typing(node.name))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not isinstance(event.input, ChatInput):
+            return
+        event.stop()
+        line = event.value
+        event.input.value = ""
+        event.input.remember(line)
+        cmd = parse(line)
+        if cmd is not None:
+            self.run_worker(self.run_command(cmd), group="command")
+
+    async def run_command(self, cmd: Command) -> None:
+        """Carry out one parsed input line."""
+        node = self.node
+        channel = self.model.current
+        name, arg = cmd.name, cmd.arg
+        if name == "error":
+            self.notify(arg, severity="error")
+            return
+        if name == "quit":
+            await self.action_quit()
+            return
+        if name == "help":
+            self.action_help()
+            return
+        if name == "theme":
+            self.action_toggle_theme()
+            return
+        if name == "passphrase":
+            self.push_screen(
+                PassphraseScreen(
+                    arg or "the next /join",
+                    purpose="Used by the next /join. Leave empty for PUBLIC channels "
+                    "(anyone who knows the name can read them).",
+                ),
+                self._passphrase_set,
+            )
+            return
+        if node is None:
+            self.notify("not ready yet", severity="warning")
+            return
+        try:
+            if name in ("say", "me"):
+                if channel is None:
+                    self.notify("no channel: /join one first", severity="error")
+                    return
+                fut = node.post(channel, arg, "me" if name == "me" else "msg")
+                fut.add_done_callback(_consume)
+                self._throttle.reset(channel)
+                log = self.chat.query_one(MessageLog)
+                log.follow = True
+            elif name == "join":
+                target = arg.lstrip("#")
+                if target in self.model.channels:
+                    self._leave_current()
+                    self._switch(target)
+                    return
+                if await self._join(target, fatal=False):
+                    self._flush()
+                    await self._load_tail(target)
+                    self._leave_current()
+                    self._switch(target)
+            elif name == "leave":
+                target = (arg or channel or "").lstrip("#")
+                if not target or not await node.leave(target):
+                    self.notify(f"not in #{target}", severity="error")
+                    return
+                self._flush()
+                self.model.remove_channel(target)
+                if self.model.current is not None:
+                    self._switch(self.model.current)
+                else:
+                    self.chat.query_one(MessageLog).show(None)
+                    self._refresh_panels()
+                self.notify(f"left #{target} (its history stays on disk)")
+            elif name == "switch":
+                target = arg.lstrip("#")
+                if target not in self.model.channels:
+                    self.notify(f"not in #{target} (/join it first)", severity="error")
+                    return
+                self._leave_current()
+                self._switch(target)
+            elif name == "nick":
+                new = clean_name(arg)
+                if not new:
+                    self.notify("usage: /nick NAME", severity="error")
+                    return
+                await node.set_name(new)
+                self.model.name = new
+                self.notify(f"you are now {new}")
+                self._refresh_panels()
+            elif name == "who":
+                self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
+                peers = self.chat.query_one(PeerList)
+                peers.display = True
+                self._refresh_panels()
+            elif name == "info":
+                row = self.chat.query_one(MessageLog).selected_row()
+                if row is None:
+                    self.notify("no message to show", severity="warning")
+                    return
+                body = await self._info_text(channel or "", row)
+                self.push_screen(TextScreen("Message", body, id="info"))
+            elif name == "search":
+                self.action_search(arg)
+            elif name == "retry":
+                await self._retry()
+            elif name == "stats":
+                stats = node.stats()
+                self.push_screen(
+                    TextScreen("Stats", json.dumps(stats, indent=1, sort_keys=True), id="stats")
+                )
+        except NodeClosedError:
+            return
+        except (KeyError, ValueError) as exc:
+            self.notify(str(exc).strip("'\""), severity="error")
+
+    def _passphrase_set(self, value: str | None) -> None:
+        if value is None:
+            return
+        self.passphrase = value or None
+        self.notify(
+            "passphrase set for the next /join"
+            if value
+            else "no passphrase: the next /join makes a PUBLIC channel"
+        )
+
+    def _who_text(self, channel: str | None) -> Text:
+        node = self.node
+        out = Text()
+        if node is None:
+            return out
+        now_ms = int(self.clock() * 1000)
+        out.append(f"{node.name}", "bold")
+        out.append(f"  {node.sender_id}  (you)\n")
+        peers = node.peers(channel)
+        for p in peers:
+            out.append(f"{p.name or '?'}", "bold")
+            out.append(
+                f"  {p.sender_id}  seen {_ago((now_ms - p.last_seen_ms) / 1000.0)}, "
+                f"{p.messages} message{'s' if p.messages != 1 else ''}\n"
+            )
+        if not peers:
+            out.append("nobody else heard from yet\n", "dim")
+        return out
+
+    async def _info_text(self, channel: str, row: Row) -> Text:
+        node = self.node
+        out = Text()
+
+        def field(label: str, value: str) -> None:
+            out.append(f"{label:<18}", "bold")
+            out.append(f"{value}\n")
+
+        when = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
+        field("author", f"{row.name or '?'}")
+        field("sender id", row.sender_id)
+        field("time", when.strftime("%Y-%m-%d %H:%M:%S"))
+        field("message id", row.message_id or f"(not made yet: outbox line {row.local_id})")
+        lamport = row.key[0] if row.message_id else None
+        field("lamport", str(lamport) if lamport is not None else "—")
+        if row.own:
+            field("delivery", state_label(row.own_state))
+        elif row.waiting:
+            field("delivery", f"waiting for {len(row.waiting_for)} earlier message(s)")
+        else:
+            field("delivery", "delivered (in causal order)")
+        if row.lost:
+            field("lost before it", str(row.lost))
+        stored = None
+        if node is not None and row.message_id:
+            with contextlib.suppress(Exception):
+                stored = (await node.store.get_messages(channel, [row.message_id])).get(
+                    row.message_id
+                )
+        if stored is not None:
+            field("retrieval hint", stored.retrieval_hint.hex() if stored.retrieval_hint else "—")
+            have = set()
+            if node is not None and stored.causal_history:
+                with contextlib.suppress(Exception):
+                    have = await node.store.has_ids(channel, stored.causal_history)
+            field("depends on", f"{len(stored.causal_history)} message(s)")
+            for dep in stored.causal_history[-12:]:
+                out.append(f"  {'✓' if dep in have else '·'} {dep}\n", "dim")
+            if len(stored.causal_history) > 12:
+                out.append(f"  … and {len(stored.causal_history) - 12} older\n", "dim")
+        elif row.waiting_for:
+            field("missing", "")
+            for dep in sorted(row.waiting_for):
+                out.append(f"  ⋯ {dep}\n", "dim")
+        return out
+
+
+def _consume(fut: asyncio.Future[int]) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,140 @@
+"""The TUI's slash commands: their table, parsing, and tab completion.
+
+The headless mode's commands (:mod:`app.commands`) plus the interactive ones
+(``/info``, ``/search``, ``/passphrase``, ``/theme``). ``//text`` sends a line
+that starts with a slash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["COMMANDS", "Command", "CommandSpec", "complete", "parse"]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """One slash command."""
+
+    name: str
+    usage: str
+    help: str
+    needs_arg: bool = False
+    completes: str | None = None
+    """What its argument completes to: ``"channel"``, ``"joined"``, ``"name"`` or None."""
+
+
+COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec("join", "/join NAME", "join channel NAME (with the /passphrase, if set)", True,
+                "channel"),
+    CommandSpec("leave", "/leave [NAME]", "leave NAME (default: this channel)", False, "joined"),
+    CommandSpec("switch", "/switch NAME", "go to channel NAME (also Ctrl+N/P, Alt+1..9)", True,
+                "joined"),
+    CommandSpec("nick", "/nick NAME", "change the name shown with your messages", True),
+    CommandSpec("me", "/me ACTION", "send an action: * alice waves", True),
+    CommandSpec("who", "/who", "who is here: peers heard from, last seen (F2 toggles the list)"),
+    CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
+    CommandSpec("search", "/search TEXT", "search this channel's history (also Ctrl+F)", False),
+    CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),
+    CommandSpec("passphrase", "/passphrase", "set the passphrase for the next /join"),
+    CommandSpec("theme", "/theme", "switch between dark and light (also F3)"),
+    CommandSpec("stats", "/stats", "protocol counters and buffer sizes"),
+    CommandSpec("help", "/help", "keys, commands and what the markers mean (also F1)"),
+    CommandSpec("quit", "/quit", "leave sdschat; everything is saved (also Ctrl+Q)"),
+)  # fmt: skip
+
+_BY_NAME = {c.name: c for c in COMMANDS}
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A parsed input line: ``name`` is ``"say"``, a command name, or ``"error"``."""
+
+    name: str
+    arg: str = ""
+
+
+def parse(line: str) -> Command | None:
+    """Parse a typed line; ``None`` for a blank one."""
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        return None
+    if line.startswith("//"):
+        return Command("say", line[1:])
+    if not line.startswith("/"):
+        return Command("say", line)
+    word, _, rest = line[1:].partition(" ")
+    name = word.lower()
+    rest = rest.strip()
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        return Command("error", f"unknown command /{word} (try /help)")
+    if spec.needs_arg and not rest:
+        return Command("error", f"usage: {spec.usage}")
+    return Command(name, rest)
+
+
+def _common_prefix(words: list[str]) -> str:
+    if not words:
+        return ""
+    first, last = min(words), max(words)
+    i = 0
+    while i < len(first) and i < len(last) and first[i] == last[i]:
+        i += 1
+    return first[:i]
+
+
+def complete(
+    line: str,
+    cursor: int,
+    *,
+    names: Iterable[str] = (),
+    joined: Iterable[str] = (),
+    known_channels: Iterable[str] = (),
+) -> tuple[str, int, list[str]] | None:
+    """Tab completion of the word before ``cursor``.
+
+    Completes command names (``/jo`` -> ``/join ``), channel names after
+    ``/join``, ``/leave`` and ``/switch``, and participant names anywhere else
+    (``@bo`` -> ``@bob ``; a bare name at the start of the line gets ``": "``).
+    Returns ``(new_line, new_cursor, candidates)`` or ``None`` when nothing
+    matches; with several candidates the word is extended to their common prefix.
+    """
+    before, after = line[:cursor], line[cursor:]
+    start = max(before.rfind(" "), -1) + 1
+    word = before[start:]
+    head = before[:start]
+    candidates: list[str]
+    suffix = " "
+    if start == 0 and word.startswith("/") and not word.startswith("//"):
+        stem = word[1:].lower()
+        candidates = ["/" + c.name for c in COMMANDS if c.name.startswith(stem)]
+    else:
+        cmd = head.split(" ", 1)[0].lower() if head.startswith("/") else ""
+        spec = _BY_NAME.get(cmd[1:]) if cmd else None
+        if spec is not None and spec.completes in ("channel", "joined") and head.count(" ") == 1:
+            pool = set(joined)
+            if spec.completes == "channel":
+                pool |= set(known_channels)
+            stem = word.lstrip("#")
+            candidates = sorted(c for c in pool if c.startswith(stem))
+        else:
+            at = word.startswith("@")
+            stem = word[1:] if at else word
+            if not stem and not at:
+                return None
+            pool_names = sorted({n for n in names if n})
+            matches = [n for n in pool_names if n.lower().startswith(stem.lower())]
+            candidates = [("@" if at else "") + n for n in matches]
+            if start == 0 and not at:
+                suffix = ": "
+    if not candidates:
+        return None
+    if len(candidates) == 1:
+        new_word = candidates[0] + suffix
+    else:
+        prefix = _common_prefix(candidates)
+        new_word = prefix if len(prefix) > len(word) else word
+    new_line = head + new_word + after
+    return new_line, len(head + new_word), candidates

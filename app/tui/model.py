@@ -1,0 +1,632 @@
+"""What the TUI knows about each channel, without Textual: rows, markers, states, counts.
+
+:class:`ChatModel` turns node events (:mod:`app.node_events`) and pages of
+the stored log (:meth:`storage.Store.page`) into per-channel
+:class:`ChannelView` windows that the message log widget draws. Keeping this
+apart from the widgets makes the reliability rules testable on their own:
+
+* **Rows in SDS order.** A window holds at most :data:`MAX_WINDOW` rows of a
+  channel's log, sorted by ``(lamport, message_id)`` (the same order on every
+  participant). Older rows are paged in from SQLite when the person scrolls
+  up, newer ones when they scroll back down; the window never holds the whole
+  history (100,000 messages open as fast as 200).
+* **Own messages** appear the moment they are typed (``queued``, keyed by
+  their outbox ``local_id`` after everything else), take their place in the
+  order once the core made a message of them (``logged``), then move through
+  ``sent`` -> ``possibly_acknowledged`` -> ``acknowledged`` (or ``failed``).
+* **A message waiting for its causal dependencies** is shown at once (from
+  :class:`~app.node_events.Missing`), marked "N earlier messages missing";
+  the count falls as the dependencies arrive (they are inserted before it, in
+  order, marked *recovered*); when it is finally delivered the marker goes, or
+  becomes "N messages lost" if the core gave some up
+  (:class:`~app.node_events.Lost`).
+* **Unread and mentions** count per channel while it is not the current one;
+  ``new_after`` is where the "── new ──" line goes.
+* **Typing**: who is typing, until when (expiry is the reader's clock).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from app.chat_content import decode_content
+from app.node_events import (
+    ChannelJoined,
+    ChannelLeft,
+    ConnectionChanged,
+    Delivered,
+    Lost,
+    Missing,
+    NodeEvent,
+    OwnMessage,
+    PeerSeen,
+)
+from storage import Cursor, LogEntry
+
+__all__ = [
+    "MAX_WINDOW",
+    "PAGE",
+    "PENDING_LAMPORT",
+    "STATE_GLYPHS",
+    "ChannelView",
+    "ChatModel",
+    "Row",
+    "mentions",
+]
+
+PAGE = 200
+"""Rows fetched from SQLite per page."""
+
+MAX_WINDOW = 1200
+"""Most rows a channel's window holds; the far end is dropped (and paged in again)."""
+
+PENDING_LAMPORT = 2**63 - 1
+"""Sort key of own lines the core has not logged yet: after everything."""
+
+STATE_GLYPHS = {
+    "queued": "◌",
+    "sent": "○",
+    "possibly_acknowledged": "◐",
+    "acknowledged": "●",
+    "failed": "✗",
+}
+"""Own-message delivery state -> glyph (see the README's user guide)."""
+
+Key = tuple[int, str]
+
+_STATE_RANK = {"queued": 0, "sent": 1, "possibly_acknowledged": 2, "acknowledged": 3, "failed": 3}
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``text`` mentions ``@name`` (case-insensitive, as a whole word)."""
+    if not name:
+        return False
+    return re.search(rf"(?<![\w@])@{re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+@dataclass(eq=False)
+class Row:
+    """One line of a channel's log as shown (a message, own or others').
+
+    ``version`` changes whenever something drawn changes, so renderers can
+    cache by ``(row, version)``.
+    """
+
+    key: Key
+    sender_id: str
+    name: str | None
+    kind: str
+    text: str
+    time_ms: int
+    message_id: str | None = None
+    local_id: int | None = None
+    own_state: str | None = None
+    waiting_for: set[str] = field(default_factory=set)
+    """Dependencies this (not yet delivered) message waits for; empty once delivered."""
+    lost: int = 0
+    """Dependencies given up as lost before it."""
+    recovered: bool = False
+    """It arrived after a later message had reported it missing (repair, resend, sync)."""
+    mention: bool = False
+    retried: bool = False
+    version: int = 0
+
+    @property
+    def own(self) -> bool:
+        return self.own_state is not None
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.waiting_for)
+
+    def touch(self) -> None:
+        self.version += 1
+
+
+@dataclass(eq=False)
+class ChannelView:
+    """A channel's window of rows and its counters (see the module docstring)."""
+
+    name: str
+    public: bool = False
+    keys: list[Key] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    at_tail: bool = True
+    """The window reaches the newest stored message (live rows are appended)."""
+    more_before: bool = False
+    """Older stored rows exist before the window."""
+    loaded: bool = False
+    unread: int = 0
+    mentioned: bool = False
+    new_after: Key | None = None
+    """The "── new ──" line goes before the first row after this key."""
+    last_read: Key | None = None
+    """Newest row the person has seen here (persisted between runs)."""
+    new_below: int = 0
+    following: bool = True
+    """The log shows the bottom (set by the app): new rows may push old ones out."""
+    """Messages that arrived while the window was scrolled away from the tail."""
+    typing: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """sender id -> (name, expires at, seconds)."""
+    missing: dict[str, set[str]] = field(default_factory=dict)
+    """missing dependency id -> waiting message ids that named it."""
+    version: int = 0
+    """Changes whenever rows are added, removed or re-keyed."""
+
+    # ------------------------------------------------------------------ lookup
+
+    def index_of(self, key: Key) -> int | None:
+        i = bisect.bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            return i
+        return None
+
+    def find_message(self, message_id: str) -> Row | None:
+        for row in reversed(self.rows):  # recent rows are what changes
+            if row.message_id == message_id:
+                return row
+        return None
+
+    def find_local(self, local_id: int) -> Row | None:
+        for row in reversed(self.rows):
+            if row.local_id == local_id and row.message_id is None:
+                return row
+        return None
+
+    @property
+    def newest_key(self) -> Key | None:
+        for key in reversed(self.keys):
+            if key[0] != PENDING_LAMPORT:
+                return key
+        return None
+
+    @property
+    def oldest_cursor(self) -> Cursor | None:
+        return self.keys[0] if self.keys and self.keys[0][0] != PENDING_LAMPORT else None
+
+    @property
+    def newest_cursor(self) -> Cursor | None:
+        return self.newest_key
+
+    def first_new_index(self) -> int | None:
+        """Index of the row the "── new ──" line goes above, if it is in the window."""
+        if self.new_after is None:
+            return None
+        i = bisect.bisect_right(self.keys, self.new_after)
+        while i < len(self.rows) and self.rows[i].own:
+            i += 1
+        return i if i < len(self.rows) else None
+
+    def waiting_count(self) -> int:
+        return sum(1 for r in self.rows if r.waiting)
+
+    # ------------------------------------------------------------------ edits
+
+    def insert(self, row: Row) -> int:
+        i = bisect.bisect_left(self.keys, row.key)
+        self.keys.insert(i, row.key)
+        self.rows.insert(i, row)
+        self.version += 1
+        return i
+
+    def remove_at(self, i: int) -> Row:
+        del self.keys[i]
+        row = self.rows.pop(i)
+        self.version += 1
+        return row
+
+    def rekey(self, row: Row, key: Key) -> None:
+        i = self.rows.index(row)
+        self.remove_at(i)
+        row.key = key
+        row.touch()
+        self.insert(row)
+
+    def set_page(self, rows: Sequence[Row], *, at_tail: bool, more_before: bool) -> None:
+        """Replace the window (a jump, or the first load).
+
+        At the tail, rows already shown that the page lacks are kept: own lines
+        not logged yet, messages waiting for dependencies, and rows that arrived
+        while the page was being read.
+        """
+        old = self.rows
+        self.rows = list(rows)
+        self.keys = [r.key for r in self.rows]
+        self.at_tail = at_tail
+        self.more_before = more_before
+        self.loaded = True
+        self.version += 1
+        if at_tail:
+            self.new_below = 0
+            last = self.keys[-1] if self.keys else None
+            ids = {r.message_id for r in self.rows}
+            for r in old:
+                pending = r.message_id is None
+                live = pending or r.waiting
+                newer = last is None or r.key > last
+                fresh = pending or r.message_id not in ids
+                if (live or newer) and fresh and self.index_of(r.key) is None:
+                    self.insert(r)
+
+    def prepend(self, rows: Sequence[Row], *, more_before: bool) -> int:
+        """Older rows in front; returns how many were added."""
+        first = self.keys[0] if self.keys else None
+        fresh = [r for r in rows if first is None or r.key < first]
+        self.rows[:0] = fresh
+        self.keys[:0] = [r.key for r in fresh]
+        self.more_before = more_before
+        self.version += 1
+        return len(fresh)
+
+    def append_page(self, rows: Sequence[Row], *, at_tail: bool) -> int:
+        """Newer stored rows after the window; returns how many were added."""
+        added = 0
+        for r in rows:
+            if self.index_of(r.key) is None and self.find_message(r.message_id or "") is None:
+                self.insert(r)
+                added += 1
+        self.at_tail = at_tail
+        if at_tail:
+            self.new_below = 0
+        self.version += 1
+        return added
+
+    def trim(self, *, keep_end: bool) -> int:
+        """Drop rows beyond :data:`MAX_WINDOW` from the far end; returns how many."""
+        excess = len(self.rows) - MAX_WINDOW
+        if excess <= 0:
+            return 0
+        if keep_end:
+            del self.rows[:excess]
+            del self.keys[:excess]
+            self.more_before = True
+        else:
+            # Keep live-only rows (own lines not logged, waiting messages) at the tail.
+            cut = [r for r in self.rows[-excess:] if r.key[0] != PENDING_LAMPORT and not r.waiting]
+            if cut:
+                gone = {id(r) for r in cut}
+                self.rows = [r for r in self.rows if id(r) not in gone]
+                self.keys = [r.key for r in self.rows]
+                self.at_tail = False
+            excess = len(cut)
+        self.version += 1
+        return excess
+
+
+@dataclass
+class Changes:
+    """What one batch of events changed (the app redraws only that)."""
+
+    channels: set[str] = field(default_factory=set)
+    channel_list: bool = False
+    peers: bool = False
+    status: bool = False
+    bell: bool = False
+    notices: list[tuple[str, str]] = field(default_factory=list)
+    """(severity, text) to show as notifications."""
+
+    def merge(self, other: Changes) -> None:
+        self.channels |= other.channels
+        self.channel_list |= other.channel_list
+        self.peers |= other.peers
+        self.status |= other.status
+        self.bell |= other.bell
+        self.notices.extend(other.notices)
+
+
+class ChatModel:
+    """Every channel view plus the connection state, fed by node events.
+
+    Args:
+        sender_id: our own sender id (own rows are recognised by it).
+        name: our display name (for @mentions).
+    """
+
+    def __init__(self, sender_id: str = "", name: str = "") -> None:
+        self.sender_id = sender_id
+        self.name = name
+        self.channels: dict[str, ChannelView] = {}
+        self.order: list[str] = []
+        self.current: str | None = None
+        self.connection = "connecting"
+        self.connection_reason: str | None = None
+        self.retry_in: float | None = None
+        self.names: dict[str, str] = {}
+        """sender id -> last display name heard."""
+
+    # ------------------------------------------------------------------ channels
+
+    def add_channel(self, name: str, public: bool = False) -> ChannelView:
+        view = self.channels.get(name)
+        if view is None:
+            view = ChannelView(name, public)
+            self.channels[name] = view
+            self.order.append(name)
+        view.public = public
+        if self.current is None:
+            self.current = name
+        return view
+
+    def remove_channel(self, name: str) -> None:
+        self.channels.pop(name, None)
+        if name in self.order:
+            idx = self.order.index(name)
+            self.order.remove(name)
+            if self.current == name:
+                self.current = self.order[min(idx, len(self.order) - 1)] if self.order else None
+
+    def switch(self, name: str) -> bool:
+        """Make ``name`` current: its unread line is where it was left, counts reset."""
+        view = self.channels.get(name)
+        if view is None:
+            return False
+        old = self.channels.get(self.current or "")
+        if old is not None and old is not view:
+            old.new_after = None
+        view.new_after = view.last_read if view.unread else None
+        view.unread = 0
+        view.mentioned = False
+        self.current = name
+        return True
+
+    def cycle(self, step: int) -> str | None:
+        if not self.order:
+            return None
+        i = self.order.index(self.current) if self.current in self.order else 0
+        target = self.order[(i + step) % len(self.order)]
+        self.switch(target)
+        return target
+
+    def mark_read(self, name: str) -> None:
+        view = self.channels.get(name)
+        if view is not None and view.at_tail:
+            newest = view.newest_key
+            if newest is not None and (view.last_read is None or newest > view.last_read):
+                view.last_read = newest
+
+    # ------------------------------------------------------------------ rows
+
+    def row_from_entry(self, entry: LogEntry) -> Row:
+        content = decode_content(entry.content)
+        own = entry.sender_id == self.sender_id
+        time_ms = entry.delivered_at if entry.delivered_at is not None else entry.received_at
+        row = Row(
+            key=entry.cursor,
+            sender_id=entry.sender_id,
+            name=content.name,
+            kind=content.kind,
+            text=content.text,
+            time_ms=time_ms,
+            message_id=entry.message_id,
+            own_state=(entry.state.value if entry.state is not None else "sent") if own else None,
+        )
+        row.mention = not own and mentions(row.text, self.name)
+        return row
+
+    def rows_from_entries(self, entries: Iterable[LogEntry]) -> list[Row]:
+        return [self.row_from_entry(e) for e in entries]
+
+    # ------------------------------------------------------------------ events
+
+    def apply(self, ev: NodeEvent, now_ms: int) -> Changes:
+        """Fold one node event in; returns what changed."""
+        ch = Changes()
+        if isinstance(ev, Delivered):
+            self._delivered(ev, now_ms, ch)
+        elif isinstance(ev, OwnMessage):
+            self._own(ev, now_ms, ch)
+        elif isinstance(ev, Missing):
+            self._missing(ev, now_ms, ch)
+        elif isinstance(ev, Lost):
+            self._lost(ev, ch)
+        elif isinstance(ev, ConnectionChanged):
+            self.connection = ev.state
+            self.connection_reason = ev.reason
+            self.retry_in = ev.retry_in
+            ch.status = True
+        elif isinstance(ev, ChannelJoined):
+            self.add_channel(ev.channel, ev.public)
+            ch.channel_list = True
+            ch.channels.add(ev.channel)
+        elif isinstance(ev, ChannelLeft):
+            self.remove_channel(ev.channel)
+            ch.channel_list = True
+        elif isinstance(ev, PeerSeen):
+            if ev.name:
+                self.names[ev.sender_id] = ev.name
+            ch.peers = True
+        return ch
+
+    def _delivered(self, ev: Delivered, now_ms: int, ch: Changes) -> None:
+        view = self.channels.get(ev.channel)
+        if view is None:
+            return
+        if ev.name:
+            self.names[ev.sender_id] = ev.name
+        view.typing.pop(ev.sender_id, None)
+        key = (ev.lamport, ev.message_id)
+        recovered = ev.message_id in view.missing
+        waiters = view.missing.pop(ev.message_id, set())
+        for wid in waiters:
+            w = view.find_message(wid)
+            if w is not None and ev.message_id in w.waiting_for:
+                w.waiting_for.discard(ev.message_id)
+                w.touch()
+        row = view.find_message(ev.message_id)
+        if row is not None:  # it was shown while waiting: now it is delivered
+            if row.waiting_for:
+                for dep in row.waiting_for:
+                    others = view.missing.get(dep)
+                    if others is not None:
+                        others.discard(ev.message_id)
+                        if not others:
+                            del view.missing[dep]
+                row.waiting_for = set()
+            row.lost = max(row.lost, ev.missing_before)
+            row.name, row.kind, row.text = ev.name, ev.kind, ev.text
+            if row.key != key:
+                view.rekey(row, key)
+            row.touch()
+            ch.channels.add(ev.channel)
+            return
+        mention = mentions(ev.text, self.name)
+        if view.at_tail and not view.following and len(view.rows) >= MAX_WINDOW:
+            view.at_tail = False  # the reader is scrolled up: do not push their rows out
+        if view.at_tail or (view.keys and key < view.keys[-1]):
+            view.insert(
+                Row(
+                    key=key,
+                    sender_id=ev.sender_id,
+                    name=ev.name,
+                    kind=ev.kind,
+                    text=ev.text,
+                    time_ms=now_ms,
+                    message_id=ev.message_id,
+                    lost=ev.missing_before,
+                    recovered=recovered,
+                    mention=mention,
+                )
+            )
+            if view.at_tail and len(view.rows) > MAX_WINDOW:
+                view.trim(keep_end=True)
+        else:
+            view.new_below += 1
+        if ev.channel != self.current:
+            view.unread += 1
+            ch.channel_list = True
+            if mention:
+                view.mentioned = True
+                ch.bell = True
+        ch.channels.add(ev.channel)
+
+    def _own(self, ev: OwnMessage, now_ms: int, ch: Changes) -> None:
+        view = self.channels.get(ev.channel)
+        if view is None:
+            return
+        ch.channels.add(ev.channel)
+        if ev.state == "queued":
+            if ev.local_id is None or view.find_local(ev.local_id) is not None:
+                return
+            view.insert(
+                Row(
+                    key=(PENDING_LAMPORT, f"{ev.local_id:020d}"),
+                    sender_id=self.sender_id,
+                    name=self.name,
+                    kind=ev.kind or "msg",
+                    text=ev.text or "",
+                    time_ms=now_ms,
+                    local_id=ev.local_id,
+                    own_state="queued",
+                )
+            )
+            view.new_after = None  # we spoke: everything above is read
+            return
+        if ev.state == "logged":
+            assert ev.message_id is not None and ev.lamport is not None
+            key = (ev.lamport, ev.message_id)
+            row = view.find_local(ev.local_id) if ev.local_id is not None else None
+            if row is None:
+                if view.find_message(ev.message_id) is not None or not view.at_tail:
+                    return
+                row = Row(
+                    key=key,
+                    sender_id=self.sender_id,
+                    name=self.name,
+                    kind=ev.kind or "msg",
+                    text=ev.text or "",
+                    time_ms=now_ms,
+                    own_state="queued",
+                )
+                row.message_id = ev.message_id
+                view.insert(row)
+                return
+            row.message_id = ev.message_id
+            view.rekey(row, key)
+            return
+        if ev.message_id is None:
+            return
+        row = view.find_message(ev.message_id)
+        if row is None or row.own_state is None:
+            return
+        if _STATE_RANK.get(ev.state, -1) <= _STATE_RANK.get(row.own_state, -1):
+            return
+        row.own_state = ev.state
+        row.touch()
+        if ev.state == "failed":
+            ch.notices.append(
+                ("error", f"a message in #{ev.channel} could not be delivered: Ctrl+R retries")
+            )
+
+    def _missing(self, ev: Missing, now_ms: int, ch: Changes) -> None:
+        view = self.channels.get(ev.channel)
+        if view is None:
+            return
+        ch.status = True
+        if not ev.waiting or not ev.ids:
+            return
+        row = view.find_message(ev.waiting)
+        if row is None and ev.text is not None and ev.lamport is not None:
+            if not view.at_tail:
+                view.new_below += 1
+                return
+            if ev.name:
+                self.names[ev.sender_id] = ev.name
+            row = Row(
+                key=(ev.lamport, ev.waiting),
+                sender_id=ev.sender_id,
+                name=ev.name,
+                kind=ev.kind or "msg",
+                text=ev.text,
+                time_ms=now_ms,
+                message_id=ev.waiting,
+                mention=mentions(ev.text, self.name),
+            )
+            view.insert(row)
+            if ev.channel != self.current:
+                view.unread += 1
+                ch.channel_list = True
+        if row is None or row.own:
+            return
+        for dep in ev.ids:
+            view.missing.setdefault(dep, set()).add(ev.waiting)
+            row.waiting_for.add(dep)
+        row.touch()
+        ch.channels.add(ev.channel)
+
+    def _lost(self, ev: Lost, ch: Changes) -> None:
+        view = self.channels.get(ev.channel)
+        if view is None:
+            return
+        view.missing.pop(ev.message_id, None)
+        for wid in ev.waiting:
+            row = view.find_message(wid)
+            if row is None:
+                continue
+            row.waiting_for.discard(ev.message_id)
+            row.lost += 1
+            row.touch()
+        ch.channels.add(ev.channel)
+        ch.status = True
+
+    # ------------------------------------------------------------------ typing
+
+    def typing(self, channel: str, sender_id: str, name: str, until: float) -> bool:
+        view = self.channels.get(channel)
+        if view is None or sender_id == self.sender_id:
+            return False
+        view.typing[sender_id] = (name, until)
+        return True
+
+    def expire_typing(self, now: float) -> set[str]:
+        """Forget typing indicators past their time; the channels that changed."""
+        changed = set()
+        for view in self.channels.values():
+            gone = [s for s, (_, until) in view.typing.items() if until <= now]
+            for s in gone:
+                del view.typing[s]
+            if gone:
+                changed.add(view.name)
+        return changed

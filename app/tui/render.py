@@ -1,0 +1,234 @@
+"""How a :class:`~app.tui.model.Row` looks: time, state glyph, author colour, wrapped text, markers.
+
+Pure Rich (no Textual): :func:`row_lines` returns the row's lines already
+wrapped to a width, so the message log widget can cache them and draw any
+100 of them without touching the rest. A row looks like::
+
+    12:04 ●      alice │ hello @bob, the build is green
+                       │ again
+            ⋯ 2 earlier messages missing · fetching
+    12:05        carol │ and the tests?
+
+(the marker goes *above* the message that waits). Colours come from two
+palettes, one for dark and one for light themes; an author's colour is a hash
+of their authenticated sender id, so it is the same on every screen and a
+display name cannot borrow someone else's colour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from rich.console import Console
+from rich.style import Style
+from rich.text import Text
+
+from app.tui.model import STATE_GLYPHS, Row
+
+__all__ = [
+    "NICK_WIDTH",
+    "Palette",
+    "author_color",
+    "palette",
+    "row_lines",
+    "state_label",
+]
+
+NICK_WIDTH = 10
+"""Columns of the (right-aligned) author column."""
+
+_DARK_AUTHORS = (
+    "#e06c75", "#98c379", "#e5c07b", "#61afef", "#c678dd", "#56b6c2",
+    "#d19a66", "#ff79c6", "#8be9fd", "#50fa7b", "#f1fa8c", "#bd93f9",
+)  # fmt: skip
+_LIGHT_AUTHORS = (
+    "#b3262e", "#2e7d32", "#8a6d00", "#1f5fbf", "#7b1fa2", "#00796b",
+    "#a0522d", "#ad1457", "#00838f", "#33691e", "#6d4c41", "#4527a0",
+)  # fmt: skip
+
+_MENTION = re.compile(r"(?<![\w@])@[\w][\w.-]*")
+
+STATE_LABELS = {
+    "queued": "queued (not sent yet)",
+    "sent": "sent",
+    "possibly_acknowledged": "possibly seen",
+    "acknowledged": "acknowledged",
+    "failed": "failed",
+}
+
+
+def state_label(state: str | None) -> str:
+    """A person's word for an own-message state."""
+    return STATE_LABELS.get(state or "", state or "")
+
+
+@dataclass(frozen=True)
+class Palette:
+    """The colours rows are drawn with."""
+
+    dark: bool
+    authors: tuple[str, ...]
+    time: Style
+    separator: Style
+    marker_missing: Style
+    marker_lost: Style
+    new_line: Style
+    mention_bg: Style
+    mention_word: Style
+    selected: Style
+    dim: Style
+    states: dict[str, Style]
+
+
+def palette(dark: bool) -> Palette:
+    """The palette for a dark or a light theme."""
+    if dark:
+        return Palette(
+            dark=True,
+            authors=_DARK_AUTHORS,
+            time=Style(color="#7f848e"),
+            separator=Style(color="#4b5263"),
+            marker_missing=Style(color="#e5c07b", italic=True),
+            marker_lost=Style(color="#e06c75", bold=True),
+            new_line=Style(color="#61afef", bold=True),
+            mention_bg=Style(bgcolor="#3b3320"),
+            mention_word=Style(color="#ffd866", bold=True),
+            selected=Style(bgcolor="#2c3a4f"),
+            dim=Style(color="#7f848e", italic=True),
+            states={
+                "queued": Style(color="#7f848e"),
+                "sent": Style(color="#abb2bf"),
+                "possibly_acknowledged": Style(color="#61afef"),
+                "acknowledged": Style(color="#98c379"),
+                "failed": Style(color="#e06c75", bold=True),
+            },
+        )
+    return Palette(
+        dark=False,
+        authors=_LIGHT_AUTHORS,
+        time=Style(color="#6a737d"),
+        separator=Style(color="#b0b7c0"),
+        marker_missing=Style(color="#8a6d00", italic=True),
+        marker_lost=Style(color="#b3262e", bold=True),
+        new_line=Style(color="#1f5fbf", bold=True),
+        mention_bg=Style(bgcolor="#fff3c4"),
+        mention_word=Style(color="#8a4b00", bold=True),
+        selected=Style(bgcolor="#dbe7f7"),
+        dim=Style(color="#6a737d", italic=True),
+        states={
+            "queued": Style(color="#6a737d"),
+            "sent": Style(color="#444d56"),
+            "possibly_acknowledged": Style(color="#1f5fbf"),
+            "acknowledged": Style(color="#2e7d32"),
+            "failed": Style(color="#b3262e", bold=True),
+        },
+    )
+
+
+def author_color(sender_id: str, pal: Palette) -> str:
+    """A stable colour for an author (a hash of the sender id)."""
+    digest = hashlib.sha256(sender_id.encode("utf-8", "replace")).digest()
+    return pal.authors[int.from_bytes(digest[:4], "big") % len(pal.authors)]
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _nick(name: str, width: int) -> str:
+    if len(name) > width:
+        return name[: width - 1] + "…"
+    return name.rjust(width)
+
+
+def _body(row: Row, pal: Palette, color: str) -> Text:
+    text = Text(no_wrap=False, overflow="fold")
+    style = pal.dim if row.waiting else Style()
+    if row.kind == "me":
+        text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
+        text.append(" ")
+        text.append(row.text, style + Style(italic=True))
+    else:
+        text.append(row.text, style)
+    for m in _MENTION.finditer(text.plain):
+        text.stylize(pal.mention_word, m.start(), m.end())
+    if row.recovered:
+        text.append("  ↺ recovered", pal.dim)
+    if row.own_state == "failed":
+        text.append(
+            "  not delivered · Ctrl+R retries" if not row.retried else "  retried",
+            pal.states["failed"] if not row.retried else pal.dim,
+        )
+    return text
+
+
+def row_lines(
+    row: Row,
+    width: int,
+    console: Console,
+    pal: Palette,
+    *,
+    tz: tzinfo | None = None,
+    selected: bool = False,
+    new_line: bool = False,
+) -> list[Text]:
+    """The row's lines (markers above it, then the wrapped message), each ``width`` wide."""
+    width = max(width, 20)
+    nick_w = NICK_WIDTH if width >= 48 else 6
+    prefix_w = 5 + 1 + 1 + 1 + nick_w + 3
+    body_w = max(8, width - prefix_w)
+    color = author_color(row.sender_id, pal)
+    lines: list[Text] = []
+    if new_line:
+        label = " new "
+        side = max(2, (width - len(label)) // 2)
+        lines.append(Text("─" * side + label + "─" * (width - side - len(label)), pal.new_line))
+    indent = " " * (prefix_w - 2)
+    if row.waiting:
+        n = len(row.waiting_for)
+        lines.append(
+            Text(
+                f"{indent}⋯ {_plural(n, 'earlier message', 'earlier messages')} missing · fetching",
+                pal.marker_missing,
+            )
+        )
+    if row.lost:
+        lines.append(
+            Text(f"{indent}✗ {_plural(row.lost, 'message', 'messages')} lost", pal.marker_lost)
+        )
+    when = datetime.fromtimestamp(row.time_ms / 1000.0, tz)  # tz None: local time
+    prefix = Text()
+    prefix.append(when.strftime("%H:%M"), pal.time)
+    prefix.append(" ")
+    if row.own_state is not None:
+        prefix.append(STATE_GLYPHS.get(row.own_state, "?"), pal.states.get(row.own_state, Style()))
+    elif row.waiting:
+        prefix.append("⋯", pal.marker_missing)
+    else:
+        prefix.append(" ")
+    prefix.append(" ")
+    if row.kind == "me":
+        prefix.append(" " * (nick_w - 1) + "*", Style(color=color, bold=True))
+    else:
+        prefix.append(_nick(row.name or row.sender_id[:8], nick_w), Style(color=color, bold=True))
+    prefix.append(" │ ", pal.separator)
+    cont = Text(" " * (prefix_w - 3))
+    cont.append(" │ ", pal.separator)
+    body = _body(row, pal, color)
+    wrapped = body.wrap(console, body_w, overflow="fold") if body.plain else [Text("")]
+    for i, part in enumerate(wrapped):
+        part.rstrip()
+        line = (prefix if i == 0 else cont).copy()
+        line.append_text(part)
+        lines.append(line)
+    if row.mention or selected:
+        bg = pal.selected if selected else pal.mention_bg
+        for line in lines[-len(wrapped) :]:
+            pad = width - line.cell_len
+            if pad > 0:
+                line.append(" " * pad)
+            line.stylize(bg)
+    return lines

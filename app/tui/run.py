@@ -1,0 +1,76 @@
+"""``sdschat join <channel>`` without ``--headless``: the TUI over a websocket relay.
+
+Same flags, settings and exit statuses as the headless mode
+(:mod:`app.headless`): 0 clean exit; 2 bad usage or settings; 3 the data
+directory is in use; 4 the database or identity file is unusable; 5 a
+passphrase problem. Problems found before the screen opens (bad flags, an
+unreadable passphrase file) are printed on stderr; the others are shown in
+the app, which then exits with their status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from app.headless import EXIT_PASSPHRASE, EXIT_USAGE, PassphraseFileError, read_passphrase_file
+from app.node import NodeOptions
+from app.node_settings import settings_from_args
+from app.transport import LossyTransport, RelayTransport, Transport
+
+__all__ = ["default_data_dir", "relay_label", "run_tui"]
+
+
+def default_data_dir() -> Path:
+    """Where ``sdschat join`` keeps its data without ``--data-dir``."""
+    return Path.home() / ".local" / "share" / "sdschat"
+
+
+def relay_label(url: str) -> str:
+    """``relay 127.0.0.1:8765`` for the status bar."""
+    parts = urlsplit(url)
+    return f"relay {parts.netloc or url}"
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    """Run the TUI for parsed ``sdschat join`` arguments; returns the exit status."""
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        print(f"sdschat join: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    passphrase: bytes | None = None
+    if args.passphrase_file:
+        try:
+            passphrase = read_passphrase_file(args.passphrase_file)
+        except PassphraseFileError as exc:
+            print(f"sdschat join: {exc}", file=sys.stderr)
+            return EXIT_PASSPHRASE
+    ask = not args.passphrase_file and sys.stdin.isatty()
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    transport: Transport = RelayTransport(settings.relay)
+    label = relay_label(settings.relay)
+    if settings.drop_rate > 0:
+        transport = LossyTransport(transport, settings.drop_rate, random.Random(settings.drop_seed))
+        label += f" (dropping {settings.drop_rate:.0%})"
+    options = NodeOptions(config=settings.config, state_save_interval_ms=settings.state_save_ms)
+    channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
+
+    from app.tui.app import make_app  # Textual loads only for the TUI
+
+    app = make_app(
+        data_dir,
+        transport,
+        channels=channels,
+        name=settings.name,
+        passphrase=passphrase,
+        ask_passphrase=ask,
+        options=options,
+        transport_label=label,
+        theme=getattr(args, "theme", None),
+    )
+    app.run()
+    return int(app.return_code or 0)

@@ -1,0 +1,167 @@
+"""Modal screens: help, details (``/info``, ``/who``, ``/stats``), passphrase, fatal errors."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from app.tui.commands import COMMANDS
+from app.tui.model import STATE_GLYPHS
+from app.tui.render import state_label
+
+__all__ = ["FatalScreen", "HelpScreen", "PassphraseScreen", "TextScreen", "help_text"]
+
+KEYS = (
+    ("Enter", "send the line (or run the /command)"),
+    ("Tab", "complete a /command, #channel or @name"),
+    ("Up / Down", "previous / next line you typed"),
+    ("Ctrl+N / Ctrl+P", "next / previous channel"),
+    ("Alt+1 … Alt+9", "go to channel 1…9"),
+    ("PgUp / PgDn", "scroll back / forward (older history loads from disk)"),
+    ("Ctrl+Up / Ctrl+Down", "select a message (then /info); Esc clears"),
+    ("Ctrl+F", "search this channel's history"),
+    ("Ctrl+R", "retry messages that failed"),
+    ("F1", "this help"),
+    ("F2", "show / hide the peer list"),
+    ("F3", "dark / light theme"),
+    ("Ctrl+Q", "quit (everything is saved)"),
+)
+
+MARKERS = (
+    (STATE_GLYPHS["queued"], "queued", "yours, stored on disk, not sent yet (offline?)"),
+    (STATE_GLYPHS["sent"], "sent", "yours, handed to the network"),
+    (
+        STATE_GLYPHS["possibly_acknowledged"],
+        "possibly seen",
+        "someone's bloom filter says they probably have it",
+    ),
+    (STATE_GLYPHS["acknowledged"], "acknowledged", "someone's causal history names it: received"),
+    (STATE_GLYPHS["failed"], "failed", "resends exhausted: Ctrl+R or /retry sends it again"),
+    ("⋯", "N earlier messages missing · fetching", "it arrived before messages it depends on"),
+    ("✗", "N messages lost", "the protocol gave up on them (lost timeout)"),
+    ("↺", "recovered", "arrived late: a resend, a repair or a sync filled the gap"),
+    ("─", "── new ──", "where you left off"),
+)
+
+
+def help_text() -> Text:
+    """The F1 / ``/help`` text."""
+    out = Text()
+    out.append("Keys\n", "bold underline")
+    for key, what in KEYS:
+        out.append(f"  {key:<22}", "bold")
+        out.append(f"{what}\n")
+    out.append("\nCommands\n", "bold underline")
+    for c in COMMANDS:
+        out.append(f"  {c.usage:<22}", "bold")
+        out.append(f"{c.help}\n")
+    out.append("  //text".ljust(24), "bold")
+    out.append("send a line that starts with /\n")
+    out.append("\nMarkers and states\n", "bold underline")
+    for glyph, name, what in MARKERS:
+        out.append(f"  {glyph} ", "bold")
+        out.append(f"{name:<38}", "bold")
+        out.append(f"{what}\n")
+    return out
+
+
+class TextScreen(ModalScreen[None]):
+    """A scrollable box of text; Esc, Enter or q closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter,q", "close", "close", show=False),
+        Binding("f1", "close", "close", show=False),
+    ]
+
+    def __init__(self, title: str, body: Text | str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(self.title_text, classes="dialog-title")
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(self.body, id="dialog-text")
+            yield Static("Esc closes", classes="dialog-hint")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(TextScreen):
+    """F1: keys, commands, markers."""
+
+    def __init__(self) -> None:
+        super().__init__("sdschat help", help_text(), id="help")
+
+
+class PassphraseScreen(ModalScreen[str | None]):
+    """Asks for a channel passphrase (not echoed). Empty means a PUBLIC channel."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel", show=False)]
+
+    def __init__(self, channel: str, *, purpose: str = "") -> None:
+        super().__init__(id="passphrase")
+        self.channel = channel
+        self.purpose = purpose
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(f"Passphrase for #{self.channel}", classes="dialog-title")
+            yield Static(
+                self.purpose
+                or "Everyone in the channel uses the same passphrase. Leave it empty for a "
+                "PUBLIC channel: anyone who knows its name can read it.",
+                classes="dialog-body-text",
+            )
+            yield Input(password=True, placeholder="passphrase", id="passphrase-input")
+            yield Static("Enter accepts · Esc cancels", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class FatalScreen(ModalScreen[None]):
+    """An error sdschat cannot continue after; any key exits with ``code``."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter,q,space", "leave", "exit", show=False)
+    ]
+
+    def __init__(self, title: str, message: str, hint: str, code: int) -> None:
+        super().__init__(id="fatal")
+        self.title_text = title
+        self.message = message
+        self.hint = hint
+        self.code = code
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog error"):
+            yield Static(f"✗ {self.title_text}", classes="dialog-title")
+            yield Static(self.message, classes="dialog-body-text", id="fatal-message")
+            if self.hint:
+                yield Static(self.hint, classes="dialog-body-text", id="fatal-hint")
+            yield Static(f"Press Enter to exit (status {self.code})", classes="dialog-hint")
+
+    def action_leave(self) -> None:
+        self.app.exit(return_code=self.code, message=f"sdschat: {self.message}")
+
+
+def own_state_line(state: str | None) -> str:
+    if state is None:
+        return "—"
+    return f"{STATE_GLYPHS.get(state, '?')} {state_label(state)}"

@@ -1,0 +1,329 @@
+"""The message log: a Line API view over a channel's window of rows (never one widget per message).
+
+:class:`MessageLog` draws the current :class:`~app.tui.model.ChannelView`.
+Each row is wrapped once per width and cached as :class:`~textual.strip.Strip`
+lines (keyed by the row's ``version``); ``render_line`` finds the row under a
+screen line by bisecting the rows' line offsets, so drawing costs the same for
+200 rows as for a window paged out of 100,000. When the person scrolls to
+the top of the window the widget posts :class:`MessageLog.NeedOlder` (the
+app pages older rows in from SQLite and the view stays where it was); at
+the bottom of a window that does not reach the newest message it posts
+:class:`MessageLog.NeedNewer`. While the view is at the bottom it follows
+new messages.
+"""
+
+from __future__ import annotations
+
+import bisect
+from datetime import tzinfo
+
+from rich.text import Text
+from textual import events
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from app.tui.model import ChannelView, Key, Row
+from app.tui.render import Palette, palette, row_lines
+
+__all__ = ["MessageLog"]
+
+
+class MessageLog(ScrollView, can_focus=True):
+    """The scrollback of the current channel (see the module docstring)."""
+
+    DEFAULT_CSS = """
+    MessageLog {
+        overflow-x: hidden;
+    }
+    """
+
+    class NeedOlder(Message):
+        """Scrolled to the top of the window: page older rows in."""
+
+        def __init__(self, channel: str) -> None:
+            super().__init__()
+            self.channel = channel
+
+    class NeedNewer(Message):
+        """Scrolled to the bottom of a window that is not at the tail: page newer rows in."""
+
+        def __init__(self, channel: str) -> None:
+            super().__init__()
+            self.channel = channel
+
+    class Selected(Message):
+        """A row was selected (click or Ctrl+Up/Down)."""
+
+        def __init__(self, channel: str, key: Key | None) -> None:
+            super().__init__()
+            self.channel = channel
+            self.key = key
+
+    def __init__(self, *, tz: tzinfo | None = None, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.view: ChannelView | None = None
+        self.tz = tz
+        self.dark = True
+        self._pal: Palette = palette(True)
+        self.selected: Key | None = None
+        self._cache: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
+        self._offsets: list[int] = []
+        self._drawn: list[Row] = []
+        self._header: list[Strip] = []
+        self._total = 0
+        self._width = 0
+        self._layout_version: tuple[object, ...] | None = None
+        self.follow = True
+        self._older_requested = False
+        self._newer_requested = False
+        self.layouts = 0
+        """How many times the layout was recomputed (for tests and benchmarks)."""
+
+    # ------------------------------------------------------------------ API
+
+    def show(self, view: ChannelView | None) -> None:
+        """Show another channel's view (scrolled to its bottom)."""
+        self.view = view
+        self.selected = None
+        self.follow = True
+        self._older_requested = self._newer_requested = False
+        self._cache.clear()
+        self._layout_version = None
+        self.sync(force=True)
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def set_dark(self, dark: bool) -> None:
+        if dark != self.dark:
+            self.dark = dark
+            self._pal = palette(dark)
+            self._cache.clear()
+            self.sync(force=True)
+
+    def page_loaded(self) -> None:
+        """The app finished a NeedOlder/NeedNewer request (rows may have been added)."""
+        self._older_requested = self._newer_requested = False
+        self.sync()
+        self._check_edges()
+
+    def sync(self, *, force: bool = False) -> None:
+        """Re-layout after the view changed, keeping what the person looks at in place."""
+        width = self.scrollable_content_region.width or self.size.width
+        if width <= 0:
+            return
+        view = self.view
+        stamp: tuple[object, ...] = (
+            id(view),
+            view.version if view else 0,
+            sum(r.version for r in view.rows) if view else 0,
+            width,
+            self.selected,
+            view.first_new_index() if view else None,
+            view.more_before if view else None,
+            self.dark,
+        )
+        if not force and stamp == self._layout_version:
+            return
+        following = self.follow or self.max_scroll_y == 0
+        anchor = None if following else self._anchor()
+        self._layout(width)
+        self._layout_version = stamp
+        if following:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        elif anchor is not None:
+            row, delta = anchor
+            y = self._offset_of(row.key)
+            if y is not None:
+                self.scroll_to(y=y + delta, animate=False, immediate=True)
+        self.refresh()
+
+    def select_step(self, step: int) -> Key | None:
+        """Move the selection up (-1) or down (+1); selects the newest row first."""
+        view = self.view
+        if view is None or not view.rows:
+            return None
+        if self.selected is None:
+            i = len(view.rows) - 1 if step < 0 else 0
+        else:
+            cur = view.index_of(self.selected)
+            i = (len(view.rows) - 1) if cur is None else max(0, min(len(view.rows) - 1, cur + step))
+        self.select(view.rows[i].key)
+        return self.selected
+
+    def select(self, key: Key | None) -> None:
+        self.selected = key
+        self.sync()
+        if key is not None:
+            self.scroll_to_key(key)
+        if self.view is not None:
+            self.post_message(self.Selected(self.view.name, key))
+
+    def scroll_to_key(self, key: Key) -> None:
+        y = self._offset_of(key)
+        if y is None:
+            return
+        height = self.scrollable_content_region.height
+        if y < self.scroll_y or y >= self.scroll_y + height - 1:
+            target = max(0, y - height // 3)
+            self.follow = target >= self.max_scroll_y
+            self.scroll_to(y=target, animate=False, immediate=True)
+
+    def selected_row(self) -> Row | None:
+        view = self.view
+        if view is None or not view.rows:
+            return None
+        if self.selected is not None:
+            i = view.index_of(self.selected)
+            if i is not None:
+                return view.rows[i]
+        return view.rows[-1]
+
+    def page(self, direction: int) -> None:
+        """PgUp (-1) / PgDn (+1): scroll by a page; at the edge of the window, page in more."""
+        height = max(1, self.scrollable_content_region.height - 1)
+        target = self.scroll_y + direction * height
+        self.scroll_to(y=max(0, min(target, self.max_scroll_y)), animate=False, immediate=True)
+        self.follow = self.scroll_y >= self.max_scroll_y
+        self._check_edges()
+
+    def to_bottom(self) -> None:
+        self.follow = True
+        self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        self._check_edges()
+
+    # ------------------------------------------------------------------ layout
+
+    def _row_strips(self, row: Row, index: int, width: int, new_index: int | None) -> list[Strip]:
+        selected = row.key == self.selected
+        is_new = index == new_index
+        ident = (row.version, width, selected, is_new, self.dark)
+        hit = self._cache.get(id(row))
+        if hit is not None and hit[0] == ident:
+            return hit[1]
+        console = self.app.console
+        lines = row_lines(
+            row, width, console, self._pal, tz=self.tz, selected=selected, new_line=is_new
+        )
+        strips = [_strip(t, console, width) for t in lines]
+        self._cache[id(row)] = (ident, strips)
+        return strips
+
+    def _header_lines(self, width: int) -> list[Strip]:
+        view = self.view
+        if view is None:
+            return []
+        console = self.app.console
+        if view.more_before:
+            return [_strip(Text("  ↑ older messages: scroll up", self._pal.time), console, width)]
+        if view.public:
+            note = f"#{view.name} is PUBLIC: anyone who knows its name can read it"
+        else:
+            note = f"#{view.name}: end-to-end encrypted with the channel passphrase"
+        out = [_strip(Text(f"  {note}", self._pal.time), console, width)]
+        if not view.rows:
+            out.append(_strip(Text("  No messages yet. Say hello!", self._pal.dim), console, width))
+        return out
+
+    def _layout(self, width: int) -> None:
+        self.layouts += 1
+        self._width = width
+        view = self.view
+        self._header = self._header_lines(width)
+        offsets = []
+        y = len(self._header)
+        keep: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
+        if view is not None:
+            new_index = view.first_new_index()
+            for i, row in enumerate(view.rows):
+                offsets.append(y)
+                y += len(self._row_strips(row, i, width, new_index))
+                keep[id(row)] = self._cache[id(row)]
+        self._cache = keep
+        self._offsets = offsets
+        self._drawn = list(view.rows) if view is not None else []
+        self._total = y
+        self.virtual_size = Size(width, y)
+
+    def _offset_of(self, key: Key) -> int | None:
+        view = self.view
+        if view is None:
+            return None
+        i = view.index_of(key)
+        if i is None or i >= len(self._offsets):
+            return None
+        return self._offsets[i]
+
+    def _anchor(self) -> tuple[Row, int] | None:
+        """The row drawn at the top of the viewport (last layout) and how far into it we are."""
+        if not self._offsets:
+            return None
+        y = int(self.scroll_y)
+        i = bisect.bisect_right(self._offsets, y) - 1
+        if not 0 <= i < len(self._drawn):
+            return None
+        return self._drawn[i], y - self._offsets[i]
+
+    # ------------------------------------------------------------------ Line API
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        line = y + int(self.scroll_y)
+        base = self.rich_style
+        if line < len(self._header):
+            return self._header[line].crop_extend(0, width, base).apply_style(base)
+        view = self.view
+        if view is None or not self._offsets:
+            return Strip.blank(width, base)
+        i = bisect.bisect_right(self._offsets, line) - 1
+        if i < 0 or i >= len(view.rows):
+            return Strip.blank(width, base)
+        row = view.rows[i]
+        hit = self._cache.get(id(row))
+        if hit is None:
+            return Strip.blank(width, base)
+        strips = hit[1]
+        j = line - self._offsets[i]
+        if j >= len(strips):
+            return Strip.blank(width, base)
+        return strips[j].crop_extend(0, width, base).apply_style(base)
+
+    # ------------------------------------------------------------------ events
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.sync(force=True)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self.follow = new_value >= self.max_scroll_y
+            self._check_edges()
+
+    def _check_edges(self) -> None:
+        view = self.view
+        if view is None or not view.loaded:
+            return
+        if self.scroll_y <= 1 and view.more_before and not self._older_requested:
+            self._older_requested = True
+            self.post_message(self.NeedOlder(view.name))
+        if (
+            self.scroll_y >= self.max_scroll_y - 1
+            and not view.at_tail
+            and not self._newer_requested
+        ):
+            self._newer_requested = True
+            self.post_message(self.NeedNewer(view.name))
+
+    def on_click(self, event: events.Click) -> None:
+        view = self.view
+        if view is None or not self._offsets:
+            return
+        line = event.y + int(self.scroll_y)
+        i = bisect.bisect_right(self._offsets, line) - 1
+        if 0 <= i < len(view.rows):
+            self.select(view.rows[i].key)
+
+
+def _strip(text: Text, console: object, width: int) -> Strip:
+    segments = [s for s in text.render(console) if s.text != "\n"]  # type: ignore[arg-type]
+    return Strip(segments).adjust_cell_length(width, None)

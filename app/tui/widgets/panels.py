@@ -1,0 +1,228 @@
+"""The small panels around the log: channel list, peer list, channel bar, typing line, status bar.
+
+Each renders one Rich :class:`~rich.text.Text` from plain data the app hands
+it (``update_*`` methods), so the app decides when to redraw (once per batch
+of node events, not once per event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.message import Message
+from textual.widget import Widget
+
+from app.tui.render import author_color, palette
+
+__all__ = [
+    "ChannelBar",
+    "ChannelEntry",
+    "ChannelList",
+    "PeerEntry",
+    "PeerList",
+    "StatusBar",
+    "StatusInfo",
+    "TypingLine",
+]
+
+
+@dataclass(frozen=True)
+class ChannelEntry:
+    name: str
+    unread: int
+    mentioned: bool
+    current: bool
+    public: bool
+
+
+class ChannelList(Widget):
+    """``1 #general  3 @``: channels with unread counts and a mention badge."""
+
+    class Clicked(Message):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.entries: tuple[ChannelEntry, ...] = ()
+
+    def update_entries(self, entries: Sequence[ChannelEntry]) -> None:
+        entries = tuple(entries)
+        if entries != self.entries:
+            self.entries = entries
+            self.refresh()
+
+    def render(self) -> Text:
+        dark = self.app.current_theme.dark
+        pal = palette(dark)
+        width = max(8, self.size.width)
+        out = Text()
+        out.append("Channels\n", Style(bold=True, dim=True))
+        for i, e in enumerate(self.entries, 1):
+            num = f"{i}" if i <= 9 else " "
+            badge = ""
+            if e.unread:
+                badge = f" {e.unread if e.unread < 1000 else '999+'}"
+            if e.mentioned:
+                badge += " @"
+            label = f"#{e.name}"
+            room = width - len(num) - 1 - len(badge)
+            if len(label) > room:
+                label = label[: max(1, room - 1)] + "…"
+            line = Text()
+            line.append(num + " ", pal.time)
+            line.append(label, Style(bold=e.current or bool(e.unread)))
+            pad = width - len(num) - 1 - len(label) - len(badge)
+            line.append(" " * max(0, pad))
+            if e.unread:
+                line.append(f" {e.unread if e.unread < 1000 else '999+'}", pal.states["sent"])
+            if e.mentioned:
+                line.append(" @", pal.mention_word + pal.mention_bg)
+            if e.current:
+                line.stylize(pal.selected)
+            out.append_text(line)
+            out.append("\n")
+        return out
+
+    def on_click(self, event: events.Click) -> None:
+        i = event.y - 1
+        if 0 <= i < len(self.entries):
+            self.post_message(self.Clicked(self.entries[i].name))
+
+
+@dataclass(frozen=True)
+class PeerEntry:
+    sender_id: str
+    name: str
+    seen: str
+    you: bool = False
+    typing: bool = False
+
+
+class PeerList(Widget):
+    """Who is in the current channel: a coloured dot per author, last seen."""
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.entries: tuple[PeerEntry, ...] = ()
+
+    def update_entries(self, entries: Sequence[PeerEntry]) -> None:
+        entries = tuple(entries)
+        if entries != self.entries:
+            self.entries = entries
+            self.refresh()
+
+    def render(self) -> Text:
+        pal = palette(self.app.current_theme.dark)
+        out = Text()
+        out.append(f"Peers ({len(self.entries)})\n", Style(bold=True, dim=True))
+        for e in self.entries:
+            out.append("● ", Style(color=author_color(e.sender_id, pal)))
+            out.append(e.name, Style(bold=e.you))
+            if e.you:
+                out.append(" (you)", pal.time)
+            elif e.typing:
+                out.append(" ✎", pal.marker_missing)
+            out.append("\n")
+            out.append(f"  {e.sender_id[:8]} · {e.seen}\n", pal.time)
+        return out
+
+
+class ChannelBar(Widget):
+    """The line above the log: channel, its protection, what it is waiting for."""
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = Text()
+
+    def update_text(self, text: Text) -> None:
+        if text.plain != self.text.plain or text.spans != self.text.spans:
+            self.text = text
+            self.refresh()
+
+    def render(self) -> Text:
+        return self.text
+
+
+class TypingLine(Widget):
+    """Under the log: who is typing, or how many new messages wait below."""
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = ""
+
+    def update_text(self, text: str) -> None:
+        if text != self.text:
+            self.text = text
+            self.refresh()
+
+    def render(self) -> Text:
+        pal = palette(self.app.current_theme.dark)
+        return Text(self.text, pal.dim)
+
+
+@dataclass(frozen=True)
+class StatusInfo:
+    transport: str
+    """e.g. ``relay 127.0.0.1:8765``."""
+    state: str
+    """``connecting``, ``connected``, ``disconnected``, ``closed``, ``offline``."""
+    reason: str | None
+    retry_in: float | None
+    lan: str
+    sync: str
+    """``synced`` or ``syncing · 3 missing``."""
+    store: str
+    me: str
+
+
+class StatusBar(Widget):
+    """The bottom line: transport and its state, LAN, sync state, store peer, who you are."""
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.info: StatusInfo | None = None
+
+    def update_info(self, info: StatusInfo) -> None:
+        if info != self.info:
+            self.info = info
+            self.refresh()
+
+    def render(self) -> Text:
+        info = self.info
+        pal = palette(self.app.current_theme.dark)
+        if info is None:
+            return Text(" starting…", pal.time)
+        sep = Text(" │ ", pal.separator)
+        good = pal.states["acknowledged"]
+        warn = pal.marker_missing
+        bad = pal.marker_lost
+        out = Text(" ")
+        if info.state == "connected":
+            out.append("● ", good)
+            out.append(f"{info.transport} connected")
+        elif info.state == "connecting":
+            out.append("◌ ", warn)
+            out.append(f"{info.transport} connecting…")
+        else:
+            out.append("✗ ", bad)
+            what = "unreachable" if info.state == "disconnected" else info.state
+            out.append(f"{info.transport} {what}", bad)
+            if info.retry_in is not None:
+                out.append(f" · retry in {info.retry_in:.0f}s", pal.time)
+        out.append_text(sep)
+        out.append(f"LAN {info.lan}")
+        out.append_text(sep)
+        out.append(info.sync, good if info.sync == "synced" else warn)
+        out.append_text(sep)
+        out.append(f"store {info.store}")
+        out.append_text(sep)
+        out.append(info.me, pal.time)
+        out.append_text(sep)
+        out.append("F1 help", pal.time)
+        return out
