@@ -705,7 +705,10 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
         import os
 
         n = master[6:-1] if master.startswith("local[") else "1"
-        cores = os.cpu_count() or 2 if n in ("*", "") else int(n)
+        try:
+            cores = (os.cpu_count() or 2) if n in ("*", "") else int(n.split(",")[0])
+        except ValueError:
+            cores = 2
         shuffle = max(2, 4 * cores)
     own = spark is None
     try:
