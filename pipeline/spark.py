@@ -27,10 +27,11 @@ def make_session(
 ) -> Any:
     """Return a (new or existing) SparkSession.
 
-    ``master=None`` leaves the master to ``spark-submit``. Local masters bind
-    the driver to 127.0.0.1 and use this interpreter for Python workers.
+    ``master=None`` leaves the master (and addresses) to ``spark-submit``. Local
+    masters bind the driver to 127.0.0.1 and use this interpreter for Python
+    workers.
     """
-    local = master is None or master.startswith("local")
+    local = master is not None and master.startswith("local")
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
