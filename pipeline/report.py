@@ -614,7 +614,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -
 
 def write_report(summary: dict[str, Any], out: str | Path) -> Path:
     """Write summary.json, report.html and the CSVs into ``out`` (all or nothing)."""
-    from pipeline.html import render_html
+    from pipeline.html_report import render_html
 
     out = Path(out)
     staging = out.parent / f".{out.name}.report-partial-{time.time_ns()}"
