@@ -36,6 +36,7 @@ test: lint tools
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Isds --python_out=sds --pyi_out=sds sds/sds.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/envelope.proto
+	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/store.proto
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py

@@ -197,6 +197,28 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=run)
 
 
+def _add_store(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.store_cmd import add_store_arguments  # light: stdlib only
+
+    p = sub.add_parser(
+        "store",
+        help="run a store peer: archive a channel's encrypted envelopes for those who were away",
+        description="Subscribe to topics (--topic HEX, or --channel NAME for a public channel) "
+        "through relays, keep every envelope (ciphertext only: the store holds no key) in "
+        "SQLite with its arrival time, and answer history queries on --listen. Retention by "
+        "age (--max-age) and size (--max-bytes). JSON logs on stderr; SIGINT/SIGTERM exit 0. "
+        "Exit status: 1 cannot listen, 2 usage, 3 data dir in use, 4 database unusable.",
+    )
+    add_store_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from app.store_cmd import run_store_command
+
+        return run_store_command(args)
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sdschat",
@@ -211,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sim(sub)
     _add_report(sub)
     _add_export(sub)
+    _add_store(sub)
     return parser
 
 

@@ -1,0 +1,176 @@
+"""``sdschat store``: flags, and turning them into a :class:`net.store_config.StorePeerConfig`.
+
+Topics to archive come from ``--topic HEX`` (any channel, the topic a node
+prints when it joins: ``"topic"`` in its ``channel`` event) and ``--channel
+NAME`` (a PUBLIC channel only: its key, and so its topic, follow from the
+name; the store derives the topic and forgets the key). A private channel's
+topic cannot be derived without its passphrase: give its topic hex instead.
+The store never needs, and never holds, a passphrase.
+
+Light at import (stdlib and ``net.store_config`` only) so ``sdschat --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from net.store_config import (
+    DEFAULT_STORE_PORT,
+    StorePeerConfig,
+    parse_duration_ms,
+    parse_host_port,
+    parse_size,
+    parse_topic,
+)
+
+__all__ = ["add_store_arguments", "config_from_args", "run_store_command"]
+
+
+def add_store_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``sdschat store``."""
+    d = StorePeerConfig(data_dir=Path("."))
+    p.add_argument(
+        "--relay",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="subscribe through this relay (repeatable), e.g. ws://127.0.0.1:8765",
+    )
+    p.add_argument(
+        "--data-dir",
+        required=True,
+        help="the store's data directory (SQLite archive; one store per directory)",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="HEX",
+        help="archive this topic (hex; repeatable). Works for any channel, private ones too",
+    )
+    p.add_argument(
+        "--channel",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="archive this PUBLIC channel (no passphrase; repeatable): the topic is derived "
+        "from the name. For a private channel give --topic",
+    )
+    p.add_argument(
+        "--listen",
+        default=f"127.0.0.1:{DEFAULT_STORE_PORT}",
+        metavar="HOST:PORT",
+        help=f"answer queries here (default 127.0.0.1:{DEFAULT_STORE_PORT}; port 0 = any free "
+        "port, logged as store_listening); 'none' disables queries",
+    )
+    p.add_argument(
+        "--max-age",
+        default="30d",
+        metavar="DURATION",
+        help="retention by age: delete envelopes older than this (30d, 12h, 90m, 45s; "
+        "0 = keep forever; default 30d)",
+    )
+    p.add_argument(
+        "--max-bytes",
+        default="1G",
+        metavar="SIZE",
+        help="retention by size: keep at most this many envelope bytes, deleting the oldest "
+        "(1G, 500M, 64k; 0 = unlimited; default 1G)",
+    )
+    p.add_argument(
+        "--retention-interval",
+        type=float,
+        default=d.retention_interval_s,
+        metavar="SECONDS",
+        help=f"seconds between retention runs (default {d.retention_interval_s:g})",
+    )
+    p.add_argument(
+        "--max-hashes",
+        type=int,
+        default=d.max_hashes,
+        metavar="N",
+        help=f"most hashes in one by-hash query (default {d.max_hashes})",
+    )
+    p.add_argument(
+        "--max-page-size",
+        type=int,
+        default=d.max_page_size,
+        metavar="N",
+        help=f"largest page of a by-time query (default {d.max_page_size})",
+    )
+    p.add_argument(
+        "--max-clients",
+        type=int,
+        default=d.max_clients,
+        metavar="N",
+        help=f"simultaneous query connections (default {d.max_clients})",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        default="json",
+        help="structured log format on stderr (default json)",
+    )
+    p.add_argument(
+        "--stats-interval",
+        type=float,
+        default=d.stats_interval_s,
+        metavar="SECONDS",
+        help=f"seconds between store_stats log lines, 0 = only at exit "
+        f"(default {d.stats_interval_s:g})",
+    )
+
+
+def _topics(args: argparse.Namespace) -> tuple[bytes, ...]:
+    topics: list[bytes] = [parse_topic(t) for t in args.topic]
+    if args.channel:
+        from net.channel_key import derive_channel_key  # Argon2id: only when needed
+
+        for name in args.channel:
+            if not name:
+                raise ValueError("a channel name must not be empty")
+            topics.append(derive_channel_key(name, None).topic)
+    if not topics:
+        raise ValueError("nothing to archive: give --topic HEX and/or --channel NAME")
+    return tuple(dict.fromkeys(topics))
+
+
+def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
+    """Build the store's configuration from parsed :func:`add_store_arguments` flags.
+
+    Raises:
+        ValueError: a bad value (the message names it).
+    """
+    listen = None if args.listen.strip().lower() == "none" else parse_host_port(args.listen)
+    if not args.relay:
+        raise ValueError("no source of envelopes: give --relay URL")
+    return StorePeerConfig(
+        data_dir=Path(args.data_dir).expanduser(),
+        topics=_topics(args),
+        relays=tuple(args.relay),
+        listen=listen,
+        max_age_ms=parse_duration_ms(args.max_age),
+        max_bytes=parse_size(args.max_bytes),
+        retention_interval_s=args.retention_interval,
+        max_hashes=args.max_hashes,
+        max_page_size=args.max_page_size,
+        default_page_size=min(200, args.max_page_size),
+        max_clients=args.max_clients,
+        log_format=args.log_format,
+        stats_interval_s=args.stats_interval,
+    )
+
+
+def run_store_command(args: argparse.Namespace) -> int:
+    """``sdschat store``: exit 0 after SIGINT/SIGTERM, 1 cannot listen, 2 usage,
+    3 data dir in use, 4 database unusable."""
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"sdschat store: {exc}", file=sys.stderr)
+        return 2
+    from net.store_peer import run_store
+
+    return run_store(config)

@@ -1,0 +1,213 @@
+"""Settings of ``sdschat store`` (the store peer) and their parsing helpers.
+
+Light on purpose (stdlib only) so that ``sdschat --help`` stays fast; the
+store itself lives in ``net/store_peer.py``.
+
+Retention (both limits apply; 0 disables one):
+
+* ``max_age_ms``: envelopes that arrived longer ago are deleted
+  (``--max-age``, default 30 days);
+* ``max_bytes``: when the archived envelopes total more, the oldest are deleted
+  until they fit (``--max-bytes``, default 1 GiB). Sizes are envelope bytes,
+  not the SQLite file's size: the file does not shrink, SQLite reuses the freed
+  pages for new envelopes.
+
+Retention runs at start and then every ``retention_interval_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from net.relay_log import LogFormat
+
+__all__ = [
+    "DEFAULT_STORE_PORT",
+    "StorePeerConfig",
+    "parse_duration_ms",
+    "parse_host_port",
+    "parse_size",
+    "parse_topic",
+]
+
+DEFAULT_STORE_PORT = 8766
+"""Default TCP port of a store's query listener."""
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_DURATION_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000,
+                "w": 7 * 86_400_000}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"``, ``"500ms"``, ``"2w"`` or plain seconds -> ms.
+
+    Raises:
+        ValueError: anything else.
+    """
+    m = _DURATION.match(text)
+    if m is None:
+        raise ValueError(f"not a duration: {text!r} (examples: 30d, 12h, 90m, 45s, 0)")
+    unit = m.group(2) or "s"
+    return int(float(m.group(1)) * _DURATION_MS[unit])
+
+
+def parse_size(text: str) -> int:
+    """``"1G"``, ``"500M"``, ``"64k"``, ``"1GiB"`` (powers of 1024) or plain bytes -> bytes.
+
+    Raises:
+        ValueError: anything else.
+    """
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f"not a size: {text!r} (examples: 1G, 500M, 64k, 0)")
+    unit = (m.group(2) or "").lower()[:1]
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_host_port(text: str, default_port: int = DEFAULT_STORE_PORT) -> tuple[str, int]:
+    """``"127.0.0.1:8766"``, ``"[::1]:8766"``, ``"127.0.0.1"`` or ``":8766"`` -> (host, port).
+
+    Raises:
+        ValueError: a malformed address or a port out of range.
+    """
+    text = text.strip()
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"not HOST:PORT: {text!r}")
+        port_text = rest[1:]
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    elif ":" in text:  # bare IPv6 address without a port
+        host, port_text = text, ""
+    else:
+        host, port_text = text, ""
+    host = host or "127.0.0.1"
+    try:
+        port = int(port_text) if port_text else default_port
+    except ValueError:
+        raise ValueError(f"not HOST:PORT: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range: {port}")
+    return host, port
+
+
+def parse_topic(text: str) -> bytes:
+    """A topic given as hex (sdschat topics are 16 bytes = 32 hex digits).
+
+    Raises:
+        ValueError: not hex, or not 1 to 64 bytes.
+    """
+    try:
+        topic = bytes.fromhex(text.strip())
+    except ValueError:
+        raise ValueError(f"a topic is hex digits, got {text!r}") from None
+    if not 1 <= len(topic) <= 64:
+        raise ValueError(f"a topic is 1 to 64 bytes, got {len(topic)}")
+    return topic
+
+
+@dataclass(frozen=True)
+class StorePeerConfig:
+    """Everything that shapes a store peer.
+
+    Attributes:
+        data_dir: the store's data directory (SQLite archive, lock).
+        topics: the topics archived (16-byte sdschat topics).
+        relays: relay URLs to subscribe through (any number, may be empty).
+        listen: ``(host, port)`` of the query listener (port 0 picks a free
+            one); ``None`` disables queries.
+        max_age_ms: retention by age (0 keeps forever).
+        max_bytes: retention by total envelope bytes (0 is unlimited).
+        retention_interval_s: seconds between retention runs.
+        max_hashes: most hashes in one by-hash query.
+        max_page_size: largest page of a by-time query.
+        default_page_size: page size when a query asks for 0.
+        max_request_bytes: largest request frame answered; bigger ones (up to
+            ``max_frame``) get ``Error{oversized}``.
+        max_frame: largest websocket message read at all; bigger ones close
+            the connection with 1009.
+        response_frame_bytes: target size of one answer frame (answers are
+            split into frames of about this size).
+        max_page_bytes: a by-time page stops early once it holds this many
+            envelope bytes (its ``next`` cursor continues the range).
+        max_clients: open query connections allowed (extra: closed with 1013).
+        rate, burst: requests per second (token bucket) per query connection;
+            excess requests get ``Error{rate_limited}``.
+        flush_interval_s, flush_max: received envelopes are written in one
+            transaction every ``flush_interval_s`` or every ``flush_max``
+            envelopes, whichever comes first.
+        ingest_limit: received envelopes waiting to be written; beyond it the
+            receiving side waits (backpressure).
+        log_format: ``"json"`` or ``"text"`` lines on stderr.
+        stats_interval_s: seconds between ``store_stats`` log lines (0: only at exit).
+    """
+
+    data_dir: Path
+    topics: tuple[bytes, ...] = ()
+    relays: tuple[str, ...] = ()
+    listen: tuple[str, int] | None = ("127.0.0.1", DEFAULT_STORE_PORT)
+    max_age_ms: int = 30 * 86_400_000
+    max_bytes: int = 1024**3
+    retention_interval_s: float = 60.0
+    max_hashes: int = 256
+    max_page_size: int = 1000
+    default_page_size: int = 200
+    max_request_bytes: int = 64 * 1024
+    max_frame: int = 1024 * 1024
+    response_frame_bytes: int = 1024 * 1024
+    max_page_bytes: int = 32 * 1024 * 1024
+    max_clients: int = 256
+    rate: float = 200.0
+    burst: int = 400
+    flush_interval_s: float = 0.05
+    flush_max: int = 512
+    ingest_limit: int = 8192
+    log_format: LogFormat = "json"
+    stats_interval_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_hashes", "max_page_size", "default_page_size", "max_request_bytes",
+                     "max_frame", "response_frame_bytes", "max_page_bytes", "max_clients",
+                     "burst", "flush_max", "ingest_limit"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.default_page_size > self.max_page_size:
+            raise ValueError("default_page_size must be <= max_page_size")
+        if self.max_request_bytes > self.max_frame:
+            raise ValueError("max_request_bytes must be <= max_frame")
+        if self.max_age_ms < 0 or self.max_bytes < 0:
+            raise ValueError("retention limits must be >= 0 (0 disables)")
+        if self.retention_interval_s <= 0 or self.flush_interval_s <= 0 or self.rate <= 0:
+            raise ValueError("intervals and rates must be positive")
+        if self.log_format not in ("json", "text"):
+            raise ValueError(f"unknown log format {self.log_format!r}")
+        for topic in self.topics:
+            if not 1 <= len(topic) <= 64:
+                raise ValueError("a topic is 1 to 64 bytes")
+        for url in self.relays:
+            if not url.startswith(("ws://", "wss://")):
+                raise ValueError(f"relay URL must start with ws:// or wss://, got {url!r}")
+
+    def replace(self, **changes: Any) -> StorePeerConfig:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def as_log_fields(self) -> dict[str, Any]:
+        """The settings worth a log line (no paths beyond the data dir)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "topics":
+                value = [t.hex() for t in value]
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out

@@ -1,0 +1,743 @@
+"""``sdschat store``: a store peer that archives envelopes and answers history queries.
+
+A store peer subscribes to topics (over any number of relays, and/or LAN
+gossip) and keeps every envelope of those topics in SQLite (the ``archive``
+table of :mod:`storage.archive`) with its arrival time, byte for byte as it
+arrived. It holds no channel key and never decrypts: it reads an envelope's
+``topic`` and hashes its bytes, nothing else. Nodes that were away ask it for
+what they missed; nodes missing a dependency ask it by retrieval hint.
+
+Ingest (:meth:`StorePeer.ingest`): an envelope is checked (size, canonical v1
+``Envelope`` encoding, 12-byte nonce, a topic this store archives), stamped
+with its arrival time (the store's wall clock, never decreasing within a
+run) and buffered; a writer task commits the buffer in one transaction every
+``flush_interval_s`` or every ``flush_max`` envelopes. A crash (``kill -9``)
+loses at most that unflushed buffer; what was committed survives (SQLite WAL).
+Duplicates (same hash) are ignored.
+
+Queries (``net/store.proto``, one ``StoreFrame`` per websocket binary
+message, answered in order per connection):
+
+* ``InfoRequest`` -> ``Info`` (limits, the store's clock);
+* ``QueryByHash`` (1..``max_hashes`` hashes of 32 bytes) -> the envelopes
+  found, in frames of about ``response_frame_bytes``;
+* ``QueryByTime`` (topic, since/until, cursor, page size) -> one page, oldest
+  first, with the ``next`` cursor when the range has more.
+
+Refusals are ``Error`` frames with a stable ``code`` (see store.proto); the
+connection stays open. Frames above ``max_frame`` close it with 1009.
+
+Retention by age and by size runs at start and every ``retention_interval_s``
+(:mod:`net.store_config` documents the flags). Logs are JSON lines on stderr
+(``store_listening`` with the bound ``port``, ``store_stats``, ...). SIGINT and
+SIGTERM flush the buffer, close connections and exit 0.
+
+In-process use (tests, benchmarks)::
+
+    peer = StorePeer(StorePeerConfig(data_dir, topics=(topic,), listen=("127.0.0.1", 0)))
+    await peer.start()
+    url = peer.url                        # ws://127.0.0.1:<port>
+    await peer.ingest(envelope_bytes)     # what the relay/LAN feeds call
+    await peer.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+from net import envelope_pb2, store_pb2
+from net.envelope import ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, NONCE_BYTES, envelope_hash
+from net.relay import TokenBucket
+from net.relay_client import RelayClient, StateChange
+from net.relay_log import RelayLogger
+from net.store_config import StorePeerConfig
+from net.store_frames import (
+    HASH_BYTES,
+    STORE_PROTOCOL_VERSION,
+    StoreFrameError,
+    decode_store_frame,
+    encode_envelopes,
+    encode_error,
+    encode_info,
+)
+from storage import ArchivedEnvelope, Store
+
+__all__ = [
+    "CLOSE_FULL",
+    "CLOSE_SHUTDOWN",
+    "EnvelopeFeed",
+    "StorePeer",
+    "StoreStats",
+    "check_envelope",
+    "run_store",
+    "serve_store_until_signal",
+]
+
+CLOSE_FULL = 1013
+"""Close code for a query connection refused because ``max_clients`` are connected."""
+
+CLOSE_SHUTDOWN = 1001
+"""Close code used when the store shuts down."""
+
+_HASH_CHUNK = 32  # hashes per database call of a by-hash query
+
+
+def wall_ms() -> int:
+    """Wall-clock milliseconds (arrival times)."""
+    return time.time_ns() // 1_000_000
+
+
+class EnvelopeFeed(Protocol):
+    """Where envelopes come from (a relay subscription, LAN gossip): started once, closed once."""
+
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def check_envelope(data: bytes, topics: frozenset[bytes]) -> tuple[bytes | None, str | None]:
+    """``(topic, None)`` for an envelope a store may archive, else ``(None, reason)``.
+
+    The checks need no key: size, canonical version-1 ``Envelope`` encoding
+    (the form whose hash every participant computes the same), a 12-byte
+    nonce, and a topic in ``topics``.
+    """
+    if len(data) > MAX_ENVELOPE_BYTES:
+        return None, "oversized"
+    try:
+        env = envelope_pb2.Envelope.FromString(data)
+    except Exception:
+        return None, "malformed"
+    if env.version != ENVELOPE_VERSION:
+        return None, "unsupported_version"
+    canonical = envelope_pb2.Envelope(
+        version=env.version, topic=env.topic, nonce=env.nonce, ciphertext=env.ciphertext
+    ).SerializeToString()
+    if canonical != data or len(env.nonce) != NONCE_BYTES:
+        return None, "malformed"
+    if env.topic not in topics:
+        return None, "unknown_topic"
+    return env.topic, None
+
+
+@dataclass
+class StoreStats:
+    """Counters over the store's lifetime (logged as ``store_stats``).
+
+    Attributes:
+        received: envelopes handed to :meth:`StorePeer.ingest`.
+        archived: envelopes newly written (duplicates excluded).
+        duplicates: received envelopes whose hash was already archived or buffered.
+        rejected: received envelopes refused, by reason.
+        flushes: write transactions.
+        queries: answered requests, by kind (``info``, ``by_hash``, ``by_time``).
+        served_envelopes, served_bytes: envelopes sent in answers.
+        errors: ``Error`` answers, by code.
+        retention_deleted: envelopes deleted by retention.
+        connections_total, connections_rejected: query connections.
+    """
+
+    received: int = 0
+    archived: int = 0
+    duplicates: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    flushes: int = 0
+    queries: Counter[str] = field(default_factory=Counter)
+    served_envelopes: int = 0
+    served_bytes: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    retention_deleted: int = 0
+    connections_total: int = 0
+    connections_rejected: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy."""
+        return {
+            "received": self.received,
+            "archived": self.archived,
+            "duplicates": self.duplicates,
+            "rejected": dict(sorted(self.rejected.items())),
+            "flushes": self.flushes,
+            "queries": dict(sorted(self.queries.items())),
+            "served_envelopes": self.served_envelopes,
+            "served_bytes": self.served_bytes,
+            "errors": dict(sorted(self.errors.items())),
+            "retention_deleted": self.retention_deleted,
+            "connections_total": self.connections_total,
+            "connections_rejected": self.connections_rejected,
+        }
+
+
+class _RejectedRequest(Exception):
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+class _RelayFeed:
+    """Subscribes to the store's topics on one relay and feeds :meth:`StorePeer.ingest`."""
+
+    def __init__(self, peer: StorePeer, url: str) -> None:
+        self.url = url
+        self._peer = peer
+
+        def on_state(change: StateChange) -> None:
+            peer.log.info(
+                "relay_state",
+                relay=url,
+                state=change.state.value,
+                reason=change.reason,
+                retry_in=change.retry_in,
+            )
+
+        self._client = RelayClient(
+            url, sorted(peer.topics), peer.ingest, on_state=on_state, backoff_max=10.0
+        )
+
+    def start(self) -> None:
+        self._client.start()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def wait_connected(self, timeout: float | None = None) -> bool:
+        return await self._client.wait_connected(timeout)
+
+
+class StorePeer:
+    """The store peer, runnable in-process (see the module docstring).
+
+    Args:
+        config: data directory, topics, feeds, limits.
+        logger: where structured events go (default: ``config.log_format`` on stderr).
+        feeds: extra envelope sources (LAN gossip) started and closed with the
+            store; relays in ``config.relays`` get one feed each automatically.
+        clock: wall-clock milliseconds (injectable in tests: retention by age).
+    """
+
+    def __init__(
+        self,
+        config: StorePeerConfig,
+        *,
+        logger: RelayLogger | None = None,
+        feeds: Iterable[EnvelopeFeed] = (),
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.config = config
+        self.log = logger if logger is not None else RelayLogger(config.log_format)
+        self.topics: frozenset[bytes] = frozenset(config.topics)
+        self.stats = StoreStats()
+        self._clock = clock
+        self._store: Store | None = None
+        self._feeds: list[EnvelopeFeed] = list(feeds)
+        self._relay_feeds: list[_RelayFeed] = []
+        self._pending: list[ArchivedEnvelope] = []
+        self._pending_hashes: set[bytes] = set()
+        self._last_arrival = 0
+        self._flush_wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._space.set()
+        self._flushed = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
+        self._stats_task: asyncio.Task[None] | None = None
+        self._server: Server | None = None
+        self._port: int | None = None
+        self._conns: set[ServerConnection] = set()
+        self._ids = itertools.count(1)
+        self._closing = False
+        self._closed = asyncio.Event()
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def store(self) -> Store:
+        """The open :class:`storage.Store` (its ``archive`` holds the envelopes)."""
+        if self._store is None:
+            raise RuntimeError("store peer not started")
+        return self._store
+
+    @property
+    def port(self) -> int:
+        """The bound query port (useful with port 0)."""
+        if self._port is None:
+            raise RuntimeError("store peer has no query listener")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``ws://host:port`` of the query listener."""
+        assert self.config.listen is not None
+        host = self.config.listen[0]
+        if ":" in host:
+            host = f"[{host}]"
+        return f"ws://{host}:{self.port}"
+
+    @property
+    def pending(self) -> int:
+        """Received envelopes not yet written."""
+        return len(self._pending)
+
+    async def start(self) -> None:
+        """Open the archive, run retention once, start listening and the feeds.
+
+        Raises:
+            storage.DataDirLockedError, storage.CorruptDatabaseError,
+            storage.NewerSchemaError: from :meth:`storage.Store.open`.
+            OSError: the query address cannot be bound.
+        """
+        cfg = self.config
+        self._store = await Store.open(cfg.data_dir)
+        try:
+            count, size = await self._store.archive.stats()
+            self.log.info(
+                "store_opened",
+                data_dir=str(cfg.data_dir),
+                envelopes=count,
+                bytes=size,
+                topics=[t.hex() for t in cfg.topics],
+            )
+            await self.run_retention()
+            self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
+            if cfg.listen is not None:
+                host, port = cfg.listen
+                self._server = await serve(
+                    self._handle,
+                    host,
+                    port,
+                    max_size=cfg.max_frame,
+                    compression=None,
+                    close_timeout=5.0,
+                    ping_interval=20.0,
+                    ping_timeout=20.0,
+                )
+                self._port = int(self._server.sockets[0].getsockname()[1])
+                self.log.info("store_listening", host=host, port=self._port)
+        except BaseException:
+            await self._store.close()
+            self._store = None
+            raise
+        self._retention = asyncio.create_task(self._retention_loop(), name="store-retention")
+        if cfg.stats_interval_s > 0:
+            self._stats_task = asyncio.create_task(self._stats_loop(), name="store-stats")
+        for url in cfg.relays:
+            feed = _RelayFeed(self, url)
+            self._relay_feeds.append(feed)
+            self._feeds.append(feed)
+        for f in self._feeds:
+            f.start()
+
+    async def wait_relays_connected(self, timeout: float | None = None) -> bool:
+        """Wait until every relay subscription is confirmed (tests)."""
+        results = [await f.wait_connected(timeout) for f in self._relay_feeds]
+        return all(results)
+
+    def add_feed(self, feed: EnvelopeFeed) -> None:
+        """Add an envelope source; started now if the store is running."""
+        self._feeds.append(feed)
+        if self._store is not None and not self._closing:
+            feed.start()
+
+    async def close(self) -> None:
+        """Stop feeds, flush the buffer, close connections and the archive. Idempotent."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        for f in self._feeds:
+            with contextlib.suppress(Exception):
+                await f.close()
+        for task in (self._retention, self._stats_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self._server is not None:
+            self._server.close(close_connections=False)
+            for ws in list(self._conns):
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(2.0):
+                        await ws.close(CLOSE_SHUTDOWN, "store shutting down")
+                if ws.state is not State.CLOSED:
+                    ws.transport.abort()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5.0):
+                    await self._server.wait_closed()
+        if self._writer is not None:
+            self._flush_wake.set()
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                await self._flush()
+            self.log.info("store_stats", final=True, **self.stats.as_dict())
+            await self._store.close()
+        self.log.info("store_stopped")
+        self._closed.set()
+
+    async def __aenter__(self) -> StorePeer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def ingest(self, data: bytes) -> None:
+        """Archive one received envelope (checked; buffered; written within ``flush_interval_s``).
+
+        Waits only when ``ingest_limit`` envelopes are already waiting to be
+        written (backpressure for the feed that called it).
+        """
+        self.stats.received += 1
+        topic, reason = check_envelope(data, self.topics)
+        if topic is None:
+            assert reason is not None
+            self.stats.rejected[reason] += 1
+            return
+        digest = envelope_hash(data)
+        if digest in self._pending_hashes:
+            self.stats.duplicates += 1
+            return
+        arrival = max(self._clock(), self._last_arrival)
+        self._last_arrival = arrival
+        self._pending.append(ArchivedEnvelope(digest, topic, arrival, data))
+        self._pending_hashes.add(digest)
+        if len(self._pending) >= self.config.flush_max:
+            self._flush_wake.set()
+        for _ in range(1000):  # bounded: each pass waits for a flush
+            if len(self._pending) < self.config.ingest_limit or self._closing:
+                break
+            self._space.clear()
+            self._flush_wake.set()
+            await self._space.wait()
+
+    async def flush(self) -> None:
+        """Write everything buffered now (tests; the writer task does it on its own)."""
+        await self._flush()
+
+    async def run_retention(self) -> int:
+        """Apply retention by age, then by size; returns how many envelopes were deleted."""
+        archive = self.store.archive
+        deleted = 0
+        cfg = self.config
+        if cfg.max_age_ms > 0:
+            cutoff = self._clock() - cfg.max_age_ms
+            deleted += await archive.delete_older_than(cutoff)
+        if cfg.max_bytes > 0:
+            _count, size = await archive.stats()
+            if size > cfg.max_bytes:
+                deleted += await archive.trim_to_size(cfg.max_bytes)
+        if deleted:
+            self.stats.retention_deleted += deleted
+            self.log.info("store_retention", deleted=deleted)
+        return deleted
+
+    # ------------------------------------------------------------ ingest
+
+    async def _flush(self) -> None:
+        if not self._pending or self._store is None:
+            return
+        batch, self._pending = self._pending, []
+        try:
+            new = await self._store.archive.put_many(batch)
+        except Exception as exc:
+            self.log.error("store_write_failed", error=str(exc), envelopes=len(batch))
+            self._pending = batch + self._pending  # keep them; retried on the next flush
+            raise
+        finally:
+            self._pending_hashes = {a.hash for a in self._pending}
+            self._space.set()
+        self.stats.flushes += 1
+        self.stats.archived += new
+        self.stats.duplicates += len(batch) - new
+
+    async def _write_loop(self) -> None:
+        interval = self.config.flush_interval_s
+        while True:  # ends when close() cancels it
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._flush_wake.wait()
+            self._flush_wake.clear()
+            try:
+                await self._flush()
+            except Exception:
+                await asyncio.sleep(interval)
+
+    async def _retention_loop(self) -> None:
+        while True:  # ends when close() cancels it
+            await asyncio.sleep(self.config.retention_interval_s)
+            try:
+                await self.run_retention()
+            except Exception as exc:
+                self.log.error("store_retention_failed", error=str(exc))
+
+    async def _stats_loop(self) -> None:
+        while True:  # ends when close() cancels it
+            await asyncio.sleep(self.config.stats_interval_s)
+            self.log.info("store_stats", connections=len(self._conns), **self.stats.as_dict())
+
+    # ------------------------------------------------------------ queries
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        cfg = self.config
+        if self._closing or len(self._conns) >= cfg.max_clients:
+            self.stats.connections_rejected += 1
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await ws.close(CLOSE_FULL, "store full")
+            return
+        self._conns.add(ws)
+        self.stats.connections_total += 1
+        cid = next(self._ids)
+        loop = asyncio.get_running_loop()
+        bucket = TokenBucket(cfg.rate, cfg.burst, loop.time())
+        self.log.debug("query_connection_opened", conn=cid, open=len(self._conns))
+        try:
+            async for message in ws:
+                await self._answer(ws, message, bucket, loop.time())
+        except ConnectionClosed:
+            pass
+        finally:
+            self._conns.discard(ws)
+            self.log.debug("query_connection_closed", conn=cid, open=len(self._conns))
+
+    async def _error(self, ws: ServerConnection, request_id: int, code: str, reason: str) -> None:
+        self.stats.errors[code] += 1
+        await ws.send(encode_error(request_id, code, reason))
+
+    async def _answer(
+        self, ws: ServerConnection, message: str | bytes, bucket: TokenBucket, now: float
+    ) -> None:
+        if not bucket.take(now):
+            await self._error(ws, 0, "rate_limited", "over the per-connection request rate")
+            return
+        if isinstance(message, str):
+            await self._error(ws, 0, "malformed", "text frames are not accepted")
+            return
+        if len(message) > self.config.max_request_bytes:
+            await self._error(
+                ws, 0, "oversized", f"request of {len(message)} bytes > "
+                f"{self.config.max_request_bytes}"
+            )
+            return
+        try:
+            frame = decode_store_frame(message)
+        except StoreFrameError as exc:
+            await self._error(ws, 0, exc.code, exc.reason)
+            return
+        rid = frame.request_id
+        kind = frame.WhichOneof("body")
+        try:
+            if kind == "info_request":
+                await self._info(ws, rid)
+            elif kind == "query_by_hash":
+                await self._by_hash(ws, rid, frame.query_by_hash)
+            elif kind == "query_by_time":
+                await self._by_time(ws, rid, frame.query_by_time)
+            else:
+                raise _RejectedRequest("unexpected_frame", f"clients may not send {kind}")
+        except _RejectedRequest as exc:
+            await self._error(ws, rid, exc.code, exc.reason)
+        except ConnectionClosed:
+            raise
+        except Exception as exc:  # a store problem must not kill the connection silently
+            self.log.error("query_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
+            await self._error(ws, rid, "internal", "the store could not answer")
+
+    async def _info(self, ws: ServerConnection, rid: int) -> None:
+        cfg = self.config
+        oldest = 0
+        for topic in self.topics:
+            first = await self.store.archive.range(topic, limit=1)
+            if first and (oldest == 0 or first[0].arrival_ms < oldest):
+                oldest = first[0].arrival_ms
+        info = store_pb2.Info(
+            protocol_version=STORE_PROTOCOL_VERSION,
+            store_time_ms=self._clock(),
+            max_hashes=cfg.max_hashes,
+            max_page_size=cfg.max_page_size,
+            default_page_size=cfg.default_page_size,
+            max_request_bytes=cfg.max_request_bytes,
+            oldest_arrival_ms=oldest,
+        )
+        self.stats.queries["info"] += 1
+        await ws.send(encode_info(rid, info))
+
+    async def _by_hash(self, ws: ServerConnection, rid: int, query: store_pb2.QueryByHash) -> None:
+        hashes = list(query.hashes)
+        if not hashes:
+            raise _RejectedRequest("malformed", "no hashes")
+        if len(hashes) > self.config.max_hashes:
+            raise _RejectedRequest(
+                "too_many_hashes", f"{len(hashes)} hashes > {self.config.max_hashes}"
+            )
+        for h in hashes:
+            if len(h) != HASH_BYTES:
+                raise _RejectedRequest("bad_hash", f"a hash of {len(h)} bytes")
+        self.stats.queries["by_hash"] += 1
+        wanted = list(dict.fromkeys(hashes))
+        if self._pending:
+            await self._flush()  # a just-received envelope is findable at once
+        frame: list[tuple[bytes, int]] = []
+        size = 0
+        limit = self.config.response_frame_bytes
+        for start in range(0, len(wanted), _HASH_CHUNK):
+            found = await self.store.archive.get_by_hashes(wanted[start : start + _HASH_CHUNK])
+            for h in wanted[start : start + _HASH_CHUNK]:
+                item = found.get(h)
+                if item is None:
+                    continue
+                if frame and size + len(item.envelope) > limit:
+                    await self._send_items(ws, rid, frame, final=False)
+                    frame, size = [], 0
+                frame.append((item.envelope, item.arrival_ms))
+                size += len(item.envelope)
+        await self._send_items(ws, rid, frame, final=True, store_time_ms=self._clock())
+
+    async def _by_time(self, ws: ServerConnection, rid: int, query: store_pb2.QueryByTime) -> None:
+        cfg = self.config
+        topic = query.topic
+        if not 1 <= len(topic) <= 64:
+            raise _RejectedRequest("bad_topic", f"topic of {len(topic)} bytes")
+        if topic not in self.topics:
+            raise _RejectedRequest("unknown_topic", "this store does not archive that topic")
+        page_size = query.page_size or cfg.default_page_size
+        if page_size > cfg.max_page_size:
+            raise _RejectedRequest("page_too_large", f"page_size {page_size} > {cfg.max_page_size}")
+        since, until = query.since_ms, query.until_ms
+        if until and until <= since:
+            raise _RejectedRequest("bad_range", "until_ms must be after since_ms")
+        cursor: tuple[int, bytes] | None = None
+        if query.HasField("cursor"):
+            if len(query.cursor.hash) != HASH_BYTES:
+                raise _RejectedRequest("malformed", "cursor hash is not 32 bytes")
+            cursor = (query.cursor.arrival_ms, query.cursor.hash)
+        if since >= 2**63 or (cursor is not None and cursor[0] >= 2**63):
+            raise _RejectedRequest("bad_range", "time out of range")
+        self.stats.queries["by_time"] += 1
+        if self._pending:
+            await self._flush()
+        store_time = self._clock()
+        archive = self.store.archive
+        sent = 0
+        page_bytes = 0
+        frame: list[tuple[bytes, int]] = []
+        size = 0
+        per_call = 32
+        exhausted = False
+        last: tuple[int, bytes] | None = cursor
+        for _ in range(page_size + 1):  # bounded: every pass fetches >= 1 row or ends
+            want = min(per_call, page_size - sent)
+            if want <= 0 or page_bytes >= cfg.max_page_bytes:
+                break
+            rows = await archive.range(topic, since_ms=since, cursor=last, limit=want)
+            consumed = 0
+            for row in rows:
+                if until and row.arrival_ms >= until:
+                    exhausted = True
+                    break
+                consumed += 1
+                if frame and size + len(row.envelope) > cfg.response_frame_bytes:
+                    await self._send_items(ws, rid, frame, final=False)
+                    frame, size = [], 0
+                frame.append((row.envelope, row.arrival_ms))
+                size += len(row.envelope)
+                page_bytes += len(row.envelope)
+                sent += 1
+                last = row.cursor
+                if page_bytes >= cfg.max_page_bytes:
+                    break
+            if exhausted:
+                break
+            if consumed == len(rows) < want:  # the archive has no more rows
+                exhausted = True
+                break
+            avg = max(1, page_bytes // max(1, sent))
+            per_call = max(1, min(256, cfg.response_frame_bytes // avg))
+        next_cursor = None if exhausted or last is None else last
+        await self._send_items(
+            ws, rid, frame, final=True, next_cursor=next_cursor, store_time_ms=store_time
+        )
+
+    async def _send_items(
+        self,
+        ws: ServerConnection,
+        rid: int,
+        items: list[tuple[bytes, int]],
+        *,
+        final: bool,
+        next_cursor: tuple[int, bytes] | None = None,
+        store_time_ms: int = 0,
+    ) -> None:
+        self.stats.served_envelopes += len(items)
+        self.stats.served_bytes += sum(len(e) for e, _ in items)
+        await ws.send(
+            encode_envelopes(
+                rid, items, final=final, next_cursor=next_cursor, store_time_ms=store_time_ms
+            )
+        )
+
+
+async def serve_store_until_signal(
+    config: StorePeerConfig,
+    logger: RelayLogger | None = None,
+    feeds: Iterable[EnvelopeFeed] = (),
+) -> int:
+    """Run a store peer until SIGINT or SIGTERM, then shut it down cleanly.
+
+    Returns:
+        0 after a clean shutdown, 1 if the store could not start, 3 if its data
+        directory is in use, 4 if the database is unusable.
+    """
+    from storage import CorruptDatabaseError, DataDirLockedError, NewerSchemaError
+
+    log = logger if logger is not None else RelayLogger(config.log_format)
+    peer = StorePeer(config, logger=log, feeds=feeds)
+    try:
+        await peer.start()
+    except DataDirLockedError as exc:
+        log.error("store_start_failed", error=str(exc))
+        return 3
+    except (CorruptDatabaseError, NewerSchemaError) as exc:
+        log.error("store_start_failed", error=str(exc))
+        return 4
+    except OSError as exc:
+        log.error("store_start_failed", listen=config.listen, error=str(exc))
+        return 1
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await stop.wait()
+        log.info("store_shutdown", signal=received[0] if received else None)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await peer.close()
+    return 0
+
+
+def run_store(config: StorePeerConfig, feeds: Iterable[EnvelopeFeed] = ()) -> int:
+    """Blocking entry point for ``sdschat store``; returns the process exit status."""
+    return asyncio.run(serve_store_until_signal(config, feeds=feeds))
