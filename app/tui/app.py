@@ -191,7 +191,7 @@ class SdsChatApp(App[None]):
         self.chat = ChatScreen(self._completion_source, opts.tz)
         self._pending: list[NodeEvent] = []
         self._flush_scheduled = False
-        self._closing = False
+        self._shutting_down = False
         self._throttle = TypingThrottle()
         self._rejected_noted: set[str] = set()
         self._connection_noted = False
@@ -269,7 +269,7 @@ class SdsChatApp(App[None]):
         node = self.node
         assert node is not None
         try:
-            await node.join(channel, self.passphrase)
+            info = await node.join(channel, self.passphrase)
         except NodePassphraseMismatch as exc:
             if fatal:
                 self._fatal_screen(
@@ -288,6 +288,7 @@ class SdsChatApp(App[None]):
                 self.notify(str(exc), severity="error")
             return False
         self._known_channels.add(channel)
+        self.model.add_channel(info.name, info.public)
         return True
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
@@ -301,7 +302,7 @@ class SdsChatApp(App[None]):
         node = self.node
         if node is None:
             return
-        self._closing = True
+        self._shutting_down = True
         self._save_state()
         with contextlib.suppress(Exception):
             await node.close()
@@ -425,17 +426,17 @@ class SdsChatApp(App[None]):
     # ------------------------------------------------------------------ node events
 
     def _on_node_event(self, event: NodeEvent) -> None:
-        if self._closing or isinstance(event, Closed):
+        if self._shutting_down or isinstance(event, Closed):
             return
         self._pending.append(event)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.set_timer(self.opts.flush_interval, self._flush)
+            self.set_timer(self.opts.flush_interval, self._flush_events)
 
-    def _flush(self) -> None:
+    def _flush_events(self) -> None:
         self._flush_scheduled = False
         batch, self._pending = self._pending, []
-        if not batch or self._closing:
+        if not batch or self._shutting_down:
             return
         self.events_seen += len(batch)
         now_ms = int(self.clock() * 1000)
@@ -516,7 +517,7 @@ class SdsChatApp(App[None]):
     # ------------------------------------------------------------------ panels
 
     def _tick(self) -> None:
-        if self._closing:
+        if self._shutting_down:
             return
         changed = self.model.expire_typing(self.clock())
         if changed:
@@ -634,7 +635,7 @@ class SdsChatApp(App[None]):
 
     def on_channel_list_clicked(self, message: ChannelList.Clicked) -> None:
         self._leave_current()
-        self._switch(message.name)
+        self._switch(message.channel)
 
     # ------------------------------------------------------------------ log keys
 
@@ -788,7 +789,7 @@ class SdsChatApp(App[None]):
                     self._switch(target)
                     return
                 if await self._join(target, fatal=False):
-                    self._flush()
+                    self._flush_events()
                     await self._load_tail(target)
                     self._leave_current()
                     self._switch(target)
@@ -797,7 +798,7 @@ class SdsChatApp(App[None]):
                 if not target or not await node.leave(target):
                     self.notify(f"not in #{target}", severity="error")
                     return
-                self._flush()
+                self._flush_events()
                 self.model.remove_channel(target)
                 if self.model.current is not None:
                     self._switch(self.model.current)

@@ -7,7 +7,7 @@ from datetime import datetime, tzinfo
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -63,13 +63,13 @@ class SearchScreen(ModalScreen[LogEntry | None]):
         self.query_text = event.value
         self.run_search(event.value)
 
-    def on_key(self, event: object) -> None:
-        key = getattr(event, "key", "")
+    def on_key(self, event: events.Key) -> None:
         results = self.query_one(OptionList)
-        if key == "down" and self.query_one(Input).has_focus and results.option_count:
+        if event.key == "down" and self.query_one(Input).has_focus and results.option_count:
+            event.stop()
+            event.prevent_default()
             results.focus()
-            if results.highlighted is None:
-                results.highlighted = 0
+            results.highlighted = 0
 
     @work(exclusive=True, group="search")
     async def run_search(self, text: str) -> None:

@@ -43,9 +43,9 @@ class ChannelList(Widget):
     """``1 #general  3 @``: channels with unread counts and a mention badge."""
 
     class Clicked(Message):
-        def __init__(self, name: str) -> None:
+        def __init__(self, channel: str) -> None:
             super().__init__()
-            self.name = name
+            self.channel = channel
 
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)

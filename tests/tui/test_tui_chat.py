@@ -1,0 +1,307 @@
+"""Pilot tests of the chat screen: sending, receiving, states, markers, typing, channels.
+
+Every test runs the real app (``make_app``) over an in-memory hub with real
+peer nodes, and reads what the terminal shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from tui_helpers import (
+    FAST,
+    SIZE,
+    GatedTransport,
+    T,
+    screen_text,
+    start_peer,
+    tui,
+    wait_until,
+)
+
+from app.node_events import Ephemeral
+from app.transport import MemoryHub
+from app.tui.model import STATE_GLYPHS
+from app.tui.widgets.message_log import MessageLog
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def log_rows(app):  # type: ignore[no-untyped-def]
+    return app.chat.query_one(MessageLog).view.rows
+
+
+def row_with(app, text: str):  # type: ignore[no-untyped-def]
+    for row in log_rows(app):
+        if row.text == text:
+            return row
+    return None
+
+
+def line_with(app, text: str) -> str:  # type: ignore[no-untyped-def]
+    for line in screen_text(app).splitlines():
+        if text in line:
+            return line
+    raise AssertionError(f"{text!r} not on screen:\n{screen_text(app)}")
+
+
+async def send_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
+    """Put ``line`` in the input and press Enter (typing itself is tested once)."""
+    box = pilot.app.chat.query_one("#input")
+    box.value = line
+    await pilot.press("enter")
+
+
+async def started(app) -> None:  # type: ignore[no-untyped-def]
+    await asyncio.wait_for(app.ready.wait(), T(20))
+
+
+async def test_send_and_receive(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    app = tui(tmp_path / "alice", hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await pilot.press(*"hello bob", "enter")
+            await wait_until(lambda: "hello bob" in bob.texts(), what="bob receives")
+            await bob.say("hi alice")
+            await wait_until(lambda: row_with(app, "hi alice") is not None, what="alice shows")
+            await pilot.pause()
+            assert "bob │ hi alice" in line_with(app, "hi alice")
+            assert "alice │ hello bob" in line_with(app, "hello bob")
+            await bob.say("waves", kind="me")
+            await wait_until(lambda: row_with(app, "waves") is not None)
+            await pilot.pause()
+            assert "* │ bob waves" in line_with(app, "bob waves")
+            # the input line was cleared and the line went to history
+            assert app.chat.query_one("#input").value == ""
+    finally:
+        await bob.close()
+
+
+async def test_own_states_queued_sent_possibly_acknowledged(tmp_path: Path) -> None:
+    """◌ queued while offline, ○ sent, ◐ possibly seen (a bloom filter), ● acknowledged."""
+    hub = MemoryHub()
+    # bob's causal history holds 1 entry: his own later message hides ours from it,
+    # while his bloom filter still says he has it (a possible acknowledgement).
+    bob = await start_peer(
+        tmp_path / "bob",
+        hub,
+        "bob",
+        seed=2,
+        gated=True,
+        config=FAST.with_changes(causal_history_size=1),
+    )
+    app = tui(
+        tmp_path / "alice",
+        hub.transport(),
+        config=FAST.with_changes(ack_threshold_override=2),
+    )
+    seen: list[str] = []
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            hub.set_online(False)
+            await send_line(pilot, "are you there")
+            await wait_until(lambda: row_with(app, "are you there") is not None)
+            await pilot.pause()
+            row = row_with(app, "are you there")
+            assert row.own_state == "queued"
+            assert STATE_GLYPHS["queued"] in line_with(app, "are you there")
+            assert app.model.connection == "disconnected"
+            assert "unreachable" in screen_text(app).splitlines()[-1]
+            bob_transport = bob.transport
+            assert isinstance(bob_transport, GatedTransport)
+            bob_transport.hold = True  # bob hears ours only after he spoke
+            hub.set_online(True)
+            await wait_until(lambda: row.own_state != "queued", what="sent")
+            seen.append(row.own_state)
+            await pilot.pause()
+            assert STATE_GLYPHS["sent"] in line_with(app, "are you there")
+            await bob.say("first")  # newer than ours in the SDS order
+            await wait_until(lambda: row_with(app, "first") is not None)
+            await bob_transport.release()
+            await wait_until(lambda: "are you there" in bob.texts(), what="bob has it")
+            await bob.say("second")  # history [first], bloom filter has ours
+            await wait_until(lambda: row.own_state == "possibly_acknowledged", what="possibly")
+            await pilot.pause()
+            assert STATE_GLYPHS["possibly_acknowledged"] in line_with(app, "are you there")
+            carol = await start_peer(tmp_path / "carol", hub, "carol", seed=3)
+            try:
+                await wait_until(lambda: "are you there" in carol.texts(), what="carol has it")
+                await carol.say("me too")
+                await wait_until(lambda: row.own_state == "acknowledged", what="acknowledged")
+                await pilot.pause()
+                assert STATE_GLYPHS["acknowledged"] in line_with(app, "are you there")
+            finally:
+                await carol.close()
+    finally:
+        await bob.close()
+
+
+async def test_failed_then_retry_key(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    app = tui(
+        tmp_path / "alice",
+        hub.transport(),
+        config=FAST.with_changes(max_resend_attempts=1),
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await send_line(pilot, "nobody hears this")
+        await wait_until(
+            lambda: (
+                (r := row_with(app, "nobody hears this")) is not None and r.own_state == "failed"
+            ),
+            base=20,
+            what="failed",
+        )
+        await pilot.pause()
+        line = line_with(app, "nobody hears this")
+        assert STATE_GLYPHS["failed"] in line
+        assert "Ctrl+R retries" in line
+        await pilot.press("ctrl+r")
+        await wait_until(lambda: sum(r.text == "nobody hears this" for r in log_rows(app)) == 2)
+        await pilot.pause()
+        assert "retried" in line_with(app, "nobody hears this  retried")
+
+
+async def test_missing_marker_appears_then_resolves_in_causal_order(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    gate = GatedTransport(hub.transport())
+    app = tui(tmp_path / "alice", gate)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await bob.say("zero")
+            await wait_until(lambda: row_with(app, "zero") is not None)
+            gate.hold = True
+            await bob.say("one")
+            await wait_until(lambda: bool(gate.held))
+            gate.swallow_held()  # its resends too
+            await bob.say("two")
+            await wait_until(lambda: row_with(app, "two") is not None, what="shown at once")
+            await pilot.pause()
+            text = screen_text(app)
+            assert "1 earlier message missing · fetching" in text
+            assert row_with(app, "one") is None
+            assert "syncing · 1 missing" in text.splitlines()[-1]
+            lines = text.splitlines()
+            marker = next(i for i, line in enumerate(lines) if "missing · fetching" in line)
+            assert "two" in lines[marker + 1]  # the marker sits above the waiting message
+            gate.blackhole.clear()  # the next resend gets through
+            await wait_until(lambda: row_with(app, "one") is not None, base=15, what="repaired")
+            await pilot.pause()
+            text = screen_text(app)
+            assert "missing" not in text
+            order = [r.text for r in log_rows(app)]
+            assert order == ["zero", "one", "two"]
+            assert "recovered" in line_with(app, "│ one")
+            await wait_until(lambda: "synced" in screen_text(app).splitlines()[-1])
+    finally:
+        await bob.close()
+
+
+async def test_lost_marker_after_the_lost_timeout(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    fast_loss = FAST.with_changes(lost_timeout_ms=1500)
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    gate = GatedTransport(hub.transport())
+    app = tui(tmp_path / "alice", gate, config=fast_loss)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            gate.hold = True
+            await bob.say("never arrives")
+            await wait_until(lambda: bool(gate.held))
+            gate.swallow_held()  # its resends too
+            await bob.say("after the gap")
+            await wait_until(lambda: row_with(app, "after the gap") is not None)
+            await pilot.pause()
+            assert "1 earlier message missing · fetching" in screen_text(app)
+            await wait_until(lambda: "1 message lost" in screen_text(app), base=15, what="lost")
+            text = screen_text(app)
+            assert "missing · fetching" not in text
+            lines = text.splitlines()
+            i = next(i for i, line in enumerate(lines) if "1 message lost" in line)
+            assert "after the gap" in lines[i + 1]
+            assert row_with(app, "never arrives") is None
+    finally:
+        await bob.close()
+
+
+async def test_typing_indicator_both_ways(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    app = tui(tmp_path / "alice", hub.transport(), tick_interval=0.1)
+    app.opts.typing_ttl = 1.0
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await pilot.press(*"typing a long line")  # throttled: one notice
+            await wait_until(
+                lambda: any(isinstance(e, Ephemeral) for e in bob.events), what="bob sees typing"
+            )
+            await asyncio.sleep(0.2)
+            assert sum(isinstance(e, Ephemeral) for e in bob.events) == 1
+            from app.tui.typing import encode_typing
+
+            await bob.node.send_ephemeral("general", encode_typing("bob"))
+            await wait_until(lambda: "bob is typing…" in screen_text(app), what="indicator")
+            await wait_until(
+                lambda: "typing…" not in screen_text(app), base=5, what="indicator expires"
+            )
+            await bob.node.send_ephemeral("general", encode_typing("bob"))
+            await wait_until(lambda: "bob is typing…" in screen_text(app))
+            await bob.say("done typing")
+            await wait_until(lambda: row_with(app, "done typing") is not None)
+            await pilot.pause()
+            assert "typing…" not in screen_text(app)  # a message ends it at once
+    finally:
+        await bob.close()
+
+
+async def test_channels_unread_mentions_bell_and_new_line(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "random"))
+    app = tui(tmp_path / "alice", hub.transport(), channels=("general", "random"))
+    bells = []
+    app.bell = lambda: bells.append(1)  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            assert app.model.current == "general"
+            await bob.say("old news", channel="random")
+            await wait_until(lambda: app.model.channels["random"].unread == 1)
+            await pilot.press("ctrl+n")
+            assert app.model.current == "random"
+            await pilot.press("ctrl+p")
+            await bob.say("one", channel="random")
+            await bob.say("hey @alice look", channel="random")
+            await wait_until(lambda: app.model.channels["random"].unread == 2)
+            await pilot.pause()
+            assert bells == [1]
+            entry = line_with(app, "#random")
+            assert "2" in entry and "@" in entry.split("#random", 1)[1]
+            await pilot.press("alt+2")
+            assert app.model.current == "random"
+            await pilot.pause()
+            text = screen_text(app)
+            lines = text.splitlines()
+            new = next(i for i, line in enumerate(lines) if "─ new ─" in line)
+            assert "│ one" in lines[new + 1]
+            assert "old news" in "\n".join(lines[:new])
+            assert app.model.channels["random"].unread == 0
+            assert "2" not in line_with(app, "#random").split("#random", 1)[1]
+            await bob.say("in general now", channel="general")
+            await wait_until(lambda: app.model.channels["general"].unread == 1)
+            await pilot.press("alt+1")
+            assert app.model.current == "general"
+            await pilot.press("ctrl+n", "ctrl+n")
+            assert app.model.current == "general"  # wraps around
+    finally:
+        await bob.close()

@@ -1,0 +1,312 @@
+"""Pilot tests of every slash command, tab completion, input history, search and paging."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
+
+from app.chat_content import encode_content
+from app.transport import MemoryHub
+from app.tui.app import TUI_STATE_FILE
+from app.tui.model import MAX_WINDOW, PAGE
+from app.tui.screens.dialogs import HelpScreen, PassphraseScreen, TextScreen
+from app.tui.screens.search import SearchScreen
+from app.tui.widgets.chat_input import ChatInput
+from app.tui.widgets.message_log import MessageLog
+from storage import Store, StoredMessage
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def started(app) -> None:  # type: ignore[no-untyped-def]
+    await asyncio.wait_for(app.ready.wait(), T(20))
+
+
+async def type_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
+    """Put ``line`` in the input (keystrokes are tested elsewhere) and press Enter."""
+    box = pilot.app.chat.query_one(ChatInput)
+    box.value = line
+    box.cursor_position = len(line)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+def texts(app) -> list[str]:  # type: ignore[no-untyped-def]
+    return [r.text for r in app.chat.query_one(MessageLog).view.rows]
+
+
+async def test_join_switch_leave_nick_me(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops"))
+    app = tui(tmp_path / "alice", hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await type_line(pilot, "/join #ops")
+            await wait_until(lambda: app.model.current == "ops", what="joined ops")
+            assert app.model.order == ["general", "ops"]
+            assert "#ops" in screen_text(app)
+            await type_line(pilot, "hello ops")
+            await wait_until(lambda: "hello ops" in bob.texts("ops"))
+            await type_line(pilot, "/switch general")
+            assert app.model.current == "general"
+            await type_line(pilot, "/nick alicia")
+            await wait_until(lambda: app.node.name == "alicia")
+            await type_line(pilot, "/me waves")
+            await wait_until(lambda: "waves" in bob.texts("general"))
+            me = next(e for e in bob.events if getattr(e, "text", None) == "waves")
+            assert me.kind == "me" and me.name == "alicia"
+            assert "alicia (" in screen_text(app).splitlines()[-1]
+            await type_line(pilot, "/leave ops")
+            await wait_until(lambda: app.model.order == ["general"], what="left ops")
+            assert "ops" not in app.node.channels
+            await type_line(pilot, "/leave nowhere")
+            await type_line(pilot, "/bogus")
+            await type_line(pilot, "/join")  # needs an argument
+            await pilot.pause()
+            notes = [n.message for n in app._notifications]
+            assert any("not in #nowhere" in n for n in notes)
+            assert any("unknown command /bogus" in n for n in notes)
+            assert any("usage: /join NAME" in n for n in notes)
+            await type_line(pilot, "//not a command")
+            await wait_until(lambda: "/not a command" in bob.texts("general"))
+    finally:
+        await bob.close()
+
+
+async def test_who_info_stats_help_theme(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    app = tui(tmp_path / "alice", hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await bob.say("first words")
+            await wait_until(lambda: "first words" in texts(app))
+            await type_line(pilot, "/who")
+            assert isinstance(app.screen, TextScreen)
+            text = screen_text(app)
+            assert "bob" in text and bob.node.sender_id in text and "(you)" in text
+            await pilot.press("escape")
+            assert app.chat.query_one("#peers").display  # /who shows the peer list
+            assert "Peers (2)" in screen_text(app)
+            await pilot.press("f2")
+            assert not app.chat.query_one("#peers").display
+            await pilot.press("ctrl+up")  # select the newest message
+            await type_line(pilot, "/info")
+            await wait_until(lambda: app.screen.id == "info")
+            text = screen_text(app)
+            assert bob.node.sender_id in text
+            row = app.chat.query_one(MessageLog).selected_row()
+            assert row is not None and row.message_id and row.message_id[:40] in text
+            assert "lamport" in text and "retrieval hint" in text and "depends on" in text
+            await pilot.press("escape")
+            await type_line(pilot, "/stats")
+            assert app.screen.id == "stats" and "counters" in screen_text(app)
+            await pilot.press("escape")
+            await type_line(pilot, "/help")
+            assert isinstance(app.screen, HelpScreen)
+            assert "Ctrl+N / Ctrl+P" in screen_text(app)
+            await pilot.press("escape")
+            await pilot.press("f1")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert app.current_theme.dark
+            await type_line(pilot, "/theme")
+            assert not app.current_theme.dark
+            await pilot.press("f3")
+            assert app.current_theme.dark
+    finally:
+        await bob.close()
+
+
+async def test_passphrase_then_join_and_retry_command(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(
+        tmp_path / "bob", hub, "bob", seed=2, channels=("secret",), passphrase="open sesame"
+    )
+    app = tui(tmp_path / "alice", hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await type_line(pilot, "/passphrase")
+            assert isinstance(app.screen, PassphraseScreen)
+            await pilot.press(*"open sesame")
+            assert "open sesame" not in screen_text(app)  # not echoed
+            await pilot.press("enter")
+            assert app.passphrase == "open sesame"
+            await type_line(pilot, "/join secret")
+            await wait_until(lambda: app.model.current == "secret")
+            assert "encrypted" in screen_text(app)
+            await type_line(pilot, "psst")
+            await wait_until(lambda: "psst" in bob.texts("secret"), what="same key")
+            await type_line(pilot, "/retry")
+            await pilot.pause()
+            assert any("no failed messages" in n.message for n in app._notifications)
+    finally:
+        await bob.close()
+
+
+async def test_quit_command_saves_and_exits(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    app = tui(tmp_path / "alice", hub.transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await type_line(pilot, "see you")
+        await pilot.press(*"/quit")
+        await pilot.press("enter")
+        await wait_until(lambda: app.node.closed, what="node closed")
+    assert app.return_code == 0
+    state = json.loads((tmp_path / "alice" / TUI_STATE_FILE).read_text())
+    assert state["theme"] == "dark" and "general" in state["last_read"]
+    async with await Store.open(tmp_path / "alice") as store:  # the lock was released
+        assert [e.content for e in await store.page("general")]
+
+
+async def test_ctrl_q_quits(tmp_path: Path) -> None:
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await pilot.press("ctrl+q")
+        await wait_until(lambda: app.node.closed)
+    assert app.return_code == 0
+
+
+async def test_tab_completion_and_input_history(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bobby", seed=2)
+    app = tui(tmp_path / "alice", hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await bob.say("hi")
+            await wait_until(lambda: "hi" in texts(app))
+            box = app.chat.query_one(ChatInput)
+            await pilot.press("/", "j", "o", "tab")
+            assert box.value == "/join "
+            await pilot.press("ctrl+u")
+            await pilot.press("/", "tab")
+            assert box.value == "/" and len(box.last_candidates) > 10
+            await pilot.press("ctrl+u", "b", "o", "tab")
+            assert box.value == "bobby: "
+            box.value = "thanks @bo"
+            box.cursor_position = len(box.value)
+            await pilot.press("tab")
+            assert box.value == "thanks @bobby "
+            box.value = "/leave gen"
+            box.cursor_position = len(box.value)
+            await pilot.press("tab")
+            assert box.value == "/leave general "
+            await pilot.press("ctrl+u")
+            await type_line(pilot, "first line")
+            await type_line(pilot, "second line")
+            await pilot.press("up")
+            assert box.value == "second line"
+            await pilot.press("up")
+            assert box.value == "first line"
+            await pilot.press("down")
+            assert box.value == "second line"
+            await pilot.press("down")
+            assert box.value == ""
+    finally:
+        await bob.close()
+
+
+async def seed_history(data_dir: Path, n: int, sender: str = "b" * 32) -> list[str]:
+    """Store ``n`` messages of someone else in #general (joined public, like the app)."""
+    from net.channel_key import TEST_KDF, derive_channel_key
+
+    key = derive_channel_key("general", None, params=TEST_KDF)
+    async with await Store.open(data_dir) as store:
+        await store.join_channel("general", key.topic, is_public=True)
+        texts = [f"stored message {i}" for i in range(n)]
+        batch = [
+            StoredMessage(
+                channel="general",
+                message_id=f"{i:064x}",
+                sender_id=sender,
+                lamport=1_700_000_000_000 + i,
+                content=encode_content(t, "dave"),
+                delivered_at=1_700_000_000_000 + i,
+            )
+            for i, t in enumerate(texts)
+        ]
+        for start in range(0, n, 5000):
+            await store.insert_messages(batch[start : start + 5000])
+    return texts
+
+
+async def test_history_pages_in_from_sqlite_both_ways(tmp_path: Path) -> None:
+    n = 3000
+    await seed_history(tmp_path / "alice", n)
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        log = app.chat.query_one(MessageLog)
+        view = log.view
+        assert len(view.rows) == PAGE and view.more_before and view.at_tail
+        await pilot.pause()
+        assert "stored message 2999" in screen_text(app)
+        top = log.scroll_y
+        await pilot.press("pageup", "pageup")
+        assert log.scroll_y < top  # PgUp scrolls back
+        for _ in range(100):  # bounded: to the top until the oldest message is loaded
+            if not view.more_before:
+                break
+            log.scroll_to(y=0, animate=False, immediate=True)
+            await pilot.pause()
+            await wait_until(lambda: not log._older_requested, what="older page")
+        assert view.rows[0].text == "stored message 0"
+        assert len(view.rows) <= MAX_WINDOW
+        assert not view.at_tail  # the newest rows were dropped from the window
+        await pilot.pause()
+        assert "stored message 0" in screen_text(app)
+        await pilot.press("pagedown")
+        for _ in range(100):  # and back down to the newest
+            if view.at_tail:
+                break
+            log.scroll_to(y=log.max_scroll_y, animate=False, immediate=True)
+            await pilot.pause()
+            await wait_until(lambda: not log._newer_requested, what="newer page")
+        assert view.rows[-1].text == "stored message 2999"
+        keys = [r.key for r in view.rows]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys)
+
+
+async def test_search_jumps_to_the_result(tmp_path: Path) -> None:
+    await seed_history(tmp_path / "alice", 2000)
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await pilot.press("ctrl+f")
+        assert isinstance(app.screen, SearchScreen)
+        app.screen.query_one("#search-input").value = "message 123"
+        await pilot.press("enter")
+        await wait_until(lambda: app.screen.results, what="results")  # type: ignore[attr-defined]
+        found = [e.content for e in app.screen.results]  # type: ignore[attr-defined]
+        assert len(found) == 11  # 123 and 1230..1239, newest first
+        await pilot.pause()
+        assert "11 found" in screen_text(app)
+        await pilot.press("down")
+        for _ in range(10):
+            await pilot.press("down")
+        await pilot.press("enter")  # the oldest: "stored message 123"
+        log = app.chat.query_one(MessageLog)
+        await wait_until(lambda: log.selected is not None, what="jumped")
+        await pilot.pause()
+        row = log.selected_row()
+        assert row is not None and row.text == "stored message 123"
+        assert not log.view.at_tail
+        assert "stored message 123" in screen_text(app)
+        # /search TEXT opens with the results at once
+        await type_line(pilot, "/search message 1999")
+        await wait_until(lambda: isinstance(app.screen, SearchScreen) and app.screen.results)
+        await pilot.press("escape")
+        await pilot.press("escape")  # back to the newest messages
+        await wait_until(lambda: log.view.at_tail, what="back at the tail")
+        await pilot.pause()
+        assert "stored message 1999" in screen_text(app)

@@ -1,0 +1,229 @@
+"""Helpers for the TUI tests: one timeout scale, scripted peers on an in-memory hub, gates.
+
+Every wait is bounded by :func:`T` (base seconds times ``SDSCHAT_TEST_TIMEOUT_SCALE``).
+Peers are real :class:`~app.node.Node` objects on the same
+:class:`~app.transport.MemoryHub` as the app under test; :class:`GatedTransport`
+lets a test hold back or black-hole envelopes to make a message arrive before
+its dependencies, or never.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Callable, Iterable
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import sds
+from app.node import IDENTITY_FILE, Node, NodeOptions
+from app.node_events import NodeEvent
+from app.transport import EnvelopeCallback, MemoryHub, StatusCallback, Transport
+from app.tui import SdsChatApp, make_app
+from net.channel_key import TEST_KDF
+from net.envelope import envelope_hash
+from net.identity import Identity
+
+TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
+
+#: Protocol timings for in-process tests (every period a few hundred ms).
+FAST = sds.Config.fast(100)
+
+#: A clock that never moves (deterministic times, Lamport stamps and timers).
+FIXED_MS = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC
+
+SIZE = (100, 30)
+
+
+def T(base: float) -> float:
+    """``base`` seconds times the test timeout scale factor."""
+    return base * TIMEOUT_SCALE
+
+
+def fixed_clock_ms() -> int:
+    return FIXED_MS
+
+
+def fixed_clock_s() -> float:
+    return FIXED_MS / 1000.0
+
+
+def write_identity(data_dir: Path, seed: int) -> str:
+    """Give ``data_dir`` a fixed identity (same sender id in every run); returns it."""
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ident = Identity.from_private_bytes(bytes([seed]) * 32)
+    path = data_dir / IDENTITY_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(ident.to_pem())
+    return ident.sender_id
+
+
+def node_options(config: sds.Config = FAST, *, fixed: bool = False, seed: int = 7) -> NodeOptions:
+    extra: dict[str, Any] = {"clock": fixed_clock_ms} if fixed else {}
+    return NodeOptions(config=config, kdf=TEST_KDF, rng=random.Random(seed), **extra)
+
+
+async def wait_until(cond: Callable[[], bool], base: float = 10.0, what: str = "") -> None:
+    """Poll ``cond`` every 20 ms; AssertionError after ``T(base)`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + T(base)
+    while not cond():  # bounded by the deadline
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        await asyncio.sleep(0.02)
+
+
+class GatedTransport:
+    """Wraps a transport; a test can hold incoming envelopes, or black-hole some for good.
+
+    ``hold = True`` queues what arrives until :meth:`release`; ``blackhole``
+    holds envelope hashes that are dropped in both directions (resends and
+    repairs reuse the identical envelope, so they are dropped too).
+    """
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.hold = False
+        self.held: list[bytes] = []
+        self.blackhole: set[bytes] = set()
+        self.drop_next_out = 0
+        self.dropped_out: list[bytes] = []
+        self._deliver: EnvelopeCallback | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.inner.connected
+
+    def start(self, on_envelope: EnvelopeCallback, on_status: StatusCallback) -> None:
+        async def gate(envelope: bytes) -> None:
+            if envelope_hash(envelope) in self.blackhole:
+                return
+            if self.hold:
+                self.held.append(envelope)
+                return
+            await on_envelope(envelope)
+
+        self._deliver = on_envelope
+        self.inner.start(gate, on_status)
+
+    async def release(self) -> None:
+        self.hold = False
+        held, self.held = self.held, []
+        assert self._deliver is not None
+        for env in held:
+            if envelope_hash(env) not in self.blackhole:
+                await self._deliver(env)
+
+    def swallow_held(self) -> int:
+        """Stop holding; what was held is black-holed for good (resends included)."""
+        n = len(self.held)
+        self.blackhole |= {envelope_hash(e) for e in self.held}
+        self.held = []
+        self.hold = False
+        return n
+
+    async def publish(self, envelope: bytes) -> bool:
+        if envelope_hash(envelope) in self.blackhole:
+            return True
+        if self.drop_next_out > 0:
+            self.drop_next_out -= 1
+            self.dropped_out.append(envelope)
+            return True
+        return await self.inner.publish(envelope)
+
+    async def subscribe(self, topics: Iterable[bytes]) -> None:
+        await self.inner.subscribe(topics)
+
+    async def unsubscribe(self, topics: Iterable[bytes]) -> None:
+        await self.inner.unsubscribe(topics)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class Peer:
+    """A scripted participant (a real node) with the events it saw."""
+
+    def __init__(self, node: Node, transport: Transport) -> None:
+        self.node = node
+        self.transport = transport
+        self.events: list[NodeEvent] = []
+        node.subscribe(self.events.append)
+
+    async def say(self, text: str, channel: str = "general", kind: str = "msg") -> int:
+        return await self.node.send(channel, text, kind)
+
+    def texts(self, channel: str = "general") -> list[str]:
+        from app.node_events import Delivered
+
+        return [e.text for e in self.events if isinstance(e, Delivered) and e.channel == channel]
+
+    async def close(self) -> None:
+        await self.node.close()
+
+
+async def start_peer(
+    data_dir: Path,
+    hub: MemoryHub,
+    name: str,
+    *,
+    seed: int,
+    channels: tuple[str, ...] = ("general",),
+    passphrase: str | None = None,
+    config: sds.Config = FAST,
+    fixed: bool = False,
+    gated: bool = False,
+) -> Peer:
+    """Open, start and join a scripted peer on ``hub`` (fixed identity from ``seed``)."""
+    write_identity(data_dir, seed)
+    transport: Transport = hub.transport()
+    if gated:
+        transport = GatedTransport(transport)
+    node = await Node.open(
+        data_dir, transport, name=name, options=node_options(config, fixed=fixed, seed=seed)
+    )
+    peer = Peer(node, transport)
+    await node.start()
+    for ch in channels:
+        await node.join(ch, passphrase)
+    return peer
+
+
+def tui(
+    data_dir: Path,
+    transport: Transport,
+    *,
+    name: str = "alice",
+    seed: int = 1,
+    channels: tuple[str, ...] = ("general",),
+    passphrase: str | None = None,
+    config: sds.Config = FAST,
+    fixed: bool = False,
+    **kwargs: Any,
+) -> SdsChatApp:
+    """The app under test (fixed identity; ``fixed=True``: frozen clocks, UTC times)."""
+    write_identity(data_dir, seed)
+    extra: dict[str, Any] = {"tz": UTC}
+    if fixed:
+        extra["clock"] = fixed_clock_s
+    extra.update(kwargs)
+    return make_app(
+        data_dir,
+        transport,
+        channels=channels,
+        name=name,
+        passphrase=passphrase,
+        options=node_options(config, fixed=fixed, seed=seed),
+        flush_interval=0.01,
+        **extra,
+    )
+
+
+def screen_text(app: SdsChatApp) -> str:
+    """What the terminal shows now, as plain text (one line per terminal row)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
