@@ -37,6 +37,7 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Isds --python_out=sds --pyi_out=sds sds/sds.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/envelope.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/store.proto
+	$(BIN)/python -m grpc_tools.protoc -Inet/lan --python_out=net/lan --pyi_out=net/lan net/lan/gossip.proto
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py

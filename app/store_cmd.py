@@ -108,6 +108,27 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help=f"simultaneous query connections (default {d.max_clients})",
     )
     p.add_argument(
+        "--lan",
+        action="store_true",
+        help="also receive envelopes by LAN gossip (zeroconf discovery) and announce this "
+        "store's query port on the LAN, where nodes without --store find it",
+    )
+    p.add_argument(
+        "--interface",
+        action="append",
+        default=[],
+        metavar="IP",
+        help="with --lan: IPv4 address for discovery and gossip (repeatable; default all "
+        "interfaces)",
+    )
+    p.add_argument(
+        "--lan-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="with --lan: gossip TCP port (default: any free port)",
+    )
+    p.add_argument(
         "--log-format",
         choices=("json", "text"),
         default="json",
@@ -144,8 +165,10 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         ValueError: a bad value (the message names it).
     """
     listen = None if args.listen.strip().lower() == "none" else parse_host_port(args.listen)
-    if not args.relay:
-        raise ValueError("no source of envelopes: give --relay URL")
+    if not args.relay and not args.lan:
+        raise ValueError("no source of envelopes: give --relay URL and/or --lan")
+    if args.interface and not args.lan:
+        raise ValueError("--interface needs --lan")
     return StorePeerConfig(
         data_dir=Path(args.data_dir).expanduser(),
         topics=_topics(args),
@@ -173,4 +196,10 @@ def run_store_command(args: argparse.Namespace) -> int:
         return 2
     from net.store_peer import run_store
 
-    return run_store(config)
+    if not args.lan:
+        return run_store(config)
+    from net.lan.store_feed import LanStoreFeed
+    from net.lan.transport import LanOptions
+
+    options = LanOptions(interfaces=tuple(args.interface) or None, port=args.lan_port)
+    return run_store(config, feed_factories=[lambda peer: LanStoreFeed.create(peer, options)])

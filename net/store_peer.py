@@ -49,7 +49,7 @@ import itertools
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -692,10 +692,15 @@ class StorePeer:
         )
 
 
+FeedFactory = Callable[["StorePeer"], Awaitable[EnvelopeFeed]]
+"""Builds a feed that needs the running store (its query port): LAN gossip."""
+
+
 async def serve_store_until_signal(
     config: StorePeerConfig,
     logger: RelayLogger | None = None,
     feeds: Iterable[EnvelopeFeed] = (),
+    feed_factories: Iterable[FeedFactory] = (),
 ) -> int:
     """Run a store peer until SIGINT or SIGTERM, then shut it down cleanly.
 
@@ -718,6 +723,8 @@ async def serve_store_until_signal(
     except OSError as exc:
         log.error("store_start_failed", listen=config.listen, error=str(exc))
         return 1
+    for factory in feed_factories:
+        peer.add_feed(await factory(peer))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -738,6 +745,12 @@ async def serve_store_until_signal(
     return 0
 
 
-def run_store(config: StorePeerConfig, feeds: Iterable[EnvelopeFeed] = ()) -> int:
+def run_store(
+    config: StorePeerConfig,
+    feeds: Iterable[EnvelopeFeed] = (),
+    feed_factories: Iterable[FeedFactory] = (),
+) -> int:
     """Blocking entry point for ``sdschat store``; returns the process exit status."""
-    return asyncio.run(serve_store_until_signal(config, feeds=feeds))
+    return asyncio.run(
+        serve_store_until_signal(config, feeds=feeds, feed_factories=feed_factories)
+    )
