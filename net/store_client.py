@@ -123,11 +123,14 @@ class Page:
         items: envelopes, oldest arrival first.
         next: the cursor of the next page, ``None`` when the range is exhausted.
         store_time_ms: the store's clock when it ran the query.
+        total: on the first page (no cursor), how many envelopes the whole
+            range held; 0 on later pages.
     """
 
     items: tuple[StoredItem, ...]
     next: tuple[int, bytes] | None
     store_time_ms: int
+    total: int = 0
 
 
 async def with_backoff(
@@ -270,9 +273,12 @@ class StoreClient:
         until_ms: int = 0,
         cursor: tuple[int, bytes] | None = None,
         page_size: int = 0,
+        want_total: bool = False,
     ) -> Page:
         """One page of ``topic``'s envelopes that arrived in ``[since_ms, until_ms)``."""
-        req = await self._send_time_query(topic, since_ms, until_ms, cursor, page_size)
+        req = await self._send_time_query(
+            topic, since_ms, until_ms, cursor, page_size, want_total
+        )
         try:
             return await self._page(req)
         finally:
@@ -288,8 +294,11 @@ class StoreClient:
         page_size: int = 0,
         max_pages: int = 1_000_000,
     ) -> AsyncIterator[Page]:
-        """Every page of the range, in order; the next page is requested before one is yielded."""
-        req = await self._send_time_query(topic, since_ms, until_ms, cursor, page_size)
+        """Every page of the range, in order; the next page is requested before one is yielded.
+
+        The first page carries ``total`` (what the range holds from the start position).
+        """
+        req = await self._send_time_query(topic, since_ms, until_ms, cursor, page_size, True)
         try:
             for _ in range(max_pages):  # bounded
                 page = await self._page(req)
@@ -324,6 +333,7 @@ class StoreClient:
         until_ms: int,
         cursor: tuple[int, bytes] | None,
         page_size: int,
+        want_total: bool = False,
     ) -> _Request:
         return await self._send(
             lambda rid: encode_query_by_time(
@@ -333,6 +343,7 @@ class StoreClient:
                 until_ms=until_ms,
                 cursor=cursor,
                 page_size=page_size,
+                want_total=want_total,
             )
         )
 
@@ -347,7 +358,7 @@ class StoreClient:
             )
             if body.final:
                 nxt = (body.next.arrival_ms, body.next.hash) if body.HasField("next") else None
-                return Page(tuple(items), nxt, body.store_time_ms)
+                return Page(tuple(items), nxt, body.store_time_ms, body.total)
         raise StoreError("answer without a final frame")
 
     async def _collect(self, req: _Request) -> list[StoredItem]:

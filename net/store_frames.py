@@ -98,10 +98,12 @@ def encode_query_by_time(
     until_ms: int = 0,
     cursor: tuple[int, bytes] | None = None,
     page_size: int = 0,
+    want_total: bool = False,
 ) -> bytes:
     """A QueryByTime (``cursor``: ``(arrival_ms, hash)`` from a previous answer)."""
     query = store_pb2.QueryByTime(
-        topic=topic, since_ms=since_ms, until_ms=until_ms, page_size=page_size
+        topic=topic, since_ms=since_ms, until_ms=until_ms, page_size=page_size,
+        want_total=want_total,
     )
     if cursor is not None:
         query.cursor.arrival_ms = cursor[0]
@@ -118,12 +120,14 @@ def encode_envelopes(
     final: bool,
     next_cursor: tuple[int, bytes] | None = None,
     store_time_ms: int = 0,
+    total: int = 0,
 ) -> bytes:
     """One frame of an answer: ``items`` are ``(envelope bytes, arrival_ms)``."""
     body = store_pb2.Envelopes(
         envelopes=[store_pb2.StoredEnvelope(envelope=e, arrival_ms=a) for e, a in items],
         final=final,
         store_time_ms=store_time_ms,
+        total=total,
     )
     if next_cursor is not None:
         body.next.arrival_ms = next_cursor[0]

@@ -43,18 +43,20 @@ class QueryByHash(_message.Message):
     def __init__(self, hashes: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class QueryByTime(_message.Message):
-    __slots__ = ("topic", "since_ms", "until_ms", "cursor", "page_size")
+    __slots__ = ("topic", "since_ms", "until_ms", "cursor", "page_size", "want_total")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    WANT_TOTAL_FIELD_NUMBER: _ClassVar[int]
     topic: bytes
     since_ms: int
     until_ms: int
     cursor: Cursor
     page_size: int
-    def __init__(self, topic: _Optional[bytes] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., cursor: _Optional[_Union[Cursor, _Mapping]] = ..., page_size: _Optional[int] = ...) -> None: ...
+    want_total: bool
+    def __init__(self, topic: _Optional[bytes] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., cursor: _Optional[_Union[Cursor, _Mapping]] = ..., page_size: _Optional[int] = ..., want_total: _Optional[bool] = ...) -> None: ...
 
 class StoredEnvelope(_message.Message):
     __slots__ = ("envelope", "arrival_ms")
@@ -65,16 +67,18 @@ class StoredEnvelope(_message.Message):
     def __init__(self, envelope: _Optional[bytes] = ..., arrival_ms: _Optional[int] = ...) -> None: ...
 
 class Envelopes(_message.Message):
-    __slots__ = ("envelopes", "final", "next", "store_time_ms")
+    __slots__ = ("envelopes", "final", "next", "store_time_ms", "total")
     ENVELOPES_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIELD_NUMBER: _ClassVar[int]
     STORE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     envelopes: _containers.RepeatedCompositeFieldContainer[StoredEnvelope]
     final: bool
     next: Cursor
     store_time_ms: int
-    def __init__(self, envelopes: _Optional[_Iterable[_Union[StoredEnvelope, _Mapping]]] = ..., final: _Optional[bool] = ..., next: _Optional[_Union[Cursor, _Mapping]] = ..., store_time_ms: _Optional[int] = ...) -> None: ...
+    total: int
+    def __init__(self, envelopes: _Optional[_Iterable[_Union[StoredEnvelope, _Mapping]]] = ..., final: _Optional[bool] = ..., next: _Optional[_Union[Cursor, _Mapping]] = ..., store_time_ms: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "reason")

@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import itertools
 import signal
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
@@ -633,6 +634,7 @@ class StorePeer:
             await self._flush()
         store_time = self._clock()
         archive = self.store.archive
+        total = await self._count(topic, since, until, cursor) if query.want_total else 0
         sent = 0
         page_bytes = 0
         frame: list[tuple[bytes, int]] = []
@@ -670,8 +672,31 @@ class StorePeer:
             per_call = max(1, min(256, cfg.response_frame_bytes // avg))
         next_cursor = None if exhausted or last is None else last
         await self._send_items(
-            ws, rid, frame, final=True, next_cursor=next_cursor, store_time_ms=store_time
+            ws, rid, frame, final=True, next_cursor=next_cursor, store_time_ms=store_time,
+            total=total,
         )
+
+    async def _count(
+        self, topic: bytes, since: int, until: int, cursor: tuple[int, bytes] | None
+    ) -> int:
+        """Envelopes of ``topic`` in ``[since, until)`` after ``cursor`` (``until`` 0: no bound).
+
+        One indexed count (``archive_by_topic``); the archive API has no count,
+        so this runs on the store's connection through its query runner.
+        """
+        sql = "SELECT count(*) FROM archive WHERE topic = ? AND arrival_ms >= ?"
+        params: list[object] = [topic, since]
+        if cursor is not None:
+            sql += " AND (arrival_ms, hash) > (?, ?)"
+            params += [cursor[0], cursor[1]]
+        if until:
+            sql += " AND arrival_ms < ?"
+            params.append(until)
+
+        def query(db: sqlite3.Connection) -> int:
+            return int(db.execute(sql, params).fetchone()[0])
+
+        return await self.store._call(query)
 
     async def _send_items(
         self,
@@ -682,12 +707,14 @@ class StorePeer:
         final: bool,
         next_cursor: tuple[int, bytes] | None = None,
         store_time_ms: int = 0,
+        total: int = 0,
     ) -> None:
         self.stats.served_envelopes += len(items)
         self.stats.served_bytes += sum(len(e) for e, _ in items)
         await ws.send(
             encode_envelopes(
-                rid, items, final=final, next_cursor=next_cursor, store_time_ms=store_time_ms
+                rid, items, final=final, next_cursor=next_cursor, store_time_ms=store_time_ms,
+                total=total,
             )
         )
 

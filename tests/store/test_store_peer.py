@@ -145,12 +145,15 @@ def test_query_by_time_pages_cover_the_range_once_in_order(tmp_path: Path) -> No
             async with StoreClient(peer.url) as client:
                 got: list[bytes] = []
                 pages = 0
+                totals = []
                 async for page in client.pages(KEY.topic, page_size=64):
                     pages += 1
+                    totals.append(page.total)
                     got.extend(item.hash for item in page.items)
                     assert page.store_time_ms == clock.now
                 assert got == [h for _, h in items]
                 assert pages == 4  # 64 + 64 + 64 + 58
+                assert totals == [250, 0, 0, 0]  # the first page says how many in all
                 # default page size, then continue from the cursor by hand
                 first = await client.by_time(KEY.topic)
                 assert len(first.items) == 16 and first.next is not None
@@ -164,7 +167,10 @@ def test_query_by_time_pages_cover_the_range_once_in_order(tmp_path: Path) -> No
                     page_size=64,
                 )
                 assert [i.hash for i in window.items] == [h for _, h in items[10:20]]
-                assert window.next is None
+                assert window.next is None and window.total == 0  # not asked for
+                counted = await client.by_time(KEY.topic, cursor=first.next, page_size=5,
+                                               want_total=True)
+                assert counted.total == 250 - 16 and len(counted.items) == 5
                 assert [i.arrival_ms for i in window.items] == [
                     1_700_000_000_000 + 10 * k for k in range(10, 20)
                 ]

@@ -1,0 +1,448 @@
+"""A node's use of a store peer: catching up after being away, fetching missing dependencies.
+
+The node owns one :class:`StoreSync` per store URL (``--store``, or a store
+announced on the LAN). It needs three things from the node, all callbacks:
+
+* ``deliver(envelope)``: the node's normal receive path (awaiting it is the
+  backpressure: the node's bounded inbox);
+* ``progress(CatchUpProgress)``: for the UI ("catching up · 1,200 / 5,000");
+* ``barrier()``: returns once everything delivered so far has been processed
+  and committed by the node (so a saved cursor never runs ahead of the log).
+
+**Catching up** (:meth:`StoreSync.catch_up`, on every (re)connection and
+join): the node asks for its channel's topic page by page, from where it
+stopped last time, and feeds every envelope through ``deliver``. Where it
+stopped is kept per store and topic in ``<data dir>/store_sync.json``: the
+store's cursor after the last page fully processed, and ``online_until``, the
+store-clock time up to which the node was last known to be online (refreshed
+while connected). The next catch-up starts at the later of the two (minus
+``margin_ms`` for ``online_until``: clocks and in-flight envelopes); with
+neither, the whole archive (what the store's retention kept). Duplicates are
+harmless: the node's replay guard and the core drop what it already has.
+
+**Missing dependencies** (:meth:`note_missing` with the entries of every
+``MessagesMissing``, then :meth:`request` with the ids not found in local
+storage): those with a retrieval hint (the envelope hash) are fetched from the
+store in batches (one ``QueryByHash`` pipeline per ``fetch_delay_s``), with
+exponential backoff per id while the store does not have it or is
+unreachable, up to ``fetch_attempts`` tries; what is found goes through
+``deliver``. An id the node stops asking for (it arrived some other way, for
+instance by SDS-R repair, or was declared lost) is forgotten after
+``stale_s``. SDS-R repair from peers stays the fallback; the core declares a
+message lost only after ``lost_timeout_ms``, when all of this has failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from net.relay_client import backoff_delay
+from net.store_client import StoreClient, StoreError, StoreUnavailable
+
+__all__ = ["STATE_FILE", "CatchUpProgress", "StoreSync"]
+
+logger = logging.getLogger("sdschat.store_sync")
+
+STATE_FILE = "store_sync.json"
+"""Where a node keeps its catch-up positions (inside its data directory)."""
+
+
+class _Entry(Protocol):
+    message_id: str
+    retrieval_hint: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUpProgress:
+    """How a catch-up is going.
+
+    Attributes:
+        channel: the channel being caught up.
+        state: ``"started"``, ``"running"``, ``"done"`` or ``"failed"``.
+        done: envelopes handed to the node so far.
+        total: envelopes the store had for the range when it started (0 if unknown).
+        store: the store's URL.
+        detail: why it failed, or a note.
+    """
+
+    channel: str
+    state: str
+    done: int
+    total: int
+    store: str
+    detail: str | None = None
+
+    @property
+    def text(self) -> str:
+        """``"catching up · 1,200 / 5,000"`` (what the UI shows)."""
+        if self.state == "done":
+            return f"caught up · {self.done:,} from the store"
+        if self.state == "failed":
+            return f"catch-up failed after {self.done:,}: {self.detail}"
+        return f"catching up · {self.done:,} / {self.total:,}"
+
+
+@dataclass(slots=True)
+class _Want:
+    channel: str
+    message_id: str
+    attempts: int = 0
+    next_at: float = 0.0
+    last_requested: float = 0.0
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class StoreSync:
+    """Catch-up and dependency fetching against one store (see the module docstring).
+
+    Args:
+        url: the store's query URL.
+        deliver: the node's receive path.
+        progress: catch-up progress for the UI.
+        barrier: waits until everything delivered so far is processed.
+        data_dir: where ``store_sync.json`` lives (``None``: positions not kept).
+        page_size: envelopes per catch-up page.
+        margin_ms: how far before ``online_until`` a catch-up starts.
+        fetch_delay_s: how long ids are collected before one by-hash query.
+        fetch_attempts: tries per id before leaving it to SDS-R.
+        backoff_base, backoff_max: seconds between tries of one id.
+        stale_s: an id not asked for again within this long is forgotten.
+        catchup_attempts: tries of a catch-up while the store is unreachable.
+        clock: wall-clock milliseconds.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        deliver: Callable[[bytes], Awaitable[None]],
+        progress: Callable[[CatchUpProgress], None] | None = None,
+        barrier: Callable[[], Awaitable[None]] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        page_size: int = 500,
+        margin_ms: int = 60_000,
+        fetch_delay_s: float = 0.05,
+        fetch_attempts: int = 6,
+        backoff_base: float = 0.25,
+        backoff_max: float = 8.0,
+        stale_s: float = 60.0,
+        catchup_attempts: int = 5,
+        progress_interval_s: float = 0.25,
+        clock: Callable[[], int] = _wall_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.url = url
+        self.client = StoreClient(url)
+        self._deliver = deliver
+        self._progress = progress
+        self._barrier = barrier
+        self._path = Path(data_dir) / STATE_FILE if data_dir is not None else None
+        self.page_size = page_size
+        self.margin_ms = margin_ms
+        self.fetch_delay_s = fetch_delay_s
+        self.fetch_attempts = fetch_attempts
+        self._backoff = (backoff_base, backoff_max)
+        self.stale_s = stale_s
+        self.catchup_attempts = catchup_attempts
+        self.progress_interval_s = progress_interval_s
+        self._clock = clock
+        self._rng = rng if rng is not None else random.Random()
+        self.counters: Counter[str] = Counter()
+        """``catchup_envelopes``, ``catchups``, ``catchup_failures``, ``fetched``,
+        ``fetch_misses``, ``fetch_given_up``, ``fetch_queries``, ``store_unavailable``."""
+        self._state: dict[str, dict[str, Any]] = self._load()
+        self._skew_ms = 0
+        self._hints: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._wants: dict[bytes, _Want] = {}
+        self._wake = asyncio.Event()
+        self._fetcher: asyncio.Task[None] | None = None
+        self._online: asyncio.Task[None] | None = None
+        self._catchups: dict[bytes, asyncio.Task[int]] = {}
+        self._topics: dict[bytes, str] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start the fetcher task (inside the running loop)."""
+        if self._fetcher is None:
+            self._fetcher = asyncio.create_task(self._fetch_loop(), name="store-fetch")
+
+    async def close(self) -> None:
+        """Stop everything, remember positions, close the connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.set_connected(False)
+        tasks = [t for t in (self._fetcher, self._online) if t is not None]
+        tasks += list(self._catchups.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._save()
+        await self.client.close()
+
+    # ------------------------------------------------------------------ online tracking
+
+    def set_connected(self, connected: bool) -> None:
+        """Tell the sync whether the node's transport is connected (tracks ``online_until``)."""
+        if connected and self._online is None and not self._closed:
+            self._online = asyncio.create_task(self._online_loop(), name="store-online")
+        elif not connected and self._online is not None:
+            self._online.cancel()
+            self._online = None
+            self._mark_online()
+            self._save()
+
+    def _mark_online(self) -> None:
+        until = self._clock() + self._skew_ms
+        for topic in self._topics:
+            pos = self._position(topic)
+            pos["online_until"] = max(int(pos.get("online_until", 0)), until)
+
+    async def _online_loop(self) -> None:
+        while not self._closed:  # ends when cancelled
+            await asyncio.sleep(15.0)
+            self._mark_online()
+            self._save()
+
+    # ------------------------------------------------------------------ catch-up
+
+    def catch_up_soon(self, channel: str, topic: bytes) -> None:
+        """Start :meth:`catch_up` in the background unless one runs for ``topic``."""
+        running = self._catchups.get(topic)
+        if self._closed or (running is not None and not running.done()):
+            return
+        task = asyncio.create_task(self.catch_up(channel, topic), name=f"catch-up {channel}")
+        self._catchups[topic] = task
+
+    async def catch_up(self, channel: str, topic: bytes) -> int:
+        """Feed everything the store has for ``topic`` since last time; returns how many.
+
+        Retries with backoff while the store is unreachable (``catchup_attempts``),
+        then reports ``failed`` (the next connection tries again).
+        """
+        self._topics[topic] = channel
+        done = 0
+        last = "store unavailable"
+        for attempt in range(max(1, self.catchup_attempts)):
+            try:
+                return await self._catch_up_once(channel, topic)
+            except StoreUnavailable as exc:
+                self.counters["store_unavailable"] += 1
+                last = str(exc)
+                if attempt + 1 < self.catchup_attempts:
+                    await asyncio.sleep(backoff_delay(attempt, *self._backoff, self._rng))
+            except StoreError as exc:
+                last = f"{exc.code}: {exc}"
+                break
+        self.counters["catchup_failures"] += 1
+        self._report(CatchUpProgress(channel, "failed", done, 0, self.url, last))
+        return 0
+
+    async def _catch_up_once(self, channel: str, topic: bytes) -> int:
+        info = await self.client.info(refresh=True)
+        self._skew_ms = info.store_time_ms - self._clock()
+        pos = self._position(topic)
+        cursor = _cursor(pos.get("cursor"))
+        since = max(0, int(pos.get("online_until", 0)) - self.margin_ms)
+        if cursor is not None and cursor[0] >= since:
+            start_cursor, since_ms = cursor, 0
+        else:
+            start_cursor, since_ms = None, since
+        self.counters["catchups"] += 1
+        done = 0
+        total = 0
+        last_report = 0.0
+        saved: tuple[int, bytes] | None = None
+        pending: tuple[int, bytes] | None = None  # cursor of the page being processed
+        self._report(CatchUpProgress(channel, "started", 0, 0, self.url))
+        async for page in self.client.pages(
+            topic, since_ms=since_ms, cursor=start_cursor, page_size=self.page_size
+        ):
+            if page.total:
+                total = page.total
+            if pending is not None and pending != saved:
+                # the page before this one has been processed: its cursor is safe
+                if self._barrier is not None:
+                    await self._barrier()
+                self._set_cursor(topic, pending)
+                saved = pending
+            for item in page.items:
+                await self._deliver(item.envelope)
+                done += 1
+            self.counters["catchup_envelopes"] += len(page.items)
+            if page.items:
+                last = page.items[-1]
+                pending = (last.arrival_ms, last.hash)
+            now = time.monotonic()
+            if page.items and (
+                now - last_report >= self.progress_interval_s or page.next is None
+            ):
+                last_report = now
+                self._report(
+                    CatchUpProgress(channel, "running", done, max(total, done), self.url)
+                )
+            if page.next is None:
+                if self._barrier is not None:
+                    await self._barrier()
+                if pending is not None:
+                    self._set_cursor(topic, pending)
+                pos["online_until"] = max(int(pos.get("online_until", 0)), page.store_time_ms)
+                self._save()
+        self._report(CatchUpProgress(channel, "done", done, max(total, done), self.url))
+        return done
+
+    # ------------------------------------------------------------------ missing deps
+
+    def note_missing(self, channel: str, entries: Iterable[_Entry]) -> None:
+        """Remember the retrieval hints of missing dependencies (from ``MessagesMissing``)."""
+        for e in entries:
+            hint = e.retrieval_hint
+            if hint is not None and len(hint) == 32:
+                key = (channel, e.message_id)
+                self._hints[key] = bytes(hint)
+                self._hints.move_to_end(key)
+        while len(self._hints) > 100_000:
+            self._hints.popitem(last=False)
+
+    def request(self, channel: str, message_ids: Iterable[str]) -> int:
+        """Fetch these ids (not in local storage) from the store; returns how many have hints."""
+        now = time.monotonic()
+        n = 0
+        for mid in message_ids:
+            hint = self._hints.get((channel, mid))
+            if hint is None:
+                continue
+            n += 1
+            want = self._wants.get(hint)
+            if want is None:
+                self._wants[hint] = _Want(channel, mid, next_at=now, last_requested=now)
+            else:
+                want.last_requested = now
+        if n:
+            self._wake.set()
+        return n
+
+    @property
+    def wanted(self) -> int:
+        """Ids currently being fetched."""
+        return len(self._wants)
+
+    async def _fetch_loop(self) -> None:
+        while not self._closed:  # ends when cancelled
+            now = time.monotonic()
+            due_at = min((w.next_at for w in self._wants.values()), default=None)
+            if due_at is None or due_at > now:
+                timeout = None if due_at is None else due_at - now
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
+                continue
+            await asyncio.sleep(self.fetch_delay_s)  # gather the ids of one round
+            await self._fetch_due()
+
+    async def _fetch_due(self) -> None:
+        now = time.monotonic()
+        for hint, want in list(self._wants.items()):
+            if now - want.last_requested > self.stale_s:
+                del self._wants[hint]  # the node stopped asking: it arrived or was given up
+        due = [h for h, w in self._wants.items() if w.next_at <= now]
+        if not due:
+            return
+        self.counters["fetch_queries"] += 1
+        try:
+            found = await self.client.by_hash(due)
+        except StoreUnavailable:
+            self.counters["store_unavailable"] += 1
+            found = None
+        except StoreError as exc:
+            logger.warning("store refused a fetch: %s", exc)
+            found = None
+        for hint in due:
+            want = self._wants.get(hint)
+            if want is None:
+                continue
+            item = None if found is None else found.get(hint)
+            if item is not None:
+                del self._wants[hint]
+                self.counters["fetched"] += 1
+                await self._deliver(item.envelope)
+                continue
+            want.attempts += 1
+            self.counters["fetch_misses"] += 1
+            if want.attempts >= self.fetch_attempts:
+                del self._wants[hint]
+                self.counters["fetch_given_up"] += 1
+            else:
+                want.next_at = time.monotonic() + backoff_delay(
+                    want.attempts - 1, *self._backoff, self._rng
+                )
+
+    # ------------------------------------------------------------------ positions
+
+    def _position(self, topic: bytes) -> dict[str, Any]:
+        store = self._state.setdefault(self.url, {})
+        pos: dict[str, Any] = store.setdefault(topic.hex(), {})
+        return pos
+
+    def _set_cursor(self, topic: bytes, cursor: tuple[int, bytes]) -> None:
+        self._position(topic)["cursor"] = [cursor[0], cursor[1].hex()]
+        self._save()
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._path is None:
+            return {}
+        try:
+            data = json.loads(self._path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring unreadable %s: %s", self._path, exc)
+            return {}
+        stores = data.get("stores") if isinstance(data, dict) else None
+        return stores if isinstance(stores, dict) else {}
+
+    def _save(self) -> None:
+        if self._path is None:
+            return
+        tmp = self._path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps({"version": 1, "stores": self._state}, sort_keys=True))
+            os.replace(tmp, self._path)
+        except OSError as exc:
+            logger.warning("could not save %s: %s", self._path, exc)
+
+    def _report(self, progress: CatchUpProgress) -> None:
+        if self._progress is None:
+            return
+        try:
+            self._progress(progress)
+        except Exception:
+            logger.exception("progress callback failed")
+
+
+def _cursor(value: object) -> tuple[int, bytes] | None:
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    try:
+        return int(value[0]), bytes.fromhex(str(value[1]))
+    except (TypeError, ValueError):
+        return None
