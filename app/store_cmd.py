@@ -165,8 +165,6 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         ValueError: a bad value (the message names it).
     """
     listen = None if args.listen.strip().lower() == "none" else parse_host_port(args.listen)
-    if not args.relay and not args.lan:
-        raise ValueError("no source of envelopes: give --relay URL and/or --lan")
     if args.interface and not args.lan:
         raise ValueError("--interface needs --lan")
     return StorePeerConfig(

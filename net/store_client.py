@@ -352,10 +352,9 @@ class StoreClient:
         for _ in range(1_000_000):  # bounded: one pass per answer frame
             frame = await self._next(req)
             body = frame.envelopes
-            items.extend(
-                StoredItem(e.envelope, hashlib.sha256(e.envelope).digest(), e.arrival_ms)
-                for e in body.envelopes
-            )
+            for e in body.envelopes:
+                env = e.envelope
+                items.append(StoredItem(env, hashlib.sha256(env).digest(), e.arrival_ms))
             if body.final:
                 nxt = (body.next.arrival_ms, body.next.hash) if body.HasField("next") else None
                 return Page(tuple(items), nxt, body.store_time_ms, body.total)

@@ -752,6 +752,8 @@ async def serve_store_until_signal(
         return 1
     for factory in feed_factories:
         peer.add_feed(await factory(peer))
+    if not peer._feeds:
+        log.warning("store_no_feeds", note="no --relay and no --lan: serving the archive only")
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from store_helpers import T, channel, run, sealed
 from websockets.asyncio.client import connect
 
@@ -353,3 +355,40 @@ def test_restart_keeps_the_archive(tmp_path: Path) -> None:
                 assert len(found) == 50
 
     run(main())
+
+
+# ----------------------------------------------------------------- wire format
+
+_items = st.lists(
+    st.tuples(st.binary(max_size=300), st.integers(0, 2**64 - 1)), max_size=5
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rid=st.integers(0, 2**64 - 1),
+    items=_items,
+    final=st.booleans(),
+    cursor=st.none() | st.tuples(st.integers(0, 2**64 - 1), st.binary(max_size=40)),
+    store_time=st.integers(0, 2**64 - 1),
+    total=st.integers(0, 2**64 - 1),
+)
+def test_hand_written_envelopes_frame_is_what_protobuf_writes(
+    rid: int,
+    items: list[tuple[bytes, int]],
+    final: bool,
+    cursor: tuple[int, bytes] | None,
+    store_time: int,
+    total: int,
+) -> None:
+    body = store_pb2.Envelopes(
+        envelopes=[store_pb2.StoredEnvelope(envelope=e, arrival_ms=a) for e, a in items],
+        final=final, store_time_ms=store_time, total=total,
+    )
+    if cursor is not None:
+        body.next.arrival_ms, body.next.hash = cursor
+    expected = store_pb2.StoreFrame(version=1, request_id=rid, envelopes=body)
+    ours = encode_envelopes(rid, items, final=final, next_cursor=cursor,
+                            store_time_ms=store_time, total=total)
+    assert ours == expected.SerializeToString()
+    assert decode_store_frame(ours) == expected
