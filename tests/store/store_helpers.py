@@ -297,3 +297,34 @@ def wait_until(
             return
         time.sleep(step)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def history(data_dir: Path, channel: str = "room") -> list[dict[str, Any]]:
+    """``sdschat history --json`` of a data dir (works beside a running node)."""
+    out = subprocess.run(
+        sdschat("history", channel, "--data-dir", str(data_dir), "--json"),
+        cwd=ROOT, capture_output=True, timeout=T(60), check=True,
+    )
+    return [json.loads(line) for line in out.stdout.decode().splitlines() if line.strip()]
+
+
+def comparable(hist: list[dict[str, Any]]) -> list[tuple[str, str, int, str]]:
+    """What must be identical across participants: id, sender, lamport, content, in order."""
+    return [(h["id"], h["sender"], h["lamport"], h["content"]) for h in hist]
+
+
+def texts_delivered(p: Proc) -> set[str]:
+    """Texts of others' messages delivered to ``p`` so far."""
+    return {str(e.get("text")) for e in p.select("delivered")}
+
+
+def wait_connected(*procs: Proc, base_timeout: float = 30) -> None:
+    """Wait until every node reports its transport connected and its channel joined."""
+    for p in procs:
+        p.wait_for(
+            lambda p=p: bool(p.select("connection", state="connected")) and bool(
+                p.select("channel")
+            ),
+            base_timeout,
+            "connected and joined",
+        )
