@@ -125,20 +125,22 @@ def encode_envelopes(
     """One frame of an answer: ``items`` are ``(envelope bytes, arrival_ms)``.
 
     Encoded by the generated protobuf code (the project never writes protobuf
-    wire format by hand).
+    wire format by hand). The frame is filled in place (``add``): building
+    ``StoredEnvelope`` objects first and passing them in copies every envelope
+    once more, which was half of a store's CPU time.
     """
-    body = store_pb2.Envelopes(
-        envelopes=[store_pb2.StoredEnvelope(envelope=e, arrival_ms=a) for e, a in items],
-        final=final,
-        store_time_ms=store_time_ms,
-        total=total,
-    )
+    frame = StoreFrame(version=STORE_PROTOCOL_VERSION, request_id=request_id)
+    body = frame.envelopes
+    add = body.envelopes.add
+    for envelope, arrival in items:
+        add(envelope=envelope, arrival_ms=arrival)
+    body.final = final
+    body.store_time_ms = store_time_ms
+    body.total = total
     if next_cursor is not None:
         body.next.arrival_ms = next_cursor[0]
         body.next.hash = next_cursor[1]
-    return StoreFrame(
-        version=STORE_PROTOCOL_VERSION, request_id=request_id, envelopes=body
-    ).SerializeToString()
+    return frame.SerializeToString()
 
 
 def encode_error(request_id: int, code: str, reason: str = "") -> bytes:
