@@ -293,6 +293,7 @@ class SdsChatApp(App[None]):
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
         self.fatal = (message, code)
+        self._refresh_panels()
         self.push_screen(FatalScreen(title, message, hint, code))
         self.run_worker(self._close_node(), group="close")
 
@@ -558,6 +559,8 @@ class SdsChatApp(App[None]):
         node = self.node
         me = f"{node.name} ({node.sender_id[:8]})" if node is not None else "…"
         state = m.connection if node is not None else "connecting"
+        if self.fatal is not None:
+            state = "stopped"
         chat.query_one(StatusBar).update_info(
             StatusInfo(
                 transport=self.opts.transport_label,
@@ -574,14 +577,11 @@ class SdsChatApp(App[None]):
         bar = Text()
         if view is not None:
             bar.append(f"#{view.name}", "bold")
-            bar.append(
-                " · public: anyone who knows the name can read" if view.public else " · encrypted",
-                "dim",
-            )
+            bar.append(" · public" if view.public else " · encrypted", "dim")
             peers = node.peers(view.name) if node is not None else []
             bar.append(f" · {len(peers)} peer{'s' if len(peers) != 1 else ''}", "dim")
             if unacked:
-                bar.append(f" · {unacked} awaiting acknowledgement", "dim")
+                bar.append(f" · {unacked} not acknowledged yet", "dim")
         elif node is None:
             bar.append("starting…", "dim")
         chat.query_one(ChannelBar).update_text(bar)

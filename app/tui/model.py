@@ -473,6 +473,9 @@ class ChatModel:
             ch.channels.add(ev.channel)
             return
         mention = mentions(ev.text, self.name)
+        if ev.channel != self.current and view.last_read is None:
+            # first news in a channel never looked at: the "new" line goes above it
+            view.last_read = view.newest_key or (0, "")
         if view.at_tail and not view.following and len(view.rows) >= MAX_WINDOW:
             view.at_tail = False  # the reader is scrolled up: do not push their rows out
         if view.at_tail or (view.keys and key < view.keys[-1]):

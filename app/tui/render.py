@@ -40,13 +40,14 @@ __all__ = [
 NICK_WIDTH = 10
 """Columns of the (right-aligned) author column."""
 
+# Ten hues far enough apart to tell authors apart at a glance, per background.
 _DARK_AUTHORS = (
-    "#e06c75", "#98c379", "#e5c07b", "#61afef", "#c678dd", "#56b6c2",
-    "#d19a66", "#ff79c6", "#8be9fd", "#50fa7b", "#f1fa8c", "#bd93f9",
+    "#e06c75", "#98c379", "#e5c07b", "#61afef", "#c678dd",
+    "#56b6c2", "#d19a66", "#ff79c6", "#c3e88d", "#82aaff",
 )  # fmt: skip
 _LIGHT_AUTHORS = (
-    "#b3262e", "#2e7d32", "#8a6d00", "#1f5fbf", "#7b1fa2", "#00796b",
-    "#a0522d", "#ad1457", "#00838f", "#33691e", "#6d4c41", "#4527a0",
+    "#b3262e", "#2e7d32", "#8a6d00", "#1f5fbf", "#7b1fa2",
+    "#00796b", "#a0522d", "#ad1457", "#5c7f00", "#3949ab",
 )  # fmt: skip
 
 _MENTION = re.compile(r"(?<![\w@])@[\w][\w.-]*")

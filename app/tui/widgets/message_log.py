@@ -93,6 +93,7 @@ class MessageLog(ScrollView, can_focus=True):
         self._layout_version = None
         self.sync(force=True)
         self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.call_after_refresh(self._stick_to_bottom)
 
     def set_dark(self, dark: bool) -> None:
         if dark != self.dark:
@@ -107,11 +108,19 @@ class MessageLog(ScrollView, can_focus=True):
         self.sync()
         self._check_edges()
 
+    def on_mount(self) -> None:
+        self.set_dark(self.app.current_theme.dark)
+
     def sync(self, *, force: bool = False) -> None:
         """Re-layout after the view changed, keeping what the person looks at in place."""
         width = self.scrollable_content_region.width or self.size.width
         if width <= 0:
             return
+        dark = self.app.current_theme.dark
+        if dark != self.dark:
+            self.dark = dark
+            self._pal = palette(dark)
+            self._cache.clear()
         view = self.view
         stamp: tuple[object, ...] = (
             id(view),
@@ -131,12 +140,18 @@ class MessageLog(ScrollView, can_focus=True):
         self._layout_version = stamp
         if following:
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+            self.call_after_refresh(self._stick_to_bottom)
         elif anchor is not None:
             row, delta = anchor
             y = self._offset_of(row.key)
             if y is not None:
                 self.scroll_to(y=y + delta, animate=False, immediate=True)
         self.refresh()
+
+    def _stick_to_bottom(self) -> None:
+        """After the layout settled (sizes, scrollbars): still at the bottom if following."""
+        if self.follow and self.scroll_y < self.max_scroll_y:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
 
     def select_step(self, step: int) -> Key | None:
         """Move the selection up (-1) or down (+1); selects the newest row first."""
@@ -216,10 +231,9 @@ class MessageLog(ScrollView, can_focus=True):
         console = self.app.console
         if view.more_before:
             return [_strip(Text("  ↑ older messages: scroll up", self._pal.time), console, width)]
+        note = f"This is the start of #{view.name}."
         if view.public:
-            note = f"#{view.name} is PUBLIC: anyone who knows its name can read it"
-        else:
-            note = f"#{view.name}: end-to-end encrypted with the channel passphrase"
+            note += " It is PUBLIC: anyone who knows its name can read it."
         out = [_strip(Text(f"  {note}", self._pal.time), console, width)]
         if not view.rows:
             out.append(_strip(Text("  No messages yet. Say hello!", self._pal.dim), console, width))
@@ -296,8 +310,15 @@ class MessageLog(ScrollView, can_focus=True):
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         if round(old_value) != round(new_value):
-            self.follow = new_value >= self.max_scroll_y
+            if new_value >= self.max_scroll_y:
+                self.follow = True  # back at the bottom: follow new messages again
             self._check_edges()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.follow = False  # the reader scrolls back: keep what they look at in place
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self.follow = self.scroll_target_y >= self.max_scroll_y
 
     def _check_edges(self) -> None:
         view = self.view

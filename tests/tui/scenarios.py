@@ -1,0 +1,256 @@
+"""Deterministic screens of the TUI, for snapshot tests and the README's screenshots.
+
+Everything that could vary is fixed: identities (from seeds), clocks (frozen,
+so no protocol timer ever fires and times read 00:0x UTC), message ids (seeded
+node randomness), terminal size, and the order of events (each step waits for
+the previous one to show). Peers are real nodes started inside the app's loop.
+
+``python tests/tui/scenarios.py docs/screenshots`` writes the README's SVGs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from tui_helpers import (  # noqa: E402
+    GatedTransport,
+    Peer,
+    start_peer,
+    tui,
+    wait_until,
+)
+
+from app.chat_content import encode_content  # noqa: E402
+from app.transport import MemoryHub  # noqa: E402
+from app.tui import SdsChatApp  # noqa: E402
+from app.tui.typing import encode_typing  # noqa: E402
+from storage import Store, StoredMessage  # noqa: E402
+
+SNAP_SIZE = (110, 32)
+
+RunBefore = Callable[[Any], Awaitable[None]]
+
+
+def _rows(app: SdsChatApp, channel: str = "general") -> list[str]:
+    return [r.text for r in app.model.channels[channel].rows]
+
+
+async def steady(app: SdsChatApp, pilot: Any) -> None:
+    """Cursors that do not blink (a blinking cursor makes screenshots differ)."""
+    from textual.widgets import Input
+
+    for screen in (app.chat, app.screen):
+        for box in screen.query(Input):
+            box.cursor_blink = False
+    await pilot.pause()
+
+
+def _attach(app: SdsChatApp, peers: list[Peer]) -> None:
+    """Close the scripted peers when the app closes its own node."""
+    close_node = app._close_node
+
+    async def close_all() -> None:
+        await close_node()
+        for p in peers:
+            await p.close()
+        peers.clear()
+
+    app._close_node = close_all  # type: ignore[method-assign]
+
+
+def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
+    """#general with own states, a mention, an action, a waiting message and typing."""
+    hub = MemoryHub()
+    gate = GatedTransport(hub.transport())
+    app = tui(
+        base / "alice", gate, fixed=True, channels=("general", "random"), theme=theme,
+        remember_state=False,
+    )  # fmt: skip
+    peers: list[Peer] = []
+    _attach(app, peers)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        bob = await start_peer(base / "bob", hub, "bob", seed=2, fixed=True,
+                               channels=("general", "random"))  # fmt: skip
+        carol = await start_peer(base / "carol", hub, "carol", seed=3, fixed=True)
+        peers.extend([bob, carol])
+        await bob.say("anyone seen the coffee machine manual?", channel="random")
+        await wait_until(lambda: len(_rows(app, "random")) == 1)
+        await pilot.press("alt+2")  # read #random, then back: "new" goes after this one
+        await pilot.press("alt+1")
+        await bob.say("morning all! the relay patch is up for review")
+        await wait_until(lambda: len(_rows(app)) == 1)
+        await carol.say("waves from the train", kind="me")
+        await wait_until(lambda: len(_rows(app)) == 2)
+        await bob.say("@alice could you have a look before lunch? it touches the reconnect backoff")
+        await wait_until(lambda: len(_rows(app)) == 3)
+        box = app.chat.query_one("#input")
+        box.value = "on it, reading now"
+        await pilot.press("enter")
+        await wait_until(lambda: "on it, reading now" in bob.texts())
+        await wait_until(lambda: "on it, reading now" in carol.texts())
+        await bob.say("thanks!")
+        await wait_until(lambda: len(_rows(app)) == 5)
+        box.value = "looks good: one question about the jitter"
+        await pilot.press("enter")
+        await wait_until(lambda: "looks good: one question about the jitter" in bob.texts())
+        await wait_until(
+            lambda: app.model.channels["general"].rows[-1].own_state == "sent", what="sent"
+        )
+        gate.hold = True  # carol's next message never reaches alice...
+        await carol.say("I pushed a fix for the flaky test")
+        await wait_until(lambda: bool(gate.held))
+        gate.swallow_held()
+        await carol.say("so the build should be green again")  # ...this one waits for it
+        await wait_until(lambda: len(_rows(app)) == 7)
+        box.value = "great, merging after lunch"  # nobody answers: stays "sent"
+        await pilot.press("enter")
+        await wait_until(lambda: "great, merging after lunch" in bob.texts())
+        await wait_until(
+            lambda: any(
+                r.text == "great, merging after lunch" and r.own_state == "sent"
+                for r in app.model.channels["general"].rows
+            ),
+            what="sent",
+        )
+        await carol.node.send_ephemeral("general", encode_typing("carol"))
+        await wait_until(lambda: bool(app.model.channels["general"].typing))
+        await bob.say("lunch at noon?", channel="random")
+        await bob.say("@alice you coming?", channel="random")
+        await wait_until(lambda: app.model.channels["random"].unread == 2)
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+def new_line(base: Path) -> tuple[SdsChatApp, RunBefore]:
+    """Back in a channel after a while: "── new ──" marks where you left off."""
+    app, before = conversation(base)
+
+    async def run_before(pilot: Any) -> None:
+        await before(pilot)
+        await pilot.press("alt+2")
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+def help_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
+    app = tui(base / "alice", MemoryHub().transport(), fixed=True, remember_state=False)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        await pilot.press("f1")
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+async def seed_history(data_dir: Path, n: int) -> None:
+    from net.channel_key import TEST_KDF, derive_channel_key
+
+    key = derive_channel_key("general", None, params=TEST_KDF)
+    names = ("dave", "erin", "frank")
+    words = ("relay", "backoff", "bloom filter", "lamport clock", "repair", "sync")
+    async with await Store.open(data_dir) as store:
+        await store.join_channel("general", key.topic, is_public=True)
+        await store.insert_messages(
+            StoredMessage(
+                channel="general",
+                message_id=f"{i:064x}",
+                sender_id=f"{i % 3:032x}",
+                lamport=1_767_225_600_000 + i * 60_000,
+                content=encode_content(
+                    f"note {i}: thoughts on the {words[i % len(words)]}", names[i % 3]
+                ),
+                delivered_at=1_767_225_600_000 + i * 60_000,
+            )
+            for i in range(n)
+        )
+
+
+def search_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
+    asyncio.run(seed_history(base / "alice", 60))
+    app = tui(base / "alice", MemoryHub().transport(), fixed=True, remember_state=False)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        await pilot.press("ctrl+f")
+        app.screen.query_one("#search-input").value = "bloom"
+        await pilot.press("enter")
+        await wait_until(lambda: bool(getattr(app.screen, "results", None)))
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+def error_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
+    app = tui(base / "alice", MemoryHub().transport(), fixed=True, remember_state=False)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        app._fatal_screen(
+            "Data directory in use",
+            "data directory /home/alice/.local/share/sdschat is in use by another sdschat "
+            "instance (held by pid 4242); stop it or choose another --data-dir",
+            "Another sdschat is running with this --data-dir. Quit it first, or start this "
+            "one with another --data-dir.",
+            3,
+        )
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+SCENARIOS: dict[str, Callable[[Path], tuple[SdsChatApp, RunBefore]]] = {
+    "tui-dark": conversation,
+    "tui-light": lambda base: conversation(base, theme="light"),
+    "tui-new-line": new_line,
+    "tui-help": help_screen,
+    "tui-search": search_screen,
+    "tui-error": error_screen,
+}
+
+
+def write_screenshots(out: Path) -> list[Path]:
+    """Render every scenario to ``out/<name>.svg`` with ``App.save_screenshot``."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, build in SCENARIOS.items():
+        base = Path(tempfile.mkdtemp(prefix="sdschat-shot-"))
+        try:
+            app, before = build(base)
+
+            async def shoot(pilot: Any, app: SdsChatApp = app, before: RunBefore = before,
+                            name: str = name) -> None:  # fmt: skip
+                await before(pilot)
+                await pilot.pause()
+                app.save_screenshot(filename=f"{name}.svg", path=str(out))
+                await app._close_node()
+                app.exit()
+
+            async def run(app: SdsChatApp = app, shoot: Any = shoot) -> None:
+                async with app.run_test(size=SNAP_SIZE) as pilot:
+                    await shoot(pilot)
+
+            asyncio.run(run())
+            written.append(out / f"{name}.svg")
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_screenshots(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots")):
+        print(path)

@@ -1,0 +1,54 @@
+"""Snapshot tests of the main screens (pytest-textual-snapshot; SVGs in ``__snapshots__``).
+
+Deterministic: fixed identities, frozen clocks (times read 00:00 UTC and no
+protocol timer fires), seeded ids, fixed terminal size (see ``scenarios.py``).
+After an intended change of the UI: ``pytest tests/tui/test_tui_snapshots.py
+--snapshot-update``, look at the SVGs, commit them, and regenerate the
+README's screenshots with ``python tests/tui/scenarios.py docs/screenshots``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scenarios import (
+    SNAP_SIZE,
+    conversation,
+    error_screen,
+    help_screen,
+    new_line,
+    search_screen,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_chat_dark(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = conversation(tmp_path)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+def test_chat_light(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = conversation(tmp_path, theme="light")
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+def test_unread_line(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = new_line(tmp_path)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+def test_help(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = help_screen(tmp_path)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+def test_search(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = search_screen(tmp_path)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+def test_error(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = error_screen(tmp_path)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
