@@ -154,8 +154,12 @@ async def _serve(
         node = await Node.open(data_dir, transport, name=settings.name, options=options)
     except DataDirLockedError as exc:
         return _fatal(out, str(exc), EXIT_LOCKED)
-    except (NewerSchemaError, CorruptDatabaseError, IdentityFileError,
-            IdentityMismatchError) as exc:  # fmt: skip
+    except (
+        NewerSchemaError,
+        CorruptDatabaseError,
+        IdentityFileError,
+        IdentityMismatchError,
+    ) as exc:
         return _fatal(out, str(exc), EXIT_DATABASE)
     node.subscribe(out.event)
     loop = asyncio.get_running_loop()
@@ -195,9 +199,13 @@ async def _serve(
 
 
 async def _command(
-    node: Node, name: str, arg: str, current: str | None, passphrase: bytes | None,
+    node: Node,
+    name: str,
+    arg: str,
+    current: str | None,
+    passphrase: bytes | None,
     out: JsonLines,
-) -> str | None:  # fmt: skip
+) -> str | None:
     """Run one parsed command; returns the (possibly new) current channel."""
     try:
         if name in ("say", "me"):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TextIO
 
 from app.chat_content import decode_content
-from storage import DB_FILENAME, DataDirLockedError, LogEntry, StorageError, Store
+from storage import DB_FILENAME, DataDirLockedError, LogEntry, OwnState, StorageError, Store
 
 __all__ = ["LogLine", "log_line", "print_history", "read_history"]
 
@@ -103,6 +103,8 @@ def _read_only_rows(path: Path, channel: str) -> Iterator[tuple[object, ...]]:
 def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
     """The whole stored log of ``channel`` in SDS order (see the module docstring).
 
+    Call it outside a running event loop (or in a thread); it runs its own.
+
     Raises:
         LookupError: the channel was never joined in this data directory.
         storage.StorageError: the database cannot be read.
@@ -114,8 +116,6 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         return asyncio.run(_read_with_store(directory, channel))
     except DataDirLockedError:
         pass  # a node is running: read beside it
-    from storage import OwnState
-
     lines: list[LogLine] = []
     for row in _read_only_rows(directory / DB_FILENAME, channel):
         state = row[5]

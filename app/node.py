@@ -167,6 +167,9 @@ class NodeOptions:
         max_queued_envelopes: received envelopes waiting for the worker; beyond
             it the transport is made to wait (backpressure).
         envelope_cache: recent envelopes kept in memory for resends/repairs.
+        waiting_envelope_cache: envelopes of received messages still waiting for
+            dependencies (stored with the message when it is delivered; one evicted
+            here is stored without its envelope and cannot be served for repair).
         publish_rate, publish_burst: token bucket for publishing (the relay
             disconnects clients that exceed its rate: 200 frames/s by default).
         republish_cap: at most this many unacknowledged own messages (the most
@@ -181,6 +184,7 @@ class NodeOptions:
     max_round: int = 256
     max_queued_envelopes: int = 4096
     envelope_cache: int = 512
+    waiting_envelope_cache: int = 1024
     publish_rate: float = 160.0
     publish_burst: int = 320
     republish_cap: int = 512
@@ -293,6 +297,17 @@ class _Inbox:
 
 
 @dataclass(slots=True)
+class _Receiving:
+    """The envelope whose SDS bytes the core is processing right now."""
+
+    hash: bytes
+    envelope: bytes
+    sds_bytes: bytes
+    consumed: bool = False  # delivered at once: its envelope went with the message
+    settled: bool = False  # sync, ephemeral or dropped: nothing will wait for it
+
+
+@dataclass(slots=True)
 class _Round:
     """What one round produced, to commit and then publish."""
 
@@ -305,9 +320,13 @@ class _Round:
     missing: dict[str, set[str]] = field(default_factory=dict)
     repair_needed: dict[str, set[str]] = field(default_factory=dict)
     local_id: int | None = None
-    current: tuple[bytes, bytes] | None = None  # (hash, envelope) being received
+    current: _Receiving | None = None  # the envelope being received
     core_called: bool = False
 
+
+#: Drops that do not discard the message being received (a bad filter is only
+#: ignored for acks; a buffer eviction concerns an older waiting message).
+_NOT_FATAL_DROPS = frozenset({sds.DropReason.BAD_FILTER, sds.DropReason.INCOMING_BUFFER_FULL})
 
 _RANK = {
     OwnState.QUEUED: 0,
@@ -379,7 +398,7 @@ class Node:
         self._by_topic: dict[bytes, str] = {}
         self._replay = ReplayGuard()
         self._envelopes: OrderedDict[tuple[str, str], bytes] = OrderedDict()
-        self._waiting_envelopes: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._waiting_envelopes: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
         self._own_state: dict[tuple[str, str], OwnState] = {}
         self._local_ids: dict[tuple[str, str], int] = {}
         self._own_text: dict[tuple[str, str], tuple[str, str]] = {}
@@ -460,24 +479,42 @@ class Node:
         self.transport.start(self._on_envelope, self._on_status)
         self._emit(Ready(self.sender_id, self.name, str(self.store.data_dir)))
 
-    async def close(self) -> None:
-        """Finish queued work, disconnect, save every channel's state, close the store."""
+    async def close(self, timeout: float = 10.0) -> None:
+        """Finish queued work, disconnect, save every channel's state, close the store.
+
+        Each step is bounded by ``timeout`` seconds (a stuck worker is cancelled);
+        the store is closed in any case.
+        """
         if self._closed or self._closing:
             return
         self._closing = True
         try:
-            if self._worker is not None and not self._worker.done():
+            worker = self._worker
+            if worker is not None and not worker.done():
                 with contextlib.suppress(Exception):
-                    await self._call_in_worker(self._noop)  # everything queued before is done
+                    async with asyncio.timeout(timeout):
+                        await self._call_in_worker(self._noop)  # everything queued is done
             self._cancel_timers()
             with contextlib.suppress(Exception):
-                await self.transport.close()
-            if self._worker is not None and self._inbox is not None:
+                async with asyncio.timeout(timeout):
+                    await self.transport.close()
+            if worker is not None and self._inbox is not None:
                 self._inbox.put(_Stop())
-                with contextlib.suppress(Exception):
-                    await self._worker
+                try:
+                    async with asyncio.timeout(timeout):
+                        await asyncio.shield(worker)
+                except TimeoutError:
+                    worker.cancel()
+                    self._emit(NodeError("the node's worker did not stop in time; cancelled"))
+                except Exception:
+                    pass
+                if not worker.done():
+                    worker.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await worker
             self._cancel_timers()
-            await self._save_all_states(durable=True)
+            async with asyncio.timeout(timeout):
+                await self._save_all_states(durable=True)
         finally:
             self._closed = True
             self._emit(Closed(dict(self.counters)))
@@ -869,8 +906,9 @@ class Node:
             it.local_id = local_id
             if not it.future.done():
                 it.future.set_result(local_id)
-            self._emit(OwnMessage(it.channel, "queued", local_id=local_id, text=it.text,
-                                  kind=it.kind))  # fmt: skip
+            self._emit(
+                OwnMessage(it.channel, "queued", local_id=local_id, text=it.text, kind=it.kind)
+            )
 
     # ------------------------------------------------------------------ core calls
 
@@ -910,14 +948,23 @@ class Node:
         except EnvelopeError as exc:
             self._reject(exc.reason, channel, exc.detail, out)
             return
-        out.current = (opened.envelope_hash, data)
+        current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         self._participant.channel(channel).receive(opened.sds_bytes, now, opened.envelope_hash)
         out.core_called = True
         self._drain(now, out)
         out.current = None
+        if not current.consumed and not current.settled:
+            # A content message that waits for dependencies (whether or not the core
+            # reported them missing: it may wait only for other waiting messages).
+            # Keep its envelope, by hash (its retrieval hint), for its delivery.
+            cache = self._waiting_envelopes
+            cache[(channel, current.hash)] = data
+            while len(cache) > self.options.waiting_envelope_cache:
+                cache.popitem(last=False)
 
-    def _seen(self, channel: str, sender_id: str, name: str | None, now: int, out: _Round,
-              content: bool) -> None:  # fmt: skip
+    def _seen(
+        self, channel: str, sender_id: str, name: str | None, now: int, out: _Round, content: bool
+    ) -> None:
         peer = self._peers.get(sender_id)
         first = peer is None or channel not in peer.channels
         if peer is None:
@@ -986,26 +1033,39 @@ class Node:
         elif isinstance(ev, sds.MessageAcknowledged):
             if self._set_own(ch, ev.message_id, OwnState.ACKNOWLEDGED, out):
                 out.events.append(
-                    OwnMessage(ch, "acknowledged", self._local_ids.pop((ch, ev.message_id), None),
-                               ev.message_id,
-                               detail={"by": ev.by_sender, "causal": ev.by_causal_history})
-                )  # fmt: skip
+                    OwnMessage(
+                        ch,
+                        "acknowledged",
+                        self._local_ids.pop((ch, ev.message_id), None),
+                        ev.message_id,
+                        detail={"by": ev.by_sender, "causal": ev.by_causal_history},
+                    )
+                )
             self.counters["acknowledged"] += 1
         elif isinstance(ev, sds.MessagePossiblyAcknowledged):
             if self._set_own(ch, ev.message_id, OwnState.POSSIBLY_ACKNOWLEDGED, out):
                 out.events.append(
-                    OwnMessage(ch, "possibly_acknowledged",
-                               self._local_ids.get((ch, ev.message_id)), ev.message_id,
-                               detail={"hits": ev.hits, "threshold": ev.threshold})
-                )  # fmt: skip
+                    OwnMessage(
+                        ch,
+                        "possibly_acknowledged",
+                        self._local_ids.get((ch, ev.message_id)),
+                        ev.message_id,
+                        detail={"hits": ev.hits, "threshold": ev.threshold},
+                    )
+                )
         elif isinstance(ev, sds.MessageSendFailed):
             text = self._own_text.get((ch, ev.message_id))
             if self._set_own(ch, ev.message_id, OwnState.FAILED, out):
                 out.events.append(
-                    OwnMessage(ch, "failed", self._local_ids.pop((ch, ev.message_id), None),
-                               ev.message_id, text=None if text is None else text[0],
-                               detail={"reason": ev.reason, "attempts": ev.attempts})
-                )  # fmt: skip
+                    OwnMessage(
+                        ch,
+                        "failed",
+                        self._local_ids.pop((ch, ev.message_id), None),
+                        ev.message_id,
+                        text=None if text is None else text[0],
+                        detail={"reason": ev.reason, "attempts": ev.attempts},
+                    )
+                )
             if text is not None:
                 content = encode_content(text[0], self.name, text[1])
                 self._failed.append((ch, ev.message_id, content))
@@ -1018,24 +1078,22 @@ class Node:
                 out.events.append(
                     Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
                 )
-            if ev.message_id and out.current is not None:
-                # The message just received waits: keep its envelope for its delivery.
-                cache = self._waiting_envelopes
-                cache[(ch, ev.message_id)] = out.current[1]
-                while len(cache) > self.options.envelope_cache:
-                    cache.popitem(last=False)
         elif isinstance(ev, sds.MessageLost):
             out.events.append(Lost(ch, ev.message_id, ev.waiting))
             self.counters["lost"] += 1
         elif isinstance(ev, sds.SyncReceived):
-            # A sync that named missing ids is not a waiting message: forget its envelope.
-            self._waiting_envelopes.pop((ch, ev.message_id), None)
+            if out.current is not None:
+                out.current.settled = True
             self._seen(ch, ev.sender_id, None, now, out, content=False)
         elif isinstance(ev, sds.EphemeralReceived):
+            if out.current is not None:
+                out.current.settled = True
             self._seen(ch, ev.sender_id, None, now, out, content=False)
             out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
         elif isinstance(ev, sds.MessageDropped):
             self.counters[f"dropped_{ev.reason.value}"] += 1
+            if out.current is not None and ev.reason not in _NOT_FATAL_DROPS:
+                out.current.settled = True
         elif isinstance(ev, sds.RepairDataNeeded):
             out.repair_needed.setdefault(ch, set()).add(ev.message_id)
         elif isinstance(ev, sds.MessageResent):
@@ -1055,7 +1113,7 @@ class Node:
         if not mid or out.current is None or info is None:
             return {}
         try:
-            pb = parse_pb(open_envelope(out.current[1], info.key).sds_bytes)
+            pb = parse_pb(out.current.sds_bytes)
         except Exception:
             return {}
         if pb.message_id != mid or not pb.content:
@@ -1099,16 +1157,22 @@ class Node:
         self._own_text[(ch, mid)] = (content.text, content.kind)
         out.own_new.append((ch, mid, env))
         out.events.append(
-            OwnMessage(ch, "logged", local_id, mid, ev.lamport, ev.position, content.text,
-                       content.kind)
-        )  # fmt: skip
+            OwnMessage(
+                ch, "logged", local_id, mid, ev.lamport, ev.position, content.text, content.kind
+            )
+        )
         self.counters["sent"] += 1
 
     def _on_delivered(self, ev: sds.MessageDelivered, now: int, out: _Round) -> None:
         ch, mid = ev.channel_id, ev.message_id
-        env = self._waiting_envelopes.pop((ch, mid), None)
-        if env is None and out.current is not None and ev.retrieval_hint == out.current[0]:
-            env = out.current[1]
+        env: bytes | None = None
+        hint = ev.retrieval_hint
+        cur = out.current
+        if cur is not None and hint == cur.hash:
+            env = cur.envelope
+            cur.consumed = True
+        elif hint is not None:
+            env = self._waiting_envelopes.pop((ch, hint), None)
         if env is not None:
             self._remember_envelope(ch, mid, env)
         out.batch.insert_message(
@@ -1126,8 +1190,17 @@ class Node:
         )
         content = decode_content(ev.content)
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
-        delivered = Delivered(ch, mid, ev.sender_id, content.name, content.kind, content.text,
-                              ev.lamport, ev.position, ev.missing_before)  # fmt: skip
+        delivered = Delivered(
+            ch,
+            mid,
+            ev.sender_id,
+            content.name,
+            content.kind,
+            content.text,
+            ev.lamport,
+            ev.position,
+            ev.missing_before,
+        )
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
 
@@ -1204,9 +1277,13 @@ class Node:
                 ]
                 for ch, mid in replays:
                     out.events.append(
-                        Rejected("replayed", ch, f"message {mid[:12]} already in the log",
-                                 self.counters["rejected_replayed"])
-                    )  # fmt: skip
+                        Rejected(
+                            "replayed",
+                            ch,
+                            f"message {mid[:12]} already in the log",
+                            self.counters["rejected_replayed"],
+                        )
+                    )
             self.counters["delivered"] += len(out.delivered) - len(replays)
 
     def _add_states(self, batch: Batch) -> None:
@@ -1337,17 +1414,27 @@ class Node:
                 self._emit(NodeError(f"saved core state of {name!r} unreadable ({exc}); rebuilt"))
         config = self.options.config
         state, report = await reconcile_state(
-            self.store, name, state, sender_id=self.sender_id, config=config, now_ms=now,
+            self.store,
+            name,
+            state,
+            sender_id=self.sender_id,
+            config=config,
+            now_ms=now,
             open_own=self._open_own(key),
-        )  # fmt: skip
+        )
         try:
             self._participant.join(name, now, state)
         except ValueError as exc:
             self._emit(NodeError(f"saved core state of {name!r} unusable ({exc}); rebuilt"))
             state, report = await reconcile_state(
-                self.store, name, None, sender_id=self.sender_id, config=config, now_ms=now,
+                self.store,
+                name,
+                None,
+                sender_id=self.sender_id,
+                config=config,
+                now_ms=now,
                 open_own=self._open_own(key),
-            )  # fmt: skip
+            )
             self._participant.join(name, now, state)
         for note in report.notes:
             self._emit(Info(f"{name}: {note}"))
@@ -1355,11 +1442,14 @@ class Node:
             self._emit(
                 Info(
                     f"{name}: saved core state was older than the log; reconciled",
-                    {"log_added": report.log_added, "outgoing_added": report.outgoing_added,
-                     "outgoing_removed": report.outgoing_removed,
-                     "incoming_removed": report.incoming_removed},
+                    {
+                        "log_added": report.log_added,
+                        "outgoing_added": report.outgoing_added,
+                        "outgoing_removed": report.outgoing_removed,
+                        "incoming_removed": report.incoming_removed,
+                    },
                 )
-            )  # fmt: skip
+            )
         info = ChannelInfo(name, key, key.is_public, key.topic)
         self._channels[name] = info
         self._by_topic[key.topic] = name
@@ -1374,8 +1464,7 @@ class Node:
                     self._own_text[(name, mid)] = (c.text, c.kind if c.kind != "raw" else "msg")
         self._state_dirty = True
         await self.transport.subscribe([key.topic])
-        self._emit(ChannelJoined(name, key.is_public, key.topic.hex(),
-                                 report.stored))  # fmt: skip
+        self._emit(ChannelJoined(name, key.is_public, key.topic.hex(), report.stored))
         pending = await self.store.pending_outgoing(name)
         assert self._inbox is not None
         if pending:
@@ -1410,6 +1499,7 @@ def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:
     lines = []
     for p in peers:
         ago = max(0, now_ms - p.last_seen_ms) / 1000.0
-        lines.append(f"{p.name or '?'} ({p.sender_id[:8]}) seen {ago:.0f}s ago, "
-                     f"{p.messages} messages")  # fmt: skip
+        lines.append(
+            f"{p.name or '?'} ({p.sender_id[:8]}) seen {ago:.0f}s ago, {p.messages} messages"
+        )
     return lines

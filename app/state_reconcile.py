@@ -196,9 +196,16 @@ async def reconcile_state(
             else sds.OwnState.UNACKNOWLEDGED
         )
         kept.append(
-            [e.message_id, data.hex(), e.lamport, st, [], 0,
-             now_ms + config.resend_unacknowledged_ms]
-        )  # fmt: skip
+            [
+                e.message_id,
+                data.hex(),
+                e.lamport,
+                st,
+                [],
+                0,
+                now_ms + config.resend_unacknowledged_ms,
+            ]
+        )
         report.outgoing_added += 1
     d["outgoing"] = kept
 

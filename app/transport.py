@@ -147,9 +147,7 @@ class RelayTransport:
     def start(self, on_envelope: EnvelopeCallback, on_status: StatusCallback) -> None:
         def on_state(change: StateChange) -> None:
             on_status(
-                TransportStatus(
-                    change.state.value, change.reason, change.retry_in, change.attempt
-                )
+                TransportStatus(change.state.value, change.reason, change.retry_in, change.attempt)
             )
 
         client = RelayClient(

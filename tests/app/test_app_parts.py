@@ -1,0 +1,166 @@
+"""Small parts of app/: content format, command parsing, settings, passphrase files, transports."""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+import pytest
+from app_helpers import key, run
+
+import sds
+from app.chat_content import ChatContent, decode_content, encode_content
+from app.commands import Command, parse_line
+from app.headless import PassphraseFileError, read_passphrase_file
+from app.node_events import Delivered, OwnMessage, event_to_json
+from app.node_settings import add_join_arguments, load_config_file, settings_from_args
+from app.transport import LossyTransport, MemoryHub
+from net.envelope import seal
+from net.identity import Identity
+
+
+def test_content_round_trip_and_foreign_content() -> None:
+    raw = encode_content("héllo", "alice\x1b[31m", "me")
+    assert decode_content(raw) == ChatContent("héllo", "alice[31m", "me")
+    assert decode_content(b"plain text") == ChatContent("plain text", None, "raw")
+    assert decode_content(b"\xff\xfe").kind == "raw"
+    assert decode_content(b'{"v":1,"text":"t","kind":"weird"}') == ChatContent("t", None, "msg")
+    assert decode_content(b"[" * 100_000).kind == "raw"  # deep nesting: no crash
+    with pytest.raises(ValueError):
+        encode_content("", "a")
+    with pytest.raises(ValueError):
+        encode_content("x", "a", "shout")
+    assert decode_content(encode_content("x", "n" * 500)).name == "n" * 64
+
+
+def test_parse_line() -> None:
+    assert parse_line("hello") == Command("say", "hello")
+    assert parse_line("  \n") is None
+    assert parse_line("//slash") == Command("say", "/slash")
+    assert parse_line("/me waves\n") == Command("me", "waves")
+    assert parse_line("/JOIN dev") == Command("join", "dev")
+    assert parse_line("/leave") == Command("leave", "")
+    assert parse_line("/join").name == "error"
+    assert parse_line("/frobnicate x").name == "error"
+    assert parse_line("/quit") == Command("quit", "")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_join_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_settings_precedence(tmp_path: Path) -> None:
+    s = settings_from_args(_parse(["room"]))
+    assert s.config == sds.Config() and s.drop_rate == 0 and s.relay == "ws://127.0.0.1:8765"
+    s = settings_from_args(_parse(["room", "--fast"]))
+    assert s.config == sds.Config.fast(1000)
+    cfg = tmp_path / "n.toml"
+    cfg.write_text("fast = true\ndrop_rate = 0.1\n[protocol]\nsync_interval_ms = 1234\n")
+    s = settings_from_args(
+        _parse(
+            [
+                "room",
+                "--config",
+                str(cfg),
+                "--resend-ms",
+                "777",
+                "--lost-timeout-ms",
+                "9000",
+                "--repair-tmin-ms",
+                "10",
+                "--repair-tmax-ms",
+                "20",
+                "--sweep-ms",
+                "30",
+            ]
+        )
+    )
+    c = s.config
+    assert c.sync_interval_ms == 1234 and c.resend_unacknowledged_ms == 777
+    assert c.resend_possibly_acknowledged_ms == 1554 and c.lost_timeout_ms == 9000
+    assert (c.repair_t_min_ms, c.repair_t_max_ms, c.sweep_interval_ms) == (10, 20, 30)
+    assert s.drop_rate == 0.1
+    assert (
+        settings_from_args(_parse(["room", "--config", str(cfg), "--drop-rate", "0"])).drop_rate
+        == 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "message"),
+    [
+        ("bogus = 1\n", [], "unknown keys bogus"),
+        ("[protocol]\nresend_ms = 1\n", [], "unknown [protocol] keys"),
+        ("not toml [", [], "not valid TOML"),
+        ("", ["--drop-rate", "1.5"], "drop-rate"),
+        ("", ["--repair-tmin-ms", "50", "--repair-tmax-ms", "10"], "repair_t_min_ms"),
+        ("", ["--relay", "http://x"], "ws://"),
+    ],
+)
+def test_settings_errors(tmp_path: Path, text: str, flags: list[str], message: str) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        settings_from_args(_parse(["room", "--config", str(cfg), *flags]))
+
+
+def test_config_file_missing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot read"):
+        load_config_file(tmp_path / "absent.toml")
+
+
+def test_passphrase_file(tmp_path: Path) -> None:
+    f = tmp_path / "pw"
+    f.write_bytes(b"s3cret words\r\nignored\n")
+    assert read_passphrase_file(f) == b"s3cret words"
+    f.write_bytes(b"\n")
+    with pytest.raises(PassphraseFileError, match="empty"):
+        read_passphrase_file(f)
+    with pytest.raises(PassphraseFileError, match="cannot read"):
+        read_passphrase_file(tmp_path / "absent")
+    f.write_bytes(b"x" * 70_000)
+    with pytest.raises(PassphraseFileError, match="larger"):
+        read_passphrase_file(f)
+
+
+def test_event_json_names_and_fields() -> None:
+    d = event_to_json(Delivered("c", "m", "s", "alice", "msg", "hi", 5, 0))
+    assert d["event"] == "delivered" and d["sender"] == "s" and d["text"] == "hi"
+    o = event_to_json(OwnMessage("c", "queued", local_id=3, text="x"))
+    assert (o["event"], o["state"], o["local_id"]) == ("own", "queued", 3)
+
+
+def test_lossy_transport_counts() -> None:
+    import asyncio
+
+    async def main() -> tuple[int, int, int]:
+        hub = MemoryHub()
+        k = key()
+        ident = Identity.generate()
+        got: list[bytes] = []
+
+        async def on_env(e: bytes) -> None:
+            got.append(e)
+
+        sender = LossyTransport(hub.transport(), 0.3, random.Random(1))
+        receiver = LossyTransport(hub.transport(), 0.3, random.Random(2))
+        for t in (sender, receiver):
+            await t.subscribe([k.topic])
+            t.start(on_env, lambda s: None)
+        from sds import sds_pb2
+
+        for i in range(1000):
+            data = sds_pb2.SdsMessage(
+                sender_id=ident.sender_id, message_id=str(i), channel_id="general", content=b"x"
+            ).SerializeToString()
+            assert await sender.publish(seal(data, ident, k))
+        await asyncio.sleep(0.2)
+        return sender.dropped_out, receiver.dropped_in, len(got)
+
+    out_drops, in_drops, got = run(main())
+    assert 250 < out_drops < 350
+    assert got == 1000 - out_drops - in_drops
+    assert 0.2 < in_drops / (1000 - out_drops) < 0.4

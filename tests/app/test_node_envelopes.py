@@ -1,0 +1,212 @@
+"""Hostile envelopes at a node: each is rejected with its reason and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from app_helpers import Harness, T, key, run, start_node, wait_until
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.chat_content import encode_content
+from app.transport import MemoryHub
+from net import envelope_pb2
+from net.channel_key import ChannelKey
+from net.envelope import AAD_DOMAIN, MAX_ENVELOPE_BYTES, seal
+from net.identity import Identity
+from sds import sds_pb2
+
+
+def sds_bytes(sender_id: str, channel: str = "general", text: str = "x", n: int = 1) -> bytes:
+    return sds_pb2.SdsMessage(
+        sender_id=sender_id,
+        message_id=f"{n:064x}",
+        channel_id=channel,
+        lamport_timestamp=1_000 + n,
+        content=encode_content(text, "mallory"),
+    ).SerializeToString()
+
+
+def raw_envelope(
+    k: ChannelKey,
+    payload: bytes,
+    *,
+    version: int = 1,
+    nonce: bytes | None = None,
+    key_bytes: bytes | None = None,
+) -> bytes:
+    """Encrypt any SealedPayload bytes exactly as net.envelope does."""
+    nonce = os.urandom(12) if nonce is None else nonce
+    aad = AAD_DOMAIN + version.to_bytes(4, "big") + k.topic
+    ct = ChaCha20Poly1305(key_bytes or k.key).encrypt(nonce, payload, aad)
+    return envelope_pb2.Envelope(
+        version=version, topic=k.topic, nonce=nonce, ciphertext=ct
+    ).SerializeToString()
+
+
+def test_each_hostile_envelope_is_rejected_with_its_reason(tmp_path: Path) -> None:
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        await b.node.join("pub", None, key=key("pub", None))
+        pub = await start_node(
+            tmp_path / "p", hub, name="pubby", channels=("pub",), passphrase=None
+        )
+        try:
+            await a.node.send("general", "genuine")
+            await wait_until(lambda: b.texts() == ["genuine"])
+            genuine = a.node.transport.sent[0]  # type: ignore[attr-defined]
+            right = key("general")
+            mallory = Identity.generate()
+            inject = b.node._on_envelope
+
+            tampered = bytearray(genuine)
+            tampered[-5] ^= 0x01
+            await inject(bytes(tampered))
+            wrong = ChannelKey("general", key("general", "guess").key, right.topic, False)
+            await inject(seal(sds_bytes(mallory.sender_id), mallory, wrong))
+            forged = seal(sds_bytes(a.node.sender_id, text="I am alice"), mallory, right)
+            await inject(forged)
+            payload = envelope_pb2.SealedPayload(
+                sds=sds_bytes(mallory.sender_id),
+                sender_public_key=mallory.public_key,
+                signature=b"\x00" * 64,
+            ).SerializeToString()
+            await inject(raw_envelope(right, payload))
+            await inject(b"\x0a" * (MAX_ENVELOPE_BYTES + 1))
+            await inject(b"not an envelope at all")
+            await inject(raw_envelope(right, payload, version=2))
+            await inject(seal(sds_bytes(mallory.sender_id, "elsewhere"), mallory, key("elsewhere")))
+            await inject(genuine)  # replay
+            # a member of the public channel tries to write into the private one
+            cross = seal(
+                sds_bytes(pub.node.sender_id, channel="general", text="sneaky"),
+                pub.node.identity,
+                key("pub", None),
+            )
+            await inject(cross)
+
+            want = {
+                "wrong_key_or_tampered": 2,
+                "sender_mismatch": 1,
+                "bad_signature": 1,
+                "oversized": 1,
+                "malformed": 1,
+                "unsupported_version": 1,
+                "wrong_topic": 1,
+                "replayed": 1,
+            }
+            await b.node._call_in_worker(b.node._noop)
+            got = {k[9:]: v for k, v in b.node.counters.items() if k.startswith("rejected_")}
+            assert got == want
+            for reason, n in want.items():
+                assert b.node.counters[f"rejected_{reason}"] == n
+            await wait_until(lambda: b.node.counters["dropped_wrong_channel"] == 1)
+            await a.node.send("general", "still works")
+            await wait_until(lambda: b.texts() == ["genuine", "still works"])
+            assert b.texts("pub") == []
+            assert b.node.counters["internal_errors"] == 0
+            assert len(b.node.core("general").log_ids()) == 2
+        finally:
+            for h in (a, b, pub):
+                await h.node.close()
+
+    run(main())
+
+
+# ------------------------------------------------------------------ hypothesis garbage
+
+
+class LiveNodes:
+    """Two nodes on a loop in a background thread, shared by the hypothesis examples."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.hub = MemoryHub()
+        self.a: Harness = self.call(start_node(tmp / "a", self.hub, name="alice"))
+        self.b: Harness = self.call(start_node(tmp / "b", self.hub, name="bob"))
+
+    def call(self, coro: Any, timeout: float = 10.0) -> Any:
+        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return fut.result(T(timeout))
+
+    def close(self) -> None:
+        self.call(self.a.node.close())
+        self.call(self.b.node.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(T(5))
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveNodes]:
+    nodes = LiveNodes(tmp_path_factory.mktemp("live"))
+    try:
+        yield nodes
+    finally:
+        nodes.close()
+
+
+RIGHT = key("general")
+
+garbage = st.one_of(
+    st.binary(max_size=4096),
+    st.builds(
+        lambda v, nonce, ct: envelope_pb2.Envelope(
+            version=v, topic=RIGHT.topic, nonce=nonce, ciphertext=ct
+        ).SerializeToString(),
+        st.integers(0, 2**32 - 1),
+        st.binary(max_size=16),
+        st.binary(max_size=512),
+    ),
+    st.builds(lambda p: raw_envelope(RIGHT, p), st.binary(max_size=512)),
+    st.builds(
+        lambda sds, pk, sig: raw_envelope(
+            RIGHT,
+            envelope_pb2.SealedPayload(
+                sds=sds, sender_public_key=pk, signature=sig
+            ).SerializeToString(),
+        ),
+        st.binary(max_size=256),
+        st.binary(min_size=32, max_size=32),
+        st.binary(min_size=64, max_size=64),
+    ),
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(frames=st.lists(garbage, min_size=1, max_size=8))
+def test_garbage_never_crashes_or_reaches_the_log(live: LiveNodes, frames: list[bytes]) -> None:
+    before = len(live.b.node.core("general").log_ids())
+
+    async def feed() -> None:
+        for f in frames:
+            await live.b.node._on_envelope(f)
+        await live.b.node._call_in_worker(live.b.node._noop)  # processed
+
+    live.call(feed())
+    assert len(live.b.node.core("general").log_ids()) == before
+    assert live.b.node.counters["internal_errors"] == 0
+
+
+def test_node_still_delivers_after_the_garbage(live: LiveNodes) -> None:
+    async def check() -> None:
+        n = len(live.b.texts())
+        await live.a.node.send("general", "after garbage")
+        await wait_until(lambda: len(live.b.texts()) == n + 1)
+
+    live.call(check())
+    assert live.b.texts()[-1] == "after garbage"
