@@ -225,6 +225,8 @@ def start_session(
         _pane_command(plan.relay, cwd, "relay"),
         tmux=tmux,
     )
+    # Windows made later take this size until a client attaches (then the client's).
+    _tmux("set-option", "-t", s, "default-size", f"{width}x{height}", tmux=tmux)
     if not wait_listening(plan.port, timeout):
         stop_session(s, tmux=tmux)
         raise RuntimeError(f"the relay did not start listening on {HOST}:{plan.port}")
@@ -233,6 +235,8 @@ def start_session(
         cmd = _pane_command(plan.participants[name], cwd, name)
         if i == 0:
             _tmux("new-window", "-t", s, "-n", "chat", *extra_env, cmd, tmux=tmux)
+            _tmux("resize-window", "-t", f"{s}:chat", "-x", str(width), "-y", str(height),
+                  tmux=tmux)  # fmt: skip
         else:
             _tmux("split-window", "-t", f"{s}:chat", "-h", *extra_env, cmd, tmux=tmux)
         _tmux("select-pane", "-t", f"{s}:chat.{i}", "-T", name, tmux=tmux)

@@ -190,6 +190,7 @@ class SdsChatApp(App[None]):
         """(message, exit status) of the error that stopped the app."""
         self.chat = ChatScreen(self._completion_source, opts.tz)
         self._pending: list[NodeEvent] = []
+        self._commands: asyncio.Queue[Command] = asyncio.Queue()
         self._flush_scheduled = False
         self._shutting_down = False
         self._throttle = TypingThrottle()
@@ -209,6 +210,7 @@ class SdsChatApp(App[None]):
         self.theme = "textual-light" if theme == "light" else "textual-dark"
         self.set_interval(self.opts.tick_interval, self._tick)
         self._refresh_panels()
+        self._command_loop()
         self._boot()
 
     @work(exclusive=True, group="boot")
@@ -731,16 +733,21 @@ class SdsChatApp(App[None]):
         with contextlib.suppress(Exception):
             await node.send_ephemeral(channel, encode_typing(node.name))
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not isinstance(event.input, ChatInput):
-            return
+    def on_chat_input_line(self, event: ChatInput.Line) -> None:
         event.stop()
-        line = event.value
-        event.input.value = ""
-        event.input.remember(line)
-        cmd = parse(line)
+        cmd = parse(event.line)
         if cmd is not None:
-            self.run_worker(self.run_command(cmd), group="command")
+            self._commands.put_nowait(cmd)
+
+    @work(group="commands")
+    async def _command_loop(self) -> None:
+        """Carry out typed lines one after the other, in the order they were typed."""
+        while True:  # ends when the app's workers are cancelled at exit
+            cmd = await self._commands.get()
+            try:
+                await self.run_command(cmd)
+            except Exception as exc:  # a bug in one command must not stop the others
+                self.notify(f"{type(exc).__name__}: {exc}", severity="error")
 
     async def run_command(self, cmd: Command) -> None:
         """Carry out one parsed input line."""
@@ -769,8 +776,13 @@ class SdsChatApp(App[None]):
                 self._passphrase_set,
             )
             return
+        if not self.ready.is_set():
+            if self.fatal is not None:
+                return
+            await self.ready.wait()  # typed during startup: carried out once joined
+            node = self.node
+            channel = self.model.current
         if node is None:
-            self.notify("not ready yet", severity="warning")
             return
         try:
             if name in ("say", "me"):

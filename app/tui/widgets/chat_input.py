@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
+from textual import events
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import Input
 
 from app.tui.commands import complete
@@ -27,6 +29,13 @@ class ChatInput(Input):
         Binding("tab", "complete", "complete", show=False),
     ]
 
+    class Line(Message):
+        """A line was entered (the input is already cleared and the line in the history)."""
+
+        def __init__(self, line: str) -> None:
+            super().__init__()
+            self.line = line
+
     def __init__(self, source: CompletionSource | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.history: list[str] = []
@@ -34,6 +43,24 @@ class ChatInput(Input):
         self._draft = ""
         self._source = source
         self.last_candidates: list[str] = []
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            # Here, in key order: a binding's action would run after the keys typed next.
+            event.stop()
+            event.prevent_default()
+            await self.action_submit()
+            return
+        await super()._on_key(event)
+
+    async def action_submit(self) -> None:
+        """Enter: take the line and clear the input in the same step, so keys typed right
+        after (a fast typist, a paste, tmux send-keys) start the next line."""
+        line = self.value
+        self.value = ""
+        self.cursor_position = 0
+        self.remember(line)
+        self.post_message(self.Line(line))
 
     def remember(self, line: str) -> None:
         """Add a submitted line to the history (consecutive duplicates once)."""
