@@ -191,6 +191,8 @@ class SdsChatApp(App[None]):
         self.chat = ChatScreen(self._completion_source, opts.tz)
         self._pending: list[NodeEvent] = []
         self._commands: asyncio.Queue[Command] = asyncio.Queue()
+        self.pending_commands = 0
+        """Typed lines not yet carried out (tests wait for 0)."""
         self._flush_scheduled = False
         self._shutting_down = False
         self._throttle = TypingThrottle()
@@ -737,6 +739,7 @@ class SdsChatApp(App[None]):
         event.stop()
         cmd = parse(event.line)
         if cmd is not None:
+            self.pending_commands += 1
             self._commands.put_nowait(cmd)
 
     @work(group="commands")
@@ -748,6 +751,8 @@ class SdsChatApp(App[None]):
                 await self.run_command(cmd)
             except Exception as exc:  # a bug in one command must not stop the others
                 self.notify(f"{type(exc).__name__}: {exc}", severity="error")
+            finally:
+                self.pending_commands -= 1
 
     async def run_command(self, cmd: Command) -> None:
         """Carry out one parsed input line."""

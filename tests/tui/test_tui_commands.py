@@ -32,6 +32,7 @@ async def type_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
     box.value = line
     box.cursor_position = len(line)
     await pilot.press("enter")
+    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
     await pilot.pause()
 
 
