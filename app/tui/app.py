@@ -8,8 +8,10 @@ on screen), subscribes to its events and joins the channels.
 
 Node events arrive on the app's loop (the node runs on it) and are folded
 into the :class:`~app.tui.model.ChatModel` in batches: at most one redraw
-every ``flush_interval`` seconds however many messages arrive, so typing stays
-responsive while hundreds of messages a second come in.
+``flush_interval`` seconds after the first of them, and while they keep coming
+at most one every ``redraw_interval`` seconds (a full frame of the log costs
+tens of milliseconds in Textual), so typing stays responsive while hundreds of
+messages a second come in.
 
 Errors are shown, not thrown: a data directory in use, a database from a newer
 sdschat (or corrupt), an unusable identity file, or a passphrase that differs
@@ -95,6 +97,7 @@ class TuiOptions:
     tz: tzinfo | None = None
     theme: str | None = None
     flush_interval: float = 0.03
+    redraw_interval: float = 0.1
     tick_interval: float = 0.5
     lan: str = "off"
     store_peer: str = "none"
@@ -117,6 +120,7 @@ def make_app(
     tz: tzinfo | None = None,
     theme: str | None = None,
     flush_interval: float = 0.03,
+    redraw_interval: float = 0.1,
     tick_interval: float = 0.5,
     remember_state: bool = True,
 ) -> SdsChatApp:
@@ -136,7 +140,8 @@ def make_app(
             (fix it for deterministic screenshots).
         tz: time zone of the times shown (default: local).
         theme: ``"dark"`` or ``"light"`` (default: the last one used, else dark).
-        flush_interval: least seconds between two redraws caused by node events.
+        flush_interval: seconds between a node event and its redraw (batching).
+        redraw_interval: least seconds between two redraws caused by node events.
         tick_interval: seconds between refreshes of time-based things (typing,
             last seen, sync state).
         remember_state: keep where you left off and the theme in ``tui.json``.
@@ -155,6 +160,7 @@ def make_app(
             tz=tz,
             theme=theme,
             flush_interval=flush_interval,
+            redraw_interval=redraw_interval,
             tick_interval=tick_interval,
             remember_state=remember_state,
         )
@@ -194,6 +200,7 @@ class SdsChatApp(App[None]):
         self.pending_commands = 0
         """Typed lines not yet carried out (tests wait for 0)."""
         self._flush_scheduled = False
+        self._last_flush = 0.0
         self._shutting_down = False
         self._throttle = TypingThrottle()
         self._rejected_noted: set[str] = set()
@@ -436,10 +443,13 @@ class SdsChatApp(App[None]):
         self._pending.append(event)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.set_timer(self.opts.flush_interval, self._flush_events)
+            since = time.monotonic() - self._last_flush
+            delay = max(self.opts.flush_interval, self.opts.redraw_interval - since)
+            self.set_timer(delay, self._flush_events)
 
     def _flush_events(self) -> None:
         self._flush_scheduled = False
+        self._last_flush = time.monotonic()
         batch, self._pending = self._pending, []
         if not batch or self._shutting_down:
             return

@@ -155,6 +155,8 @@ class ChannelView:
     """missing dependency id -> waiting message ids that named it."""
     version: int = 0
     """Changes whenever rows are added, removed or re-keyed."""
+    by_id: dict[str, Row] = field(default_factory=dict)
+    """message id -> row, for the rows in the window."""
 
     # ------------------------------------------------------------------ lookup
 
@@ -165,10 +167,14 @@ class ChannelView:
         return None
 
     def find_message(self, message_id: str) -> Row | None:
-        for row in reversed(self.rows):  # recent rows are what changes
-            if row.message_id == message_id:
-                return row
-        return None
+        return self.by_id.get(message_id)
+
+    def set_message_id(self, row: Row, message_id: str) -> None:
+        row.message_id = message_id
+        self.by_id[message_id] = row
+
+    def _reindex(self) -> None:
+        self.by_id = {r.message_id: r for r in self.rows if r.message_id is not None}
 
     def find_local(self, local_id: int) -> Row | None:
         for row in reversed(self.rows):
@@ -209,12 +215,16 @@ class ChannelView:
         i = bisect.bisect_left(self.keys, row.key)
         self.keys.insert(i, row.key)
         self.rows.insert(i, row)
+        if row.message_id is not None:
+            self.by_id[row.message_id] = row
         self.version += 1
         return i
 
     def remove_at(self, i: int) -> Row:
         del self.keys[i]
         row = self.rows.pop(i)
+        if row.message_id is not None and self.by_id.get(row.message_id) is row:
+            del self.by_id[row.message_id]
         self.version += 1
         return row
 
@@ -235,6 +245,7 @@ class ChannelView:
         old = self.rows
         self.rows = list(rows)
         self.keys = [r.key for r in self.rows]
+        self._reindex()
         self.at_tail = at_tail
         self.more_before = more_before
         self.loaded = True
@@ -257,6 +268,9 @@ class ChannelView:
         fresh = [r for r in rows if first is None or r.key < first]
         self.rows[:0] = fresh
         self.keys[:0] = [r.key for r in fresh]
+        for r in fresh:
+            if r.message_id is not None:
+                self.by_id[r.message_id] = r
         self.more_before = more_before
         self.version += 1
         return len(fresh)
@@ -280,6 +294,9 @@ class ChannelView:
         if excess <= 0:
             return 0
         if keep_end:
+            for r in self.rows[:excess]:
+                if r.message_id is not None:
+                    self.by_id.pop(r.message_id, None)
             del self.rows[:excess]
             del self.keys[:excess]
             self.more_before = True
@@ -290,6 +307,7 @@ class ChannelView:
                 gone = {id(r) for r in cut}
                 self.rows = [r for r in self.rows if id(r) not in gone]
                 self.keys = [r.key for r in self.rows]
+                self._reindex()
                 self.at_tail = False
             excess = len(cut)
         self.version += 1

@@ -78,6 +78,7 @@ class MessageLog(ScrollView, can_focus=True):
         self.follow = True
         self._older_requested = False
         self._newer_requested = False
+        self._last_direction = 0
         self.layouts = 0
         """How many times the layout was recomputed (for tests and benchmarks)."""
 
@@ -106,7 +107,7 @@ class MessageLog(ScrollView, can_focus=True):
         """The app finished a NeedOlder/NeedNewer request (rows may have been added)."""
         self._older_requested = self._newer_requested = False
         self.sync()
-        self._check_edges()
+        self._check_edges(self._last_direction)
 
     def on_mount(self) -> None:
         self.set_dark(self.app.current_theme.dark)
@@ -200,12 +201,12 @@ class MessageLog(ScrollView, can_focus=True):
         target = self.scroll_y + direction * height
         self.scroll_to(y=max(0, min(target, self.max_scroll_y)), animate=False, immediate=True)
         self.follow = self.scroll_y >= self.max_scroll_y
-        self._check_edges()
+        self._check_edges(direction)
 
     def to_bottom(self) -> None:
         self.follow = True
         self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
-        self._check_edges()
+        self._check_edges(1)
 
     # ------------------------------------------------------------------ layout
 
@@ -273,8 +274,8 @@ class MessageLog(ScrollView, can_focus=True):
         if not self._offsets:
             return None
         y = int(self.scroll_y)
-        i = bisect.bisect_right(self._offsets, y) - 1
-        if not 0 <= i < len(self._drawn):
+        i = max(0, bisect.bisect_right(self._offsets, y) - 1)  # in the header: the first row
+        if i >= len(self._drawn):
             return None
         return self._drawn[i], y - self._offsets[i]
 
@@ -312,7 +313,7 @@ class MessageLog(ScrollView, can_focus=True):
         if round(old_value) != round(new_value):
             if new_value >= self.max_scroll_y:
                 self.follow = True  # back at the bottom: follow new messages again
-            self._check_edges()
+            self._check_edges(1 if new_value > old_value else -1)
 
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         self.follow = False  # the reader scrolls back: keep what they look at in place
@@ -320,15 +321,23 @@ class MessageLog(ScrollView, can_focus=True):
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         self.follow = self.scroll_target_y >= self.max_scroll_y
 
-    def _check_edges(self) -> None:
+    def _check_edges(self, direction: int) -> None:
+        """Moving up (-1) to the top, or down (+1) to the bottom, of the window: page in."""
         view = self.view
         if view is None or not view.loaded:
             return
-        if self.scroll_y <= 1 and view.more_before and not self._older_requested:
+        self._last_direction = direction
+        if (
+            direction < 0
+            and self.scroll_y <= 1
+            and view.more_before
+            and not self._older_requested
+        ):
             self._older_requested = True
             self.post_message(self.NeedOlder(view.name))
         if (
-            self.scroll_y >= self.max_scroll_y - 1
+            direction > 0
+            and self.scroll_y >= self.max_scroll_y - 1
             and not view.at_tail
             and not self._newer_requested
         ):
