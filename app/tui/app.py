@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
@@ -76,6 +76,9 @@ from net.identity import IdentityFileError
 from storage import CorruptDatabaseError, DataDirLockedError, LogEntry, NewerSchemaError
 
 __all__ = ["TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
+
+NARROW = 70
+"""Below this many columns the channel list is hidden (Ctrl+N/P and Alt+N still switch)."""
 
 TUI_STATE_FILE = "tui.json"
 """Where the app keeps, per data directory, where you left off and the theme."""
@@ -563,6 +566,7 @@ class SdsChatApp(App[None]):
             return
         m = self.model
         chat = self.chat
+        self._fit_width(self.size.width)
         chat.query_one(ChannelList).update_entries(
             [
                 ChannelEntry(name, v.unread, v.mentioned, name == m.current, v.public)
@@ -675,6 +679,17 @@ class SdsChatApp(App[None]):
     def action_toggle_theme(self) -> None:
         dark = self.current_theme.dark
         self.theme = "textual-light" if dark else "textual-dark"
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Narrow terminals (a tmux pane): the channel list gives its columns to the log."""
+        self._fit_width(event.size.width)
+
+    def _fit_width(self, width: int) -> None:
+        if self.chat.is_mounted:
+            channels = self.chat.query_one(ChannelList)
+            wide = width >= NARROW
+            if channels.display != wide:
+                channels.display = wide
 
     def watch_theme(self, theme: str) -> None:
         if self.chat.is_mounted:

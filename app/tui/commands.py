@@ -131,6 +131,8 @@ def complete(
                 suffix = ": "
     if not candidates:
         return None
+    if after.startswith(" "):
+        suffix = suffix.rstrip()
     if len(candidates) == 1:
         new_word = candidates[0] + suffix
     else:

@@ -235,7 +235,8 @@ class MessageLog(ScrollView, can_focus=True):
         note = f"This is the start of #{view.name}."
         if view.public:
             note += " It is PUBLIC: anyone who knows its name can read it."
-        out = [_strip(Text(f"  {note}", self._pal.time), console, width)]
+        wrapped = Text(note, self._pal.time).wrap(console, max(10, width - 2))
+        out = [_strip(Text("  ") + line, console, width) for line in wrapped]
         if not view.rows:
             out.append(_strip(Text("  No messages yet. Say hello!", self._pal.dim), console, width))
         return out

@@ -1,0 +1,171 @@
+"""The TUI's rules without Textual: the channel model, commands, completion, typing."""
+
+from __future__ import annotations
+
+from app.node_events import ChannelJoined, Delivered, Lost, Missing, OwnMessage
+from app.tui.commands import COMMANDS, complete, parse
+from app.tui.model import MAX_WINDOW, PENDING_LAMPORT, ChatModel, Row, mentions
+from app.tui.typing import TypingThrottle, decode_typing, encode_typing, typing_text
+
+ME = "a" * 32
+BOB = "b" * 32
+
+
+def model() -> ChatModel:
+    m = ChatModel(ME, "alice")
+    m.apply(ChannelJoined("general", True, "00", 0), 0)
+    m.channels["general"].loaded = True
+    return m
+
+
+def delivered(mid: str, lamport: int, text: str = "", channel: str = "general", lost: int = 0):  # type: ignore[no-untyped-def]
+    return Delivered(channel, mid, BOB, "bob", "msg", text or mid, lamport, 0, lost)
+
+
+def texts(m: ChatModel, channel: str = "general") -> list[str]:
+    return [r.text for r in m.channels[channel].rows]
+
+
+def test_mentions_are_whole_words() -> None:
+    assert mentions("hey @alice!", "alice")
+    assert mentions("@ALICE look", "alice")
+    assert not mentions("hey @alicex", "alice")
+    assert not mentions("mail alice@example.org", "alice")
+    assert not mentions("hey alice", "alice")
+
+
+def test_waiting_message_then_dependencies_in_causal_order() -> None:
+    m = model()
+    m.apply(delivered("m1", 1), 0)
+    ch = m.apply(Missing("general", "m4", BOB, ("m2", "m3"), True, 4, "bob", "msg", "four"), 0)
+    assert "general" in ch.channels and ch.status
+    view = m.channels["general"]
+    row = view.find_message("m4")
+    assert row is not None and row.waiting_for == {"m2", "m3"}
+    m.apply(delivered("m3", 3), 0)
+    assert row.waiting_for == {"m2"}
+    assert view.find_message("m3").recovered  # type: ignore[union-attr]
+    m.apply(delivered("m2", 2), 0)
+    m.apply(delivered("m4", 4, "four"), 0)
+    assert not row.waiting and row.lost == 0
+    assert texts(m) == ["m1", "m2", "m3", "four"]
+    assert view.missing == {}
+
+
+def test_lost_dependency_marks_the_waiting_message() -> None:
+    m = model()
+    m.apply(Missing("general", "m2", BOB, ("m1",), True, 2, "bob", "msg", "two"), 0)
+    m.apply(Lost("general", "m1", ("m2",)), 0)
+    row = m.channels["general"].find_message("m2")
+    assert row is not None and row.lost == 1 and not row.waiting
+    m.apply(delivered("m2", 2, "two", lost=1), 0)
+    assert row.lost == 1 and texts(m) == ["two"]
+
+
+def test_sync_reminders_without_text_add_no_rows() -> None:
+    m = model()
+    m.apply(Missing("general", "sync1", BOB, ("m1",), True), 0)
+    assert texts(m) == []
+
+
+def test_own_message_moves_forward_only() -> None:
+    m = model()
+    m.apply(OwnMessage("general", "queued", local_id=1, text="hi", kind="msg"), 0)
+    view = m.channels["general"]
+    assert view.rows[0].key[0] == PENDING_LAMPORT and view.rows[0].own_state == "queued"
+    m.apply(OwnMessage("general", "logged", 1, "mine", 10, 0, "hi", "msg"), 0)
+    assert view.rows[0].key == (10, "mine")
+    for state in ("sent", "possibly_acknowledged", "sent", "acknowledged", "possibly_acknowledged"):
+        m.apply(OwnMessage("general", state, 1, "mine"), 0)
+    assert view.rows[0].own_state == "acknowledged"
+    ch = m.apply(OwnMessage("general", "failed", None, "mine"), 0)
+    assert view.rows[0].own_state == "acknowledged" and not ch.notices
+
+
+def test_failed_own_message_is_noticed() -> None:
+    m = model()
+    m.apply(OwnMessage("general", "queued", local_id=1, text="x", kind="msg"), 0)
+    m.apply(OwnMessage("general", "logged", 1, "x1", 5, 0, "x", "msg"), 0)
+    ch = m.apply(OwnMessage("general", "failed", 1, "x1"), 0)
+    assert m.channels["general"].rows[0].own_state == "failed"
+    assert ch.notices and "Ctrl+R" in ch.notices[0][1]
+
+
+def test_unread_mentions_bell_and_new_line() -> None:
+    m = model()
+    m.apply(ChannelJoined("random", False, "01", 0), 0)
+    m.channels["random"].loaded = True
+    m.apply(delivered("r1", 1, channel="random"), 0)
+    m.switch("random")
+    m.mark_read("random")
+    m.switch("general")
+    m.apply(delivered("r2", 2, channel="random"), 0)
+    ch = m.apply(delivered("r3", 3, "ping @alice", channel="random"), 0)
+    view = m.channels["random"]
+    assert view.unread == 2 and view.mentioned and ch.bell
+    m.switch("random")
+    assert view.unread == 0 and not view.mentioned
+    assert view.first_new_index() == 1  # above r2
+    assert m.cycle(1) == "general" and m.cycle(-1) == "random"
+
+
+def test_window_is_bounded_while_following_and_kept_while_reading() -> None:
+    m = model()
+    view = m.channels["general"]
+    for i in range(MAX_WINDOW + 50):
+        m.apply(delivered(f"m{i:05d}", i + 1), 0)
+    assert len(view.rows) == MAX_WINDOW and view.more_before and view.at_tail
+    view.following = False  # scrolled up reading: new rows are not pushed in
+    m.apply(delivered("late", 10**6), 0)
+    assert not view.at_tail and view.new_below == 1 and view.rows[-1].text != "late"
+
+
+def test_set_page_keeps_live_rows() -> None:
+    m = model()
+    view = m.channels["general"]
+    m.apply(OwnMessage("general", "queued", local_id=7, text="typing fast", kind="msg"), 0)
+    stored = [Row((i, f"s{i}"), BOB, "bob", "msg", f"s{i}", 0, message_id=f"s{i}") for i in (1, 2)]
+    view.set_page(stored, at_tail=True, more_before=False)
+    assert texts(m) == ["s1", "s2", "typing fast"]
+    assert view.find_message("s2") is stored[1]
+
+
+def test_commands_parse() -> None:
+    assert parse("hello").name == "say"  # type: ignore[union-attr]
+    assert parse("//slash").arg == "/slash"  # type: ignore[union-attr]
+    assert parse("/ME waves").name == "me"  # type: ignore[union-attr]
+    assert parse("/join").name == "error"  # type: ignore[union-attr]
+    assert parse("/nope").name == "error"  # type: ignore[union-attr]
+    assert parse("   ") is None
+    names = {c.name for c in COMMANDS}
+    assert {"join", "leave", "nick", "me", "who", "info", "search", "retry", "passphrase",
+            "quit", "help"} <= names  # fmt: skip
+
+
+def test_completion() -> None:
+    assert complete("/he", 3) == ("/help ", 6, ["/help"])
+    line, _, cands = complete("/s", 2)  # type: ignore[misc]
+    assert line == "/s" and set(cands) == {"/switch", "/search", "/stats"}
+    assert complete("@ca", 3, names=["carol", "bob"]) == ("@carol ", 7, ["@carol"])
+    assert complete("ca", 2, names=["carol"]) == ("carol: ", 7, ["carol"])
+    assert complete("/join ra", 8, known_channels=["random"])[0] == "/join random "  # type: ignore[index]
+    assert complete("/leave #ge", 10, joined=["general"])[0] == "/leave general "  # type: ignore[index]
+    assert complete("zzz", 3, names=["carol"]) is None
+    assert complete("hi there", 2, names=["hillary"])[0] == "hillary: there"  # type: ignore[index]
+
+
+def test_typing_notices() -> None:
+    assert decode_typing(encode_typing("bob")) == "bob"
+    assert decode_typing(b'{"v":1,"kind":"msg","text":"x"}') is None
+    assert decode_typing(b"\xff") is None
+    t = TypingThrottle(3.0)
+    assert t.should_send("g", 0.0) and not t.should_send("g", 2.9) and t.should_send("g", 3.0)
+    t.reset("g")
+    assert t.should_send("g", 3.1)
+    assert typing_text(["bob"]) == "bob is typing…"
+    assert typing_text(["carol", "bob"]) == "bob and carol are typing…"
+    assert typing_text(["a", "b", "c", "d"]) == "4 people are typing…"
+    m = model()
+    assert m.typing("general", BOB, "bob", 5.0)
+    assert not m.typing("general", ME, "alice", 5.0)
+    assert m.expire_typing(4.0) == set() and m.expire_typing(5.0) == {"general"}
