@@ -660,6 +660,13 @@ class SdsChatApp(App[None]):
     def action_page(self, direction: int) -> None:
         self.chat.query_one(MessageLog).page(direction)
 
+    def action_log_end(self, direction: int) -> None:
+        log = self.chat.query_one(MessageLog)
+        if direction < 0:
+            log.to_top()
+        else:
+            log.to_bottom()
+
     def action_select(self, step: int) -> None:
         self.chat.query_one(MessageLog).select_step(step)
 

@@ -258,7 +258,7 @@ async def test_history_pages_in_from_sqlite_both_ways(tmp_path: Path) -> None:
         for _ in range(100):  # bounded: to the top until the oldest message is loaded
             if not view.more_before:
                 break
-            log.scroll_to(y=0, animate=False, immediate=True)
+            log.to_top()
             await pilot.pause()
             await wait_until(lambda: not log._older_requested, what="older page")
         assert view.rows[0].text == "stored message 0"
@@ -270,7 +270,7 @@ async def test_history_pages_in_from_sqlite_both_ways(tmp_path: Path) -> None:
         for _ in range(100):  # and back down to the newest
             if view.at_tail:
                 break
-            log.scroll_to(y=log.max_scroll_y, animate=False, immediate=True)
+            log.to_bottom()
             await pilot.pause()
             await wait_until(lambda: not log._newer_requested, what="newer page")
         assert view.rows[-1].text == "stored message 2999"

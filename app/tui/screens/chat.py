@@ -34,6 +34,8 @@ class ChatScreen(Screen[None]):
         ],
         Binding("pageup", "app.page(-1)", "scroll up", priority=True, show=False),
         Binding("pagedown", "app.page(1)", "scroll down", priority=True, show=False),
+        Binding("ctrl+home", "app.log_end(-1)", "oldest", priority=True, show=False),
+        Binding("ctrl+end", "app.log_end(1)", "newest", priority=True, show=False),
         Binding("ctrl+up", "app.select(-1)", "select previous", priority=True, show=False),
         Binding("ctrl+down", "app.select(1)", "select next", priority=True, show=False),
         Binding("escape", "app.unselect", "clear selection", show=False),

@@ -24,6 +24,7 @@ KEYS = (
     ("Ctrl+N / Ctrl+P", "next / previous channel"),
     ("Alt+1 … Alt+9", "go to channel 1…9"),
     ("PgUp / PgDn", "scroll back / forward (older history loads from disk)"),
+    ("Ctrl+Home / Ctrl+End", "top of the loaded history (loads more) / newest"),
     ("Ctrl+Up / Ctrl+Down", "select a message (then /info); Esc clears"),
     ("Ctrl+F", "search this channel's history"),
     ("Ctrl+R", "retry messages that failed"),

@@ -203,6 +203,12 @@ class MessageLog(ScrollView, can_focus=True):
         self.follow = self.scroll_y >= self.max_scroll_y
         self._check_edges(direction)
 
+    def to_top(self) -> None:
+        """To the top of the window (older rows page in)."""
+        self.follow = False
+        self.scroll_to(y=0, animate=False, immediate=True)
+        self._check_edges(-1)
+
     def to_bottom(self) -> None:
         self.follow = True
         self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
