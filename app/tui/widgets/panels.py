@@ -202,27 +202,34 @@ class StatusBar(Widget):
         good = pal.states["acknowledged"]
         warn = pal.marker_missing
         bad = pal.marker_lost
-        out = Text(" ")
+        transport = Text()
         if info.state == "connected":
-            out.append("● ", good)
-            out.append(f"{info.transport} connected")
+            transport.append("● ", good)
+            transport.append(f"{info.transport} connected")
         elif info.state == "connecting":
-            out.append("◌ ", warn)
-            out.append(f"{info.transport} connecting…")
+            transport.append("◌ ", warn)
+            transport.append(f"{info.transport} connecting…")
         else:
-            out.append("✗ ", bad)
+            transport.append("✗ ", bad)
             what = "unreachable" if info.state == "disconnected" else info.state
-            out.append(f"{info.transport} {what}", bad)
+            transport.append(f"{info.transport} {what}", bad)
             if info.retry_in is not None:
-                out.append(f" · retry in {info.retry_in:.0f}s", pal.time)
-        out.append_text(sep)
-        out.append(f"LAN {info.lan}")
-        out.append_text(sep)
-        out.append(info.sync, good if info.sync == "synced" else warn)
-        out.append_text(sep)
-        out.append(f"store {info.store}")
-        out.append_text(sep)
-        out.append(info.me, pal.time)
-        out.append_text(sep)
-        out.append("F1 help", pal.time)
+                transport.append(f" · retry in {info.retry_in:.0f}s", pal.time)
+        # most important first; what does not fit the width is left out from the end
+        parts = [
+            transport,
+            Text(info.sync, good if info.sync == "synced" else warn),
+            Text(f"LAN {info.lan}"),
+            Text(f"store {info.store}"),
+            Text(info.me, pal.time),
+            Text("F1 help", pal.time),
+        ]
+        width = max(1, self.size.width)
+        while len(parts) > 2 and 1 + sum(p.cell_len + 3 for p in parts) - 3 > width:
+            parts.pop()
+        out = Text(" ")
+        for i, part in enumerate(parts):
+            if i:
+                out.append_text(sep)
+            out.append_text(part)
         return out
