@@ -94,6 +94,9 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "5 passphrase problem.",
     )
     add_join_arguments(p)
+    from net.lan.flags import add_join_network_arguments  # light: stdlib only
+
+    add_join_network_arguments(p)
     p.add_argument("--theme", choices=("dark", "light"), default=None, help="TUI colours")
 
     def run(args: argparse.Namespace) -> int:

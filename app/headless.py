@@ -9,7 +9,13 @@ documents them: ``ready``, ``channel`` (with ``"public": true`` for a channel
 without passphrase), ``delivered``, ``own`` (``queued``/``logged``/``sent``/
 ``possibly_acknowledged``/``acknowledged``/``failed``), ``missing``, ``lost``,
 ``peer``, ``connection``, ``rejected``, ``peers``, ``info``, ``error``,
-``closed``). Every object has ``ts`` (wall-clock seconds).
+``catchup`` (progress of catching up from a store peer), ``lan_peer`` (LAN
+gossip peers coming and going), ``closed``). Every object has ``ts``
+(wall-clock seconds).
+
+Network: LAN gossip when no relay is chosen, the relay with ``--relay``, both
+(bridged) with ``--relay … --lan`` (:mod:`net.lan.flags`); ``--store URL`` (or a
+store announced on the LAN) to catch up after being away.
 
 Exit status: 0 clean exit; 2 bad usage or settings; 3 the data directory is
 in use by another instance; 4 the database or identity file is unusable
@@ -30,7 +36,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from app.commands import HELP, parse_line
 from app.node import (
@@ -42,10 +48,11 @@ from app.node import (
     peer_lines,
     wall_ms,
 )
-from app.node_events import Info, NodeError, NodeEvent, Peers, event_to_json
-from app.node_settings import NodeSettings, settings_from_args
+from app.node_events import Info, LanPeer, NodeError, NodeEvent, Peers, event_to_json
+from app.node_settings import NodeSettings, load_config_file, settings_from_args
 from app.transport import LossyTransport, RelayTransport, Transport
 from net.identity import IdentityFileError
+from net.lan.flags import build_transport
 from storage import CorruptDatabaseError, DataDirLockedError, NewerSchemaError
 
 __all__ = [
@@ -145,11 +152,36 @@ async def _serve(
     args: argparse.Namespace, settings: NodeSettings, passphrase: bytes | None, out: JsonLines
 ) -> int:
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else _default_data_dir()
-    transport: Transport = RelayTransport(settings.relay)
+    # LAN gossip unless a relay was chosen (net/lan/flags.py); --store or a LAN store.
+    store_url: str | None = getattr(args, "store", None)
+    lan_stores: list[str] = []
+    node_box: list[Node] = []
+
+    def on_lan_store(url: str, present: bool) -> None:
+        if present and store_url is None and not lan_stores:
+            lan_stores.append(url)
+            if node_box:
+                with contextlib.suppress(RuntimeError, NodeClosedError):
+                    node_box[0].use_store(url)
+
+    def on_lan_peer(ev: Any) -> None:
+        out.event(LanPeer(ev.state, ev.peer, ev.address, ev.role, ev.reason, ev.connected))
+
+    try:
+        config_file = load_config_file(args.config) if args.config else {}
+        transport: Transport
+        transport, _lan = build_transport(
+            args, settings.relay, RelayTransport, config=config_file,
+            on_peer=on_lan_peer, on_store=on_lan_store,
+        )
+    except ValueError as exc:
+        return _fatal(out, str(exc), EXIT_USAGE)
     if settings.drop_rate > 0:
         rng = random.Random(settings.drop_seed)
         transport = LossyTransport(transport, settings.drop_rate, rng)
-    options = NodeOptions(config=settings.config, state_save_interval_ms=settings.state_save_ms)
+    options = NodeOptions(
+        config=settings.config, state_save_interval_ms=settings.state_save_ms, store_url=store_url
+    )
     try:
         node = await Node.open(data_dir, transport, name=settings.name, options=options)
     except DataDirLockedError as exc:
@@ -162,6 +194,7 @@ async def _serve(
     ) as exc:
         return _fatal(out, str(exc), EXIT_DATABASE)
     node.subscribe(out.event)
+    node_box.append(node)
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -84,6 +84,7 @@ import sds
 from app.chat_content import decode_content, encode_content
 from app.history import LogLine, log_line
 from app.node_events import (
+    CatchUp,
     ChannelJoined,
     ChannelLeft,
     Closed,
@@ -115,6 +116,7 @@ from net.envelope import (
     seal,
 )
 from net.identity import Identity
+from net.store_sync import CatchUpProgress, StoreSync
 from sds.message import parse_pb
 from storage import Batch, Cursor, OwnState, Store, StoredMessage
 from storage import Identity as StoredIdentity
@@ -177,6 +179,8 @@ class NodeOptions:
         kdf: Argon2id parameters of channel keys (``TEST_KDF`` in unit tests only).
         clock: wall-clock milliseconds (injectable for tests).
         rng: randomness for the core (sync jitter, ids).
+        store_url: a store peer (``sdschat store``) to catch up from and to fetch
+            missing dependencies from (:mod:`net.store_sync`); see :meth:`Node.use_store`.
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -191,6 +195,7 @@ class NodeOptions:
     kdf: KdfParams = DEFAULT_KDF
     clock: Callable[[], int] = wall_ms
     rng: random.Random | None = None
+    store_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +426,8 @@ class Node:
         self._closing = False
         self._closed = False
         self._pacer = _Pacer(self.options.publish_rate, self.options.publish_burst)
+        self.store_sync: StoreSync | None = None
+        """The store peer in use (:meth:`use_store`), if any."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -478,6 +485,39 @@ class Node:
         self._worker = asyncio.create_task(self._run(), name="sdschat-node")
         self.transport.start(self._on_envelope, self._on_status)
         self._emit(Ready(self.sender_id, self.name, str(self.store.data_dir)))
+        if self.options.store_url is not None:
+            self.use_store(self.options.store_url)
+
+    def use_store(self, url: str) -> None:
+        """Use the store peer at ``url``: catch every joined channel up now, on every
+        (re)connection and join, and fetch missing dependencies from it by hint.
+
+        A second call with another URL replaces the first store.
+        """
+        self._check_open()
+        if self.store_sync is not None:
+            if self.store_sync.url == url:
+                return
+            old = self.store_sync
+            asyncio.get_running_loop().create_task(old.close())
+        self.store_sync = StoreSync(
+            url,
+            deliver=self._on_envelope,
+            progress=self._on_catch_up,
+            barrier=self._noop_in_worker,
+            data_dir=self.store.data_dir,
+        )
+        self.store_sync.start()
+        self.store_sync.set_connected(self._connected)
+        for info in self._channels.values():
+            self.store_sync.catch_up_soon(info.name, info.topic)
+        self._emit(Info(f"using the store peer at {url}", {"store": url}))
+
+    async def _noop_in_worker(self) -> None:
+        await self._call_in_worker(self._noop)
+
+    def _on_catch_up(self, p: CatchUpProgress) -> None:
+        self._emit(CatchUp(p.channel, p.state, p.done, p.total, p.store, p.text, p.detail))
 
     async def close(self, timeout: float = 10.0) -> None:
         """Finish queued work, disconnect, save every channel's state, close the store.
@@ -495,6 +535,10 @@ class Node:
                     async with asyncio.timeout(timeout):
                         await self._call_in_worker(self._noop)  # everything queued is done
             self._cancel_timers()
+            if self.store_sync is not None:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(timeout):
+                        await self.store_sync.close()
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(timeout):
                     await self.transport.close()
@@ -723,11 +767,14 @@ class Node:
 
     def stats(self) -> dict[str, Any]:
         """Counters plus each channel's core buffer sizes."""
-        return {
+        out: dict[str, Any] = {
             "counters": dict(self.counters),
             "channels": {n: self._participant.channel(n).stats() for n in self._channels},
             "connected": self._connected,
         }
+        if self.store_sync is not None:
+            out["store"] = {"url": self.store_sync.url, **self.store_sync.counters}
+        return out
 
     # ------------------------------------------------------------------ plumbing
 
@@ -764,6 +811,11 @@ class Node:
             loop = asyncio.get_running_loop()
             self._inbox.put(_Call(self._republish_outgoing, loop.create_future()))
             self._inbox.put(_Tick())
+            if self.store_sync is not None:  # what was missed while away
+                for info in self._channels.values():
+                    self.store_sync.catch_up_soon(info.name, info.topic)
+        if self.store_sync is not None and not self._closing:
+            self.store_sync.set_connected(self._connected)
         self._rearm()
 
     # ------------------------------------------------------------------ timers
@@ -1072,6 +1124,8 @@ class Node:
             self.counters["failed"] += 1
         elif isinstance(ev, sds.MessagesMissing):
             ids = tuple(e.message_id for e in ev.missing)
+            if self.store_sync is not None:
+                self.store_sync.note_missing(ch, ev.missing)
             if ids:
                 out.missing.setdefault(ch, set()).update(ids)
                 preview = self._waiting_preview(ch, ev.message_id, out)
@@ -1214,6 +1268,8 @@ class Node:
                     if ch not in self._channels:
                         continue
                     found = await self.store.has_ids(ch, ids)
+                    if self.store_sync is not None:  # not in SQLite: ask the store
+                        self.store_sync.request(ch, ids - found)
                     if found:
                         self.counters["dependencies_from_storage"] += len(found)
                         self._participant.channel(ch).mark_dependencies_met(found, now)
@@ -1465,6 +1521,8 @@ class Node:
         self._state_dirty = True
         await self.transport.subscribe([key.topic])
         self._emit(ChannelJoined(name, key.is_public, key.topic.hex(), report.stored))
+        if self.store_sync is not None:
+            self.store_sync.catch_up_soon(name, key.topic)
         pending = await self.store.pending_outgoing(name)
         assert self._inbox is not None
         if pending:

@@ -25,6 +25,8 @@ class                     ``"event"``        when
 :class:`Rejected`         ``rejected``       an envelope was refused (``reason``)
 :class:`Peers`            ``peers``          answer to ``/who``
 :class:`Info`             ``info``           answer to ``/help``, ``/stats``...
+:class:`CatchUp`          ``catchup``        catching up from a store peer (progress)
+:class:`LanPeer`          ``lan_peer``       a LAN gossip peer appeared, connected, went
 :class:`NodeError`        ``error``          something failed (the node goes on)
 :class:`Closed`           ``closed``         the node stopped (final counters)
 ========================  =================  =========================================
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "CatchUp",
     "ChannelJoined",
     "ChannelLeft",
     "Closed",
@@ -45,6 +48,7 @@ __all__ = [
     "Delivered",
     "Ephemeral",
     "Info",
+    "LanPeer",
     "Lost",
     "Missing",
     "NodeError",
@@ -267,6 +271,44 @@ class Closed:
     ts: float = field(default_factory=_now_s)
 
 
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """Catching ``channel`` up from the store peer ``store`` (``net/store_sync.py``).
+
+    ``state`` is ``started``, ``running`` (``done`` of ``total`` envelopes handed
+    to the node so far), ``done`` or ``failed`` (``detail`` says why; the next
+    connection tries again). ``text`` is what a UI shows:
+    ``"catching up · 1,200 / 5,000"``.
+    """
+
+    channel: str
+    state: str
+    done: int
+    total: int
+    store: str
+    text: str
+    detail: str | None = None
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class LanPeer:
+    """A LAN gossip peer changed (``net/lan``): ``discovered``, ``connected``,
+    ``disconnected``, ``gone`` (its zeroconf record withdrawn) or ``incompatible``.
+
+    ``peer`` is its random per-run node id (hex), not an SDS sender id;
+    ``connected`` counts the connected LAN peers after the change.
+    """
+
+    state: str
+    peer: str
+    address: str | None
+    role: str
+    reason: str | None
+    connected: int
+    ts: float = field(default_factory=_now_s)
+
+
 NodeEvent = (
     Ready
     | ChannelJoined
@@ -283,6 +325,8 @@ NodeEvent = (
     | Info
     | NodeError
     | Closed
+    | CatchUp
+    | LanPeer
 )
 
 _NAMES: dict[type, str] = {
@@ -301,6 +345,8 @@ _NAMES: dict[type, str] = {
     Info: "info",
     NodeError: "error",
     Closed: "closed",
+    CatchUp: "catchup",
+    LanPeer: "lan_peer",
 }
 
 _RENAMES = {"sender_id": "sender"}
