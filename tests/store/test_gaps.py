@@ -1,4 +1,5 @@
-"""Filling gaps without a store: SDS-R repair from peers, and a dependency nobody has.
+"""Filling gaps: SDS-R repair from peers without a store; a dependency nobody has (not
+in SQLite, not at the store, no peer answers SDS-R) is reported lost once.
 
 Real processes (relay + headless nodes) on 127.0.0.1, fast protocol timings.
 """
@@ -84,9 +85,10 @@ def test_a_dependency_nobody_has_is_reported_lost_once_after_the_timeout(
     missing_id = os.urandom(32).hex()
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
+        _store, store_url = c.store(url, tmp_path / "store", channels=("room",))
         timeout_ms = 4000
         bob = c.node("bob", tmp_path / "bob", relay=url,
-                     extra=["--lost-timeout-ms", str(timeout_ms)])
+                     extra=["--lost-timeout-ms", str(timeout_ms), "--store", store_url])
         wait_connected(bob)
         env, orphan_id = _orphan_envelope("room", missing_id, os.urandom(32))
 
@@ -112,6 +114,12 @@ def test_a_dependency_nobody_has_is_reported_lost_once_after_the_timeout(
         assert delivered["missing_before"] == 1
         time.sleep(T(3))  # several more sweeps: still exactly one report
         assert len(bob.select("lost")) == 1
+        bob.send("/stats")
+        bob.wait_for(lambda: any("counters" in (e.get("data") or {}) for e in bob.select("info")),
+                     10, "stats")
+        stats = next(e["data"] for e in bob.select("info") if "counters" in (e.get("data") or {}))
+        assert stats["store"]["fetch_misses"] >= 2  # the store was asked, with backoff
+        assert stats["counters"].get("repair_requested", 0) >= 1  # and the peers, by SDS-R
         bob.close_stdin()
         assert bob.wait(30) == 0
     assert [h["id"] for h in history(tmp_path / "bob")] == [orphan_id]
