@@ -26,7 +26,9 @@ storage): those with a retrieval hint (the envelope hash) are fetched from the
 store in batches (one ``QueryByHash`` pipeline per ``fetch_delay_s``), with
 exponential backoff per id while the store does not have it or is
 unreachable, up to ``fetch_attempts`` tries; what is found goes through
-``deliver``. An id the node stops asking for (it arrived some other way, for
+``deliver``. While a catch-up runs, fetching waits: messages delivered out of
+causal order name dependencies that the catch-up itself brings a moment
+later. An id the node stops asking for (it arrived some other way, for
 instance by SDS-R repair, or was declared lost) is forgotten after
 ``stale_s``. SDS-R repair from peers stays the fallback; the core declares a
 message lost only after ``lost_timeout_ms``, when all of this has failed.
@@ -345,8 +347,15 @@ class StoreSync:
         """Ids currently being fetched."""
         return len(self._wants)
 
+    def _catching_up(self) -> bool:
+        return any(not t.done() for t in self._catchups.values())
+
     async def _fetch_loop(self) -> None:
         while not self._closed:  # ends when cancelled
+            if self._catching_up():
+                # what a running catch-up is about to deliver need not be fetched twice
+                await asyncio.sleep(self.fetch_delay_s * 4)
+                continue
             now = time.monotonic()
             due_at = min((w.next_at for w in self._wants.values()), default=None)
             if due_at is None or due_at > now:

@@ -135,3 +135,35 @@ def test_unreachable_store_fails_the_catch_up_with_a_reason(tmp_path: Path) -> N
         await sync.close()
 
     run(main(), 30)
+
+
+def test_fetching_waits_while_a_catch_up_runs(tmp_path: Path) -> None:
+    async def main() -> None:
+        ident = Identity.generate()
+        items = [sealed(ident, KEY, f"m{i}", i) for i in range(40)]
+        cfg = StorePeerConfig(tmp_path / "store", topics=(KEY.topic,), listen=("127.0.0.1", 0),
+                              stats_interval_s=0)
+        async with StorePeer(cfg, logger=QUIET) as peer:
+            for env, _ in items:
+                await peer.ingest(env)
+            received: list[bytes] = []
+
+            async def slow_deliver(env: bytes) -> None:
+                await asyncio.sleep(0.01)
+                received.append(env)
+
+            sync = StoreSync(peer.url, deliver=slow_deliver, page_size=10, fetch_delay_s=0.01)
+            sync.start()
+            sync.note_missing("room", [Entry("late", items[-1][1])])
+            sync.catch_up_soon("room", KEY.topic)
+            sync.request("room", ["late"])  # the catch-up will bring it: no fetch meanwhile
+            await asyncio.sleep(0.2)
+            assert sync.counters["fetch_queries"] == 0 and len(received) < 40
+            for _ in range(200):  # bounded
+                if sync.wanted == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(received) >= 40
+            await sync.close()
+
+    run(main(), 30)
