@@ -18,8 +18,9 @@ from urllib.parse import urlsplit
 
 from app.headless import EXIT_PASSPHRASE, EXIT_USAGE, PassphraseFileError, read_passphrase_file
 from app.node import NodeOptions
-from app.node_settings import settings_from_args
+from app.node_settings import load_config_file, settings_from_args
 from app.transport import LossyTransport, RelayTransport, Transport
+from net.lan.flags import build_transport, relay_given
 
 __all__ = ["default_data_dir", "relay_label", "run_tui"]
 
@@ -51,12 +52,25 @@ def run_tui(args: argparse.Namespace) -> int:
             return EXIT_PASSPHRASE
     ask = not args.passphrase_file and sys.stdin.isatty()
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
-    transport: Transport = RelayTransport(settings.relay)
-    label = relay_label(settings.relay)
+    # LAN gossip unless a relay was chosen; both with --relay --lan (net/lan/flags.py)
+    try:
+        config_file = load_config_file(args.config) if args.config else {}
+        transport: Transport
+        transport, lan = build_transport(args, settings.relay, RelayTransport, config=config_file)
+    except ValueError as exc:
+        print(f"sdschat join: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    label = relay_label(settings.relay) if relay_given(args, config_file) else ""
+    if lan is not None:
+        label = f"LAN + {label}" if label else "LAN"
     if settings.drop_rate > 0:
         transport = LossyTransport(transport, settings.drop_rate, random.Random(settings.drop_seed))
         label += f" (dropping {settings.drop_rate:.0%})"
-    options = NodeOptions(config=settings.config, state_save_interval_ms=settings.state_save_ms)
+    options = NodeOptions(
+        config=settings.config,
+        state_save_interval_ms=settings.state_save_ms,
+        store_url=getattr(args, "store", None),
+    )
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
 
     from app.tui.app import make_app  # Textual loads only for the TUI
