@@ -187,6 +187,11 @@ class Store:
             with contextlib.suppress(sqlite3.Error):  # an optimisation hint only
                 await _run_on(conn, lambda db: db.execute("PRAGMA optimize"))
             await conn.close()
+        except BaseException:
+            # Cancelled (or failed) while closing: still end aiosqlite's worker
+            # thread, which is not a daemon and would keep the process alive.
+            conn.stop()
+            raise
         finally:
             self._lock.release()
 

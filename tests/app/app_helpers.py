@@ -105,9 +105,13 @@ async def start_node(
     node = await Node.open(data_dir, transport, name=name, options=options(**opts))
     h = Harness(node, data_dir)
     node.subscribe(h.events.append)
-    await node.start()
-    for ch in channels:
-        await node.join(ch, passphrase, key=key(ch, passphrase))
+    try:
+        await node.start()
+        for ch in channels:
+            await node.join(ch, passphrase, key=key(ch, passphrase))
+    except BaseException:
+        await node.close()  # a failed start must not leave the database open
+        raise
     return h
 
 

@@ -1,0 +1,50 @@
+"""Suite-wide guard: a test must not leave an SQLite connection open.
+
+aiosqlite runs each connection in a non-daemon worker thread that ends only
+when the connection is closed. One unclosed connection keeps the interpreter
+alive after the last test, so the whole run hangs instead of ending. This
+guard fails the test that leaked one (naming it) and ends the thread, so the
+run still finishes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from aiosqlite import core as aiosqlite_core
+
+
+def _sqlite_workers() -> set[threading.Thread]:
+    return {
+        t
+        for t in threading.enumerate()
+        if getattr(t, "_target", None) is aiosqlite_core._connection_worker_thread
+    }
+
+
+def _stop(thread: threading.Thread) -> None:
+    # The worker's only argument is its job queue; the sentinel ends its loop.
+    queue = thread._args[0]  # type: ignore[attr-defined]
+    queue.put_nowait((None, lambda: aiosqlite_core._STOP_RUNNING_SENTINEL))
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_sqlite_connection() -> Iterator[None]:
+    before = _sqlite_workers()
+    yield
+    deadline = time.monotonic() + 2.0
+    leaked = _sqlite_workers() - before
+    while leaked and time.monotonic() < deadline:  # a close may still be finishing
+        time.sleep(0.02)
+        leaked = {t for t in leaked if t.is_alive()}
+    if leaked:
+        for t in leaked:
+            _stop(t)
+        pytest.fail(
+            f"{len(leaked)} SQLite connection(s) left open by this test "
+            "(close every Store/Node, also when the test fails half-way)",
+            pytrace=False,
+        )
