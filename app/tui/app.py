@@ -453,8 +453,14 @@ class SdsChatApp(App[None]):
     def _flush_events(self) -> None:
         self._flush_scheduled = False
         self._last_flush = time.monotonic()
+        if self._shutting_down:
+            return
+        if not self._chat_ready():  # still composing: keep the batch, look again soon
+            self._flush_scheduled = True
+            self.set_timer(self.opts.flush_interval or 0.05, self._flush_events)
+            return
         batch, self._pending = self._pending, []
-        if not batch or self._shutting_down:
+        if not batch:
             return
         self.events_seen += len(batch)
         now_ms = int(self.clock() * 1000)
@@ -534,8 +540,13 @@ class SdsChatApp(App[None]):
 
     # ------------------------------------------------------------------ panels
 
+    def _chat_ready(self) -> bool:
+        """Whether the chat screen's widgets exist (not yet while it is composed)."""
+        chat = self.chat
+        return chat.is_mounted and bool(chat.query(MessageLog)) and bool(chat.query(ChannelList))
+
     def _tick(self) -> None:
-        if self._shutting_down:
+        if self._shutting_down or not self._chat_ready():
             return
         changed = self.model.expire_typing(self.clock())
         if changed:
@@ -562,7 +573,7 @@ class SdsChatApp(App[None]):
         return "synced", unacked, waiting
 
     def _refresh_panels(self) -> None:
-        if not self.chat.is_mounted:
+        if not self._chat_ready():
             return
         m = self.model
         chat = self.chat
