@@ -9,6 +9,9 @@ run still finishes.
 
 from __future__ import annotations
 
+import faulthandler
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -48,3 +51,21 @@ def _no_leaked_sqlite_connection() -> Iterator[None]:
             "(close every Store/Node, also when the test fails half-way)",
             pytrace=False,
         )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """If something still keeps Python alive 60 s after the run, say what and exit 3.
+
+    A hung interpreter would otherwise eat CI's whole time budget in silence.
+    The watchdog is a daemon thread: a normal exit ends it unseen.
+    """
+
+    def watchdog() -> None:
+        time.sleep(float(os.environ.get("SDSCHAT_TEST_EXIT_WATCHDOG_S", "60")))
+
+        sys.stderr.write("\nthe test run ended but threads keep Python alive:\n")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        os._exit(3)
+
+    threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
