@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import signal
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -66,6 +65,7 @@ from net.relay_frames import (
     encode_pong,
 )
 from net.relay_log import RelayLogger
+from net.signals import wait_for_stop_signal
 
 __all__ = [
     "CLOSE_ABUSE",
@@ -567,22 +567,9 @@ async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = N
     except OSError as exc:
         log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
         return 1
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
-
-    def on_signal(sig: signal.Signals) -> None:
-        received.append(sig.name)
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig)
     try:
-        await stop.wait()
-        log.info("relay_shutdown", signal=received[0] if received else None)
+        log.info("relay_shutdown", signal=await wait_for_stop_signal())
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
         await server.close()
     return 0
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import signal
 import sqlite3
 import time
 from collections import Counter
@@ -63,6 +62,7 @@ from net.envelope import ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, NONCE_BYTES, enve
 from net.relay import TokenBucket
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
+from net.signals import wait_for_stop_signal
 from net.store_config import StorePeerConfig
 from net.store_frames import (
     HASH_BYTES,
@@ -754,22 +754,9 @@ async def serve_store_until_signal(
         peer.add_feed(await factory(peer))
     if not peer._feeds:
         log.warning("store_no_feeds", note="no --relay and no --lan: serving the archive only")
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
-
-    def on_signal(sig: signal.Signals) -> None:
-        received.append(sig.name)
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig)
     try:
-        await stop.wait()
-        log.info("store_shutdown", signal=received[0] if received else None)
+        log.info("store_shutdown", signal=await wait_for_stop_signal())
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
         await peer.close()
     return 0
 
