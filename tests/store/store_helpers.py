@@ -9,13 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -25,16 +18,28 @@ from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 from net.envelope import envelope_hash, seal
 from net.identity import Identity
 from sds import sds_pb2
+from tests import procs
+from tests.procs import ROOT, Proc, T, comparable, free_port, history, sdschat
 
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
+__all__ = [
+    "ROOT",
+    "Cluster",
+    "Proc",
+    "T",
+    "channel",
+    "cluster",
+    "comparable",
+    "free_port",
+    "history",
+    "run",
+    "sdschat",
+    "sealed",
+    "texts_delivered",
+    "wait_connected",
+    "wait_until",
+]
 
 R = TypeVar("R")
-
-
-def T(base: float) -> float:
-    """``base`` seconds times the test timeout scale factor."""
-    return base * TIMEOUT_SCALE
 
 
 def run(coro: Coroutine[Any, Any, R], base_timeout: float = 30.0) -> R:
@@ -66,225 +71,16 @@ def sealed(
     return env, envelope_hash(env)
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Cluster(procs.Cluster):
+    """The store tests' cluster: ``node(name, data_dir, relay=...)`` (LAN without a relay)."""
 
-
-class Proc:
-    """A child process; stdout JSON lines and stderr JSON log lines are collected."""
-
-    def __init__(self, argv: list[str], name: str, log_dir: Path, *, stdin: bool = True) -> None:
-        self.name = name
-        self.argv = argv
-        self.stderr_path = log_dir / f"{name}.{time.monotonic_ns()}.stderr"
-        self._stderr = self.stderr_path.open("wb")
-        self.popen = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.pid = self.popen.pid
-        self.events: list[dict[str, Any]] = []
-        self.raw: list[str] = []
-        self._cond = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        out = self.popen.stdout
-        assert out is not None
-        for raw in out:  # ends at EOF (process exit)
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
-            with self._cond:
-                self.raw.append(line)
-                with contextlib.suppress(ValueError):
-                    obj = json.loads(line)
-                    if isinstance(obj, dict):
-                        self.events.append(obj)
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    def send(self, *lines: str) -> None:
-        stdin = self.popen.stdin
-        assert stdin is not None
-        stdin.write("".join(line + "\n" for line in lines).encode())
-        stdin.flush()
-
-    def close_stdin(self) -> None:
-        stdin = self.popen.stdin
-        if stdin is not None and not stdin.closed:
-            with contextlib.suppress(BrokenPipeError, OSError):
-                stdin.close()
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._cond:
-            return list(self.events)
-
-    def select(self, event: str, **match: Any) -> list[dict[str, Any]]:
-        return [
-            e
-            for e in self.snapshot()
-            if e.get("event") == event and all(e.get(k) == v for k, v in match.items())
-        ]
-
-    def log_records(self) -> list[dict[str, Any]]:
-        """The JSON log lines written on stderr so far."""
-        out = []
-        for line in self.stderr_path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                rec = json.loads(line)
-                if isinstance(rec, dict):
-                    out.append(rec)
-        return out
-
-    def wait_log(self, event: str, base_timeout: float = 15.0) -> dict[str, Any]:
-        """The first stderr log record named ``event`` (bounded wait)."""
-        deadline = time.monotonic() + T(base_timeout)
-        while time.monotonic() < deadline:  # bounded
-            for rec in self.log_records():
-                if rec.get("event") == event:
-                    return rec
-            if self.popen.poll() is not None:
-                raise AssertionError(f"{self.name} exited before {event}\n{self.tail()}")
-            time.sleep(0.02)
-        raise AssertionError(f"{self.name}: no {event} log line\n{self.tail()}")
-
-    def wait_for(self, cond: Callable[[], bool], base_timeout: float, what: str) -> None:
-        """Wait (bounded) until ``cond()`` holds; re-checked on every output line."""
-        deadline = time.monotonic() + T(base_timeout)
-        with self._cond:
-            while not cond():  # bounded by the deadline
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(
-                        f"{self.name}: timed out waiting for {what}\n{self.tail()}"
-                    )
-                self._cond.wait(min(left, 0.2))
-
-    def tail(self, n: int = 15) -> str:
-        err = self.stderr_path.read_text(errors="replace")[-3000:]
-        return "stdout tail:\n" + "\n".join(self.raw[-n:]) + "\nstderr tail:\n" + err
-
-    def wait(self, base_timeout: float) -> int:
-        try:
-            rc = self.popen.wait(T(base_timeout))
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"{self.name} did not exit\n{self.tail()}") from None
-        self._reader.join(T(5))
-        return rc
-
-    def signal(self, sig: int) -> None:
-        if self.popen.poll() is None:
-            os.kill(self.pid, sig)
-
-    def kill9(self) -> None:
-        """SIGKILL by PID (no cleanup in the child at all)."""
-        if self.popen.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(T(10))
-        self._reader.join(T(5))
-
-    def stop(self) -> None:
-        """Kill (by PID) if still running; release pipes and files."""
-        self.kill9()
-        for stream in (self.popen.stdin, self.popen.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        self._stderr.close()
-
-
-def sdschat(*args: str) -> list[str]:
-    """argv of ``sdschat ARGS`` run from the source tree with this interpreter."""
-    return [sys.executable, "-m", "app.cli", *args]
-
-
-class Cluster:
-    """Starts processes, remembers them, and kills every one by PID in :meth:`close`."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.procs: list[Proc] = []
-        (tmp / "logs").mkdir(exist_ok=True)
-
-    def start(self, argv: list[str], name: str, *, stdin: bool = True) -> Proc:
-        p = Proc(argv, name, self.tmp / "logs", stdin=stdin)
-        self.procs.append(p)
-        return p
-
-    def relay(self, name: str = "relay") -> tuple[Proc, str]:
-        """``sdschat relay`` on 127.0.0.1 (any port, generous rate); returns it and its URL."""
-        argv = sdschat(
-            "relay", "--host", "127.0.0.1", "--port", "0", "--stats-interval", "0",
-            "--rate", "5000", "--burst", "10000", "--queue", "4096",
-        )
-        p = self.start(argv, name, stdin=False)
-        rec = p.wait_log("relay_listening")
-        return p, f"ws://127.0.0.1:{int(rec['port'])}"
-
-    def store(
-        self,
-        relay_url: str | None,
-        data_dir: Path,
-        *,
-        topics: tuple[bytes, ...] = (),
-        channels: tuple[str, ...] = (),
-        port: int = 0,
-        extra: list[str] | None = None,
-        name: str = "store",
-    ) -> tuple[Proc, str]:
-        """``sdschat store`` listening on 127.0.0.1; returns it and its query URL."""
-        argv = sdschat("store", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}",
-                       "--stats-interval", "0")
-        if relay_url is not None:
-            argv += ["--relay", relay_url]
-        for t in topics:
-            argv += ["--topic", t.hex()]
-        for c in channels:
-            argv += ["--channel", c]
-        argv += extra or []
-        p = self.start(argv, name, stdin=False)
-        rec = p.wait_log("store_listening", 30)
-        return p, f"ws://127.0.0.1:{int(rec['port'])}"
-
-    def node(
-        self,
-        name: str,
-        data_dir: Path,
-        *,
-        channel: str = "room",
-        relay: str | None = None,
-        extra: list[str] | None = None,
-        label: str | None = None,
-    ) -> Proc:
-        """A headless node with fast timings."""
-        argv = sdschat("join", channel, "--data-dir", str(data_dir), "--name", name,
-                       "--headless", "--fast")
-        if relay is not None:
-            argv += ["--relay", relay]
-        argv += extra or []
-        return self.start(argv, label or name)
-
-    def close(self) -> None:
-        for p in self.procs:
-            p.stop()
+    node = procs.Cluster.headless
 
 
 @contextlib.contextmanager
 def cluster(tmp: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp)
-    try:
+    with procs.running(Cluster(tmp)) as c:
         yield c
-    finally:
-        c.close()
 
 
 def wait_until(
@@ -297,20 +93,6 @@ def wait_until(
             return
         time.sleep(step)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def history(data_dir: Path, channel: str = "room") -> list[dict[str, Any]]:
-    """``sdschat history --json`` of a data dir (works beside a running node)."""
-    out = subprocess.run(
-        sdschat("history", channel, "--data-dir", str(data_dir), "--json"),
-        cwd=ROOT, capture_output=True, timeout=T(60), check=True,
-    )
-    return [json.loads(line) for line in out.stdout.decode().splitlines() if line.strip()]
-
-
-def comparable(hist: list[dict[str, Any]]) -> list[tuple[str, str, int, str]]:
-    """What must be identical across participants: id, sender, lamport, content, in order."""
-    return [(h["id"], h["sender"], h["lamport"], h["content"]) for h in hist]
 
 
 def texts_delivered(p: Proc) -> set[str]:

@@ -163,8 +163,8 @@ def test_a_missing_dependency_is_fetched_from_the_store_by_its_hint(tmp_path: Pa
             await client.close()
 
     with cluster(tmp_path) as c:
-        _r1, relay_url = c.relay("relay1")
-        _r2, relay2_url = c.relay("relay2")
+        _r1, relay_url = c.relay(name="relay1")
+        _r2, relay2_url = c.relay(name="relay2")
         _store, store_url = c.store(relay2_url, tmp_path / "store", channels=("room",))
         carol = c.node("carol", tmp_path / "carol", relay=relay_url,
                        extra=["--store", store_url])
