@@ -133,6 +133,9 @@ def test_store_process_archives_relay_traffic_and_survives_kill9(tmp_path: Path)
         assert final and final[-1]["final"] is True and final[-1]["archived"] == 50
 
 
+ALICE, BOB = "alice-canary-q7x", "bob-canary-k2w"
+
+
 def test_store_database_holds_no_plaintext(tmp_path: Path) -> None:
     """Two real nodes chat in a public channel the store archives by name; grep its bytes."""
     name = "probe-channel-7f3a"
@@ -141,8 +144,9 @@ def test_store_database_holds_no_plaintext(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         _relay, relay_url = c.relay()
         store, store_url = c.store(relay_url, data, channels=(name,))
-        alice = c.node("alice", tmp_path / "alice", channel=name, relay=relay_url)
-        bob = c.node("bob", tmp_path / "bob", channel=name, relay=relay_url)
+        # Long, unlikely names: a 3-byte "bob" turns up in ~1 MB of ciphertext by chance.
+        alice = c.node(ALICE, tmp_path / "alice", channel=name, relay=relay_url)
+        bob = c.node(BOB, tmp_path / "bob", channel=name, relay=relay_url)
         for p in (alice, bob):
             p.wait_for(
                 lambda p=p: bool(p.select("connection", state="connected"))
@@ -170,7 +174,7 @@ def test_store_database_holds_no_plaintext(tmp_path: Path) -> None:
         f.read_bytes() for f in sorted(data.iterdir()) if f.name.startswith(DB_FILENAME)
     )
     assert len(blob) > 20 * 1000  # it did archive the envelopes
-    for text in [*texts, name, "alice", "bob"]:
+    for text in [*texts, name, ALICE, BOB]:
         assert text.encode() not in blob, f"{text!r} found in the store's database"
     # control: the same grep finds the texts in a participant's own database
     node_blob = b"".join(
