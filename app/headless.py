@@ -11,7 +11,9 @@ without passphrase), ``delivered``, ``own`` (``queued``/``logged``/``sent``/
 ``peer``, ``connection``, ``rejected``, ``peers``, ``info``, ``error``,
 ``catchup`` (progress of catching up from a store peer), ``lan_peer`` (LAN
 gossip peers coming and going), ``closed``). Every object has ``ts``
-(wall-clock seconds).
+(wall-clock seconds, taken when the node made the event) and ``emitted_ns``
+(wall-clock nanoseconds when the line was written: for a ``delivered`` event,
+after the message was committed to the log).
 
 Network: LAN gossip when no relay is chosen, the relay with ``--relay``, both
 (bridged) with ``--relay … --lan`` (:mod:`net.lan.flags`); ``--store URL`` (or a
@@ -35,6 +37,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -118,7 +121,9 @@ class JsonLines:
             self.broken = True  # the reader went away; keep running until stdin ends
 
     def event(self, ev: NodeEvent) -> None:
-        self.write(event_to_json(ev))
+        obj = event_to_json(ev)
+        obj["emitted_ns"] = time.time_ns()
+        self.write(obj)
 
 
 def _fatal(out: JsonLines, message: str, code: int) -> int:

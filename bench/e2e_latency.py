@@ -1,0 +1,396 @@
+"""End-to-end latency: a line handed to one headless node until it is delivered by the others.
+
+Real processes on 127.0.0.1: one ``sdschat relay`` and ``--nodes`` (10) headless
+nodes (``sdschat join <channel> --headless --relay ws://127.0.0.1:PORT``) with
+the DEFAULT protocol timings (no ``--fast``), each with an ephemeral data
+directory under a temporary directory. After a warm-up (every node sends a few
+messages and every other node must deliver them), each rate runs for
+``--seconds``: message ``k`` is due at ``t0 + k / rate`` and goes to node
+``k mod nodes`` (the aggregate rate is spread evenly over the senders).
+
+Times (all processes share one machine, hence one wall clock):
+
+* send: ``time.time_ns()`` in this process immediately before the line is
+  written to the sender's stdin (so the node's stdin reading, the outbox
+  fsync, the core, the round's commit and the publish all count);
+* delivery: the receiver's ``emitted_ns`` (wall-clock ns at which its headless
+  mode wrote the ``delivered`` event, i.e. after the message was committed to
+  its SQLite log); ``ts`` (seconds, float) when an older node lacks it.
+
+Latency = delivery - send, over every (message, receiver) pair. Pairs that
+were not delivered by the end of the drain are counted (delivered/expected),
+not guessed. A breakdown of medians splits the path at the sender's ``own``
+events: ``queued`` (the line is durable in its outbox) and ``logged`` (its
+round, message and envelope included, is committed; the envelope is published
+right after).
+
+Usage::
+
+    .venv/bin/python bench/e2e_latency.py                       # 100 and 1,000 msg/s
+    .venv/bin/python bench/e2e_latency.py --rates 100 --seconds 10 --json
+
+Everything is bounded (every wait has a deadline, loops are bounded in count)
+and every child is killed by its PID at the end, also on error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CHANNEL = "e2e-bench"
+
+
+class Child:
+    """A child process; a reader thread keeps its stdout lines with their arrival time."""
+
+    def __init__(self, argv: list[str], name: str, log_dir: Path, *, stdin: bool) -> None:
+        self.name = name
+        self.stderr_path = log_dir / f"{name}.stderr"
+        self._stderr = self.stderr_path.open("wb")
+        self.popen = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.pid = self.popen.pid
+        self.lines: list[bytes] = []
+        self.lock = threading.Lock()
+        self.tag = b"\x00"  # lines carrying the current run's tag are counted
+        self.tagged_delivered = 0
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        out = self.popen.stdout
+        assert out is not None
+        for raw in out:  # ends at EOF (process exit)
+            with self.lock:
+                self.lines.append(raw)
+                if b'"event":"delivered"' in raw and self.tag in raw:
+                    self.tagged_delivered += 1
+
+    def set_tag(self, tag: bytes) -> None:
+        with self.lock:
+            self.tag = tag
+            self.tagged_delivered = 0
+
+    def events(self, start: int = 0) -> list[dict[str, Any]]:
+        with self.lock:
+            raw = self.lines[start:]
+        out = []
+        for line in raw:
+            with contextlib.suppress(ValueError):
+                obj = json.loads(line)
+                if isinstance(obj, dict):
+                    out.append(obj)
+        return out
+
+    def n_lines(self) -> int:
+        with self.lock:
+            return len(self.lines)
+
+    def write(self, data: bytes) -> None:
+        stdin = self.popen.stdin
+        assert stdin is not None
+        stdin.write(data)
+        stdin.flush()
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the child so far (from /proc)."""
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0
+
+    def stop(self, grace: float = 0.0) -> None:
+        """Close stdin, wait up to ``grace`` s, then kill by PID; release pipes and files."""
+        if grace > 0 and self.popen.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.popen.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(grace)
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(10)
+        self._reader.join(5)
+        for stream in (self.popen.stdin, self.popen.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._stderr.close()
+
+    def tail(self) -> str:
+        return self.stderr_path.read_text(errors="replace")[-2000:]
+
+
+def start_relay(children: list[Child], log_dir: Path) -> str:
+    argv = [sys.executable, "-m", "app.cli", "relay", "--host", "127.0.0.1", "--port", "0",
+            "--stats-interval", "0"]  # fmt: skip
+    relay = Child(argv, "relay", log_dir, stdin=False)
+    children.append(relay)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # bounded
+        for line in relay.stderr_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                if rec.get("event") == "relay_listening":
+                    return f"ws://127.0.0.1:{int(rec['port'])}"
+        if relay.popen.poll() is not None:
+            raise RuntimeError(f"relay exited:\n{relay.tail()}")
+        time.sleep(0.05)
+    raise RuntimeError("relay did not report its port")
+
+
+def start_nodes(
+    children: list[Child],
+    url: str,
+    n: int,
+    tmp: Path,
+    profile: Path | None = None,
+    extra: list[str] | None = None,
+) -> list[Child]:
+    nodes = []
+    for i in range(n):
+        name = f"n{i}"
+        prof = ["-m", "cProfile", "-o", str(profile / f"{name}.prof")] if profile else []
+        argv = [sys.executable, *prof, "-m", "app.cli", "join", CHANNEL, "--headless",
+                "--relay", url, "--data-dir", str(tmp / name), "--name", name,
+                *(extra or [])]  # fmt: skip
+        child = Child(argv, name, tmp / "logs", stdin=True)
+        children.append(child)
+        nodes.append(child)
+    deadline = time.monotonic() + 60
+    for node in nodes:
+        while True:  # bounded by the deadline
+            evs = node.events()
+            if any(e.get("event") == "error" and e.get("fatal") for e in evs):
+                raise RuntimeError(f"{node.name} failed: {evs}\n{node.tail()}")
+            joined = any(e.get("event") == "channel" and e.get("joined") for e in evs)
+            conn = any(e.get("event") == "connection" and e.get("state") == "connected"
+                       for e in evs)  # fmt: skip
+            if joined and conn:
+                break
+            if node.popen.poll() is not None:
+                raise RuntimeError(f"{node.name} exited:\n{node.tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{node.name} did not join and connect:\n{node.tail()}")
+            time.sleep(0.05)
+    return nodes
+
+
+def run_rate(
+    nodes: list[Child], relay: Child, rate: float, count: int, tag: str, drain_s: float
+) -> dict[str, Any]:
+    """Send ``count`` messages at ``rate`` (aggregate) and collect latencies."""
+    n = len(nodes)
+    cpu0 = [c.cpu_s() for c in nodes], relay.cpu_s(), time.process_time(), time.monotonic()
+    tag_b = tag.encode()
+    starts = [node.n_lines() for node in nodes]
+    for node in nodes:
+        node.set_tag(tag_b)
+    sent_ns: list[int] = [0] * count
+    t0 = time.monotonic() + 0.05
+    for k in range(count):  # bounded
+        due = t0 + k / rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        line = f"{tag}{k}\n".encode()
+        sent_ns[k] = time.time_ns()
+        nodes[k % n].write(line)
+    send_span = (sent_ns[-1] - sent_ns[0]) / 1e9 if count > 1 else 0.0
+    expected = count * (n - 1)
+    deadline = time.monotonic() + drain_s
+    last, last_change = -1, time.monotonic()
+    while time.monotonic() < deadline:  # bounded
+        got = sum(node.tagged_delivered for node in nodes)
+        if got >= expected:
+            break
+        if got != last:
+            last, last_change = got, time.monotonic()
+        elif time.monotonic() - last_change > 10:
+            break  # no progress for 10 s
+        time.sleep(0.05)
+    wall = time.monotonic() - cpu0[3]
+    cpu = {
+        "wall_s": round(wall, 2),
+        "nodes_s": round(sum(c.cpu_s() for c in nodes) - sum(cpu0[0]), 2),
+        "relay_s": round(relay.cpu_s() - cpu0[1], 2),
+        "bench_s": round(time.process_time() - cpu0[2], 2),
+    }
+
+    def stamp(ev: dict[str, Any]) -> int:
+        ns = ev.get("emitted_ns")
+        return int(ns) if ns is not None else int(float(ev["ts"]) * 1e9)
+
+    latencies: list[float] = []
+    queued_ms: list[float] = []
+    logged_ms: list[float] = []
+    other: dict[str, int] = {}
+    seen: set[tuple[int, int]] = set()
+    logged_at: dict[int, int] = {}
+    for i, node in enumerate(nodes):
+        for ev in node.events(starts[i]):
+            kind = ev.get("event")
+            text = ev.get("text")
+            if kind in ("missing", "lost", "rejected", "error", "connection"):
+                other[kind] = other.get(kind, 0) + 1
+            if not isinstance(text, str) or not text.startswith(tag):
+                continue
+            k = int(text[len(tag):])
+            if kind == "delivered":
+                if (k, i) not in seen:
+                    seen.add((k, i))
+                    latencies.append((stamp(ev) - sent_ns[k]) / 1e6)
+            elif kind == "own" and ev.get("state") == "queued":
+                queued_ms.append((stamp(ev) - sent_ns[k]) / 1e6)
+            elif kind == "own" and ev.get("state") == "logged":
+                logged_at[k] = stamp(ev)
+                logged_ms.append((stamp(ev) - sent_ns[k]) / 1e6)
+    return {
+        "rate": rate,
+        "messages": count,
+        "send_rate": round((count - 1) / send_span, 1) if send_span > 0 else None,
+        "expected": expected,
+        "delivered": len(latencies),
+        "latency_ms": summary(latencies),
+        "to_queued_ms": summary(queued_ms),
+        "to_logged_ms": summary(logged_ms),
+        "events": other,
+        "cpu": cpu,
+    }
+
+
+def pct(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    idx = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))  # nearest rank
+    return sorted_values[idx]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    s = sorted(values)
+    return {
+        "p50": round(pct(s, 0.50), 2),
+        "p90": round(pct(s, 0.90), 2),
+        "p99": round(pct(s, 0.99), 2),
+        "max": round(s[-1], 2) if s else float("nan"),
+        "n": len(s),
+    }
+
+
+def warm_up(nodes: list[Child], per_node: int) -> None:
+    """Every node sends ``per_node`` messages; wait (bounded) until all are delivered."""
+    n = len(nodes)
+    tag = "warm-"
+    for node in nodes:
+        node.set_tag(tag.encode())
+    for r in range(per_node):
+        for i, node in enumerate(nodes):
+            node.write(f"{tag}{i}.{r}\n".encode())
+            time.sleep(0.02)
+    expected = per_node * n * (n - 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # bounded
+        if sum(node.tagged_delivered for node in nodes) >= expected:
+            break
+        time.sleep(0.05)
+    else:
+        got = sum(node.tagged_delivered for node in nodes)
+        raise RuntimeError(f"warm-up: {got}/{expected} deliveries after 60 s")
+
+
+def loadavg() -> str:
+    with contextlib.suppress(OSError):
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return "?"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--nodes", type=int, default=10)
+    ap.add_argument("--rates", type=float, nargs="+", default=[100.0, 1000.0])
+    ap.add_argument("--seconds", type=float, default=10.0, help="sending time per rate")
+    ap.add_argument("--drain", type=float, default=30.0, help="max seconds to wait after")
+    ap.add_argument("--warmup", type=int, default=3, help="warm-up messages per node")
+    ap.add_argument("--pause", type=float, default=3.0, help="idle seconds between rates")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--node-arg", action="append", default=[], metavar="ARG",
+                    help="extra argument for every 'sdschat join' (repeatable; for experiments)")
+    ap.add_argument("--profile-dir", type=Path, help="run the nodes under cProfile, .prof here")
+    args = ap.parse_args()
+    if args.nodes < 2 or args.seconds <= 0 or any(r <= 0 for r in args.rates):
+        ap.error("need --nodes >= 2, --seconds > 0 and positive rates")
+
+    tmp = Path(tempfile.mkdtemp(prefix="sdschat-e2e-"))
+    (tmp / "logs").mkdir()
+    children: list[Child] = []
+    results: list[dict[str, Any]] = []
+    load_before = loadavg()
+    try:
+        url = start_relay(children, tmp / "logs")
+        profile = args.profile_dir.resolve() if args.profile_dir else None
+        if profile:
+            profile.mkdir(parents=True, exist_ok=True)
+        nodes = start_nodes(children, url, args.nodes, tmp, profile, args.node_arg)
+        warm_up(nodes, args.warmup)
+        time.sleep(args.pause)
+        for idx, rate in enumerate(args.rates):
+            count = max(2, int(rate * args.seconds))
+            results.append(run_rate(nodes, children[0], rate, count, f"e2e{idx}-", args.drain))
+            if idx + 1 < len(args.rates):
+                time.sleep(args.pause)
+        alive = [c.name for c in children if c.popen.poll() is None]
+    finally:
+        for child in reversed(children):  # nodes first (a clean exit: stdin closed), relay last
+            child.stop(grace=10.0 if child is not children[0] else 0.0)
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    report = {"nodes": args.nodes, "load_before": load_before, "load_after": loadavg(),
+              "alive_at_end": len(alive), "runs": results}  # fmt: skip
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{args.nodes} headless nodes + relay on 127.0.0.1, default protocol timings, "
+          f"{args.seconds:g} s per rate; load {load_before} -> {report['load_after']}")  # fmt: skip
+    print(f"{'rate':>7} {'sent/s':>7} {'delivered':>15} {'p50':>8} {'p90':>8} {'p99':>8} "
+          f"{'max':>8}  | to queued p50  to logged p50")  # fmt: skip
+    for r in results:
+        lat = r["latency_ms"]
+        print(
+            f"{r['rate']:>7g} {r['send_rate'] or 0:>7.1f} "
+            f"{r['delivered']:>7}/{r['expected']:<7} "
+            f"{lat['p50']:>6.2f}ms {lat['p90']:>6.2f}ms {lat['p99']:>6.2f}ms {lat['max']:>6.1f}ms"
+            f"  | {r['to_queued_ms']['p50']:>9.2f}ms {r['to_logged_ms']['p50']:>10.2f}ms"
+        )
+        c = r["cpu"]
+        print(f"        CPU over {c['wall_s']} s: nodes {c['nodes_s']} s, relay {c['relay_s']} s, "
+              f"this process {c['bench_s']} s; other events: {r['events'] or 'none'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
