@@ -423,6 +423,9 @@ class Node:
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
         self._inbox: _Inbox | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._tail: asyncio.Task[None] | None = None
+        """The previous round's commit-emit-publish, running while the next round is
+        worked out (see :meth:`_safe_round`)."""
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._tick_queued = False
@@ -875,6 +878,14 @@ class Node:
     # ------------------------------------------------------------------ worker
 
     async def _run(self) -> None:
+        try:
+            await self._run_rounds()
+        finally:
+            tail = self._tail
+            if tail is not None and not tail.done():  # cancelled (a crash, a stuck close)
+                tail.cancel()
+
+    async def _run_rounds(self) -> None:
         assert self._inbox is not None
         inbox = self._inbox
         while True:  # ends at _Stop
@@ -884,11 +895,13 @@ class Node:
                 if isinstance(item, _Stop):
                     if normal:
                         await self._safe_round(normal)
+                    await self._finish_tail()
                     return
                 if isinstance(item, _Call):
                     if normal:
                         await self._safe_round(normal)
                         normal = []
+                    await self._finish_tail()  # a call sees every earlier round committed
                     try:
                         item.future.set_result(await item.fn())
                     except Exception as exc:
@@ -907,18 +920,52 @@ class Node:
         self._emit(NodeError(f"internal error: {type(exc).__name__}: {exc}"))
 
     async def _safe_round(self, items: list[_Item]) -> None:
+        """Work out one round, then hand its commit to SQLite's thread and return.
+
+        A round is: the core calls for its items (in memory), then ONE storage
+        transaction, then its events and its envelopes. The transaction runs in
+        aiosqlite's thread (SQLite releases the GIL) while the next round's
+        envelopes are opened and fed to the core here, so the two overlap on two
+        cores. Guarantees are unchanged: a round's events are emitted and its
+        envelopes published only after its own transaction committed (nothing is
+        broadcast before it is durable), rounds finish in order, at most one
+        commit is in flight, and the batch (including the exported core state) is
+        fully built before the next round touches the core.
+        """
         try:
-            await self._round(items)
+            out = await self._round(items)
+            await self._finish_tail()
+            self._tail = asyncio.create_task(self._finish_round(out, items), name="sdschat-commit")
+            await asyncio.sleep(0)  # let it hand the transaction to SQLite's thread now
         except Exception as exc:
-            self._internal_error(exc)
-            for item in items:
-                if isinstance(item, _Send) and not item.future.done():
-                    item.future.set_exception(exc)
+            self._round_failed(exc, items)
         finally:
             self._rearm()
             self._arm_state_save()
 
-    async def _round(self, items: Sequence[_Item]) -> None:
+    def _round_failed(self, exc: Exception, items: Sequence[_Item]) -> None:
+        self._internal_error(exc)
+        for item in items:
+            if isinstance(item, _Send) and not item.future.done():
+                item.future.set_exception(exc)
+
+    async def _finish_tail(self) -> None:
+        """Wait for the previous round's commit, events and publishing."""
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            await tail
+
+    async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
+        try:
+            await self._commit(out)
+            for ev in out.events:
+                self._emit(ev)
+            await self._publish_round(out)
+        except Exception as exc:
+            self._round_failed(exc, items)
+
+    async def _round(self, items: Sequence[_Item]) -> _Round:
+        """The core calls of one round; returns it with its batch ready to commit."""
         out = _Round()
         sends = [it for it in items if isinstance(it, _Send)]
         if sends:
@@ -945,10 +992,8 @@ class Node:
         await self._follow_ups(now, out)
         if out.core_called:
             self._state_dirty = True
-        await self._commit(out, now, force_state=save_requested)
-        for ev in out.events:
-            self._emit(ev)
-        await self._publish_round(out)
+        self._complete_batch(out, now, force_state=save_requested)
+        return out
 
     async def _enqueue_typed(self, sends: list[_Send]) -> None:
         batch = Batch()
@@ -1307,7 +1352,8 @@ class Node:
             if not progressed:
                 return
 
-    async def _commit(self, out: _Round, now: int, *, force_state: bool) -> None:
+    def _complete_batch(self, out: _Round, now: int, *, force_state: bool) -> None:
+        """Add carried own states and (when due) the exported core states to the batch."""
         batch = out.batch
         for ch, mid, state in self._carry_states:
             batch.set_own_state(ch, [mid], state)
@@ -1316,6 +1362,9 @@ class Node:
             force_state or now - self._last_state_save >= self._state_interval
         ):
             self._add_states(batch)
+
+    async def _commit(self, out: _Round) -> None:
+        batch = out.batch
         if not len(batch):
             return
         result = None

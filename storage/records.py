@@ -7,7 +7,6 @@ these (and back); storage never imports :mod:`sds`.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -23,7 +22,6 @@ MAX_LAMPORT = 2**63 - 1
 #: is ascending by this pair (ties on Lamport broken by message id).
 Cursor = tuple[int, str]
 
-_HEX_ID = re.compile(r"[0-9a-f]{64}")
 _TAG_RAW_IDS = 0x01
 _TAG_JSON_IDS = 0x02
 
@@ -62,8 +60,17 @@ def encode_causal_history(ids: tuple[str, ...] | list[str]) -> bytes:
     """
     if not ids:
         return b""
-    if all(_HEX_ID.fullmatch(i) for i in ids):
-        return bytes([_TAG_RAW_IDS]) + b"".join(bytes.fromhex(i) for i in ids)
+    # One C-speed pass instead of a regex per id: the ids are 64 characters each
+    # and the joined text survives hex -> bytes -> hex unchanged (so lowercase
+    # hex only; fromhex's tolerated spaces or upper case fail the round trip).
+    joined = "".join(ids)
+    if len(joined) == 64 * len(ids) and all(len(i) == 64 for i in ids):
+        try:
+            raw = bytes.fromhex(joined)
+        except ValueError:
+            raw = b""
+        if len(raw) == 32 * len(ids) and raw.hex() == joined:
+            return bytes([_TAG_RAW_IDS]) + raw
     return bytes([_TAG_JSON_IDS]) + json.dumps(list(ids), separators=(",", ":")).encode()
 
 
