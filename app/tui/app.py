@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -81,6 +82,12 @@ NARROW = 70
 """Below this many columns the channel list is hidden (Ctrl+N/P and Alt+N still switch)."""
 
 TUI_STATE_FILE = "tui.json"
+
+ROWS_PER_SLICE = 10
+SLICE_PAUSE = 0.001
+"""A page read in the background is turned into rows ROWS_PER_SLICE at a time,
+with a short pause between slices (not ``sleep(0)``: a key takes several
+event-loop turns from the terminal to the frame, and a pause lets all of them run)."""
 """Where the app keeps, per data directory, where you left off and the theme."""
 
 
@@ -276,6 +283,12 @@ class SdsChatApp(App[None]):
         await self._count_unread()
         if opts.channels:
             self._switch(opts.channels[0])
+        # Everything built so far (modules, the node, its protocol state, the
+        # first pages) lives as long as the app: keep it out of the cyclic
+        # collector, whose full passes over it otherwise stall a keystroke or a
+        # frame for 100-300 ms now and then (freed objects are still freed by
+        # their reference counts).
+        gc.freeze()
         self.ready.set()
         self._refresh_panels()
 
@@ -383,10 +396,23 @@ class SdsChatApp(App[None]):
             after = await node.store.page(name, after=view.last_read, limit=1000)
             view.unread = sum(1 for e in after if e.sender_id != node.sender_id)
 
+    async def _rows(self, entries: Sequence[LogEntry]) -> list[Row]:
+        """Rows for a page of log entries, a few at a time so keys and frames get through."""
+        rows: list[Row] = []
+        for i in range(0, len(entries), ROWS_PER_SLICE):
+            rows.extend(self.model.rows_from_entries(entries[i : i + ROWS_PER_SLICE]))
+            await asyncio.sleep(SLICE_PAUSE)
+        return rows
+
+    async def _prerender(self, channel: str, rows: Sequence[Row]) -> None:
+        if channel == self.model.current and self._chat_ready():
+            await self.chat.query_one(MessageLog).prerender(rows)
+
     def _after_page(self, channel: str) -> None:
         if channel == self.model.current:
             log = self.chat.query_one(MessageLog)
             log.page_loaded()
+        gc.freeze()  # the page's rows and lines: out of the collector's passes too (see _boot)
 
     def on_message_log_need_older(self, message: MessageLog.NeedOlder) -> None:
         self._page_older(message.channel)
@@ -402,7 +428,9 @@ class SdsChatApp(App[None]):
             self._after_page(channel)
             return
         entries = await node.store.page(channel, before=view.oldest_cursor, limit=PAGE)
-        view.prepend(self.model.rows_from_entries(entries), more_before=len(entries) == PAGE)
+        rows = await self._rows(entries)
+        await self._prerender(channel, rows)
+        view.prepend(rows, more_before=len(entries) == PAGE)
         view.trim(keep_end=False)
         self._after_page(channel)
 
@@ -417,7 +445,9 @@ class SdsChatApp(App[None]):
             await self._load_tail(channel)
             return
         entries = await node.store.page(channel, after=cursor, limit=PAGE)
-        view.append_page(self.model.rows_from_entries(entries), at_tail=len(entries) < PAGE)
+        rows = await self._rows(entries)
+        await self._prerender(channel, rows)
+        view.append_page(rows, at_tail=len(entries) < PAGE)
         view.trim(keep_end=True)
         self._after_page(channel)
 

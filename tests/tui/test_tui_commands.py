@@ -278,6 +278,35 @@ async def test_history_pages_in_from_sqlite_both_ways(tmp_path: Path) -> None:
         assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
+async def test_older_page_is_ready_before_the_reader_reaches_the_top(tmp_path: Path) -> None:
+    """PgUp never waits on SQLite: the older page is asked for while screens remain above."""
+    await seed_history(tmp_path / "alice", 1000)
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    asked_at: list[float] = []
+    page_older = app._page_older
+
+    def spy(channel: str) -> object:
+        asked_at.append(app.chat.query_one(MessageLog).scroll_y)
+        return page_older(channel)
+
+    app._page_older = spy  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        log = app.chat.query_one(MessageLog)
+        view = log.view
+        await pilot.pause()
+        height = log.scrollable_content_region.height
+        assert len(view.rows) == PAGE and view.more_before
+        for _ in range(200):  # bounded: PgUp until the window grew
+            if len(view.rows) > PAGE:
+                break
+            await pilot.press("pageup")
+            await pilot.pause()
+        assert len(view.rows) == 2 * PAGE
+        assert view.rows[0].text == "stored message 600"
+        assert asked_at and asked_at[0] >= height  # a whole screen was still left above
+
+
 async def test_search_jumps_to_the_result(tmp_path: Path) -> None:
     await seed_history(tmp_path / "alice", 2000)
     app = tui(tmp_path / "alice", MemoryHub().transport())

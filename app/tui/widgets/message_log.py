@@ -14,7 +14,9 @@ new messages.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+from collections.abc import Sequence
 from datetime import tzinfo
 
 from rich.text import Text
@@ -26,6 +28,9 @@ from textual.strip import Strip
 
 from app.tui.model import ChannelView, Key, Row
 from app.tui.render import Palette, palette, row_lines
+
+PREFETCH_SCREENS = 2
+"""Page in older/newer rows once fewer screens than this are left to the window's edge."""
 
 __all__ = ["MessageLog"]
 
@@ -69,6 +74,8 @@ class MessageLog(ScrollView, can_focus=True):
         self._pal: Palette = palette(True)
         self.selected: Key | None = None
         self._cache: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
+        self._pre: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
+        """Rows of a page being loaded, wrapped ahead (see :meth:`prerender`)."""
         self._offsets: list[int] = []
         self._drawn: list[Row] = []
         self._header: list[Strip] = []
@@ -107,7 +114,29 @@ class MessageLog(ScrollView, can_focus=True):
         """The app finished a NeedOlder/NeedNewer request (rows may have been added)."""
         self._older_requested = self._newer_requested = False
         self.sync()
+        self._pre.clear()
         self._check_edges(self._last_direction)
+
+    async def prerender(self, rows: Sequence[Row], chunk: int = 8, pause: float = 0.001) -> None:
+        """Wrap the rows of a page about to be added, a few at a time between frames.
+
+        Wrapping 200 rows takes ~100-200 ms; done inside one layout it would
+        freeze the keys pressed meanwhile. The page is read while the reader
+        is still a few screens from the edge (see :meth:`_check_edges`), so
+        this runs in the background and the layout that adds the page finds
+        its lines ready.
+        """
+        width = self._width
+        if width <= 0:
+            return
+        for i, row in enumerate(rows):
+            ident = (row.version, width, row.key == self.selected, False, self.dark)
+            if id(row) not in self._cache:
+                self._pre[id(row)] = (ident, self._wrap(row, width, ident))
+            if i % chunk == chunk - 1:
+                # A short pause, not sleep(0): a key needs several event-loop
+                # turns to reach the screen, and they all run meanwhile.
+                await asyncio.sleep(pause)
 
     def on_mount(self) -> None:
         self.set_dark(self.app.current_theme.dark)
@@ -220,16 +249,22 @@ class MessageLog(ScrollView, can_focus=True):
         selected = row.key == self.selected
         is_new = index == new_index
         ident = (row.version, width, selected, is_new, self.dark)
-        hit = self._cache.get(id(row))
+        hit = self._cache.get(id(row)) or self._pre.pop(id(row), None)
         if hit is not None and hit[0] == ident:
+            self._cache[id(row)] = hit
             return hit[1]
-        console = self.app.console
-        lines = row_lines(
-            row, width, console, self._pal, tz=self.tz, selected=selected, new_line=is_new
-        )
-        strips = [_strip(t, console, width) for t in lines]
+        strips = self._wrap(row, width, ident)
         self._cache[id(row)] = (ident, strips)
         return strips
+
+    def _wrap(self, row: Row, width: int, ident: tuple[object, ...]) -> list[Strip]:
+        _version, _width, selected, is_new, _dark = ident
+        console = self.app.console
+        lines = row_lines(
+            row, width, console, self._pal, tz=self.tz, selected=bool(selected),
+            new_line=bool(is_new),
+        )
+        return [_strip(t, console, width) for t in lines]
 
     def _header_lines(self, width: int) -> list[Strip]:
         view = self.view
@@ -256,11 +291,23 @@ class MessageLog(ScrollView, can_focus=True):
         y = len(self._header)
         keep: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
         if view is not None:
+            # O(1) per row when its lines are cached (the usual case: a page
+            # or an incoming batch only wraps the rows it adds).
             new_index = view.first_new_index()
+            cache, pre, selected, dark = self._cache, self._pre, self.selected, self.dark
+            append = offsets.append
             for i, row in enumerate(view.rows):
-                offsets.append(y)
-                y += len(self._row_strips(row, i, width, new_index))
-                keep[id(row)] = self._cache[id(row)]
+                append(y)
+                rid = id(row)
+                hit = cache.get(rid) or pre.pop(rid, None)
+                if hit is None or hit[0] != (
+                    row.version, width, row.key == selected, i == new_index, dark
+                ):
+                    y += len(self._row_strips(row, i, width, new_index))
+                    hit = self._cache[rid]
+                else:
+                    y += len(hit[1])
+                keep[rid] = hit
         self._cache = keep
         self._offsets = offsets
         self._drawn = list(view.rows) if view is not None else []
@@ -329,14 +376,17 @@ class MessageLog(ScrollView, can_focus=True):
         self.follow = self.scroll_target_y >= self.max_scroll_y
 
     def _check_edges(self, direction: int) -> None:
-        """Moving up (-1) to the top, or down (+1) to the bottom, of the window: page in."""
+        """Moving up (-1) towards the top, or down (+1) towards the bottom, of the window:
+        page in, already when fewer than :data:`PREFETCH_SCREENS` screens are left
+        (the page is read and wrapped in the background, so no key waits for it)."""
         view = self.view
         if view is None or not view.loaded:
             return
         self._last_direction = direction
+        margin = PREFETCH_SCREENS * max(1, self.scrollable_content_region.height)
         if (
             direction < 0
-            and self.scroll_y <= 1
+            and self.scroll_y <= margin
             and view.more_before
             and not self._older_requested
         ):
@@ -344,7 +394,7 @@ class MessageLog(ScrollView, can_focus=True):
             self.post_message(self.NeedOlder(view.name))
         if (
             direction > 0
-            and self.scroll_y >= self.max_scroll_y - 1
+            and self.scroll_y >= self.max_scroll_y - margin
             and not view.at_tail
             and not self._newer_requested
         ):
