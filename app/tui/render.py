@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.style import Style
 from rich.text import Text
@@ -164,6 +165,20 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
             pal.states["failed"] if not row.retried else pal.dim,
         )
     return text
+
+
+def row_height(row: Row, width: int, pal: Palette) -> int | None:
+    """How many lines :func:`row_lines` gives for ``row`` (without the new line),
+    when that is known without wrapping: the body fits on one line. None otherwise.
+
+    Lets the log lay out rows that are off screen without wrapping them."""
+    width = max(width, 20)
+    nick_w = NICK_WIDTH if width >= 48 else 6
+    body_w = max(8, width - (5 + 1 + 1 + 1 + nick_w + 3))
+    plain = _body(row, pal, "default").plain
+    if "\n" in plain or cell_len(plain) > body_w:
+        return None
+    return 1 + bool(row.waiting) + bool(row.lost)
 
 
 def row_lines(

@@ -307,6 +307,23 @@ async def test_older_page_is_ready_before_the_reader_reaches_the_top(tmp_path: P
         assert asked_at and asked_at[0] >= height  # a whole screen was still left above
 
 
+async def test_only_rows_on_screen_are_wrapped(tmp_path: Path) -> None:
+    """A page of one-line messages is laid out without wrapping rows nobody sees."""
+    await seed_history(tmp_path / "alice", 1000)
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        log = app.chat.query_one(MessageLog)
+        await pilot.pause()
+        view = log.view
+        assert len(view.rows) == PAGE
+        assert 0 < len(log._cache) < PAGE // 2  # the screenful at the bottom, not the page
+        assert log.virtual_size.height >= PAGE  # yet every row has its place
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert len(log._cache) < PAGE // 2
+
+
 async def test_search_jumps_to_the_result(tmp_path: Path) -> None:
     await seed_history(tmp_path / "alice", 2000)
     app = tui(tmp_path / "alice", MemoryHub().transport())

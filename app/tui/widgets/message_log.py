@@ -27,7 +27,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from app.tui.model import ChannelView, Key, Row
-from app.tui.render import Palette, palette, row_lines
+from app.tui.render import Palette, palette, row_height, row_lines
 
 PREFETCH_SCREENS = 2
 """Page in older/newer rows once fewer screens than this are left to the window's edge."""
@@ -76,6 +76,8 @@ class MessageLog(ScrollView, can_focus=True):
         self._cache: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
         self._pre: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
         """Rows of a page being loaded, wrapped ahead (see :meth:`prerender`)."""
+        self._lazy: dict[int, tuple[tuple[object, ...], int]] = {}
+        """Rows laid out but not wrapped yet (off screen, height known): wrapped when drawn."""
         self._offsets: list[int] = []
         self._drawn: list[Row] = []
         self._header: list[Strip] = []
@@ -98,6 +100,7 @@ class MessageLog(ScrollView, can_focus=True):
         self.follow = True
         self._older_requested = self._newer_requested = False
         self._cache.clear()
+        self._lazy.clear()
         self._layout_version = None
         self.sync(force=True)
         self.scroll_end(animate=False, immediate=True, x_axis=False)
@@ -108,6 +111,7 @@ class MessageLog(ScrollView, can_focus=True):
             self.dark = dark
             self._pal = palette(dark)
             self._cache.clear()
+            self._lazy.clear()
             self.sync(force=True)
 
     def page_loaded(self) -> None:
@@ -124,14 +128,15 @@ class MessageLog(ScrollView, can_focus=True):
         freeze the keys pressed meanwhile. The page is read while the reader
         is still a few screens from the edge (see :meth:`_check_edges`), so
         this runs in the background and the layout that adds the page finds
-        its lines ready.
+        its lines ready. Rows that fit on one line are left for the layout, which
+        does not wrap them until they are drawn.
         """
         width = self._width
         if width <= 0:
             return
         for i, row in enumerate(rows):
             ident = (row.version, width, row.key == self.selected, False, self.dark)
-            if id(row) not in self._cache:
+            if id(row) not in self._cache and row_height(row, width, self._pal) is None:
                 self._pre[id(row)] = (ident, self._wrap(row, width, ident))
             if i % chunk == chunk - 1:
                 # A short pause, not sleep(0): a key needs several event-loop
@@ -151,6 +156,7 @@ class MessageLog(ScrollView, can_focus=True):
             self.dark = dark
             self._pal = palette(dark)
             self._cache.clear()
+            self._lazy.clear()
         view = self.view
         stamp: tuple[object, ...] = (
             id(view),
@@ -290,25 +296,41 @@ class MessageLog(ScrollView, can_focus=True):
         offsets = []
         y = len(self._header)
         keep: dict[int, tuple[tuple[object, ...], list[Strip]]] = {}
+        keep_lazy: dict[int, tuple[tuple[object, ...], int]] = {}
         if view is not None:
             # O(1) per row when its lines are cached (the usual case: a page
             # or an incoming batch only wraps the rows it adds).
             new_index = view.first_new_index()
-            cache, pre, selected, dark = self._cache, self._pre, self.selected, self.dark
+            cache, pre, lazy = self._cache, self._pre, self._lazy
+            selected, dark, pal = self.selected, self.dark, self._pal
             append = offsets.append
             for i, row in enumerate(view.rows):
                 append(y)
                 rid = id(row)
+                ident = (row.version, width, row.key == selected, i == new_index, dark)
                 hit = cache.get(rid) or pre.pop(rid, None)
-                if hit is None or hit[0] != (
-                    row.version, width, row.key == selected, i == new_index, dark
-                ):
-                    y += len(self._row_strips(row, i, width, new_index))
-                    hit = self._cache[rid]
-                else:
+                if hit is not None and hit[0] == ident:
                     y += len(hit[1])
-                keep[rid] = hit
+                    keep[rid] = hit
+                    continue
+                known = lazy.get(rid)
+                if known is not None and known[0] == ident:
+                    keep_lazy[rid] = known
+                    y += known[1]
+                    continue
+                # Its height known without wrapping (a one-line message): wrapped
+                # when it is drawn, so a batch or a page only wraps what is seen.
+                height = row_height(row, width, pal)
+                if height is not None:
+                    height += i == new_index
+                    keep_lazy[rid] = (ident, height)
+                    y += height
+                    continue
+                strips = self._wrap(row, width, ident)
+                keep[rid] = (ident, strips)
+                y += len(strips)
         self._cache = keep
+        self._lazy = keep_lazy
         self._offsets = offsets
         self._drawn = list(view.rows) if view is not None else []
         self._total = y
@@ -350,7 +372,13 @@ class MessageLog(ScrollView, can_focus=True):
         row = view.rows[i]
         hit = self._cache.get(id(row))
         if hit is None:
-            return Strip.blank(width, base)
+            known = self._lazy.pop(id(row), None)
+            if known is None:
+                return Strip.blank(width, base)
+            hit = (known[0], self._wrap(row, self._width, known[0]))
+            self._cache[id(row)] = hit
+            if len(hit[1]) != known[1]:  # not as estimated: lay out again
+                self.call_later(self.sync, force=True)
         strips = hit[1]
         j = line - self._offsets[i]
         if j >= len(strips):
