@@ -306,3 +306,35 @@ async def test_channels_unread_mentions_bell_and_new_line(tmp_path: Path) -> Non
             assert app.model.current == "general"  # wraps around
     finally:
         await bob.close()
+
+
+async def test_typing_repaints_the_input_only_and_long_lines_scroll(tmp_path: Path) -> None:
+    """A keystroke does not lay the screen out again (that cost ms per key under load);
+    a line longer than the box still scrolls sideways to keep the cursor in view."""
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await pilot.pause()
+        box = app.chat.query_one("#input")
+        layouts = 0
+        refresh_layout = app.screen._refresh_layout
+
+        def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+            nonlocal layouts
+            layouts += 1
+            return refresh_layout(*args, **kwargs)
+
+        app.screen._refresh_layout = spy  # type: ignore[method-assign]
+        await pilot.press(*"hello there")
+        await pilot.pause()
+        assert layouts == 0
+        assert "hello there" in line_with(app, "hello there")
+        long = "".join(f"{i:03d}." for i in range(60))  # 240 characters, wider than the box
+        await pilot.press(*long)
+        await pilot.pause()
+        assert box.value == "hello there" + long
+        assert box.scroll_x > 0
+        assert "058.059." in screen_text(app)  # the end, where the cursor is, is shown
+        await pilot.press("home")
+        await pilot.pause()
+        assert box.scroll_x == 0 and "hello there" in screen_text(app)

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from textual import events
 from textual.binding import Binding, BindingType
+from textual.geometry import Size
 from textual.message import Message
 from textual.widgets import Input
 
@@ -43,6 +44,15 @@ class ChatInput(Input):
         self._draft = ""
         self._source = source
         self.last_candidates: list[str] = []
+
+    def _watch_value(self, value: str) -> None:
+        # Input's watcher sets ``virtual_size`` (the text's width, for scrolling
+        # it sideways), a reactive that lays out the whole screen again: a few ms
+        # per keystroke, more while messages arrive. This box's size never
+        # depends on its text, so set it without a layout; the repaint of the
+        # changed value still happens, and scrolling to the cursor reads it.
+        self.set_reactive(Input.virtual_size, Size(self.content_width, 1))
+        super()._watch_value(value)
 
     async def _on_key(self, event: events.Key) -> None:
         if event.key == "enter":
