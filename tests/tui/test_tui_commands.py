@@ -161,6 +161,8 @@ async def test_quit_command_saves_and_exits(tmp_path: Path) -> None:
         await pilot.press(*"/quit")
         await pilot.press("enter")
         await wait_until(lambda: app.node.closed, what="node closed")
+        # the state file is written and exit() called after the node closed
+        await wait_until(lambda: app.return_code is not None, what="exit")
     assert app.return_code == 0
     state = json.loads((tmp_path / "alice" / TUI_STATE_FILE).read_text())
     assert state["theme"] == "dark" and "general" in state["last_read"]
