@@ -19,9 +19,10 @@ import bisect
 from collections.abc import Sequence
 from datetime import tzinfo
 
+from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -78,6 +79,8 @@ class MessageLog(ScrollView, can_focus=True):
         """Rows of a page being loaded, wrapped ahead (see :meth:`prerender`)."""
         self._lazy: dict[int, tuple[tuple[object, ...], int]] = {}
         """Rows laid out but not wrapped yet (off screen, height known): wrapped when drawn."""
+        self._pass: tuple[Style, int] = (Style(), 0)
+        """The widget's style and content width, taken once per paint (see render_lines)."""
         self._offsets: list[int] = []
         self._drawn: list[Row] = []
         self._header: list[Strip] = []
@@ -267,7 +270,12 @@ class MessageLog(ScrollView, can_focus=True):
         _version, _width, selected, is_new, _dark = ident
         console = self.app.console
         lines = row_lines(
-            row, width, console, self._pal, tz=self.tz, selected=bool(selected),
+            row,
+            width,
+            console,
+            self._pal,
+            tz=self.tz,
+            selected=bool(selected),
             new_line=bool(is_new),
         )
         return [_strip(t, console, width) for t in lines]
@@ -357,10 +365,18 @@ class MessageLog(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------------ Line API
 
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        line = y + int(self.scroll_y)
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Once per paint, not once per line: the widget's style is worked out by
+        # walking its ancestors' styles (~0.1-0.4 ms a line, a whole log
+        # repaint per incoming batch while following).
         base = self.rich_style
+        width = self.scrollable_content_region.width
+        self._pass = (base, width)
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        base, width = self._pass
+        line = y + int(self.scroll_y)
         if line < len(self._header):
             return self._header[line].crop_extend(0, width, base).apply_style(base)
         view = self.view
