@@ -30,7 +30,7 @@ import gc
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
@@ -82,13 +82,19 @@ NARROW = 70
 """Below this many columns the channel list is hidden (Ctrl+N/P and Alt+N still switch)."""
 
 TUI_STATE_FILE = "tui.json"
+"""Where the app keeps, per data directory, where you left off and the theme."""
 
 ROWS_PER_SLICE = 10
 SLICE_PAUSE = 0.001
 """A page read in the background is turned into rows ROWS_PER_SLICE at a time,
 with a short pause between slices (not ``sleep(0)``: a key takes several
 event-loop turns from the terminal to the frame, and a pause lets all of them run)."""
-"""Where the app keeps, per data directory, where you left off and the theme."""
+
+MAX_ROUND = 16
+"""At most this many inputs per node round in the app. A round opens and feeds
+its envelopes without yielding (~1 ms each, more on a busy machine); the node's
+default (256, for throughput) would hold keys and frames for a burst's whole
+length. Each round is still one storage commit, in SQLite's thread."""
 
 
 @dataclass
@@ -242,9 +248,10 @@ class SdsChatApp(App[None]):
                 return
             self.passphrase = entered or None
         try:
-            node = await Node.open(
-                opts.data_dir, opts.transport, name=opts.name, options=opts.node_options
-            )
+            options = opts.node_options or NodeOptions()
+            if options.max_round > MAX_ROUND:
+                options = replace(options, max_round=MAX_ROUND)
+            node = await Node.open(opts.data_dir, opts.transport, name=opts.name, options=options)
         except DataDirLockedError as exc:
             self._fatal_screen(
                 "Data directory in use",

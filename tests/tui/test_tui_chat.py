@@ -338,3 +338,15 @@ async def test_typing_repaints_the_input_only_and_long_lines_scroll(tmp_path: Pa
         await pilot.press("home")
         await pilot.pause()
         assert box.scroll_x == 0 and "hello there" in screen_text(app)
+
+
+async def test_the_node_works_in_short_rounds_under_the_app(tmp_path: Path) -> None:
+    """A node round runs without yielding: in the app it takes a few inputs at a time,
+    so a burst of envelopes does not hold the keys typed meanwhile."""
+    from app.tui.app import MAX_ROUND
+
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    assert app.opts.node_options is not None and app.opts.node_options.max_round > MAX_ROUND
+    async with app.run_test(size=SIZE):
+        await started(app)
+        assert app.node is not None and app.node.options.max_round == MAX_ROUND
