@@ -98,7 +98,9 @@ def test_three_hosts_in_network_namespaces_discover_each_other_and_converge_with
         for name, host in zip(names, hosts, strict=True):
             argv = sdschat("join", "room", "--data-dir", str(tmp_path / name), "--name", name,
                            "--headless", "--fast", "--interface", host.address,
-                           "--drop-rate", "0.3", "--drop-seed", str(len(nodes) + 1))
+                           "--drop-rate", "0.3", "--drop-seed", str(len(nodes) + 1),
+                           # not --fast's 20 s: see test_three_nodes_300_messages_... (e2e)
+                           "--lost-timeout-ms", "90000")
             nodes.append(c.start(host.wrap(argv), name))
         for p in nodes:
             p.wait_for(lambda p=p: len(lan_peers(p)) == 2, 40, "two LAN peers across hosts")
