@@ -315,6 +315,9 @@ async def bench_typing(rate: float, seconds: float) -> None:
                 import pstats
 
                 profiler.disable()
+                target = os.environ["TUI_BENCH_PROFILE"]
+                if target.endswith(".prof"):  # TUI_BENCH_PROFILE=out.prof: keep it for pstats
+                    profiler.dump_stats(target)
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
             got = app.node.counters["delivered"] - counted  # type: ignore[union-attr]
             await app.action_quit()

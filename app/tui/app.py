@@ -54,6 +54,7 @@ from app.node_events import (
     Rejected,
 )
 from app.transport import Transport
+from app.tui.collector import Collector
 from app.tui.commands import Command, parse
 from app.tui.model import PAGE, Changes, ChatModel, Row
 from app.tui.render import state_label
@@ -224,6 +225,8 @@ class SdsChatApp(App[None]):
         self._known_channels: set[str] = set()
         self._state = self._load_state()
         self.events_seen = 0
+        self.collector = Collector()
+        """When the cyclic GC may run (see :mod:`app.tui.collector`)."""
 
     # ------------------------------------------------------------------ startup
 
@@ -585,6 +588,8 @@ class SdsChatApp(App[None]):
     def _tick(self) -> None:
         if self._shutting_down or not self._chat_ready():
             return
+        if self.ready.is_set():
+            self.collector.tick()
         changed = self.model.expire_typing(self.clock())
         if changed:
             self._apply(Changes(channels=changed, peers=True))
@@ -803,6 +808,7 @@ class SdsChatApp(App[None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if not isinstance(event.input, ChatInput):
             return
+        self.collector.typed()
         value = event.value
         channel = self.model.current
         node = self.node
