@@ -28,6 +28,11 @@ from storage.schema import APPLICATION_ID, MIGRATIONS, migrate, schema_version
 CHILD_TIMEOUT_S = 30
 
 
+def page_size_of(db_path: Path) -> int:
+    """The page size in the database header (big-endian u16 at offset 16; 1 means 65536)."""
+    size = int.from_bytes(db_path.read_bytes()[16:18], "big")
+    return 65536 if size == 1 else size
+
 def make_db(data_dir: Path, messages: int = 0) -> Path:
     """Create a real database (with ``messages`` rows) and close it; return its path."""
 
@@ -149,7 +154,7 @@ def test_truncated_file_is_corrupt_and_untouched(tmp_path: Path, cut: str) -> No
     data_dir = tmp_path / "d"
     db_path = make_db(data_dir, messages=200)
     size = db_path.stat().st_size
-    page = 4096
+    page = page_size_of(db_path)
     new_size = {
         "half-pages": (size // 2) // page * page,
         "odd-bytes": size - 1000,
@@ -187,7 +192,7 @@ def test_damaged_pages_fail_the_integrity_check(tmp_path: Path) -> None:
     data_dir = tmp_path / "d"
     db_path = make_db(data_dir, messages=300)
     data = bytearray(db_path.read_bytes())
-    page = 4096
+    page = page_size_of(db_path)
     pages = len(data) // page
     assert pages > 6
     for p in range(2, pages - 1, 2):  # scribble over every other page, keep the header page
@@ -308,7 +313,8 @@ def test_short_file_with_pending_wal_is_left_to_sqlite(tmp_path: Path) -> None:
     # copied, later pages still only in the WAL): it must not be called truncated.
     db_path = make_db(tmp_path / "d", messages=200)
     with db_path.open("r+b") as f:
-        f.truncate((db_path.stat().st_size // 2) // 4096 * 4096)
+        page = page_size_of(db_path)
+        f.truncate((db_path.stat().st_size // 2) // page * page)
     with pytest.raises(CorruptDatabaseError, match="truncated"):
         inspect_file(db_path)
     db_path.with_name(DB_FILENAME + "-wal").write_bytes(b"\0" * 32)
@@ -325,6 +331,8 @@ import asyncio
 from storage import Store, StoredMessage
 
 async def main():
+    import storage.database
+    storage.database.WAL_CHECKPOINT_BYTES = 1 << 20  # checkpoint often: several in 2,000 commits
     store = await Store.open({str(data_dir)!r})
     await store.join_channel("general", b"t", is_public=True)
     print("ready", flush=True)
