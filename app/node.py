@@ -71,11 +71,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import random
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -107,6 +109,7 @@ from app.transport import Transport, TransportStatus
 from net.channel_key import DEFAULT_KDF, ChannelKey, KdfParams, derive_channel_key
 from net.envelope import (
     EnvelopeError,
+    Opened,
     ReplayedEnvelope,
     ReplayGuard,
     WrongTopic,
@@ -117,6 +120,7 @@ from net.envelope import (
 )
 from net.identity import Identity
 from net.store_sync import CatchUpProgress, StoreSync
+from sds import sds_pb2
 from sds.message import parse_pb
 from storage import Batch, Cursor, OwnState, Store, StoredMessage
 from storage import Identity as StoredIdentity
@@ -237,9 +241,36 @@ class _Pending:
     local_id: int
 
 
+_Opening = tuple[Opened, sds_pb2.SdsMessage | None] | EnvelopeError
+
+
+def _open_ahead(data: bytes, key: ChannelKey, topic: bytes) -> _Opening:
+    """``open_envelope`` and the SDS parse, in the opener thread (a pure function of
+    its arguments: the same result as opening inline)."""
+    try:
+        opened = open_envelope(data, key, topic)
+    except EnvelopeError as exc:
+        return exc
+    try:
+        pb: sds_pb2.SdsMessage | None = parse_pb(opened.sds_bytes)
+    except Exception:  # cannot happen after open_envelope decoded it; the core will say
+        pb = None
+    return opened, pb
+
+
 @dataclass(slots=True)
 class _Envelope:
     data: bytes
+    topic: bytes | None = None
+    key: ChannelKey | None = None  # the key it is being opened with, ahead of its round
+    opening: Future[_Opening] | None = None
+
+
+@dataclass(slots=True)
+class _Barrier:
+    """Resolved once the round holding it has committed (the worker does not wait)."""
+
+    future: asyncio.Future[None]
 
 
 @dataclass(slots=True)
@@ -263,7 +294,7 @@ class _Stop:
     pass
 
 
-_Item = _Send | _Pending | _Envelope | _Tick | _SaveState | _Call | _Stop
+_Item = _Send | _Pending | _Envelope | _Tick | _SaveState | _Call | _Barrier | _Stop
 
 
 class _Inbox:
@@ -294,6 +325,10 @@ class _Inbox:
             await self._space.wait()
         self._envelopes += 1
         self.put(item)
+
+    def peek(self, limit: int) -> list[_Item]:
+        """The next ``limit`` items, left in place."""
+        return list(itertools.islice(self._items, limit))
 
     async def take(self, limit: int) -> list[_Item]:
         while not self._items:  # bounded: woken by put
@@ -423,6 +458,8 @@ class Node:
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
         self._inbox: _Inbox | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._opener: ThreadPoolExecutor | None = None
+        """Opens (verifies, decrypts, parses) queued envelopes ahead of their round."""
         self._tail: asyncio.Task[None] | None = None
         """The previous round's commit-emit-publish, running while the next round is
         worked out (see :meth:`_safe_round`)."""
@@ -516,7 +553,7 @@ class Node:
             url,
             deliver=self._on_envelope,
             progress=self._on_catch_up,
-            barrier=self._noop_in_worker,
+            barrier=self._committed,
             data_dir=self.store.data_dir,
         )
         self.store_sync.start()
@@ -525,8 +562,16 @@ class Node:
             self.store_sync.catch_up_soon(info.name, info.topic)
         self._emit(Info(f"using the store peer at {url}", {"store": url}))
 
-    async def _noop_in_worker(self) -> None:
-        await self._call_in_worker(self._noop)
+    def _committed(self) -> asyncio.Future[None]:
+        """Resolves once every input queued before this call has been worked out and
+        committed, and its events emitted. Unlike ``_call_in_worker`` it does not make
+        the worker wait for the commit: it is a marker in the next round."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._inbox is None:
+            future.set_result(None)
+        else:
+            self._inbox.put(_Barrier(future))
+        return future
 
     def _on_catch_up(self, p: CatchUpProgress) -> None:
         self._emit(CatchUp(p.channel, p.state, p.done, p.total, p.store, p.text, p.detail))
@@ -573,6 +618,8 @@ class Node:
                 await self._save_all_states(durable=True)
         finally:
             self._closed = True
+            if self._opener is not None:
+                self._opener.shutdown(wait=False, cancel_futures=True)
             self._emit(Closed(dict(self.counters)))
             for q in self._queues:
                 q.put_nowait(None)
@@ -890,6 +937,15 @@ class Node:
         inbox = self._inbox
         while True:  # ends at _Stop
             items = await inbox.take(self.options.max_round)
+            # Open this round's envelopes after its first, and those queued behind it,
+            # in the opener thread while the loop works (Ed25519 verification,
+            # decryption and hashing release the GIL). The first is opened inline, as
+            # is any whose opening has not started when its turn comes (see
+            # _receive): a lone live message never waits for a thread hand-off.
+            first = next((i for i, it in enumerate(items) if isinstance(it, _Envelope)), None)
+            if first is not None:
+                self._open_ahead(items[first + 1 :])
+            self._open_ahead(inbox.peek(self.options.max_round))
             normal: list[_Item] = []
             for item in items:
                 if isinstance(item, _Stop):
@@ -948,6 +1004,7 @@ class Node:
         for item in items:
             if isinstance(item, _Send) and not item.future.done():
                 item.future.set_exception(exc)
+        _release_barriers(items)
 
     async def _finish_tail(self) -> None:
         """Wait for the previous round's commit, events and publishing."""
@@ -960,6 +1017,7 @@ class Node:
             await self._commit(out)
             for ev in out.events:
                 self._emit(ev)
+            _release_barriers(items)
             await self._publish_round(out)
         except Exception as exc:
             self._round_failed(exc, items)
@@ -974,7 +1032,7 @@ class Node:
         now = self._now()
         for item in items:
             if isinstance(item, _Envelope):
-                self._receive(item.data, now, out)
+                self._receive(item, now, out)
             elif isinstance(item, _Send):
                 if item.local_id is not None:
                     self._core_send(item.channel, item.content, item.local_id, now, out)
@@ -1040,22 +1098,57 @@ class Node:
         self.counters[key] += 1
         out.events.append(Rejected(reason, channel, detail, self.counters[key]))
 
-    def _receive(self, data: bytes, now: int, out: _Round) -> None:
+    def _open_ahead(self, items: Iterable[_Item]) -> None:
+        """Start opening these queued envelopes in the opener thread (see ``_receive``)."""
+        for item in items:
+            if not isinstance(item, _Envelope) or item.opening is not None:
+                continue
+            try:
+                topic = peek_topic(item.data)
+            except EnvelopeError:
+                continue  # rejected in its turn
+            channel = self._by_topic.get(topic)
+            if channel is None:
+                continue
+            if self._opener is None:
+                self._opener = ThreadPoolExecutor(1, thread_name_prefix="sdschat-open")
+            key = self._channels[channel].key
+            item.topic, item.key = topic, key
+            item.opening = self._opener.submit(_open_ahead, item.data, key, topic)
+
+    def _receive(self, item: _Envelope, now: int, out: _Round) -> None:
         self.counters["received"] += 1
+        data = item.data
         channel: str | None = None
+        pb: sds_pb2.SdsMessage | None = None
         try:
-            topic = peek_topic(data)
+            topic = item.topic if item.topic is not None else peek_topic(data)
             channel = self._by_topic.get(topic)
             if channel is None:
                 raise WrongTopic(f"topic {topic[:16].hex()} is not a joined channel")
-            opened = open_envelope(data, self._channels[channel].key, topic)
+            key = self._channels[channel].key
+            opening = item.opening
+            if opening is not None and item.key is key and not opening.cancel():
+                # Opened (or being opened) ahead with the key still in use for its
+                # topic: the same result as opening it now (joins and leaves are
+                # ordered inputs too). Not started yet: cancelled, opened here.
+                result = opening.result()
+                if isinstance(result, EnvelopeError):
+                    raise result
+                opened, pb = result
+            else:
+                opened = open_envelope(data, key, topic)
             if not self._replay.check_and_remember(opened.envelope_hash):
                 raise ReplayedEnvelope(f"envelope {opened.envelope_hash[:8].hex()} already seen")
         except EnvelopeError as exc:
             self._reject(exc.reason, channel, exc.detail, out)
             return
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
-        self._participant.channel(channel).receive(opened.sds_bytes, now, opened.envelope_hash)
+        core = self._participant.channel(channel)
+        if pb is not None:  # parsed once, in the opener thread
+            core.receive_parsed(pb, opened.sds_bytes, now, opened.envelope_hash)
+        else:
+            core.receive(opened.sds_bytes, now, opened.envelope_hash)
         out.core_called = True
         self._drain(now, out)
         out.current = None
@@ -1610,6 +1703,12 @@ class Node:
             del self._own_state[key]
         self._emit(ChannelLeft(channel))
         return True
+
+
+def _release_barriers(items: Iterable[_Item]) -> None:
+    for item in items:
+        if isinstance(item, _Barrier) and not item.future.done():
+            item.future.set_result(None)
 
 
 def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:

@@ -90,12 +90,14 @@ async def catch_up_once(data_dir: Path, url: str, key, n: int, cfg: sds.Config) 
                 done.set()
 
     node.subscribe(on_event)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     await node.start()
     await node.join("bench", key=key)
     await asyncio.wait_for(done.wait(), 600)
     await node._call_in_worker(node._noop)  # the last round committed
     elapsed = time.perf_counter() - (started[0] if started else t0)
+    SPLIT["cpu"] += time.process_time() - cpu0
     await node.close()
     return elapsed
 
@@ -128,7 +130,8 @@ def main() -> int:
                 ))
                 splits.append(dict(SPLIT))
                 print(f"  run {r + 1}: {times[-1]:.2f} s "
-                      f"(receive {SPLIT['receive']:.2f} s, commits {SPLIT['commit']:.2f} s)")
+                      f"(receive {SPLIT['receive']:.2f} s, commits {SPLIT['commit']:.2f} s, "
+                      f"node CPU {SPLIT['cpu']:.2f} s)")
         finally:
             proc.terminate()
             proc.wait(30)

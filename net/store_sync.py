@@ -6,8 +6,11 @@ announced on the LAN). It needs three things from the node, all callbacks:
 * ``deliver(envelope)``: the node's normal receive path (awaiting it is the
   backpressure: the node's bounded inbox);
 * ``progress(CatchUpProgress)``: for the UI ("catching up · 1,200 / 5,000");
-* ``barrier()``: returns once everything delivered so far has been processed
-  and committed by the node (so a saved cursor never runs ahead of the log).
+* ``barrier()``: an awaitable (made at the call) that completes once everything
+  delivered before the call has been processed and committed by the node (so a
+  saved cursor never runs ahead of the log). Delivery does not wait for it: a
+  page's cursor is saved in the background once its barrier completes, while
+  the next page is already being fed.
 
 **Catching up** (:meth:`StoreSync.catch_up`, on every (re)connection and
 join): the node asks for its channel's topic page by page, from where it
@@ -174,6 +177,7 @@ class StoreSync:
         self._fetcher: asyncio.Task[None] | None = None
         self._online: asyncio.Task[None] | None = None
         self._catchups: dict[bytes, asyncio.Task[int]] = {}
+        self._savers: set[asyncio.Task[None]] = set()
         self._topics: dict[bytes, str] = {}
         self._closed = False
 
@@ -192,6 +196,7 @@ class StoreSync:
         self.set_connected(False)
         tasks = [t for t in (self._fetcher, self._online) if t is not None]
         tasks += list(self._catchups.values())
+        tasks += list(self._savers)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -274,6 +279,7 @@ class StoreSync:
         last_report = 0.0
         saved: tuple[int, bytes] | None = None
         pending: tuple[int, bytes] | None = None  # cursor of the page being processed
+        saver: asyncio.Task[None] | None = None  # the last page's cursor, saved once committed
         self._report(CatchUpProgress(channel, "started", 0, 0, self.url))
         async for page in self.client.pages(
             topic, since_ms=since_ms, cursor=start_cursor, page_size=self.page_size
@@ -281,10 +287,9 @@ class StoreSync:
             if page.total:
                 total = page.total
             if pending is not None and pending != saved:
-                # the page before this one has been processed: its cursor is safe
-                if self._barrier is not None:
-                    await self._barrier()
-                self._set_cursor(topic, pending)
+                # the page before this one is delivered: its cursor is safe once the
+                # node has committed it (saved in the background, in page order)
+                saver = self._save_cursor_later(topic, pending, saver)
                 saved = pending
             for item in page.items:
                 await self._deliver(item.envelope)
@@ -304,12 +309,33 @@ class StoreSync:
             if page.next is None:
                 if self._barrier is not None:
                     await self._barrier()
+                if saver is not None:
+                    await saver
                 if pending is not None:
                     self._set_cursor(topic, pending)
                 pos["online_until"] = max(int(pos.get("online_until", 0)), page.store_time_ms)
                 self._save()
         self._report(CatchUpProgress(channel, "done", done, max(total, done), self.url))
         return done
+
+    def _save_cursor_later(
+        self, topic: bytes, cursor: tuple[int, bytes], previous: asyncio.Task[None] | None
+    ) -> asyncio.Task[None]:
+        """Save ``cursor`` once the node has committed what was delivered so far
+        (and after the previous page's cursor)."""
+        done = self._barrier() if self._barrier is not None else None  # marks this point now
+
+        async def save() -> None:
+            if previous is not None:
+                await previous
+            if done is not None:
+                await done
+            self._set_cursor(topic, cursor)
+
+        task = asyncio.create_task(save(), name="store-cursor")
+        self._savers.add(task)
+        task.add_done_callback(self._savers.discard)
+        return task
 
     # ------------------------------------------------------------------ missing deps
 
