@@ -252,7 +252,7 @@ def _open_ahead(data: bytes, key: ChannelKey, topic: bytes) -> _Opening:
     except EnvelopeError as exc:
         return exc
     try:
-        pb: sds_pb2.SdsMessage | None = parse_pb(opened.sds_bytes)
+        pb: sds_pb2.SdsMessage | None = opened.sds_message or parse_pb(opened.sds_bytes)
     except Exception:  # cannot happen after open_envelope decoded it; the core will say
         pb = None
     return opened, pb

@@ -111,9 +111,10 @@ class EnvelopeFeed(Protocol):
 def check_envelope(data: bytes, topics: frozenset[bytes]) -> tuple[bytes | None, str | None]:
     """``(topic, None)`` for an envelope a store may archive, else ``(None, reason)``.
 
-    The checks need no key: size, canonical version-1 ``Envelope`` encoding
-    (the form whose hash every participant computes the same), a 12-byte
-    nonce, and a topic in ``topics``.
+    The checks need no key: size, canonical ``Envelope`` encoding (the form
+    whose hash every participant computes the same) of version
+    :data:`~net.envelope.ENVELOPE_VERSION`, a 12-byte nonce, and a topic in
+    ``topics``.
     """
     if len(data) > MAX_ENVELOPE_BYTES:
         return None, "oversized"

@@ -20,7 +20,7 @@ from app.chat_content import encode_content
 from app.transport import MemoryHub
 from net import envelope_pb2
 from net.channel_key import ChannelKey
-from net.envelope import AAD_DOMAIN, MAX_ENVELOPE_BYTES, seal
+from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal
 from net.identity import Identity
 from sds import sds_pb2
 
@@ -39,7 +39,7 @@ def raw_envelope(
     k: ChannelKey,
     payload: bytes,
     *,
-    version: int = 1,
+    version: int = ENVELOPE_VERSION,
     nonce: bytes | None = None,
     key_bytes: bytes | None = None,
 ) -> bytes:
@@ -84,7 +84,7 @@ def test_each_hostile_envelope_is_rejected_with_its_reason(tmp_path: Path) -> No
             await inject(raw_envelope(right, payload))
             await inject(b"\x0a" * (MAX_ENVELOPE_BYTES + 1))
             await inject(b"not an envelope at all")
-            await inject(raw_envelope(right, payload, version=2))
+            await inject(raw_envelope(right, payload, version=1))  # the retired format
             await inject(seal(sds_bytes(mallory.sender_id, "elsewhere"), mallory, key("elsewhere")))
             await inject(genuine)  # replay
             # a member of the public channel tries to write into the private one

@@ -29,7 +29,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from app.chat_content import encode_content
 from net import envelope_pb2
 from net.channel_key import derive_channel_key
-from net.envelope import AAD_DOMAIN, MAX_ENVELOPE_BYTES, seal
+from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal
 from net.identity import Identity
 from net.relay_frames import decode_frame, encode_deliver, encode_pong
 from sds import sds_pb2
@@ -134,10 +134,10 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 
 def _sealed_garbage(payload: bytes) -> bytes:
     nonce = os.urandom(12)
-    aad = AAD_DOMAIN + (1).to_bytes(4, "big") + ROOM.topic
+    aad = AAD_DOMAIN + ENVELOPE_VERSION.to_bytes(4, "big") + ROOM.topic
     ct = ChaCha20Poly1305(ROOM.key).encrypt(nonce, payload, aad)
     return envelope_pb2.Envelope(
-        version=1, topic=ROOM.topic, nonce=nonce, ciphertext=ct
+        version=ENVELOPE_VERSION, topic=ROOM.topic, nonce=nonce, ciphertext=ct
     ).SerializeToString()
 
 
@@ -171,7 +171,10 @@ frames = st.one_of(
 
 def test_oversized_envelope_is_rejected_by_the_node(target: Target) -> None:
     big = envelope_pb2.Envelope(
-        version=1, topic=ROOM.topic, nonce=b"\x00" * 12, ciphertext=b"\x00" * MAX_ENVELOPE_BYTES
+        version=ENVELOPE_VERSION,
+        topic=ROOM.topic,
+        nonce=b"\x00" * 12,
+        ciphertext=b"\x00" * MAX_ENVELOPE_BYTES,
     ).SerializeToString()
     assert len(big) > MAX_ENVELOPE_BYTES
     target.relay.deliver([encode_deliver(big)])

@@ -18,7 +18,7 @@ from websockets.sync.client import ClientConnection, connect
 from app.chat_content import encode_content
 from net import envelope_pb2
 from net.channel_key import ChannelKey, derive_channel_key
-from net.envelope import AAD_DOMAIN, MAX_ENVELOPE_BYTES, seal
+from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal
 from net.identity import Identity
 from net.relay_frames import decode_frame, encode_ping, encode_publish, encode_subscribe
 from sds import sds_pb2
@@ -95,10 +95,10 @@ def bad_signature_envelope(k: ChannelKey, ident: Identity) -> bytes:
     ).SerializeToString()
     nonce = os.urandom(12)
     ct = ChaCha20Poly1305(k.key).encrypt(
-        nonce, payload, AAD_DOMAIN + (1).to_bytes(4, "big") + k.topic
+        nonce, payload, AAD_DOMAIN + ENVELOPE_VERSION.to_bytes(4, "big") + k.topic
     )
     return envelope_pb2.Envelope(
-        version=1, topic=k.topic, nonce=nonce, ciphertext=ct
+        version=ENVELOPE_VERSION, topic=k.topic, nonce=nonce, ciphertext=ct
     ).SerializeToString()
 
 

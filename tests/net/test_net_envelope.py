@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 
 import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +18,7 @@ from net import envelope_pb2
 from net.channel_key import ChannelKey
 from net.envelope import (
     AAD_DOMAIN,
+    ENVELOPE_VERSION,
     MAX_ENVELOPE_BYTES,
     REJECTION_REASONS,
     SIGNATURE_DOMAIN,
@@ -35,6 +39,7 @@ from net.envelope import (
 )
 from net.envelope import open as open_alias
 from net.identity import Identity
+from sds import sds_pb2
 
 ALICE = Identity.generate()
 MALLORY = Identity.generate()
@@ -46,7 +51,7 @@ def forge(
     payload: envelope_pb2.SealedPayload | bytes,
     key: ChannelKey = KEY,
     *,
-    version: int = 1,
+    version: int = ENVELOPE_VERSION,
     topic: bytes | None = None,
 ) -> bytes:
     """Encrypt an arbitrary payload exactly as seal() would (what a key holder can do)."""
@@ -60,14 +65,49 @@ def forge(
     ).SerializeToString()
 
 
+def v2_signed(topic: bytes, sds: bytes) -> bytes:
+    """The version 2 signed message, written out here to pin the format."""
+    return b"sdschat-v2" + topic + hashlib.sha256(sds).digest()
+
+
+def v1_signed(topic: bytes, sds: bytes) -> bytes:
+    """What version 1 signed: the whole SDS bytes."""
+    return b"sdschat-v1" + topic + sds
+
+
 def signed_payload(
-    sds: bytes, signer: Identity, claimed: Identity | None = None, topic: bytes = KEY.topic
+    sds: bytes,
+    signer: Identity,
+    claimed: Identity | None = None,
+    topic: bytes = KEY.topic,
+    *,
+    scheme: Callable[[bytes, bytes], bytes] = v2_signed,
 ) -> envelope_pb2.SealedPayload:
     return envelope_pb2.SealedPayload(
         sds=sds,
         sender_public_key=(claimed or signer).public_key,
-        signature=signer.sign(SIGNATURE_DOMAIN + topic + sds),
+        signature=signer.sign(scheme(topic, sds)),
     )
+
+
+def test_format_is_version_2_signing_a_digest() -> None:
+    assert ENVELOPE_VERSION == 2
+    assert SIGNATURE_DOMAIN == b"sdschat-v2"
+    sds = sds_message(ALICE, b"pinned")
+    env = envelope_pb2.Envelope.FromString(seal(sds, ALICE, KEY))
+    assert env.version == 2
+    aad = AAD_DOMAIN + (2).to_bytes(4, "big") + KEY.topic
+    payload = envelope_pb2.SealedPayload.FromString(
+        ChaCha20Poly1305(KEY.key).decrypt(env.nonce, env.ciphertext, aad)
+    )
+    assert payload.sds == sds
+    assert payload.sender_public_key == ALICE.public_key
+    public = Ed25519PublicKey.from_public_bytes(ALICE.public_key)
+    public.verify(payload.signature, v2_signed(KEY.topic, sds))  # raises if not
+    with pytest.raises(InvalidSignature):
+        public.verify(payload.signature, v1_signed(KEY.topic, sds))
+    # an envelope built by hand to the documented format opens
+    assert open_envelope(forge(signed_payload(sds, ALICE)), KEY).sds_bytes == sds
 
 
 def test_round_trip() -> None:
@@ -75,6 +115,10 @@ def test_round_trip() -> None:
     env = seal(sds, ALICE, KEY)
     opened = open_envelope(env, KEY, KEY.topic)
     assert opened.sds_bytes == sds
+    # the SDS message decoded to check its sender_id, for the caller to reuse
+    assert opened.sds_message == sds_pb2.SdsMessage.FromString(sds)
+    # nothing decoded when the caller passes the sender_id it decoded itself
+    assert open_envelope(env, KEY, sds_sender_id=ALICE.sender_id).sds_message is None
     assert opened.sender_public_key == ALICE.public_key
     assert opened.sender_id == ALICE.sender_id
     assert opened.envelope_hash == hashlib.sha256(env).digest() == envelope_hash(env)
@@ -243,10 +287,89 @@ def test_malformed_inside_valid_encryption() -> None:
 
 
 def test_unsupported_version() -> None:
-    env = forge(signed_payload(sds_message(ALICE), ALICE), version=2)
+    env = forge(signed_payload(sds_message(ALICE), ALICE), version=3)
     with pytest.raises(UnsupportedVersion) as info:
         open_envelope(env, KEY)
     assert info.value.reason == "unsupported_version"
+
+
+@pytest.mark.parametrize("scheme", [v1_signed, v2_signed], ids=["v1_signature", "v2_signature"])
+def test_version_1_envelopes_are_unsupported(scheme: Callable[[bytes, bytes], bytes]) -> None:
+    # a well-formed version 1 envelope (as the retired code sealed it), and one
+    # with version 1 but the new signature: both refused before decryption
+    env = forge(signed_payload(sds_message(ALICE), ALICE, scheme=scheme), version=1)
+    with pytest.raises(UnsupportedVersion) as info:
+        open_envelope(env, KEY)
+    assert info.value.reason == "unsupported_version"
+    # relabelling a version 2 envelope as version 1 is caught too (version is in the AAD)
+    parsed = envelope_pb2.Envelope.FromString(seal(sds_message(ALICE), ALICE, KEY))
+    parsed.version = 1
+    with pytest.raises(UnsupportedVersion):
+        open_envelope(parsed.SerializeToString(), KEY)
+
+
+def test_version_is_authenticated() -> None:
+    # a version 2 envelope whose AAD said another version does not authenticate
+    payload = signed_payload(sds_message(ALICE), ALICE)
+    nonce = os.urandom(12)
+    aad = AAD_DOMAIN + (1).to_bytes(4, "big") + KEY.topic
+    ct = ChaCha20Poly1305(KEY.key).encrypt(nonce, payload.SerializeToString(), aad)
+    env = envelope_pb2.Envelope(version=2, topic=KEY.topic, nonce=nonce, ciphertext=ct)
+    with pytest.raises(WrongKeyOrTampered):
+        open_envelope(env.SerializeToString(), KEY)
+
+
+def test_old_scheme_signature_is_bad() -> None:
+    sds = sds_message(ALICE)
+    # signed over the full bytes (version 1's scheme) inside a version 2 envelope
+    with pytest.raises(BadSignature) as info:
+        open_envelope(forge(signed_payload(sds, ALICE, scheme=v1_signed)), KEY)
+    assert info.value.reason == "bad_signature"
+    # the digest under version 1's domain
+    old_domain = envelope_pb2.SealedPayload(
+        sds=sds,
+        sender_public_key=ALICE.public_key,
+        signature=ALICE.sign(b"sdschat-v1" + KEY.topic + hashlib.sha256(sds).digest()),
+    )
+    with pytest.raises(BadSignature):
+        open_envelope(forge(old_domain), KEY)
+    # the digest alone, without domain and topic
+    bare = envelope_pb2.SealedPayload(
+        sds=sds,
+        sender_public_key=ALICE.public_key,
+        signature=ALICE.sign(hashlib.sha256(sds).digest()),
+    )
+    with pytest.raises(BadSignature):
+        open_envelope(forge(bare), KEY)
+
+
+def test_sds_tampered_after_signing() -> None:
+    sds = sds_message(ALICE, b"pay bob 10")
+    env = seal(sds, ALICE, KEY)
+    parsed = envelope_pb2.Envelope.FromString(env)
+    aad = AAD_DOMAIN + ENVELOPE_VERSION.to_bytes(4, "big") + KEY.topic
+    plaintext = ChaCha20Poly1305(KEY.key).decrypt(parsed.nonce, parsed.ciphertext, aad)
+    payload = envelope_pb2.SealedPayload.FromString(plaintext)
+    at = payload.sds.index(b"pay bob 10") + len(b"pay bob ")
+    # flipping SDS bytes inside the ciphertext: the AEAD catches it first
+    offset = plaintext.index(payload.sds) + at
+    ct = bytearray(parsed.ciphertext)
+    ct[offset] ^= ord("1") ^ ord("9")
+    parsed.ciphertext = bytes(ct)
+    with pytest.raises(WrongKeyOrTampered):
+        open_envelope(parsed.SerializeToString(), KEY)
+    # a key holder re-encrypting the modified SDS bytes with the original
+    # signature: the signature check catches it
+    changed = bytearray(payload.sds)
+    changed[at] = ord("9")
+    assert len(changed) == len(sds) and bytes(changed) != sds
+    payload.sds = bytes(changed)
+    with pytest.raises(BadSignature) as info:
+        open_envelope(forge(payload), KEY)
+    assert info.value.reason == "bad_signature"
+    # ... and the untouched payload re-encrypted still opens (only the SDS changed)
+    payload.sds = sds
+    assert open_envelope(forge(payload), KEY).sds_bytes == sds
 
 
 def test_a_bad_raw_key_is_a_caller_error() -> None:

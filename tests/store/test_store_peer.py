@@ -13,6 +13,7 @@ from store_helpers import T, channel, run, sealed
 from websockets.asyncio.client import connect
 
 from net import envelope_pb2, store_pb2
+from net.envelope import ENVELOPE_VERSION
 from net.identity import Identity
 from net.relay_log import RelayLogger
 from net.store_client import StoreClient, StoreRequestError, StoreUnavailable
@@ -93,11 +94,14 @@ def test_check_envelope_needs_no_key() -> None:
     assert check_envelope(b"\xff\xff", topics) == (None, "malformed")
     assert check_envelope(env + b"\x28\x01", topics) == (None, "malformed")  # unknown field
     parsed = envelope_pb2.Envelope.FromString(env)
-    v2 = envelope_pb2.Envelope(version=2, topic=parsed.topic, nonce=parsed.nonce,
-                               ciphertext=parsed.ciphertext).SerializeToString()
-    assert check_envelope(v2, topics) == (None, "unsupported_version")
-    short_nonce = envelope_pb2.Envelope(version=1, topic=parsed.topic, nonce=b"1",
-                                        ciphertext=parsed.ciphertext).SerializeToString()
+    for version in (1, ENVELOPE_VERSION + 1):  # the retired format, and one from the future
+        other = envelope_pb2.Envelope(
+            version=version, topic=parsed.topic, nonce=parsed.nonce, ciphertext=parsed.ciphertext
+        ).SerializeToString()
+        assert check_envelope(other, topics) == (None, "unsupported_version")
+    short_nonce = envelope_pb2.Envelope(
+        version=ENVELOPE_VERSION, topic=parsed.topic, nonce=b"1", ciphertext=parsed.ciphertext
+    ).SerializeToString()
     assert check_envelope(short_nonce, topics) == (None, "malformed")
     assert check_envelope(b"x" * (256 * 1024 + 1), topics) == (None, "oversized")
 
