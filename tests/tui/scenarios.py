@@ -110,7 +110,7 @@ def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBef
         )
         gate.hold = True  # carol's next message never reaches alice...
         await carol.say("I pushed a fix for the flaky test")
-        await wait_until(lambda: bool(gate.held))
+        await wait_until(lambda: "I pushed a fix for the flaky test" in gate.held_texts())
         gate.swallow_held()
         await carol.say("so the build should be green again")  # ...this one waits for it
         await wait_until(lambda: len(_rows(app)) == 7)

@@ -182,15 +182,20 @@ async def test_missing_marker_appears_then_resolves_in_causal_order(tmp_path: Pa
             await wait_until(lambda: row_with(app, "zero") is not None)
             gate.hold = True
             await bob.say("one")
-            await wait_until(lambda: bool(gate.held))
+            # hold until "one" itself is held (a sync or typing message may come first)
+            await wait_until(lambda: "one" in gate.held_texts(), what='"one" held')
             gate.swallow_held()  # its resends too
             await bob.say("two")
             await wait_until(lambda: row_with(app, "two") is not None, what="shown at once")
-            await pilot.pause()
+            # redraws are coalesced and the status bar ticks: wait for the frame
+            await wait_until(
+                lambda: "1 earlier message missing · fetching" in screen_text(app)
+                and re.search(r"syncing · \d+ missing", screen_text(app).splitlines()[-1])
+                is not None,
+                what="marker and sync state drawn",
+            )
             text = screen_text(app)
-            assert "1 earlier message missing · fetching" in text
             assert row_with(app, "one") is None
-            assert re.search(r"syncing · \d+ missing", text.splitlines()[-1])
             lines = text.splitlines()
             marker = next(i for i, line in enumerate(lines) if "missing · fetching" in line)
             assert "two" in lines[marker + 1]  # the marker sits above the waiting message
@@ -214,16 +219,15 @@ async def test_lost_marker_after_the_lost_timeout(tmp_path: Path) -> None:
     gate = GatedTransport(hub.transport())
     app = tui(tmp_path / "alice", gate, config=fast_loss)
     try:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=SIZE):
             await started(app)
             gate.hold = True
             await bob.say("never arrives")
-            await wait_until(lambda: bool(gate.held))
+            await wait_until(lambda: "never arrives" in gate.held_texts(), what="held")
             gate.swallow_held()  # its resends too
             await bob.say("after the gap")
             await wait_until(lambda: row_with(app, "after the gap") is not None)
-            await pilot.pause()
-            assert "1 earlier message missing · fetching" in screen_text(app)
+            await wait_until(lambda: "1 earlier message missing · fetching" in screen_text(app))
             await wait_until(lambda: "1 message lost" in screen_text(app), base=15, what="lost")
             text = screen_text(app)
             assert "missing · fetching" not in text

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import sds
+from app.chat_content import decode_content
 from app.node import IDENTITY_FILE, Node, NodeOptions
 from app.node_events import NodeEvent
 from app.transport import EnvelopeCallback, MemoryHub, StatusCallback, Transport
 from app.tui import SdsChatApp, make_app
-from net.channel_key import TEST_KDF
-from net.envelope import envelope_hash
+from net.channel_key import TEST_KDF, derive_channel_key
+from net.envelope import EnvelopeError, envelope_hash, open_envelope
 from net.identity import Identity
 
 TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
@@ -117,6 +118,19 @@ class GatedTransport:
         for env in held:
             if envelope_hash(env) not in self.blackhole:
                 await self._deliver(env)
+
+    def held_texts(self, channel: str = "general") -> set[str]:
+        """Texts of the content messages held now (``channel`` public: its key is known)."""
+        key = derive_channel_key(channel, None, params=TEST_KDF)
+        out = set()
+        for env in self.held:
+            try:
+                content = sds.decode(open_envelope(env, key).sds_bytes).content
+            except (EnvelopeError, sds.DecodeError):
+                continue
+            if content:
+                out.add(decode_content(content).text)
+        return out
 
     def swallow_held(self) -> int:
         """Stop holding; what was held is black-holed for good (resends included)."""
