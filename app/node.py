@@ -71,13 +71,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import random
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -109,7 +107,6 @@ from app.transport import Transport, TransportStatus
 from net.channel_key import DEFAULT_KDF, ChannelKey, KdfParams, derive_channel_key
 from net.envelope import (
     EnvelopeError,
-    Opened,
     ReplayedEnvelope,
     ReplayGuard,
     WrongTopic,
@@ -120,7 +117,6 @@ from net.envelope import (
 )
 from net.identity import Identity
 from net.store_sync import CatchUpProgress, StoreSync
-from sds import sds_pb2
 from sds.message import parse_pb
 from storage import Batch, Cursor, OwnState, Store, StoredMessage
 from storage import Identity as StoredIdentity
@@ -241,29 +237,9 @@ class _Pending:
     local_id: int
 
 
-_Opening = tuple[Opened, sds_pb2.SdsMessage | None] | EnvelopeError
-
-
-def _open_ahead(data: bytes, key: ChannelKey, topic: bytes) -> _Opening:
-    """``open_envelope`` and the SDS parse, in the opener thread (a pure function of
-    its arguments: the same result as opening inline)."""
-    try:
-        opened = open_envelope(data, key, topic)
-    except EnvelopeError as exc:
-        return exc
-    try:
-        pb: sds_pb2.SdsMessage | None = opened.sds_message or parse_pb(opened.sds_bytes)
-    except Exception:  # cannot happen after open_envelope decoded it; the core will say
-        pb = None
-    return opened, pb
-
-
 @dataclass(slots=True)
 class _Envelope:
     data: bytes
-    topic: bytes | None = None
-    key: ChannelKey | None = None  # the key it is being opened with, ahead of its round
-    opening: Future[_Opening] | None = None
 
 
 @dataclass(slots=True)
@@ -325,10 +301,6 @@ class _Inbox:
             await self._space.wait()
         self._envelopes += 1
         self.put(item)
-
-    def peek(self, limit: int) -> list[_Item]:
-        """The next ``limit`` items, left in place."""
-        return list(itertools.islice(self._items, limit))
 
     async def take(self, limit: int) -> list[_Item]:
         while not self._items:  # bounded: woken by put
@@ -458,8 +430,6 @@ class Node:
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
         self._inbox: _Inbox | None = None
         self._worker: asyncio.Task[None] | None = None
-        self._opener: ThreadPoolExecutor | None = None
-        """Opens (verifies, decrypts, parses) queued envelopes ahead of their round."""
         self._tail: asyncio.Task[None] | None = None
         """The previous round's commit-emit-publish, running while the next round is
         worked out (see :meth:`_safe_round`)."""
@@ -618,8 +588,6 @@ class Node:
                 await self._save_all_states(durable=True)
         finally:
             self._closed = True
-            if self._opener is not None:
-                self._opener.shutdown(wait=False, cancel_futures=True)
             self._emit(Closed(dict(self.counters)))
             for q in self._queues:
                 q.put_nowait(None)
@@ -937,15 +905,6 @@ class Node:
         inbox = self._inbox
         while True:  # ends at _Stop
             items = await inbox.take(self.options.max_round)
-            # Open this round's envelopes after its first, and those queued behind it,
-            # in the opener thread while the loop works (Ed25519 verification,
-            # decryption and hashing release the GIL). The first is opened inline, as
-            # is any whose opening has not started when its turn comes (see
-            # _receive): a lone live message never waits for a thread hand-off.
-            first = next((i for i, it in enumerate(items) if isinstance(it, _Envelope)), None)
-            if first is not None:
-                self._open_ahead(items[first + 1 :])
-            self._open_ahead(inbox.peek(self.options.max_round))
             normal: list[_Item] = []
             for item in items:
                 if isinstance(item, _Stop):
@@ -1032,7 +991,7 @@ class Node:
         now = self._now()
         for item in items:
             if isinstance(item, _Envelope):
-                self._receive(item, now, out)
+                self._receive(item.data, now, out)
             elif isinstance(item, _Send):
                 if item.local_id is not None:
                     self._core_send(item.channel, item.content, item.local_id, now, out)
@@ -1098,46 +1057,15 @@ class Node:
         self.counters[key] += 1
         out.events.append(Rejected(reason, channel, detail, self.counters[key]))
 
-    def _open_ahead(self, items: Iterable[_Item]) -> None:
-        """Start opening these queued envelopes in the opener thread (see ``_receive``)."""
-        for item in items:
-            if not isinstance(item, _Envelope) or item.opening is not None:
-                continue
-            try:
-                topic = peek_topic(item.data)
-            except EnvelopeError:
-                continue  # rejected in its turn
-            channel = self._by_topic.get(topic)
-            if channel is None:
-                continue
-            if self._opener is None:
-                self._opener = ThreadPoolExecutor(1, thread_name_prefix="sdschat-open")
-            key = self._channels[channel].key
-            item.topic, item.key = topic, key
-            item.opening = self._opener.submit(_open_ahead, item.data, key, topic)
-
-    def _receive(self, item: _Envelope, now: int, out: _Round) -> None:
+    def _receive(self, data: bytes, now: int, out: _Round) -> None:
         self.counters["received"] += 1
-        data = item.data
         channel: str | None = None
-        pb: sds_pb2.SdsMessage | None = None
         try:
-            topic = item.topic if item.topic is not None else peek_topic(data)
+            topic = peek_topic(data)
             channel = self._by_topic.get(topic)
             if channel is None:
                 raise WrongTopic(f"topic {topic[:16].hex()} is not a joined channel")
-            key = self._channels[channel].key
-            opening = item.opening
-            if opening is not None and item.key is key and not opening.cancel():
-                # Opened (or being opened) ahead with the key still in use for its
-                # topic: the same result as opening it now (joins and leaves are
-                # ordered inputs too). Not started yet: cancelled, opened here.
-                result = opening.result()
-                if isinstance(result, EnvelopeError):
-                    raise result
-                opened, pb = result
-            else:
-                opened = open_envelope(data, key, topic)
+            opened = open_envelope(data, self._channels[channel].key, topic)
             if not self._replay.check_and_remember(opened.envelope_hash):
                 raise ReplayedEnvelope(f"envelope {opened.envelope_hash[:8].hex()} already seen")
         except EnvelopeError as exc:
@@ -1145,8 +1073,8 @@ class Node:
             return
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         core = self._participant.channel(channel)
-        if pb is not None:  # parsed once, in the opener thread
-            core.receive_parsed(pb, opened.sds_bytes, now, opened.envelope_hash)
+        if opened.sds_message is not None:  # decoded once, by open_envelope
+            core.receive_parsed(opened.sds_message, opened.sds_bytes, now, opened.envelope_hash)
         else:
             core.receive(opened.sds_bytes, now, opened.envelope_hash)
         out.core_called = True
