@@ -63,7 +63,7 @@ from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen, T
 from app.tui.screens.search import SearchScreen
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
 from app.tui.widgets.chat_input import ChatInput
-from app.tui.widgets.message_log import MessageLog
+from app.tui.widgets.message_log import SLICE_PAUSE, MessageLog
 from app.tui.widgets.panels import (
     ChannelBar,
     ChannelEntry,
@@ -86,10 +86,8 @@ TUI_STATE_FILE = "tui.json"
 """Where the app keeps, per data directory, where you left off and the theme."""
 
 ROWS_PER_SLICE = 10
-SLICE_PAUSE = 0.001
 """A page read in the background is turned into rows ROWS_PER_SLICE at a time,
-with a short pause between slices (not ``sleep(0)``: a key takes several
-event-loop turns from the terminal to the frame, and a pause lets all of them run)."""
+with a :data:`~app.tui.widgets.message_log.SLICE_PAUSE` between slices."""
 
 MAX_ROUND = 16
 """At most this many inputs per node round in the app. A round opens and feeds

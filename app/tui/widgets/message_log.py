@@ -30,6 +30,11 @@ from textual.strip import Strip
 from app.tui.model import ChannelView, Key, Row
 from app.tui.render import Palette, palette, row_height, row_lines
 
+SLICE_PAUSE = 0.001
+"""Pause between slices of background work (building a page's rows, wrapping
+them ahead): not ``sleep(0)``, since a key takes several event-loop turns from
+the terminal to the frame, and a pause lets all of them run."""
+
 PREFETCH_SCREENS = 2
 """Page in older/newer rows once fewer screens than this are left to the window's edge."""
 
@@ -124,7 +129,9 @@ class MessageLog(ScrollView, can_focus=True):
         self._pre.clear()
         self._check_edges(self._last_direction)
 
-    async def prerender(self, rows: Sequence[Row], chunk: int = 8, pause: float = 0.001) -> None:
+    async def prerender(
+        self, rows: Sequence[Row], chunk: int = 8, pause: float = SLICE_PAUSE
+    ) -> None:
         """Wrap the rows of a page about to be added, a few at a time between frames.
 
         Wrapping 200 rows takes ~100-200 ms; done inside one layout it would
@@ -142,8 +149,6 @@ class MessageLog(ScrollView, can_focus=True):
             if id(row) not in self._cache and row_height(row, width, self._pal) is None:
                 self._pre[id(row)] = (ident, self._wrap(row, width, ident))
             if i % chunk == chunk - 1:
-                # A short pause, not sleep(0): a key needs several event-loop
-                # turns to reach the screen, and they all run meanwhile.
                 await asyncio.sleep(pause)
 
     def on_mount(self) -> None:
