@@ -63,13 +63,13 @@ def encode_causal_history(ids: tuple[str, ...] | list[str]) -> bytes:
     # One C-speed pass instead of a regex per id: the ids are 64 characters each
     # and the joined text survives hex -> bytes -> hex unchanged (so lowercase
     # hex only; fromhex's tolerated spaces or upper case fail the round trip).
-    joined = "".join(ids)
-    if len(joined) == 64 * len(ids) and all(len(i) == 64 for i in ids):
+    if all(len(i) == 64 for i in ids):
+        joined = "".join(ids)
         try:
             raw = bytes.fromhex(joined)
         except ValueError:
             raw = b""
-        if len(raw) == 32 * len(ids) and raw.hex() == joined:
+        if raw.hex() == joined:
             return bytes([_TAG_RAW_IDS]) + raw
     return bytes([_TAG_JSON_IDS]) + json.dumps(list(ids), separators=(",", ":")).encode()
 
