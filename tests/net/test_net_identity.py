@@ -121,3 +121,23 @@ def test_private_key_is_not_in_repr() -> None:
     ident = Identity.generate()
     assert ident.private_bytes().hex() not in repr(ident)
     assert "private_key" not in repr(ident)
+
+
+def test_signatures_are_plain_ed25519_in_both_libraries() -> None:
+    """libsodium (used to sign and verify) and OpenSSL agree byte for byte.
+
+    Ed25519 is deterministic, so the identity's signature equals the one
+    ``cryptography`` makes with the same key, verifies there, and a signature
+    made there verifies here; a tampered message or a small-order public key
+    does not.
+    """
+    ident = Identity.generate()
+    msg = b"sdschat-v2" + os.urandom(48)
+    sig = ident.sign(msg)
+    assert sig == ident.private_key.sign(msg)
+    ident.private_key.public_key().verify(sig, msg)  # raises if OpenSSL disagrees
+    other = ident.private_key.sign(msg + b"!")
+    assert verify_signature(ident.public_key, other, msg + b"!")
+    assert not verify_signature(ident.public_key, other, msg)
+    identity_point = bytes([1]) + bytes(31)  # small order: never a real key
+    assert not verify_signature(identity_point, bytes([1]) + bytes(63), b"")
