@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
+
 from app.commands import HELP, parse_line
 from app.node import (
     IdentityMismatchError,
@@ -54,6 +56,7 @@ from app.node import (
 from app.node_events import Info, LanPeer, NodeError, NodeEvent, Peers, event_to_json
 from app.node_settings import NodeSettings, load_config_file, settings_from_args
 from app.transport import LossyTransport, RelayTransport, Transport
+from net import runner
 from net.identity import IdentityFileError
 from net.lan.flags import build_transport
 from storage import CorruptDatabaseError, DataDirLockedError, NewerSchemaError
@@ -115,7 +118,11 @@ class JsonLines:
         if self.broken:
             return
         try:
-            self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+            try:
+                line = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE).decode()
+            except (orjson.JSONEncodeError, TypeError):  # e.g. an int beyond 64 bits
+                line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+            self.out.write(line)
             self.out.flush()
         except (BrokenPipeError, ValueError):
             self.broken = True  # the reader went away; keep running until stdin ends
@@ -176,8 +183,12 @@ async def _serve(
         config_file = load_config_file(args.config) if args.config else {}
         transport: Transport
         transport, _lan = build_transport(
-            args, settings.relay, RelayTransport, config=config_file,
-            on_peer=on_lan_peer, on_store=on_lan_store,
+            args,
+            settings.relay,
+            RelayTransport,
+            config=config_file,
+            on_peer=on_lan_peer,
+            on_store=on_lan_store,
         )
     except ValueError as exc:
         return _fatal(out, str(exc), EXIT_USAGE)
@@ -328,4 +339,4 @@ def run_join(args: argparse.Namespace) -> int:
         return _fatal(out, str(exc), EXIT_PASSPHRASE)
     except (EOFError, KeyboardInterrupt):
         return _fatal(out, "no passphrase entered", EXIT_PASSPHRASE)
-    return asyncio.run(_serve(args, settings, passphrase, out))
+    return runner.run(_serve(args, settings, passphrase, out))

@@ -55,6 +55,7 @@ from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
+from net import runner
 from net.envelope import EnvelopeError, peek_topic
 from net.relay_config import MAX_TOPIC_BYTES, RelayConfig
 from net.relay_frames import (
@@ -576,4 +577,4 @@ async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = N
 
 def run_relay(config: RelayConfig, logger: RelayLogger | None = None) -> int:
     """Blocking entry point for ``sdschat relay``; returns the process exit status."""
-    return asyncio.run(serve_until_signal(config, logger))
+    return runner.run(serve_until_signal(config, logger))

@@ -57,7 +57,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from net import envelope_pb2, store_pb2
+from net import envelope_pb2, runner, store_pb2
 from net.envelope import ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, NONCE_BYTES, envelope_hash
 from net.relay import TokenBucket
 from net.relay_client import RelayClient, StateChange
@@ -532,8 +532,10 @@ class StorePeer:
             return
         if len(message) > self.config.max_request_bytes:
             await self._error(
-                ws, 0, "oversized", f"request of {len(message)} bytes > "
-                f"{self.config.max_request_bytes}"
+                ws,
+                0,
+                "oversized",
+                f"request of {len(message)} bytes > {self.config.max_request_bytes}",
             )
             return
         try:
@@ -673,7 +675,12 @@ class StorePeer:
             per_call = max(1, min(256, cfg.response_frame_bytes // avg))
         next_cursor = None if exhausted or last is None else last
         await self._send_items(
-            ws, rid, frame, final=True, next_cursor=next_cursor, store_time_ms=store_time,
+            ws,
+            rid,
+            frame,
+            final=True,
+            next_cursor=next_cursor,
+            store_time_ms=store_time,
             total=total,
         )
 
@@ -714,7 +721,11 @@ class StorePeer:
         self.stats.served_bytes += sum(len(e) for e, _ in items)
         await ws.send(
             encode_envelopes(
-                rid, items, final=final, next_cursor=next_cursor, store_time_ms=store_time_ms,
+                rid,
+                items,
+                final=final,
+                next_cursor=next_cursor,
+                store_time_ms=store_time_ms,
                 total=total,
             )
         )
@@ -768,6 +779,4 @@ def run_store(
     feed_factories: Iterable[FeedFactory] = (),
 ) -> int:
     """Blocking entry point for ``sdschat store``; returns the process exit status."""
-    return asyncio.run(
-        serve_store_until_signal(config, feeds=feeds, feed_factories=feed_factories)
-    )
+    return runner.run(serve_store_until_signal(config, feeds=feeds, feed_factories=feed_factories))
