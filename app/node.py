@@ -135,7 +135,17 @@ logger = logging.getLogger("sdschat.node")
 
 T = TypeVar("T")
 
-STATE_SAVE_COST_FACTOR = 50
+DEFAULT_STATE_SAVE_MS = 2000
+"""Default least interval between two saves of the exported core state.
+
+The saved state only shortens the reconciliation at start
+(:mod:`app.state_reconcile` rebuilds the window, clock and outgoing buffer
+from the message log, which every round commits), so saving it more often
+buys little: at 200 ms a node at 25 msg/s spent about a fifth of its CPU
+exporting, encoding and writing its state (``bench/e2e_latency.py``).
+"""
+
+STATE_SAVE_COST_FACTOR = 100
 """The state-save interval is at least this many times the last export's duration.
 
 Exporting is O(log window) (4.5 ms at 1,500 entries, 40 ms at 10,000) and
@@ -172,8 +182,8 @@ class NodeOptions:
         config: the SDS protocol configuration (``sds.Config.fast()`` for demos).
         state_save_interval_ms: least time between two saves of the exported
             core state (it is also saved at shutdown). The interval grows to
-            ``STATE_SAVE_COST_FACTOR`` (50) times the last export's duration when
-            exporting is slow, so exports take at most ~2% of the node's time.
+            ``STATE_SAVE_COST_FACTOR`` (100) times the last export's duration when
+            exporting is slow, so exports take at most ~1% of the node's time.
         max_round: inputs handled per round (one storage commit per round).
         max_queued_envelopes: received envelopes waiting for the worker; beyond
             it the transport is made to wait (backpressure).
@@ -193,7 +203,7 @@ class NodeOptions:
     """
 
     config: sds.Config = field(default_factory=sds.Config)
-    state_save_interval_ms: int = 200
+    state_save_interval_ms: int = DEFAULT_STATE_SAVE_MS
     max_round: int = 256
     max_queued_envelopes: int = 4096
     envelope_cache: int = 512

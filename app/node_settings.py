@@ -12,7 +12,7 @@ Config file (``--config FILE``, TOML)::
     fast = true              # start from sds.Config.fast(fast_scale_ms)
     fast_scale_ms = 1000
     drop_rate = 0.0          # FOR DEMOS AND TESTS: drop this fraction of envelopes
-    state_save_ms = 200      # least interval between core-state saves
+    state_save_ms = 2000     # least interval between core-state saves
 
     [protocol]               # any sds.Config field, by name
     resend_unacknowledged_ms = 2000
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import sds
+from app.node import DEFAULT_STATE_SAVE_MS
 
 __all__ = [
     "NodeSettings",
@@ -143,7 +144,8 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="MS",
-        help="least interval between saves of the protocol state (default 200)",
+        help="least interval between saves of the protocol state "
+        f"(default {DEFAULT_STATE_SAVE_MS})",
     )
 
 
@@ -184,9 +186,9 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     relay = args.relay or data.get("relay") or "ws://127.0.0.1:8765"
     if not str(relay).startswith(("ws://", "wss://")):
         raise ValueError(f"--relay must be a ws:// or wss:// URL, got {relay!r}")
-    state_save = (
-        args.state_save_ms if args.state_save_ms is not None else data.get("state_save_ms", 200)
-    )
+    state_save = args.state_save_ms
+    if state_save is None:
+        state_save = data.get("state_save_ms", DEFAULT_STATE_SAVE_MS)
     if int(state_save) < 0:
         raise ValueError("--state-save-ms must be >= 0")
     return NodeSettings(
