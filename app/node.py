@@ -1462,14 +1462,12 @@ class Node:
             if await self._publish(env) and mid is not None:
                 self._mark_sent(ch, mid, sent_events)
         if self._carry_states:
-            batch = Batch()
-            for ch, mid, state in self._carry_states:
-                batch.set_own_state(ch, [mid], state)
-            self._carry_states = []
-            try:
-                await self.store.commit_batch(batch)
-            except Exception as exc:  # states are advisory; the next round retries nothing
-                self._emit(NodeError(f"could not record sent states: {exc}"))
+            # "sent" is advisory: it rides in the next round's transaction (or the
+            # next state save, armed here) instead of a commit of its own, which
+            # would hold up the next round. Lost in a crash, it only means the
+            # envelope is republished at the next start (peers drop the copy).
+            self._state_dirty = True
+            self._arm_state_save()
         for ev in sent_events:
             self._emit(ev)
 
