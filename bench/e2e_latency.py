@@ -248,6 +248,7 @@ def run_rate(
     other: dict[str, int] = {}
     seen: set[tuple[int, int]] = set()
     logged_at: dict[int, int] = {}
+    trace: list[tuple[int, int, int, int, int]] = []
     for i, node in enumerate(nodes):
         for ev in node.events(starts[i]):
             kind = ev.get("event")
@@ -256,11 +257,12 @@ def run_rate(
                 other[kind] = other.get(kind, 0) + 1
             if not isinstance(text, str) or not text.startswith(tag):
                 continue
-            k = int(text[len(tag):])
+            k = int(text[len(tag) :])
             if kind == "delivered":
                 if (k, i) not in seen:
                     seen.add((k, i))
                     latencies.append((stamp(ev) - sent_ns[k]) / 1e6)
+                    trace.append((k, k % n, i, sent_ns[k], stamp(ev)))
             elif kind == "own" and ev.get("state") == "queued":
                 queued_ms.append((stamp(ev) - sent_ns[k]) / 1e6)
             elif kind == "own" and ev.get("state") == "logged":
@@ -277,6 +279,7 @@ def run_rate(
         "to_logged_ms": summary(logged_ms),
         "events": other,
         "cpu": cpu,
+        "trace": sorted(trace),
     }
 
 
@@ -335,9 +338,20 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=3.0, help="idle seconds between rates")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    ap.add_argument("--node-arg", action="append", default=[], metavar="ARG",
-                    help="extra argument for every 'sdschat join' (repeatable; for experiments)")
+    ap.add_argument(
+        "--node-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for every 'sdschat join' (repeatable; for experiments)",
+    )
     ap.add_argument("--profile-dir", type=Path, help="run the nodes under cProfile, .prof here")
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        metavar="CSV",
+        help="write every delivery (rate, k, sender, receiver, sent_ns, delivered_ns)",
+    )
     args = ap.parse_args()
     if args.nodes < 2 or args.seconds <= 0 or any(r <= 0 for r in args.rates):
         ap.error("need --nodes >= 2, --seconds > 0 and positive rates")
@@ -369,6 +383,14 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    if args.trace:
+        with args.trace.open("w") as f:
+            f.write("rate,k,sender,receiver,sent_ns,delivered_ns\n")
+            for r in results:
+                rows = r["trace"]
+                f.writelines(f"{r['rate']:g},{k},{a},{b},{t0},{t1}\n" for k, a, b, t0, t1 in rows)
+    for r in results:
+        del r["trace"]
     report = {"nodes": args.nodes, "load_before": load_before, "load_after": loadavg(),
               "alive_at_end": len(alive), "runs": results}  # fmt: skip
     if args.json:
