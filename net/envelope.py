@@ -58,6 +58,7 @@ retrieval hint of the message inside.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections import OrderedDict
@@ -231,6 +232,12 @@ def _key_and_topic(channel_key: ChannelKey | bytes) -> tuple[bytes, bytes]:
     return bytes(channel_key), topic_for_key(channel_key)
 
 
+@functools.lru_cache(maxsize=64)
+def _aead(key: bytes) -> ChaCha20Poly1305:
+    """The cipher object of a channel key, built once per key (a node has a few)."""
+    return ChaCha20Poly1305(key)
+
+
 def _aad(version: int, topic: bytes) -> bytes:
     return AAD_DOMAIN + version.to_bytes(4, "big") + topic
 
@@ -259,7 +266,7 @@ def seal(sds_bytes: bytes, identity: Identity, channel_key: ChannelKey | bytes) 
         sds=sds_bytes, sender_public_key=identity.public_key, signature=signature
     ).SerializeToString()
     nonce = os.urandom(NONCE_BYTES)
-    ciphertext = ChaCha20Poly1305(key).encrypt(nonce, payload, _aad(ENVELOPE_VERSION, topic))
+    ciphertext = _aead(key).encrypt(nonce, payload, _aad(ENVELOPE_VERSION, topic))
     out = envelope_pb2.Envelope(
         version=ENVELOPE_VERSION, topic=topic, nonce=nonce, ciphertext=ciphertext
     ).SerializeToString()
@@ -353,7 +360,7 @@ def _open(
     if len(nonce) != NONCE_BYTES:
         raise MalformedEnvelope(f"nonce of {len(nonce)} bytes")
     try:
-        plaintext = ChaCha20Poly1305(key).decrypt(nonce, env.ciphertext, _aad(version, topic))
+        plaintext = _aead(key).decrypt(nonce, env.ciphertext, _aad(version, topic))
     except InvalidTag as exc:
         raise WrongKeyOrTampered("authentication failed") from exc
     try:

@@ -33,6 +33,7 @@ Typical use::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import secrets
@@ -76,10 +77,12 @@ class IdentityFileError(Exception):
     """
 
 
+@functools.lru_cache(maxsize=4096)
 def sender_id_for(public_key: bytes) -> str:
     """Return the ``sender_id`` of a raw 32-byte Ed25519 public key.
 
-    ``sha256(public_key)[:16]`` as 32 lowercase hex characters.
+    ``sha256(public_key)[:16]`` as 32 lowercase hex characters. Remembered for
+    the last 4,096 keys: every received envelope asks for its sender's id.
 
     Raises:
         ValueError: ``public_key`` is not 32 bytes.
