@@ -1386,9 +1386,7 @@ class Node:
     def _complete_batch(self, out: _Round, now: int, *, force_state: bool) -> None:
         """Add carried own states and (when due) the exported core states to the batch."""
         batch = out.batch
-        for ch, mid, state in self._carry_states:
-            batch.set_own_state(ch, [mid], state)
-        self._carry_states = []
+        self._add_carried(batch)
         if self._state_dirty and (
             force_state or now - self._last_state_save >= self._state_interval
         ):
@@ -1443,11 +1441,22 @@ class Node:
         self._state_dirty = False
         self.counters["state_saves"] += 1
 
+    def _add_carried(self, batch: Batch) -> None:
+        """Put the carried own states that are still current into ``batch``.
+
+        A carried "sent" may be committed a round or more after it happened; if
+        the message moved on meanwhile (possibly acknowledged, or acknowledged
+        and dropped from ``_own_state``), that later state is already in a
+        batch and the stale one must not overwrite it.
+        """
+        for ch, mid, state in self._carry_states:
+            if self._own_state.get((ch, mid)) is state:
+                batch.set_own_state(ch, [mid], state)
+        self._carry_states = []
+
     async def _save_all_states(self, *, durable: bool) -> None:
         batch = Batch(durable=durable)
-        for ch, mid, state in self._carry_states:
-            batch.set_own_state(ch, [mid], state)
-        self._carry_states = []
+        self._add_carried(batch)
         self._add_states(batch)
         if len(batch):
             await self.store.commit_batch(batch)
@@ -1514,9 +1523,7 @@ class Node:
                     self._mark_sent(ch, mid, sent_events)
         if self._carry_states:
             batch = Batch()
-            for c, m, s in self._carry_states:
-                batch.set_own_state(c, [m], s)
-            self._carry_states = []
+            self._add_carried(batch)
             await self.store.commit_batch(batch)
         for ev in sent_events:
             self._emit(ev)

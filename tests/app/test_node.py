@@ -388,3 +388,33 @@ def test_failed_messages_can_be_retried(tmp_path: Path) -> None:
         assert OwnState.FAILED in states
 
     run(main())
+
+
+def test_a_late_sent_state_never_overwrites_a_later_one(tmp_path: Path) -> None:
+    """An own message's stored state only moves forward.
+
+    "sent" is carried into a later round's transaction; if the message was
+    acknowledged in between, the carried "sent" must not be written over it.
+    """
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        try:
+            await a.node.send("general", "first")
+            await b.node.send("general", "reply")
+            await wait_until(lambda: len(a.own("acknowledged")) == 1, what="ack at a")
+            mid = a.own("acknowledged")[0].message_id
+            assert mid is not None
+            # As if publishing "first" had finished only now: a stale "sent".
+            a.node._carry_states.append(("general", mid, OwnState.SENT))
+            await a.node.send("general", "second")  # a round that commits carried states
+            await wait_until(lambda: len(a.own("sent")) == 2, what="second sent")
+        finally:
+            await a.node.close()
+            await b.node.close()
+
+    run(main())
+    states = {x.text: x.state for x in read_history(tmp_path / "a", "general")}
+    assert states["first"] == "acknowledged"
