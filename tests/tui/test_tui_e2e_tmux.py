@@ -47,6 +47,19 @@ def status(target: str) -> str:
     return lines[-1] if lines else ""
 
 
+def pane_ids(window: str) -> dict[str, str]:
+    """Pane title -> pane id (``%N``) of the window's live panes.
+
+    An id, unlike ``window.index``, never moves to another pane: when a pane
+    closes, tmux renumbers the indexes and ``chat.0`` would name bob's pane.
+    """
+    out = subprocess.run(
+        ["tmux", "list-panes", "-t", window, "-F", "#{pane_title} #{pane_id}"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    return dict(line.rsplit(" ", 1) for line in out.stdout.splitlines() if " " in line)
+
+
 def poll(
     cond: Callable[[], bool], base: float, what: str, show: str = "", every: float = 0.1
 ) -> None:
@@ -65,9 +78,10 @@ def test_alice_types_bob_sees_it_and_drops_are_repaired(tmp_path: Path) -> None:
         session=session,
         participants=(Participant("alice"), Participant("bob", drop_rate=0.5, drop_seed=11)),
     )
-    alice, bob = f"{session}:chat.0", f"{session}:chat.1"
     try:
         start_session(plan, width=220, height=45, timeout=T(30))
+        panes = pane_ids(f"{session}:chat")
+        alice, bob = panes["alice"], panes["bob"]
         for pane in (alice, bob):
             poll(lambda p=pane: "Type a message" in capture(p), 60, f"TUI in {pane}")  # type: ignore[misc]
         for pane in (alice, bob):
@@ -105,6 +119,9 @@ def test_alice_types_bob_sees_it_and_drops_are_repaired(tmp_path: Path) -> None:
         # alice's own lines end acknowledged (●) on her screen
         poll(lambda: "● " in capture(alice), 30, "an acknowledgement glyph")
         keys(alice, "C-q")
-        poll(lambda: "Type a message" not in capture(alice), 30, "alice quit")
+        # alice's pane closes only when she exits with status 0 (a failure keeps the
+        # pane open to show why); bob's TUI goes on running
+        poll(lambda: alice not in pane_ids(f"{session}:chat").values(), 30, "alice quit", alice)
+        assert "Type a message" in capture(bob)
     finally:
         stop_session(session)
