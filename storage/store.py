@@ -19,6 +19,7 @@ Usage::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -32,6 +33,7 @@ import aiosqlite
 
 from .archive import EnvelopeArchive
 from .batch import MESSAGE_COLUMNS, Batch, BatchResult, apply_batch, existing_ids
+from .checkpoint import Checkpointer
 from .database import (
     DB_FILENAME,
     inspect_file,
@@ -123,6 +125,8 @@ class Store:
         """Schema version of the file now."""
         self._conn: aiosqlite.Connection | None = conn
         self._lock = lock
+        self.checkpointer: Checkpointer | None = None
+        """Copies the WAL into the file in the background (see :mod:`storage.checkpoint`)."""
         self.archive = EnvelopeArchive(self._call, self.commit_batch)
         """The store peer's envelope archive (:class:`~storage.archive.EnvelopeArchive`)."""
 
@@ -130,7 +134,11 @@ class Store:
 
     @classmethod
     async def open(
-        cls, data_dir: str | os.PathLike[str], *, integrity_check: bool = False
+        cls,
+        data_dir: str | os.PathLike[str],
+        *,
+        integrity_check: bool = False,
+        background_checkpoints: bool = True,
     ) -> Store:
         """Open (creating if needed) the database of ``data_dir`` and lock the directory.
 
@@ -138,7 +146,9 @@ class Store:
         missing, checks the file, migrates it to the current schema.
         ``integrity_check=True`` also runs ``PRAGMA quick_check`` (reads the
         whole file: seconds for a large history; :meth:`check_integrity` does
-        the same later).
+        the same later). ``background_checkpoints`` (the default) copies the
+        WAL into the file on a thread of its own instead of in the middle of a
+        commit (:class:`~storage.checkpoint.Checkpointer`).
 
         Raises :class:`~storage.errors.DataDirLockedError` (another instance
         holds the directory), :class:`~storage.errors.CorruptDatabaseError`
@@ -171,7 +181,11 @@ class Store:
         except BaseException:
             lock.release()
             raise
-        return cls(directory, conn, lock, found, now)
+        store = cls(directory, conn, lock, found, now)
+        if background_checkpoints:
+            store.checkpointer = Checkpointer(path)
+            store.checkpointer.start()
+        return store
 
     @property
     def closed(self) -> bool:
@@ -183,13 +197,20 @@ class Store:
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        checkpointer, self.checkpointer = self.checkpointer, None
         try:
+            if checkpointer is not None:
+                # First: the last connection to close copies what is left and
+                # deletes the WAL, which it can only do alone.
+                await asyncio.to_thread(checkpointer.stop)
             with contextlib.suppress(sqlite3.Error):  # an optimisation hint only
                 await _run_on(conn, lambda db: db.execute("PRAGMA optimize"))
             await conn.close()
         except BaseException:
             # Cancelled (or failed) while closing: still end aiosqlite's worker
             # thread, which is not a daemon and would keep the process alive.
+            if checkpointer is not None:
+                checkpointer.stop(timeout=0)
             conn.stop()
             raise
         finally:
@@ -216,6 +237,9 @@ class Store:
             raise translate_error(e, self.path) from e
         except OverflowError as e:  # an int column value outside SQLite's signed 64 bits
             raise ValueOutOfRangeError(f"{e} (SQLite integers are signed 64-bit)") from e
+        finally:
+            if self.checkpointer is not None:
+                self.checkpointer.poke()
 
     async def check_integrity(self) -> None:
         """Run ``PRAGMA quick_check``; raise :class:`CorruptDatabaseError` if it finds damage."""
