@@ -109,10 +109,9 @@ from net.envelope import (
     EnvelopeError,
     ReplayedEnvelope,
     ReplayGuard,
-    WrongTopic,
     envelope_hash,
     open_envelope,
-    peek_topic,
+    open_for_topic,
     seal,
 )
 from net.identity import Identity
@@ -1067,15 +1066,16 @@ class Node:
         self.counters[key] += 1
         out.events.append(Rejected(reason, channel, detail, self.counters[key]))
 
+    def _key_for_topic(self, topic: bytes) -> ChannelKey | None:
+        channel = self._by_topic.get(topic)
+        return None if channel is None else self._channels[channel].key
+
     def _receive(self, data: bytes, now: int, out: _Round) -> None:
         self.counters["received"] += 1
         channel: str | None = None
         try:
-            topic = peek_topic(data)
-            channel = self._by_topic.get(topic)
-            if channel is None:
-                raise WrongTopic(f"topic {topic[:16].hex()} is not a joined channel")
-            opened = open_envelope(data, self._channels[channel].key, topic)
+            opened = open_for_topic(data, self._key_for_topic)
+            channel = self._by_topic[opened.topic]
             if not self._replay.check_and_remember(opened.envelope_hash):
                 raise ReplayedEnvelope(f"envelope {opened.envelope_hash[:8].hex()} already seen")
         except EnvelopeError as exc:

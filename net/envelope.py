@@ -62,6 +62,7 @@ import functools
 import hashlib
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -92,6 +93,7 @@ __all__ = [
     "envelope_hash",
     "open",
     "open_envelope",
+    "open_for_topic",
     "peek_topic",
     "seal",
 ]
@@ -331,9 +333,8 @@ def open_envelope(
 open = open_envelope  # the name the design uses (shadows the builtin in this module only)
 
 
-def _open(
-    envelope_bytes: bytes, key: bytes, want_topic: bytes, sds_sender_id: str | None
-) -> Opened:
+def _parse(envelope_bytes: bytes) -> envelope_pb2.Envelope:
+    """Size, decoding, canonical form and version of an envelope (nothing decrypted yet)."""
     if len(envelope_bytes) > MAX_ENVELOPE_BYTES:
         raise OversizedEnvelope(f"{len(envelope_bytes)} bytes > {MAX_ENVELOPE_BYTES}")
     try:
@@ -350,12 +351,25 @@ def _open(
         # content must have exactly one encoding, so that the envelope hash
         # (retrieval hint, replay guard key) cannot be changed by re-encoding.
         raise MalformedEnvelope("non-canonical encoding")
+    if env.version != ENVELOPE_VERSION:
+        raise UnsupportedVersion(f"version {env.version}")
+    return env
+
+
+def _open(
+    envelope_bytes: bytes, key: bytes, want_topic: bytes, sds_sender_id: str | None
+) -> Opened:
+    env = _parse(envelope_bytes)
+    if env.topic != want_topic:
+        raise WrongTopic(f"topic {env.topic[:16].hex()}")
+    return _open_parsed(env, envelope_bytes, key, sds_sender_id)
+
+
+def _open_parsed(
+    env: envelope_pb2.Envelope, envelope_bytes: bytes, key: bytes, sds_sender_id: str | None
+) -> Opened:
     version = env.version
-    if version != ENVELOPE_VERSION:
-        raise UnsupportedVersion(f"version {version}")
     topic = env.topic
-    if topic != want_topic:
-        raise WrongTopic(f"topic {topic[:16].hex()}")
     nonce = env.nonce
     if len(nonce) != NONCE_BYTES:
         raise MalformedEnvelope(f"nonce of {len(nonce)} bytes")
@@ -391,6 +405,29 @@ def _open(
         topic=topic,
         sds_message=message,
     )
+
+
+def open_for_topic(
+    envelope_bytes: bytes, key_for_topic: Callable[[bytes], ChannelKey | None]
+) -> Opened:
+    """:func:`open_envelope` for a participant in several channels: one decoding.
+
+    The envelope is decoded once; its topic picks the key (``key_for_topic``
+    returns ``None`` for a topic the caller has not joined: :class:`WrongTopic`).
+    Same checks, in the same order, and the same errors as :func:`open_envelope`
+    (whose ``Opened.sds_message`` is always set here). Peeking the topic first
+    and then opening would decode (and copy) the ciphertext twice.
+    """
+    try:
+        env = _parse(envelope_bytes)
+        channel_key = key_for_topic(env.topic)
+        if channel_key is None or channel_key.topic != env.topic:
+            raise WrongTopic(f"topic {env.topic[:16].hex()} is not a joined channel")
+        return _open_parsed(env, envelope_bytes, channel_key.key, None)
+    except EnvelopeError:
+        raise
+    except Exception as exc:  # defensive: nothing but EnvelopeError may escape
+        raise MalformedEnvelope(f"unexpected {type(exc).__name__}") from exc
 
 
 class ReplayGuard:

@@ -34,6 +34,7 @@ from net.envelope import (
     WrongTopic,
     envelope_hash,
     open_envelope,
+    open_for_topic,
     peek_topic,
     seal,
 )
@@ -450,3 +451,76 @@ def test_mutated_envelopes_raise_only_envelope_error(
         return
     with pytest.raises(EnvelopeError):
         open_envelope(mutated, KEY)
+
+
+def peek_then_open(data: bytes, keys: dict[bytes, ChannelKey]) -> object:
+    """What a node did before open_for_topic: peek the topic, pick the key, open."""
+    try:
+        topic = peek_topic(data)
+        if topic not in keys:
+            raise WrongTopic("not joined")
+        return open_envelope(data, keys[topic], topic)
+    except EnvelopeError as exc:
+        return exc.reason
+
+
+def open_by_topic(data: bytes, keys: dict[bytes, ChannelKey]) -> object:
+    try:
+        return open_for_topic(data, keys.get)
+    except EnvelopeError as exc:
+        return exc.reason
+
+
+def open_one(data: bytes, key: ChannelKey) -> object:
+    try:
+        return open_envelope(data, key)
+    except EnvelopeError as exc:
+        return exc.reason
+
+
+def same_outcome(data: bytes, keys: dict[bytes, ChannelKey], reference: object = None) -> object:
+    a = peek_then_open(data, keys) if reference is None else reference
+    b = open_by_topic(data, keys)
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+    else:
+        assert (a.sds_bytes, a.sender_id, a.envelope_hash, a.topic) == (  # type: ignore[attr-defined]
+            b.sds_bytes,  # type: ignore[attr-defined]
+            b.sender_id,  # type: ignore[attr-defined]
+            b.envelope_hash,  # type: ignore[attr-defined]
+            b.topic,  # type: ignore[attr-defined]
+        )
+        assert b.sds_message is not None  # type: ignore[attr-defined]
+    return b
+
+
+def test_open_for_topic_picks_the_key_by_topic_and_refuses_like_open_envelope() -> None:
+    other = channel("random", "secret")
+    keys = {KEY.topic: KEY, other.topic: other}
+    in_other = seal(sds_message(ALICE, b"in random"), ALICE, other)
+    opened = same_outcome(in_other, keys)
+    assert not isinstance(opened, str) and opened.topic == other.topic  # type: ignore[attr-defined]
+    assert same_outcome(VALID, {other.topic: other}) == "wrong_topic"
+    # a key for the right topic that is not the channel's key: refused, not opened
+    wrong = ChannelKey(channel="general", key=OTHER_KEY.key, topic=KEY.topic, is_public=False)
+    assert same_outcome(VALID, {KEY.topic: wrong}) == "wrong_key_or_tampered"
+    assert same_outcome(b"\x00" * 40, keys) == "malformed"
+    assert same_outcome(b"\x00" * (MAX_ENVELOPE_BYTES + 1), keys) == "oversized"
+    assert same_outcome(VALID + b"\x28\x01", keys) == "malformed"  # non-canonical
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, len(VALID) - 1), st.integers(1, 255)), min_size=0, max_size=6
+    ),
+    cut=st.integers(0, 8),
+)
+def test_open_for_topic_with_one_key_is_open_envelope(
+    edits: list[tuple[int, int]], cut: int
+) -> None:
+    data = bytearray(VALID)
+    for pos, xor in edits:
+        data[pos] ^= xor
+    mutated = bytes(data[: len(data) - cut])
+    same_outcome(mutated, {KEY.topic: KEY}, open_one(mutated, KEY))
