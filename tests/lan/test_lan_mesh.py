@@ -225,6 +225,13 @@ def test_bridge_joins_lan_and_relay_people() -> None:
             assert await c.wait_connected(T(10))
             await eventually(lambda: a.connected and b_lan.connected, 15, "LAN pair")
             await eventually(lambda: all(t.connected for t in b.transports), 10, "bridge up")
+            # connected is not yet subscribed: each side learns the other's topics
+            # from its hello just after; until then a publish reaches nobody
+            await eventually(
+                lambda: any(p.topics for p in a.peers()) and any(p.topics for p in b_lan.peers()),
+                10,
+                "LAN topics known",
+            )
             ident = Identity.generate()
             from_a, _ = sealed(ident, KEY, "from the LAN", 1)
             from_c, _ = sealed(ident, KEY, "from the relay", 2)
