@@ -1066,16 +1066,17 @@ class Node:
         self.counters[key] += 1
         out.events.append(Rejected(reason, channel, detail, self.counters[key]))
 
-    def _key_for_topic(self, topic: bytes) -> ChannelKey | None:
-        channel = self._by_topic.get(topic)
-        return None if channel is None else self._channels[channel].key
-
     def _receive(self, data: bytes, now: int, out: _Round) -> None:
         self.counters["received"] += 1
         channel: str | None = None
+
+        def key_for_topic(topic: bytes) -> ChannelKey | None:
+            nonlocal channel  # a refusal after the topic matched names the channel
+            channel = self._by_topic.get(topic)
+            return None if channel is None else self._channels[channel].key
+
         try:
-            opened = open_for_topic(data, self._key_for_topic)
-            channel = self._by_topic[opened.topic]
+            opened = open_for_topic(data, key_for_topic)
             if not self._replay.check_and_remember(opened.envelope_hash):
                 raise ReplayedEnvelope(f"envelope {opened.envelope_hash[:8].hex()} already seen")
         except EnvelopeError as exc:

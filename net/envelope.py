@@ -58,11 +58,12 @@ retrieval hint of the message inside.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -322,11 +323,18 @@ def open_envelope(
     """
     key, own_topic = _key_and_topic(channel_key)
     want_topic = own_topic if expected_topic is None else expected_topic
-    try:
+    with _only_envelope_errors():
         return _open(envelope_bytes, key, want_topic, sds_sender_id)
+
+
+@contextlib.contextmanager
+def _only_envelope_errors() -> Iterator[None]:
+    """Defensive: nothing but :class:`EnvelopeError` may escape opening an envelope."""
+    try:
+        yield
     except EnvelopeError:
         raise
-    except Exception as exc:  # defensive: nothing but EnvelopeError may escape
+    except Exception as exc:
         raise MalformedEnvelope(f"unexpected {type(exc).__name__}") from exc
 
 
@@ -334,7 +342,7 @@ open = open_envelope  # the name the design uses (shadows the builtin in this mo
 
 
 def _parse(envelope_bytes: bytes) -> envelope_pb2.Envelope:
-    """Size, decoding, canonical form and version of an envelope (nothing decrypted yet)."""
+    """Size, decoding and canonical form of an envelope (nothing decrypted yet)."""
     if len(envelope_bytes) > MAX_ENVELOPE_BYTES:
         raise OversizedEnvelope(f"{len(envelope_bytes)} bytes > {MAX_ENVELOPE_BYTES}")
     try:
@@ -351,15 +359,19 @@ def _parse(envelope_bytes: bytes) -> envelope_pb2.Envelope:
         # content must have exactly one encoding, so that the envelope hash
         # (retrieval hint, replay guard key) cannot be changed by re-encoding.
         raise MalformedEnvelope("non-canonical encoding")
+    return env
+
+
+def _check_version(env: envelope_pb2.Envelope) -> None:
     if env.version != ENVELOPE_VERSION:
         raise UnsupportedVersion(f"version {env.version}")
-    return env
 
 
 def _open(
     envelope_bytes: bytes, key: bytes, want_topic: bytes, sds_sender_id: str | None
 ) -> Opened:
     env = _parse(envelope_bytes)
+    _check_version(env)
     if env.topic != want_topic:
         raise WrongTopic(f"topic {env.topic[:16].hex()}")
     return _open_parsed(env, envelope_bytes, key, sds_sender_id)
@@ -410,24 +422,22 @@ def _open_parsed(
 def open_for_topic(
     envelope_bytes: bytes, key_for_topic: Callable[[bytes], ChannelKey | None]
 ) -> Opened:
-    """:func:`open_envelope` for a participant in several channels: one decoding.
+    """Peek the topic, pick its key, open: for a participant in several channels.
 
     The envelope is decoded once; its topic picks the key (``key_for_topic``
     returns ``None`` for a topic the caller has not joined: :class:`WrongTopic`).
-    Same checks, in the same order, and the same errors as :func:`open_envelope`
-    (whose ``Opened.sds_message`` is always set here). Peeking the topic first
-    and then opening would decode (and copy) the ciphertext twice.
+    Same checks and errors as :func:`peek_topic` followed by :func:`open_envelope`
+    with the topic's key (so an unjoined topic is :class:`WrongTopic` whatever
+    its version), and ``Opened.sds_message`` is always set. Peeking first and
+    then opening would decode (and copy) the ciphertext twice.
     """
-    try:
+    with _only_envelope_errors():
         env = _parse(envelope_bytes)
         channel_key = key_for_topic(env.topic)
         if channel_key is None or channel_key.topic != env.topic:
             raise WrongTopic(f"topic {env.topic[:16].hex()} is not a joined channel")
+        _check_version(env)
         return _open_parsed(env, envelope_bytes, channel_key.key, None)
-    except EnvelopeError:
-        raise
-    except Exception as exc:  # defensive: nothing but EnvelopeError may escape
-        raise MalformedEnvelope(f"unexpected {type(exc).__name__}") from exc
 
 
 class ReplayGuard:

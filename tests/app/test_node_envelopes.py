@@ -110,6 +110,11 @@ def test_each_hostile_envelope_is_rejected_with_its_reason(tmp_path: Path) -> No
             assert got == want
             for reason, n in want.items():
                 assert b.node.counters[f"rejected_{reason}"] == n
+            # a refusal after the topic matched a joined channel names that channel
+            for reason in want:
+                channels = {e.channel for e in b.rejected(reason)}
+                named = reason not in ("oversized", "malformed", "wrong_topic")
+                assert channels == ({"general"} if named else {None}), reason
             await wait_until(lambda: b.node.counters["dropped_wrong_channel"] == 1)
             await a.node.send("general", "still works")
             await wait_until(lambda: b.texts() == ["genuine", "still works"])
