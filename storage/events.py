@@ -29,8 +29,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from .records import MAX_LAMPORT, EventRow
 
@@ -41,15 +43,27 @@ _COUNTED_FIELDS = ("causal_history",)
 _MAX_DEPTH = 16
 
 
-def _field_names(event: object) -> list[str]:
+#: Field names of each dataclass type seen, resolved once (a dataclass's fields
+#: are fixed by its class; other objects are inspected every time).
+_DATACLASS_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(event: object) -> Sequence[str]:
+    cls = type(event)
+    names = _DATACLASS_FIELDS.get(cls)
+    if names is not None:
+        return names
     if dataclasses.is_dataclass(event) and not isinstance(event, type):
-        return [f.name for f in dataclasses.fields(event)]
-    names: list[str] = []
+        names = tuple(f.name for f in dataclasses.fields(event))
+        if len(_DATACLASS_FIELDS) < 1024:  # bounded: event types, not instances
+            _DATACLASS_FIELDS[cls] = names
+        return names
+    found: list[str] = []
     for klass in type(event).__mro__:
         slots = klass.__dict__.get("__slots__", ())
-        names.extend([slots] if isinstance(slots, str) else list(slots))
-    names.extend(getattr(event, "__dict__", {}))
-    return [n for n in dict.fromkeys(names) if not n.startswith("__") and hasattr(event, n)]
+        found.extend([slots] if isinstance(slots, str) else list(slots))
+    found.extend(getattr(event, "__dict__", {}))
+    return [n for n in dict.fromkeys(found) if not n.startswith("__") and hasattr(event, n)]
 
 
 def to_jsonable(value: Any, _depth: int = 0) -> Any:
@@ -61,6 +75,8 @@ def to_jsonable(value: Any, _depth: int = 0) -> Any:
     """
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if type(value) is bytes:  # the common case first (retrieval hints)
+        return value.hex()
     if _depth >= _MAX_DEPTH:
         return repr(value)
     if isinstance(value, bytes | bytearray | memoryview):
@@ -141,5 +157,13 @@ def event_row(event: object, wall_ms: int) -> EventRow:
         sender_id=sender_id,
         lamport=lamport,
         size_bytes=size,
-        detail=json.dumps(detail, sort_keys=True, separators=(",", ":")),
+        detail=_dumps(detail),
     )
+
+
+def _dumps(detail: dict[str, Any]) -> str:
+    """Compact JSON with sorted keys (orjson; json for what it refuses, e.g. huge ints)."""
+    try:
+        return orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(detail, sort_keys=True, separators=(",", ":"))

@@ -63,7 +63,7 @@ def encode_causal_history(ids: tuple[str, ...] | list[str]) -> bytes:
     # One C-speed pass instead of a regex per id: the ids are 64 characters each
     # and the joined text survives hex -> bytes -> hex unchanged (so lowercase
     # hex only; fromhex's tolerated spaces or upper case fail the round trip).
-    if all(len(i) == 64 for i in ids):
+    if set(map(len, ids)) == {64}:  # (a generator over the ids is twice as slow)
         joined = "".join(ids)
         try:
             raw = bytes.fromhex(joined)
