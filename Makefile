@@ -29,6 +29,7 @@ demo: $(STAMP) tools
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict sds/
+	$(BIN)/mypy app net storage pipeline
 
 test: lint tools
 	$(BIN)/python -m pytest -q

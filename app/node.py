@@ -1082,6 +1082,7 @@ class Node:
         except EnvelopeError as exc:
             self._reject(exc.reason, channel, exc.detail, out)
             return
+        assert channel is not None  # opened: its topic named a joined channel
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         core = self._participant.channel(channel)
         if opened.sds_message is not None:  # decoded once, by open_envelope

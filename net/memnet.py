@@ -289,6 +289,8 @@ class MemNetwork:
             if at > self.now_ms:
                 self.now_ms = at
             if kind == _DELIVER:
+                parsed: _Parsed
+                receivers: list[SimNode]
                 parsed, receivers = payload  # type: ignore[misc]
                 self._deliver_batch(parsed, receivers)
             elif kind == _TIMER:

@@ -279,7 +279,7 @@ class StoreClient:
         requests = []
         for start in range(0, len(wanted), size):
             chunk = wanted[start : start + size]
-            requests.append(await self._send(lambda rid, c=chunk: encode_query_by_hash(rid, c)))
+            requests.append(await self._send(_hash_query(chunk)))
         wanted_set = set(wanted)
         found: dict[bytes, StoredItem] = {}
         try:
@@ -497,3 +497,12 @@ class StoreClient:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
+
+
+def _hash_query(hashes: list[bytes]) -> Callable[[int], bytes]:
+    """The encoder of a QueryByHash for ``hashes``, given its request id."""
+
+    def encode(request_id: int) -> bytes:
+        return encode_query_by_hash(request_id, hashes)
+
+    return encode

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from net.relay_client import backoff_delay
-from net.store_client import StoreClient, StoreError, StoreUnavailable
+from net.store_client import StoreClient, StoredItem, StoreError, StoreUnavailable
 
 __all__ = ["STATE_FILE", "CatchUpProgress", "StoreSync"]
 
@@ -64,8 +64,14 @@ STATE_FILE = "store_sync.json"
 
 
 class _Entry(Protocol):
-    message_id: str
-    retrieval_hint: bytes | None
+    """What :meth:`StoreSync.note_missing` reads of a missing dependency
+    (``sds.HistoryEntry`` is one; read-only attributes are enough)."""
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def retrieval_hint(self) -> bytes | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +200,7 @@ class StoreSync:
             return
         self._closed = True
         self.set_connected(False)
-        tasks = [t for t in (self._fetcher, self._online) if t is not None]
+        tasks: list[asyncio.Task[Any]] = [t for t in (self._fetcher, self._online) if t is not None]
         tasks += list(self._catchups.values())
         tasks += list(self._savers)
         for task in tasks:
@@ -396,13 +402,14 @@ class StoreSync:
 
     async def _fetch_due(self) -> None:
         now = time.monotonic()
-        for hint, want in list(self._wants.items()):
-            if now - want.last_requested > self.stale_s:
+        for hint, entry in list(self._wants.items()):
+            if now - entry.last_requested > self.stale_s:
                 del self._wants[hint]  # the node stopped asking: it arrived or was given up
         due = [h for h, w in self._wants.items() if w.next_at <= now]
         if not due:
             return
         self.counters["fetch_queries"] += 1
+        found: dict[bytes, StoredItem] | None
         try:
             found = await self.client.by_hash(due)
         except StoreUnavailable:
