@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -19,18 +18,12 @@ from app.node import Node, NodeOptions
 from app.node_events import Delivered, NodeEvent, OwnMessage, Rejected
 from app.transport import LossyTransport, MemoryHub, Transport
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
-
-TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
+from tests.procs import T
 
 R = TypeVar("R")
 
 #: Protocol timings for in-process tests: every period is a few hundred ms.
 FAST = sds.Config.fast(100)
-
-
-def T(base: float) -> float:
-    """``base`` seconds times the test timeout scale factor."""
-    return base * TIMEOUT_SCALE
 
 
 def run(coro: Coroutine[Any, Any, R], base_timeout: float = 30.0) -> R:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
@@ -24,15 +23,9 @@ from net.relay_config import RelayConfig
 from net.relay_frames import decode_frame, encode_ping, encode_publish, encode_subscribe
 from net.relay_log import RelayLogger
 from sds import sds_pb2
-
-TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
+from tests.procs import T
 
 R = TypeVar("R")
-
-
-def T(base: float) -> float:
-    """``base`` seconds times the test timeout scale factor."""
-    return base * TIMEOUT_SCALE
 
 
 def run(coro: Coroutine[Any, Any, R], base_timeout: float = 20.0) -> R:

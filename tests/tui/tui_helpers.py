@@ -26,8 +26,7 @@ from app.tui import SdsChatApp, make_app
 from net.channel_key import TEST_KDF, derive_channel_key
 from net.envelope import EnvelopeError, envelope_hash, open_envelope
 from net.identity import Identity
-
-TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
+from tests.procs import T
 
 #: Protocol timings for in-process tests (every period a few hundred ms).
 FAST = sds.Config.fast(100)
@@ -36,11 +35,6 @@ FAST = sds.Config.fast(100)
 FIXED_MS = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC
 
 SIZE = (100, 30)
-
-
-def T(base: float) -> float:
-    """``base`` seconds times the test timeout scale factor."""
-    return base * TIMEOUT_SCALE
 
 
 def fixed_clock_ms() -> int:
