@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,7 +48,7 @@ from app.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, derive_channel_key
 
-SPLIT: Counter[str] = Counter()
+SPLIT: defaultdict[str, float] = defaultdict(float)  # seconds
 
 
 def _instrument() -> None:
@@ -136,6 +137,10 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(30)
+    store_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"  the store's process, start to stop ({args.repeat} catch-ups): "
+          f"CPU {store_cpu.ru_utime:.2f} s user + {store_cpu.ru_stime:.2f} s system "
+          "(its start-up included)")
     t = statistics.median(times)
     print(f"catch-up of {args.messages:,} messages: median {t:.2f} s "
           f"({args.messages / t:,.0f} messages/s, {mb / t:.0f} MB/s)")
