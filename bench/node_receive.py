@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python bench/node_receive.py [--messages 3000] [--repeat 5]
+    .venv/bin/python bench/node_receive.py --one-at-a-time [--messages 1000]
 
 Builds ``--messages`` realistic envelopes (two real SDS cores conversing,
 default protocol settings: ~46 KB each, see ``bench/store_data.py``), then for
@@ -14,6 +15,12 @@ is the node's own work per received message, which is what a catch-up and a
 busy channel pay for. Prints the median and best wall time per message and the
 median process CPU per message (the event loop, SQLite's thread and the
 checkpointer together).
+
+``--one-at-a-time`` hands over the next envelope only once the previous one
+was delivered (its round committed and its event emitted), as in a quiet
+channel: each message is then a round and a transaction of its own, and the
+figures are one receiver's latency (median, p99) and CPU per message, the
+part of the end-to-end latency that each of the receivers adds.
 
 Use it to compare two versions side by side (``PYTHONPATH`` pointing at each
 checkout, runs alternated): on 2 shared cores, single runs of the full
@@ -40,6 +47,35 @@ from app.node_events import Delivered
 from app.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
+
+
+async def receive_each(
+    data_dir: Path, key: ChannelKey, envelopes: list[bytes]
+) -> tuple[list[float], float]:
+    """Per-envelope latency (handed in -> delivered) and total CPU seconds, one at a time."""
+    options = NodeOptions(kdf=TEST_KDF)
+    node = await Node.open(data_dir, MemoryHub().transport(), name="bench", options=options)
+    delivered = asyncio.Event()
+
+    def on_event(ev: object) -> None:
+        if isinstance(ev, Delivered):
+            delivered.set()
+
+    node.subscribe(on_event)
+    latencies: list[float] = []
+    try:
+        await node.start()
+        await node.join(key.channel, key=key)
+        cpu0 = time.process_time()
+        for envelope in envelopes:
+            delivered.clear()
+            t = time.perf_counter()
+            await node._on_envelope(envelope)
+            await asyncio.wait_for(delivered.wait(), 60)
+            latencies.append(time.perf_counter() - t)
+        return latencies, time.process_time() - cpu0
+    finally:
+        await node.close()
 
 
 async def receive_all(
@@ -77,10 +113,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--one-at-a-time", action="store_true", help="wait for each delivery")
     args = ap.parse_args()
     key = derive_channel_key("bench", None, params=TEST_KDF)
     hist = make_history(key, args.messages)
     n = len(hist.envelopes)
+    if args.one_at_a_time:
+        with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
+            lat, cpu = runner.run(receive_each(Path(tmp) / "node", key, hist.envelopes))
+        lat.sort()
+        print(
+            f"{n:,} envelopes one at a time: latency p50 {lat[n // 2] * 1e3:.2f} ms, "
+            f"p99 {lat[min(n - 1, n * 99 // 100)] * 1e3:.2f} ms; "
+            f"CPU {cpu / n * 1e3:.2f} ms per message"
+        )
+        return 0
     walls: list[float] = []
     cpus: list[float] = []
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
