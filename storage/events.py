@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,27 +44,21 @@ _COUNTED_FIELDS = ("causal_history",)
 _MAX_DEPTH = 16
 
 
-#: Field names of each dataclass type seen, resolved once (a dataclass's fields
-#: are fixed by its class; other objects are inspected every time).
-_DATACLASS_FIELDS: dict[type, tuple[str, ...]] = {}
+@functools.lru_cache(maxsize=1024)
+def _dataclass_field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names, fixed by its class: resolved once per event type."""
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _field_names(event: object) -> Sequence[str]:
-    cls = type(event)
-    names = _DATACLASS_FIELDS.get(cls)
-    if names is not None:
-        return names
     if dataclasses.is_dataclass(event) and not isinstance(event, type):
-        names = tuple(f.name for f in dataclasses.fields(event))
-        if len(_DATACLASS_FIELDS) < 1024:  # bounded: event types, not instances
-            _DATACLASS_FIELDS[cls] = names
-        return names
-    found: list[str] = []
+        return _dataclass_field_names(type(event))
+    names: list[str] = []
     for klass in type(event).__mro__:
         slots = klass.__dict__.get("__slots__", ())
-        found.extend([slots] if isinstance(slots, str) else list(slots))
-    found.extend(getattr(event, "__dict__", {}))
-    return [n for n in dict.fromkeys(found) if not n.startswith("__") and hasattr(event, n)]
+        names.extend([slots] if isinstance(slots, str) else list(slots))
+    names.extend(getattr(event, "__dict__", {}))
+    return [n for n in dict.fromkeys(names) if not n.startswith("__") and hasattr(event, n)]
 
 
 def to_jsonable(value: Any, _depth: int = 0) -> Any:
@@ -75,8 +70,6 @@ def to_jsonable(value: Any, _depth: int = 0) -> Any:
     """
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    if type(value) is bytes:  # the common case first (retrieval hints)
-        return value.hex()
     if _depth >= _MAX_DEPTH:
         return repr(value)
     if isinstance(value, bytes | bytearray | memoryview):
