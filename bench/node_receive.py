@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,23 +51,34 @@ from net import runner
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 
 
+@contextlib.asynccontextmanager
+async def bench_node(
+    data_dir: Path, key: ChannelKey, on_delivered: Callable[[], None]
+) -> AsyncIterator[Node]:
+    """A fresh node in ``data_dir``, started and joined to ``key``'s channel, closed after."""
+    options = NodeOptions(kdf=TEST_KDF)
+    node = await Node.open(data_dir, MemoryHub().transport(), name="bench", options=options)
+
+    def on_event(ev: object) -> None:
+        if isinstance(ev, Delivered):
+            on_delivered()
+
+    node.subscribe(on_event)
+    try:
+        await node.start()
+        await node.join(key.channel, key=key)
+        yield node
+    finally:
+        await node.close()
+
+
 async def receive_each(
     data_dir: Path, key: ChannelKey, envelopes: list[bytes]
 ) -> tuple[list[float], float]:
     """Per-envelope latency (handed in -> delivered) and total CPU seconds, one at a time."""
-    options = NodeOptions(kdf=TEST_KDF)
-    node = await Node.open(data_dir, MemoryHub().transport(), name="bench", options=options)
     delivered = asyncio.Event()
-
-    def on_event(ev: object) -> None:
-        if isinstance(ev, Delivered):
-            delivered.set()
-
-    node.subscribe(on_event)
     latencies: list[float] = []
-    try:
-        await node.start()
-        await node.join(key.channel, key=key)
+    async with bench_node(data_dir, key, delivered.set) as node:
         cpu0 = time.process_time()
         for envelope in envelopes:
             delivered.clear()
@@ -74,30 +87,22 @@ async def receive_each(
             await asyncio.wait_for(delivered.wait(), 60)
             latencies.append(time.perf_counter() - t)
         return latencies, time.process_time() - cpu0
-    finally:
-        await node.close()
 
 
 async def receive_all(
     data_dir: Path, key: ChannelKey, envelopes: list[bytes]
 ) -> tuple[float, float]:
     """Wall and CPU seconds for one fresh node to deliver and commit ``envelopes``."""
-    options = NodeOptions(kdf=TEST_KDF)
-    node = await Node.open(data_dir, MemoryHub().transport(), name="bench", options=options)
     delivered = 0
     done = asyncio.Event()
 
-    def on_event(ev: object) -> None:
+    def count() -> None:
         nonlocal delivered
-        if isinstance(ev, Delivered):
-            delivered += 1
-            if delivered == len(envelopes):
-                done.set()
+        delivered += 1
+        if delivered == len(envelopes):
+            done.set()
 
-    node.subscribe(on_event)
-    try:
-        await node.start()
-        await node.join(key.channel, key=key)
+    async with bench_node(data_dir, key, count) as node:
         cpu0 = time.process_time()
         t0 = time.perf_counter()
         for envelope in envelopes:
@@ -105,8 +110,6 @@ async def receive_all(
         await asyncio.wait_for(done.wait(), 600)
         await node._call_in_worker(node._noop)  # the last round committed
         return time.perf_counter() - t0, time.process_time() - cpu0
-    finally:
-        await node.close()
 
 
 def main() -> int:

@@ -43,12 +43,7 @@ async def until(condition: Callable[[], bool], within_s: float) -> bool:
 
 
 async def file_holds(path: Path, size: int, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while path.stat().st_size < size:  # bounded by the deadline
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
+    return await until(lambda: path.stat().st_size >= size, within_s)
 
 
 def test_the_wal_is_copied_into_the_file_while_the_store_is_open(tmp_path: Path) -> None:
