@@ -75,7 +75,7 @@ from sds.repair import (
     t_resp,
 )
 
-__all__ = ["STATE_VERSION", "Channel", "ChannelState", "Datagram", "OwnState"]
+__all__ = ["MAX_LAMPORT", "STATE_VERSION", "Channel", "ChannelState", "Datagram", "OwnState"]
 
 #: ``h.message_id`` of a protobuf ``HistoryEntry`` (mapped over a history at C speed).
 _MESSAGE_ID = operator.attrgetter("message_id")
@@ -152,7 +152,16 @@ class _Missing:
 
 
 #: Largest Lamport timestamp the wire (``uint64``) carries.
-_UINT64_MAX = (1 << 64) - 1
+MAX_LAMPORT = 1 << 62
+"""Largest Lamport timestamp accepted from a peer or reached by our own clock.
+
+The wire field is a uint64, but a clock is adopted from what peers send
+(``max(own, received)``), so one message with a timestamp near 2**64 would
+push every participant's clock there for good, past what SQLite's signed
+64-bit integers store. Timestamps start at wall-clock milliseconds (~1.8e12
+in 2026), so 2**62 (~4.6e18) is never reached honestly; a message above it is
+dropped (``DropReason.LAMPORT_OUT_OF_RANGE``) and our own clock stops there.
+"""
 
 
 def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, content: bytes) -> str:
@@ -390,7 +399,7 @@ class Channel:
     def _tick(self, now_ms: int) -> int:
         # Saturate at the uint64 wire limit: one peer's timestamp of 2**64 - 1 must not
         # make every later send (and sync) fail to encode.
-        self.lamport = min(max(now_ms, self.lamport + 1), _UINT64_MAX)
+        self.lamport = min(max(now_ms, self.lamport + 1), MAX_LAMPORT)
         return self.lamport
 
     def _build(
@@ -497,6 +506,11 @@ class Channel:
         if not has_lamport:
             # Spec "Ephemeral Messages": delivered at once, never logged or buffered.
             self._events.append(EphemeralReceived(self.channel_id, message_id, sender_id, content))
+            return
+        if pb.lamport_timestamp > MAX_LAMPORT:
+            self._drop(
+                message_id, sender_id, DropReason.LAMPORT_OUT_OF_RANGE, str(pb.lamport_timestamp)
+            )
             return
 
         is_content = bool(content)

@@ -53,6 +53,7 @@ class DropReason(enum.StrEnum):
     DUPLICATE = "duplicate"  #: already delivered or already waiting
     BAD_FILTER = "bad_filter"  #: bloom filter of another size: ignored for acks (message kept)
     INCOMING_BUFFER_FULL = "incoming_buffer_full"  #: evicted while waiting for dependencies
+    LAMPORT_OUT_OF_RANGE = "lamport_out_of_range"  #: lamport above MAX_LAMPORT (2**62)
 
 
 @dataclass(frozen=True, slots=True)

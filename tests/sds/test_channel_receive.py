@@ -29,6 +29,28 @@ def test_deliver_lamport_is_max_of_clock_and_message() -> None:
     assert sds.decode(ch.send(b"x", 1_000)).lamport_timestamp == 5_001
 
 
+def test_lamport_above_the_bound_is_dropped_and_never_adopted() -> None:
+    """One message stamped near 2**64 would otherwise move every participant's clock
+    there for good (beyond what SQLite stores): it is dropped with its own reason, the
+    clock does not move, and our clock never passes MAX_LAMPORT."""
+    ch = make_channel(now=1_000)
+    ch.receive(msg("b", "ok", 5_000), 1_000)
+    ch.receive(msg("b", "poison", (1 << 64) - 1), 1_000)
+    ch.receive(msg("b", "edge", sds.MAX_LAMPORT + 1), 1_000)
+    ch.receive(msg("b", "later", 5_001), 1_000)
+    evs = ch.events()
+    assert [d.message_id for d in drops(evs, DropReason.LAMPORT_OUT_OF_RANGE)] == [
+        "poison",
+        "edge",
+    ]
+    assert delivered_ids(evs) == ["ok", "later"]
+    assert ch.lamport == 5_001
+    ch.receive(msg("b", "top", sds.MAX_LAMPORT), 1_000)  # the bound itself is valid
+    assert ch.lamport == sds.MAX_LAMPORT
+    assert sds.decode(ch.send(b"x", 1_000)).lamport_timestamp == sds.MAX_LAMPORT
+    assert sds.decode(ch.send(b"y", 1_000)).lamport_timestamp == sds.MAX_LAMPORT
+
+
 def test_buffered_message_moves_clock_only_when_delivered() -> None:
     """Spec "Deliver Message": the Lamport clock follows delivered messages; a message
     still waiting for dependencies has not been delivered."""

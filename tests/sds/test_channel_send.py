@@ -170,11 +170,12 @@ def test_sent_id_helper_consistent() -> None:
     assert sent_id(ch) == sds.decode(data).message_id
 
 
-def test_lamport_saturates_at_uint64_max() -> None:
+def test_lamport_saturates_at_max_lamport() -> None:
     """PROTOCOL.md "Message schema" (lamport is uint64) and "Lamport clock": after a peer's
-    message at 2**64 - 1 the clock cannot exceed the wire limit; sends and syncs keep
-    working (ties then order by id) instead of failing to encode."""
-    top = 2**64 - 1
+    message at the accepted maximum (sds.MAX_LAMPORT, 2**62: higher ones are dropped) the
+    clock stays there; sends and syncs keep working (ties then order by id) instead of
+    failing to encode or to be stored."""
+    top = sds.MAX_LAMPORT
     ch = make_channel(now=0, lost_timeout_ms=0)
     ch.receive(msg("b", "far", top), 1)
     assert ch.lamport == top
