@@ -59,7 +59,7 @@ from app.transport import LossyTransport, RelayTransport, Transport
 from net import runner
 from net.identity import IdentityFileError
 from net.lan.flags import build_transport
-from storage import CorruptDatabaseError, DataDirLockedError, NewerSchemaError
+from storage import DataDirLockedError, StorageError
 
 __all__ = [
     "EXIT_DATABASE",
@@ -202,12 +202,8 @@ async def _serve(
         node = await Node.open(data_dir, transport, name=settings.name, options=options)
     except DataDirLockedError as exc:
         return _fatal(out, str(exc), EXIT_LOCKED)
-    except (
-        NewerSchemaError,
-        CorruptDatabaseError,
-        IdentityFileError,
-        IdentityMismatchError,
-    ) as exc:
+    except (StorageError, IdentityFileError, IdentityMismatchError) as exc:
+        # newer schema, damaged file, unusable directory: every storage refusal but the lock
         return _fatal(out, str(exc), EXIT_DATABASE)
     node.subscribe(out.event)
     node_box.append(node)
@@ -227,6 +223,8 @@ async def _serve(
             return _fatal(out, str(exc), EXIT_PASSPHRASE)
         except ValueError as exc:
             return _fatal(out, str(exc), EXIT_USAGE)
+        except StorageError as exc:  # e.g. a damaged page found only now
+            return _fatal(out, str(exc), EXIT_DATABASE)
         _stdin_lines(loop, lines)
         current: str | None = args.channel
         for _ in iter(int, 1):  # until EOF, /quit or a signal

@@ -158,6 +158,13 @@ def prepare(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tup
         )
     if version > SCHEMA_VERSION:
         raise NewerSchemaError(path, version, SCHEMA_VERSION)
+    if version < 0 or (version == 0 and objects):
+        # user_version is only ever set by our migrations, to 1..SCHEMA_VERSION, in the
+        # same transaction as the tables: a negative one, or tables at version 0, is a
+        # damaged or foreign file, not a schema to migrate (migrating would fail midway).
+        raise CorruptDatabaseError(
+            path, f"schema version {version} is not valid for a database with {objects} objects"
+        )
     if not objects and not version:
         # A new file: the page size can only be chosen before SQLite writes it.
         db.execute(f"PRAGMA page_size = {PAGE_SIZE}")

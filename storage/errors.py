@@ -48,6 +48,17 @@ class CorruptDatabaseError(StorageError):
         super().__init__(f"{path} is not a usable sdschat database: {reason}")
 
 
+class DataDirUnusableError(StorageError):
+    """The data directory or its database path cannot be used (read-only file system,
+    a file where the directory should be, a directory where the database should be,
+    no permission). Nothing was written."""
+
+    def __init__(self, data_dir: Path, reason: str) -> None:
+        self.data_dir = data_dir
+        self.reason = reason
+        super().__init__(f"cannot use data directory {data_dir}: {reason}")
+
+
 class DataDirLockedError(StorageError):
     """Another sdschat instance (this process or another) holds the data directory."""
 

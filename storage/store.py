@@ -42,7 +42,12 @@ from .database import (
     translate_error,
     wall_ms,
 )
-from .errors import CorruptDatabaseError, StoreClosedError, ValueOutOfRangeError
+from .errors import (
+    CorruptDatabaseError,
+    DataDirUnusableError,
+    StoreClosedError,
+    ValueOutOfRangeError,
+)
 from .lock import DataDirLock
 from .records import (
     Channel,
@@ -98,6 +103,15 @@ async def _run_on(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection],
     """
     execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
     return await execute(lambda: fn(conn._conn))
+
+
+def _os_reason(error: OSError, where: Path) -> str:
+    """``"sdschat.db is a directory"``, ``"read-only file system"``: what an OSError means here."""
+    if isinstance(error, FileExistsError) and not where.is_dir():
+        return f"{where.name} is a file, not a directory"
+    what = error.strerror or type(error).__name__
+    name = Path(error.filename).name if error.filename else where.name
+    return f"{name}: {what[0].lower()}{what[1:]}" if what else name
 
 
 class Store:
@@ -157,13 +171,19 @@ class Store:
         file has not been modified.
         """
         directory = Path(data_dir)
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lock = DataDirLock.acquire(directory)
         path = directory / DB_FILENAME
         try:
-            inspect_file(path)
-            if not path.exists():
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            lock = DataDirLock.acquire(directory)
+        except OSError as e:
+            raise DataDirUnusableError(directory, _os_reason(e, directory)) from e
+        try:
+            try:
+                inspect_file(path)
+                if not path.exists():
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except OSError as e:
+                raise DataDirUnusableError(directory, _os_reason(e, path)) from e
             try:
                 conn = await aiosqlite.connect(path, isolation_level=None)
             except sqlite3.Error as e:

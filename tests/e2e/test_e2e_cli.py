@@ -96,6 +96,21 @@ def test_newer_and_corrupt_database(tmp_path: Path) -> None:
     assert r.returncode == 4 and b"not a usable sdschat database" in r.stderr
 
 
+def test_damaged_page_found_at_join_exits_4(tmp_path: Path) -> None:
+    """A file that opens but has damaged pages, found when the channel is joined: the
+    fatal error event and exit 4, not a traceback."""
+    import random
+
+    assert _join(tmp_path, "--headless", stdin="hello one\nhello two\n").returncode == 0
+    with (tmp_path / "d" / "sdschat.db").open("r+b") as f:
+        f.seek(16384 * 3)
+        f.write(random.Random(1).randbytes(16384 * 5))
+    r = _join(tmp_path, "--headless", stdin="hi\n")
+    assert r.returncode == 4, r.stderr
+    assert b"Traceback" not in r.stderr
+    assert b'"fatal":true' in r.stdout and b"malformed" in r.stdout
+
+
 def test_bad_settings_exit_2(tmp_path: Path) -> None:
     r = _join(tmp_path, "--headless", "--drop-rate", "2")
     assert r.returncode == 2 and b"drop-rate" in r.stderr

@@ -124,6 +124,26 @@ def test_newer_schema_is_refused_and_file_untouched(tmp_path: Path) -> None:
     assert file_digest(db_path) == before
 
 
+@pytest.mark.parametrize("version", [-5, 0])
+def test_invalid_schema_version_is_refused_and_file_untouched(
+    tmp_path: Path, version: int
+) -> None:
+    """A populated file whose user_version is negative or 0 (never written by our
+    migrations) is damaged: a clear refusal, not a traceback from a migration midway."""
+    data_dir = tmp_path / "d"
+    db_path = make_db(data_dir, messages=3)
+    with sqlite3.connect(db_path) as db:
+        db.execute(f"PRAGMA user_version = {version}")
+    before = file_digest(db_path)
+
+    async def body() -> None:
+        with pytest.raises(CorruptDatabaseError, match=f"schema version {version} is not valid"):
+            await Store.open(data_dir)
+
+    run(body)
+    assert file_digest(db_path) == before
+
+
 @pytest.mark.parametrize(
     "content",
     [
@@ -365,3 +385,26 @@ asyncio.run(main())
             assert ids == list(range(count))  # a prefix of what was written, no holes
 
     run(reopen)
+
+
+def test_unusable_data_directory_is_a_storage_error(tmp_path: Path) -> None:
+    """A file where the data directory should be, or a directory where the database
+    should be: DataDirUnusableError naming what is wrong (callers exit 4), no OSError."""
+    from storage import DataDirUnusableError
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    db_is_dir = tmp_path / "d"
+    (db_is_dir / "sdschat.db").mkdir(parents=True)
+
+    async def body() -> None:
+        with pytest.raises(DataDirUnusableError, match="a_file is a file, not a directory"):
+            await Store.open(a_file)
+        with pytest.raises(DataDirUnusableError, match=r"sdschat\.db: is a directory"):
+            await Store.open(db_is_dir)
+        # the lock was released: the same error again, not "in use"
+        with pytest.raises(DataDirUnusableError):
+            await Store.open(db_is_dir)
+
+    run(body)
+    assert a_file.read_text() == "x"
