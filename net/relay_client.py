@@ -139,7 +139,8 @@ def _describe_failure(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "unreachable: timed out"
     if isinstance(exc, OSError):
-        return f"unreachable: {exc}"
+        # str() of a bare ConnectionResetError() is empty: say at least what happened
+        return f"unreachable: {str(exc) or type(exc).__name__}"
     if isinstance(exc, InvalidHandshake):
         return f"handshake failed: {exc}"
     return f"{type(exc).__name__}: {exc}"

@@ -7,6 +7,7 @@ This module is deliberately light (no websockets, no protobuf import) so that
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -78,8 +79,14 @@ class RelayConfig:
         for name in ("max_clients", "max_frame", "burst", "queue", "abuse_strikes", "max_topics"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        for name in ("rate", "stats_interval", "close_timeout", "ping_interval", "ping_timeout"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
         if self.rate <= 0:
             raise ValueError("rate must be positive")
+        if self.stats_interval < 0:
+            raise ValueError("stats_interval must be >= 0 (0 = only at shutdown)")
         if self.log_format not in ("json", "text"):
             raise ValueError(f"unknown log format {self.log_format!r}")
         if self.close_timeout <= 0:

@@ -414,7 +414,9 @@ class StoreClient:
                         close_timeout=2.0,
                         proxy=None,
                     )
-            except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as exc:
+            except (
+                OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed, ValueError
+            ) as exc:  # ValueError: a URL websockets cannot use (say, a port out of range)
                 raise StoreUnavailable(f"cannot reach store {self.url}: {exc}") from None
             self._ws = ws
             self._reader = asyncio.create_task(self._read_loop(ws), name=f"store-client {self.url}")

@@ -17,12 +17,14 @@ Retention runs at start and then every ``retention_interval_s`` seconds.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from net.relay_log import LogFormat
+from net.urls import check_ws_url
 
 __all__ = [
     "DEFAULT_STORE_PORT",
@@ -183,6 +185,12 @@ class StorePeerConfig:
             raise ValueError("max_request_bytes must be <= max_frame")
         if self.max_age_ms < 0 or self.max_bytes < 0:
             raise ValueError("retention limits must be >= 0 (0 disables)")
+        for name in ("retention_interval_s", "flush_interval_s", "rate", "stats_interval_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
+        if self.stats_interval_s < 0:
+            raise ValueError("stats_interval_s must be >= 0 (0 disables)")
         if self.retention_interval_s <= 0 or self.flush_interval_s <= 0 or self.rate <= 0:
             raise ValueError("intervals and rates must be positive")
         if self.log_format not in ("json", "text"):
@@ -191,8 +199,7 @@ class StorePeerConfig:
             if not 1 <= len(topic) <= 64:
                 raise ValueError("a topic is 1 to 64 bytes")
         for url in self.relays:
-            if not url.startswith(("ws://", "wss://")):
-                raise ValueError(f"relay URL must start with ws:// or wss://, got {url!r}")
+            check_ws_url(url, "relay URL")
 
     def replace(self, **changes: Any) -> StorePeerConfig:
         """A copy with some fields changed (validated again)."""

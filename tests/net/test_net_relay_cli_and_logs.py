@@ -34,6 +34,12 @@ def test_relay_flags_map_to_config() -> None:
 def test_invalid_flag_values_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["relay", "--queue", "0", "--port", "0"]) == 2
     assert "queue must be at least 1" in capsys.readouterr().err
+    # NaN passed "<= 0" checks and turned rate limiting off; infinities are no better
+    for flag, value in (("--rate", "nan"), ("--rate", "inf"), ("--stats-interval", "nan")):
+        assert main(["relay", flag, value, "--port", "0"]) == 2
+        assert "must be a finite number" in capsys.readouterr().err
+    assert main(["relay", "--stats-interval", "-1", "--port", "0"]) == 2
+    assert "stats_interval must be >= 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["relay", "--log-format", "xml"])
 

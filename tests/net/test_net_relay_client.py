@@ -274,3 +274,15 @@ def test_rejects_bad_arguments() -> None:
         RelayClient("ws://127.0.0.1:1", [b"x" * 65], lambda e: None)
     with pytest.raises(ValueError):
         RelayClient("ws://127.0.0.1:1", [], lambda e: None, backoff_base=0)
+
+
+def test_failure_reasons_are_never_empty() -> None:
+    """A wss:// client against a plain ws:// relay fails with a bare
+    ConnectionResetError(), whose str() is empty: the reason still says what happened."""
+    from net.relay_client import _describe_failure
+
+    assert _describe_failure(ConnectionResetError()) == "unreachable: ConnectionResetError"
+    assert _describe_failure(ConnectionRefusedError(111, "Connection refused")) == (
+        "unreachable: [Errno 111] Connection refused"
+    )
+    assert _describe_failure(TimeoutError()) == "unreachable: timed out"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 
@@ -84,6 +85,13 @@ def test_config_parsers() -> None:
         StorePeerConfig(data_dir=Path("."), default_page_size=10, max_page_size=5)
     with pytest.raises(ValueError):
         StorePeerConfig(data_dir=Path("."), relays=("http://x",))
+    # NaN passed "<= 0" checks: retention never ran and SIGTERM could not stop the store
+    for name in ("retention_interval_s", "flush_interval_s", "rate", "stats_interval_s"):
+        for value in (math.nan, math.inf):
+            with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+                StorePeerConfig(data_dir=Path("."), **{name: value})
+    with pytest.raises(ValueError, match="stats_interval_s must be >= 0"):
+        StorePeerConfig(data_dir=Path("."), stats_interval_s=-1)
 
 
 def test_check_envelope_needs_no_key() -> None:
