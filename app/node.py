@@ -104,7 +104,13 @@ from app.node_events import (
 )
 from app.state_reconcile import reconcile_state
 from app.transport import Transport, TransportStatus
-from net.channel_key import DEFAULT_KDF, ChannelKey, KdfParams, derive_channel_key
+from net.channel_key import (
+    DEFAULT_KDF,
+    ChannelKey,
+    KdfParams,
+    check_channel_name,
+    derive_channel_key,
+)
 from net.envelope import (
     EnvelopeError,
     ReplayedEnvelope,
@@ -693,9 +699,11 @@ class Node:
         Raises:
             PassphraseMismatchError: this data directory joined ``channel`` with
                 another passphrase before.
-            ValueError: an empty channel name.
+            ValueError: a channel name a person may not use
+                (:func:`net.channel_key.check_channel_name`).
         """
         self._check_open()
+        check_channel_name(channel)
         if key is None:
             key = await asyncio.to_thread(
                 derive_channel_key, channel, passphrase, params=self.options.kdf
@@ -966,6 +974,14 @@ class Node:
         finally:
             self._rearm()
             self._arm_state_save()
+
+    async def _round_now(self) -> None:
+        """A round with no items (the core's pending events, carried own states, a state
+        save), committed, emitted and published before returning: for join and leave,
+        which run between rounds (a ``_Call``: every earlier round is committed)."""
+        await self._finish_tail()
+        out = await self._round([])
+        await self._finish_round(out, [])
 
     def _round_failed(self, exc: Exception, items: Sequence[_Item]) -> None:
         self._internal_error(exc)
@@ -1627,19 +1643,19 @@ class Node:
             self._inbox.put_front([_Pending(p.channel, p.content, p.local_id) for p in pending])
         if self._connected and out_ids:
             await self._republish()
-        await self._round([])  # events of the restore (deliverable waiters), first save
+        await self._round_now()  # events of the restore (deliverable waiters), first save
         return info
 
     async def _leave(self, channel: str) -> bool:
         info = self._channels.get(channel)
         if info is None:
             return False
-        await self._round([])
+        await self._round_now()
         batch = Batch(durable=True)
         batch.set_core_state(channel, self._participant.channel(channel).export_state().to_bytes())
         await self.store.commit_batch(batch)
         self._participant.leave(channel)
-        await self._round([])  # events the channel still had
+        await self._round_now()  # events the channel still had
         del self._channels[channel]
         self._by_topic.pop(info.topic, None)
         await self.store.leave_channel(channel)

@@ -147,11 +147,10 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
 def _topics(args: argparse.Namespace) -> tuple[bytes, ...]:
     topics: list[bytes] = [parse_topic(t) for t in args.topic]
     if args.channel:
-        from net.channel_key import derive_channel_key  # Argon2id: only when needed
+        from net.channel_key import check_channel_name, derive_channel_key  # Argon2id: when needed
 
         for name in args.channel:
-            if not name:
-                raise ValueError("a channel name must not be empty")
+            check_channel_name(name)
             topics.append(derive_channel_key(name, None).topic)
     if not topics:
         raise ValueError("nothing to archive: give --topic HEX and/or --channel NAME")

@@ -37,10 +37,12 @@ from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 __all__ = [
     "DEFAULT_KDF",
     "KEY_BYTES",
+    "MAX_CHANNEL_NAME_CHARS",
     "TEST_KDF",
     "TOPIC_BYTES",
     "ChannelKey",
     "KdfParams",
+    "check_channel_name",
     "derive_channel_key",
     "topic_for_key",
 ]
@@ -109,6 +111,30 @@ class ChannelKey:
 
 def _nfc_utf8(text: str) -> bytes:
     return unicodedata.normalize("NFC", text).encode("utf-8")
+
+
+MAX_CHANNEL_NAME_CHARS = 100
+"""Longest channel name a person may give (``sdschat join``, ``/join``, the store)."""
+
+
+def check_channel_name(channel: str) -> str:
+    """Return ``channel`` if a person may use it as a channel name.
+
+    Raises:
+        ValueError: empty, longer than :data:`MAX_CHANNEL_NAME_CHARS`, or holding
+            control or other unprintable characters (they would reach terminals,
+            logs and file listings as they are).
+    """
+    if not channel:
+        raise ValueError("a channel name must not be empty")
+    if len(channel) > MAX_CHANNEL_NAME_CHARS:
+        raise ValueError(
+            f"a channel name is at most {MAX_CHANNEL_NAME_CHARS} characters, "
+            f"got {len(channel)}"
+        )
+    if not channel.isprintable():
+        raise ValueError(f"a channel name must not hold control characters: {channel!r}")
+    return channel
 
 
 def derive_channel_key(

@@ -364,6 +364,77 @@ def test_history_can_be_read_while_the_node_runs(tmp_path: Path) -> None:
         read_history(tmp_path / "a", "other")
 
 
+def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
+    """A peer's text must not drive the terminal that prints ``sdschat history``:
+    escape sequences, carriage returns and bidi overrides come out escaped, one line
+    per message; ``--json`` keeps the exact text."""
+    import io
+    import json
+
+    from app.history import print_history
+
+    evil = "\x1b[2J\x1b[31mred \r\n\x00 nul \u202eevil\ttab é"
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            await a.node.send("general", evil)
+        finally:
+            await a.node.close()
+
+    run(main())
+    plain, as_json = io.StringIO(), io.StringIO()
+    assert print_history(tmp_path / "a", "general", as_json=False, out=plain) == 0
+    assert print_history(tmp_path / "a", "general", as_json=True, out=as_json) == 0
+    line = plain.getvalue()
+    assert line.count("\n") == 1 and "\x1b" not in line and "\r" not in line
+    assert "\\x1b[2J\\x1b[31mred \\x0d\\x0a\\x00 nul \\u202eevil\ttab é" in line
+    assert json.loads(as_json.getvalue())["content"] == evil
+
+
+def test_join_and_leave_commit_their_rounds(tmp_path: Path) -> None:
+    """Joining or leaving a channel runs a round of its own (the core's pending events,
+    carried own states). It used to be worked out and then dropped without its commit:
+    lines marked "sent" just before a /join stayed "queued" in SQLite, and were
+    republished at the next start."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            for text in ("l1", "l2", "l3"):
+                await a.node.send("general", text)
+            await wait_until(lambda: len(a.own("sent")) == 3, what="sent")
+            await a.node.join("other", "secret", key=key("other", "secret"))
+            lines = await asyncio.to_thread(read_history, tmp_path / "a", "general")
+            assert {x.text: x.state for x in lines} == {"l1": "sent", "l2": "sent", "l3": "sent"}
+            await a.node.send("general", "l4")
+            await wait_until(lambda: len(a.own("sent")) == 4, what="sent")
+            assert await a.node.leave("other")
+            lines = await asyncio.to_thread(read_history, tmp_path / "a", "general")
+            assert {x.text: x.state for x in lines}["l4"] == "sent"
+        finally:
+            await a.node.close()
+
+    run(main())
+
+
+def test_join_refuses_names_a_person_may_not_use(tmp_path: Path) -> None:
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            for bad, why in (("", "empty"), ("x" * 101, "at most 100"), ("a\nb", "control")):
+                with pytest.raises(ValueError, match=why):
+                    await a.node.join(bad, "secret")
+            assert sorted(a.node.channels) == ["general"]
+        finally:
+            await a.node.close()
+
+    run(main())
+
+
 def test_failed_messages_can_be_retried(tmp_path: Path) -> None:
     async def main() -> None:
         quick_fail = FAST.with_changes(
