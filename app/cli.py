@@ -86,7 +86,8 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "join",
         help="join a channel: the chat TUI (--headless: lines on stdin, JSON on stdout)",
-        description="Join a channel through a relay and chat in the terminal (the TUI; F1 "
+        description="Join a channel (through a relay with --relay, else by LAN gossip) and "
+        "chat in the terminal (the TUI; F1 "
         "shows its keys). With --headless, every stdin line is a "
         "message (or a /command, see /help) and every event is printed as one JSON object per "
         "line. Without a passphrase the channel is PUBLIC: anyone who knows its name can read "
@@ -240,9 +241,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # the command's own usage, not the top-level one, says what it accepts
+        command = getattr(args, "command", None)
+        chosen = _subparsers(parser).get(command or "", parser)
+        chosen.error(f"unrecognized arguments: {' '.join(unknown)}")
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -7,7 +7,7 @@ tests), then the config file, then the individual flags.
 Config file (``--config FILE``, TOML)::
 
     # Node settings (all optional)
-    relay = "ws://127.0.0.1:8765"
+    relay = "ws://127.0.0.1:8765"   # without a relay here or --relay: LAN gossip
     name = "alice"
     fast = true              # start from sds.Config.fast(fast_scale_ms)
     fast_scale_ms = 1000
@@ -32,6 +32,8 @@ from typing import Any
 
 import sds
 from app.node import DEFAULT_STATE_SAVE_MS
+from net.channel_key import check_channel_name
+from net.urls import check_ws_url
 
 __all__ = [
     "NodeSettings",
@@ -41,6 +43,46 @@ __all__ = [
 ]
 
 _TOP_KEYS = {"relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_ms", "protocol"}
+
+#: what each top-level key must hold ("number": an integer or a float)
+_TOP_TYPES: dict[str, str] = {
+    "relay": "string",
+    "name": "string",
+    "fast": "boolean",
+    "fast_scale_ms": "integer",
+    "drop_rate": "number",
+    "state_save_ms": "integer",
+    "protocol": "table",
+}
+
+
+_KIND_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "boolean": bool,
+    "integer": int,
+    "number": (int, float),
+    "table": dict,
+}
+
+
+def _kind_ok(value: object, kind: str) -> bool:
+    # bool is an int in Python; TOML true/false is never an integer or number here
+    if isinstance(value, bool) and kind != "boolean":
+        return False
+    return isinstance(value, _KIND_TYPES[kind])
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _protocol_kind(default: object) -> str:
+    """What a ``[protocol]`` key must hold, from the type of its default."""
+    if isinstance(default, bool):
+        return "boolean"
+    if isinstance(default, float):
+        return "number"
+    return "integer"  # the int fields, and ack_threshold_override (None: off)
 
 #: flag destination -> sds.Config field(s) it sets
 _TIMING_FLAGS: dict[str, tuple[str, ...]] = {
@@ -77,21 +119,36 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             data = tomllib.load(f)
     except OSError as exc:
         raise ValueError(f"cannot read config file {p}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"config file {p} is not valid TOML: {exc}") from None
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ValueError(f"config file {p}: unknown keys {', '.join(unknown)}")
-    protocol = data.get("protocol", {})
-    if not isinstance(protocol, dict):
-        raise ValueError(f"config file {p}: [protocol] must be a table")
+    for key, value in data.items():
+        kind = _TOP_TYPES[key]
+        if not _kind_ok(value, kind):
+            what = f"{key} must be {_a(kind)}"
+            if key == "protocol":
+                what = "[protocol] must be a table"
+            raise ValueError(f"config file {p}: {what}, got {value!r}")
+    defaults = sds.Config().to_dict()
+    for key, value in data.get("protocol", {}).items():
+        if key in defaults and not _kind_ok(value, kind := _protocol_kind(defaults[key])):
+            raise ValueError(
+                f"config file {p}: [protocol] {key} must be {_a(kind)}, got {value!r}"
+            )
     return data
 
 
 def add_join_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``sdschat join``."""
     p.add_argument("channel", help="channel to join (and to which typed lines go)")
-    p.add_argument("--relay", default=None, help="relay URL (default ws://127.0.0.1:8765)")
+    p.add_argument(
+        "--relay",
+        default=None,
+        help="relay URL (ws://HOST:PORT of 'sdschat relay'); without it, or a 'relay' in "
+        "--config, the node uses LAN gossip",
+    )
     p.add_argument(
         "--data-dir",
         default=None,
@@ -155,6 +212,8 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     Raises:
         ValueError: a bad config file or value (the message says which).
     """
+    for channel in [args.channel, *(getattr(args, "extra_channels", None) or [])]:
+        check_channel_name(channel)  # all of them before any is joined
     data: dict[str, Any] = load_config_file(args.config) if args.config else {}
     fast = bool(args.fast or data.get("fast", False))
     scale = int(data.get("fast_scale_ms", 1000))
@@ -183,9 +242,10 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     drop_rate = args.drop_rate if args.drop_rate is not None else float(data.get("drop_rate", 0))
     if not 0.0 <= drop_rate < 1.0:
         raise ValueError(f"--drop-rate must be in [0, 1), got {drop_rate}")
-    relay = args.relay or data.get("relay") or "ws://127.0.0.1:8765"
-    if not str(relay).startswith(("ws://", "wss://")):
-        raise ValueError(f"--relay must be a ws:// or wss:// URL, got {relay!r}")
+    relay = args.relay if args.relay is not None else data.get("relay", "ws://127.0.0.1:8765")
+    check_ws_url(relay, "--relay" if args.relay is not None else "relay (config file)")
+    if getattr(args, "store", None) is not None:
+        check_ws_url(args.store, "--store")
     state_save = args.state_save_ms
     if state_save is None:
         state_save = data.get("state_save_ms", DEFAULT_STATE_SAVE_MS)

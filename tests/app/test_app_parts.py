@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -98,13 +99,45 @@ def test_settings_precedence(tmp_path: Path) -> None:
         ("", ["--drop-rate", "1.5"], "drop-rate"),
         ("", ["--repair-tmin-ms", "50", "--repair-tmax-ms", "10"], "repair_t_min_ms"),
         ("", ["--relay", "http://x"], "ws://"),
+        # every channel name is checked before any is joined (and stored)
+        ("", ["--channel", ""], "a channel name must not be empty"),
+        ("", ["--channel", "x" * 101], "at most 100 characters, got 101"),
+        ("", ["--channel", "a\x1b[2Jb"], "must not hold control characters"),
+        # wrong types in the file: a clear error naming the key, not a traceback later
+        ("drop_rate = [1]\n", [], "drop_rate must be a number, got [1]"),
+        ("name = 123\n", [], "name must be a string, got 123"),
+        ("fast = 1\n", [], "fast must be a boolean"),
+        ('fast_scale_ms = "abc"\n', [], "fast_scale_ms must be an integer"),
+        ("state_save_ms = 1.5\n", [], "state_save_ms must be an integer"),
+        ('[protocol]\nresend_unacknowledged_ms = "x"\n', [],
+         "[protocol] resend_unacknowledged_ms must be an integer, got 'x'"),
+        ("[protocol]\nrepair_enabled = 1\n", [], "repair_enabled must be a boolean"),
+        # URLs that could never connect were retried forever: usage errors now
+        ("", ["--relay", "ws://127.0.0.1:99999"], "--relay 'ws://127.0.0.1:99999' is not a valid"),
+        ("", ["--relay", "ws://[::1"], "not a valid URL"),
+        ("", ["--relay", "ws://"], "names no host"),
+        ("", ["--relay", ""], "--relay must be a ws://"),
+        ("", ["--relay", "ws://h:0"], "port 0"),
+        ('relay = "ws://h:123456"\n', [], "relay (config file)"),
+        ("relay = 5\n", [], "relay must be a string, got 5"),
     ],
 )
 def test_settings_errors(tmp_path: Path, text: str, flags: list[str], message: str) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text(text)
-    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         settings_from_args(_parse(["room", "--config", str(cfg), *flags]))
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [("notaurl", "--store must be"), ("ws://h:99999", "--store 'ws://h:99999' is not a valid")],
+)
+def test_store_url_errors(url: str, message: str) -> None:
+    args = _parse(["room", "--relay", "ws://h:1"])
+    args.store = url  # --store is added with the LAN flags (net/lan/flags.py)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        settings_from_args(args)
 
 
 def test_config_file_missing(tmp_path: Path) -> None:
@@ -164,3 +197,16 @@ def test_lossy_transport_counts() -> None:
     assert 250 < out_drops < 350
     assert got == 1000 - out_drops - in_drops
     assert 0.2 < in_drops / (1000 - out_drops) < 0.4
+
+
+def test_unknown_flag_shows_the_commands_own_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["join", "general", "--bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: sdschat join" in err and "unrecognized arguments: --bogus" in err
+    with pytest.raises(SystemExit):
+        main(["--bogus"])
+    assert "usage: sdschat [-h]" in capsys.readouterr().err
