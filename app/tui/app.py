@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.text import Text
 from textual import events, work
@@ -46,6 +47,7 @@ from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
 from app.node import PassphraseMismatchError as NodePassphraseMismatch
 from app.node_events import (
+    CatchUp,
     Closed,
     Ephemeral,
     Info,
@@ -75,7 +77,12 @@ from app.tui.widgets.panels import (
     TypingLine,
 )
 from net.identity import IdentityFileError
-from storage import CorruptDatabaseError, DataDirLockedError, LogEntry, NewerSchemaError
+from storage import (
+    DataDirLockedError,
+    LogEntry,
+    NewerSchemaError,
+    StorageError,
+)
 
 __all__ = ["TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
 
@@ -115,7 +122,12 @@ class TuiOptions:
     redraw_interval: float = 0.1
     tick_interval: float = 0.5
     lan: str = "off"
+    """The status bar's LAN part when there is no ``lan_transport``."""
     store_peer: str = "none"
+    """The status bar's store part while the node uses no store peer."""
+    lan_transport: Any | None = None
+    """The LAN gossip transport (``net.lan.transport.LanTransport``), if any:
+    the status bar counts its connected peers."""
     typing_ttl: float = SHOW_FOR
     remember_state: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +150,7 @@ def make_app(
     redraw_interval: float = 0.1,
     tick_interval: float = 0.5,
     remember_state: bool = True,
+    lan_transport: Any | None = None,
 ) -> SdsChatApp:
     """Build the app.
 
@@ -160,6 +173,8 @@ def make_app(
         tick_interval: seconds between refreshes of time-based things (typing,
             last seen, sync state).
         remember_state: keep where you left off and the theme in ``tui.json``.
+        lan_transport: the LAN gossip transport inside ``transport``, if any
+            (the status bar shows its peer count).
     """
     return SdsChatApp(
         TuiOptions(
@@ -178,6 +193,7 @@ def make_app(
             redraw_interval=redraw_interval,
             tick_interval=tick_interval,
             remember_state=remember_state,
+            lan_transport=lan_transport,
         )
     )
 
@@ -223,6 +239,10 @@ class SdsChatApp(App[None]):
         self._known_channels: set[str] = set()
         self._state = self._load_state()
         self.events_seen = 0
+        self._catch_up: dict[str, CatchUp] = {}
+        """The latest catch-up progress per channel, while one runs."""
+        self._store_later: str | None = None
+        """A store peer found on the LAN before the node was open."""
         self.collector = Collector()
         """When the cyclic GC may run (see :mod:`app.tui.collector`)."""
 
@@ -270,7 +290,7 @@ class SdsChatApp(App[None]):
                 EXIT_DATABASE,
             )
             return
-        except (CorruptDatabaseError, IdentityFileError, IdentityMismatchError) as exc:
+        except (StorageError, IdentityFileError, IdentityMismatchError) as exc:
             self._fatal_screen(
                 "Data directory unusable",
                 str(exc),
@@ -283,6 +303,8 @@ class SdsChatApp(App[None]):
         self.model.name = node.name
         node.subscribe(self._on_node_event)
         await node.start()
+        if self._store_later is not None:
+            self.use_lan_store(self._store_later)
         for channel in opts.channels:
             if not await self._join(channel, fatal=True):
                 return
@@ -321,6 +343,14 @@ class SdsChatApp(App[None]):
                 self._fatal_screen("Cannot join", str(exc), "", EXIT_USAGE)
             else:
                 self.notify(str(exc), severity="error")
+            return False
+        except StorageError as exc:  # e.g. a damaged page found only now
+            self._fatal_screen(
+                "Data directory unusable",
+                str(exc),
+                "Restore the file from a backup, or use another --data-dir.",
+                EXIT_DATABASE,
+            )
             return False
         self._known_channels.add(channel)
         self.model.add_channel(info.name, info.public)
@@ -516,9 +546,52 @@ class SdsChatApp(App[None]):
                 self._rejected(ev, changes)
             elif isinstance(ev, Info):
                 changes.notices.append(("information", ev.text))
+            elif isinstance(ev, CatchUp):
+                self._caught_up(ev, changes)
             else:
                 changes.merge(self.model.apply(ev, now_ms))
         self._apply(changes)
+
+    def _caught_up(self, ev: CatchUp, changes: Changes) -> None:
+        if ev.state in ("started", "running"):
+            self._catch_up[ev.channel] = ev
+            return
+        self._catch_up.pop(ev.channel, None)
+        if ev.state == "failed":
+            changes.notices.append(
+                ("warning", f"catching #{ev.channel} up from the store failed: {ev.detail}")
+            )
+
+    def use_lan_store(self, url: str) -> None:
+        """Use a store peer announced on the LAN (no ``--store`` was given)."""
+        node = self.node
+        if node is None:
+            self._store_later = url
+            return
+        self._store_later = None
+        if node.store_sync is None and not node.closed:
+            with contextlib.suppress(RuntimeError, NodeClosedError):
+                node.use_store(url)
+
+    def _lan_text(self) -> str:
+        lan = self.opts.lan_transport
+        if lan is None:
+            return self.opts.lan
+        n = len(lan.peers())
+        return f"{n} peer{'s' if n != 1 else ''}"
+
+    def _store_text(self) -> str:
+        node = self.node
+        sync = node.store_sync if node is not None else None
+        if sync is None:
+            return self.opts.store_peer
+        text = urlsplit(sync.url).netloc or sync.url
+        running = self._catch_up.get(self.model.current or "") or next(
+            iter(self._catch_up.values()), None
+        )
+        if running is not None:
+            text += f" · {running.text}"
+        return text
 
     def _ephemeral(self, ev: Ephemeral, changes: Changes) -> None:
         name = decode_typing(ev.content)
@@ -636,9 +709,9 @@ class SdsChatApp(App[None]):
                 state=state,
                 reason=m.connection_reason,
                 retry_in=m.retry_in,
-                lan=self.opts.lan,
+                lan=self._lan_text(),
                 sync=sync,
-                store=self.opts.store_peer,
+                store=self._store_text(),
                 me=me,
             )
         )

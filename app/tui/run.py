@@ -14,6 +14,7 @@ import argparse
 import random
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from app.headless import EXIT_PASSPHRASE, EXIT_USAGE, PassphraseFileError, read_passphrase_file
@@ -52,11 +53,21 @@ def run_tui(args: argparse.Namespace) -> int:
             return EXIT_PASSPHRASE
     ask = not args.passphrase_file and sys.stdin.isatty()
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    # A store peer announced on the LAN is used when no --store was given (as headless does).
+    store_url = getattr(args, "store", None)
+    app_box: list[Any] = []
+
+    def on_lan_store(url: str, present: bool) -> None:
+        if present and store_url is None and app_box:
+            app_box[0].use_lan_store(url)
+
     # LAN gossip unless a relay was chosen; both with --relay --lan (net/lan/flags.py)
     try:
         config_file = load_config_file(args.config) if args.config else {}
         transport: Transport
-        transport, lan = build_transport(args, settings.relay, RelayTransport, config=config_file)
+        transport, lan = build_transport(
+            args, settings.relay, RelayTransport, config=config_file, on_store=on_lan_store
+        )
     except ValueError as exc:
         print(f"sdschat join: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -69,7 +80,7 @@ def run_tui(args: argparse.Namespace) -> int:
     options = NodeOptions(
         config=settings.config,
         state_save_interval_ms=settings.state_save_ms,
-        store_url=getattr(args, "store", None),
+        store_url=store_url,
     )
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
 
@@ -85,6 +96,8 @@ def run_tui(args: argparse.Namespace) -> int:
         options=options,
         transport_label=label,
         theme=getattr(args, "theme", None),
+        lan_transport=lan,
     )
+    app_box.append(app)
     app.run()
     return int(app.return_code or 0)
