@@ -747,7 +747,7 @@ async def serve_store_until_signal(
         0 after a clean shutdown, 1 if the store could not start, 3 if its data
         directory is in use, 4 if the database is unusable.
     """
-    from storage import CorruptDatabaseError, DataDirLockedError, NewerSchemaError
+    from storage import DataDirLockedError, StorageError
 
     log = logger if logger is not None else RelayLogger(config.log_format)
     peer = StorePeer(config, logger=log, feeds=feeds)
@@ -756,7 +756,7 @@ async def serve_store_until_signal(
     except DataDirLockedError as exc:
         log.error("store_start_failed", error=str(exc))
         return 3
-    except (CorruptDatabaseError, NewerSchemaError) as exc:
+    except StorageError as exc:  # newer schema, damaged file, unusable directory
         log.error("store_start_failed", error=str(exc))
         return 4
     except OSError as exc:

@@ -4,11 +4,15 @@
 :class:`net.store_peer.StorePeer`: a :class:`net.lan.transport.LanTransport`
 with role ``store`` that joins the store's topics (so peers flood them to it)
 and announces its query port in the zeroconf TXT record ``store``, where nodes
-without ``--store`` find it.
+without ``--store`` find it; a query port bound to loopback is not announced
+to a LAN that is not loopback too (no node there could reach it; a warning
+says so).
 """
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from net.lan.gossip import LanPeerEvent
@@ -17,7 +21,28 @@ from net.lan.transport import LanOptions, LanStatus, LanTransport
 if TYPE_CHECKING:
     from net.store_peer import StorePeer
 
-__all__ = ["LanStoreFeed"]
+__all__ = ["LanStoreFeed", "reachable_from_lan"]
+
+
+def reachable_from_lan(listen_host: str, interfaces: Sequence[str] | None) -> bool:
+    """Whether a query port bound to ``listen_host`` can be reached by the LAN
+    nodes that discovery on ``interfaces`` (``None``: all) announces it to.
+
+    A loopback bind is reachable only when discovery itself is loopback-only
+    (tests and single-machine demos); any other bind is taken as reachable.
+    """
+    if not _is_loopback(listen_host):
+        return True
+    return bool(interfaces) and all(_is_loopback(i) for i in interfaces or ())
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class LanStoreFeed:
@@ -30,7 +55,17 @@ class LanStoreFeed:
     @classmethod
     async def create(cls, peer: StorePeer, options: LanOptions) -> LanStoreFeed:
         """A feed for ``peer`` (already started: its query port is advertised)."""
-        store_port = peer.port if peer.config.listen is not None else None
+        listen = peer.config.listen
+        store_port = peer.port if listen is not None else None
+        if listen is not None and not reachable_from_lan(listen[0], options.interfaces):
+            # Announcing it would send every LAN node to a port it cannot reach.
+            store_port = None
+            peer.log.warning(
+                "store_query_port_not_announced",
+                listen=f"{listen[0]}:{peer.port}",
+                note="the query port listens on loopback only, so LAN nodes could not reach "
+                "it: give --listen 0.0.0.0:PORT or this host's LAN address to serve them",
+            )
 
         def on_peer(ev: LanPeerEvent) -> None:
             peer.log.info(

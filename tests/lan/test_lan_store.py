@@ -36,6 +36,10 @@ def test_store_on_the_lan_archives_gossip_and_is_discovered(tmp_path: Path) -> N
                 assert node.stores() == [store_url]
                 assert stores == [(store_url, True)]
                 assert [p.role for p in node.peers()] == ["store"]
+                # connected is the handshake; the store's topics arrive in its next frame
+                # (a publish before that reaches nobody and returns False)
+                await eventually(lambda: any(p.topics for p in node.peers()), 10,
+                                 "the store's subscription")
                 ident = Identity.generate()
                 items = [sealed(ident, key, f"lan {i}", i) for i in range(30)]
                 for env, _ in items:
@@ -62,3 +66,40 @@ def test_store_on_the_lan_archives_gossip_and_is_discovered(tmp_path: Path) -> N
                    for r in records)
         store.signal(signal.SIGTERM)
         assert store.wait(15) == 0
+
+
+def test_a_loopback_query_port_is_not_announced_to_a_real_lan(tmp_path: Path) -> None:
+    """``--listen 127.0.0.1`` with discovery on all interfaces: nodes elsewhere could not
+    reach the query port, so it is not announced (a warning says so); with loopback-only
+    discovery (one machine) it is. Nothing is started on the network here."""
+    import io
+
+    from net.lan.store_feed import LanStoreFeed, reachable_from_lan
+    from net.lan.transport import LanOptions
+    from net.relay_log import RelayLogger
+    from net.store_config import StorePeerConfig
+    from net.store_peer import StorePeer
+
+    assert not reachable_from_lan("127.0.0.1", None)
+    assert not reachable_from_lan("localhost", ("192.168.1.20",))
+    assert not reachable_from_lan("::1", ("127.0.0.1", "10.0.0.2"))
+    assert reachable_from_lan("127.0.0.1", ("127.0.0.1",))
+    assert reachable_from_lan("0.0.0.0", None)
+    assert reachable_from_lan("192.168.1.20", ("192.168.1.20",))
+
+    async def main() -> None:
+        log = io.StringIO()
+        cfg = StorePeerConfig(tmp_path / "store", topics=(channel("room").topic,),
+                              listen=("127.0.0.1", 0), stats_interval_s=0)
+        async with StorePeer(cfg, logger=RelayLogger("json", log)) as peer:
+            everywhere = await LanStoreFeed.create(peer, LanOptions(interfaces=None))
+            here = await LanStoreFeed.create(peer, LOOPBACK)
+            try:
+                assert everywhere.transport.store_port is None
+                assert here.transport.store_port == peer.port
+            finally:
+                await everywhere.close()
+                await here.close()
+        assert log.getvalue().count("store_query_port_not_announced") == 1
+
+    run(main(), 30)
