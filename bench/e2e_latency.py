@@ -50,6 +50,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import calibrate, describe
+
 ROOT = Path(__file__).resolve().parents[1]
 CHANNEL = "e2e-bench"
 
@@ -361,6 +364,7 @@ def main() -> int:
     children: list[Child] = []
     results: list[dict[str, Any]] = []
     load_before = loadavg()
+    speed = calibrate()  # before any node runs
     try:
         url = start_relay(children, tmp / "logs")
         profile = args.profile_dir.resolve() if args.profile_dir else None
@@ -392,12 +396,13 @@ def main() -> int:
     for r in results:
         del r["trace"]
     report = {"nodes": args.nodes, "load_before": load_before, "load_after": loadavg(),
-              "alive_at_end": len(alive), "runs": results}  # fmt: skip
+              "alive_at_end": len(alive), "machine": speed, "runs": results}  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"{args.nodes} headless nodes + relay on 127.0.0.1, default protocol timings, "
           f"{args.seconds:g} s per rate; load {load_before} -> {report['load_after']}")  # fmt: skip
+    print(describe(speed))
     print(f"{'rate':>7} {'sent/s':>7} {'delivered':>15} {'p50':>8} {'p90':>8} {'p99':>8} "
           f"{'max':>8}  | to queued p50  to logged p50")  # fmt: skip
     for r in results:

@@ -8,6 +8,7 @@ history entries and the 18.75 KB bloom filter). Prints the median and minimum
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ def _per_call_us(
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     key = derive_channel_key("bench", "secret", params=KdfParams(8, 1, 1))
     history = make_history(key, 260)
     envs = history.envelopes[-50:]  # full causal history

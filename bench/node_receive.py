@@ -42,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine import describe
 from store_data import make_history
 
 from app.node import Node, NodeOptions
@@ -121,6 +122,7 @@ def main() -> int:
     key = derive_channel_key("bench", None, params=TEST_KDF)
     hist = make_history(key, args.messages)
     n = len(hist.envelopes)
+    print(describe())
     if args.one_at_a_time:
         with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
             lat, cpu = runner.run(receive_each(Path(tmp) / "node", key, hist.envelopes))

@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine import describe
 from store_data import make_history
 from store_query import fill, start_store
 
@@ -117,6 +118,7 @@ def main() -> int:
     mb = sum(map(len, hist.envelopes)) / 1e6
     print(f"{args.messages:,} envelopes, {mb:.0f} MB ({mb * 1e3 / args.messages:.1f} KB avg; "
           f"history {args.history}, bloom capacity {args.bloom:,})")
+    print(describe())
     _instrument()
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
         root = Path(tmp)
