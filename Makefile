@@ -9,17 +9,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup tools demo test lint proto bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | tools
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-# tmux runs the demo (and the TUI's end-to-end test): the apt package, only when missing.
+# apt packages, each only when missing: tmux runs the demo (and the TUI's end-to-end
+# test), python3-venv makes .venv on Debian/Ubuntu, a Java 17 runtime runs Spark
+# (sdschat report and tests/pipeline).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL = $(SUDO) apt-get install -y $(1) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(1); }
 tools:
-	@command -v tmux >/dev/null 2>&1 || { echo "installing tmux (apt-get)"; \
-	  $(SUDO) apt-get install -y tmux || { $(SUDO) apt-get update && $(SUDO) apt-get install -y tmux; }; }
+	@command -v tmux >/dev/null 2>&1 || { echo "installing tmux (apt-get)"; $(call APT_INSTALL,tmux); }
+	@$(PY) -c "import ensurepip, venv" >/dev/null 2>&1 || { echo "installing python3-venv (apt-get)"; \
+	  $(call APT_INSTALL,python3-venv); }
+	@command -v java >/dev/null 2>&1 || { echo "installing a Java 17 runtime (apt-get)"; \
+	  $(call APT_INSTALL,openjdk-17-jre-headless); }
 
 setup: $(STAMP) tools
 
