@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 _STORE_TESTS = str(Path(__file__).resolve().parents[1] / "store")
 if _STORE_TESTS not in sys.path:
@@ -50,6 +51,13 @@ __all__ = [
 
 LOOPBACK = LanOptions(interfaces=("127.0.0.1",), dial_grace_s=0.3, redial_base=0.2, redial_max=2.0)
 """LAN options for tests: loopback only, quick redials."""
+
+
+def topics_known(nodes: Iterable[Any]) -> bool:
+    """Every connected peer of every node has told its topics. ``connected`` is the
+    handshake; the peer's subscribe frame comes just after, and until it does a
+    publish reaches nobody (returns False / 0)."""
+    return all(p.topics for n in nodes for p in n.peers())
 
 
 async def eventually(cond: Callable[[], bool], base_timeout: float, what: str) -> None:

@@ -10,7 +10,7 @@ import os
 from dataclasses import replace
 
 import pytest
-from lan_helpers import LOOPBACK, T, channel, eventually, run, sealed
+from lan_helpers import LOOPBACK, T, channel, eventually, run, sealed, topics_known
 from websockets.asyncio.client import connect
 
 from net.envelope import envelope_hash
@@ -65,6 +65,7 @@ def test_three_nodes_discover_each_other_and_flood_exactly_once() -> None:
         nodes, boxes = await lan_nodes(3)
         try:
             await eventually(lambda: all(len(t.peers()) == 2 for t in nodes), 15, "full mesh")
+            await eventually(lambda: topics_known(nodes), 10, "topics")
             ident = Identity.generate()
             sent = []
             for i, t in enumerate(nodes):
@@ -156,6 +157,7 @@ def test_hop_limit_and_no_echo_on_a_line() -> None:
                 await eventually(
                     lambda ms=meshes: [m.connected_count for m in ms] == [1, 2, 2, 1], 10, "line"
                 )
+                await eventually(lambda ms=meshes: topics_known(ms), 10, "topics")
                 env, _ = sealed(Identity.generate(), KEY, "travels", 1)
                 assert await meshes[0].publish(env) == 1
                 await asyncio.sleep(0.4)
@@ -190,6 +192,7 @@ def test_seen_cache_forgets_so_resends_travel_again() -> None:
         nodes, boxes = await lan_nodes(2, seen_ttl_s=0.3)
         try:
             await eventually(lambda: all(t.connected for t in nodes), 15, "pair")
+            await eventually(lambda: topics_known(nodes), 10, "topics")
             env, _ = sealed(Identity.generate(), KEY, "resent", 1)
             assert await nodes[0].publish(env)
             assert await nodes[0].publish(env)  # at once: a flood copy, cut by the peer

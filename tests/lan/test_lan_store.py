@@ -6,7 +6,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from lan_helpers import LOOPBACK, T, channel, cluster, eventually, run, sealed
+from lan_helpers import LOOPBACK, T, channel, cluster, eventually, run, sealed, topics_known
 
 from net.identity import Identity
 from net.lan.transport import LanTransport
@@ -36,10 +36,7 @@ def test_store_on_the_lan_archives_gossip_and_is_discovered(tmp_path: Path) -> N
                 assert node.stores() == [store_url]
                 assert stores == [(store_url, True)]
                 assert [p.role for p in node.peers()] == ["store"]
-                # connected is the handshake; the store's topics arrive in its next frame
-                # (a publish before that reaches nobody and returns False)
-                await eventually(lambda: any(p.topics for p in node.peers()), 10,
-                                 "the store's subscription")
+                await eventually(lambda: topics_known([node]), 10, "the store's topics")
                 ident = Identity.generate()
                 items = [sealed(ident, key, f"lan {i}", i) for i in range(30)]
                 for env, _ in items:
