@@ -11,9 +11,11 @@ one object::
 ``state`` is set for our own messages only (``queued``, ``sent``,
 ``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
 
-The command opens the store normally; when a running node holds the data
-directory it reads the database file read-only instead (SQLite WAL allows a
-reader beside the writer), so participants can be compared while they run.
+The command reads the database file read-only (SQLite WAL allows a reader
+beside the writer), without the data-dir lock, so participants can be compared
+while they run and a node started at the same moment is never refused. Only a
+file at an older schema is opened through :meth:`storage.Store.open` (which
+migrates it, and so needs the directory to itself).
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ from pathlib import Path
 from typing import TextIO
 
 from app.chat_content import decode_content
-from storage import DB_FILENAME, DataDirLockedError, LogEntry, OwnState, StorageError, Store
+from storage import (
+    DB_FILENAME,
+    LogEntry,
+    OwnState,
+    StorageError,
+    Store,
+    open_read_only,
+)
+from storage.database import translate_error
 
 __all__ = ["LogLine", "log_line", "print_history", "read_history"]
 
@@ -85,52 +95,53 @@ async def _read_with_store(data_dir: Path, channel: str) -> list[LogLine]:
         return out
 
 
-def _read_only_rows(path: Path, channel: str) -> Iterator[tuple[object, ...]]:
-    uri = f"file:{path}?mode=ro"
-    db = sqlite3.connect(uri, uri=True)
-    try:
-        if db.execute("SELECT 1 FROM channels WHERE name = ?", (channel,)).fetchone() is None:
-            raise LookupError(f"channel {channel!r} was never joined in {path.parent}")
-        yield from db.execute(
-            "SELECT channel, message_id, sender_id, lamport, content, state, delivered_at, "
-            "received_at FROM messages WHERE channel = ? ORDER BY lamport, message_id",
-            (channel,),
+def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterator[LogEntry]:
+    if db.execute("SELECT 1 FROM channels WHERE name = ?", (channel,)).fetchone() is None:
+        raise LookupError(f"channel {channel!r} was never joined in {where}")
+    for row in db.execute(
+        "SELECT channel, message_id, sender_id, lamport, content, state, delivered_at, "
+        "received_at FROM messages WHERE channel = ? ORDER BY lamport, message_id",
+        (channel,),
+    ):
+        yield LogEntry(
+            channel=str(row[0]),
+            message_id=str(row[1]),
+            sender_id=str(row[2]),
+            lamport=int(row[3]),
+            content=bytes(row[4]),
+            state=None if row[5] is None else OwnState(str(row[5])),
+            delivered_at=None if row[6] is None else int(row[6]),
+            received_at=int(row[7]),
         )
-    finally:
-        db.close()
 
 
 def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
     """The whole stored log of ``channel`` in SDS order (see the module docstring).
 
-    Call it outside a running event loop (or in a thread); it runs its own.
+    Call it outside a running event loop (or in a thread); an older file is
+    migrated in a loop of its own.
 
     Raises:
-        LookupError: the channel was never joined in this data directory.
-        storage.StorageError: the database cannot be read.
+        LookupError: no database, or the channel was never joined in it.
+        storage.StorageError: the database cannot be read (damaged, newer, or
+            — older and in use by a running node — locked).
     """
     directory = Path(data_dir)
-    if not (directory / DB_FILENAME).exists():
+    path = directory / DB_FILENAME
+    if not path.is_file() or path.stat().st_size == 0:
         raise LookupError(f"no sdschat database in {directory}")
-    try:
+    db = open_read_only(path)
+    if db is None:  # an older schema: migrate (takes the lock)
         return asyncio.run(_read_with_store(directory, channel))
-    except DataDirLockedError:
-        pass  # a node is running: read beside it
-    lines: list[LogLine] = []
-    for row in _read_only_rows(directory / DB_FILENAME, channel):
-        state = row[5]
-        entry = LogEntry(
-            channel=str(row[0]),
-            message_id=str(row[1]),
-            sender_id=str(row[2]),
-            lamport=int(row[3]),  # type: ignore[call-overload]
-            content=bytes(row[4]),  # type: ignore[call-overload]
-            state=None if state is None else OwnState(str(state)),
-            delivered_at=None if row[6] is None else int(row[6]),  # type: ignore[call-overload]
-            received_at=int(row[7]),  # type: ignore[call-overload]
-        )
-        lines.append(log_line(entry, len(lines)))
-    return lines
+    try:
+        lines: list[LogLine] = []
+        for entry in _read_only_rows(db, directory, channel):
+            lines.append(log_line(entry, len(lines)))
+        return lines
+    except sqlite3.Error as exc:
+        raise translate_error(exc, path) from exc
+    finally:
+        db.close()
 
 
 #: Control characters (C0 but tab, DEL, C1) and the bidirectional overrides and

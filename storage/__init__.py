@@ -7,7 +7,7 @@ described in :mod:`storage.batch`; durability choices in :mod:`storage.database`
 
 from .archive import EnvelopeArchive
 from .batch import Batch, BatchResult
-from .database import DB_FILENAME
+from .database import DB_FILENAME, open_read_only
 from .errors import (
     BatchAlreadyCommittedError,
     CorruptDatabaseError,
@@ -69,5 +69,6 @@ __all__ = [
     "UnknownChannelError",
     "ValueOutOfRangeError",
     "event_row",
+    "open_read_only",
     "to_jsonable",
 ]

@@ -134,11 +134,12 @@ def translate_error(error: sqlite3.Error, path: Path) -> StorageError:
     return StorageError(f"{path}: {type(error).__name__}: {error}")
 
 
-def prepare(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tuple[int, int]:
-    """Validate, configure and migrate a freshly opened autocommit connection.
+def validate(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tuple[int, int]:
+    """Check, reading only, that ``db`` is an sdschat database this version can use.
 
-    Returns ``(version found, version now)``. Raises :class:`CorruptDatabaseError`
-    or :class:`~storage.errors.NewerSchemaError` before writing anything.
+    Returns ``(user_version, objects in sqlite_master)``; ``(0, 0)`` is a new
+    file. Raises :class:`CorruptDatabaseError` or
+    :class:`~storage.errors.NewerSchemaError`.
     """
     try:
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -165,6 +166,16 @@ def prepare(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tup
         raise CorruptDatabaseError(
             path, f"schema version {version} is not valid for a database with {objects} objects"
         )
+    return version, objects
+
+
+def prepare(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tuple[int, int]:
+    """Validate, configure and migrate a freshly opened autocommit connection.
+
+    Returns ``(version found, version now)``. Raises :class:`CorruptDatabaseError`
+    or :class:`~storage.errors.NewerSchemaError` before writing anything.
+    """
+    version, objects = validate(db, path, integrity_check=integrity_check)
     if not objects and not version:
         # A new file: the page size can only be chosen before SQLite writes it.
         db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
@@ -177,6 +188,36 @@ def prepare(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tup
     db.execute(f"PRAGMA journal_size_limit = {WAL_CHECKPOINT_BYTES}")
     db.execute("PRAGMA foreign_keys = ON")
     return migrate(db, path)
+
+
+def open_read_only(path: Path) -> sqlite3.Connection | None:
+    """A read-only connection to an sdschat database at the current schema, for readers
+    beside a running node (WAL lets one read while another writes) that must neither
+    take the data-dir lock nor change the file.
+
+    Returns ``None`` when the file exists but is at an older schema (it needs the
+    migration that :meth:`storage.Store.open` runs). Raises
+    :class:`CorruptDatabaseError`, :class:`~storage.errors.NewerSchemaError`, or
+    :class:`StorageError` (the file cannot be opened).
+    """
+    inspect_file(path)
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise translate_error(e, path) from e
+    try:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        version, _objects = validate(db, path, integrity_check=False)
+    except sqlite3.Error as e:
+        db.close()
+        raise translate_error(e, path) from e
+    except BaseException:
+        db.close()
+        raise
+    if version < SCHEMA_VERSION:
+        db.close()
+        return None
+    return db
 
 
 @contextmanager

@@ -364,6 +364,55 @@ def test_history_can_be_read_while_the_node_runs(tmp_path: Path) -> None:
         read_history(tmp_path / "a", "other")
 
 
+def test_history_reads_without_the_lock_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sdschat history`` is a reader: it must not take the data-dir lock (a node
+    started at the same moment would be refused with exit 3) nor write the file."""
+    import hashlib
+
+    from storage.lock import DataDirLock
+
+    async def main() -> None:
+        a = await start_node(tmp_path / "a", MemoryHub(), name="alice")
+        try:
+            await a.node.send("general", "kept")
+        finally:
+            await a.node.close()
+
+    run(main())
+    db = tmp_path / "a" / "sdschat.db"
+    before = hashlib.sha256(db.read_bytes()).digest()
+
+    def refuse(_cls: object, _data_dir: Path) -> None:
+        raise AssertionError("history took the data-dir lock")
+
+    monkeypatch.setattr(DataDirLock, "acquire", classmethod(refuse))
+    assert [x.text for x in read_history(tmp_path / "a", "general")] == ["kept"]
+    with pytest.raises(LookupError, match="never joined"):
+        read_history(tmp_path / "a", "other")
+    assert hashlib.sha256(db.read_bytes()).digest() == before
+    monkeypatch.undo()
+    # an empty file is no database (and is left as it is); a file at an older
+    # schema (here: a SQLite file with no tables yet) is migrated through Store.open
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "sdschat.db").write_bytes(b"")
+    with pytest.raises(LookupError, match="no sdschat database"):
+        read_history(empty, "general")
+    assert (empty / "sdschat.db").stat().st_size == 0
+    old = tmp_path / "old"
+    old.mkdir()
+    conn = sqlite3.connect(old / "sdschat.db")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("DROP TABLE t")
+    conn.close()
+    with pytest.raises(LookupError, match="never joined"):
+        read_history(old, "general")
+    with sqlite3.connect(old / "sdschat.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] >= 1
+
+
 def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     """A peer's text must not drive the terminal that prints ``sdschat history``:
     escape sequences, carriage returns and bidi overrides come out escaped, one line
