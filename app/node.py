@@ -120,10 +120,10 @@ from net.envelope import (
     open_for_topic,
     seal,
 )
-from net.identity import Identity
+from net.identity import Identity, IdentityFileError
 from net.store_sync import CatchUpProgress, StoreSync
 from sds.message import parse_pb
-from storage import Batch, Cursor, OwnState, Store, StoredMessage
+from storage import DB_FILENAME, Batch, CorruptDatabaseError, Cursor, OwnState, Store, StoredMessage
 from storage import Identity as StoredIdentity
 
 __all__ = [
@@ -484,15 +484,33 @@ class Node:
             storage.CorruptDatabaseError: from :meth:`storage.Store.open`.
             net.identity.IdentityFileError: an unusable key file.
             IdentityMismatchError: the key file is not this database's identity.
+
+        Nothing is created or written when it raises: an empty database file beside
+        an existing key file, and a missing key file beside a database that has an
+        identity, are refused as they are.
         """
         directory = Path(data_dir)
+        key_file, db_file = directory / IDENTITY_FILE, directory / DB_FILENAME
+        if key_file.exists() and db_file.is_file() and db_file.stat().st_size == 0:
+            # the key file is written after the schema: this file held a history once
+            raise CorruptDatabaseError(
+                db_file,
+                f"the file is empty, but {IDENTITY_FILE} beside it shows this directory "
+                "was used: its history was lost; move the file away to start a new one",
+            )
         store = await Store.open(directory)
         try:
-            identity = await asyncio.to_thread(Identity.load_or_create, directory / IDENTITY_FILE)
             stored = await store.load_identity()
+            if stored is not None and not key_file.exists():
+                raise IdentityFileError(
+                    f"{key_file} is missing, but this data directory's messages belong to "
+                    f"{stored.sender_id}; restore the key file or use another --data-dir "
+                    "(a new key would be a different participant)"
+                )
+            identity = await asyncio.to_thread(Identity.load_or_create, key_file)
             if stored is not None and stored.sender_id != identity.sender_id:
                 raise IdentityMismatchError(
-                    f"{directory / IDENTITY_FILE} holds identity {identity.sender_id}, but "
+                    f"{key_file} holds identity {identity.sender_id}, but "
                     f"this data directory's messages belong to {stored.sender_id}; restore "
                     "the original key file or use another --data-dir"
                 )
@@ -502,9 +520,9 @@ class Node:
                 display = stored.display_name
             else:
                 display = f"anon-{identity.sender_id[:6]}"
-            await store.save_identity(
-                StoredIdentity(display, identity.sender_id, identity.public_key, IDENTITY_FILE)
-            )
+            record = StoredIdentity(display, identity.sender_id, identity.public_key, IDENTITY_FILE)
+            if record != stored:  # an unchanged identity is not written again
+                await store.save_identity(record)
         except BaseException:
             await store.close()
             raise

@@ -413,6 +413,43 @@ def test_history_reads_without_the_lock_and_changes_nothing(
         assert conn.execute("PRAGMA user_version").fetchone()[0] >= 1
 
 
+def test_open_refuses_a_lost_history_or_key_and_changes_nothing(tmp_path: Path) -> None:
+    """An emptied database beside the key file, or a missing key file beside a database
+    with an identity: refused with a message that says what to do, and neither file is
+    created, rewritten or replaced (a new key would be a different participant; a new
+    schema would hide that the history was lost)."""
+    from net.identity import IdentityFileError
+    from storage import CorruptDatabaseError
+
+    d = tmp_path / "a"
+
+    async def main() -> None:
+        a = await start_node(d, MemoryHub(), name="alice")
+        await a.node.send("general", "x")
+        await a.node.close()
+        key_file, db = d / "identity.pem", d / "sdschat.db"
+        saved = db.read_bytes()
+        db.write_bytes(b"")
+        with pytest.raises(CorruptDatabaseError, match="history was lost"):
+            await Node.open(d, MemoryHub().transport())
+        assert db.stat().st_size == 0
+        db.write_bytes(saved)
+        for side in ("sdschat.db-wal", "sdschat.db-shm"):
+            (d / side).unlink(missing_ok=True)
+        key = key_file.read_bytes()
+        key_file.unlink()
+        with pytest.raises(IdentityFileError, match="identity.pem is missing"):
+            await Node.open(d, MemoryHub().transport())
+        assert not key_file.exists()
+        key_file.write_bytes(key)
+        key_file.chmod(0o600)
+        node = await Node.open(d, MemoryHub().transport())  # both back: opens as before
+        assert node.name == "alice"
+        await node.close()
+
+    run(main())
+
+
 def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     """A peer's text must not drive the terminal that prints ``sdschat history``:
     escape sequences, carriage returns and bidi overrides come out escaped, one line
