@@ -1034,7 +1034,12 @@ class Node:
         now = self._now()
         for item in items:
             if isinstance(item, _Envelope):
-                self._receive(item.data, now, out)
+                try:
+                    self._receive(item.data, now, out)
+                except Exception as exc:  # a bug met by one envelope: keep the others
+                    out.current = None
+                    self.counters["receive_errors"] += 1
+                    self._internal_error(exc)
             elif isinstance(item, _Send):
                 if item.local_id is not None:
                     self._core_send(item.channel, item.content, item.local_id, now, out)

@@ -215,3 +215,39 @@ def test_node_still_delivers_after_the_garbage(live: LiveNodes) -> None:
 
     live.call(check())
     assert live.b.texts()[-1] == "after garbage"
+
+
+def test_an_envelope_that_fails_inside_the_round_costs_only_itself(tmp_path: Path) -> None:
+    """Envelopes are worked out in rounds and committed together; an unexpected error
+    while receiving one of them (a bug, not a refusal) is reported as an internal
+    error and the round's other messages are still delivered and stored."""
+
+    async def main() -> None:
+        a = await start_node(tmp_path / "a", MemoryHub(), name="alice")
+        b = await start_node(tmp_path / "b", MemoryHub(), name="bob")  # hears nothing
+        try:
+            for text in ("one", "two", "three"):
+                await a.node.send("general", text)
+            await wait_until(lambda: len(a.own("sent")) == 3)
+            envelopes = list(a.node.transport.sent)  # type: ignore[attr-defined]
+            core = b.node.core("general")
+            real = core.receive_parsed
+
+            def receive_parsed(message: Any, *args: Any) -> Any:
+                if b"three" in message.content:
+                    raise RuntimeError("a bug met by this message only")
+                return real(message, *args)
+
+            core.receive_parsed = receive_parsed  # type: ignore[method-assign]
+            # queued together, so the worker takes them in one round
+            await asyncio.gather(*(b.node._on_envelope(e) for e in envelopes))
+            await wait_until(lambda: b.texts() == ["one", "two"])
+            assert b.node.counters["internal_errors"] == 1
+            assert b.node.counters["receive_errors"] == 1
+            stored = await b.node.page("general")
+            assert [x.text for x in stored] == ["one", "two"]
+        finally:
+            await a.node.close()
+            await b.node.close()
+
+    run(main())
