@@ -438,7 +438,7 @@ def test_open_refuses_a_lost_history_or_key_and_changes_nothing(tmp_path: Path) 
             (d / side).unlink(missing_ok=True)
         key = key_file.read_bytes()
         key_file.unlink()
-        with pytest.raises(IdentityFileError, match="identity.pem is missing"):
+        with pytest.raises(IdentityFileError, match=r"identity\.pem is missing"):
             await Node.open(d, MemoryHub().transport())
         assert not key_file.exists()
         key_file.write_bytes(key)
