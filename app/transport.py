@@ -39,6 +39,7 @@ from typing import Protocol, runtime_checkable
 
 from net.envelope import EnvelopeError, peek_topic
 from net.relay_client import RelayClient, StateChange
+from net.urls import check_ws_url
 
 __all__ = [
     "EnvelopeCallback",
@@ -132,9 +133,7 @@ class RelayTransport:
         backoff_base: float = 0.5,
         backoff_max: float = 10.0,
     ) -> None:
-        if not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"relay URL must start with ws:// or wss://, got {url!r}")
-        self.url = url
+        self.url = check_ws_url(url, "relay URL")
         self._topics: set[bytes] = set()
         self._rng = rng
         self._backoff = (backoff_base, backoff_max)

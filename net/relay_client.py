@@ -59,6 +59,7 @@ from net.relay_frames import (
     encode_subscribe,
     encode_unsubscribe,
 )
+from net.urls import check_ws_url
 
 __all__ = [
     "ConnectionState",
@@ -193,8 +194,7 @@ class RelayClient:
         ping_timeout: float | None = 20.0,
         proxy: str | None = None,
     ) -> None:
-        if not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"relay URL must start with ws:// or wss://, got {url!r}")
+        check_ws_url(url, "relay URL")
         if backoff_base <= 0 or backoff_max < backoff_base:
             raise ValueError("need 0 < backoff_base <= backoff_max")
         self.url = url

@@ -52,6 +52,7 @@ from net.store_frames import (
     encode_query_by_hash,
     encode_query_by_time,
 )
+from net.urls import check_ws_url
 
 __all__ = [
     "Page",
@@ -214,9 +215,7 @@ class StoreClient:
         request_timeout: float = 30.0,
         max_frame: int = DEFAULT_MAX_FRAME,
     ) -> None:
-        if not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"store URL must start with ws:// or wss://, got {url!r}")
-        self.url = url
+        self.url = check_ws_url(url, "store URL")
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
         self._max_frame = max_frame

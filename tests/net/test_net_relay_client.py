@@ -270,6 +270,17 @@ def test_backoff_delay() -> None:
 def test_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         RelayClient("http://127.0.0.1:1", [], lambda e: None)
+    # URLs that could never connect are refused by every client, not only by the CLI
+    from app.transport import RelayTransport
+    from net.store_client import StoreClient
+
+    for bad in ("ws://127.0.0.1:99999", "ws://[::1", "ws://", "ws://h:0"):
+        with pytest.raises(ValueError, match="relay URL"):
+            RelayClient(bad, [], lambda e: None)
+        with pytest.raises(ValueError, match="relay URL"):
+            RelayTransport(bad)
+        with pytest.raises(ValueError, match="store URL"):
+            StoreClient(bad)
     with pytest.raises(ValueError):
         RelayClient("ws://127.0.0.1:1", [b"x" * 65], lambda e: None)
     with pytest.raises(ValueError):
