@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-__all__ = ["check_ws_url"]
+__all__ = ["check_ws_url", "display_address"]
 
 
 def check_ws_url(url: str, what: str) -> str:
@@ -30,3 +30,8 @@ def check_ws_url(url: str, what: str) -> str:
     if port == 0:
         raise ValueError(f"{what} {url!r}: port 0 cannot be connected to")
     return url
+
+
+def display_address(url: str) -> str:
+    """``127.0.0.1:8765`` for ``ws://127.0.0.1:8765/``: what status lines show of a URL."""
+    return urlsplit(url).netloc or url

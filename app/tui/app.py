@@ -34,7 +34,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from rich.text import Text
 from textual import events, work
@@ -77,6 +76,7 @@ from app.tui.widgets.panels import (
     TypingLine,
 )
 from net.identity import IdentityFileError
+from net.urls import display_address
 from storage import (
     DataDirLockedError,
     LogEntry,
@@ -585,7 +585,7 @@ class SdsChatApp(App[None]):
         sync = node.store_sync if node is not None else None
         if sync is None:
             return self.opts.store_peer
-        text = urlsplit(sync.url).netloc or sync.url
+        text = display_address(sync.url)
         running = self._catch_up.get(self.model.current or "") or next(
             iter(self._catch_up.values()), None
         )

@@ -15,13 +15,13 @@ import random
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from app.headless import EXIT_PASSPHRASE, EXIT_USAGE, PassphraseFileError, read_passphrase_file
 from app.node import NodeOptions
 from app.node_settings import load_config_file, settings_from_args
 from app.transport import LossyTransport, RelayTransport, Transport
 from net.lan.flags import build_transport, relay_given
+from net.urls import display_address
 
 __all__ = ["default_data_dir", "relay_label", "run_tui"]
 
@@ -33,8 +33,7 @@ def default_data_dir() -> Path:
 
 def relay_label(url: str) -> str:
     """``relay 127.0.0.1:8765`` for the status bar."""
-    parts = urlsplit(url)
-    return f"relay {parts.netloc or url}"
+    return f"relay {display_address(url)}"
 
 
 def run_tui(args: argparse.Namespace) -> int:
