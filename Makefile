@@ -35,7 +35,7 @@ demo: $(STAMP) tools
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy --strict sds/
-	$(BIN)/mypy app net storage pipeline
+	$(BIN)/mypy app net storage pipeline bench
 
 test: lint tools
 	$(BIN)/python -m pytest -q

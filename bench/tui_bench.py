@@ -33,6 +33,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import operator
 import os
 import random
 import signal
@@ -159,7 +161,7 @@ async def time_open(data_dir: Path) -> dict[str, Any]:
             await pilot.press("pageup")
             f = None
             for _ in range(2000):  # bounded: until a frame shows the scroll
-                f = clock.first_after(t, lambda seen, before=before: seen != before)
+                f = clock.first_after(t, functools.partial(operator.ne, before))
                 if f is not None:
                     break
                 await asyncio.sleep(0.001)
@@ -301,7 +303,7 @@ async def bench_typing(rate: float, seconds: float) -> None:
                 app.post_message(events.Key(ch, ch))  # what the terminal driver posts
                 shown = None
                 for _ in range(2000):  # bounded: until a frame shows the key
-                    shown = clock.first_after(t, lambda seen, ch=ch: seen.endswith(ch))
+                    shown = clock.first_after(t, operator.methodcaller("endswith", ch))
                     if shown is not None:
                         break
                     await asyncio.sleep(0.001)
