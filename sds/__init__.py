@@ -14,7 +14,15 @@ Typical use::
 """
 
 from sds.bloom import BloomFilter, RollingBloomFilter
-from sds.channel import MAX_LAMPORT, STATE_VERSION, Channel, ChannelState, Datagram, OwnState
+from sds.channel import (
+    MAX_ID_LENGTH,
+    MAX_LAMPORT,
+    STATE_VERSION,
+    Channel,
+    ChannelState,
+    Datagram,
+    OwnState,
+)
 from sds.config import Config
 from sds.events import (
     DropReason,
@@ -40,6 +48,7 @@ from sds.message import DecodeError, HistoryEntry, Message, MessageKind, decode,
 from sds.participant import Participant
 
 __all__ = [
+    "MAX_ID_LENGTH",
     "MAX_LAMPORT",
     "STATE_VERSION",
     "BloomFilter",

@@ -75,7 +75,15 @@ from sds.repair import (
     t_resp,
 )
 
-__all__ = ["MAX_LAMPORT", "STATE_VERSION", "Channel", "ChannelState", "Datagram", "OwnState"]
+__all__ = [
+    "MAX_ID_LENGTH",
+    "MAX_LAMPORT",
+    "STATE_VERSION",
+    "Channel",
+    "ChannelState",
+    "Datagram",
+    "OwnState",
+]
 
 #: ``h.message_id`` of a protobuf ``HistoryEntry`` (mapped over a history at C speed).
 _MESSAGE_ID = operator.attrgetter("message_id")
@@ -161,6 +169,19 @@ push every participant's clock there for good, past what SQLite's signed
 64-bit integers store. Timestamps start at wall-clock milliseconds (~1.8e12
 in 2026), so 2**62 (~4.6e18) is never reached honestly; a message above it is
 dropped (``DropReason.LAMPORT_OUT_OF_RANGE``) and our own clock stops there.
+"""
+
+
+MAX_ID_LENGTH = 256
+"""Longest ``message_id`` or ``sender_id`` accepted from a peer, in characters.
+
+The spec leaves ids opaque strings and only the envelope size bounds them; ids
+are kept in the log window, buffers, bloom filters, every later causal history
+and the database. sdschat and js-waku ids are 64 hex characters (sender ids
+here 32), so 256 refuses no real peer while one message cannot plant a
+near-envelope-sized id that every participant then stores and repeats. A
+message with a longer id, or naming one in its causal history (a dependency that
+could never arrive), is dropped (``DropReason.ID_TOO_LONG``).
 """
 
 
@@ -491,6 +512,14 @@ class Channel:
         if not message_id or not sender_id:
             self._drop(message_id or None, sender_id or None, DropReason.MISSING_ID)
             return
+        if len(message_id) > MAX_ID_LENGTH or len(sender_id) > MAX_ID_LENGTH:
+            self._drop(
+                None if len(message_id) > MAX_ID_LENGTH else message_id,
+                None if len(sender_id) > MAX_ID_LENGTH else sender_id,
+                DropReason.ID_TOO_LONG,
+                f"message_id {len(message_id)}, sender_id {len(sender_id)} characters",
+            )
+            return
         has_lamport = pb.HasField("lamport_timestamp")
         content = pb.content
         if not has_lamport and not content:
@@ -513,6 +542,12 @@ class Channel:
             )
             return
 
+        history = pb.causal_history
+        history_ids = list(map(_MESSAGE_ID, history))
+        if history_ids and max(map(len, history_ids)) > MAX_ID_LENGTH:
+            self._drop(message_id, sender_id, DropReason.ID_TOO_LONG, "in causal_history")
+            return
+
         is_content = bool(content)
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
@@ -525,8 +560,6 @@ class Channel:
         if self.config.repair_enabled and len(pb.repair_request):
             self._on_repair_requests(pb, sender_id, now_ms)
 
-        history = pb.causal_history
-        history_ids = list(map(_MESSAGE_ID, history))
         self._review_acks(pb, history_ids, sender_id)
 
         lamport = pb.lamport_timestamp

@@ -54,6 +54,7 @@ class DropReason(enum.StrEnum):
     BAD_FILTER = "bad_filter"  #: bloom filter of another size: ignored for acks (message kept)
     INCOMING_BUFFER_FULL = "incoming_buffer_full"  #: evicted while waiting for dependencies
     LAMPORT_OUT_OF_RANGE = "lamport_out_of_range"  #: lamport above MAX_LAMPORT (2**62)
+    ID_TOO_LONG = "id_too_long"  #: an id over MAX_ID_LENGTH (256) characters
 
 
 @dataclass(frozen=True, slots=True)
