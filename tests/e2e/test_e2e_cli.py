@@ -105,10 +105,14 @@ def test_damaged_page_found_at_join_exits_4(tmp_path: Path) -> None:
     with (tmp_path / "d" / "sdschat.db").open("r+b") as f:
         f.seek(16384 * 3)
         f.write(random.Random(1).randbytes(16384 * 5))
+    damaged = (tmp_path / "d" / "sdschat.db").read_bytes()
     r = _join(tmp_path, "--headless", stdin="hi\n")
     assert r.returncode == 4, r.stderr
     assert b"Traceback" not in r.stderr
     assert b'"fatal":true' in r.stdout and b"malformed" in r.stdout
+    # the refused run wrote nothing (an unchanged identity is not rewritten at open)
+    assert (tmp_path / "d" / "sdschat.db").read_bytes() == damaged
+    assert not (tmp_path / "d" / "sdschat.db-wal").exists()
 
 
 def test_bad_settings_exit_2(tmp_path: Path) -> None:
