@@ -110,6 +110,11 @@ __all__ = [
 ]
 
 START_MS = 1_700_000_000_000
+#: Largest ``--participants``: 10,000 peak at ~1.8 GB (README); far past this a run
+#: ends in MemoryError after minutes instead of a usage error.
+MAX_PARTICIPANTS = 50_000
+#: Largest ``--content-bytes``: what the core accepts (``sds.Config.max_content_bytes``).
+MAX_CONTENT_BYTES = 64 * 1024
 
 
 class SimError(ValueError):
@@ -163,8 +168,16 @@ class SimSpec:
             problems.append("--messages must be >= 0")
         if not 0.0 <= self.loss < 1.0:
             problems.append("--loss must be in [0, 1)")
-        if self.rate <= 0:
-            problems.append("--rate must be > 0")
+        if not (math.isfinite(self.rate) and self.rate > 0):
+            problems.append("--rate must be a number > 0")
+        if self.participants > MAX_PARTICIPANTS:
+            problems.append(f"--participants must be <= {MAX_PARTICIPANTS:,}")
+        if self.history < 1:
+            problems.append("--history must be >= 1")
+        if self.bloom_capacity < 1:
+            problems.append("--bloom-capacity must be >= 1")
+        if self.repair_cache < 0:
+            problems.append("--repair-cache must be >= 0")
         if self.channels < 1:
             problems.append("--channels must be >= 1")
         if self.split_channels and self.participants < 2 * self.channels:
@@ -187,8 +200,8 @@ class SimSpec:
             problems.append("--time-scale must be >= 10 ms")
         if self.drain_ms is not None and self.drain_ms < 0:
             problems.append("--drain must be >= 0")
-        if self.content_bytes < 1:
-            problems.append("--content-bytes must be >= 1")
+        if not 1 <= self.content_bytes <= MAX_CONTENT_BYTES:
+            problems.append(f"--content-bytes must be in 1..{MAX_CONTENT_BYTES}")
         if self.store_rtt_ms < 0:
             problems.append("--store-rtt must be >= 0")
         for p in self.partitions:
@@ -391,6 +404,8 @@ def run_sim(
     spec.validate()
     stream = stream or sys.stderr
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SimError(f"--out {out} is a file, not a directory")
     if (out / "events").exists() and not force:
         raise SimError(f"{out} already holds a run (use --force to replace it)")
     cfg = sim_config(spec)
@@ -540,13 +555,26 @@ def run_sim(
 # ------------------------------------------------------------------ command line
 
 
-def _range(text: str, what: str, scale: float = 1.0) -> tuple[int, int]:
+def _finite(value: str | float, what: str) -> float:
+    """``value`` as a finite float (NaN and infinities are refused)."""
     try:
-        lo_s, _, hi_s = text.partition(":")
+        number = float(value)
+    except ValueError:
+        raise SimError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise SimError(f"{what} must be a finite number, got {value!r}")
+    return number
+
+
+def _range(text: str, what: str, scale: float = 1.0) -> tuple[int, int]:
+    lo_s, _, hi_s = text.partition(":")
+    try:
         lo = float(lo_s)
         hi = float(hi_s) if hi_s else lo
     except ValueError:
         raise SimError(f"{what} must be LO:HI (numbers), got {text!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise SimError(f"{what} must be LO:HI (finite numbers), got {text!r}")
     return int(lo * scale), int(hi * scale)
 
 
@@ -557,9 +585,12 @@ def parse_partition(text: str, participants: int) -> PartitionSpec:
         raise SimError(f"--partition must be START:HEAL:GROUPS, got {text!r}")
     start_s, heal_s, groups_s = parts
     try:
-        start = int(float(start_s) * 1000)
-        heal = None if heal_s.lower() in ("never", "-", "") else int(float(heal_s) * 1000)
-    except ValueError:
+        start = int(_finite(start_s, "--partition START") * 1000)
+        heal = (
+            None if heal_s.lower() in ("never", "-", "")
+            else int(_finite(heal_s, "--partition HEAL") * 1000)
+        )
+    except SimError:
         raise SimError(f"--partition times must be seconds, got {text!r}") from None
     if start < 0 or (heal is not None and heal <= start):
         raise SimError(f"--partition needs 0 <= START < HEAL, got {text!r}")
@@ -660,7 +691,7 @@ def spec_from_args(args: argparse.Namespace) -> SimSpec:
         store_rtt_ms=args.store_rtt,
         timings=args.timings,
         time_scale_ms=args.time_scale,
-        drain_ms=None if args.drain is None else int(args.drain * 1000),
+        drain_ms=None if args.drain is None else int(_finite(args.drain, "--drain") * 1000),
         history=args.history,
         bloom_capacity=args.bloom_capacity,
         repair_cache=args.repair_cache,

@@ -110,6 +110,8 @@ class Config:
         ):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be > 0")
+        if self.repair_cache_size < 0:
+            problems.append("repair_cache_size must be >= 0")
         if self.max_resend_attempts < 0:
             problems.append("max_resend_attempts must be >= 0")
         if self.lost_timeout_ms < 0:

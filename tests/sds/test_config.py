@@ -74,6 +74,7 @@ def test_ack_threshold_override() -> None:
         ({"outgoing_buffer_cap": 0}, "outgoing_buffer_cap must be >= 1"),
         ({"incoming_buffer_cap": 0}, "incoming_buffer_cap must be >= 1"),
         ({"max_missing": 0}, "max_missing must be >= 1"),
+        ({"repair_cache_size": -5}, "repair_cache_size must be >= 0"),
         ({"log_window": 100}, "log_window must be >= causal_history_size"),
     ],
 )

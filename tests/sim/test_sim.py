@@ -133,6 +133,33 @@ def test_command_line_rejects_bad_options(
     assert main(["sim", "-n", "4", "-m", "3", "--out", str(tmp_path / "x"),
                  "--sync-interval", "soon"]) == 2
     assert not (tmp_path / "x").exists()
+    capsys.readouterr()
+    # values that passed the checks and then crashed the run (NaN compares false,
+    # int(inf) raises, a negative cache emptied a dict, content over the core's limit)
+    for flags, message in [
+        (["--rate", "nan"], "--rate must be a number > 0"),
+        (["--rate", "inf"], "--rate must be a number > 0"),
+        (["--drain", "nan"], "--drain must be a finite number"),
+        (["--latency", "10:inf"], "--latency must be LO:HI (finite numbers)"),
+        (["--churn-offline", "nan:nan"], "--churn-offline must be LO:HI (finite numbers)"),
+        (["--partition", "inf:5:2"], "--partition times must be seconds"),
+        (["--repair-cache", "-5"], "--repair-cache must be >= 0"),
+        (["--content-bytes", "70000"], "--content-bytes must be in 1..65536"),
+        (["--history", "0"], "--history must be >= 1"),
+        (["--bloom-capacity", "0"], "--bloom-capacity must be >= 1"),
+        (["-n", "2000000"], "--participants must be <= 50,000"),
+    ]:
+        argv = ["sim", "-n", "4", "-m", "3", "--out", str(tmp_path / "x"), *flags]
+        if flags[0] == "-n":
+            argv = ["sim", "-m", "3", "--out", str(tmp_path / "x"), *flags]
+        assert main(argv) == 2, flags
+        assert message in capsys.readouterr().err, flags
+        assert not (tmp_path / "x").exists()
+    # an existing file as --out: refused before anything is simulated
+    (tmp_path / "file").write_text("mine")
+    assert main(["sim", "-n", "3", "-m", "2", "--out", str(tmp_path / "file")]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
 
 
 def test_memnet_batches_deliveries_and_keeps_its_api() -> None:
