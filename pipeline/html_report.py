@@ -146,9 +146,10 @@ def _channel_section(c: dict[str, Any]) -> str:
     lat = c["latency_ms"]
     ack = c["acknowledgement"]
     ov = c["overhead"]
+    lost = c["counts"]["lost"]
     name = f"{c['run']} / {c['channel']}"
-    status = "converged" if conv["converged"] else "NOT converged"
-    cls = "ok" if conv["converged"] and causal["ok"] else "bad"
+    status = {None: "no messages", True: "converged", False: "NOT converged"}[conv["converged"]]
+    cls = "ok" if conv["converged"] is not False and causal["ok"] else "bad"
     hist = c["latency_histogram"]
     edges = hist["edges_ms"]
     labels = [f"{edges[i]:g}" for i in range(len(hist["counts"]))]
@@ -185,8 +186,10 @@ def _channel_section(c: dict[str, Any]) -> str:
          f"{c['counts']['repair_requests']:,} ({c['counts']['repair_ids_requested']:,})"),
         ("repairs sent", c["counts"]["repairs_sent"]),
         ("store retrievals", c["counts"]["store_retrievals"]),
-        ("lost (messages / participant pairs)",
-         f"{c['counts']['lost']['messages']:,} / {c['counts']['lost']['pairs']:,}"),
+        ("declared lost (messages / participant pairs)",
+         f"{lost['messages']:,} / {lost['pairs']:,}; received later: "
+         f"{lost['pairs_recovered']:,} pairs; never received: "
+         f"{lost['messages_never_received']:,} messages"),
         ("drops by reason", json.dumps(c["counts"]["dropped"])),
         ("metadata bytes per content byte", ov.get("metadata_per_content_byte")),
         ("overhead share of bytes sent", ov.get("overhead_ratio")),
@@ -231,14 +234,14 @@ def render_html(summary: dict[str, Any]) -> str:
             "run/channel": f"{c['run']}/{c['channel']}",
             "participants": c["participants"],
             "messages": c["messages"],
-            "converged": "yes" if c["convergence"]["converged"] else "NO",
+            "converged": {None: "-", True: "yes", False: "NO"}[c["convergence"]["converged"]],
             "missing pairs": c["convergence"]["missing_pairs"],
             "causal violations": c["causal_order"]["violations"],
             "latency p50 ms": c["latency_ms"].get("p50"),
             "latency p99 ms": c["latency_ms"].get("p99"),
             "resends": c["counts"]["resends"],
             "repairs": c["counts"]["repairs_sent"],
-            "lost": c["counts"]["lost"]["messages"],
+            "lost": c["counts"]["lost"]["messages_never_received"],
         })
     cols = list(rows[0]) if rows else []
     caveats = "".join(f"<li>{_e(n)}</li>" for n in summary.get("caveats", []))

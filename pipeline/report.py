@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import shutil
 import sys
 import time
@@ -71,6 +72,14 @@ NODES_PER_MESSAGE = 50
 TIME_BUCKETS = 60
 
 _HELD = ["MessageSent", "MessageDelivered"]
+#: Kinds whose rows name a message: without a message_id they are malformed.
+_NEED_ID = [*_HELD, "MessageLost"]
+#: ``--master`` values Spark accepts (a typo used to end in a Py4J traceback).
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[.+\]|yarn|(spark|k8s|mesos)://\S+"
+)
+#: ``--driver-memory``: a JVM size, e.g. 512m, 2g.
+_MEMORY = re.compile(r"[1-9]\d*[kmgt]?b?", re.IGNORECASE)
 
 
 class ReportError(Exception):
@@ -149,13 +158,24 @@ def compute_report(spark: Any, inputs: Sequence[str | Path]) -> dict[str, Any]:
     raw = spark.read.schema(_spark_schema()).parquet(*[str(f) for f in files]).select(*COLUMNS)
 
     # ---- row-level validation: required columns and unique (run, node, seq)
-    bad = raw.filter(
+    lacking = (
         F.col("run").isNull() | F.col("node_id").isNull() | F.col("seq").isNull()
         | F.col("time_ms").isNull() | F.col("kind").isNull()
-    ).count()
-    if bad:
+    )
+    no_id = F.col("kind").isin(_NEED_ID) & F.col("message_id").isNull()
+    counts = raw.agg(
+        F.sum(F.when(lacking, 1).otherwise(0)).alias("bad"),
+        F.sum(F.when(no_id, 1).otherwise(0)).alias("no_id"),
+    ).collect()[0]
+    if counts["bad"]:
         raise ReportError(
-            f"{bad} of {total_rows} rows lack run, node_id, seq, time_ms or kind: malformed input"
+            f"{counts['bad']} of {total_rows} rows lack run, node_id, seq, time_ms or kind: "
+            "malformed input"
+        )
+    if counts["no_id"]:
+        # a null id would join as a message nobody holds: "missing" everywhere
+        raise ReportError(
+            f"{counts['no_id']} {', '.join(_NEED_ID)} rows have no message_id: malformed input"
         )
     dup = (
         raw.groupBy("run", "node_id", "seq").count().filter(F.col("count") > 1)
@@ -272,11 +292,24 @@ def compute_report(spark: Any, inputs: Sequence[str | Path]) -> dict[str, Any]:
         F.size(F.from_json("detail", "struct<message_ids:array<string>>").message_ids).alias("n"),
     ).groupBy(*keys).agg(F.sum(F.greatest("n", F.lit(0))).alias("n")).collect():
         repair_ids[(r["run"], r["channel"])] = int(r["n"] or 0)
+    # Declared lost is the protocol giving up waiting; the message may still come later
+    # (a late repair, the store, a resend): such pairs are counted as recovered, and the
+    # messages still unheld by someone who declared them lost are the real loss.
     lost_counts: dict[tuple[str, str], dict[str, int]] = {}
-    for r in lost.groupBy(*keys).agg(
-        F.count("*").alias("pairs"), F.countDistinct("message_id").alias("messages")
+    lost_fate = lost.join(
+        held_first.select("run", "channel", "node_id", "message_id", "held_ms"),
+        ["run", "channel", "node_id", "message_id"], "left",
+    )
+    for r in lost_fate.groupBy(*keys).agg(
+        F.count("*").alias("pairs"), F.countDistinct("message_id").alias("messages"),
+        F.count("held_ms").alias("pairs_recovered"),
+        F.countDistinct(F.when(F.col("held_ms").isNull(), F.col("message_id")))
+        .alias("messages_never_received"),
     ).collect():
-        lost_counts[(r["run"], r["channel"])] = {"pairs": r["pairs"], "messages": r["messages"]}
+        lost_counts[(r["run"], r["channel"])] = {
+            k: int(r[k]) for k in ("pairs", "messages", "pairs_recovered",
+                                   "messages_never_received")
+        }
 
     # ---- latency: send -> deliver, per receiver
     dl = (
@@ -473,9 +506,10 @@ def compute_report(spark: Any, inputs: Sequence[str | Path]) -> dict[str, Any]:
         cz = causal.get(key, {"violations": 0, "duplicates": 0, "unverifiable": 0})
         p = b["participants"]
         n_msgs = b.get("messages", 0) or 0
-        converged = (
+        # no message: nothing to converge on (None: shown as "-", neither yes nor NO)
+        converged = None if n_msgs == 0 else (
             not miss and not (b.get("lamport_inconsistent") or 0)
-            and not (b.get("duplicates") or 0) and n_msgs > 0
+            and not (b.get("duplicates") or 0)
         )
         ov = overhead.get(key, {})
         total_bytes = sum(ov.get(k, 0) for k in (
@@ -554,7 +588,8 @@ def compute_report(spark: Any, inputs: Sequence[str | Path]) -> dict[str, Any]:
                 "repairs_sent": kc.get("RepairSent", 0),
                 "repair_data_needed": kc.get("RepairDataNeeded", 0),
                 "store_retrievals": kc.get("StoreRetrieval", 0),
-                "lost": lost_counts.get(key, {"pairs": 0, "messages": 0}),
+                "lost": lost_counts.get(key, {"pairs": 0, "messages": 0, "pairs_recovered": 0,
+                                              "messages_never_received": 0}),
                 "dropped": drops.get(key, {}),
                 "by_kind": dict(sorted(kc.items())),
             },
@@ -647,6 +682,10 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
     return out
 
 
+def _yes_no(v: bool | None) -> str:
+    return "-" if v is None else "yes" if v else "NO"
+
+
 def _fmt_ms(v: Any) -> str:
     if v is None:
         return "-"
@@ -667,11 +706,11 @@ def print_table(summary: dict[str, Any], out: TextIO) -> None:
         ov = c["overhead"].get("overhead_ratio")
         print(
             f"{name[:24]:<24} {c['participants']:>6} {c['messages']:>6} "
-            f"{'yes' if conv['converged'] else 'NO':>4} {conv['missing_pairs']:>8} "
+            f"{_yes_no(conv['converged']):>4} {conv['missing_pairs']:>8} "
             f"{c['causal_order']['violations']:>6} {_fmt_ms(c['latency_ms'].get('p50')):>8} "
             f"{_fmt_ms(c['latency_ms'].get('p99')):>8} "
             f"{_fmt_ms(c['acknowledgement'].get('p50')):>8} {c['counts']['resends']:>7} "
-            f"{c['counts']['repairs_sent']:>7} {c['counts']['lost']['messages']:>5} "
+            f"{c['counts']['repairs_sent']:>7} {c['counts']['lost']['messages_never_received']:>5} "
             f"{'-' if ov is None else f'{ov:.1%}':>6}",
             file=out,
         )
@@ -695,6 +734,40 @@ def add_report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--driver-memory", default="2g", help="local driver memory (default 2g)")
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse bad ``--out``/``--master``/``--driver-memory``/``--shuffle-partitions``
+    before any work (Spark would fail later with a Java traceback, ``--out`` only
+    after the whole job)."""
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"--out {out} is a file, not a directory")
+    master = getattr(args, "master", None)
+    if master not in (None, "", "submit") and not _MASTER.fullmatch(master):
+        raise ReportError(
+            f"--master {master!r} is not a Spark master (local, local[N], local[*], "
+            "spark://HOST:PORT, yarn, k8s://...)"
+        )
+    memory = getattr(args, "driver_memory", None)
+    if memory is not None and not _MEMORY.fullmatch(memory):
+        raise ReportError(f"--driver-memory {memory!r} is not a size like 512m or 2g")
+    partitions = getattr(args, "shuffle_partitions", None)
+    if partitions is not None and partitions < 1:
+        raise ReportError("--shuffle-partitions must be >= 1")
+
+
+def _unreadable_input(exc: Exception) -> ReportError | None:
+    """A Spark failure to read an input file (damaged Parquet data past a valid footer)
+    as a :class:`ReportError` naming the file; ``None`` for any other failure."""
+    text = str(exc)
+    found = re.search(r"\[FAILED_READ_FILE[^\]]*\][^\n]*?reading file (\S+?)\.?\s", text)
+    if found is None:
+        return None
+    cause = re.findall(r"Caused by: ([^\n]+)", text)
+    why = f" ({cause[-1].strip()})" if cause else ""
+    path = found.group(1).removeprefix("file://")
+    return ReportError(f"{path}: damaged Parquet data, Spark could not read it{why}")
+
+
 def run_report(args: argparse.Namespace, out: TextIO | None = None,
                spark: Any = None) -> int:
     """``sdschat report``: returns 0, or 2 for bad input (nothing written)."""
@@ -712,14 +785,24 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
         shuffle = max(2, 4 * cores)
     own = spark is None
     try:
+        check_options(args)
         validate_inputs(args.inputs)  # fail fast, before starting Spark
         if own:
             from pipeline.spark import make_session
 
             spark = make_session(master, shuffle_partitions=shuffle,
                                  driver_memory=args.driver_memory)
+            # a failed task is reported once, by the exception below, not also as
+            # pages of executor stack traces on stderr
+            spark.sparkContext.setLogLevel("OFF")
         started = time.monotonic()
-        summary = compute_report(spark, args.inputs)
+        try:
+            summary = compute_report(spark, args.inputs)
+        except Exception as exc:
+            unreadable = _unreadable_input(exc)
+            if unreadable is None:
+                raise
+            raise unreadable from None
         summary["spark_seconds"] = round(time.monotonic() - started, 2)
         summary["master"] = spark.sparkContext.master
         write_report(summary, args.out)

@@ -196,3 +196,100 @@ def test_rows_missing_required_columns_are_refused(
     with pytest.raises(ReportError, match="malformed"):
         report(spark, [bad], tmp_path / "report")
     assert not (tmp_path / "report" / "summary.json").exists()
+
+
+def test_delivery_rows_without_a_message_id_are_refused(
+    spark: Any, clean_run: Path, tmp_path: Path
+) -> None:
+    """One MessageDelivered row with a null message_id used to pass and be counted as
+    one more message, missing at every participant (exit 0, a wrong report)."""
+    from pipeline.report import ReportError
+
+    table = pq.read_table(clean_run / "events")
+    kind = table.column("kind").to_pylist()
+    first = kind.index("MessageDelivered")
+    ids = table.column("message_id").to_pylist()
+    ids[first] = None
+    table = table.set_column(
+        table.schema.get_field_index("message_id"), "message_id", pa.array(ids, pa.string())
+    )
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    pq.write_table(table, bad / "x.parquet")
+    with pytest.raises(ReportError, match="1 MessageSent, MessageDelivered, MessageLost rows "
+                       "have no message_id"):
+        report(spark, [bad], tmp_path / "report")
+    assert not (tmp_path / "report").exists()
+
+
+def test_damaged_parquet_data_is_a_clear_error(
+    spark: Any, clean_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Damage past an intact footer passes the footer check; Spark's failure to read it
+    is reported in one line naming the file (exit 2, nothing written)."""
+    import argparse
+
+    from pipeline.report import run_report
+
+    (src,) = sorted((clean_run / "events").glob("*.parquet"))
+    data = bytearray(src.read_bytes())
+    middle = len(data) // 3
+    data[middle:middle + 2000] = bytes(range(256)) * 7 + bytes(208)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.parquet").write_bytes(bytes(data))
+    args = argparse.Namespace(
+        inputs=[str(bad)], out=str(tmp_path / "report"), master="local[2]",
+        shuffle_partitions=2, driver_memory="1g",
+    )
+    assert run_report(args, spark=spark) == 2
+    err = capsys.readouterr().err
+    assert f"{bad / 'x.parquet'}: damaged Parquet data" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "report").exists()
+
+
+def test_declared_lost_then_received_is_told_apart(spark: Any, tmp_path: Path) -> None:
+    """A participant declares a message lost when it stops waiting; a repair or resend
+    may still bring it. The report counts such pairs as received later, and "lost" in
+    the table is the messages never received by someone who declared them lost:
+    recounted here from the raw events, without Spark."""
+    from app.sim import parse_partition
+
+    run = simulate(
+        tmp_path, "lossy", participants=6, messages=300, loss=0.7, seed=11,
+        partitions=[parse_partition("100:140:2", 6)], drain_ms=8_000,
+    )
+    rows = events(run)
+    lost = {(e["node_id"], e["message_id"]) for e in rows if e["kind"] == "MessageLost"}
+    held = {(e["node_id"], e["message_id"]) for e in rows
+            if e["kind"] in ("MessageSent", "MessageDelivered")}
+    assert lost & held and lost - held  # this run has both kinds
+    summary = report(spark, [run], tmp_path / "report")
+    assert channel(summary)["counts"]["lost"] == {
+        "pairs": len(lost),
+        "messages": len({m for _, m in lost}),
+        "pairs_recovered": len(lost & held),
+        "messages_never_received": len({m for _, m in lost - held}),
+    }
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert f"received later: {len(lost & held)} pairs" in page
+
+
+def test_a_run_without_messages_is_neither_converged_nor_not(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Participants joined, nobody wrote: the table said "NO" (not converged)."""
+    import io
+
+    from pipeline.report import print_table
+
+    run = simulate(tmp_path, "quiet", participants=3, messages=0, seed=1)
+    summary = report(spark, [run], tmp_path / "report")
+    c = channel(summary)
+    assert c["messages"] == 0 and c["convergence"]["converged"] is None
+    table = io.StringIO()
+    print_table(summary, table)
+    (line,) = [x for x in table.getvalue().splitlines() if x.startswith("run-") or "/sim" in x]
+    assert line.split()[3] == "-", line
+    assert "no messages" in (tmp_path / "report" / "report.html").read_text()

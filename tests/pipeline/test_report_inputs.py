@@ -50,3 +50,47 @@ def test_cli_exits_2_and_writes_nothing_on_empty_input(
     assert main(["report", str(tmp_path), "--out", str(out)]) == 2
     assert "no .parquet files" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--master", "bogus"], "--master 'bogus' is not a Spark master"),
+        (["--master", "local[x]"], "--master 'local[x]' is not a Spark master"),
+        (["--driver-memory", "lots"], "--driver-memory 'lots' is not a size"),
+        (["--shuffle-partitions", "0"], "--shuffle-partitions must be >= 1"),
+    ],
+)
+def test_cli_refuses_bad_spark_options_before_starting_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    """Each of these used to start Spark and end in a Py4J traceback (exit 1)."""
+    pq.write_table(EVENT_SCHEMA.empty_table(), tmp_path / "e.parquet")
+    out = tmp_path / "report"
+    assert main(["report", str(tmp_path), "--out", str(out), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_refuses_a_file_as_out_before_the_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` naming a file used to fail with FileExistsError after the whole job."""
+    pq.write_table(EVENT_SCHEMA.empty_table(), tmp_path / "e.parquet")
+    out = tmp_path / "taken"
+    out.write_text("mine")
+    assert main(["report", str(tmp_path), "--out", str(out)]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+    assert out.read_text() == "mine"
+
+
+def test_good_spark_options_pass_the_check() -> None:
+    import argparse
+
+    from pipeline.report import check_options
+
+    for master in ("local", "local[2]", "local[*]", "local[4,2]", "spark://h:7077", "submit"):
+        for memory in ("512m", "2g", "1G", "4096"):
+            check_options(argparse.Namespace(
+                out="x", master=master, driver_memory=memory, shuffle_partitions=2
+            ))
