@@ -311,8 +311,10 @@ class Channel:
         return list(self._incoming)
 
     def missing_ids(self) -> list[str]:
-        """Dependencies currently missing."""
-        return list(self._missing)
+        """Dependencies currently missing: never received. A dependency that arrived
+        and itself waits in the incoming buffer is not missing (:meth:`incoming_ids`)."""
+        incoming = self._incoming
+        return [m for m in self._missing if m not in incoming]
 
     def bloom_filter_bytes(self) -> bytes:
         """The filter we would send now."""

@@ -239,6 +239,20 @@ def test_bad_filter_without_outgoing_still_reported() -> None:
     assert delivered_ids(evs) == ["m1", "m2"]
 
 
+def test_a_dependency_that_arrived_and_waits_is_not_missing() -> None:
+    """m2 names m1, which arrived but waits for m0: only m0 was never received. The
+    TUI's "N missing" counted m1 too (it was only waiting)."""
+    ch = make_channel()
+    ch.receive(msg("b", "m1", 10, ["m0"]), 1)
+    ch.receive(msg("b", "m2", 11, ["m1"]), 2)
+    assert delivered_ids(ch.events()) == []
+    assert sorted(ch.incoming_ids()) == ["m1", "m2"]
+    assert ch.missing_ids() == ["m0"]
+    ch.receive(msg("b", "m0", 9), 3)
+    assert delivered_ids(ch.events()) == ["m0", "m1", "m2"]
+    assert ch.missing_ids() == [] and ch.incoming_ids() == []
+
+
 def test_unmet_dependency_buffers_and_reports_missing_with_hints() -> None:
     """Spec "Receive Message": dependencies are met if the causal_history ids appear in
     the local log; otherwise the message goes to the incoming buffer. Spec "Handling
