@@ -1094,7 +1094,8 @@ class SdsChatApp(App[None]):
         elif row.waiting_for:
             field("missing", "")
             for dep in sorted(row.waiting_for):
-                out.append(f"  ⋯ {dep}\n", "dim")
+                state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
+                out.append(f"  ⋯ {dep}{state}\n", "dim")
         return out
 
 

@@ -106,6 +106,9 @@ class Row:
     own_state: str | None = None
     waiting_for: set[str] = field(default_factory=set)
     """Dependencies this (not yet delivered) message waits for; empty once delivered."""
+    arrived: set[str] = field(default_factory=set)
+    """Those of ``waiting_for`` that arrived and wait themselves (shown, dimmed): not
+    missing any more, but not delivered yet."""
     lost: int = 0
     """Dependencies given up as lost before it."""
     recovered: bool = False
@@ -472,6 +475,7 @@ class ChatModel:
             w = view.find_message(wid)
             if w is not None and ev.message_id in w.waiting_for:
                 w.waiting_for.discard(ev.message_id)
+                w.arrived.discard(ev.message_id)
                 w.touch()
         row = view.find_message(ev.message_id)
         if row is not None:  # it was shown while waiting: now it is delivered
@@ -483,6 +487,7 @@ class ChatModel:
                         if not others:
                             del view.missing[dep]
                 row.waiting_for = set()
+                row.arrived = set()
             row.lost = max(row.lost, ev.missing_before)
             row.name, row.kind, row.text = ev.name, ev.kind, ev.text
             if row.key != key:
@@ -588,6 +593,14 @@ class ChatModel:
         ch.status = True
         if not ev.waiting or not ev.ids:
             return
+        # ev.waiting has arrived (it waits in its turn): the rows that were told it was
+        # missing count it as arrived, no longer as missing
+        for wid in view.missing.get(ev.waiting, ()):
+            w = view.find_message(wid)
+            if w is not None and ev.waiting in w.waiting_for and ev.waiting not in w.arrived:
+                w.arrived.add(ev.waiting)
+                w.touch()
+                ch.channels.add(ev.channel)
         row = view.find_message(ev.waiting)
         if row is None and ev.text is not None and ev.lamport is not None:
             if not view.at_tail:
@@ -627,6 +640,7 @@ class ChatModel:
             if row is None:
                 continue
             row.waiting_for.discard(ev.message_id)
+            row.arrived.discard(ev.message_id)
             row.lost += 1
             row.touch()
         ch.channels.add(ev.channel)

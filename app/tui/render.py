@@ -204,13 +204,13 @@ def row_lines(
         lines.append(Text("─" * side + label + "─" * (width - side - len(label)), pal.new_line))
     indent = " " * (prefix_w - 2)
     if row.waiting:
-        n = len(row.waiting_for)
-        lines.append(
-            Text(
-                f"{indent}⋯ {_plural(n, 'earlier message', 'earlier messages')} missing · fetching",
-                pal.marker_missing,
-            )
+        n = len(row.waiting_for - row.arrived)
+        marker = (
+            f"⋯ {_plural(n, 'earlier message', 'earlier messages')} missing · fetching" if n
+            else "⋯ waiting for "
+            f"{_plural(len(row.waiting_for), 'earlier message', 'earlier messages')} above"
         )
+        lines.append(Text(f"{indent}{marker}", pal.marker_missing))
     if row.lost:
         lines.append(
             Text(f"{indent}✗ {_plural(row.lost, 'message', 'messages')} lost", pal.marker_lost)

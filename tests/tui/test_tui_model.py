@@ -52,6 +52,28 @@ def test_waiting_message_then_dependencies_in_causal_order() -> None:
     assert view.missing == {}
 
 
+def test_a_missing_dependency_that_arrives_and_waits_is_no_longer_counted_missing() -> None:
+    """m4 reported m3 missing; m3 then arrives but waits for m2: m4's marker counts m3
+    as arrived (shown above), not missing, until it is delivered."""
+    from rich.console import Console
+
+    from app.tui.render import palette, row_lines
+
+    m = model()
+    m.apply(Missing("general", "m4", BOB, ("m3",), True, 4, "bob", "msg", "four"), 0)
+    view = m.channels["general"]
+    row = view.find_message("m4")
+    assert row is not None and row.waiting_for == {"m3"} and row.arrived == set()
+    version = row.version
+    m.apply(Missing("general", "m3", BOB, ("m2",), True, 3, "bob", "msg", "three"), 0)
+    assert row.waiting_for == {"m3"} and row.arrived == {"m3"} and row.version > version
+    shown = "\n".join(t.plain for t in row_lines(row, 80, Console(), palette(True)))
+    assert "waiting for 1 earlier message above" in shown and "missing" not in shown
+    m.apply(delivered("m2", 2), 0)
+    m.apply(delivered("m3", 3, "three"), 0)
+    assert row.waiting_for == set() and row.arrived == set()
+
+
 def test_lost_dependency_marks_the_waiting_message() -> None:
     m = model()
     m.apply(Missing("general", "m2", BOB, ("m1",), True, 2, "bob", "msg", "two"), 0)
