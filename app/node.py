@@ -1631,10 +1631,14 @@ class Node:
             self._participant.join(name, now, state)
         for note in report.notes:
             self._emit(Info(f"{name}: {note}"))
-        if report.changed:
+        if report.rebuilt or report.changed:
+            what = (
+                "no saved core state: rebuilt from the stored log" if report.rebuilt
+                else "saved core state was older than the log; reconciled"
+            )
             self._emit(
                 Info(
-                    f"{name}: saved core state was older than the log; reconciled",
+                    f"{name}: {what}",
                     {
                         "log_added": report.log_added,
                         "outgoing_added": report.outgoing_added,

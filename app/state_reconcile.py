@@ -64,6 +64,9 @@ class ReconcileReport:
     incoming_removed: int = 0
     missing_removed: int = 0
     vouched: int = 0
+    rebuilt: bool = False
+    """There was no saved state: it was rebuilt from the stored log (the counts say
+    what the log gave it)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -128,7 +131,7 @@ async def reconcile_state(
         return None, report
     if state is None:
         state = sds.Channel(channel, sender_id, config, now_ms).export_state()
-        report.notes.append("no saved core state: rebuilt from the stored log")
+        report.rebuilt = True
     d: dict[str, Any] = copy.deepcopy(state.data)
     if d.get("version") != _SUPPORTED_VERSION:
         report.notes.append(

@@ -136,6 +136,30 @@ def test_restart_resumes_clock_log_and_identity(tmp_path: Path) -> None:
     run(main())
 
 
+def test_no_saved_state_is_said_once_as_rebuilt(tmp_path: Path) -> None:
+    """A kill -9 before the first state save: the restart says the state was rebuilt
+    from the log, once, not also that a saved state "was older than the log"."""
+
+    async def main() -> None:
+        a = await start_node(tmp_path / "a", MemoryHub(), name="alice")
+        await a.node.send("general", "kept")
+        await crash(a.node)
+        with sqlite3.connect(tmp_path / "a" / "sdschat.db") as db:
+            db.execute("DELETE FROM core_state")
+        a2 = await start_node(tmp_path / "a", MemoryHub(), name="alice")
+        try:
+            notes = [e for e in a2.events if type(e).__name__ == "Info" and "state" in e.text]
+            assert [e.text for e in notes] == [
+                "general: no saved core state: rebuilt from the stored log"
+            ]
+            assert notes[0].data["log_added"] == 1
+            assert len(_ids(a2.node)) == 1
+        finally:
+            await a2.node.close()
+
+    run(main())
+
+
 def test_stale_state_after_crash_is_reconciled(tmp_path: Path) -> None:
     """State saved once, then 10 more messages each way, then kill -9: nothing is lost."""
 
@@ -145,6 +169,9 @@ def test_stale_state_after_crash_is_reconciled(tmp_path: Path) -> None:
         b = await start_node(tmp_path / "b", hub, name="bob")
         await a.node.send("general", "before")
         await wait_until(lambda: len(b.delivered()) == 1)
+        # the one state save of this run, with the channel in it (the interval is huge)
+        await a.node._call_in_worker(lambda: a.node._save_all_states(durable=True))
+        assert await a.node.store.load_core_state("general") is not None
         saves = a.node.counters["state_saves"]
         for i in range(10):
             await a.node.send("general", f"a{i}")
@@ -157,7 +184,9 @@ def test_stale_state_after_crash_is_reconciled(tmp_path: Path) -> None:
         try:
             assert _ids(a2.node) == log
             infos = [e for e in a2.events if type(e).__name__ == "Info"]
-            assert any("reconciled" in e.text for e in infos)
+            assert [e.text for e in infos if "core state" in e.text] == [
+                "general: saved core state was older than the log; reconciled"
+            ]
             # own messages not yet acknowledged are back in the outgoing buffer, and b
             # (which has them) acknowledges; nothing is delivered twice at b
             await a2.node.send("general", "after")
