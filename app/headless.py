@@ -322,15 +322,13 @@ def _passphrase(args: argparse.Namespace) -> bytes | None:
 
 
 def run_join(args: argparse.Namespace) -> int:
-    """``sdschat join``: validate settings, then run the headless node (or explain the TUI)."""
+    """``sdschat join --headless``: validate settings, then run the headless node (the
+    CLI sends ``join`` without ``--headless`` to :func:`app.tui.run.run_tui`)."""
     out = JsonLines(sys.stdout)
     try:
         settings = settings_from_args(args)
     except ValueError as exc:
         return _fatal(out, str(exc), EXIT_USAGE)
-    if not args.headless:
-        print("sdschat join: the TUI arrives with issue 4; use --headless", file=sys.stderr)
-        return EXIT_USAGE
     try:
         passphrase = _passphrase(args)
     except PassphraseFileError as exc:
