@@ -362,7 +362,13 @@ class _Round:
 
 #: Drops that do not discard the message being received (a bad filter is only
 #: ignored for acks; a buffer eviction concerns an older waiting message).
-_NOT_FATAL_DROPS = frozenset({sds.DropReason.BAD_FILTER, sds.DropReason.INCOMING_BUFFER_FULL})
+_NOT_FATAL_DROPS = frozenset(
+    {
+        sds.DropReason.BAD_FILTER,
+        sds.DropReason.SATURATED_FILTER,
+        sds.DropReason.INCOMING_BUFFER_FULL,
+    }
+)
 
 _RANK = {
     OwnState.QUEUED: 0,

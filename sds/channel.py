@@ -235,6 +235,13 @@ class Channel:
         self.lamport = now_ms
         self._filter = RollingBloomFilter(cfg.bloom_capacity, cfg.bloom_error_rate)
         self._filter_nbytes = self._filter.params.nbytes
+        # The ack threshold assumes each wrong hit has probability bloom_error_rate at
+        # most. Our rolling filter never passes it; a peer's filter that never rolls
+        # (js-waku) fills up and says "yes" to anything. A filter with more bits set
+        # than fill ** k <= ack_certainty ** (1 / threshold) allows is not evidence.
+        params = self._filter.params
+        per_hit = cfg.ack_certainty ** (1.0 / self._ack_threshold)
+        self._max_filter_bits = int(params.m * per_hit ** (1.0 / params.k))
 
         # Local log window, ordered by (lamport, message_id) ("Resolve Conflicts").
         self._log: SortedList = SortedList()
@@ -621,6 +628,16 @@ class Channel:
         if not has_bloom or not outgoing:
             return
         bloom = pb.bloom_filter
+        set_bits = int.from_bytes(bloom, "big").bit_count()
+        if set_bits > self._max_filter_bits:
+            self._drop(
+                pb.message_id,
+                sender_id,
+                DropReason.SATURATED_FILTER,
+                f"bloom filter with {set_bits} of {self._filter.params.m} bits set (at most "
+                f"{self._max_filter_bits} for its hits to count): ignored for acknowledgements",
+            )
+            return
         threshold = self._ack_threshold
         acked = []
         for out in outgoing.values():

@@ -52,6 +52,9 @@ class DropReason(enum.StrEnum):
     OWN_ECHO = "own_echo"  #: our own message came back
     DUPLICATE = "duplicate"  #: already delivered or already waiting
     BAD_FILTER = "bad_filter"  #: bloom filter of another size: ignored for acks (message kept)
+    #: bloom filter too full for its hits to be evidence (a peer that never rolls its
+    #: filter): ignored for acks (message kept)
+    SATURATED_FILTER = "saturated_filter"
     INCOMING_BUFFER_FULL = "incoming_buffer_full"  #: evicted while waiting for dependencies
     LAMPORT_OUT_OF_RANGE = "lamport_out_of_range"  #: lamport above MAX_LAMPORT (2**62)
     ID_TOO_LONG = "id_too_long"  #: an id over MAX_ID_LENGTH (256) characters

@@ -88,6 +88,32 @@ def test_two_distinct_senders_acknowledge_at_threshold_two() -> None:
     assert a.outgoing_ids() == []
 
 
+def test_a_saturated_filter_is_no_evidence() -> None:
+    """js-waku never rolls its filter: past its capacity it says "yes" to a growing
+    share of all ids. Two such filters used to acknowledge our own messages that
+    nobody received (gone from the resend buffer for good). A filter whose fill puts
+    a wrong hit above the design rate is ignored for acks, with its own drop reason;
+    one at its design capacity still counts."""
+    a = make_channel("a", outgoing_buffer_cap=1_000)
+    mine = [sds.decode(a.send(f"m{i}".encode(), 2_000 + i)).message_id for i in range(300)]
+    a.events()
+    full = [f"seen-{i}" for i in range(30_000)]  # 3x the capacity, none of ours
+    a.receive(msg("b", "m-b", 3_000, bloom=bloom_with(*full)), 3_000)
+    a.receive(msg("c", "m-c", 3_001, bloom=bloom_with(*full[::-1])), 3_001)
+    evs = a.events()
+    assert of(evs, sds.MessageAcknowledged) == []
+    assert of(evs, sds.MessagePossiblyAcknowledged) == []
+    drops = [d for d in of(evs, sds.MessageDropped) if d.reason == "saturated_filter"]
+    assert [d.sender_id for d in drops] == ["b", "c"]
+    assert sorted(a.outgoing_ids()) == sorted(mine)
+    # a filter at its design capacity (10,000 ids) holding ours is still evidence
+    at_capacity = [*full[:9_999], mine[0]]
+    a.receive(msg("b", "m-b2", 3_002, bloom=bloom_with(*at_capacity)), 3_002)
+    a.receive(msg("c", "m-c2", 3_003, bloom=bloom_with(*at_capacity)), 3_003)
+    acks = of(a.events(), sds.MessageAcknowledged)
+    assert mine[0] in [x.message_id for x in acks]
+
+
 def test_threshold_three_at_one_percent_filter() -> None:
     """PROTOCOL.md "Acknowledgements": the threshold is derived from the filter's
     false-positive rate: 3 distinct senders at p = 0.01."""
