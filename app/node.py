@@ -370,12 +370,14 @@ _NOT_FATAL_DROPS = frozenset(
     }
 )
 
+#: Own states only move forward; an acknowledgement that comes after the core gave
+#: up on a message (failed) still says it arrived.
 _RANK = {
     OwnState.QUEUED: 0,
     OwnState.SENT: 1,
     OwnState.POSSIBLY_ACKNOWLEDGED: 2,
-    OwnState.ACKNOWLEDGED: 3,
     OwnState.FAILED: 3,
+    OwnState.ACKNOWLEDGED: 4,
 }
 
 

@@ -185,6 +185,10 @@ could never arrive), is dropped (``DropReason.ID_TOO_LONG``).
 """
 
 
+#: Own messages given up on that a late acknowledgement can still resolve.
+FAILED_KEPT = 1_000
+
+
 def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, content: bytes) -> str:
     """Unique per message even for identical content: 64 lowercase hex chars."""
     h = hashlib.sha256()
@@ -253,6 +257,9 @@ class Channel:
 
         # Outgoing buffer of own unacknowledged messages, with a resend heap.
         self._outgoing: dict[str, _Outgoing] = {}
+        #: Own messages given up (MessageSendFailed), newest last, so that an ack that
+        #: comes after all still says they arrived (memory only, at most FAILED_KEPT).
+        self._failed: OrderedDict[str, None] = OrderedDict()
         self._resend_heap: list[tuple[int, str]] = []
 
         # Incoming buffer: messages waiting for dependencies, and what they wait for.
@@ -619,11 +626,15 @@ class Channel:
             # Counted whatever we have outstanding; ignored for acks.
             self._bad_filter(pb, sender_id)
             has_bloom = False
-        if not outgoing:
+        failed = self._failed
+        if not outgoing and not failed:
             return
         for mid in history_ids:
             if mid in outgoing:
                 del outgoing[mid]
+                self._events.append(MessageAcknowledged(self.channel_id, mid, True, sender_id))
+            elif mid in failed:  # given up on, yet it arrived: say so after all
+                del failed[mid]
                 self._events.append(MessageAcknowledged(self.channel_id, mid, True, sender_id))
         if not has_bloom or not outgoing:
             return
@@ -986,6 +997,7 @@ class Channel:
         while len(self._outgoing) >= self.config.outgoing_buffer_cap:
             old_id = next(iter(self._outgoing))
             old = self._outgoing.pop(old_id)
+            self._remember_failed(old_id)
             self._events.append(
                 MessageSendFailed(self.channel_id, old_id, "buffer_full", old.attempts)
             )
@@ -1011,6 +1023,7 @@ class Channel:
                 continue
             if out.attempts >= cfg.max_resend_attempts:
                 del self._outgoing[mid]
+                self._remember_failed(mid)
                 self._events.append(
                     MessageSendFailed(self.channel_id, mid, "resends_exhausted", out.attempts)
                 )
@@ -1027,6 +1040,12 @@ class Channel:
         if len(heap) > 4 * len(self._outgoing) + 64:
             self._resend_heap = [(o.next_resend_ms, m) for m, o in self._outgoing.items()]
             heapq.heapify(self._resend_heap)
+
+    def _remember_failed(self, mid: str) -> None:
+        failed = self._failed
+        failed[mid] = None
+        while len(failed) > FAILED_KEPT:
+            failed.popitem(last=False)
 
     def _run_repair_responses(self, now_ms: int) -> None:
         if not self.config.repair_enabled:

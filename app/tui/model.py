@@ -77,7 +77,8 @@ STATE_GLYPHS = {
 
 Key = tuple[int, str]
 
-_STATE_RANK = {"queued": 0, "sent": 1, "possibly_acknowledged": 2, "acknowledged": 3, "failed": 3}
+#: Forward only; a late acknowledgement turns "failed" into "acknowledged".
+_STATE_RANK = {"queued": 0, "sent": 1, "possibly_acknowledged": 2, "failed": 3, "acknowledged": 4}
 
 
 def mentions(text: str, name: str) -> bool:

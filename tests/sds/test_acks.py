@@ -114,6 +114,24 @@ def test_a_saturated_filter_is_no_evidence() -> None:
     assert mine[0] in [x.message_id for x in acks]
 
 
+def test_an_ack_after_the_sender_gave_up_still_counts() -> None:
+    """Resends exhausted (MessageSendFailed), then a peer's causal history names the
+    message: it did arrive. The ack used to be ignored, the app kept "not delivered"
+    and a retry sent it twice."""
+    a = make_channel("a", max_resend_attempts=1, resend_unacknowledged_ms=1_000)
+    mid = sds.decode(a.send(b"hi", 1_000)).message_id
+    evs, _ = run_timers(a, 5_000)
+    assert [(f.message_id, f.reason) for f in of(evs, sds.MessageSendFailed)] == [
+        (mid, "resends_exhausted")
+    ]
+    assert a.outgoing_ids() == []
+    a.receive(msg("b", "m-b", 6_000, [mid]), 6_000)
+    acks = of(a.events(), sds.MessageAcknowledged)
+    assert [(x.message_id, x.by_causal_history, x.by_sender) for x in acks] == [(mid, True, "b")]
+    a.receive(msg("c", "m-c", 6_001, [mid]), 6_001)  # once only
+    assert of(a.events(), sds.MessageAcknowledged) == []
+
+
 def test_threshold_three_at_one_percent_filter() -> None:
     """PROTOCOL.md "Acknowledgements": the threshold is derived from the filter's
     false-positive rate: 3 distinct senders at p = 0.01."""

@@ -111,6 +111,9 @@ def test_failed_own_message_is_noticed() -> None:
     ch = m.apply(OwnMessage("general", "failed", 1, "x1"), 0)
     assert m.channels["general"].rows[0].own_state == "failed"
     assert ch.notices and "Ctrl+R" in ch.notices[0][1]
+    # an acknowledgement after all (a peer names it later): it did arrive
+    m.apply(OwnMessage("general", "acknowledged", 1, "x1"), 0)
+    assert m.channels["general"].rows[0].own_state == "acknowledged"
 
 
 def test_unread_mentions_bell_and_new_line() -> None:
