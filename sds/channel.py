@@ -569,7 +569,14 @@ class Channel:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._repair_out.remove(message_id)
             self._repair_in.remove(message_id)
-        if is_content and (message_id in self._entries or message_id in self._incoming):
+        if is_content and (
+            message_id in self._entries
+            or message_id in self._incoming
+            or message_id in self._met_elsewhere  # the application holds it already
+        ):
+            # Spec "Review ACK Status" is for every received message: a copy (a resend,
+            # or js-waku's same id for the same text) still acknowledges what it names.
+            self._review_acks(pb, history_ids, sender_id)
             self._drop(message_id, sender_id, DropReason.DUPLICATE)
             return
 

@@ -132,6 +132,39 @@ def test_an_ack_after_the_sender_gave_up_still_counts() -> None:
     assert of(a.events(), sds.MessageAcknowledged) == []
 
 
+def test_a_duplicate_still_acknowledges_what_it_names() -> None:
+    """Spec "Review ACK Status" is for every received message. js-waku ids are
+    sha256(content): b's "ok" has the id of c's earlier "ok" and is dropped as a
+    duplicate, but its causal history names our message: that ack counts."""
+    import hashlib
+
+    a, mid, _ = own_message()
+    ok = hashlib.sha256(b"ok").hexdigest()
+    a.receive(msg("c", ok, 2_100, [], content=b"ok"), 2_100)
+    a.events()
+    a.receive(msg("b", ok, 2_200, [mid], content=b"ok"), 2_200)
+    evs = a.events()
+    assert [d.reason for d in of(evs, sds.MessageDropped)] == ["duplicate"]
+    acks = of(evs, sds.MessageAcknowledged)
+    assert [(x.message_id, x.by_causal_history, x.by_sender) for x in acks] == [(mid, True, "b")]
+
+
+def test_an_id_the_application_holds_is_a_duplicate() -> None:
+    """After mark_dependencies_met(["X"]) (X is in the application's storage), X
+    arriving again is a duplicate, not a second delivery."""
+    from sds_helpers import delivered_ids
+
+    a = make_channel("a")
+    a.receive(msg("b", "W", 2_000, ["X"]), 2_000)
+    a.events()
+    a.mark_dependencies_met(["X"], 2_100)
+    assert delivered_ids(a.events()) == ["W"]
+    a.receive(msg("c", "X", 1_500, []), 2_200)
+    evs = a.events()
+    assert delivered_ids(evs) == []
+    assert [d.reason for d in of(evs, sds.MessageDropped)] == ["duplicate"]
+
+
 def test_threshold_three_at_one_percent_filter() -> None:
     """PROTOCOL.md "Acknowledgements": the threshold is derived from the filter's
     false-positive rate: 3 distinct senders at p = 0.01."""
