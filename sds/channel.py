@@ -270,6 +270,10 @@ class Channel:
 
         # SDS-R.
         self._repair_out = OutgoingRepairBuffer(cfg.repair_buffer_size)
+        #: Ids declared lost that a later message names again (the gap may heal: a
+        #: partition ended): asked for by SDS-R once more, nobody waits for them, until
+        #: the expiry (ms) here; oldest first, at most repair_buffer_size.
+        self._rewanted: OrderedDict[str, int] = OrderedDict()
         self._repair_in = IncomingRepairBuffer(cfg.repair_buffer_size)
         self._repair_cache: OrderedDict[str, bytes] = OrderedDict()
 
@@ -345,6 +349,7 @@ class Channel:
             "lost_known": len(self._lost),
             "met_elsewhere": len(self._met_elsewhere),
             "repair_requests": len(self._repair_out),
+            "lost_asked_again": len(self._rewanted),
             "repair_responses": len(self._repair_in),
             "repair_cache": len(self._repair_cache),
             "resend_heap": len(self._resend_heap),
@@ -569,6 +574,7 @@ class Channel:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._repair_out.remove(message_id)
             self._repair_in.remove(message_id)
+            self._rewanted.pop(message_id, None)
         if is_content and (
             message_id in self._entries
             or message_id in self._incoming
@@ -726,6 +732,10 @@ class Channel:
         met = self._met_elsewhere
         lost = self._lost
         absent_ids = set(history_ids).difference(entries)
+        if absent_ids and lost:
+            again = absent_ids.intersection(lost)
+            if again:
+                self._want_again(again, history, history_ids, now_ms)
         if absent_ids:
             absent_ids = {m for m in absent_ids if m not in met and m not in lost}
         if not absent_ids:
@@ -755,6 +765,10 @@ class Channel:
                 if not buffered:
                     new_any = True
                     self._schedule_missing(info, now_ms)
+                elif cfg.lost_timeout_ms:
+                    # arrived and waiting: no repair, but a lost timer all the same, to
+                    # break a cycle of messages that name each other (_run_lost)
+                    self._push_lost(now_ms + cfg.lost_timeout_ms, mid)
             elif info.entry.retrieval_hint is None and entry.retrieval_hint is not None:
                 info.entry = entry
             if waits:
@@ -772,23 +786,68 @@ class Channel:
             )
         return unmet
 
+    def _want_again(
+        self,
+        ids: set[str],
+        history: Sequence[sds_pb2.HistoryEntry],
+        history_ids: list[str],
+        now_ms: int,
+    ) -> None:
+        """Lost ids that a new message names again: whoever sent it holds them (or
+        knows of them), so the gap may have healed. Ask for them once more by SDS-R,
+        for one more lost timeout; they stay lost for ordering (nobody waits), and one
+        that arrives is delivered late (recovered)."""
+        cfg = self.config
+        if not cfg.repair_enabled:
+            return
+        rewanted = self._rewanted
+        expiry = now_ms + (cfg.lost_timeout_ms or cfg.repair_t_max_ms)
+        for i, mid in enumerate(history_ids):
+            if mid not in ids or mid in rewanted or mid in self._repair_out:
+                continue
+            h = history[i]
+            entry = HistoryEntry(
+                mid,
+                h.retrieval_hint if h.HasField("retrieval_hint") else None,
+                h.sender_id if h.HasField("sender_id") else None,
+            )
+            due = t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+            if not self._repair_out.add(entry, due):
+                continue
+            rewanted[mid] = expiry
+            while len(rewanted) > cfg.repair_buffer_size:
+                old, _ = rewanted.popitem(last=False)
+                self._repair_out.remove(old)
+
+    def _expire_rewanted(self, now_ms: int) -> None:
+        rewanted = self._rewanted
+        while rewanted:
+            mid, expiry = next(iter(rewanted.items()))
+            if expiry > now_ms:
+                break
+            del rewanted[mid]
+            if mid in self._lost:  # still not here: stop asking
+                self._repair_out.remove(mid)
+
     def _schedule_missing(self, info: _Missing, now_ms: int) -> None:
         """Start the lost timeout and the SDS-R request of a newly missing id."""
         cfg = self.config
         mid = info.entry.message_id
         info.noticed_ms = now_ms
         if cfg.lost_timeout_ms:
-            heapq.heappush(self._lost_heap, (now_ms + cfg.lost_timeout_ms, mid))
-            if len(self._lost_heap) > 4 * len(self._missing) + 64:  # stale entries
-                self._lost_heap = [
-                    (i.noticed_ms + cfg.lost_timeout_ms, m) for m, i in self._missing.items()
-                ]
-                heapq.heapify(self._lost_heap)
+            self._push_lost(now_ms + cfg.lost_timeout_ms, mid)
         if cfg.repair_enabled:
             self._repair_out.add(
                 info.entry,
                 t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms),
             )
+
+    def _push_lost(self, due: int, mid: str) -> None:
+        heapq.heappush(self._lost_heap, (due, mid))
+        if len(self._lost_heap) > 4 * len(self._missing) + 64:  # stale entries
+            timeout = self.config.lost_timeout_ms
+            self._lost_heap = [(i.noticed_ms + timeout, m) for m, i in self._missing.items()]
+            heapq.heapify(self._lost_heap)
 
     def _buffer_incoming(self, waiting: _Waiting, now_ms: int) -> None:
         cap = self.config.incoming_buffer_cap
@@ -946,6 +1005,8 @@ class Channel:
     def _take_repair_requests(self, now_ms: int) -> list[HistoryEntry]:
         if not self.config.repair_enabled:
             return []
+        if self._rewanted:
+            self._expire_rewanted(now_ms)
         cfg = self.config
 
         def retry(mid: str) -> int:
@@ -976,6 +1037,8 @@ class Channel:
             candidates.append(self._lost_heap[0][0])
         if self._next_sweep_ms is not None:
             candidates.append(self._next_sweep_ms)
+        if self._rewanted:
+            candidates.append(next(iter(self._rewanted.values())))
         if self.config.repair_enabled:
             for buf in (self._repair_in, self._repair_out):
                 nxt = buf.next_deadline()
@@ -996,6 +1059,8 @@ class Channel:
         self._run_lost(now_ms)
         if self._next_sweep_ms is not None and self._next_sweep_ms <= now_ms:
             self._run_sweep(now_ms)
+        if self._rewanted:
+            self._expire_rewanted(now_ms)
         repair_due = self.config.repair_enabled and self._repair_out.has_due(now_ms)
         if repair_due or (self._log and self._next_sync_ms <= now_ms):
             self._send_sync(now_ms)
@@ -1073,14 +1138,38 @@ class Channel:
         while heap and heap[0][0] <= now_ms:
             due, mid = heapq.heappop(heap)
             info = self._missing.get(mid)
-            if info is None or info.noticed_ms + timeout != due or mid in self._incoming:
+            if info is None or info.noticed_ms + timeout != due:
                 continue
+            if mid in self._incoming and not self._in_cycle(mid):
+                continue  # it arrived and waits for something still missing: that one's timer
             self._declare_lost(mid)
         if len(heap) > 4 * len(self._missing) + 64:
             self._lost_heap = [
                 (i.noticed_ms + timeout, m) for m, i in self._missing.items()
             ]
             heapq.heapify(self._lost_heap)
+
+    def _in_cycle(self, mid: str) -> bool:
+        """Whether buffered ``mid`` waits, through buffered messages only, for nothing
+        that is missing: messages naming each other (only a faulty or hostile peer
+        writes that), which no arrival can ever release. Past the lost timeout such an
+        id is declared lost for ordering: its waiters are delivered, then it follows
+        them (reported lost, then delivered: shown as recovered)."""
+        incoming = self._incoming
+        seen = {mid}
+        stack = [mid]
+        while stack:  # bounded by the incoming buffer
+            w = incoming.get(stack.pop())
+            if w is None:
+                continue
+            for dep in w.history_ids:
+                if dep in seen or self._is_available(dep):
+                    continue
+                if dep not in incoming:
+                    return False  # something truly missing: its own timer decides
+                seen.add(dep)
+                stack.append(dep)
+        return True
 
     def _declare_lost(self, mid: str) -> None:
         self._lost[mid] = None
@@ -1113,15 +1202,9 @@ class Channel:
             self._next_sweep_ms = None
             return
         self._next_sweep_ms = now_ms + self.config.sweep_interval_ms
-        self._events.append(
-            MessagesMissing(
-                self.channel_id,
-                "",
-                "",
-                tuple(i.entry for m, i in self._missing.items() if m not in self._incoming),
-                False,
-            )
-        )
+        missing = tuple(i.entry for m, i in self._missing.items() if m not in self._incoming)
+        if missing:  # only arrived-and-waiting ids: nothing to fetch, nothing to say
+            self._events.append(MessagesMissing(self.channel_id, "", "", missing, False))
 
     def _send_sync(self, now_ms: int) -> None:
         """Spec "Periodic Sync Message" (also the carrier of due SDS-R requests)."""
@@ -1183,6 +1266,7 @@ class Channel:
                 ],
                 "repair_out": [[entry(e), due, req] for e, due, req in self._repair_out.entries()],
                 "repair_in": [[entry(e), due, req] for e, due, req in self._repair_in.entries()],
+                "rewanted": [[m, expiry] for m, expiry in self._rewanted.items()],
                 "next_sync_ms": self._next_sync_ms,
                 "next_sweep_ms": self._next_sweep_ms,
             }
@@ -1256,12 +1340,16 @@ class Channel:
                 if known is None:  # waits for another buffered message
                     known = _Missing(HistoryEntry(mid), w.received_ms, set())
                     ch._missing[mid] = known
+                    if ch.config.lost_timeout_ms:  # breaks a cycle (_run_lost)
+                        ch._push_lost(w.received_ms + ch.config.lost_timeout_ms, mid)
                 known.waiting.add(w.message_id)
                 w.unmet += 1
         for e, due, req in d["repair_out"]:
             ch._repair_out.restore(entry(e), int(due), bool(req))
         for e, due, req in d["repair_in"]:
             ch._repair_in.restore(entry(e), int(due), bool(req))
+        for m, expiry in d.get("rewanted", ()):  # absent in states saved before it existed
+            ch._rewanted[m] = int(expiry)
         ch._next_sync_ms = int(d["next_sync_ms"])
         nsw = d["next_sweep_ms"]
         ch._next_sweep_ms = None if nsw is None else int(nsw)

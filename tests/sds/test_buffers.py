@@ -367,3 +367,34 @@ def test_lost_message_reaches_peer_through_resend() -> None:
     before = len(net.wire)
     net.advance(1_000 + 10 * RESEND)
     assert all(sds.decode(d).message_id != mid for _, d in net.wire[before:])
+
+
+def test_messages_that_name_each_other_are_released_at_the_lost_timeout() -> None:
+    """A names B and B names A (only a faulty or hostile peer writes that): no arrival
+    can release them. At the lost timeout the cycle is broken: B is reported lost for
+    A's ordering, A is delivered, then B (recovered). The sweep does not remind of ids
+    that only wait. A chain to a truly missing id is left to that id's own timer."""
+    a = make_channel("a", lost_timeout_ms=20_000)
+    a.receive(msg("b", "A", 2_000, ["B"]), 2_000)
+    a.receive(msg("b", "B", 2_001, ["A"]), 2_001)
+    evs = a.events()
+    assert delivered_ids(evs) == [] and sorted(a.incoming_ids()) == ["A", "B"]
+    later, _ = run_timers(a, 2_000 + 19_000)
+    assert delivered_ids(later) == []
+    assert all(m.missing for m in of(later, sds.MessagesMissing))  # no empty reminders
+    later, _ = run_timers(a, 2_000 + 20_000)  # B's timer (missing since A arrived)
+    assert [e.message_id for e in of(later, sds.MessageLost)] == ["B"]
+    assert delivered_ids(later) == ["A", "B"]
+    assert a.incoming_ids() == [] and a.missing_ids() == []
+
+    # a chain: C names D (arrived, waits), D names E (never arrived). D's own timer
+    # does not release C early: E's timer does, and then D and C follow in order.
+    c = make_channel("c", lost_timeout_ms=20_000)
+    c.receive(msg("b", "C", 2_000, ["D"]), 2_000)
+    c.receive(msg("b", "D", 1_999, ["E"]), 10_000)
+    c.events()
+    mid_way, _ = run_timers(c, 2_000 + 20_000)
+    assert delivered_ids(mid_way) == []
+    later, _ = run_timers(c, 10_000 + 20_000)
+    assert [e.message_id for e in of(later, sds.MessageLost)] == ["E"]
+    assert delivered_ids(later) == ["D", "C"]

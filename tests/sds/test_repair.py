@@ -328,3 +328,33 @@ def test_end_to_end_repair_through_network() -> None:
     sent_repairs = {s: of(net.take(s), sds.RepairSent) for s in ("a", "b")}
     assert [r.message_id for r in sent_repairs["a"]] == [t.id1]
     assert sent_repairs["b"] == []
+
+
+def test_a_lost_message_named_again_is_asked_for_once_more() -> None:
+    """X is declared lost at the lost timeout (a partition, say). After it, a peer's
+    message names X again: the gap may have healed, so X is requested by SDS-R once
+    more, for one more lost timeout, while nothing waits for it; when it comes it is
+    delivered late. If it never comes, the asking stops."""
+    cfg = {"lost_timeout_ms": 20_000, "repair_t_min_ms": 500, "repair_t_max_ms": 2_000}
+    for arrives in (True, False):
+        a = make_channel("a", **cfg)
+        a.receive(msg("b", "C", 1_000, ["X"]), 1_000)
+        evs, _ = run_timers(a, 1_000 + 20_000)
+        assert [e.message_id for e in of(evs, sds.MessageLost)] == ["X"]
+        assert delivered_ids(evs) == ["C"]
+        a.receive(msg("c", "D", 22_000, ["X", "C"]), 22_000)  # c holds X
+        evs = a.events()
+        assert delivered_ids(evs) == ["D"]  # D does not wait for the lost X
+        assert a.stats()["lost_asked_again"] == 1
+        evs, grams = run_timers(a, 22_000 + 2_000)
+        asked = [sds.decode(g.data).repair_request for g in grams]
+        assert any(e.message_id == "X" for r in asked for e in r)
+        if arrives:
+            a.receive(msg("c", "X", 900, []), 24_500)
+            assert delivered_ids(a.events()) == ["X"]
+            assert a.stats()["lost_asked_again"] == 0 and a.stats()["repair_requests"] == 0
+        else:
+            run_timers(a, 22_000 + 20_000)
+            assert a.stats()["lost_asked_again"] == 0 and a.stats()["repair_requests"] == 0
+            _, grams = run_timers(a, 22_000 + 60_000)
+            assert not [g for g in grams if sds.decode(g.data).repair_request]

@@ -170,6 +170,7 @@ class SdsNetwork(RuleBasedStateMachine):
             assert s["incoming"] <= CONFIG.incoming_buffer_cap
             assert s["log_window"] <= CONFIG.log_window
             assert s["repair_requests"] <= CONFIG.repair_buffer_size
+            assert s["lost_asked_again"] <= CONFIG.repair_buffer_size
             assert s["repair_responses"] <= CONFIG.repair_buffer_size
             assert s["repair_cache"] <= CONFIG.repair_cache_size
             assert s["bloom_items"] <= CONFIG.bloom_capacity
