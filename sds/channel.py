@@ -1141,7 +1141,11 @@ class Channel:
             if info is None or info.noticed_ms + timeout != due:
                 continue
             if mid in self._incoming and not self._in_cycle(mid):
-                continue  # it arrived and waits for something still missing: that one's timer
+                # it arrived and waits for something still missing, whose own timer
+                # decides; look again one lost timeout later (a cycle may form behind it)
+                info.noticed_ms = now_ms
+                heapq.heappush(heap, (now_ms + timeout, mid))
+                continue
             self._declare_lost(mid)
         if len(heap) > 4 * len(self._missing) + 64:
             self._lost_heap = [

@@ -398,3 +398,20 @@ def test_messages_that_name_each_other_are_released_at_the_lost_timeout() -> Non
     later, _ = run_timers(c, 10_000 + 20_000)
     assert [e.message_id for e in of(later, sds.MessageLost)] == ["E"]
     assert delivered_ids(later) == ["D", "C"]
+
+
+def test_a_cycle_that_forms_behind_a_missing_id_is_still_released() -> None:
+    """D names E; E names D and X (X never arrives). While X is missing the pair waits
+    for X's timer; the pair's own timers (E's at 22 s, D's at 25 s) come before X is
+    declared lost (25 s, after D's) and find X still missing. Once X is lost, D and E
+    only name each other: they are looked at again a lost timeout later, released."""
+    a = make_channel("a", lost_timeout_ms=20_000)
+    a.receive(msg("b", "D", 2_000, ["E"]), 2_000)
+    a.receive(msg("b", "E", 2_001, ["D", "X"]), 5_000)
+    a.events()
+    evs, _ = run_timers(a, 5_000 + 20_000)
+    assert [e.message_id for e in of(evs, sds.MessageLost)] == ["X"]
+    assert delivered_ids(evs) == [] and sorted(a.incoming_ids()) == ["D", "E"]
+    evs, _ = run_timers(a, 5_000 + 3 * 20_000)
+    assert sorted(delivered_ids(evs)) == ["D", "E"]
+    assert a.incoming_ids() == [] and a.missing_ids() == []
