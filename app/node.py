@@ -782,7 +782,8 @@ class Node:
         return await self.post(channel, text, kind)
 
     async def retry(self, channel: str | None = None) -> int:
-        """Send again (as new messages) the own messages that failed in this run; how many."""
+        """Send again (as new messages) the own messages that failed (in this run, or the
+        newest 1,000 per channel of earlier runs) and were not acknowledged since; how many."""
         self._check_open()
         again = [f for f in self._failed if channel is None or f[0] == channel]
         self._failed = [f for f in self._failed if f not in again]
@@ -1217,6 +1218,8 @@ class Node:
         elif isinstance(ev, sds.MessageDelivered):
             self._on_delivered(ev, now, out)
         elif isinstance(ev, sds.MessageAcknowledged):
+            if self._failed:  # acknowledged after all: nothing left to retry
+                self._failed = [f for f in self._failed if f[0] != ch or f[1] != ev.message_id]
             if self._set_own(ch, ev.message_id, OwnState.ACKNOWLEDGED, out):
                 out.events.append(
                     OwnMessage(
@@ -1667,6 +1670,10 @@ class Node:
                     self._own_state[(name, mid)] = msg.state
                     c = decode_content(msg.content)
                     self._own_text[(name, mid)] = (c.text, c.kind if c.kind != "raw" else "msg")
+        # Own messages that failed in an earlier run: /retry can still send them again
+        # (newest 1,000; the core keeps the same ids for a late acknowledgement).
+        for mid, content in reversed(await self.store.own_failed(name)):
+            self._failed.append((name, mid, content))
         self._state_dirty = True
         await self.transport.subscribe([key.topic])
         self._emit(ChannelJoined(name, key.is_public, key.topic.hex(), report.stored))

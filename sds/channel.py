@@ -258,7 +258,7 @@ class Channel:
         # Outgoing buffer of own unacknowledged messages, with a resend heap.
         self._outgoing: dict[str, _Outgoing] = {}
         #: Own messages given up (MessageSendFailed), newest last, so that an ack that
-        #: comes after all still says they arrived (memory only, at most FAILED_KEPT).
+        #: comes after all still says they arrived (saved with the state; FAILED_KEPT).
         self._failed: OrderedDict[str, None] = OrderedDict()
         self._resend_heap: list[tuple[int, str]] = []
 
@@ -1287,6 +1287,7 @@ class Channel:
                 "repair_out": [[entry(e), due, req] for e, due, req in self._repair_out.entries()],
                 "repair_in": [[entry(e), due, req] for e, due, req in self._repair_in.entries()],
                 "rewanted": [[m, expiry] for m, expiry in self._rewanted.items()],
+                "failed": list(self._failed),
                 "next_sync_ms": self._next_sync_ms,
                 "next_sweep_ms": self._next_sweep_ms,
             }
@@ -1370,6 +1371,7 @@ class Channel:
             ch._repair_in.restore(entry(e), int(due), bool(req))
         for m, expiry in d.get("rewanted", ()):  # absent in states saved before it existed
             ch._rewanted[m] = int(expiry)
+        ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
         ch._next_sync_ms = int(d["next_sync_ms"])
         nsw = d["next_sweep_ms"]
         ch._next_sweep_ms = None if nsw is None else int(nsw)

@@ -612,6 +612,20 @@ class Store:
 
         return await self._call(query)
 
+    async def own_failed(self, channel: str, limit: int = 1_000) -> list[tuple[str, bytes]]:
+        """Our messages in ``channel`` whose sending failed, newest first, at most
+        ``limit``: ``(message_id, content)`` (what ``/retry`` sends again)."""
+
+        def query(db: sqlite3.Connection) -> list[tuple[str, bytes]]:
+            rows = db.execute(
+                "SELECT message_id, content FROM messages WHERE channel = ? AND state = ? "
+                "ORDER BY lamport DESC, message_id DESC LIMIT ?",
+                (channel, OwnState.FAILED.value, limit),
+            )
+            return [(str(r[0]), bytes(r[1])) for r in rows]
+
+        return await self._call(query)
+
     # ------------------------------------------------------------------ core state, batches
 
     async def save_core_state(self, channel: str, state: bytes) -> None:

@@ -854,7 +854,7 @@ class SdsChatApp(App[None]):
             n = await node.retry()
         except NodeClosedError:
             return
-        for view in self.model.channels.values():
+        for view in self.model.channels.values() if n else ():
             for row in view.rows:
                 if row.own_state == "failed" and not row.retried:
                     row.retried = True

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from app_helpers import FAST, crash, key, run, start_node, wait_until
 
+import sds
 from app.chat_content import encode_content
 from app.history import read_history
 from app.node import Node, PassphraseMismatchError
@@ -604,3 +605,40 @@ def test_a_late_sent_state_never_overwrites_a_later_one(tmp_path: Path) -> None:
     run(main())
     states = {x.text: x.state for x in read_history(tmp_path / "a", "general")}
     assert states["first"] == "acknowledged"
+
+
+def test_failed_lines_survive_a_restart_and_an_ack_after_all_clears_them(
+    tmp_path: Path,
+) -> None:
+    """A line nobody acknowledged fails. After a restart /retry can still send it (it
+    answered "no failed messages" while the screen offered Ctrl+R). When a peer later
+    shows it has the line after all, it is acknowledged and nothing is left to retry
+    (a retry used to send a second copy)."""
+    config = sds.Config.fast(100, max_resend_attempts=1)
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice", config=config)
+        await a.node.send("general", "nobody hears this")
+        await wait_until(lambda: a.own("failed"), 10, "the line failed")
+        envelope = a.node.transport.sent[0]  # type: ignore[attr-defined]
+        await a.node.close()
+
+        a2 = await start_node(tmp_path / "a", hub, name="alice", config=config)
+        b = await start_node(tmp_path / "b", hub, name="bob", config=config)
+        try:
+            assert [f[1] for f in a2.node._failed] == [a.own("failed")[0].message_id]
+            await b.node._on_envelope(envelope)  # b has the line after all
+            await wait_until(lambda: b.texts() == ["nobody hears this"])
+            await b.node.send("general", "got it")  # its causal history names the line
+            await wait_until(lambda: a2.own("acknowledged"), 10, "the late ack")
+            assert await a2.node.retry() == 0
+            stored = await a2.node.page("general")
+            assert [(x.text, x.state) for x in stored if x.text == "nobody hears this"] == [
+                ("nobody hears this", "acknowledged")
+            ]
+        finally:
+            await a2.node.close()
+            await b.node.close()
+
+    run(main())
