@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -171,14 +172,20 @@ def print_history(
     except (StorageError, sqlite3.Error) as exc:
         print(f"sdschat history: {exc}", file=sys.stderr)
         return 4
-    for line in lines:
-        if as_json:
-            out.write(json.dumps(line.to_json(), ensure_ascii=False) + "\n")
-        else:
-            who = (line.name or "?").translate(_VISIBLE)
-            body = line.text.translate(_VISIBLE)
-            text = f"* {who} {body}" if line.kind == "me" else f"<{who}> {body}"
-            state = f"  [{line.state}]" if line.state else ""
-            out.write(f"{line.lamport}  {line.sender_id[:8]}  {text}{state}\n")
-    out.flush()
+    try:
+        for line in lines:
+            if as_json:
+                out.write(json.dumps(line.to_json(), ensure_ascii=False) + "\n")
+            else:
+                who = (line.name or "?").translate(_VISIBLE)
+                body = line.text.translate(_VISIBLE)
+                text = f"* {who} {body}" if line.kind == "me" else f"<{who}> {body}"
+                state = f"  [{line.state}]" if line.state else ""
+                out.write(f"{line.lamport}  {line.sender_id[:8]}  {text}{state}\n")
+        out.flush()
+    except BrokenPipeError:
+        # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point
+        # stdout at /dev/null so the interpreter's final flush does not fail again
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

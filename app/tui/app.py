@@ -931,7 +931,7 @@ class SdsChatApp(App[None]):
         if name == "passphrase":
             self.push_screen(
                 PassphraseScreen(
-                    arg or "the next /join",
+                    arg or "",
                     purpose="Used by the next /join. Leave empty for PUBLIC channels "
                     "(anyone who knows the name can read them).",
                 ),

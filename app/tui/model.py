@@ -395,12 +395,12 @@ class ChatModel:
         return True
 
     def cycle(self, step: int) -> str | None:
+        """The channel ``step`` places from the current one (the caller switches: a
+        second switch would find nothing unread and drop the "── new ──" line)."""
         if not self.order:
             return None
         i = self.order.index(self.current) if self.current in self.order else 0
-        target = self.order[(i + step) % len(self.order)]
-        self.switch(target)
-        return target
+        return self.order[(i + step) % len(self.order)]
 
     def mark_read(self, name: str) -> None:
         view = self.channels.get(name)

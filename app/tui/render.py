@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.style import Style
 from rich.text import Text
@@ -141,9 +141,10 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def _nick(name: str, width: int) -> str:
-    if len(name) > width:
-        return name[: width - 1] + "…"
-    return name.rjust(width)
+    """``name`` right-aligned in ``width`` terminal cells (wide characters count two)."""
+    if cell_len(name) > width:
+        return set_cell_size(name, width - 1) + "…"
+    return " " * (width - cell_len(name)) + name
 
 
 def _body(row: Row, pal: Palette, color: str) -> Text:

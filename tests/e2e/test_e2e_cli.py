@@ -132,3 +132,21 @@ def test_history_errors(tmp_path: Path) -> None:
         timeout=T(30),
     )
     assert r.returncode == 1 and b"no sdschat database" in r.stderr
+
+
+def test_history_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """``sdschat history ... | head -1``: the reader leaves early; history stops with
+    exit 0 and no BrokenPipeError traceback."""
+    lines = "".join(f"line {i}\n" for i in range(1500))
+    assert _join(tmp_path, "--headless", "--fast", stdin=lines).returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "history", "room", "--data-dir",
+         str(tmp_path / "d"), "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert b'"content": "line 0"' in proc.stdout.readline()
+    proc.stdout.close()  # what head does after its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=T(30)) == 0, err
+    assert b"Traceback" not in err and b"BrokenPipe" not in err

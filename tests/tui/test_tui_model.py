@@ -131,7 +131,25 @@ def test_unread_mentions_bell_and_new_line() -> None:
     m.switch("random")
     assert view.unread == 0 and not view.mentioned
     assert view.first_new_index() == 1  # above r2
-    assert m.cycle(1) == "general" and m.cycle(-1) == "random"
+    assert m.cycle(1) == "general" and m.cycle(-1) == "general"  # from random, 2 channels
+    assert m.current == "random"  # cycle only names the target: the app switches once
+
+
+def test_cycling_to_a_channel_keeps_its_new_line() -> None:
+    """Ctrl+N used to switch twice (the model, then the app): the second switch found
+    nothing unread and the "── new ──" line was gone; /switch kept it."""
+    m = model()
+    m.apply(ChannelJoined("random", False, "01", 0), 0)
+    m.channels["random"].loaded = True
+    m.apply(delivered("r1", 1, channel="random"), 0)
+    m.switch("random")
+    m.mark_read("random")
+    m.switch("general")
+    m.apply(delivered("r2", 2, channel="random"), 0)
+    target = m.cycle(1)
+    assert target == "random"
+    m.switch(target)
+    assert m.channels["random"].first_new_index() == 1
 
 
 def test_window_is_bounded_while_following_and_kept_while_reading() -> None:
@@ -194,3 +212,16 @@ def test_typing_notices() -> None:
     assert m.typing("general", BOB, "bob", 5.0)
     assert not m.typing("general", ME, "alice", 5.0)
     assert m.expire_typing(4.0) == set() and m.expire_typing(5.0) == {"general"}
+
+
+def test_wide_nicknames_keep_the_author_column() -> None:
+    """The nick column is measured in terminal cells: a CJK name used to push the
+    separator right by its extra width."""
+    from rich.cells import cell_len
+
+    from app.tui.render import _nick
+
+    for name in ("alice", "中文名", "中文名字很长的名字abc", "x" * 30, "👍🏽ok"):
+        assert cell_len(_nick(name, 10)) == 10, name
+    assert _nick("中文名字很长的名字abc", 10).endswith("…")
+    assert _nick("bob", 10) == "       bob"

@@ -115,7 +115,8 @@ class PassphraseScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(f"Passphrase for #{self.channel}", classes="dialog-title")
+            title = f"Passphrase for #{self.channel}" if self.channel else "Passphrase"
+            yield Static(title, classes="dialog-title")
             yield Static(
                 self.purpose
                 or "Everyone in the channel uses the same passphrase. Leave it empty for a "
