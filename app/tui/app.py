@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -257,7 +258,18 @@ class SdsChatApp(App[None]):
         self.set_interval(self.opts.tick_interval, self._tick)
         self._refresh_panels()
         self._command_loop()
+        self._install_signal_handlers()
         self._boot()
+
+    def _install_signal_handlers(self) -> None:
+        """SIGTERM and SIGHUP (``kill``, a closed terminal) quit like Ctrl+Q: the node
+        closes, where you left off is saved, the terminal is restored (exit 0)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                # exit() only posts a message (safe from a signal callback, which has no
+                # active-app context); on_unmount then closes the node and saves state
+                loop.add_signal_handler(sig, self.exit)
 
     @work(exclusive=True, group="boot")
     async def _boot(self) -> None:
@@ -378,6 +390,10 @@ class SdsChatApp(App[None]):
         self.exit(return_code=0)
 
     async def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
         await self._close_node()
 
     def _state_path(self) -> Path:

@@ -354,3 +354,25 @@ async def test_the_node_works_in_short_rounds_under_the_app(tmp_path: Path) -> N
     async with app.run_test(size=SIZE):
         await started(app)
         assert app.node is not None and app.node.options.max_round == MAX_ROUND
+
+
+async def test_sigterm_quits_like_ctrl_q(tmp_path: Path) -> None:
+    """``kill`` (SIGTERM) or a closed terminal (SIGHUP) used to kill the TUI where it
+    stood: exit 143, the terminal left in TUI mode, where you left off not saved. Now
+    it quits as Ctrl+Q does: the node closes and tui.json is written."""
+    import os
+    import signal
+
+    app = tui(tmp_path / "alice", MemoryHub().transport(), remember_state=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await pilot.press(*"before the signal", "enter")
+        await wait_until(lambda: row_with(app, "before the signal") is not None)
+        os.kill(os.getpid(), signal.SIGTERM)  # to this process: the app's handler takes it
+        await wait_until(lambda: app.return_code is not None, what="the app exits")
+    assert app.return_code == 0
+    assert app.node is not None and app.node.closed
+    assert (tmp_path / "alice" / "tui.json").exists()
+    # the handler went with the app: a later SIGTERM is not swallowed by a dead app
+    loop = asyncio.get_running_loop()
+    assert not loop.remove_signal_handler(signal.SIGTERM)
