@@ -35,6 +35,7 @@ __all__ = [
     "clean_name",
     "decode_content",
     "encode_content",
+    "visible",
 ]
 
 CONTENT_VERSION = 1
@@ -67,6 +68,33 @@ def clean_name(name: str) -> str:
     """A display name with control characters removed, stripped, cut to :data:`MAX_NAME_CHARS`."""
     cleaned = "".join(ch for ch in name if ch.isprintable()).strip()
     return cleaned[:MAX_NAME_CHARS]
+
+
+#: Control characters (C0 but tab, DEL, C1) and the bidirectional embeddings, overrides
+#: and isolates, written as escapes: a peer's text must not move the cursor, clear the
+#: screen, retitle or recolour the terminal, or reorder what is shown around it.
+_VISIBLE: dict[int, str] = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (
+        *(c for c in range(0x20) if c != 0x09),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
+_VISIBLE_LINES = {c: v for c, v in _VISIBLE.items() if c != 0x0A}
+
+
+def visible(text: str, *, newlines: bool = False) -> str:
+    """``text`` safe to put on a terminal: control and bidi-override characters become
+    escapes such as ``\\x1b`` and ``\\u202e`` (tab stays); with ``newlines`` a line
+    break stays a line break (a multi-line message in a log), otherwise it is ``\\x0a``.
+
+    Text from peers (message text, names of raw content, message ids) goes through it
+    before it is shown: Rich and Textual pass ESC and C1 bytes to the terminal."""
+    if text.isprintable():  # C speed; the usual case (an escape is never printable)
+        return text
+    return text.translate(_VISIBLE_LINES if newlines else _VISIBLE)
 
 
 def encode_content(text: str, name: str, kind: str = "msg") -> bytes:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from app.chat_content import decode_content
+from app.chat_content import decode_content, visible
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -145,20 +145,6 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         db.close()
 
 
-#: Control characters (C0 but tab, DEL, C1) and the bidirectional overrides and
-#: isolates, shown escaped: a peer's text must not move the cursor, clear the
-#: screen, recolour the terminal or reorder what is shown (``--json`` escapes them).
-_VISIBLE = {
-    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-    for c in (
-        *(c for c in range(0x20) if c != 0x09),
-        *range(0x7F, 0xA0),
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-    )
-}
-
-
 def print_history(
     data_dir: str | Path, channel: str, *, as_json: bool, out: TextIO | None = None
 ) -> int:
@@ -177,8 +163,8 @@ def print_history(
             if as_json:
                 out.write(json.dumps(line.to_json(), ensure_ascii=False) + "\n")
             else:
-                who = (line.name or "?").translate(_VISIBLE)
-                body = line.text.translate(_VISIBLE)
+                who = visible(line.name or "?")
+                body = visible(line.text)
                 text = f"* {who} {body}" if line.kind == "me" else f"<{who}> {body}"
                 state = f"  [{line.state}]" if line.state else ""
                 out.write(f"{line.lamport}  {line.sender_id[:8]}  {text}{state}\n")

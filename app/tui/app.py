@@ -42,7 +42,7 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import clean_name
+from app.chat_content import clean_name, visible
 from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
 from app.node import PassphraseMismatchError as NodePassphraseMismatch
@@ -1073,7 +1073,7 @@ class SdsChatApp(App[None]):
 
         def field(label: str, value: str) -> None:
             out.append(f"{label:<18}", "bold")
-            out.append(f"{value}\n")
+            out.append(f"{visible(value)}\n")  # ids are a peer's: any text up to 256 chars
 
         when = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
         field("author", f"{row.name or '?'}")
@@ -1104,14 +1104,14 @@ class SdsChatApp(App[None]):
                     have = await node.store.has_ids(channel, stored.causal_history)
             field("depends on", f"{len(stored.causal_history)} message(s)")
             for dep in stored.causal_history[-12:]:
-                out.append(f"  {'✓' if dep in have else '·'} {dep}\n", "dim")
+                out.append(f"  {'✓' if dep in have else '·'} {visible(dep)}\n", "dim")
             if len(stored.causal_history) > 12:
                 out.append(f"  … and {len(stored.causal_history) - 12} older\n", "dim")
         elif row.waiting_for:
             field("missing", "")
             for dep in sorted(row.waiting_for):
                 state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
-                out.append(f"  ⋯ {dep}{state}\n", "dim")
+                out.append(f"  ⋯ {visible(dep)}{state}\n", "dim")
         return out
 
 

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
+from app.chat_content import visible
 from app.tui.model import STATE_GLYPHS, Row
 
 __all__ = [
@@ -153,9 +154,9 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
     if row.kind == "me":
         text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
         text.append(" ")
-        text.append(row.text, style + Style(italic=True))
+        text.append(visible(row.text, newlines=True), style + Style(italic=True))
     else:
-        text.append(row.text, style)
+        text.append(visible(row.text, newlines=True), style)
     for m in _MENTION.finditer(text.plain):
         text.stylize(pal.mention_word, m.start(), m.end())
     if row.recovered:

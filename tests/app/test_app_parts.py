@@ -11,7 +11,7 @@ import pytest
 from app_helpers import key, run
 
 import sds
-from app.chat_content import ChatContent, decode_content, encode_content
+from app.chat_content import ChatContent, decode_content, encode_content, visible
 from app.commands import Command, parse_line
 from app.headless import PassphraseFileError, read_passphrase_file
 from app.node_events import Delivered, OwnMessage, event_to_json
@@ -33,6 +33,15 @@ def test_content_round_trip_and_foreign_content() -> None:
     with pytest.raises(ValueError):
         encode_content("x", "a", "shout")
     assert decode_content(encode_content("x", "n" * 500)).name == "n" * 64
+
+
+def test_visible_escapes_what_would_steer_a_terminal() -> None:
+    assert visible("a\x1b[2J\x00\x7f\x9b\u202e\u2066b\tc\r\nd") == (
+        "a\\x1b[2J\\x00\\x7f\\x9b\\u202e\\u2066b\tc\\x0d\\x0ad"
+    )
+    assert visible("one\ntwo\x1b", newlines=True) == "one\ntwo\\x1b"
+    family = "\U0001f469\u200d\U0001f467 caf\u00e9 \u4f60\u597d"  # ZWJ emoji: not printable
+    assert visible(family) == family and visible("plain") == "plain"
 
 
 def test_parse_line() -> None:

@@ -376,3 +376,32 @@ async def test_sigterm_quits_like_ctrl_q(tmp_path: Path) -> None:
     # the handler went with the app: a later SIGTERM is not swallowed by a dead app
     loop = asyncio.get_running_loop()
     assert not loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def test_a_peers_control_characters_are_shown_escaped(tmp_path: Path) -> None:
+    """Escape sequences and bidi overrides in a peer's text reach the screen as visible
+    escapes (Rich and Textual pass ESC and C1 through to the terminal: a peer could clear
+    or retitle it); a line break in a message is a second line of the same row."""
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    app = tui(tmp_path / "alice", hub.transport())
+    evil = "clear\x1b[2J\x1b]0;owned\x07 \x9b31m \u202eevil\u202c done"
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await bob.say(evil)
+            await bob.say("first line\nsecond line")
+            await wait_until(lambda: row_with(app, "first line\nsecond line") is not None)
+            await pilot.pause()
+            shown = screen_text(app)
+            for raw in ("\x1b", "\x07", "\x9b", "\u202e", "\u202c"):
+                assert raw not in shown
+            assert "clear\\x1b[2J\\x1b]0;owned\\x07 \\x9b31m \\u202eevil\\u202c done" in shown
+            assert "bob │ first line" in line_with(app, "first line")
+            assert line_with(app, "second line").rstrip().endswith("│ second line")
+            # the search dialog shows it escaped as well
+            await send_line(pilot, "/search owned")
+            await wait_until(lambda: "bob: clear\\x1b[2J" in screen_text(app), what="found")
+            assert "\x1b" not in screen_text(app)
+    finally:
+        await bob.close()

@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from app.chat_content import decode_content
+from app.chat_content import decode_content, visible
 from storage import LogEntry
 
 __all__ = ["SearchScreen"]
@@ -100,7 +100,7 @@ class SearchScreen(ModalScreen[LogEntry | None]):
         out = Text()
         out.append(f"{when} ", "dim")
         out.append(f"{c.name or entry.sender_id[:8]}: ", "bold")
-        body = Text(c.text.replace("\n", " ")[:200])
+        body = Text(visible(c.text.replace("\n", " ")[:200]))
         body.highlight_words([text], "reverse", case_sensitive=False)
         out.append_text(body)
         return out
