@@ -1030,9 +1030,12 @@ class SdsChatApp(App[None]):
                 await self._retry()
             elif name == "stats":
                 stats = node.stats()
-                self.push_screen(
-                    TextScreen("Stats", json.dumps(stats, indent=1, sort_keys=True), id="stats")
+                # connected, the counters, the store, then each channel; keys
+                # sorted: the counters are on the first screen, not below all channels
+                stats_text = json.dumps(
+                    {k: _sorted(v) for k, v in sorted(stats.items(), key=_stats_order)}, indent=1
                 )
+                self.push_screen(TextScreen("Stats", stats_text, id="stats"))
         except NodeClosedError:
             return
         except (KeyError, ValueError) as exc:
@@ -1113,6 +1116,21 @@ class SdsChatApp(App[None]):
                 state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
                 out.append(f"  ⋯ {visible(dep)}{state}\n", "dim")
         return out
+
+
+_STATS_ORDER = ("connected", "counters", "store", "channels")
+
+
+def _stats_order(item: tuple[str, object]) -> tuple[int, str]:
+    key = item[0]
+    return (_STATS_ORDER.index(key) if key in _STATS_ORDER else len(_STATS_ORDER), key)
+
+
+def _sorted(value: object) -> object:
+    """``value`` with its dicts' keys sorted, at every depth."""
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    return value
 
 
 def _consume(fut: asyncio.Future[int]) -> None:
