@@ -42,7 +42,7 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import clean_name, visible
+from app.chat_content import clean_name, encode_content, visible
 from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
 from app.node import PassphraseMismatchError as NodePassphraseMismatch
@@ -61,7 +61,13 @@ from app.tui.commands import Command, parse
 from app.tui.model import PAGE, Changes, ChatModel, Row
 from app.tui.render import state_label
 from app.tui.screens.chat import ChatScreen
-from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen, TextScreen
+from app.tui.screens.dialogs import (
+    FatalScreen,
+    HelpScreen,
+    MultiLineScreen,
+    PassphraseScreen,
+    TextScreen,
+)
 from app.tui.screens.search import SearchScreen
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
 from app.tui.widgets.chat_input import ChatInput
@@ -914,6 +920,36 @@ class SdsChatApp(App[None]):
         if cmd is not None:
             self.pending_commands += 1
             self._commands.put_nowait(cmd)
+
+    def on_chat_input_multi_line(self, event: ChatInput.MultiLine) -> None:
+        """A paste of several lines: shown in a dialog to edit and send as one message."""
+        event.stop()
+        node, channel = self.node, self.model.current
+        if node is None or channel is None:
+            self.notify("no channel: /join one first", severity="error")
+            return
+        text, kind = event.text, "msg"
+        if text.startswith("/me "):  # typed '/me ', then pasted the action's lines
+            text, kind = text[4:], "me"
+        elif text.startswith("//"):
+            text = text[1:]
+
+        def check(body: str) -> str | None:
+            size = len(encode_content(body, node.name, kind))
+            limit = node.options.config.max_content_bytes
+            if size > limit:
+                return f"too long to send: {size:,} bytes encoded, the limit is {limit:,}"
+            return None
+
+        def done(body: str | None) -> None:
+            if body is None:
+                return
+            box = self.chat.query_one(ChatInput)
+            box.value = ""
+            self.pending_commands += 1
+            self._commands.put_nowait(Command(kind if kind == "me" else "say", body))
+
+        self.push_screen(MultiLineScreen(channel, text, check), done)
 
     @work(group="commands")
     async def _command_loop(self) -> None:

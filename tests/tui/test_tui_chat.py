@@ -405,3 +405,59 @@ async def test_a_peers_control_characters_are_shown_escaped(tmp_path: Path) -> N
             assert "\x1b" not in screen_text(app)
     finally:
         await bob.close()
+
+
+async def test_a_paste_of_several_lines_is_one_message_after_a_dialog(tmp_path: Path) -> None:
+    """Input keeps only a paste's first line; sdschat shows all of it in a dialog (the
+    input's text around the cursor included), Ctrl+S sends it as one message, Esc
+    leaves the input as it was, and a text over the size limit stays in the dialog."""
+    from textual import events
+
+    from app.tui.screens.dialogs import MultiLineScreen
+    from app.tui.widgets.chat_input import ChatInput
+
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    app = tui(tmp_path / "alice", hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            box = app.chat.query_one(ChatInput)
+
+            async def paste(text: str) -> None:
+                box.post_message(events.Paste(text))
+                await pilot.pause()
+
+            await paste("one line\n")  # a single line stays in the input, as typed
+            assert box.value == "one line" and not isinstance(app.screen, MultiLineScreen)
+            box.value, box.cursor_position = "see: ", 5
+            await paste("def f():\r\n    return 1\r\n")
+            assert isinstance(app.screen, MultiLineScreen)
+            assert "Send 2 lines as one message to #general?" in screen_text(app)
+            await pilot.press("escape")
+            assert not isinstance(app.screen, MultiLineScreen) and box.value == "see: "
+            assert "def f" not in bob.texts()
+            await paste("def f():\n    return 1")
+            await pilot.press("ctrl+s")
+            await wait_until(lambda: "see: def f():\n    return 1" in bob.texts(), what="sent")
+            assert box.value == "" and row_with(app, "see: def f():\n    return 1") is not None
+            await pilot.pause()
+            assert line_with(app, "    return 1").rstrip().endswith("│     return 1")
+            # /me, then a paste: an action of two lines
+            box.value, box.cursor_position = "/me ", 4
+            await paste("waves\nand smiles")
+            await pilot.press("ctrl+s")
+            await wait_until(lambda: "waves\nand smiles" in bob.texts(), what="the action")
+            kinds = [e.kind for e in bob.events if getattr(e, "text", None) == "waves\nand smiles"]
+            assert kinds == ["me"]
+            # too long: the dialog says so and keeps the text
+            box.value = ""
+            await paste("x" * 70_000 + "\ny")
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            assert isinstance(app.screen, MultiLineScreen)
+            assert "too long to send" in screen_text(app)
+            assert app.screen.query_one("#multiline-text").text.endswith("\ny")  # type: ignore[attr-defined]
+            await pilot.press("escape")
+    finally:
+        await bob.close()

@@ -1,7 +1,9 @@
-"""Modal screens: help, details (``/info``, ``/who``, ``/stats``), passphrase, fatal errors."""
+"""Modal screens: help, details (``/info``, ``/who``, ``/stats``), passphrase, a multi-line
+message (a paste), fatal errors."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -9,18 +11,26 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Input, Static, TextArea
 
 from app.tui.commands import COMMANDS
 from app.tui.model import STATE_GLYPHS
 from app.tui.render import state_label
 
-__all__ = ["FatalScreen", "HelpScreen", "PassphraseScreen", "TextScreen", "help_text"]
+__all__ = [
+    "FatalScreen",
+    "HelpScreen",
+    "MultiLineScreen",
+    "PassphraseScreen",
+    "TextScreen",
+    "help_text",
+]
 
 KEYS = (
     ("Enter", "send the line (or run the /command)"),
     ("Tab", "complete a /command, #channel or @name"),
     ("Up / Down", "previous / next line you typed"),
+    ("paste", "several lines: one message, shown first (Ctrl+S sends)"),
     ("Ctrl+N / Ctrl+P", "next / previous channel"),
     ("Alt+1 … Alt+9", "go to channel 1…9"),
     ("PgUp / PgDn", "scroll back / forward (older history loads from disk)"),
@@ -132,6 +142,63 @@ class PassphraseScreen(ModalScreen[str | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MultiLineScreen(ModalScreen[str | None]):
+    """A paste of several lines, to send as one message: editable (Enter is a line
+    break here), Ctrl+S sends, Esc cancels and leaves the input line as it was.
+
+    ``check`` returns why the text cannot be sent (too long) or None; the dialog
+    stays open with the text when it cannot, so nothing pasted is lost."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "send", "send", show=False, priority=True),
+        Binding("escape", "cancel", "cancel", show=False, priority=True),
+    ]
+
+    def __init__(self, channel: str, text: str, check: Callable[[str], str | None]) -> None:
+        super().__init__(id="multiline")
+        self.channel = channel
+        self.text = text
+        self.check = check
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(self._title(self.text), classes="dialog-title", id="multiline-title")
+            yield TextArea(self.text, soft_wrap=True, show_line_numbers=False, id="multiline-text")
+            error = Static("", classes="error-text", id="multiline-error")
+            error.display = False
+            yield error
+            yield Static("Ctrl+S sends · Esc cancels", classes="dialog-hint")
+
+    def _title(self, text: str) -> str:
+        lines = text.count("\n") + 1
+        return f"Send {lines} lines as one message to #{self.channel}?"
+
+    def on_mount(self) -> None:
+        area = self.query_one(TextArea)
+        area.focus()
+        area.move_cursor(area.document.end)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        self.query_one("#multiline-title", Static).update(self._title(event.text_area.text))
+        self.query_one("#multiline-error", Static).display = False
+
+    def action_send(self) -> None:
+        text = self.query_one(TextArea).text.strip("\n")
+        if not text.strip():
+            self.dismiss(None)
+            return
+        problem = self.check(text)
+        if problem is not None:
+            error = self.query_one("#multiline-error", Static)
+            error.update(problem)
+            error.display = True
+            return
+        self.dismiss(text)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

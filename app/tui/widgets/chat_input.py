@@ -1,4 +1,5 @@
-"""The input line: history (Up/Down) and tab completion of commands, channels and names."""
+"""The input line: history (Up/Down), tab completion of commands, channels and names, and
+pastes of several lines (handed to the app as one message to confirm)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,14 @@ class ChatInput(Input):
             super().__init__()
             self.line = line
 
+    class MultiLine(Message):
+        """Several lines were pasted: ``text`` is the input's text with the paste put in
+        at the cursor (or over the selection). The input itself is left unchanged."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
     def __init__(self, source: CompletionSource | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.history: list[str] = []
@@ -62,6 +71,17 @@ class ChatInput(Input):
             await self.action_submit()
             return
         await super()._on_key(event)
+
+    def _on_paste(self, event: events.Paste) -> None:
+        # Input keeps the first line of a paste and drops the rest without a word; a
+        # paste of several lines (code, a log) goes to the app as one message instead
+        text = event.text.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+        if "\n" not in text:
+            return  # Input's own handler inserts it
+        event.stop()
+        event.prevent_default()
+        start, end = sorted((self.selection.start, self.selection.end))
+        self.post_message(self.MultiLine(self.value[:start] + text + self.value[end:]))
 
     async def action_submit(self) -> None:
         """Enter: take the line and clear the input in the same step, so keys typed right
