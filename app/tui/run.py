@@ -84,6 +84,9 @@ def run_tui(args: argparse.Namespace) -> int:
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
 
     from app.tui.app import make_app  # Textual loads only for the TUI
+    from app.tui.keys import use_alt_digits
+
+    use_alt_digits()  # Alt+1..9 switch channels in xterm and tmux (ESC+digit)
 
     app = make_app(
         data_dir,

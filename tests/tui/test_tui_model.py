@@ -225,3 +225,31 @@ def test_wide_nicknames_keep_the_author_column() -> None:
         assert cell_len(_nick(name, 10)) == 10, name
     assert _nick("中文名字很长的名字abc", 10).endswith("…")
     assert _nick("bob", 10) == "       bob"
+
+
+def test_alt_digit_from_xterm_and_tmux_is_alt_digit() -> None:
+    """ESC+1 (Alt+1 in xterm, tmux, GNOME Terminal) reaches the app as alt+1, which
+    switches channels, instead of Textual's macOS character '¡' typed into the input;
+    macOS keeps it (Option+1 types '¡' there); other sequences are untouched."""
+    from textual import _ansi_sequences
+    from textual._xterm_parser import XTermParser
+
+    from app.tui.keys import use_alt_digits
+
+    def keys(data: str) -> list[str]:
+        parser = XTermParser()
+        events = [*parser.feed(data), *parser.feed("")]  # "" ends the input
+        return [e.key for e in events if hasattr(e, "key")]
+
+    saved = dict(_ansi_sequences.ANSI_SEQUENCES_KEYS)
+    try:
+        assert keys("\x1b1") == ["inverted_exclamation_mark"]  # Textual's own reading
+        assert not use_alt_digits("darwin") and keys("\x1b1") == ["inverted_exclamation_mark"]
+        assert use_alt_digits("linux")
+        assert keys("\x1b1") == ["alt+1"] and keys("\x1b9") == ["alt+9"]
+        assert keys("a\x1b2b") == ["a", "alt+2", "b"]
+        assert keys("\x1b[A\x1bOP\x1b") == ["up", "f1", "escape"]
+        assert not use_alt_digits("linux")  # once is enough
+    finally:
+        _ansi_sequences.ANSI_SEQUENCES_KEYS.clear()  # type: ignore[attr-defined]
+        _ansi_sequences.ANSI_SEQUENCES_KEYS.update(saved)  # type: ignore[attr-defined]
