@@ -730,7 +730,11 @@ class SdsChatApp(App[None]):
                 transport=self.opts.transport_label,
                 state=state,
                 reason=m.connection_reason,
-                retry_in=m.retry_in,
+                retry_in=(
+                    max(0.0, (m.retry_at_ms - self.clock() * 1000) / 1000)
+                    if m.retry_at_ms is not None
+                    else None
+                ),  # counts down: the status bar is refreshed every tick
                 lan=self._lan_text(),
                 sync=sync,
                 store=self._store_text(),

@@ -355,7 +355,8 @@ class ChatModel:
         self.current: str | None = None
         self.connection = "connecting"
         self.connection_reason: str | None = None
-        self.retry_in: float | None = None
+        self.retry_at_ms: int | None = None
+        """When the transport tries again (``disconnected``), on the app's clock."""
         self.names: dict[str, str] = {}
         """sender id -> last display name heard."""
 
@@ -447,7 +448,9 @@ class ChatModel:
         elif isinstance(ev, ConnectionChanged):
             self.connection = ev.state
             self.connection_reason = ev.reason
-            self.retry_in = ev.retry_in
+            self.retry_at_ms = (
+                now_ms + round(ev.retry_in * 1000) if ev.retry_in is not None else None
+            )
             ch.status = True
         elif isinstance(ev, ChannelJoined):
             self.add_channel(ev.channel, ev.public)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import sqlite3
 import subprocess
@@ -139,6 +140,32 @@ async def test_relay_unreachable_is_not_fatal(tmp_path: Path) -> None:
             )
         )
         assert not isinstance(app.screen, FatalScreen)
+        await pilot.press("ctrl+q")
+        await wait_until(lambda: app._exit)
+    assert app.return_code == 0
+
+
+async def test_the_time_to_the_next_relay_attempt_counts_down(tmp_path: Path) -> None:
+    """'retry in Ns' is the time left, not the delay as it was announced: it goes down
+    with the clock and says 'retrying…' when the time has come."""
+    url = f"ws://127.0.0.1:{closed_port()}"
+    transport = RelayTransport(url, backoff_base=60.0, backoff_max=60.0)  # 30-60 s
+    now = [1_000_000.0]
+    app = tui(tmp_path / "alice", transport, transport_label="relay test", clock=lambda: now[0])
+
+    def waiting() -> int | None:
+        m = re.search(r"retry in (\d+)s", screen_text(app).splitlines()[-1])
+        return int(m.group(1)) if m else None
+
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.ready.wait(), T(20))
+        await wait_until(lambda: waiting() is not None, what="the first wait shown")
+        first = waiting()
+        assert first is not None and 30 <= first <= 60
+        now[0] += 20.0
+        await wait_until(lambda: waiting() == first - 20, what="20 s less")
+        now[0] += 60.0
+        await wait_until(lambda: "relay test unreachable · retrying…" in screen_text(app))
         await pilot.press("ctrl+q")
         await wait_until(lambda: app._exit)
     assert app.return_code == 0

@@ -7,6 +7,7 @@ of node events, not once per event).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -214,7 +215,8 @@ class StatusBar(Widget):
             what = "unreachable" if info.state == "disconnected" else info.state
             transport.append(f"{info.transport} {what}", bad)
             if info.retry_in is not None:
-                transport.append(f" · retry in {info.retry_in:.0f}s", pal.time)
+                wait = math.ceil(info.retry_in)
+                transport.append(f" · retry in {wait}s" if wait else " · retrying…", pal.time)
         # most important first; what does not fit the width is left out from the end
         parts = [
             transport,
