@@ -757,8 +757,11 @@ class SdsChatApp(App[None]):
         if view is not None:
             names = [n for n, until in view.typing.values() if until > self.clock()]
             typing = typing_text(names)
+            log = chat.query_one(MessageLog)
+            if view.new_below and view.at_tail and log.follow and log.view is view:
+                view.new_below = 0  # the reader is back at the newest message
             if not typing and view.new_below:
-                typing = f"↓ {view.new_below} new below · PgDn"
+                typing = f"↓ {view.new_below} new below · Ctrl+End"
         chat.query_one(TypingLine).update_text(typing)
         peer_list = chat.query_one(PeerList)
         if peer_list.display and node is not None and view is not None:
@@ -814,7 +817,22 @@ class SdsChatApp(App[None]):
         log = self.chat.query_one(MessageLog)
         if direction < 0:
             log.to_top()
+            return
+        view = self.model.channels.get(self.model.current or "")
+        if view is not None and not view.at_tail:
+            # the window ends before the newest message (a search result, a long read
+            # back): load the newest page at once, not one page per press
+            self._to_newest(view.name)
         else:
+            log.to_bottom()
+
+    @work(group="page")
+    async def _to_newest(self, channel: str) -> None:
+        await self._load_tail(channel)
+        if channel == self.model.current:
+            log = self.chat.query_one(MessageLog)
+            log.follow = True
+            log.sync(force=True)
             log.to_bottom()
 
     def action_select(self, step: int) -> None:

@@ -150,9 +150,10 @@ class ChannelView:
     last_read: Key | None = None
     """Newest row the person has seen here (persisted between runs)."""
     new_below: int = 0
+    """Messages that arrived below what the reader looks at: beyond the window while it
+    does not reach the newest message, or under the screen while they are scrolled up."""
     following: bool = True
     """The log shows the bottom (set by the app): new rows may push old ones out."""
-    """Messages that arrived while the window was scrolled away from the tail."""
     typing: dict[str, tuple[str, float]] = field(default_factory=dict)
     """sender id -> (name, expires at, seconds)."""
     missing: dict[str, set[str]] = field(default_factory=dict)
@@ -506,6 +507,8 @@ class ChatModel:
         if view.at_tail and not view.following and len(view.rows) >= MAX_WINDOW:
             view.at_tail = False  # the reader is scrolled up: do not push their rows out
         if view.at_tail or (view.keys and key < view.keys[-1]):
+            if view.at_tail and not view.following and (not view.keys or key > view.keys[-1]):
+                view.new_below += 1  # below a reader scrolled up: counted for "↓ N new"
             view.insert(
                 Row(
                     key=key,

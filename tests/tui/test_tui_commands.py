@@ -280,6 +280,52 @@ async def test_history_pages_in_from_sqlite_both_ways(tmp_path: Path) -> None:
         assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
+async def test_ctrl_end_goes_to_the_newest_message_at_once(tmp_path: Path) -> None:
+    """Far back in the history (the window no longer holds the newest rows), one Ctrl+End
+    shows the newest message; it used to load one page per press."""
+    await seed_history(tmp_path / "alice", 3000)
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        log = app.chat.query_one(MessageLog)
+        view = log.view
+        for _ in range(100):  # bounded: back to the oldest message
+            if not view.more_before:
+                break
+            log.to_top()
+            await pilot.pause()
+            await wait_until(lambda: not log._older_requested, what="older page")
+        assert not view.at_tail and view.rows[0].text == "stored message 0"
+        await pilot.press("ctrl+end")
+        await wait_until(lambda: "stored message 2999" in screen_text(app), what="the newest")
+        assert view.at_tail and log.follow and view.rows[-1].text == "stored message 2999"
+
+
+async def test_messages_arriving_below_a_reader_scrolled_up_are_counted(tmp_path: Path) -> None:
+    """Scrolled up in a window that holds the newest rows, a new message is added below
+    the screen: '↓ 1 new below' says so; at the bottom again (Ctrl+End), it goes."""
+    await seed_history(tmp_path / "alice", 150)
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    app = tui(tmp_path / "alice", hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            log = app.chat.query_one(MessageLog)
+            await pilot.pause()
+            await pilot.press("pageup", "pageup")
+            await wait_until(lambda: not log.follow, what="scrolled up")
+            await bob.say("while you read")
+            await wait_until(lambda: "while you read" in texts(app), what="arrives")
+            await wait_until(lambda: "↓ 1 new below · Ctrl+End" in screen_text(app))
+            assert "while you read" not in screen_text(app).replace("↓ 1 new below", "")
+            await pilot.press("ctrl+end")
+            await wait_until(lambda: "new below" not in screen_text(app), what="cleared")
+            assert "while you read" in screen_text(app)
+    finally:
+        await bob.close()
+
+
 async def test_older_page_is_ready_before_the_reader_reaches_the_top(tmp_path: Path) -> None:
     """PgUp never waits on SQLite: the older page is asked for while screens remain above."""
     await seed_history(tmp_path / "alice", 1000)
