@@ -59,7 +59,7 @@ from app.transport import Transport
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
 from app.tui.model import PAGE, Changes, ChatModel, Row
-from app.tui.render import state_label
+from app.tui.render import palette, state_label
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import (
     FatalScreen,
@@ -745,6 +745,8 @@ class SdsChatApp(App[None]):
         bar = Text()
         if view is not None:
             bar.append(f"#{view.name}", "bold")
+            if not chat.query_one(ChannelList).display:
+                bar.append_text(self._unread_elsewhere(view.name))
             bar.append(" · public" if view.public else " · encrypted", "dim")
             peers = node.peers(view.name) if node is not None else []
             bar.append(f" · {len(peers)} peer{'s' if len(peers) != 1 else ''}", "dim")
@@ -858,6 +860,22 @@ class SdsChatApp(App[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Narrow terminals (a tmux pane): the channel list gives its columns to the log."""
         self._fit_width(event.size.width)
+
+    def _unread_elsewhere(self, current: str) -> Text:
+        """For a narrow terminal, where the channel list is hidden: news in the other
+        channels, first in the channel bar (``· 3 new in #random @``)."""
+        others = [v for n, v in self.model.channels.items() if n != current and v.unread]
+        out = Text()
+        if not others:
+            return out
+        total = sum(v.unread for v in others)
+        where = f"#{others[0].name}" if len(others) == 1 else f"{len(others)} channels"
+        pal = palette(self.current_theme.dark)
+        out.append(f" · {total} new in {where}", "bold")
+        if any(v.mentioned for v in others):
+            out.append(" @", pal.mention_word + pal.mention_bg)
+        out.append(" (Ctrl+N)", "dim")
+        return out
 
     def _fit_width(self, width: int) -> None:
         if self.chat.is_mounted:

@@ -312,6 +312,36 @@ async def test_channels_unread_mentions_bell_and_new_line(tmp_path: Path) -> Non
         await bob.close()
 
 
+async def test_a_narrow_terminal_shows_news_elsewhere_in_the_channel_bar(tmp_path: Path) -> None:
+    """Below 70 columns (a tmux pane) the channel list is hidden; the channel bar then
+    says how many messages are new in the other channels, and whether one mentions you."""
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "random"))
+    app = tui(tmp_path / "alice", hub.transport(), channels=("general", "random"))
+    try:
+        async with app.run_test(size=(60, 20)) as pilot:
+            await started(app)
+            await pilot.pause()
+            assert not app.chat.query_one("#channels").display
+            bar = screen_text(app).splitlines()[0]
+            assert bar.strip().startswith("#general · public") and " new in " not in bar
+            await bob.say("psst", channel="random")
+            await bob.say("hey @alice", channel="random")
+            await wait_until(lambda: app.model.channels["random"].unread == 2)
+            await wait_until(lambda: "#general · 2 new in #random @ (Ctrl+N)" in screen_text(app))
+            await pilot.press("ctrl+n")
+            await pilot.pause()
+            assert " new in " not in screen_text(app).splitlines()[0]
+            await bob.say("more", channel="general")
+            await wait_until(lambda: "#random · 1 new in #general (Ctrl+N)" in screen_text(app))
+            await pilot.resize_terminal(*SIZE)  # wide: the channel list says it instead
+            await wait_until(lambda: app.chat.query_one("#channels").display)
+            await pilot.pause()
+            assert " new in " not in screen_text(app)
+    finally:
+        await bob.close()
+
+
 async def test_typing_repaints_the_input_only_and_long_lines_scroll(tmp_path: Path) -> None:
     """A keystroke does not lay the screen out again (that cost ms per key under load);
     a line longer than the box still scrolls sideways to keep the cursor in view."""
