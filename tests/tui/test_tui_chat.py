@@ -16,6 +16,7 @@ from tui_helpers import (
     SIZE,
     GatedTransport,
     T,
+    alice_and_bob,
     screen_text,
     start_peer,
     tui,
@@ -60,27 +61,20 @@ async def started(app) -> None:  # type: ignore[no-untyped-def]
 
 
 async def test_send_and_receive(tmp_path: Path) -> None:
-    hub = MemoryHub()
-    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
-    app = tui(tmp_path / "alice", hub.transport())
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await started(app)
-            await pilot.press(*"hello bob", "enter")
-            await wait_until(lambda: "hello bob" in bob.texts(), what="bob receives")
-            await bob.say("hi alice")
-            await wait_until(lambda: row_with(app, "hi alice") is not None, what="alice shows")
-            await pilot.pause()
-            assert "bob │ hi alice" in line_with(app, "hi alice")
-            assert "alice │ hello bob" in line_with(app, "hello bob")
-            await bob.say("waves", kind="me")
-            await wait_until(lambda: row_with(app, "waves") is not None)
-            await pilot.pause()
-            assert "* │ bob waves" in line_with(app, "bob waves")
-            # the input line was cleared and the line went to history
-            assert app.chat.query_one("#input").value == ""
-    finally:
-        await bob.close()
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await pilot.press(*"hello bob", "enter")
+        await wait_until(lambda: "hello bob" in bob.texts(), what="bob receives")
+        await bob.say("hi alice")
+        await wait_until(lambda: row_with(app, "hi alice") is not None, what="alice shows")
+        await pilot.pause()
+        assert "bob │ hi alice" in line_with(app, "hi alice")
+        assert "alice │ hello bob" in line_with(app, "hello bob")
+        await bob.say("waves", kind="me")
+        await wait_until(lambda: row_with(app, "waves") is not None)
+        await pilot.pause()
+        assert "* │ bob waves" in line_with(app, "bob waves")
+        # the input line was cleared and the line went to history
+        assert app.chat.query_one("#input").value == ""
 
 
 async def test_own_states_queued_sent_possibly_acknowledged(tmp_path: Path) -> None:
@@ -315,31 +309,28 @@ async def test_channels_unread_mentions_bell_and_new_line(tmp_path: Path) -> Non
 async def test_a_narrow_terminal_shows_news_elsewhere_in_the_channel_bar(tmp_path: Path) -> None:
     """Below 70 columns (a tmux pane) the channel list is hidden; the channel bar then
     says how many messages are new in the other channels, and whether one mentions you."""
-    hub = MemoryHub()
-    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "random"))
-    app = tui(tmp_path / "alice", hub.transport(), channels=("general", "random"))
-    try:
-        async with app.run_test(size=(60, 20)) as pilot:
-            await started(app)
-            await pilot.pause()
-            assert not app.chat.query_one("#channels").display
-            bar = screen_text(app).splitlines()[0]
-            assert bar.strip().startswith("#general · public") and " new in " not in bar
-            await bob.say("psst", channel="random")
-            await bob.say("hey @alice", channel="random")
-            await wait_until(lambda: app.model.channels["random"].unread == 2)
-            await wait_until(lambda: "#general · 2 new in #random @ (Ctrl+N)" in screen_text(app))
-            await pilot.press("ctrl+n")
-            await pilot.pause()
-            assert " new in " not in screen_text(app).splitlines()[0]
-            await bob.say("more", channel="general")
-            await wait_until(lambda: "#random · 1 new in #general (Ctrl+N)" in screen_text(app))
-            await pilot.resize_terminal(*SIZE)  # wide: the channel list says it instead
-            await wait_until(lambda: app.chat.query_one("#channels").display)
-            await pilot.pause()
-            assert " new in " not in screen_text(app)
-    finally:
-        await bob.close()
+    async with alice_and_bob(tmp_path, size=(60, 20), channels=("general", "random")) as (
+        app,
+        pilot,
+        bob,
+    ):
+        await pilot.pause()
+        assert not app.chat.query_one("#channels").display
+        bar = screen_text(app).splitlines()[0]
+        assert bar.strip().startswith("#general · public") and " new in " not in bar
+        await bob.say("psst", channel="random")
+        await bob.say("hey @alice", channel="random")
+        await wait_until(lambda: app.model.channels["random"].unread == 2)
+        await wait_until(lambda: "#general · 2 new in #random @ (Ctrl+N)" in screen_text(app))
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert " new in " not in screen_text(app).splitlines()[0]
+        await bob.say("more", channel="general")
+        await wait_until(lambda: "#random · 1 new in #general (Ctrl+N)" in screen_text(app))
+        await pilot.resize_terminal(*SIZE)  # wide: the channel list says it instead
+        await wait_until(lambda: app.chat.query_one("#channels").display)
+        await pilot.pause()
+        assert " new in " not in screen_text(app)
 
 
 async def test_typing_repaints_the_input_only_and_long_lines_scroll(tmp_path: Path) -> None:
@@ -412,29 +403,22 @@ async def test_a_peers_control_characters_are_shown_escaped(tmp_path: Path) -> N
     """Escape sequences and bidi overrides in a peer's text reach the screen as visible
     escapes (Rich and Textual pass ESC and C1 through to the terminal: a peer could clear
     or retitle it); a line break in a message is a second line of the same row."""
-    hub = MemoryHub()
-    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
-    app = tui(tmp_path / "alice", hub.transport())
     evil = "clear\x1b[2J\x1b]0;owned\x07 \x9b31m \u202eevil\u202c done"
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await started(app)
-            await bob.say(evil)
-            await bob.say("first line\nsecond line")
-            await wait_until(lambda: row_with(app, "first line\nsecond line") is not None)
-            await pilot.pause()
-            shown = screen_text(app)
-            for raw in ("\x1b", "\x07", "\x9b", "\u202e", "\u202c"):
-                assert raw not in shown
-            assert "clear\\x1b[2J\\x1b]0;owned\\x07 \\x9b31m \\u202eevil\\u202c done" in shown
-            assert "bob │ first line" in line_with(app, "first line")
-            assert line_with(app, "second line").rstrip().endswith("│ second line")
-            # the search dialog shows it escaped as well
-            await send_line(pilot, "/search owned")
-            await wait_until(lambda: "bob: clear\\x1b[2J" in screen_text(app), what="found")
-            assert "\x1b" not in screen_text(app)
-    finally:
-        await bob.close()
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await bob.say(evil)
+        await bob.say("first line\nsecond line")
+        await wait_until(lambda: row_with(app, "first line\nsecond line") is not None)
+        await pilot.pause()
+        shown = screen_text(app)
+        for raw in ("\x1b", "\x07", "\x9b", "\u202e", "\u202c"):
+            assert raw not in shown
+        assert "clear\\x1b[2J\\x1b]0;owned\\x07 \\x9b31m \\u202eevil\\u202c done" in shown
+        assert "bob │ first line" in line_with(app, "first line")
+        assert line_with(app, "second line").rstrip().endswith("│ second line")
+        # the search dialog shows it escaped as well
+        await send_line(pilot, "/search owned")
+        await wait_until(lambda: "bob: clear\\x1b[2J" in screen_text(app), what="found")
+        assert "\x1b" not in screen_text(app)
 
 
 async def test_a_paste_of_several_lines_is_one_message_after_a_dialog(tmp_path: Path) -> None:
@@ -446,48 +430,41 @@ async def test_a_paste_of_several_lines_is_one_message_after_a_dialog(tmp_path: 
     from app.tui.screens.dialogs import MultiLineScreen
     from app.tui.widgets.chat_input import ChatInput
 
-    hub = MemoryHub()
-    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
-    app = tui(tmp_path / "alice", hub.transport())
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await started(app)
-            box = app.chat.query_one(ChatInput)
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        box = app.chat.query_one(ChatInput)
 
-            async def paste(text: str) -> None:
-                box.post_message(events.Paste(text))
-                await pilot.pause()
+        async def paste(text: str) -> None:
+            box.post_message(events.Paste(text))
+            await pilot.pause()
 
-            await paste("one line\n")  # a single line stays in the input, as typed
-            assert box.value == "one line" and not isinstance(app.screen, MultiLineScreen)
-            box.value, box.cursor_position = "see: ", 5
-            await paste("def f():\r\n    return 1\r\n")
-            assert isinstance(app.screen, MultiLineScreen)
-            assert "Send 2 lines as one message to #general?" in screen_text(app)
-            await pilot.press("escape")
-            assert not isinstance(app.screen, MultiLineScreen) and box.value == "see: "
-            assert "def f" not in bob.texts()
-            await paste("def f():\n    return 1")
-            await pilot.press("ctrl+s")
-            await wait_until(lambda: "see: def f():\n    return 1" in bob.texts(), what="sent")
-            assert box.value == "" and row_with(app, "see: def f():\n    return 1") is not None
-            await pilot.pause()
-            assert line_with(app, "    return 1").rstrip().endswith("│     return 1")
-            # /me, then a paste: an action of two lines
-            box.value, box.cursor_position = "/me ", 4
-            await paste("waves\nand smiles")
-            await pilot.press("ctrl+s")
-            await wait_until(lambda: "waves\nand smiles" in bob.texts(), what="the action")
-            kinds = [e.kind for e in bob.events if getattr(e, "text", None) == "waves\nand smiles"]
-            assert kinds == ["me"]
-            # too long: the dialog says so and keeps the text
-            box.value = ""
-            await paste("x" * 70_000 + "\ny")
-            await pilot.press("ctrl+s")
-            await pilot.pause()
-            assert isinstance(app.screen, MultiLineScreen)
-            assert "too long to send" in screen_text(app)
-            assert app.screen.query_one("#multiline-text").text.endswith("\ny")  # type: ignore[attr-defined]
-            await pilot.press("escape")
-    finally:
-        await bob.close()
+        await paste("one line\n")  # a single line stays in the input, as typed
+        assert box.value == "one line" and not isinstance(app.screen, MultiLineScreen)
+        box.value, box.cursor_position = "see: ", 5
+        await paste("def f():\r\n    return 1\r\n")
+        assert isinstance(app.screen, MultiLineScreen)
+        assert "Send 2 lines as one message to #general?" in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, MultiLineScreen) and box.value == "see: "
+        assert "def f" not in bob.texts()
+        await paste("def f():\n    return 1")
+        await pilot.press("ctrl+s")
+        await wait_until(lambda: "see: def f():\n    return 1" in bob.texts(), what="sent")
+        assert box.value == "" and row_with(app, "see: def f():\n    return 1") is not None
+        await pilot.pause()
+        assert line_with(app, "    return 1").rstrip().endswith("│     return 1")
+        # /me, then a paste: an action of two lines
+        box.value, box.cursor_position = "/me ", 4
+        await paste("waves\nand smiles")
+        await pilot.press("ctrl+s")
+        await wait_until(lambda: "waves\nand smiles" in bob.texts(), what="the action")
+        kinds = [e.kind for e in bob.events if getattr(e, "text", None) == "waves\nand smiles"]
+        assert kinds == ["me"]
+        # too long: the dialog says so and keeps the text
+        box.value = ""
+        await paste("x" * 70_000 + "\ny")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, MultiLineScreen)
+        assert "too long to send" in screen_text(app)
+        assert app.screen.query_one("#multiline-text").text.endswith("\ny")  # type: ignore[attr-defined]
+        await pilot.press("escape")

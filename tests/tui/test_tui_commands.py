@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
+from tui_helpers import SIZE, T, alice_and_bob, screen_text, start_peer, tui, wait_until
 
 from app.chat_content import encode_content
 from app.transport import MemoryHub
@@ -80,49 +80,42 @@ async def test_join_switch_leave_nick_me(tmp_path: Path) -> None:
 
 
 async def test_who_info_stats_help_theme(tmp_path: Path) -> None:
-    hub = MemoryHub()
-    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
-    app = tui(tmp_path / "alice", hub.transport())
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await started(app)
-            await bob.say("first words")
-            await wait_until(lambda: "first words" in texts(app))
-            await type_line(pilot, "/who")
-            assert isinstance(app.screen, TextScreen)
-            text = screen_text(app)
-            assert "bob" in text and bob.node.sender_id in text and "(you)" in text
-            await pilot.press("escape")
-            assert app.chat.query_one("#peers").display  # /who shows the peer list
-            assert "Peers (2)" in screen_text(app)
-            await pilot.press("f2")
-            assert not app.chat.query_one("#peers").display
-            await pilot.press("ctrl+up")  # select the newest message
-            await type_line(pilot, "/info")
-            await wait_until(lambda: app.screen.id == "info")
-            text = screen_text(app)
-            assert bob.node.sender_id in text
-            row = app.chat.query_one(MessageLog).selected_row()
-            assert row is not None and row.message_id and row.message_id[:40] in text
-            assert "lamport" in text and "retrieval hint" in text and "depends on" in text
-            await pilot.press("escape")
-            await type_line(pilot, "/stats")
-            assert app.screen.id == "stats" and "counters" in screen_text(app)
-            await pilot.press("escape")
-            await type_line(pilot, "/help")
-            assert isinstance(app.screen, HelpScreen)
-            assert "Ctrl+N / Ctrl+P" in screen_text(app)
-            await pilot.press("escape")
-            await pilot.press("f1")
-            assert isinstance(app.screen, HelpScreen)
-            await pilot.press("escape")
-            assert app.current_theme.dark
-            await type_line(pilot, "/theme")
-            assert not app.current_theme.dark
-            await pilot.press("f3")
-            assert app.current_theme.dark
-    finally:
-        await bob.close()
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await bob.say("first words")
+        await wait_until(lambda: "first words" in texts(app))
+        await type_line(pilot, "/who")
+        assert isinstance(app.screen, TextScreen)
+        text = screen_text(app)
+        assert "bob" in text and bob.node.sender_id in text and "(you)" in text
+        await pilot.press("escape")
+        assert app.chat.query_one("#peers").display  # /who shows the peer list
+        assert "Peers (2)" in screen_text(app)
+        await pilot.press("f2")
+        assert not app.chat.query_one("#peers").display
+        await pilot.press("ctrl+up")  # select the newest message
+        await type_line(pilot, "/info")
+        await wait_until(lambda: app.screen.id == "info")
+        text = screen_text(app)
+        assert bob.node.sender_id in text
+        row = app.chat.query_one(MessageLog).selected_row()
+        assert row is not None and row.message_id and row.message_id[:40] in text
+        assert "lamport" in text and "retrieval hint" in text and "depends on" in text
+        await pilot.press("escape")
+        await type_line(pilot, "/stats")
+        assert app.screen.id == "stats" and "counters" in screen_text(app)
+        await pilot.press("escape")
+        await type_line(pilot, "/help")
+        assert isinstance(app.screen, HelpScreen)
+        assert "Ctrl+N / Ctrl+P" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert app.current_theme.dark
+        await type_line(pilot, "/theme")
+        assert not app.current_theme.dark
+        await pilot.press("f3")
+        assert app.current_theme.dark
 
 
 async def test_passphrase_then_join_and_retry_command(tmp_path: Path) -> None:
@@ -305,25 +298,18 @@ async def test_messages_arriving_below_a_reader_scrolled_up_are_counted(tmp_path
     """Scrolled up in a window that holds the newest rows, a new message is added below
     the screen: '↓ 1 new below' says so; at the bottom again (Ctrl+End), it goes."""
     await seed_history(tmp_path / "alice", 150)
-    hub = MemoryHub()
-    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
-    app = tui(tmp_path / "alice", hub.transport())
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await started(app)
-            log = app.chat.query_one(MessageLog)
-            await pilot.pause()
-            await pilot.press("pageup", "pageup")
-            await wait_until(lambda: not log.follow, what="scrolled up")
-            await bob.say("while you read")
-            await wait_until(lambda: "while you read" in texts(app), what="arrives")
-            await wait_until(lambda: "↓ 1 new below · Ctrl+End" in screen_text(app))
-            assert "while you read" not in screen_text(app).replace("↓ 1 new below", "")
-            await pilot.press("ctrl+end")
-            await wait_until(lambda: "new below" not in screen_text(app), what="cleared")
-            assert "while you read" in screen_text(app)
-    finally:
-        await bob.close()
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        log = app.chat.query_one(MessageLog)
+        await pilot.pause()
+        await pilot.press("pageup", "pageup")
+        await wait_until(lambda: not log.follow, what="scrolled up")
+        await bob.say("while you read")
+        await wait_until(lambda: "while you read" in texts(app), what="arrives")
+        await wait_until(lambda: "↓ 1 new below · Ctrl+End" in screen_text(app))
+        assert "while you read" not in screen_text(app).replace("↓ 1 new below", "")
+        await pilot.press("ctrl+end")
+        await wait_until(lambda: "new below" not in screen_text(app), what="cleared")
+        assert "while you read" in screen_text(app)
 
 
 async def test_older_page_is_ready_before_the_reader_reaches_the_top(tmp_path: Path) -> None:

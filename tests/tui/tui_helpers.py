@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,27 @@ def tui(
         flush_interval=0.01,
         **extra,
     )
+
+
+@asynccontextmanager
+async def alice_and_bob(
+    tmp_path: Path,
+    *,
+    size: tuple[int, int] = SIZE,
+    channels: tuple[str, ...] = ("general",),
+    **app_kwargs: Any,
+) -> AsyncIterator[tuple[SdsChatApp, Any, Peer]]:
+    """The app (alice) running and ready beside a scripted peer (bob) in ``channels``,
+    on one in-memory hub: yields ``(app, pilot, bob)``; bob is closed afterwards."""
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=channels)
+    app = tui(tmp_path / "alice", hub.transport(), channels=channels, **app_kwargs)
+    try:
+        async with app.run_test(size=size) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            yield app, pilot, bob
+    finally:
+        await bob.close()
 
 
 def screen_text(app: SdsChatApp) -> str:
