@@ -35,6 +35,7 @@ __all__ = [
     "clean_name",
     "decode_content",
     "encode_content",
+    "json_visible",
     "visible",
 ]
 
@@ -95,6 +96,23 @@ def visible(text: str, *, newlines: bool = False) -> str:
     if text.isprintable():  # C speed; the usual case (an escape is never printable)
         return text
     return text.translate(_VISIBLE_LINES if newlines else _VISIBLE)
+
+
+#: What JSON leaves raw that a terminal acts on (JSON escapes C0 itself): C1 and the
+#: bidi controls, as JSON escapes. They can only occur inside JSON strings, where
+#: ``\\u009b`` means the same character: the document is unchanged for a parser.
+_JSON_VISIBLE = {
+    c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
+
+
+def json_visible(line: str) -> str:
+    """A JSON text with C1 and bidi-override characters written as ``\\uXXXX`` escapes:
+    the same JSON, safe to print on a terminal (``--headless`` and ``history --json``
+    write peers' text to stdout, often a terminal)."""
+    if line.isascii():  # C speed; the usual case
+        return line
+    return line.translate(_JSON_VISIBLE)
 
 
 def encode_content(text: str, name: str, kind: str = "msg") -> bytes:

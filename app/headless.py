@@ -43,6 +43,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from app.chat_content import json_visible
 from app.commands import HELP, parse_line
 from app.node import (
     IdentityMismatchError,
@@ -122,7 +123,7 @@ class JsonLines:
                 line = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE).decode()
             except (orjson.JSONEncodeError, TypeError):  # e.g. an int beyond 64 bits
                 line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-            self.out.write(line)
+            self.out.write(json_visible(line))
             self.out.flush()
         except (BrokenPipeError, ValueError):
             self.broken = True  # the reader went away; keep running until stdin ends

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from app.chat_content import decode_content, visible
+from app.chat_content import decode_content, json_visible, visible
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -161,7 +161,7 @@ def print_history(
     try:
         for line in lines:
             if as_json:
-                out.write(json.dumps(line.to_json(), ensure_ascii=False) + "\n")
+                out.write(json_visible(json.dumps(line.to_json(), ensure_ascii=False)) + "\n")
             else:
                 who = visible(line.name or "?")
                 body = visible(line.text)

@@ -44,6 +44,21 @@ def test_visible_escapes_what_would_steer_a_terminal() -> None:
     assert visible(family) == family and visible("plain") == "plain"
 
 
+def test_headless_json_lines_keep_the_text_and_hide_terminal_controls() -> None:
+    import io
+    import json
+
+    from app.headless import JsonLines
+
+    out = io.StringIO()
+    text = "a\x1b[2J \x9b31m \u202eb\u2066 é 😀"
+    JsonLines(out).write({"event": "delivered", "text": text})
+    JsonLines(out).write({"event": "big", "n": 2**70})  # orjson refuses: the json fallback
+    first, second = out.getvalue().splitlines()
+    assert json.loads(first)["text"] == text and json.loads(second)["n"] == 2**70
+    assert not any(c in first for c in "\x1b\x9b\u202e\u2066") and "é 😀" in first
+
+
 def test_parse_line() -> None:
     assert parse_line("hello") == Command("say", "hello")
     assert parse_line("  \n") is None

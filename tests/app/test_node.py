@@ -489,7 +489,7 @@ def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
 
     from app.history import print_history
 
-    evil = "\x1b[2J\x1b[31mred \r\n\x00 nul \u202eevil\ttab é"
+    evil = "\x1b[2J\x1b[31mred \r\n\x00 nul \u202eevil\ttab é \x9b31m"
 
     async def main() -> None:
         hub = MemoryHub()
@@ -505,8 +505,10 @@ def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     assert print_history(tmp_path / "a", "general", as_json=True, out=as_json) == 0
     line = plain.getvalue()
     assert line.count("\n") == 1 and "\x1b" not in line and "\r" not in line
-    assert "\\x1b[2J\\x1b[31mred \\x0d\\x0a\\x00 nul \\u202eevil\ttab é" in line
-    assert json.loads(as_json.getvalue())["content"] == evil
+    assert "\\x1b[2J\\x1b[31mred \\x0d\\x0a\\x00 nul \\u202eevil\ttab é \\x9b31m" in line
+    raw = as_json.getvalue()  # the same text, and nothing in it a terminal acts on
+    assert json.loads(raw)["content"] == evil
+    assert not any(c in raw for c in "\x1b\r\x00\u202e\x9b") and "é" in raw
 
 
 def test_join_and_leave_commit_their_rounds(tmp_path: Path) -> None:
