@@ -443,6 +443,8 @@ async def test_a_paste_of_several_lines_is_one_message_after_a_dialog(tmp_path: 
         await paste("def f():\r\n    return 1\r\n")
         assert isinstance(app.screen, MultiLineScreen)
         assert "Send 2 lines as one message to #general?" in screen_text(app)
+        app.screen.query_one("#multiline-text").text = "only one\n"  # type: ignore[attr-defined]
+        await wait_until(lambda: "Send this line as one message to" in screen_text(app))
         await pilot.press("escape")
         assert not isinstance(app.screen, MultiLineScreen) and box.value == "see: "
         assert "def f" not in bob.texts()

@@ -175,8 +175,9 @@ class MultiLineScreen(ModalScreen[str | None]):
             yield Static("Ctrl+S sends · Esc cancels", classes="dialog-hint")
 
     def _title(self, text: str) -> str:
-        lines = text.count("\n") + 1
-        return f"Send {lines} lines as one message to #{self.channel}?"
+        lines = text.strip("\n").count("\n") + 1
+        what = f"{lines} lines" if lines != 1 else "this line"
+        return f"Send {what} as one message to #{self.channel}?"
 
     def on_mount(self) -> None:
         area = self.query_one(TextArea)
