@@ -860,6 +860,8 @@ class SdsChatApp(App[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Narrow terminals (a tmux pane): the channel list gives its columns to the log."""
         self._fit_width(event.size.width)
+        if self._chat_ready():
+            self.call_later(self._refresh_panels)  # the channel bar's "new in" follows
 
     def _unread_elsewhere(self, current: str) -> Text:
         """For a narrow terminal, where the channel list is hidden: news in the other
