@@ -71,17 +71,16 @@ def clean_name(name: str) -> str:
     return cleaned[:MAX_NAME_CHARS]
 
 
-#: Control characters (C0 but tab, DEL, C1) and the bidirectional embeddings, overrides
-#: and isolates, written as escapes: a peer's text must not move the cursor, clear the
-#: screen, retitle or recolour the terminal, or reorder what is shown around it.
+#: DEL, C1 and the bidirectional embeddings, overrides and isolates: what a terminal
+#: acts on beyond C0 (which JSON already escapes).
+_C1_AND_BIDI = (*range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+
+#: Control characters (C0 but tab, DEL, C1) and the bidi controls, written as escapes:
+#: a peer's text must not move the cursor, clear the screen, retitle or recolour the
+#: terminal, or reorder what is shown around it.
 _VISIBLE: dict[int, str] = {
     c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-    for c in (
-        *(c for c in range(0x20) if c != 0x09),
-        *range(0x7F, 0xA0),
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-    )
+    for c in (*(c for c in range(0x20) if c != 0x09), *_C1_AND_BIDI)
 }
 _VISIBLE_LINES = {c: v for c, v in _VISIBLE.items() if c != 0x0A}
 
@@ -98,12 +97,10 @@ def visible(text: str, *, newlines: bool = False) -> str:
     return text.translate(_VISIBLE_LINES if newlines else _VISIBLE)
 
 
-#: What JSON leaves raw that a terminal acts on (JSON escapes C0 itself): C1 and the
-#: bidi controls, as JSON escapes. They can only occur inside JSON strings, where
-#: ``\\u009b`` means the same character: the document is unchanged for a parser.
-_JSON_VISIBLE = {
-    c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-}
+#: What JSON leaves raw that a terminal acts on, as JSON escapes. They can only occur
+#: inside JSON strings, where ``\\u009b`` means the same character: the document is
+#: unchanged for a parser.
+_JSON_VISIBLE = {c: f"\\u{c:04x}" for c in _C1_AND_BIDI}
 
 
 def json_visible(line: str) -> str:
