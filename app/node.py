@@ -437,7 +437,10 @@ class Node:
         ``dropped_<reason>`` (core drops), ``internal_errors``..."""
         self._clock = self.options.clock
         rng = self.options.rng if self.options.rng is not None else random.Random()
-        self._participant = sds.Participant(self.sender_id, self.options.config, rng)
+        config = self.options.config
+        if not config.verify_message_ids:  # envelopes bind sender_id to a key: check ids
+            config = config.with_changes(verify_message_ids=True)
+        self._participant = sds.Participant(self.sender_id, config, rng)
         self._channels: dict[str, ChannelInfo] = {}
         self._by_topic: dict[bytes, str] = {}
         self._replay = ReplayGuard()
