@@ -104,13 +104,14 @@ def test_each_hostile_envelope_is_rejected_with_its_reason(tmp_path: Path) -> No
                 "malformed": 1,
                 "unsupported_version": 1,
                 "wrong_topic": 1,
-                "replayed": 1,
             }
             await b.node._call_in_worker(b.node._noop)
             got = {k[9:]: v for k, v in b.node.counters.items() if k.startswith("rejected_")}
             assert got == want
             for reason, n in want.items():
                 assert b.node.counters[f"rejected_{reason}"] == n
+            # the genuine envelope again is a counted duplicate, not a rejection
+            assert b.node.counters["duplicate_envelopes"] == 1
             # a refusal after the topic matched a joined channel names that channel
             for reason in want:
                 channels = {e.channel for e in b.rejected(reason)}
