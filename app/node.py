@@ -1506,6 +1506,8 @@ class Node:
                     reason = "author"
                 elif kept is not None and _text_of(kept.content) != (d.name, d.kind, d.text):
                     reason = "content"
+                elif kept is not None and kept.lamport != d.lamport:
+                    reason = "timestamp"
                 else:
                     self.counters["duplicate_messages"] += 1
                     continue

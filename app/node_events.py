@@ -260,7 +260,9 @@ class Conflict:
     ``message_id`` is the id; ``sender_id`` wrote the message we hold (the one
     shown), ``other_sender`` the copy we dropped; ``reason`` is ``"author"``
     (another author: js-waku ids are ``sha256(content)``, shared by two people
-    typing the same text) or ``"content"`` (other text under the id). A UI marks
+    typing the same text), ``"content"`` (other text under the id) or
+    ``"timestamp"`` (the same text from the same author under one js-waku id at
+    another Lamport timestamp: participants may place it differently). A UI marks
     the message ``message_id`` as disputed; ``sdschat history --json`` marks it
     with ``"conflict": true``. ``count`` is the node's running total.
     """

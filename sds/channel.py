@@ -587,7 +587,7 @@ class Channel:
             # Spec "Review ACK Status" is for every received message: a copy (a resend,
             # or js-waku's same id for the same text) still acknowledges what it names.
             self._review_acks(pb, history_ids, sender_id)
-            self._check_conflict(message_id, sender_id, content)
+            self._check_conflict(message_id, sender_id, pb.lamport_timestamp, content)
             self._drop(message_id, sender_id, DropReason.DUPLICATE)
             return
 
@@ -627,8 +627,10 @@ class Channel:
         # Acknowledge content soon: shorten the sync backoff (js-waku: 0.5x).
         self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
 
-    def _check_conflict(self, message_id: str, sender_id: str, content: bytes) -> None:
-        """A second message under an id we hold, from another author or with other content.
+    def _check_conflict(
+        self, message_id: str, sender_id: str, lamport: int, content: bytes
+    ) -> None:
+        """A second message under an id we hold, with another author, content or timestamp.
 
         The first one stays (it may already be shown, acknowledged, stored); the
         second is reported as a :class:`MessageConflict`, never silently dropped.
@@ -637,7 +639,10 @@ class Channel:
         le = self._entries.get(message_id)
         if le is not None:
             kept_sender = le.sender_id
-            reason = "author" if kept_sender != sender_id else ""
+            if kept_sender != sender_id:
+                reason = "author"
+            else:
+                reason = "timestamp" if le.lamport != lamport else ""
         else:
             w = self._incoming.get(message_id)
             if w is None:
@@ -645,8 +650,10 @@ class Channel:
             kept_sender = w.sender_id
             if kept_sender != sender_id:
                 reason = "author"
+            elif w.content != content:
+                reason = "content"
             else:
-                reason = "content" if w.content != content else ""
+                reason = "timestamp" if w.lamport != lamport else ""
         if reason:
             self._events.append(
                 MessageConflict(self.channel_id, message_id, kept_sender, sender_id, reason)

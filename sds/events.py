@@ -228,10 +228,12 @@ class MessageConflict:
     """A second content message arrived under an id we hold, and it differs.
 
     ``reason`` is ``"author"`` (another ``sender_id``: js-waku ids are
-    ``sha256(content)``, so two authors of one text share an id) or
-    ``"content"``. The message we hold (from ``kept_sender_id``) stays; the
-    other one (from ``other_sender_id``) is dropped as a duplicate, and this
-    event says so: the application shows the message as disputed.
+    ``sha256(content)``, so two authors of one text share an id), ``"content"``
+    or ``"timestamp"`` (one author's text under one js-waku id at two Lamport
+    timestamps: participants may order it differently). The message we hold
+    (from ``kept_sender_id``) stays; the other one (from ``other_sender_id``) is
+    dropped as a duplicate, and this event says so: the application shows the
+    message as disputed.
     """
 
     channel_id: str

@@ -129,3 +129,16 @@ def test_unverified_cores_still_report_a_content_conflict() -> None:
     ch.receive(msg("x", "m1", 5, history=["gone"], content=b"two"), 6)
     conflicts = of(ch.events(), sds.MessageConflict)
     assert [(c.reason, c.kept_sender_id) for c in conflicts] == [("content", "x")]
+
+
+def test_same_js_waku_id_at_another_timestamp_is_a_reported_conflict() -> None:
+    """One author, one text, one js-waku id, two Lamport timestamps: participants that
+    get them in different orders would place the message differently; reported."""
+    wid = hashlib.sha256(b"ok").hexdigest()
+    bob = _verifying("bob")
+    bob.receive(msg("js1", wid, 3_000, content=b"ok"), 3_000)
+    bob.receive(msg("js1", wid, 9_000, content=b"ok"), 3_005)
+    conflicts = of(bob.events(), sds.MessageConflict)
+    assert [(c.reason, c.kept_sender_id, c.other_sender_id) for c in conflicts] == [
+        ("timestamp", "js1", "js1")
+    ]
