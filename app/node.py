@@ -51,10 +51,14 @@ Durability (see also :mod:`storage.batch` and :mod:`app.state_reconcile`):
   resend period.
 
 Receiving: an envelope is opened (topic -> channel, AEAD, signature, sender
-id) and checked against a replay guard of envelope hashes; rejections are
-counted by reason and reported as :class:`~app.node_events.Rejected`. The SDS
-bytes then go to that channel's core with the envelope hash as retrieval hint
-(the SDS ``channel_id`` must match the channel of the topic).
+id); rejections are counted by reason and reported as
+:class:`~app.node_events.Rejected`. An envelope seen before (a replay guard of
+envelope hashes) is a counted duplicate (``duplicate_envelopes``), not a
+rejection. The SDS bytes then go to that channel's core with the envelope hash
+as retrieval hint (the SDS ``channel_id`` must match the channel of the topic);
+the core checks each content message's id against its author, timestamp and
+content (``sds.ids``: ``rejected`` ``unverifiable_id`` otherwise) and reports a
+second, different message under a held id as a :class:`~app.node_events.Conflict`.
 
 Usage (the UI builds on this)::
 
