@@ -84,12 +84,13 @@ def id_form(
     """
     if len(message_id) != 64 or _HEX64.fullmatch(message_id) is None:
         return None
-    if hashlib.sha256(content).hexdigest() == message_id:
-        return "waku"
+    # sdschat's form first: one pass over the content for our own peers' messages
     nonce = bytes.fromhex(message_id[: 2 * ID_NONCE_BYTES])
     digest = _digest(channel_id, sender_id, lamport, nonce, content)
     if digest.hex() == message_id[2 * ID_NONCE_BYTES :]:
         return "sdschat"
+    if hashlib.sha256(content).hexdigest() == message_id:
+        return "waku"
     return None
 
 
