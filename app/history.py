@@ -6,10 +6,17 @@ every participant that holds the same messages. With ``--json`` each line is
 one object::
 
     {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
-     "lamport": 1712…, "content": "hello", "state": "acknowledged"}
+     "lamport": 1712…, "content": "hello", "state": "acknowledged",
+     "digest": "…", "conflict": false}
 
 ``state`` is set for our own messages only (``queued``, ``sent``,
 ``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
+``digest`` is the lowercase hex sha256 of the stored SDS content bytes (the
+author's display name, kind and text as sent), so comparing two participants'
+histories line by line (id, sender, digest) catches any divergence of text or
+author, not only of ids. ``conflict`` is true when this participant received
+another message under the same id that differed in author or content (a
+``MessageConflict`` in its event log): the line shows the one it kept.
 
 The command reads the database file read-only (SQLite WAL allows a reader
 beside the writer), without the data-dir lock, so participants can be compared
@@ -21,6 +28,7 @@ migrates it, and so needs the directory to itself).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sqlite3
@@ -56,6 +64,8 @@ class LogLine:
     text: str
     lamport: int
     state: str | None
+    digest: str = ""
+    conflict: bool = False
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -68,13 +78,17 @@ class LogLine:
             "lamport": self.lamport,
             "content": self.text,
             "state": self.state,
+            "digest": self.digest,
+            "conflict": self.conflict,
         }
 
 
-def log_line(entry: LogEntry, position: int) -> LogLine:
+def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLine:
     """Decode a stored :class:`storage.LogEntry` at ``position`` in the log."""
     content = decode_content(entry.content)
     return LogLine(
+        digest=hashlib.sha256(entry.content).hexdigest(),
+        conflict=conflict,
         position=position,
         message_id=entry.message_id,
         sender_id=entry.sender_id,
@@ -116,6 +130,18 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
         )
 
 
+def _conflicted_ids(db: sqlite3.Connection, channel: str) -> set[str]:
+    """Ids with a recorded ``MessageConflict`` event (``app.node`` records them)."""
+    return {
+        str(row[0])
+        for row in db.execute(
+            "SELECT DISTINCT message_id FROM events WHERE channel = ? AND kind = ? "
+            "AND message_id IS NOT NULL",
+            (channel, "MessageConflict"),
+        )
+    }
+
+
 def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
     """The whole stored log of ``channel`` in SDS order (see the module docstring).
 
@@ -136,8 +162,9 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         return asyncio.run(_read_with_store(directory, channel))
     try:
         lines: list[LogLine] = []
+        disputed = _conflicted_ids(db, channel)
         for entry in _read_only_rows(db, directory, channel):
-            lines.append(log_line(entry, len(lines)))
+            lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed))
         return lines
     except sqlite3.Error as exc:
         raise translate_error(exc, path) from exc

@@ -51,10 +51,14 @@ Durability (see also :mod:`storage.batch` and :mod:`app.state_reconcile`):
   resend period.
 
 Receiving: an envelope is opened (topic -> channel, AEAD, signature, sender
-id) and checked against a replay guard of envelope hashes; rejections are
-counted by reason and reported as :class:`~app.node_events.Rejected`. The SDS
-bytes then go to that channel's core with the envelope hash as retrieval hint
-(the SDS ``channel_id`` must match the channel of the topic).
+id); rejections are counted by reason and reported as
+:class:`~app.node_events.Rejected`. An envelope seen before (a replay guard of
+envelope hashes) is a counted duplicate (``duplicate_envelopes``), not a
+rejection. The SDS bytes then go to that channel's core with the envelope hash
+as retrieval hint (the SDS ``channel_id`` must match the channel of the topic);
+the core checks each content message's id against its author, timestamp and
+content (``sds.ids``: ``rejected`` ``unverifiable_id`` otherwise) and reports a
+second, different message under a held id as a :class:`~app.node_events.Conflict`.
 
 Usage (the UI builds on this)::
 
@@ -88,6 +92,7 @@ from app.node_events import (
     ChannelJoined,
     ChannelLeft,
     Closed,
+    Conflict,
     ConnectionChanged,
     Delivered,
     Ephemeral,
@@ -113,7 +118,6 @@ from net.channel_key import (
 )
 from net.envelope import (
     EnvelopeError,
-    ReplayedEnvelope,
     ReplayGuard,
     envelope_hash,
     open_envelope,
@@ -437,7 +441,10 @@ class Node:
         ``dropped_<reason>`` (core drops), ``internal_errors``..."""
         self._clock = self.options.clock
         rng = self.options.rng if self.options.rng is not None else random.Random()
-        self._participant = sds.Participant(self.sender_id, self.options.config, rng)
+        config = self.options.config
+        if not config.verify_message_ids:  # envelopes bind sender_id to a key: check ids
+            config = config.with_changes(verify_message_ids=True)
+        self._participant = sds.Participant(self.sender_id, config, rng)
         self._channels: dict[str, ChannelInfo] = {}
         self._by_topic: dict[bytes, str] = {}
         self._replay = ReplayGuard()
@@ -1125,10 +1132,13 @@ class Node:
 
         try:
             opened = open_for_topic(data, key_for_topic)
-            if not self._replay.check_and_remember(opened.envelope_hash):
-                raise ReplayedEnvelope(f"envelope {opened.envelope_hash[:8].hex()} already seen")
         except EnvelopeError as exc:
             self._reject(exc.reason, channel, exc.detail, out)
+            return
+        if not self._replay.check_and_remember(opened.envelope_hash):
+            # The same bytes again (a restarted sender republishing, a relay or store
+            # redelivering): verified and harmless, a counted duplicate, not a rejection.
+            self.counters["duplicate_envelopes"] += 1
             return
         assert channel is not None  # opened: its topic named a joined channel
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
@@ -1283,8 +1293,16 @@ class Node:
             out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
         elif isinstance(ev, sds.MessageDropped):
             self.counters[f"dropped_{ev.reason.value}"] += 1
+            if ev.reason is sds.DropReason.UNVERIFIABLE_ID:
+                self._reject(
+                    ev.reason.value, ch, f"message {(ev.message_id or '')[:12]} from "
+                    f"{(ev.sender_id or '')[:12]}: id does not match its content", out
+                )
             if out.current is not None and ev.reason not in _NOT_FATAL_DROPS:
                 out.current.settled = True
+        elif isinstance(ev, sds.MessageConflict):
+            self._conflict(ch, ev.message_id, ev.kept_sender_id, ev.other_sender_id, ev.reason,
+                           out.events)  # fmt: skip
         elif isinstance(ev, sds.RepairDataNeeded):
             out.repair_needed.setdefault(ch, set()).add(ev.message_id)
         elif isinstance(ev, sds.MessageResent):
@@ -1461,25 +1479,56 @@ class Node:
         assert result is not None
         if out.delivered:
             fresh = set(result.new_messages)
-            replays = {(ch, mid) for ch, mid, _ in out.delivered if (ch, mid) not in fresh}
-            if replays:
-                # Already in our log (delivered before the core's window): not again.
-                self.counters["rejected_replayed"] += len(replays)
-                out.events = [
-                    ev
-                    for ev in out.events
-                    if not (isinstance(ev, Delivered) and (ev.channel, ev.message_id) in replays)
-                ]
-                for ch, mid in replays:
-                    out.events.append(
-                        Rejected(
-                            "replayed",
-                            ch,
-                            f"message {mid[:12]} already in the log",
-                            self.counters["rejected_replayed"],
-                        )
-                    )
-            self.counters["delivered"] += len(out.delivered) - len(replays)
+            copies = [d for ch, mid, d in out.delivered if (ch, mid) not in fresh]
+            if copies:
+                await self._settle_copies(copies, out)
+            self.counters["delivered"] += len(out.delivered) - len(copies)
+
+    async def _settle_copies(self, copies: list[Delivered], out: _Round) -> None:
+        """Messages the core delivered that our log already holds (from before its window).
+
+        Not shown again. A copy with the stored author and content (a restarted
+        sender republishing, a store catch-up) is a counted duplicate
+        (``duplicate_messages``); one that differs is a :class:`Conflict` (the
+        stored message stays), recorded in the event log too.
+        """
+        gone = {(d.channel, d.message_id) for d in copies}
+        out.events = [
+            ev
+            for ev in out.events
+            if not (isinstance(ev, Delivered) and (ev.channel, ev.message_id) in gone)
+        ]
+        by_channel: dict[str, list[Delivered]] = {}
+        for d in copies:
+            by_channel.setdefault(d.channel, []).append(d)
+        found: list[sds.MessageConflict] = []
+        for ch, ds in by_channel.items():
+            stored = await self.store.get_messages(ch, [d.message_id for d in ds])
+            for d in ds:
+                kept = stored.get(d.message_id)
+                if kept is not None and kept.sender_id != d.sender_id:
+                    reason = "author"
+                elif kept is not None and _text_of(kept.content) != (d.name, d.kind, d.text):
+                    reason = "content"
+                elif kept is not None and kept.lamport != d.lamport:
+                    reason = "timestamp"
+                else:
+                    self.counters["duplicate_messages"] += 1
+                    continue
+                assert kept is not None
+                found.append(sds.MessageConflict(ch, d.message_id, kept.sender_id, d.sender_id,
+                                                 reason))  # fmt: skip
+                self._conflict(ch, d.message_id, kept.sender_id, d.sender_id, reason, out.events)
+        if found:
+            batch = Batch()
+            batch.add_events(found, self._now())
+            await self.store.commit_batch(batch)
+
+    def _conflict(
+        self, ch: str, mid: str, kept: str, other: str, reason: str, events: list[NodeEvent]
+    ) -> None:
+        self.counters["conflicts"] += 1
+        events.append(Conflict(ch, mid, kept, other, reason, self.counters["conflicts"]))
 
     def _add_states(self, batch: Batch) -> None:
         started = time.perf_counter()
@@ -1706,6 +1755,11 @@ class Node:
             del self._own_state[key]
         self._emit(ChannelLeft(channel))
         return True
+
+
+def _text_of(content: bytes) -> tuple[str | None, str, str]:
+    c = decode_content(content)
+    return c.name, c.kind, c.text
 
 
 def _release_barriers(items: Iterable[_Item]) -> None:

@@ -23,6 +23,8 @@ class                     ``"event"``        when
 :class:`PeerSeen`         ``peer``           a sender seen first (or under a new name)
 :class:`ConnectionChanged` ``connection``    transport connected/disconnected/...
 :class:`Rejected`         ``rejected``       an envelope was refused (``reason``)
+:class:`Conflict`         ``conflict``       a second message under an id we hold, from
+                                             another author or with other content
 :class:`Peers`            ``peers``          answer to ``/who``
 :class:`Info`             ``info``           answer to ``/help``, ``/stats``...
 :class:`CatchUp`          ``catchup``        catching up from a store peer (progress)
@@ -44,6 +46,7 @@ __all__ = [
     "ChannelJoined",
     "ChannelLeft",
     "Closed",
+    "Conflict",
     "ConnectionChanged",
     "Delivered",
     "Ephemeral",
@@ -235,13 +238,40 @@ class Rejected:
 
     ``reason`` is one of :data:`net.envelope.REJECTION_REASONS` (``oversized``,
     ``malformed``, ``unsupported_version``, ``wrong_topic``,
-    ``wrong_key_or_tampered``, ``bad_signature``, ``sender_mismatch``,
-    ``replayed``). ``count`` is the running total for that reason.
+    ``wrong_key_or_tampered``, ``bad_signature``, ``sender_mismatch``) or
+    ``unverifiable_id`` (a content message whose id is not the one its author,
+    timestamp and content give: ``sds.ids``; refused by the core). An envelope
+    received again byte for byte (a restarted sender republishing, a relay
+    redelivering) is not a rejection: it is counted as ``duplicate_envelopes``.
+    ``count`` is the running total for that reason.
     """
 
     reason: str
     channel: str | None
     detail: str
+    count: int
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Two messages under one id differ: the one in our log stays, this says it is disputed.
+
+    ``message_id`` is the id; ``sender_id`` wrote the message we hold (the one
+    shown), ``other_sender`` the copy we dropped; ``reason`` is ``"author"``
+    (another author: js-waku ids are ``sha256(content)``, shared by two people
+    typing the same text), ``"content"`` (other text under the id) or
+    ``"timestamp"`` (the same text from the same author under one js-waku id at
+    another Lamport timestamp: participants may place it differently). A UI marks
+    the message ``message_id`` as disputed; ``sdschat history --json`` marks it
+    with ``"conflict": true``. ``count`` is the node's running total.
+    """
+
+    channel: str
+    message_id: str
+    sender_id: str
+    other_sender: str
+    reason: str
     count: int
     ts: float = field(default_factory=_now_s)
 
@@ -322,6 +352,7 @@ NodeEvent = (
     | Peers
     | ConnectionChanged
     | Rejected
+    | Conflict
     | Info
     | NodeError
     | Closed
@@ -342,6 +373,7 @@ _NAMES: dict[type, str] = {
     Peers: "peers",
     ConnectionChanged: "connection",
     Rejected: "rejected",
+    Conflict: "conflict",
     Info: "info",
     NodeError: "error",
     Closed: "closed",

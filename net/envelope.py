@@ -49,7 +49,9 @@ subclass (its ``reason`` is stable, for counting and logs):
 =====================  ==========================================================
 
 ``replayed`` (:class:`ReplayedEnvelope`) is raised by :class:`ReplayGuard`, not by
-:func:`open_envelope`: only the node knows what it has already delivered.
+:func:`open_envelope`: only the node knows what it has already delivered. (sdschat's
+node counts such a copy as a duplicate, not a rejection: the same bytes again are
+verified and harmless, and an honest sender republishes them after a restart.)
 
 No other exception escapes :func:`open_envelope`, whatever the input bytes.
 The envelope hash (``sha256`` of the envelope bytes as received) is the SDS

@@ -466,8 +466,14 @@ class StoreSync:
         if self._path is None:
             return
         tmp = self._path.with_suffix(".tmp")
+        data = json.dumps({"version": 1, "stores": self._state}, sort_keys=True).encode()
         try:
-            tmp.write_text(json.dumps({"version": 1, "stores": self._state}, sort_keys=True))
+            # 0600 whatever the umask, like every file of a data directory (it names the
+            # stores and topics this participant reads); fchmod for a leftover tmp file.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o600)
+                f.write(data)
             os.replace(tmp, self._path)
         except OSError as exc:
             logger.warning("could not save %s: %s", self._path, exc)

@@ -29,6 +29,7 @@ from sds.events import (
     EphemeralReceived,
     Event,
     MessageAcknowledged,
+    MessageConflict,
     MessageDelivered,
     MessageDropped,
     MessageLost,
@@ -44,10 +45,12 @@ from sds.events import (
     SyncReceived,
     SyncSent,
 )
+from sds.ids import ID_NONCE_BYTES, id_form, message_id_for, verify_message_id
 from sds.message import DecodeError, HistoryEntry, Message, MessageKind, decode, encode
 from sds.participant import Participant
 
 __all__ = [
+    "ID_NONCE_BYTES",
     "MAX_ID_LENGTH",
     "MAX_LAMPORT",
     "STATE_VERSION",
@@ -63,6 +66,7 @@ __all__ = [
     "HistoryEntry",
     "Message",
     "MessageAcknowledged",
+    "MessageConflict",
     "MessageDelivered",
     "MessageDropped",
     "MessageKind",
@@ -83,4 +87,7 @@ __all__ = [
     "SyncSent",
     "decode",
     "encode",
+    "id_form",
+    "message_id_for",
+    "verify_message_id",
 ]

@@ -30,7 +30,6 @@ insert; nothing is proportional to the history size ``n``.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import json
 import operator
@@ -51,6 +50,7 @@ from sds.events import (
     EphemeralReceived,
     Event,
     MessageAcknowledged,
+    MessageConflict,
     MessageDelivered,
     MessageDropped,
     MessageLost,
@@ -66,6 +66,7 @@ from sds.events import (
     SyncReceived,
     SyncSent,
 )
+from sds.ids import ID_NONCE_BYTES, id_form, message_id_for
 from sds.message import DecodeError, HistoryEntry, parse_pb
 from sds.repair import (
     IncomingRepairBuffer,
@@ -190,13 +191,8 @@ FAILED_KEPT = 1_000
 
 
 def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, content: bytes) -> str:
-    """Unique per message even for identical content: 64 lowercase hex chars."""
-    h = hashlib.sha256()
-    for part in (channel_id.encode(), sender_id.encode(), str(lamport).encode(), nonce):
-        h.update(len(part).to_bytes(4, "big"))
-        h.update(part)
-    h.update(content)
-    return h.hexdigest()
+    """Unique per message even for identical content, verifiable on receipt (``sds.ids``)."""
+    return message_id_for(channel_id, sender_id, lamport, content, nonce)
 
 
 def _entry_pb(entry: HistoryEntry) -> sds_pb2.HistoryEntry:
@@ -380,7 +376,7 @@ class Channel:
                 f"content is {len(content)} bytes; the limit is {self.config.max_content_bytes}"
             )
         lamport = self._tick(now_ms)
-        nonce = self._rng.getrandbits(128).to_bytes(16, "big")
+        nonce = self._rng.getrandbits(8 * ID_NONCE_BYTES).to_bytes(ID_NONCE_BYTES, "big")
         message_id = _message_id(self.channel_id, self.sender_id, lamport, nonce, content)
         requests = self._take_repair_requests(now_ms)
         history_ids, data = self._build(message_id, lamport, content, requests)
@@ -428,7 +424,7 @@ class Channel:
             raise ValueError(
                 f"content is {len(content)} bytes; the limit is {self.config.max_content_bytes}"
             )
-        nonce = self._rng.getrandbits(128).to_bytes(16, "big")
+        nonce = self._rng.getrandbits(8 * ID_NONCE_BYTES).to_bytes(ID_NONCE_BYTES, "big")
         message_id = _message_id(self.channel_id, self.sender_id, -1, nonce, content)
         pb = sds_pb2.SdsMessage(
             sender_id=self.sender_id,
@@ -563,10 +559,21 @@ class Channel:
             )
             return
 
+        is_content = bool(content)
+        if (
+            is_content
+            and self.config.verify_message_ids
+            and id_form(message_id, pb.channel_id, sender_id, pb.lamport_timestamp, content)
+            is None
+        ):
+            # Before anything else uses the id (repair cancels, dedup): a copied id
+            # over other text or another author must not displace the genuine one.
+            self._drop(message_id, sender_id, DropReason.UNVERIFIABLE_ID)
+            return
+
         history = pb.causal_history
         history_ids = list(map(_MESSAGE_ID, history))
 
-        is_content = bool(content)
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._repair_out.remove(message_id)
@@ -580,6 +587,7 @@ class Channel:
             # Spec "Review ACK Status" is for every received message: a copy (a resend,
             # or js-waku's same id for the same text) still acknowledges what it names.
             self._review_acks(pb, history_ids, sender_id)
+            self._check_conflict(message_id, sender_id, pb.lamport_timestamp, content)
             self._drop(message_id, sender_id, DropReason.DUPLICATE)
             return
 
@@ -618,6 +626,38 @@ class Channel:
             self._deliver(waiting)
         # Acknowledge content soon: shorten the sync backoff (js-waku: 0.5x).
         self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+
+    def _check_conflict(
+        self, message_id: str, sender_id: str, lamport: int, content: bytes
+    ) -> None:
+        """A second message under an id we hold, with another author, content or timestamp.
+
+        The first one stays (it may already be shown, acknowledged, stored); the
+        second is reported as a :class:`MessageConflict`, never silently dropped.
+        An id the application holds beyond the window is its to compare.
+        """
+        le = self._entries.get(message_id)
+        if le is not None:
+            kept_sender = le.sender_id
+            if kept_sender != sender_id:
+                reason = "author"
+            else:
+                reason = "timestamp" if le.lamport != lamport else ""
+        else:
+            w = self._incoming.get(message_id)
+            if w is None:
+                return
+            kept_sender = w.sender_id
+            if kept_sender != sender_id:
+                reason = "author"
+            elif w.content != content:
+                reason = "content"
+            else:
+                reason = "timestamp" if w.lamport != lamport else ""
+        if reason:
+            self._events.append(
+                MessageConflict(self.channel_id, message_id, kept_sender, sender_id, reason)
+            )
 
     def _drop(
         self, message_id: str | None, sender_id: str | None, reason: DropReason, detail: str = ""

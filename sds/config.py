@@ -86,6 +86,11 @@ class Config:
     max_missing: int = 10_000
     #: Largest content accepted by :meth:`Channel.send` and on receipt.
     max_content_bytes: int = 64 * 1024
+    #: Drop a received content message whose id is neither its sdschat id nor its
+    #: js-waku id (``sds.ids``; ``DropReason.UNVERIFIABLE_ID``). sdschat's node turns
+    #: it on (its envelopes bind ``sender_id`` to the signing key); off for cores
+    #: fed hand-made ids.
+    verify_message_ids: bool = False
 
     def __post_init__(self) -> None:
         problems = []

@@ -23,6 +23,7 @@ __all__ = [
     "EphemeralReceived",
     "Event",
     "MessageAcknowledged",
+    "MessageConflict",
     "MessageDelivered",
     "MessageDropped",
     "MessageLost",
@@ -58,6 +59,9 @@ class DropReason(enum.StrEnum):
     INCOMING_BUFFER_FULL = "incoming_buffer_full"  #: evicted while waiting for dependencies
     LAMPORT_OUT_OF_RANGE = "lamport_out_of_range"  #: lamport above MAX_LAMPORT (2**62)
     ID_TOO_LONG = "id_too_long"  #: an id over MAX_ID_LENGTH (256) characters
+    #: a content message whose id is neither its sdschat id nor its js-waku id
+    #: (``sds.ids``; only with ``Config.verify_message_ids``)
+    UNVERIFIABLE_ID = "unverifiable_id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +224,26 @@ class MessageDropped:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageConflict:
+    """A second content message arrived under an id we hold, and it differs.
+
+    ``reason`` is ``"author"`` (another ``sender_id``: js-waku ids are
+    ``sha256(content)``, so two authors of one text share an id), ``"content"``
+    or ``"timestamp"`` (one author's text under one js-waku id at two Lamport
+    timestamps: participants may order it differently). The message we hold
+    (from ``kept_sender_id``) stays; the other one (from ``other_sender_id``) is
+    dropped as a duplicate, and this event says so: the application shows the
+    message as disputed.
+    """
+
+    channel_id: str
+    message_id: str
+    kept_sender_id: str
+    other_sender_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RepairRequested:
     """We asked peers (SDS-R) to rebroadcast these ids, on carrier ``carrier_id``."""
 
@@ -271,6 +295,7 @@ Event = (
     | SyncReceived
     | EphemeralReceived
     | MessageDropped
+    | MessageConflict
     | RepairRequested
     | RepairRequestReceived
     | RepairSent

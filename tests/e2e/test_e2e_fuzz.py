@@ -33,6 +33,7 @@ from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal
 from net.identity import Identity
 from net.relay_frames import decode_frame, encode_deliver, encode_pong
 from sds import sds_pb2
+from sds.ids import message_id_for
 
 ROOM = derive_channel_key("room", None)
 
@@ -100,12 +101,16 @@ class Target:
 
     def genuine(self, text: str) -> bytes:
         self.n += 1
+        content = encode_content(text, "tester")
+        lamport = 1_000 + self.n
+        # nodes check ids: the verifiable sdschat form (sds.ids)
+        mid = message_id_for("room", self.ident.sender_id, lamport, content, os.urandom(8))
         sds = sds_pb2.SdsMessage(
             sender_id=self.ident.sender_id,
-            message_id=os.urandom(32).hex(),
+            message_id=mid,
             channel_id="room",
-            lamport_timestamp=1_000 + self.n,
-            content=encode_content(text, "tester"),
+            lamport_timestamp=lamport,
+            content=content,
         ).SerializeToString()
         return seal(sds, self.ident, ROOM)
 

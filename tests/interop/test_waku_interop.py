@@ -1055,3 +1055,46 @@ def test_mixed_group_conversation_converges(waku: WakuProcess) -> None:
         assert set(acked_ids(py.all_events)) == own, py.sender
     # The shuffles did make messages arrive before their dependencies.
     assert all(of_type(py.all_events, sds.MessagesMissing) for py in py_peers)
+
+
+VERIFYING = sds.Config(verify_message_ids=True)
+
+
+def test_js_messages_and_js_rebroadcasts_of_sds_messages_pass_id_verification(
+    waku: WakuProcess,
+) -> None:
+    """Nodes verify ids (``sds.ids``): js-waku's ids are sha256(content), ours carry
+    their nonce inside the id, so whatever js keeps of an sds message (its decoded
+    fields) is enough: js's rebroadcast of an sds message, answering a repair
+    request, verifies at a verifying sds peer."""
+    bob = PyPeer("py-bob")
+    carol = waku.channel("js-carol", **JS_IMMEDIATE_REPAIR)
+    dan = PyPeer("py-dan", config=VERIFYING, seed=3)
+    first = bob.send(b"first")
+    second = bob.send(b"second")
+    bob.drain()
+    carol.receive(first.data)
+    assert [e["detail"] for e in carol.events("message-delivered")] == [first.id]
+
+    # dan only got `second`: he asks for `first`; js-carol answers with her copy
+    events = dan.receive(second.data)
+    assert [e.message_id for e in of_type(events, sds.MessagesMissing)] == [second.id]
+
+    def carries_request(ds: list[sds.Datagram]) -> bool:
+        return any(sds.decode(d.data).repair_request for d in ds)
+
+    datagrams = dan.run_timers(carries_request, horizon_ms=VERIFYING.repair_t_max_ms + 1_000)
+    request = next(d.data for d in datagrams if sds.decode(d.data).repair_request)
+    carol.receive(request)
+    rebroadcast = carol.sweep_repair()
+    assert [r.id for r in rebroadcast] == [first.id]
+    assert sds.id_form(first.id, CHANNEL, "py-bob", first.lamport, b"first") == "sdschat"
+    events = dan.receive(rebroadcast[0].data)
+    assert delivered_ids(events) == [first.id, second.id]
+
+    # js-made content messages verify as js-waku ids
+    js = carol.send(b"from js")
+    events = dan.receive(js.data)
+    assert delivered_ids(events) == [js.id]
+    drops = [e.reason for e in of_type(dan.all_events, sds.MessageDropped)]
+    assert sds.DropReason.UNVERIFIABLE_ID not in drops

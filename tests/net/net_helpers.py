@@ -23,6 +23,7 @@ from net.relay_config import RelayConfig
 from net.relay_frames import decode_frame, encode_ping, encode_publish, encode_subscribe
 from net.relay_log import RelayLogger
 from sds import sds_pb2
+from sds.ids import message_id_for
 from tests.procs import T
 
 R = TypeVar("R")
@@ -48,7 +49,9 @@ def sds_message(
     """A serialised content SDS message from ``identity`` (or a forged ``sender_id``)."""
     return sds_pb2.SdsMessage(
         sender_id=identity.sender_id if sender_id is None else sender_id,
-        message_id=f"{n:064x}",
+        message_id=sds_id(
+            "general", identity.sender_id if sender_id is None else sender_id, 1_000 + n, content, n
+        ),
         channel_id="general",
         lamport_timestamp=1_000 + n,
         content=content,
@@ -178,3 +181,8 @@ class Peer:
 async def gather_bounded(*aws: Awaitable[Any], base_timeout: float = 10.0) -> list[Any]:
     """``asyncio.gather`` bounded by ``T(base_timeout)``."""
     return list(await asyncio.wait_for(asyncio.gather(*aws), T(base_timeout)))
+
+
+def sds_id(channel: str, sender_id: str, lamport: int, content: bytes, n: int) -> str:
+    """The verifiable sdschat id of a hand-made message (nonce ``n``): nodes check ids."""
+    return message_id_for(channel, sender_id, lamport, content, n.to_bytes(8, "big"))

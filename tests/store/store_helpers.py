@@ -18,6 +18,7 @@ from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 from net.envelope import envelope_hash, seal
 from net.identity import Identity
 from sds import sds_pb2
+from sds.ids import message_id_for
 from tests import procs
 from tests.procs import ROOT, Proc, T, comparable, free_port, history, sdschat
 
@@ -62,7 +63,9 @@ def sealed(
     """``(envelope, hash)`` of a content message ``text`` (plus ``pad`` filler bytes)."""
     sds = sds_pb2.SdsMessage(
         sender_id=identity.sender_id,
-        message_id=f"{n:064x}",
+        message_id=sds_id(
+            key.channel, identity.sender_id, 1_000 + n, text.encode() + b"\x00" * pad, n
+        ),
         channel_id=key.channel,
         lamport_timestamp=1_000 + n,
         content=text.encode() + b"\x00" * pad,
@@ -110,3 +113,8 @@ def wait_connected(*procs: Proc, base_timeout: float = 30) -> None:
             base_timeout,
             "connected and joined",
         )
+
+
+def sds_id(channel: str, sender_id: str, lamport: int, content: bytes, n: int) -> str:
+    """The verifiable sdschat id of a hand-made message (nonce ``n``): nodes check ids."""
+    return message_id_for(channel, sender_id, lamport, content, n.to_bytes(8, "big"))

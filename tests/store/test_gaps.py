@@ -26,6 +26,7 @@ from net.envelope import seal
 from net.identity import Identity
 from net.relay_client import RelayClient
 from sds import sds_pb2
+from sds.ids import message_id_for
 
 
 def test_sds_r_repair_from_peers_fills_a_gap_without_a_store(tmp_path: Path) -> None:
@@ -67,14 +68,17 @@ def _orphan_envelope(channel: str, missing_id: str, hint: bytes) -> tuple[bytes,
     """A signed message whose causal history names ``missing_id``, which nobody has."""
     key = derive_channel_key(channel, None)  # the public channel the nodes joined
     ident = Identity.generate()
-    mid = os.urandom(32).hex()
+    lamport = time.time_ns() // 1_000_000
+    content = encode_content("the orphan", "mallory")
+    # nodes check ids (sds.ids): the verifiable sdschat form
+    mid = message_id_for(channel, ident.sender_id, lamport, content, os.urandom(8))
     msg = sds_pb2.SdsMessage(
         sender_id=ident.sender_id,
         message_id=mid,
         channel_id=channel,
-        lamport_timestamp=time.time_ns() // 1_000_000,
+        lamport_timestamp=lamport,
         causal_history=[sds_pb2.HistoryEntry(message_id=missing_id, retrieval_hint=hint)],
-        content=encode_content("the orphan", "mallory"),
+        content=content,
     )
     return seal(msg.SerializeToString(), ident, key), mid
 

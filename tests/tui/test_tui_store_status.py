@@ -25,17 +25,21 @@ from net.relay_log import RelayLogger
 from net.store_config import StorePeerConfig
 from net.store_peer import StorePeer
 from sds import sds_pb2
+from sds.ids import message_id_for
 
 COUNT = 30
 
 
 def sealed(identity: Identity, key: ChannelKey, n: int) -> bytes:
+    content = encode_content(f"archived {n}", "bob")
+    # nodes check ids (sds.ids): the verifiable sdschat form, nonce n
+    mid = message_id_for(key.channel, identity.sender_id, 1_000 + n, content, n.to_bytes(8, "big"))
     sds = sds_pb2.SdsMessage(
         sender_id=identity.sender_id,
-        message_id=f"{n + 1:064x}",
+        message_id=mid,
         channel_id=key.channel,
         lamport_timestamp=1_000 + n,
-        content=encode_content(f"archived {n}", "bob"),
+        content=content,
     ).SerializeToString()
     return seal(sds, identity, key)
 
