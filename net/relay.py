@@ -23,6 +23,10 @@ Defences, all set by :class:`~net.relay_config.RelayConfig`:
 * malformed input (undecodable frame, text frame, bad envelope, bad topic,
   unknown version) is answered with an ``Error`` frame; the connection stays.
 
+TLS: with ``certfile`` (``--certfile/--keyfile``) the relay serves ``wss://``;
+SIGHUP (:meth:`RelayServer.reload_tls`) reads the files again so new
+connections get a renewed certificate without a restart (:mod:`net.tls`).
+
 Fan-out encodes the ``Deliver`` frame once per publish: one ``broadcast`` call
 writes it to every subscriber that keeps up, and the same ``bytes`` object goes
 on the queue of every subscriber that lags.
@@ -67,6 +71,7 @@ from net.relay_frames import (
 )
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
+from net.tls import ServerTLS, reload_on_sighup
 
 __all__ = [
     "CLOSE_ABUSE",
@@ -227,6 +232,8 @@ class RelayServer:
         self._stats_task: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = asyncio.Event()
+        self.tls: ServerTLS | None = None
+        """The TLS context when ``config.certfile`` is set (``wss://``)."""
 
     # ------------------------------------------------------------------ API
 
@@ -239,8 +246,25 @@ class RelayServer:
 
     @property
     def url(self) -> str:
-        """``ws://host:port`` of the running relay."""
-        return f"ws://{self.config.host}:{self.port}"
+        """``ws://host:port`` (``wss://`` with TLS) of the running relay."""
+        host = self.config.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{'wss' if self.tls is not None else 'ws'}://{host}:{self.port}"
+
+    def reload_tls(self) -> bool:
+        """Read ``certfile``/``keyfile`` again (SIGHUP): new connections get the new
+        certificate. Logs ``tls_reloaded`` or, keeping the old one, ``tls_reload_failed``."""
+        if self.tls is None:
+            self.log.warning("tls_reload_ignored", reason="no --certfile: serving ws://")
+            return False
+        try:
+            self.tls.reload()
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            self.log.error("tls_reload_failed", certfile=self.tls.certfile, error=str(exc))
+            return False
+        self.log.info("tls_reloaded", certfile=self.tls.certfile, reloads=self.tls.reloads)
+        return True
 
     @property
     def connection_count(self) -> int:
@@ -260,10 +284,13 @@ class RelayServer:
         if self._server is not None:
             raise RuntimeError("relay already started")
         cfg = self.config
+        if cfg.certfile is not None:
+            self.tls = ServerTLS(cfg.certfile, cfg.keyfile)
         self._server = await serve(
             self._handle,
             cfg.host,
             cfg.port,
+            ssl=self.tls.context if self.tls is not None else None,
             max_size=cfg.max_frame,
             compression=None,
             close_timeout=cfg.close_timeout,
@@ -275,6 +302,7 @@ class RelayServer:
             "relay_listening",
             host=cfg.host,
             port=self._port,
+            tls=self.tls is not None,
             max_clients=cfg.max_clients,
             max_frame=cfg.max_frame,
             rate=cfg.rate,
@@ -569,7 +597,8 @@ async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = N
         log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
         return 1
     try:
-        log.info("relay_shutdown", signal=await wait_for_stop_signal())
+        with reload_on_sighup(server.reload_tls):
+            log.info("relay_shutdown", signal=await wait_for_stop_signal())
     finally:
         await server.close()
     return 0

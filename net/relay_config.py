@@ -18,6 +18,7 @@ __all__ = [
     "MAX_TOPIC_BYTES",
     "RelayConfig",
     "add_relay_arguments",
+    "add_tls_arguments",
     "config_from_args",
 ]
 
@@ -56,6 +57,9 @@ class RelayConfig:
             aborting the TCP connection.
         ping_interval: seconds between websocket keepalive pings (None disables).
         ping_timeout: seconds to wait for a keepalive pong before closing.
+        certfile: PEM certificate chain: serve ``wss://`` (TLS) instead of
+            ``ws://``; read again on SIGHUP (see :mod:`net.tls`).
+        keyfile: PEM private key of ``certfile`` (None: it is in ``certfile``).
     """
 
     host: str = "127.0.0.1"
@@ -72,6 +76,8 @@ class RelayConfig:
     close_timeout: float = 5.0
     ping_interval: float | None = 20.0
     ping_timeout: float | None = 20.0
+    certfile: str | None = None
+    keyfile: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -91,6 +97,8 @@ class RelayConfig:
             raise ValueError(f"unknown log format {self.log_format!r}")
         if self.close_timeout <= 0:
             raise ValueError("close_timeout must be positive")
+        if self.keyfile is not None and self.certfile is None:
+            raise ValueError("--keyfile needs --certfile")
 
     def replace(self, **changes: Any) -> RelayConfig:
         """A copy with some fields changed (validated again)."""
@@ -162,6 +170,24 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"seconds between counter logs, 0 = only at shutdown (default {d.stats_interval:g})",
     )
+    add_tls_arguments(parser)
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--certfile``/``--keyfile``: serve ``wss://`` (shared by relay and store)."""
+    parser.add_argument(
+        "--certfile",
+        default=None,
+        metavar="PEM",
+        help="serve wss:// (TLS) with this certificate chain (server certificate first); "
+        "SIGHUP reloads it and --keyfile for new connections, without a restart",
+    )
+    parser.add_argument(
+        "--keyfile",
+        default=None,
+        metavar="PEM",
+        help="private key of --certfile (omit if the certificate file holds it)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> RelayConfig:
@@ -181,4 +207,6 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         max_topics=args.max_topics,
         log_format=args.log_format,
         stats_interval=args.stats_interval,
+        certfile=args.certfile,
+        keyfile=args.keyfile,
     )
