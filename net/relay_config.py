@@ -124,10 +124,14 @@ class RelayConfig:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")
         if self.queue_bytes < self.max_frame:
             raise ValueError(
-                f"queue_bytes ({self.queue_bytes}) must hold one largest frame ({self.max_frame})"
+                f"--queue-bytes ({self.queue_bytes}) must be at least --max-frame "
+                f"({self.max_frame}): a queue must hold one largest frame"
             )
         if self.memory_budget < self.queue_bytes:
-            raise ValueError("memory_budget must be at least queue_bytes")
+            raise ValueError(
+                f"--memory-budget ({self.memory_budget}) must be at least --queue-bytes "
+                f"({self.queue_bytes})"
+            )
         if self.max_clients_per_ip < 0:
             raise ValueError("max_clients_per_ip must be >= 0 (0 = no limit)")
 

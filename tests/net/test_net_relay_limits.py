@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
 from net_helpers import CapturingLogger, Peer, T, channel, envelope, run, start_relay
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -241,3 +242,32 @@ def test_relay_process_flags_per_ip_idle_and_stats(tmp_path: Path) -> None:
         relay.wait_for(lambda: any(r.get("event") == "relay_stats" and "queued_bytes" in r
                                    and r.get("rss_kib") for r in relay.log_records()),
                        10, "relay_stats with queued_bytes and rss_kib")
+
+
+def test_limit_flags_are_checked() -> None:
+    from net.relay_config import RelayConfig
+
+    with pytest.raises(ValueError, match="--queue-bytes"):
+        RelayConfig(queue_bytes=1000)
+    with pytest.raises(ValueError, match="--memory-budget"):
+        RelayConfig(memory_budget=2**20)
+    with pytest.raises(ValueError, match="max_lag"):
+        RelayConfig(max_lag=0)
+    with pytest.raises(ValueError, match="max_clients_per_ip"):
+        RelayConfig(max_clients_per_ip=-1)
+    assert RelayConfig(max_clients_per_ip=0, idle_timeout=0).max_clients_per_ip == 0
+
+
+def test_max_clients_per_ip_zero_is_no_limit() -> None:
+    async def main() -> None:
+        server, _ = await start_relay(max_clients=10, max_clients_per_ip=0)
+        try:
+            peers = [await Peer.open(server.url) for _ in range(8)]
+            for p in peers:
+                await p.subscribe([TOPIC])
+            assert server.connection_count == 8
+            assert server.stats.rejected_per_ip == 0
+        finally:
+            await server.close()
+
+    run(main())
