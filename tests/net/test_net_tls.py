@@ -15,6 +15,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,49 @@ def test_relay_with_tls_in_process(tmp_path: Path) -> None:
 
     url, ok = asyncio.run(go())
     assert url.startswith("wss://127.0.0.1:") and ok
+
+
+def test_node_catches_up_from_a_wss_store_through_a_wss_relay(tmp_path: Path) -> None:
+    """Everything over TLS: the store subscribes through the wss:// relay (its --cafile),
+    alice posts while bob is away and leaves, bob then catches up from the wss:// store."""
+    ca = make_ca(tmp_path)
+    cert, key = issue(ca, tmp_path)
+    tls = ["--certfile", str(cert), "--keyfile", str(key)]
+    cafile = ["--cafile", str(ca.path)]
+    with running(Cluster(tmp_path)) as c:
+        _proc, port = _relay(c, *tls)
+        relay_url = f"wss://127.0.0.1:{port}"
+        store, _ = c.store(relay_url, tmp_path / "store", channels=("room",),
+                           extra=[*tls, *cafile])
+        store_url = f"wss://127.0.0.1:{int(store.wait_log('store_listening')['port'])}"
+        store.wait_for(lambda: any(r.get("event") == "relay_state"
+                                   and r.get("state") == "connected"
+                                   for r in store.log_records()), 30, "store on the relay")
+        alice = c.headless("alice", tmp_path / "alice", relay=relay_url, extra=cafile)
+        alice.wait_for(lambda: bool(alice.select("connection", state="connected")), 30,
+                       "alice connected")
+        alice.send("one", "two", "three")
+        alice.wait_for(lambda: len(alice.select("own", state="sent")) >= 3, 30, "sent")
+        # the store has them once its by-time query returns them (wss:// with the CA)
+        async def archived() -> int:
+            async with StoreClient(store_url, cafile=str(ca.path)) as client:
+                topic = bytes.fromhex(alice.select("channel")[0]["topic"])
+                n = 0
+                async for page in client.pages(topic):
+                    n += len(page.items)
+                return n
+
+        for _ in range(int(T(100))):  # bounded: ~T(20) s
+            if asyncio.run(archived()) >= 3:
+                break
+            time.sleep(0.2)
+        assert asyncio.run(archived()) >= 3
+        alice.close_stdin()
+        assert alice.wait(30) == 0
+        bob = c.headless("bob", tmp_path / "bob", relay=relay_url,
+                         extra=[*cafile, "--store", store_url])
+        bob.wait_for(lambda: any(e.get("state") == "done" for e in bob.select("catchup")), 60,
+                     "catch-up done over wss://")
+        bob.wait_for(lambda: {"one", "two", "three"} <= {e["text"] for e in
+                                                          bob.select("delivered")},
+                     30, "the three lines from the store")
