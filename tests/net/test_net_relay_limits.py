@@ -271,3 +271,49 @@ def test_max_clients_per_ip_zero_is_no_limit() -> None:
             await server.close()
 
     run(main())
+
+
+def test_one_host_cannot_take_every_slot_of_a_relay_process(tmp_path: Path) -> None:
+    """The audit's attack, scaled down: one address opens connections that never
+    subscribe until the relay refuses it; others still get in, and the idle ones are
+    closed after --idle-timeout, freeing the slots."""
+    with running(Cluster(tmp_path)) as c:
+        relay = c.start(sdschat("relay", "--port", "0", "--stats-interval", "0",
+                                "--max-clients", "40", "--max-clients-per-ip", "16",
+                                "--idle-timeout", "2"), "relay", stdin=False)
+        port = int(relay.wait_log("relay_listening")["port"])
+        url = f"ws://127.0.0.1:{port}"
+
+        async def main() -> tuple[int, int, int]:
+            flood: list[Peer] = []
+            refused = 0
+            for _ in range(30):  # bounded: 30 attempts from 127.0.0.1
+                p = await Peer.open(url)
+                try:
+                    await p.barrier()
+                    flood.append(p)
+                except ConnectionClosed as exc:
+                    assert exc.rcvd is not None and exc.rcvd.code == 1013
+                    refused += 1
+            # someone else, from another address, is served
+            other = await _non_reader(port, source="127.0.0.3")
+            await asyncio.sleep(0.5)
+            assert other.state.name == "OPEN"
+            # the flood never subscribed: closed after the idle timeout
+            closed = 0
+            for p in flood:
+                try:
+                    for _ in range(10):  # bounded
+                        await p.recv_frame(base_timeout=10)
+                except ConnectionClosed:
+                    closed += 1
+            again = await Peer.open(url)
+            await again.subscribe([TOPIC])
+            await again.close()
+            other.transport.abort()
+            return len(flood), refused, closed
+
+        served, refused, closed = run(main(), base_timeout=60)
+        assert served == 16 and refused == 14 and closed == 16
+        dropped = [r for r in relay.log_records() if r.get("event") == "connection_dropped"]
+        assert sum(r["reason"] == "idle" for r in dropped) >= 16
