@@ -17,7 +17,8 @@ $(STAMP): pyproject.toml | tools
 
 # apt packages, each only when missing: tmux runs the demo (and the TUI's end-to-end
 # test), python3-venv makes .venv on Debian/Ubuntu, a Java 17 runtime runs Spark
-# (sdschat report and tests/pipeline).
+# (sdschat report and tests/pipeline); openssl, sqlite3 and jq run the examples of
+# docs/deploy.md (tests/test_docs.py skips a block whose tool is missing).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL = $(SUDO) apt-get install -y $(1) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(1); }
 tools:
@@ -26,6 +27,9 @@ tools:
 	  $(call APT_INSTALL,python3-venv); }
 	@command -v java >/dev/null 2>&1 || { echo "installing a Java 17 runtime (apt-get)"; \
 	  $(call APT_INSTALL,openjdk-17-jre-headless); }
+	@for t in openssl sqlite3 jq; do command -v $$t >/dev/null 2>&1 || { \
+	  echo "installing $$t (apt-get; docs/deploy.md's runnable examples use it)"; \
+	  $(call APT_INSTALL,$$t); }; done
 
 setup: $(STAMP) tools
 

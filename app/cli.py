@@ -20,6 +20,34 @@ def _version() -> str:
         return "0+unknown"
 
 
+REPORT_EXTRA_HINT = "pip install 'sdschat[report]'"
+"""How to get what ``report``, ``sim`` and ``export`` need (PySpark, pandas, pyarrow)."""
+
+
+def _missing_extra(command: str, modules: Sequence[str]) -> int | None:
+    """None if ``modules`` import; else print one line saying what to install and return 2.
+
+    PySpark, pandas and pyarrow are the optional ``sdschat[report]`` extra: the
+    chat (join, relay, store, history, demo) never imports them.
+    """
+    import importlib
+
+    missing: list[str] = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if not missing:
+        return None
+    print(
+        f"sdschat {command}: needs {', '.join(missing)} (not installed); "
+        f"install them with: {REPORT_EXTRA_HINT}",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from app.demo import add_demo_arguments  # light: stdlib only
 
@@ -146,6 +174,8 @@ def _add_sim(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_sim_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
+        if (status := _missing_extra("sim", ("pyarrow",))) is not None:
+            return status
         from app.sim import run_sim_command
 
         return run_sim_command(args)
@@ -156,7 +186,7 @@ def _add_sim(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "report",
-        help="reliability report (PySpark) from event-log Parquet (sim or export)",
+        help="reliability report (PySpark; needs sdschat[report]) from event-log Parquet",
         description="Compute per channel: convergence, causal order, delivery latency, time to "
         "acknowledgement, resends, repairs, store retrievals, lost messages and protocol "
         "overhead, on Spark (local[*] by default, or --master spark://HOST:PORT). Writes "
@@ -173,6 +203,8 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--driver-memory", default="2g", help="local driver memory (default 2g)")
 
     def run(args: argparse.Namespace) -> int:
+        if (status := _missing_extra("report", ("pyspark", "pandas", "pyarrow"))) is not None:
+            return status
         from pipeline.report import run_report
 
         return run_report(args)
@@ -194,6 +226,8 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--force", action="store_true", help="replace an existing export in --out")
 
     def run(args: argparse.Namespace) -> int:
+        if (status := _missing_extra("export", ("pyarrow",))) is not None:
+            return status
         from storage.export import main_export
 
         return main_export(args.data_dirs, args.out, args.run, args.force)

@@ -156,6 +156,9 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         "(default ~/.local/share/sdschat)",
     )
     p.add_argument("--name", default=None, help="display name shown to others")
+    from app.store_cmd import add_cafile_argument  # light: stdlib only
+
+    add_cafile_argument(p)
     p.add_argument(
         "--passphrase-file",
         default=None,
@@ -246,6 +249,10 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     check_ws_url(relay, "--relay" if args.relay is not None else "relay (config file)")
     if getattr(args, "store", None) is not None:
         check_ws_url(args.store, "--store")
+    if getattr(args, "cafile", None) is not None:
+        from net.tls import set_default_cafile
+
+        set_default_cafile(args.cafile)  # every wss:// relay and store client of this process
     state_save = args.state_save_ms
     if state_save is None:
         state_save = data.get("state_save_ms", DEFAULT_STATE_SAVE_MS)

@@ -25,7 +25,7 @@ from net.store_config import (
     parse_topic,
 )
 
-__all__ = ["add_store_arguments", "config_from_args", "run_store_command"]
+__all__ = ["add_cafile_argument", "add_store_arguments", "config_from_args", "run_store_command"]
 
 
 def add_store_arguments(p: argparse.ArgumentParser) -> None:
@@ -142,6 +142,21 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help=f"seconds between store_stats log lines, 0 = only at exit "
         f"(default {d.stats_interval_s:g})",
     )
+    from net.relay_config import add_tls_arguments  # light: stdlib only
+
+    add_tls_arguments(p)
+    add_cafile_argument(p)
+
+
+def add_cafile_argument(p: argparse.ArgumentParser) -> None:
+    """``--cafile``: verify wss:// relays and stores against these CAs, not the system's."""
+    p.add_argument(
+        "--cafile",
+        default=None,
+        metavar="PEM",
+        help="verify wss:// relays and stores against the CA certificates in this file "
+        "instead of the system trust store",
+    )
 
 
 def _topics(args: argparse.Namespace) -> tuple[bytes, ...]:
@@ -180,14 +195,19 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         max_clients=args.max_clients,
         log_format=args.log_format,
         stats_interval_s=args.stats_interval,
+        certfile=args.certfile,
+        keyfile=args.keyfile,
     )
 
 
 def run_store_command(args: argparse.Namespace) -> int:
     """``sdschat store``: exit 0 after SIGINT/SIGTERM, 1 cannot listen, 2 usage,
     3 data dir in use, 4 database unusable."""
+    from net.tls import set_default_cafile
+
     try:
         config = config_from_args(args)
+        set_default_cafile(args.cafile)
     except ValueError as exc:
         print(f"sdschat store: {exc}", file=sys.stderr)
         return 2

@@ -13,15 +13,26 @@ Defences, all set by :class:`~net.relay_config.RelayConfig`:
   over the limit is dropped and answered with ``Error{rate_limited}``; more
   than ``abuse_strikes`` such frames (refilled at one per second) close the
   connection with 1008;
-* memory: each connection has one writer task fed by a bounded
-  ``asyncio.Queue`` (``queue`` frames); a subscriber whose queue is full is
-  disconnected with 1008 and its queue discarded, so a client that stops
-  reading costs at most ``queue`` frames plus the socket buffers. While a
-  connection keeps up (nothing queued, write buffer <= 32 KiB) frames skip
-  the queue and are written at once with ``websockets.broadcast``;
+* memory, bounded in bytes: each connection has one writer task fed by its
+  send queue, bounded by ``queue_bytes`` (and ``queue`` frames); a subscriber
+  whose queue would overflow is disconnected with 1008 (``slow_consumer``)
+  and its queue discarded at once. A reader whose oldest queued frame has
+  waited more than ``max_lag`` seconds is disconnected too (``lagging``), so
+  a client reading slowly cannot hold its queue for long. All queues together
+  hold at most ``memory_budget`` bytes: past it, the connections holding the
+  most are disconnected (``memory_budget``). While a connection keeps up
+  (nothing queued, write buffer <= 32 KiB) frames skip the queue and are
+  written at once with ``websockets.broadcast``;
 * ``max_clients``: extra connections are closed with 1013 after the handshake;
+  so are connections beyond ``max_clients_per_ip`` from one address;
+* ``idle_timeout``: a connection that has subscribed to nothing that long
+  after opening is closed with 1008 (``idle``);
 * malformed input (undecodable frame, text frame, bad envelope, bad topic,
   unknown version) is answered with an ``Error`` frame; the connection stays.
+
+TLS: with ``certfile`` (``--certfile/--keyfile``) the relay serves ``wss://``;
+SIGHUP (:meth:`RelayServer.reload_tls`) reads the files again so new
+connections get a renewed certificate without a restart (:mod:`net.tls`).
 
 Fan-out encodes the ``Deliver`` frame once per publish: one ``broadcast`` call
 writes it to every subscriber that keeps up, and the same ``bytes`` object goes
@@ -46,7 +57,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections import Counter
+import os
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,10 +79,12 @@ from net.relay_frames import (
 )
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
+from net.tls import ServerTLS, reload_on_sighup
 
 __all__ = [
     "CLOSE_ABUSE",
     "CLOSE_FULL",
+    "CLOSE_IDLE",
     "CLOSE_SHUTDOWN",
     "CLOSE_SLOW_CONSUMER",
     "RelayServer",
@@ -88,12 +102,28 @@ CLOSE_ABUSE = 1008
 CLOSE_FULL = 1013
 """Close code for a connection refused because ``max_clients`` are connected."""
 
+CLOSE_IDLE = 1008
+"""Close code for a connection that subscribed to nothing within ``idle_timeout``."""
+
 CLOSE_SHUTDOWN = 1001
 """Close code used when the relay shuts down (going away)."""
 
 DIRECT_WRITE_LIMIT = 2**15
 """A frame bypasses a connection's queue only while its socket write buffer
 holds at most this many bytes (websockets' default write high-water mark)."""
+
+
+def _rss_kib() -> int | None:
+    """Resident memory of this process in KiB (Linux), for ``relay_stats``."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * (_PAGE_SIZE // 1024)
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class TokenBucket:
@@ -137,9 +167,12 @@ class RelayStats:
         dropped: frames or connections dropped, by reason (``malformed``,
             ``unsupported_version``, ``bad_topic``, ``too_many_topics``,
             ``oversized``, ``rate_limited``, ``unexpected_frame`` count frames;
-            ``slow_consumer``, ``abuse``, ``frame_too_large`` count closed
-            connections; ``queue_discarded`` counts frames thrown away from
-            the queues of disconnected slow consumers).
+            ``slow_consumer``, ``lagging``, ``memory_budget``, ``idle``,
+            ``abuse``, ``frame_too_large`` count closed connections;
+            ``queue_discarded`` counts frames thrown away from the queues of
+            disconnected connections).
+        rejected_per_ip: connections refused by ``max_clients_per_ip``.
+        queued_bytes_peak: the most bytes queued for all connections at once.
     """
 
     connections_total: int = 0
@@ -150,6 +183,8 @@ class RelayStats:
     deliveries: int = 0
     frames_sent: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
+    rejected_per_ip: int = 0
+    queued_bytes_peak: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy of the counters."""
@@ -162,6 +197,8 @@ class RelayStats:
             "deliveries": self.deliveries,
             "frames_sent": self.frames_sent,
             "dropped": dict(sorted(self.dropped.items())),
+            "rejected_per_ip": self.rejected_per_ip,
+            "queued_bytes_peak": self.queued_bytes_peak,
         }
 
 
@@ -173,11 +210,16 @@ class _Conn:
         "cid",
         "close_task",
         "closing",
+        "ever_subscribed",
+        "ip",
+        "opened",
         "peer",
         "queue",
+        "queued_bytes",
         "rate",
         "strikes",
         "topics",
+        "wake",
         "writer",
         "ws",
     )
@@ -186,7 +228,13 @@ class _Conn:
         self.cid = cid
         self.ws = ws
         self.peer = _peer_name(ws)
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=config.queue)
+        self.ip = _peer_ip(ws)
+        self.opened = now
+        # (time queued, frame), oldest first; bounded by config.queue and config.queue_bytes
+        self.queue: deque[tuple[float, bytes]] = deque()
+        self.queued_bytes = 0
+        self.wake = asyncio.Event()  # set when the queue gets a frame
+        self.ever_subscribed = False
         self.topics: set[bytes] = set()
         self.rate = TokenBucket(config.rate, config.burst, now)
         self.strikes = TokenBucket(1.0, config.abuse_strikes, now)
@@ -194,6 +242,16 @@ class _Conn:
         self.close_task: asyncio.Task[None] | None = None
         self.closing = False
         self.busy = False  # the writer task holds a frame it has not finished sending
+
+
+def _peer_ip(ws: ServerConnection) -> str:
+    try:
+        addr = ws.remote_address
+    except Exception:  # transport already gone
+        return "?"
+    if isinstance(addr, tuple) and addr:
+        return str(addr[0])
+    return str(addr)
 
 
 def _peer_name(ws: ServerConnection) -> str:
@@ -220,6 +278,9 @@ class RelayServer:
         self.log = logger if logger is not None else RelayLogger(self.config.log_format)
         self.stats = RelayStats()
         self._conns: dict[int, _Conn] = {}
+        self._per_ip: Counter[str] = Counter()
+        self._queued_bytes = 0
+        self._sweeper: asyncio.Task[None] | None = None
         self._topics: dict[bytes, set[_Conn]] = {}
         self._ids = itertools.count(1)
         self._server: Server | None = None
@@ -227,6 +288,8 @@ class RelayServer:
         self._stats_task: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = asyncio.Event()
+        self.tls: ServerTLS | None = None
+        """The TLS context when ``config.certfile`` is set (``wss://``)."""
 
     # ------------------------------------------------------------------ API
 
@@ -239,8 +302,25 @@ class RelayServer:
 
     @property
     def url(self) -> str:
-        """``ws://host:port`` of the running relay."""
-        return f"ws://{self.config.host}:{self.port}"
+        """``ws://host:port`` (``wss://`` with TLS) of the running relay."""
+        host = self.config.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{'wss' if self.tls is not None else 'ws'}://{host}:{self.port}"
+
+    def reload_tls(self) -> bool:
+        """Read ``certfile``/``keyfile`` again (SIGHUP): new connections get the new
+        certificate. Logs ``tls_reloaded`` or, keeping the old one, ``tls_reload_failed``."""
+        if self.tls is None:
+            self.log.warning("tls_reload_ignored", reason="no --certfile: serving ws://")
+            return False
+        try:
+            self.tls.reload()
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            self.log.error("tls_reload_failed", certfile=self.tls.certfile, error=str(exc))
+            return False
+        self.log.info("tls_reloaded", certfile=self.tls.certfile, reloads=self.tls.reloads)
+        return True
 
     @property
     def connection_count(self) -> int:
@@ -249,7 +329,12 @@ class RelayServer:
 
     def queue_sizes(self) -> list[int]:
         """Current send-queue length of every connection (for tests and metrics)."""
-        return [c.queue.qsize() for c in self._conns.values()]
+        return [len(c.queue) for c in self._conns.values()]
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for all connections right now (bounded by ``memory_budget``)."""
+        return self._queued_bytes
 
     async def start(self) -> None:
         """Bind and start accepting connections; logs ``relay_listening``.
@@ -260,10 +345,13 @@ class RelayServer:
         if self._server is not None:
             raise RuntimeError("relay already started")
         cfg = self.config
+        if cfg.certfile is not None:
+            self.tls = ServerTLS(cfg.certfile, cfg.keyfile)
         self._server = await serve(
             self._handle,
             cfg.host,
             cfg.port,
+            ssl=self.tls.context if self.tls is not None else None,
             max_size=cfg.max_frame,
             compression=None,
             close_timeout=cfg.close_timeout,
@@ -275,12 +363,19 @@ class RelayServer:
             "relay_listening",
             host=cfg.host,
             port=self._port,
+            tls=self.tls is not None,
             max_clients=cfg.max_clients,
             max_frame=cfg.max_frame,
             rate=cfg.rate,
             burst=cfg.burst,
             queue=cfg.queue,
+            queue_bytes=cfg.queue_bytes,
+            max_lag=cfg.max_lag,
+            memory_budget=cfg.memory_budget,
+            max_clients_per_ip=cfg.max_clients_per_ip,
+            idle_timeout=cfg.idle_timeout,
         )
+        self._sweeper = asyncio.create_task(self._sweep_periodically())
         if cfg.stats_interval > 0:
             self._stats_task = asyncio.create_task(self._log_stats_periodically())
 
@@ -294,10 +389,11 @@ class RelayServer:
             await self._closed.wait()
             return
         self._closing = True
-        if self._stats_task is not None:
-            self._stats_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._stats_task
+        for task in (self._stats_task, self._sweeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         server = self._server
         if server is not None:
             server.close(close_connections=False)
@@ -325,7 +421,27 @@ class RelayServer:
     # ------------------------------------------------------------ internals
 
     def _stats(self) -> dict[str, Any]:
-        return self.stats.as_dict()
+        return {**self.stats.as_dict(), "queued_bytes": self._queued_bytes, "rss_kib": _rss_kib()}
+
+    async def _sweep_periodically(self) -> None:
+        """Once a second: disconnect readers behind by more than ``max_lag`` and
+        connections that never subscribed within ``idle_timeout``."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        while not self._closing:  # ends when close() cancels this task
+            await asyncio.sleep(min(1.0, cfg.max_lag / 4))
+            now = loop.time()
+            for conn in list(self._conns.values()):
+                if conn.closing:
+                    continue
+                if conn.queue and now - conn.queue[0][0] > cfg.max_lag:
+                    self._disconnect(conn, CLOSE_SLOW_CONSUMER, "too far behind", "lagging")
+                elif (
+                    cfg.idle_timeout > 0
+                    and not conn.ever_subscribed
+                    and now - conn.opened > cfg.idle_timeout
+                ):
+                    self._disconnect(conn, CLOSE_IDLE, "no subscription", "idle")
 
     async def _log_stats_periodically(self) -> None:
         interval = self.config.stats_interval
@@ -340,9 +456,23 @@ class RelayServer:
             self.log.warning("connection_rejected", peer=_peer_name(ws), reason="relay full")
             await self._close_ws(ws, CLOSE_FULL, "relay full")
             return
+        ip = _peer_ip(ws)
+        per_ip = self.config.max_clients_per_ip
+        if per_ip and self._per_ip[ip] >= per_ip:
+            self.stats.connections_rejected += 1
+            self.stats.rejected_per_ip += 1
+            if self.stats.rejected_per_ip & (self.stats.rejected_per_ip - 1) == 0:
+                # logged at the 1st, 2nd, 4th, 8th... refusal: a flood must not flood the log
+                self.log.warning(
+                    "connection_rejected", peer=_peer_name(ws), reason="too many from address",
+                    max_clients_per_ip=per_ip, rejected_per_ip=self.stats.rejected_per_ip,
+                )
+            await self._close_ws(ws, CLOSE_FULL, "too many connections from your address")
+            return
         loop = asyncio.get_running_loop()
         conn = _Conn(next(self._ids), ws, self.config, loop.time())
         self._conns[conn.cid] = conn
+        self._per_ip[conn.ip] += 1
         self.stats.connections_total += 1
         conn.writer = asyncio.create_task(self._write_loop(conn))
         self.log.info("connection_opened", conn=conn.cid, peer=conn.peer, open=len(self._conns))
@@ -364,13 +494,17 @@ class RelayServer:
                 conn.writer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await conn.writer
+            self._release(conn)
             if conn.close_task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await conn.close_task
             self.log.info("connection_closed", conn=conn.cid, reason=reason, open=len(self._conns))
 
     def _forget(self, conn: _Conn) -> None:
-        self._conns.pop(conn.cid, None)
+        if self._conns.pop(conn.cid, None) is not None:
+            self._per_ip[conn.ip] -= 1
+            if self._per_ip[conn.ip] <= 0:
+                del self._per_ip[conn.ip]
         for topic in conn.topics:
             subs = self._topics.get(topic)
             if subs is not None:
@@ -380,19 +514,53 @@ class RelayServer:
         conn.topics.clear()
 
     async def _write_loop(self, conn: _Conn) -> None:
-        """The only task that writes to this connection (one per connection)."""
-        queue = conn.queue
+        """The only task that writes to this connection (one per connection).
+
+        A frame stays in the queue (and counted) until it is written, so the
+        age of ``queue[0]`` is how far behind the reader is.
+        """
         ws = conn.ws
         stats = self.stats
         try:
-            while True:  # ends on ConnectionClosed or cancellation
-                data = await queue.get()
+            while not conn.closing:  # ends on closing, ConnectionClosed or cancellation
+                if not conn.queue:
+                    conn.wake.clear()
+                    await conn.wake.wait()
+                    continue
+                data = conn.queue[0][1]
                 conn.busy = True
                 await ws.send(data)
                 conn.busy = False
+                if conn.closing:  # _disconnect discarded the queue meanwhile
+                    return
+                conn.queue.popleft()
+                conn.queued_bytes -= len(data)
+                self._queued_bytes -= len(data)
                 stats.frames_sent += 1
         except ConnectionClosed:
             return
+
+    def _release(self, conn: _Conn) -> int:
+        """Discard ``conn``'s queue at once (a slow reader must not pin memory);
+        returns the number of frames thrown away."""
+        discarded = len(conn.queue)
+        self._queued_bytes -= conn.queued_bytes
+        conn.queued_bytes = 0
+        conn.queue = deque()
+        return discarded
+
+    def _shed(self, need: int, keep: _Conn) -> None:
+        """Disconnect the connections holding the most queued bytes until ``need``
+        more bytes fit in ``memory_budget`` (``keep`` last)."""
+        budget = self.config.memory_budget
+        for _ in range(len(self._conns)):  # bounded: one connection per round
+            if self._queued_bytes + need <= budget:
+                return
+            holders = [c for c in self._conns.values() if c.queued_bytes and not c.closing]
+            if not holders:
+                return
+            worst = max(holders, key=lambda c: (c is not keep, c.queued_bytes))
+            self._disconnect(worst, CLOSE_SLOW_CONSUMER, "relay memory budget", "memory_budget")
 
     def _can_write_now(self, conn: _Conn) -> bool:
         """True if ``data`` may be written straight to the socket, bypassing the queue.
@@ -403,14 +571,16 @@ class RelayServer:
         """
         return (
             not conn.busy
-            and conn.queue.empty()
+            and not conn.queue
             and conn.ws.transport.get_write_buffer_size() <= DIRECT_WRITE_LIMIT
         )
 
-    def _enqueue(self, conn: _Conn, data: bytes) -> bool:
+    def _enqueue(self, conn: _Conn, data: bytes, now: float | None = None) -> bool:
         """Send ``data`` to ``conn`` in order: directly if it keeps up, else via its queue.
 
-        A full queue disconnects the connection as a slow consumer.
+        A queue that would exceed ``queue`` frames or ``queue_bytes`` disconnects
+        the connection as a slow consumer; one whose oldest frame is older than
+        ``max_lag`` as lagging; past ``memory_budget`` the biggest queues go.
         """
         if conn.closing:
             return False
@@ -418,11 +588,27 @@ class RelayServer:
             broadcast((conn.ws,), data)
             self.stats.frames_sent += 1
             return True
-        try:
-            conn.queue.put_nowait(data)
-        except asyncio.QueueFull:
+        cfg = self.config
+        if now is None:
+            now = asyncio.get_running_loop().time()
+        size = len(data)
+        queue = conn.queue
+        if len(queue) >= cfg.queue or conn.queued_bytes + size > cfg.queue_bytes:
             self._disconnect(conn, CLOSE_SLOW_CONSUMER, "send queue full", "slow_consumer")
             return False
+        if queue and now - queue[0][0] > cfg.max_lag:
+            self._disconnect(conn, CLOSE_SLOW_CONSUMER, "too far behind", "lagging")
+            return False
+        if self._queued_bytes + size > cfg.memory_budget:
+            self._shed(size, conn)
+            if conn.closing:
+                return False
+        queue.append((now, data))
+        conn.queued_bytes += size
+        self._queued_bytes += size
+        if self._queued_bytes > self.stats.queued_bytes_peak:
+            self.stats.queued_bytes_peak = self._queued_bytes
+        conn.wake.set()
         return True
 
     def _reject(self, conn: _Conn, code: str, reason: str) -> None:
@@ -434,9 +620,11 @@ class RelayServer:
         if conn.closing:
             return
         conn.closing = True
+        queued_bytes = conn.queued_bytes
+        # Free the queued frames at once: a slow consumer must not pin memory.
+        discarded = self._release(conn)
         if counter is not None:
             self.stats.dropped[counter] += 1
-            discarded = conn.queue.qsize()
             self.stats.dropped["queue_discarded"] += discarded
             self.log.warning(
                 "connection_dropped",
@@ -445,9 +633,8 @@ class RelayServer:
                 reason=counter,
                 close_code=code,
                 discarded_frames=discarded,
+                discarded_bytes=queued_bytes,
             )
-        # Free the queued frames at once: a slow consumer must not pin memory.
-        conn.queue = asyncio.Queue(maxsize=1)
         if conn.writer is not None:
             conn.writer.cancel()
         conn.close_task = asyncio.create_task(self._close_ws(conn.ws, code, reason))
@@ -518,13 +705,17 @@ class RelayServer:
         # websockets.broadcast call; the others get it through their queue.
         direct: list[ServerConnection] = []
         queued = 0
+        now: float | None = None
         for other in tuple(subscribers):
             if other is conn or other.closing:
                 continue
             if self._can_write_now(other):
                 direct.append(other.ws)
-            elif self._enqueue(other, data):
-                queued += 1
+            else:
+                if now is None:
+                    now = asyncio.get_running_loop().time()
+                if self._enqueue(other, data, now):
+                    queued += 1
         if direct:
             broadcast(direct, data)
             self.stats.frames_sent += len(direct)
@@ -542,6 +733,8 @@ class RelayServer:
         for topic in wanted:
             conn.topics.add(topic)
             self._topics.setdefault(topic, set()).add(conn)
+        if wanted:
+            conn.ever_subscribed = True
         self.log.debug("subscribed", conn=conn.cid, topics=len(conn.topics))
 
     def _unsubscribe(self, conn: _Conn, topics: Iterable[bytes]) -> None:
@@ -569,7 +762,8 @@ async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = N
         log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
         return 1
     try:
-        log.info("relay_shutdown", signal=await wait_for_stop_signal())
+        with reload_on_sighup(server.reload_tls):
+            log.info("relay_shutdown", signal=await wait_for_stop_signal())
     finally:
         await server.close()
     return 0

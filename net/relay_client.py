@@ -59,6 +59,7 @@ from net.relay_frames import (
     encode_subscribe,
     encode_unsubscribe,
 )
+from net.tls import client_context, explain_failure
 from net.urls import check_ws_url
 
 __all__ = [
@@ -169,6 +170,9 @@ class RelayClient:
         ping_interval, ping_timeout: websocket keepalive (None disables).
         proxy: an explicit proxy URL; by default no proxy is used, whatever
             the environment says.
+        cafile: PEM CA certificates that ``wss://`` relays are verified
+            against instead of the system trust store (default:
+            :func:`net.tls.default_cafile`, set by ``--cafile``).
 
     Raises:
         ValueError: a URL that is not ``ws://``/``wss://``, or a bad topic.
@@ -193,6 +197,7 @@ class RelayClient:
         ping_interval: float | None = 20.0,
         ping_timeout: float | None = 20.0,
         proxy: str | None = None,
+        cafile: str | None = None,
     ) -> None:
         check_ws_url(url, "relay URL")
         if backoff_base <= 0 or backoff_max < backoff_base:
@@ -214,6 +219,7 @@ class RelayClient:
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         self._proxy = proxy
+        self._cafile = cafile
         self._state = ConnectionState.DISCONNECTED
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task[str] | None = None
@@ -436,9 +442,10 @@ class RelayClient:
                     ping_timeout=self._ping_timeout,
                     close_timeout=min(5.0, self._connect_timeout),
                     proxy=self._proxy,
+                    ssl=client_context(self.url, self._cafile),
                 )
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as exc:
-            return _describe_failure(exc), False
+            return explain_failure(self.url, exc) or _describe_failure(exc), False
         except Exception as exc:  # never let a connection problem crash the node
             logger.exception("unexpected error while connecting to %s", self.url)
             return _describe_failure(exc), False

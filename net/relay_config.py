@@ -18,6 +18,7 @@ __all__ = [
     "MAX_TOPIC_BYTES",
     "RelayConfig",
     "add_relay_arguments",
+    "add_tls_arguments",
     "config_from_args",
 ]
 
@@ -33,8 +34,9 @@ MAX_TOPIC_BYTES = 64
 class RelayConfig:
     """Everything that shapes a relay's behaviour and its defences.
 
-    Memory bound per connection: about ``queue * max_frame`` bytes of queued
-    frames plus the websocket write buffer (32 KiB) plus one frame in flight.
+    Memory bound per connection: at most ``queue_bytes`` of queued frames (and
+    ``queue`` frames) plus the websocket write buffer (32 KiB) plus one frame;
+    all connections together queue at most ``memory_budget`` bytes.
 
     Attributes:
         host: address to bind (default loopback only).
@@ -47,6 +49,19 @@ class RelayConfig:
         burst: token bucket capacity (frames a connection may send at once).
         queue: frames waiting to be written to one connection; when a
             subscriber's queue is full it is disconnected with code 1008.
+        queue_bytes: bytes waiting to be written to one connection (frames
+            counted at their encoded size); a subscriber whose queue would
+            exceed it is disconnected with code 1008 (``slow_consumer``).
+        max_lag: seconds the oldest frame queued for a connection may wait;
+            a reader further behind is disconnected with 1008 (``lagging``).
+        memory_budget: bytes queued for all connections together; past it the
+            connections holding the most are disconnected with 1008
+            (``memory_budget``) until the new frame fits.
+        max_clients_per_ip: open connections allowed from one IP address
+            (0: no limit, e.g. behind a reverse proxy where every client has
+            the proxy's address); extra ones are closed with 1013.
+        idle_timeout: seconds a connection may stay open without subscribing
+            to any topic; then it is closed with 1008 (``idle``). 0 disables.
         abuse_strikes: over-the-rate frames tolerated (refilled at one per
             second) before the connection is closed with code 1008.
         max_topics: topics one connection may be subscribed to.
@@ -56,6 +71,9 @@ class RelayConfig:
             aborting the TCP connection.
         ping_interval: seconds between websocket keepalive pings (None disables).
         ping_timeout: seconds to wait for a keepalive pong before closing.
+        certfile: PEM certificate chain: serve ``wss://`` (TLS) instead of
+            ``ws://``; read again on SIGHUP (see :mod:`net.tls`).
+        keyfile: PEM private key of ``certfile`` (None: it is in ``certfile``).
     """
 
     host: str = "127.0.0.1"
@@ -65,6 +83,11 @@ class RelayConfig:
     rate: float = 200.0
     burst: int = 400
     queue: int = 256
+    queue_bytes: int = 4 * 1024 * 1024
+    max_lag: float = 20.0
+    memory_budget: int = 256 * 1024 * 1024
+    max_clients_per_ip: int = 64
+    idle_timeout: float = 30.0
     abuse_strikes: int = 100
     max_topics: int = 64
     log_format: LogFormat = "json"
@@ -72,6 +95,8 @@ class RelayConfig:
     close_timeout: float = 5.0
     ping_interval: float | None = 20.0
     ping_timeout: float | None = 20.0
+    certfile: str | None = None
+    keyfile: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -91,12 +116,39 @@ class RelayConfig:
             raise ValueError(f"unknown log format {self.log_format!r}")
         if self.close_timeout <= 0:
             raise ValueError("close_timeout must be positive")
+        if self.keyfile is not None and self.certfile is None:
+            raise ValueError("--keyfile needs --certfile")
+        for name in ("max_lag", "idle_timeout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0 or (name == "max_lag" and value == 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+        if self.queue_bytes < self.max_frame:
+            raise ValueError(
+                f"--queue-bytes ({self.queue_bytes}) must be at least --max-frame "
+                f"({self.max_frame}): a queue must hold one largest frame"
+            )
+        if self.memory_budget < self.queue_bytes:
+            raise ValueError(
+                f"--memory-budget ({self.memory_budget}) must be at least --queue-bytes "
+                f"({self.queue_bytes})"
+            )
+        if self.max_clients_per_ip < 0:
+            raise ValueError("max_clients_per_ip must be >= 0 (0 = no limit)")
 
     def replace(self, **changes: Any) -> RelayConfig:
         """A copy with some fields changed (validated again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)
         return RelayConfig(**values)
+
+
+def _size(text: str) -> int:
+    from net.store_config import parse_size  # stdlib only
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +195,46 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {d.queue})",
     )
     parser.add_argument(
+        "--queue-bytes",
+        type=_size,
+        default=d.queue_bytes,
+        metavar="SIZE",
+        help=f"bytes queued for one connection; beyond it the slow client is disconnected "
+        f"(4M, 512k; default {d.queue_bytes // 2**20}M)",
+    )
+    parser.add_argument(
+        "--max-lag",
+        type=float,
+        default=d.max_lag,
+        metavar="SECONDS",
+        help=f"a client whose oldest queued frame waited longer is disconnected "
+        f"(default {d.max_lag:g})",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        type=_size,
+        default=d.memory_budget,
+        metavar="SIZE",
+        help=f"bytes queued for all connections together; past it the clients holding the "
+        f"most are disconnected (default {d.memory_budget // 2**20}M)",
+    )
+    parser.add_argument(
+        "--max-clients-per-ip",
+        type=int,
+        default=d.max_clients_per_ip,
+        metavar="N",
+        help=f"connections from one IP address, 0 = no limit (behind a reverse proxy) "
+        f"(default {d.max_clients_per_ip})",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d.idle_timeout,
+        metavar="SECONDS",
+        help=f"close connections that subscribe to nothing within this time, 0 = never "
+        f"(default {d.idle_timeout:g})",
+    )
+    parser.add_argument(
         "--max-topics",
         type=int,
         default=d.max_topics,
@@ -162,6 +254,24 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"seconds between counter logs, 0 = only at shutdown (default {d.stats_interval:g})",
     )
+    add_tls_arguments(parser)
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--certfile``/``--keyfile``: serve ``wss://`` (shared by relay and store)."""
+    parser.add_argument(
+        "--certfile",
+        default=None,
+        metavar="PEM",
+        help="serve wss:// (TLS) with this certificate chain (server certificate first); "
+        "SIGHUP reloads it and --keyfile for new connections, without a restart",
+    )
+    parser.add_argument(
+        "--keyfile",
+        default=None,
+        metavar="PEM",
+        help="private key of --certfile (omit if the certificate file holds it)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> RelayConfig:
@@ -178,7 +288,14 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         rate=args.rate,
         burst=args.burst,
         queue=args.queue,
+        queue_bytes=args.queue_bytes,
+        max_lag=args.max_lag,
+        memory_budget=args.memory_budget,
+        max_clients_per_ip=args.max_clients_per_ip,
+        idle_timeout=args.idle_timeout,
         max_topics=args.max_topics,
         log_format=args.log_format,
         stats_interval=args.stats_interval,
+        certfile=args.certfile,
+        keyfile=args.keyfile,
     )

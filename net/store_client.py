@@ -52,6 +52,7 @@ from net.store_frames import (
     encode_query_by_hash,
     encode_query_by_time,
 )
+from net.tls import client_context, explain_failure
 from net.urls import check_ws_url
 
 __all__ = [
@@ -205,6 +206,8 @@ class StoreClient:
         connect_timeout: seconds for TCP + websocket handshake.
         request_timeout: seconds a request may wait between two frames of its answer.
         max_frame: largest answer frame accepted.
+        cafile: PEM CA certificates that a ``wss://`` store is verified against
+            instead of the system trust store (default: :func:`net.tls.default_cafile`).
     """
 
     def __init__(
@@ -214,11 +217,13 @@ class StoreClient:
         connect_timeout: float = 5.0,
         request_timeout: float = 30.0,
         max_frame: int = DEFAULT_MAX_FRAME,
+        cafile: str | None = None,
     ) -> None:
         self.url = check_ws_url(url, "store URL")
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
         self._max_frame = max_frame
+        self._cafile = cafile
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -412,11 +417,13 @@ class StoreClient:
                         ping_timeout=20.0,
                         close_timeout=2.0,
                         proxy=None,
+                        ssl=client_context(self.url, self._cafile),
                     )
             except (
                 OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed, ValueError
             ) as exc:  # ValueError: a URL websockets cannot use (say, a port out of range)
-                raise StoreUnavailable(f"cannot reach store {self.url}: {exc}") from None
+                why = explain_failure(self.url, exc) or str(exc)
+                raise StoreUnavailable(f"cannot reach store {self.url}: {why}") from None
             self._ws = ws
             self._reader = asyncio.create_task(self._read_loop(ws), name=f"store-client {self.url}")
             return ws

@@ -148,6 +148,9 @@ class StorePeerConfig:
             receiving side waits (backpressure).
         log_format: ``"json"`` or ``"text"`` lines on stderr.
         stats_interval_s: seconds between ``store_stats`` log lines (0: only at exit).
+        certfile: PEM certificate chain: the query listener serves ``wss://``;
+            read again on SIGHUP (see :mod:`net.tls`).
+        keyfile: PEM private key of ``certfile`` (None: it is in ``certfile``).
     """
 
     data_dir: Path
@@ -172,6 +175,8 @@ class StorePeerConfig:
     ingest_limit: int = 8192
     log_format: LogFormat = "json"
     stats_interval_s: float = 60.0
+    certfile: str | None = None
+    keyfile: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_hashes", "max_page_size", "default_page_size", "max_request_bytes",
@@ -200,6 +205,10 @@ class StorePeerConfig:
                 raise ValueError("a topic is 1 to 64 bytes")
         for url in self.relays:
             check_ws_url(url, "relay URL")
+        if self.keyfile is not None and self.certfile is None:
+            raise ValueError("--keyfile needs --certfile")
+        if self.certfile is not None and self.listen is None:
+            raise ValueError("--certfile needs a query listener (not --listen none)")
 
     def replace(self, **changes: Any) -> StorePeerConfig:
         """A copy with some fields changed (validated again)."""

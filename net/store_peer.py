@@ -73,6 +73,7 @@ from net.store_frames import (
     encode_error,
     encode_info,
 )
+from net.tls import ServerTLS, reload_on_sighup
 from storage import ArchivedEnvelope, Store
 
 __all__ = [
@@ -262,6 +263,8 @@ class StorePeer:
         self._ids = itertools.count(1)
         self._closing = False
         self._closed = asyncio.Event()
+        self.tls: ServerTLS | None = None
+        """The query listener's TLS context when ``config.certfile`` is set."""
 
     # ------------------------------------------------------------------ API
 
@@ -281,12 +284,26 @@ class StorePeer:
 
     @property
     def url(self) -> str:
-        """``ws://host:port`` of the query listener."""
+        """``ws://host:port`` (``wss://`` with TLS) of the query listener."""
         assert self.config.listen is not None
         host = self.config.listen[0]
         if ":" in host:
             host = f"[{host}]"
-        return f"ws://{host}:{self.port}"
+        return f"{'wss' if self.tls is not None else 'ws'}://{host}:{self.port}"
+
+    def reload_tls(self) -> bool:
+        """Read ``certfile``/``keyfile`` again (SIGHUP): new query connections get the
+        new certificate. Logs ``tls_reloaded`` or, keeping the old one, ``tls_reload_failed``."""
+        if self.tls is None:
+            self.log.warning("tls_reload_ignored", reason="no --certfile: serving ws://")
+            return False
+        try:
+            self.tls.reload()
+        except OSError as exc:
+            self.log.error("tls_reload_failed", certfile=self.tls.certfile, error=str(exc))
+            return False
+        self.log.info("tls_reloaded", certfile=self.tls.certfile, reloads=self.tls.reloads)
+        return True
 
     @property
     def pending(self) -> int:
@@ -316,10 +333,13 @@ class StorePeer:
             self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
             if cfg.listen is not None:
                 host, port = cfg.listen
+                if cfg.certfile is not None:
+                    self.tls = ServerTLS(cfg.certfile, cfg.keyfile)
                 self._server = await serve(
                     self._handle,
                     host,
                     port,
+                    ssl=self.tls.context if self.tls is not None else None,
                     max_size=cfg.max_frame,
                     compression=None,
                     close_timeout=5.0,
@@ -327,7 +347,9 @@ class StorePeer:
                     ping_timeout=20.0,
                 )
                 self._port = int(self._server.sockets[0].getsockname()[1])
-                self.log.info("store_listening", host=host, port=self._port)
+                self.log.info(
+                    "store_listening", host=host, port=self._port, tls=self.tls is not None
+                )
         except BaseException:
             await self._store.close()
             self._store = None
@@ -767,7 +789,8 @@ async def serve_store_until_signal(
     if not peer._feeds:
         log.warning("store_no_feeds", note="no --relay and no --lan: serving the archive only")
     try:
-        log.info("store_shutdown", signal=await wait_for_stop_signal())
+        with reload_on_sighup(peer.reload_tls):
+            log.info("store_shutdown", signal=await wait_for_stop_signal())
     finally:
         await peer.close()
     return 0

@@ -19,6 +19,11 @@ Nothing is written to the data directories.
 
 The output appears only when complete: it is written to a staging directory
 next to ``DIR`` and renamed into place at the end.
+
+This module is part of the ``sdschat[report]`` extra: it imports pyarrow (through
+:mod:`pipeline.schema`) at import time, so nothing on the chat's paths imports
+it; ``sdschat export`` checks that pyarrow is installed before importing it and
+otherwise says ``pip install 'sdschat[report]'`` (exit 2).
 """
 
 from __future__ import annotations

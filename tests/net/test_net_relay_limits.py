@@ -1,0 +1,319 @@
+"""Relay memory bounded in bytes, lagging readers, a memory budget, per-address limits and
+idle connections (issue 14 §5 and §6): real sockets on 127.0.0.1, the relay in-process or
+as a real ``sdschat relay`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from net_helpers import CapturingLogger, Peer, T, channel, envelope, run, start_relay
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from net.relay import RelayServer
+from net.relay_frames import encode_subscribe
+from tests.procs import Cluster, running, sdschat
+
+TOPIC = channel("limits").topic
+KEY = channel("limits")
+
+
+async def _non_reader(port: int, *, source: str = "127.0.0.1") -> ClientConnection:
+    """A client with a tiny receive buffer that subscribes and then never reads."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.bind((source, 0))
+    sock.setblocking(False)
+    await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port)), T(5))
+    ws = await asyncio.wait_for(
+        connect(f"ws://127.0.0.1:{port}", sock=sock, proxy=None, compression=None, max_queue=1,
+                max_size=None),
+        T(5),
+    )
+    await ws.send(encode_subscribe([TOPIC]))
+    return ws
+
+
+async def _subscribed(log: CapturingLogger, n: int) -> None:
+    await log.wait_for("subscribed", lambda r: r["conn"] == n)
+
+
+async def _publish_lockstep(server: RelayServer, log: CapturingLogger, env: bytes, reason: str,
+                            budget_check: Any, limit: int = 3000) -> dict[str, Any]:
+    """Publish ``env`` (a reading subscriber kept in lock-step) until a connection is
+    dropped for ``reason``; ``budget_check()`` runs after every publish."""
+    fast = await Peer.open(server.url)
+    await fast.subscribe([TOPIC])
+    pub = await Peer.open(server.url)
+    dropped = asyncio.create_task(
+        log.wait_for("connection_dropped", lambda r: r["reason"] == reason, 30)
+    )
+    for _ in range(limit):  # bounded
+        await pub.publish(env)
+        assert (await fast.recv_frame()).deliver.envelope == env
+        budget_check()
+        if dropped.done():
+            break
+    record = await dropped
+    await fast.close()
+    await pub.close()
+    return record
+
+
+def test_queue_is_bounded_in_bytes_not_frames() -> None:
+    """256 frames of 200 KB used to be allowed per reader; now queue_bytes caps it."""
+    queue_bytes = 1_000_000
+
+    async def main() -> None:
+        server, log = await start_relay(queue=100_000, queue_bytes=queue_bytes)
+        try:
+            slow = await _non_reader(server.port)
+            await _subscribed(log, 1)
+            env = envelope(key=KEY, content=b"x" * 200_000)
+
+            def check() -> None:
+                assert server.queued_bytes <= queue_bytes
+
+            record = await _publish_lockstep(server, log, env, "slow_consumer", check)
+            assert record["close_code"] == 1008
+            assert 0 < record["discarded_bytes"] <= queue_bytes
+            assert server.stats.queued_bytes_peak <= queue_bytes
+            await log.wait_for("connection_closed", lambda r: r["conn"] == record["conn"], 10)
+            assert server.queued_bytes == 0  # everything queued for it was freed
+            slow.transport.abort()
+        finally:
+            await server.close()
+
+    run(main(), base_timeout=60)
+
+
+def test_a_reader_behind_for_longer_than_max_lag_is_disconnected() -> None:
+    async def main() -> None:
+        # byte and frame limits far away: only the lag can end this reader
+        server, log = await start_relay(queue=100_000, queue_bytes=64 * 2**20,
+                                        memory_budget=64 * 2**20, max_lag=1.0)
+        try:
+            slow = await _non_reader(server.port)
+            await _subscribed(log, 1)
+            pub = await Peer.open(server.url)
+            env = envelope(key=KEY, content=b"y" * 2_000)
+            for _ in range(5_000):  # bounded: until frames wait in the slow reader's queue
+                await pub.publish(env)
+                await pub.barrier()
+                if max(server.queue_sizes()) > 0:
+                    break
+            assert max(server.queue_sizes()) > 0
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            record = await log.wait_for("connection_dropped",
+                                        lambda r: r["reason"] == "lagging", 10)
+            waited = loop.time() - started
+            assert record["conn"] == 1 and record["close_code"] == 1008
+            assert waited >= 0.5  # not before the lag passed (1 s from the first queued frame)
+            assert server.stats.dropped["lagging"] == 1
+            await pub.close()
+            slow.transport.abort()
+        finally:
+            await server.close()
+
+    run(main(), base_timeout=30)
+
+
+def test_memory_budget_disconnects_the_biggest_queues() -> None:
+    budget = 600_000
+
+    async def main() -> None:
+        server, log = await start_relay(queue=100_000, max_frame=70_000, queue_bytes=400_000,
+                                        memory_budget=budget)
+        try:
+            slow = [await _non_reader(server.port) for _ in range(3)]
+            for n in (1, 2, 3):
+                await _subscribed(log, n)
+            env = envelope(key=KEY, content=b"z" * 50_000)
+
+            def check() -> None:
+                assert server.queued_bytes <= budget
+
+            record = await _publish_lockstep(server, log, env, "memory_budget", check)
+            assert record["conn"] in (1, 2, 3)
+            assert server.stats.queued_bytes_peak <= budget
+            for ws in slow:
+                ws.transport.abort()
+        finally:
+            await server.close()
+
+    run(main(), base_timeout=60)
+
+
+def test_max_clients_per_ip_leaves_room_for_other_addresses() -> None:
+    async def main() -> None:
+        server, log = await start_relay(max_clients=10, max_clients_per_ip=3)
+        try:
+            mine = [await Peer.open(server.url) for _ in range(3)]
+            for p in mine:
+                await p.subscribe([TOPIC])
+            extra = await Peer.open(server.url)
+            try:
+                await extra.recv_frame()
+                raise AssertionError("a 4th connection from one address was served")
+            except ConnectionClosed as exc:
+                assert exc.rcvd is not None and exc.rcvd.code == 1013
+                assert "address" in exc.rcvd.reason
+            assert server.stats.rejected_per_ip == 1
+            # another address (127.0.0.2 is loopback too) still gets in
+            other = await _non_reader(server.port, source="127.0.0.2")
+            await _subscribed(log, 4)
+            assert server.connection_count == 4
+            # a slot freed on the first address is usable again
+            await mine[0].close()
+            await log.wait_for("connection_closed", lambda r: r["conn"] == 1)
+            again = await Peer.open(server.url)
+            await again.subscribe([TOPIC])
+            assert server.connection_count == 4
+            other.transport.abort()
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_connections_that_never_subscribe_are_closed() -> None:
+    async def main() -> None:
+        server, log = await start_relay(idle_timeout=1.0)
+        try:
+            idle = await Peer.open(server.url)
+            await idle.barrier()  # talking (pings) is not subscribing
+            busy = await Peer.open(server.url)
+            await busy.subscribe([TOPIC])
+            record = await log.wait_for("connection_dropped", lambda r: r["reason"] == "idle", 10)
+            assert record["conn"] == 1 and record["close_code"] == 1008
+            try:
+                for _ in range(10):  # bounded
+                    await idle.recv_frame()
+                raise AssertionError("the idle connection stayed open")
+            except ConnectionClosed as exc:
+                assert exc.rcvd is not None and exc.rcvd.reason == "no subscription"
+            await asyncio.sleep(1.5)
+            assert server.connection_count == 1  # the subscribed one stays
+            await busy.barrier()
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_relay_process_flags_per_ip_idle_and_stats(tmp_path: Path) -> None:
+    with running(Cluster(tmp_path)) as c:
+        relay = c.start(sdschat("relay", "--port", "0", "--stats-interval", "0.5",
+                                "--max-clients-per-ip", "2", "--idle-timeout", "1",
+                                "--queue-bytes", "2M", "--max-lag", "5",
+                                "--memory-budget", "64M"), "relay", stdin=False)
+        listening = relay.wait_log("relay_listening")
+        assert listening["max_clients_per_ip"] == 2 and listening["queue_bytes"] == 2 * 2**20
+        url = f"ws://127.0.0.1:{int(listening['port'])}"
+
+        async def main() -> tuple[int | None, str | None]:
+            a = await Peer.open(url)
+            b = await Peer.open(url)
+            await a.subscribe([TOPIC])
+            third = await Peer.open(url)
+            code = None
+            try:
+                await third.recv_frame()
+            except ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+            reason = None
+            try:
+                for _ in range(10):  # bounded
+                    await b.recv_frame()
+            except ConnectionClosed as exc:  # b never subscribed: closed after ~1 s
+                reason = exc.rcvd.reason if exc.rcvd else None
+            await a.barrier()  # a subscribed: still served
+            await a.close()
+            return code, reason
+
+        code, reason = run(main())
+        assert code == 1013
+        assert reason == "no subscription"
+        relay.wait_for(lambda: any(r.get("event") == "relay_stats" and "queued_bytes" in r
+                                   and r.get("rss_kib") for r in relay.log_records()),
+                       10, "relay_stats with queued_bytes and rss_kib")
+
+
+def test_limit_flags_are_checked() -> None:
+    from net.relay_config import RelayConfig
+
+    with pytest.raises(ValueError, match="--queue-bytes"):
+        RelayConfig(queue_bytes=1000)
+    with pytest.raises(ValueError, match="--memory-budget"):
+        RelayConfig(memory_budget=2**20)
+    with pytest.raises(ValueError, match="max_lag"):
+        RelayConfig(max_lag=0)
+    with pytest.raises(ValueError, match="max_clients_per_ip"):
+        RelayConfig(max_clients_per_ip=-1)
+    assert RelayConfig(max_clients_per_ip=0, idle_timeout=0).max_clients_per_ip == 0
+
+
+def test_max_clients_per_ip_zero_is_no_limit() -> None:
+    async def main() -> None:
+        server, _ = await start_relay(max_clients=10, max_clients_per_ip=0)
+        try:
+            peers = [await Peer.open(server.url) for _ in range(8)]
+            for p in peers:
+                await p.subscribe([TOPIC])
+            assert server.connection_count == 8
+            assert server.stats.rejected_per_ip == 0
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_one_host_cannot_take_every_slot_of_a_relay_process(tmp_path: Path) -> None:
+    """The audit's attack, scaled down: one address opens connections that never
+    subscribe until the relay refuses it; others still get in, and the idle ones are
+    closed after --idle-timeout, freeing the slots."""
+    with running(Cluster(tmp_path)) as c:
+        relay = c.start(sdschat("relay", "--port", "0", "--stats-interval", "0",
+                                "--max-clients", "40", "--max-clients-per-ip", "16",
+                                "--idle-timeout", "2"), "relay", stdin=False)
+        port = int(relay.wait_log("relay_listening")["port"])
+        url = f"ws://127.0.0.1:{port}"
+
+        async def main() -> tuple[int, int, int]:
+            flood: list[Peer] = []
+            refused = 0
+            for _ in range(30):  # bounded: 30 attempts from 127.0.0.1
+                p = await Peer.open(url)
+                try:
+                    await p.barrier()
+                    flood.append(p)
+                except ConnectionClosed as exc:
+                    assert exc.rcvd is not None and exc.rcvd.code == 1013
+                    refused += 1
+            # someone else, from another address, is served
+            other = await _non_reader(port, source="127.0.0.3")
+            await asyncio.sleep(0.5)
+            assert other.state.name == "OPEN"
+            # the flood never subscribed: closed after the idle timeout
+            closed = 0
+            for p in flood:
+                try:
+                    for _ in range(10):  # bounded
+                        await p.recv_frame(base_timeout=10)
+                except ConnectionClosed:
+                    closed += 1
+            again = await Peer.open(url)
+            await again.subscribe([TOPIC])
+            await again.close()
+            other.transport.abort()
+            return len(flood), refused, closed
+
+        served, refused, closed = run(main(), base_timeout=60)
+        assert served == 16 and refused == 14 and closed == 16
+        dropped = [r for r in relay.log_records() if r.get("event") == "connection_dropped"]
+        assert sum(r["reason"] == "idle" for r in dropped) >= 16
