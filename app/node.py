@@ -877,6 +877,8 @@ class Node:
     def _on_status(self, status: TransportStatus) -> None:
         was = self._connected
         self._connected = status.connected
+        if was != self._connected:  # lost timeouts count only connected time
+            self._participant.set_connected(self._connected, self._now())
         self._emit(ConnectionChanged(status.state, status.reason, status.retry_in, status.attempt))
         if self._connected and not was and self._inbox is not None and not self._closing:
             loop = asyncio.get_running_loop()
@@ -1391,6 +1393,7 @@ class Node:
             ev.lamport,
             ev.position,
             ev.missing_before,
+            ev.was_lost,
         )
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
@@ -1640,6 +1643,7 @@ class Node:
                 open_own=self._open_own(key),
             )
             self._participant.join(name, now, state)
+        self._participant.channel(name).set_connected(self._connected, now)
         for note in report.notes:
             self._emit(Info(f"{name}: {note}"))
         if report.rebuilt or report.changed:

@@ -102,7 +102,9 @@ class Delivered:
 
     ``position`` is its index in the channel's log order ``(lamport, message_id)``
     (a lower bound when it sorts before the core's in-memory window);
-    ``missing_before`` counts dependencies given up as lost before it.
+    ``missing_before`` counts dependencies given up as lost before it;
+    ``was_lost`` is true when this message itself had been reported lost
+    (a ``lost`` event) and arrived afterwards: show it as recovered.
     ``name`` is the author's claimed display name (``None`` for foreign
     content); ``sender_id`` is the authenticated author.
     """
@@ -116,6 +118,7 @@ class Delivered:
     lamport: int
     position: int
     missing_before: int = 0
+    was_lost: bool = False
     ts: float = field(default_factory=_now_s)
 
 

@@ -287,6 +287,28 @@ def test_sends_while_disconnected_are_published_on_reconnect(tmp_path: Path) -> 
     run(main())
 
 
+def test_the_core_is_told_when_recovery_can_run(tmp_path: Path) -> None:
+    """Issue 15 defect 4: lost timeouts count only connected time, so the node tells
+    each channel's core when its transport goes down and comes back."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            core = a.node._participant.channel("general")
+            assert core.connected
+            hub.set_online(False)
+            await wait_until(lambda: not a.node.connected)
+            assert not core.connected
+            hub.set_online(True)
+            await wait_until(lambda: a.node.connected)
+            assert core.connected
+        finally:
+            await a.node.close()
+
+    run(main())
+
+
 def test_several_channels_join_leave_and_isolation(tmp_path: Path) -> None:
     async def main() -> None:
         hub = MemoryHub()
