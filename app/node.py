@@ -370,6 +370,10 @@ _NOT_FATAL_DROPS = frozenset(
     }
 )
 
+#: Drops of a message the core will accept later (our clock caught up, the
+#: sender's missing ids resolved): the envelope's resend is not a replay.
+_REFUSED_FOR_NOW = frozenset({sds.DropReason.CLOCK_AHEAD, sds.DropReason.SENDER_BUDGET})
+
 #: Own states only move forward; an acknowledgement that comes after the core gave
 #: up on a message (failed) still says it arrived.
 _RANK = {
@@ -1287,6 +1291,8 @@ class Node:
             self.counters[f"dropped_{ev.reason.value}"] += 1
             if out.current is not None and ev.reason not in _NOT_FATAL_DROPS:
                 out.current.settled = True
+                if ev.reason in _REFUSED_FOR_NOW:  # its resend is welcome later
+                    self._replay.forget(out.current.hash)
         elif isinstance(ev, sds.RepairDataNeeded):
             out.repair_needed.setdefault(ch, set()).add(ev.message_id)
         elif isinstance(ev, sds.MessageResent):
