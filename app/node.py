@@ -370,6 +370,32 @@ _NOT_FATAL_DROPS = frozenset(
     }
 )
 
+def _coalesce_lost(events: list[NodeEvent]) -> list[NodeEvent]:
+    """One :class:`Lost` per channel per round, at the place of its first one, listing
+    every id given up in the round (the core reports them one by one)."""
+    firsts: dict[str, int] = {}
+    ids: dict[str, list[str]] = {}
+    waiting: dict[str, dict[str, None]] = {}
+    out: list[NodeEvent] = []
+    for ev in events:
+        if not isinstance(ev, Lost):
+            out.append(ev)
+            continue
+        if ev.channel not in firsts:
+            firsts[ev.channel] = len(out)
+            out.append(ev)
+            ids[ev.channel] = []
+            waiting[ev.channel] = {}
+        ids[ev.channel].extend(ev.message_ids or (ev.message_id,))
+        waiting[ev.channel].update(dict.fromkeys(ev.waiting))
+    for ch, at in firsts.items():
+        first = out[at]
+        assert isinstance(first, Lost)
+        if len(ids[ch]) > 1:
+            out[at] = Lost(ch, first.message_id, tuple(waiting[ch]), tuple(ids[ch]), first.ts)
+    return out
+
+
 #: Drops of a message the core will accept later (our clock caught up, the
 #: sender's missing ids resolved): the envelope's resend is not a replay.
 _REFUSED_FOR_NOW = frozenset({sds.DropReason.CLOCK_AHEAD, sds.DropReason.SENDER_BUDGET})
@@ -1032,7 +1058,7 @@ class Node:
     async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
         try:
             await self._commit(out)
-            for ev in out.events:
+            for ev in _coalesce_lost(out.events):
                 self._emit(ev)
             _release_barriers(items)
             await self._publish_round(out)
@@ -1276,7 +1302,7 @@ class Node:
                     Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
                 )
         elif isinstance(ev, sds.MessageLost):
-            out.events.append(Lost(ch, ev.message_id, ev.waiting))
+            out.events.append(Lost(ch, ev.message_id, ev.waiting, (ev.message_id,)))
             self.counters["lost"] += 1
         elif isinstance(ev, sds.SyncReceived):
             if out.current is not None:

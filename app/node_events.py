@@ -168,11 +168,19 @@ class Missing:
 
 @dataclass(frozen=True, slots=True)
 class Lost:
-    """A dependency could not be obtained in time; ``waiting`` messages were delivered anyway."""
+    """Dependencies could not be obtained in time; ``waiting`` messages were delivered anyway.
+
+    One event per channel per round lists every id given up in it
+    (``message_ids``; ``message_id`` is the first of them) and the union of
+    their waiting messages: a hostile history naming a thousand ids is one
+    report, not a thousand. The ids stay wanted: one that arrives later is
+    delivered with ``Delivered.was_lost``.
+    """
 
     channel: str
     message_id: str
     waiting: tuple[str, ...]
+    message_ids: tuple[str, ...] = ()
     ts: float = field(default_factory=_now_s)
 
 

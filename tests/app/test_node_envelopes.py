@@ -251,3 +251,38 @@ def test_an_envelope_that_fails_inside_the_round_costs_only_itself(tmp_path: Pat
             await b.node.close()
 
     run(main())
+
+
+def test_a_history_of_unknown_ids_is_one_lost_report(tmp_path: Path) -> None:
+    """Issue 14 section 3: a member's message naming 300 ids nobody has makes the
+    node give them up after the lost timeout in ONE ``lost`` event listing them
+    all (not 300 events), and the message is delivered with ``missing_before``."""
+    from app.node import wall_ms
+
+    async def main() -> None:
+        hub = MemoryHub()
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        try:
+            mallory = Identity.generate()
+            ghosts = [f"{i:064x}" for i in range(1, 301)]
+            pb = sds_pb2.SdsMessage(
+                sender_id=mallory.sender_id,
+                message_id="f" * 64,
+                channel_id="general",
+                lamport_timestamp=wall_ms(),
+                content=encode_content("look at all these", "mallory"),
+            )
+            for g in ghosts:
+                pb.causal_history.add(message_id=g)
+            await b.node._on_envelope(seal(pb.SerializeToString(), mallory, key("general")))
+            await wait_until(lambda: b.texts() == ["look at all these"], 15, "delivered")
+            lost = [e for e in b.events if type(e).__name__ == "Lost"]
+            assert len(lost) == 1
+            assert sorted(lost[0].message_ids) == ghosts  # type: ignore[attr-defined]
+            assert lost[0].waiting == ("f" * 64,)  # type: ignore[attr-defined]
+            assert b.delivered()[0].missing_before == 300
+            assert b.node.counters["lost"] == 300
+        finally:
+            await b.node.close()
+
+    run(main())
