@@ -129,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"baseline": args.baseline, "before": before, "after": after}))
         return 0
+    from bench.machine import describe
+
     print(f"one crafted message, one honest node; baseline {args.baseline} vs this tree")
+    print(describe())
     cols = ("syncs", "requests", "events", "lost", "syncs_first_s", "events_first_s")
     print(f"{'scenario':<15}" + "".join(f"{c:>22}" for c in cols))
     for name, *_ in SCENARIOS:
