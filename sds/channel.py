@@ -295,6 +295,11 @@ class Channel:
         #: (retry count in _lost_attempts) until they arrive; nobody waits for them.
         self._lost_wanted = OutgoingRepairBuffer(cfg.repair_buffer_size)
         self._lost_attempts: dict[str, int] = {}
+        #: Who first named each wanted lost id, and each namer's ids (oldest first):
+        #: when the buffer is full the namer with the most gives up its oldest, so
+        #: one member's invented ids cannot push out the others' real ones.
+        self._lost_by: dict[str, str] = {}
+        self._lost_of: dict[str, OrderedDict[str, None]] = {}
         self._repair_in = IncomingRepairBuffer(cfg.repair_buffer_size)
         self._repair_cache: OrderedDict[str, bytes] = OrderedDict()
         #: Repair responses per requester in the current window: (window start, count).
@@ -375,6 +380,7 @@ class Channel:
             "met_elsewhere": len(self._met_elsewhere),
             "repair_requests": len(self._repair_out),
             "lost_asked_again": len(self._lost_wanted),
+            "lost_asked_again_max_per_sender": max(map(len, self._lost_of.values()), default=0),
             "repair_responses": len(self._repair_in),
             "repair_cache": len(self._repair_cache),
             "missing_max_per_sender": max(self._missing_by.values(), default=0),
@@ -811,7 +817,7 @@ class Channel:
         if absent_ids and lost:
             again = absent_ids.intersection(lost)
             if again:
-                self._want_again(again, history, history_ids, now_ms)
+                self._want_again(again, history, history_ids, now_ms, sender_id)
         if absent_ids:
             # an empty id or one over MAX_ID_LENGTH names no message that can arrive
             # (they are dropped): not waited for, not asked for (checked here, on the
@@ -918,6 +924,7 @@ class Channel:
         history: Sequence[sds_pb2.HistoryEntry],
         history_ids: list[str],
         now_ms: int,
+        sender_id: str,
     ) -> None:
         """Lost ids that a new message names again: whoever sent it holds them (or
         knows of them), so the gap may have healed. Ask for them soon (the backoff
@@ -938,26 +945,42 @@ class Channel:
                 h.retrieval_hint if h.HasField("retrieval_hint") else None,
                 h.sender_id if h.HasField("sender_id") else None,
             )
-            wanted.remove(mid)
-            self._want_lost(entry, now_ms)
+            by = self._lost_by.get(mid, sender_id)
+            self._unwant_lost(mid)
+            self._want_lost(entry, now_ms, by)
 
-    def _want_lost(self, entry: HistoryEntry, now_ms: int) -> None:
-        """Keep asking for lost ``entry`` (first at its ``T_req``, then with backoff)."""
+    def _want_lost(
+        self, entry: HistoryEntry, now_ms: int, by: str, due: int | None = None, attempts: int = 0
+    ) -> None:
+        """Keep asking for lost ``entry`` (first at its ``T_req``, then with backoff);
+        ``by`` first named it."""
         cfg = self.config
         if not cfg.repair_enabled:
             return
         mid = entry.message_id
-        due = t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
-        if self._lost_wanted.add(entry, due):
-            self._lost_attempts[mid] = 0
-        if len(self._lost_attempts) > 2 * len(self._lost_wanted) + 64:  # evicted ones
-            self._lost_attempts = {
-                m: a for m, a in self._lost_attempts.items() if m in self._lost_wanted
-            }
+        wanted = self._lost_wanted
+        if mid in wanted:
+            return
+        if len(wanted) >= wanted.max_size:
+            top = max(self._lost_of, key=lambda b: len(self._lost_of[b]))
+            self._unwant_lost(next(iter(self._lost_of[top])))
+        if due is None:
+            due = t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+        wanted.add(entry, due)
+        self._lost_attempts[mid] = attempts
+        self._lost_by[mid] = by
+        self._lost_of.setdefault(by, OrderedDict())[mid] = None
 
     def _unwant_lost(self, mid: str) -> None:
         if self._lost_wanted.remove(mid):
             self._lost_attempts.pop(mid, None)
+            by = self._lost_by.pop(mid, None)
+            if by is not None:
+                ids = self._lost_of.get(by)
+                if ids is not None:
+                    ids.pop(mid, None)
+                    if not ids:
+                        del self._lost_of[by]
 
     def _lost_retry_ms(self, mid: str) -> int:
         """Backoff of a lost id's next request: ``repair_t_max_ms`` doubling per
@@ -1397,7 +1420,7 @@ class Channel:
         self._repair_out.remove(mid)
         info = self._missing.get(mid)
         if info is not None and mid not in self._incoming:
-            self._want_lost(info.entry, now_ms)  # still wanted: asked again with backoff
+            self._want_lost(info.entry, now_ms, info.by)  # still wanted: asked again, backoff
         self._resolve(mid, lost=True)
 
     def _cap_missing(self, now_ms: int) -> None:
@@ -1491,7 +1514,8 @@ class Channel:
                 "repair_out": [[entry(e), due, req] for e, due, req in self._repair_out.entries()],
                 "repair_in": [[entry(e), due, req] for e, due, req in self._repair_in.entries()],
                 "lost_wanted": [
-                    [entry(e), due, self._lost_attempts.get(e.message_id, 0)]
+                    [entry(e), due, self._lost_attempts.get(e.message_id, 0),
+                     self._lost_by.get(e.message_id, "")]
                     for e, due, _ in self._lost_wanted.entries()
                 ],
                 "failed": list(self._failed),
@@ -1611,14 +1635,14 @@ class Channel:
         for e, due, req in d["repair_in"]:
             ch._repair_in.restore(entry(e), int(due), bool(req))
         if "lost_wanted" in d:
-            for e, due, attempts in d["lost_wanted"]:
-                ch._lost_wanted.restore(entry(e), int(due), False)
-                ch._lost_attempts[e[0]] = int(attempts)
+            for row in d["lost_wanted"]:
+                by = str(row[3]) if len(row) > 3 else ""
+                ch._want_lost(entry(row[0]), 0, by, int(row[1]), int(row[2]))
         elif ch.config.repair_enabled:
             # a state saved before lost ids stayed wanted: want the most recent ones
             restart = now_ms if now_ms is not None else ch.lamport
             for m in list(ch._lost)[-ch.config.repair_buffer_size :]:
-                ch._want_lost(HistoryEntry(m), restart)
+                ch._want_lost(HistoryEntry(m), restart, "")
         ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
         ch._next_sync_ms = int(d["next_sync_ms"])
         nsw = d["next_sweep_ms"]

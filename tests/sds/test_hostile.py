@@ -328,3 +328,27 @@ def test_time_not_running_does_not_count_across_a_restart() -> None:
     back.set_connected(False, restart + 12_000)
     again = sds.Channel.restore(back.export_state(), cfg, random.Random(3), restart + 99_000)
     assert not again.connected
+
+
+def test_invented_ids_cannot_push_real_lost_ids_out_of_the_wanted_list() -> None:
+    """The wanted lost ids are bounded (repair_buffer_size); when full, the member who
+    named the most gives up its oldest: a flood of invented ids from one member
+    does not make an honest member's real lost id unwanted. Kept across a restore."""
+    cfg = FAST.with_changes(lost_timeout_ms=20_000, repair_buffer_size=20)
+    ch = sds.Channel("chan", "a", cfg, NOW, random.Random(1))
+    ch.receive(msg("b", "honest", NOW, ["real"]), NOW)
+    now = NOW + 5 * 60_000
+    run_timers(ch, now)  # "real" lost and asked for again a few times: its backoff grew
+    assert "real" in ch._lost_wanted
+    for i in range(5):
+        now += 1_000
+        ch.receive(msg("h", f"flood{i}", now, _ids(f"f{i}", 15)), now)
+    run_timers(ch, now + 21_000)
+    assert ch.stats()["lost_asked_again"] == 20
+    assert "real" in ch._lost_wanted
+    back = sds.Channel.restore(ch.export_state(), cfg, random.Random(2), now + 30_000)
+    assert "real" in back._lost_wanted and back.stats()["lost_asked_again"] == 20
+    assert back.stats()["lost_asked_again_max_per_sender"] == 19
+    back.receive(msg("c", "real", NOW - 5), now + 31_000)
+    got = of(back.events(), sds.MessageDelivered)
+    assert [(e.message_id, e.was_lost) for e in got] == [("real", True)]
