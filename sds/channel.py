@@ -1636,6 +1636,8 @@ class Channel:
             ch._repair_in.restore(entry(e), int(due), bool(req))
         if "lost_wanted" in d:
             for row in d["lost_wanted"]:
+                if ch._is_available(row[0][0]) and row[0][0] not in ch._lost:
+                    continue  # it arrived meanwhile (storage put it in the log)
                 by = str(row[3]) if len(row) > 3 else ""
                 ch._want_lost(entry(row[0]), 0, by, int(row[1]), int(row[2]))
         elif ch.config.repair_enabled:

@@ -352,3 +352,18 @@ def test_invented_ids_cannot_push_real_lost_ids_out_of_the_wanted_list() -> None
     back.receive(msg("c", "real", NOW - 5), now + 31_000)
     got = of(back.events(), sds.MessageDelivered)
     assert [(e.message_id, e.was_lost) for e in got] == [("real", True)]
+
+
+def test_a_wanted_lost_id_that_storage_holds_at_restart_is_not_asked_for() -> None:
+    """At start the node rebuilds the window from storage (app.state_reconcile): a
+    lost id that reached the log meanwhile is no longer wanted."""
+    cfg = FAST.with_changes(lost_timeout_ms=20_000)
+    ch = sds.Channel("chan", "a", cfg, NOW, random.Random(1))
+    ch.receive(msg("b", "m", NOW, ["x"]), NOW)
+    run_timers(ch, NOW + 21_000)
+    d = ch.export_state().data
+    assert [row[0][0] for row in d["lost_wanted"]] == ["x"]
+    d["log"].insert(0, [NOW - 1, "x", "b", None])  # what reconcile_state does
+    d["lost"] = []
+    back = sds.Channel.restore(sds.ChannelState(d), cfg, random.Random(2), NOW + 22_000)
+    assert back.stats()["lost_asked_again"] == 0
