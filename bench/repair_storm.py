@@ -16,7 +16,7 @@ Each scenario runs against the current ``sds`` and against a baseline revision
 (``--baseline``, default ``main``; extracted with ``git archive`` into a temporary
 directory and imported in a subprocess), side by side in one run::
 
-    .venv/bin/python -m bench.repair_storm [--baseline main] [--json]
+    .venv/bin/python bench/repair_storm.py [--baseline main] [--json]
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"baseline": args.baseline, "before": before, "after": after}))
         return 0
-    from bench.machine import describe
+    from machine import describe  # bench/machine.py (run as bench/repair_storm.py)
 
     print(f"one crafted message, one honest node; baseline {args.baseline} vs this tree")
     print(describe())
