@@ -289,3 +289,43 @@ def test_a_history_of_unknown_ids_is_one_lost_report(tmp_path: Path) -> None:
             await b.node.close()
 
     run(main())
+
+
+def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path) -> None:
+    """Issue 15 defect 4: the node passes the core's flag on (``Delivered.was_lost``,
+    headless JSON ``"was_lost": true``) so the UI can mark the message recovered."""
+    from app.node import wall_ms
+    from app.node_events import event_to_json
+
+    async def main() -> None:
+        hub = MemoryHub()
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        try:
+            mallory = Identity.generate()
+            now = wall_ms()
+
+            def envelope(text: str, history: tuple[str, ...], lamport: int) -> tuple[bytes, str]:
+                content = encode_content(text, "mallory")
+                mid = hashlib.sha256(content).hexdigest()
+                pb = sds_pb2.SdsMessage(
+                    sender_id=mallory.sender_id, message_id=mid, channel_id="general",
+                    lamport_timestamp=lamport, content=content,
+                )
+                for h in history:
+                    pb.causal_history.add(message_id=h)
+                return seal(pb.SerializeToString(), mallory, key("general")), mid
+
+            late_env, late_id = envelope("late", (), now)
+            waiting_env, _ = envelope("waits for it", (late_id,), now + 1)
+            await b.node._on_envelope(waiting_env)
+            await wait_until(lambda: b.texts() == ["waits for it"], 15, "given up")
+            assert [e for e in b.events if type(e).__name__ == "Lost"]
+            await b.node._on_envelope(late_env)
+            await wait_until(lambda: b.texts() == ["waits for it", "late"], 10, "late one")
+            flags = [(d.text, d.was_lost) for d in b.delivered()]
+            assert flags == [("waits for it", False), ("late", True)]
+            assert event_to_json(b.delivered()[1])["was_lost"] is True
+        finally:
+            await b.node.close()
+
+    run(main())
