@@ -374,6 +374,36 @@ _NOT_FATAL_DROPS = frozenset(
     }
 )
 
+def _coalesce_lost(events: list[NodeEvent]) -> list[NodeEvent]:
+    """One :class:`Lost` per channel per round, at the place of its first one, listing
+    every id given up in the round (the core reports them one by one)."""
+    firsts: dict[str, int] = {}
+    ids: dict[str, list[str]] = {}
+    waiting: dict[str, dict[str, None]] = {}
+    out: list[NodeEvent] = []
+    for ev in events:
+        if not isinstance(ev, Lost):
+            out.append(ev)
+            continue
+        if ev.channel not in firsts:
+            firsts[ev.channel] = len(out)
+            out.append(ev)
+            ids[ev.channel] = []
+            waiting[ev.channel] = {}
+        ids[ev.channel].extend(ev.message_ids or (ev.message_id,))
+        waiting[ev.channel].update(dict.fromkeys(ev.waiting))
+    for ch, at in firsts.items():
+        first = out[at]
+        assert isinstance(first, Lost)
+        if len(ids[ch]) > 1:
+            out[at] = Lost(ch, first.message_id, tuple(waiting[ch]), tuple(ids[ch]), first.ts)
+    return out
+
+
+#: Drops of a message the core will accept later (our clock caught up, the
+#: sender's missing ids resolved): the envelope's resend is not a replay.
+_REFUSED_FOR_NOW = frozenset({sds.DropReason.CLOCK_AHEAD, sds.DropReason.SENDER_BUDGET})
+
 #: Own states only move forward; an acknowledgement that comes after the core gave
 #: up on a message (failed) still says it arrived.
 _RANK = {
@@ -884,6 +914,8 @@ class Node:
     def _on_status(self, status: TransportStatus) -> None:
         was = self._connected
         self._connected = status.connected
+        if was != self._connected:  # lost timeouts count only connected time
+            self._participant.set_connected(self._connected, self._now())
         self._emit(ConnectionChanged(status.state, status.reason, status.retry_in, status.attempt))
         if self._connected and not was and self._inbox is not None and not self._closing:
             loop = asyncio.get_running_loop()
@@ -1033,7 +1065,7 @@ class Node:
     async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
         try:
             await self._commit(out)
-            for ev in out.events:
+            for ev in _coalesce_lost(out.events):
                 self._emit(ev)
             _release_barriers(items)
             await self._publish_round(out)
@@ -1280,7 +1312,7 @@ class Node:
                     Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
                 )
         elif isinstance(ev, sds.MessageLost):
-            out.events.append(Lost(ch, ev.message_id, ev.waiting))
+            out.events.append(Lost(ch, ev.message_id, ev.waiting, (ev.message_id,)))
             self.counters["lost"] += 1
         elif isinstance(ev, sds.SyncReceived):
             if out.current is not None:
@@ -1300,6 +1332,8 @@ class Node:
                 )
             if out.current is not None and ev.reason not in _NOT_FATAL_DROPS:
                 out.current.settled = True
+                if ev.reason in _REFUSED_FOR_NOW:  # its resend is welcome later
+                    self._replay.forget(out.current.hash)
         elif isinstance(ev, sds.MessageConflict):
             self._conflict(ch, ev.message_id, ev.kept_sender_id, ev.other_sender_id, ev.reason,
                            out.events)  # fmt: skip
@@ -1409,6 +1443,7 @@ class Node:
             ev.lamport,
             ev.position,
             ev.missing_before,
+            ev.was_lost,
         )
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
@@ -1689,6 +1724,7 @@ class Node:
                 open_own=self._open_own(key),
             )
             self._participant.join(name, now, state)
+        self._participant.channel(name).set_connected(self._connected, now)
         for note in report.notes:
             self._emit(Info(f"{name}: {note}"))
         if report.rebuilt or report.changed:

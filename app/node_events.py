@@ -105,7 +105,9 @@ class Delivered:
 
     ``position`` is its index in the channel's log order ``(lamport, message_id)``
     (a lower bound when it sorts before the core's in-memory window);
-    ``missing_before`` counts dependencies given up as lost before it.
+    ``missing_before`` counts dependencies given up as lost before it;
+    ``was_lost`` is true when this message itself had been reported lost
+    (a ``lost`` event) and arrived afterwards: show it as recovered.
     ``name`` is the author's claimed display name (``None`` for foreign
     content); ``sender_id`` is the authenticated author.
     """
@@ -119,6 +121,7 @@ class Delivered:
     lamport: int
     position: int
     missing_before: int = 0
+    was_lost: bool = False
     ts: float = field(default_factory=_now_s)
 
 
@@ -168,11 +171,19 @@ class Missing:
 
 @dataclass(frozen=True, slots=True)
 class Lost:
-    """A dependency could not be obtained in time; ``waiting`` messages were delivered anyway."""
+    """Dependencies could not be obtained in time; ``waiting`` messages were delivered anyway.
+
+    One event per channel per round lists every id given up in it
+    (``message_ids``; ``message_id`` is the first of them) and the union of
+    their waiting messages: a hostile history naming a thousand ids is one
+    report, not a thousand. The ids stay wanted: one that arrives later is
+    delivered with ``Delivered.was_lost``.
+    """
 
     channel: str
     message_id: str
     waiting: tuple[str, ...]
+    message_ids: tuple[str, ...] = ()
     ts: float = field(default_factory=_now_s)
 
 

@@ -304,7 +304,7 @@ class _Recorder:
             rec.add_delivered(
                 node, seq, now, ev.channel_id, ev.message_id, ev.sender_id, ev.lamport,
                 len(ev.data), len(ev.content), ev.causal_history, ev.position,
-                ev.missing_before, ev.retrieval_hint,
+                ev.missing_before, ev.retrieval_hint, ev.was_lost,
             )
         elif t is sds.SyncReceived:
             rec.add_plain(

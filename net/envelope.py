@@ -490,3 +490,9 @@ class ReplayGuard:
         """Remember ``digest``; raise :class:`ReplayedEnvelope` if it was already seen."""
         if not self.check_and_remember(digest):
             raise ReplayedEnvelope(f"envelope {digest[:8].hex()} already seen")
+
+    def forget(self, digest: bytes) -> None:
+        """Take ``digest`` back: its envelope was refused for now (the core will
+        accept it later, e.g. once our clock has caught up), so its resend is not
+        a replay."""
+        self._seen.pop(digest, None)

@@ -237,12 +237,14 @@ class EventRecords:
         position: int,
         missing_before: int,
         retrieval_hint: bytes | None,
+        was_lost: bool = False,
     ) -> None:
         """Fast path of ``add_row(event_row(MessageDelivered(...)), history)`` (same row)."""
         hint = "null" if retrieval_hint is None else f'"{retrieval_hint.hex()}"'
         detail = (
             f'{{"causal_history_len":{len(history)},"content_bytes":{content},'
-            f'"missing_before":{missing_before},"position":{position},"retrieval_hint":{hint}}}'
+            f'"missing_before":{missing_before},"position":{position},"retrieval_hint":{hint},'
+            f'"was_lost":{"true" if was_lost else "false"}}}'
         )
         self._rows.append(
             (

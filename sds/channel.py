@@ -156,8 +156,11 @@ class _Missing:
     """An id someone's causal history named that we do not have."""
 
     entry: HistoryEntry
+    #: when it was noticed, in recovery time (``Channel._recovery_ms``), not wall time
     noticed_ms: int
     waiting: set[str]
+    #: the sender whose message first named it (its ``max_missing_per_sender`` budget)
+    by: str = ""
 
 
 #: Largest Lamport timestamp the wire (``uint64``) carries.
@@ -195,6 +198,14 @@ def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, con
     return message_id_for(channel_id, sender_id, lamport, content, nonce)
 
 
+def _usable_ids(history_ids: list[str]) -> tuple[str, ...]:
+    """The ids of a causal history that can name a message: an empty id or one over
+    ``MAX_ID_LENGTH`` is never waited for nor asked for, and not kept as a dependency."""
+    if all(0 < len(m) <= MAX_ID_LENGTH for m in history_ids):
+        return tuple(history_ids)
+    return tuple(m for m in history_ids if 0 < len(m) <= MAX_ID_LENGTH)
+
+
 def _entry_pb(entry: HistoryEntry) -> sds_pb2.HistoryEntry:
     pb = sds_pb2.HistoryEntry(message_id=entry.message_id)
     if entry.retrieval_hint is not None:
@@ -230,6 +241,8 @@ class Channel:
         self._rng = rng if rng is not None else random.Random(0)
         cfg = self.config
         self._ack_threshold = cfg.ack_threshold
+        #: Longest causal history accepted (a channel with a longer own one accepts that).
+        self._max_history = max(cfg.max_history_received, cfg.causal_history_size)
 
         #: Lamport clock, milliseconds (PROTOCOL.md "Lamport clock").
         self.lamport = now_ms
@@ -264,14 +277,31 @@ class Channel:
         self._lost_heap: list[tuple[int, str]] = []
         self._next_sweep_ms: int | None = None
 
+        #: Missing ids outstanding per sender that first named them (max_missing_per_sender).
+        self._missing_by: dict[str, int] = {}
+        #: Recovery time: lost timeouts count only time during which recovery could
+        #: run (set_connected). recovery = now - _paused_total, frozen while paused.
+        self._paused_total = 0
+        self._paused_at: int | None = None
+        self._last_now = now_ms
+
         # SDS-R.
         self._repair_out = OutgoingRepairBuffer(cfg.repair_buffer_size)
-        #: Ids declared lost that a later message names again (the gap may heal: a
-        #: partition ended): asked for by SDS-R once more, nobody waits for them, until
-        #: the expiry (ms) here; oldest first, at most repair_buffer_size.
-        self._rewanted: OrderedDict[str, int] = OrderedDict()
+        #: Ids declared lost, still wanted: asked for again with a doubling backoff
+        #: (retry count in _lost_attempts) until they arrive; nobody waits for them.
+        self._lost_wanted = OutgoingRepairBuffer(cfg.repair_buffer_size)
+        self._lost_attempts: dict[str, int] = {}
+        #: Who first named each wanted lost id, and each namer's ids (oldest first):
+        #: when the buffer is full the namer with the most gives up its oldest, so
+        #: one member's invented ids cannot push out the others' real ones.
+        self._lost_by: dict[str, str] = {}
+        self._lost_of: dict[str, OrderedDict[str, None]] = {}
         self._repair_in = IncomingRepairBuffer(cfg.repair_buffer_size)
         self._repair_cache: OrderedDict[str, bytes] = OrderedDict()
+        #: Repair responses per requester in the current window: (window start, count).
+        self._responses_by: dict[str, tuple[int, int]] = {}
+        #: Earliest time of the next sync sent only because repair requests are due.
+        self._next_repair_sync_ms = now_ms
 
         # Sync scheduling.
         self._next_sync_ms = now_ms + self._sync_delay(1.0)
@@ -345,9 +375,11 @@ class Channel:
             "lost_known": len(self._lost),
             "met_elsewhere": len(self._met_elsewhere),
             "repair_requests": len(self._repair_out),
-            "lost_asked_again": len(self._rewanted),
+            "lost_asked_again": len(self._lost_wanted),
+            "lost_asked_again_max_per_sender": max(map(len, self._lost_of.values()), default=0),
             "repair_responses": len(self._repair_in),
             "repair_cache": len(self._repair_cache),
+            "missing_max_per_sender": max(self._missing_by.values(), default=0),
             "resend_heap": len(self._resend_heap),
             "lost_heap": len(self._lost_heap),
             "bloom_items": self._filter.count,
@@ -558,6 +590,19 @@ class Channel:
                 message_id, sender_id, DropReason.LAMPORT_OUT_OF_RANGE, str(pb.lamport_timestamp)
             )
             return
+        cfg = self.config
+        self._last_now = now_ms
+        if pb.lamport_timestamp > now_ms + cfg.max_clock_skew_ms:
+            # Adopting it would move our clock (and the order of every later message)
+            # there: refused, never adopted. An honest author's resends come back.
+            self._drop(
+                message_id,
+                sender_id,
+                DropReason.CLOCK_AHEAD,
+                f"lamport {pb.lamport_timestamp} is {pb.lamport_timestamp - now_ms} ms ahead "
+                f"of our clock; at most {cfg.max_clock_skew_ms} ms is accepted",
+            )
+            return
 
         is_content = bool(content)
         if (
@@ -572,18 +617,45 @@ class Channel:
             return
 
         history = pb.causal_history
+        if len(history) > self._max_history:
+            self._drop(
+                message_id,
+                sender_id,
+                DropReason.HISTORY_TOO_LONG,
+                f"{len(history)} causal history entries; at most {self._max_history}",
+            )
+            return
+        if len(pb.repair_request) > cfg.max_repair_requests_received:
+            self._drop(
+                message_id,
+                sender_id,
+                DropReason.TOO_MANY_REPAIR_REQUESTS,
+                f"{len(pb.repair_request)} repair requests; at most "
+                f"{cfg.max_repair_requests_received}",
+            )
+            return
         history_ids = list(map(_MESSAGE_ID, history))
 
+        duplicate = is_content and (
+            message_id in self._entries
+            or message_id in self._incoming
+            or message_id in self._met_elsewhere  # the application holds it already
+        )
+        if not duplicate and not self._within_budget(sender_id, message_id, history_ids):
+            self._drop(
+                message_id,
+                sender_id,
+                DropReason.SENDER_BUDGET,
+                f"{self._missing_by.get(sender_id, 0)} ids first named by this sender are "
+                f"still missing; at most {cfg.max_missing_per_sender}",
+            )
+            return
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._repair_out.remove(message_id)
             self._repair_in.remove(message_id)
-            self._rewanted.pop(message_id, None)
-        if is_content and (
-            message_id in self._entries
-            or message_id in self._incoming
-            or message_id in self._met_elsewhere  # the application holds it already
-        ):
+            self._unwant_lost(message_id)
+        if duplicate:
             # Spec "Review ACK Status" is for every received message: a copy (a resend,
             # or js-waku's same id for the same text) still acknowledges what it names.
             self._review_acks(pb, history_ids, sender_id)
@@ -600,7 +672,7 @@ class Channel:
         if not is_content:
             # Spec "Periodic Sync Message": process history and filter, never persist.
             self._note_missing(message_id, sender_id, history, history_ids, now_ms, False)
-            self._cap_missing()
+            self._cap_missing(now_ms)
             self._events.append(SyncReceived(self.channel_id, message_id, sender_id, lamport))
             return
 
@@ -613,7 +685,7 @@ class Channel:
             sender_id,
             lamport,
             content,
-            tuple(history_ids),
+            _usable_ids(history_ids),
             retrieval_hint,
             data,
             now_ms,
@@ -621,7 +693,7 @@ class Channel:
         )
         if missing:
             self._buffer_incoming(waiting, now_ms)
-            self._cap_missing()
+            self._cap_missing(now_ms)
         else:
             self._deliver(waiting)
         # Acknowledge content soon: shorten the sync backoff (js-waku: 0.5x).
@@ -786,18 +858,20 @@ class Channel:
         if absent_ids and lost:
             again = absent_ids.intersection(lost)
             if again:
-                self._want_again(again, history, history_ids, now_ms)
+                self._want_again(again, history, history_ids, now_ms, sender_id)
         if absent_ids:
-            # an id over MAX_ID_LENGTH names no message that can arrive (they are
-            # dropped): not waited for, not asked for (checked here, on the rare path)
+            # an empty id or one over MAX_ID_LENGTH names no message that can arrive
+            # (they are dropped): not waited for, not asked for (checked here, on the
+            # rare path)
             absent_ids = {
                 m for m in absent_ids
-                if m not in met and m not in lost and len(m) <= MAX_ID_LENGTH
+                if m not in met and m not in lost and 0 < len(m) <= MAX_ID_LENGTH
             }
         if not absent_ids:
             return 0
         absent = [i for i, mid in enumerate(history_ids) if mid in absent_ids]
         cfg = self.config
+        rec = self._recovery_ms(now_ms)
         missing_entries = []
         new_any = False
         unmet = 0
@@ -816,15 +890,15 @@ class Channel:
             buffered = mid in self._incoming
             info = self._missing.get(mid)
             if info is None:
-                info = _Missing(entry, now_ms, set())
-                self._missing[mid] = info
+                info = _Missing(entry, rec, set(), sender_id)
+                self._add_missing(info)
                 if not buffered:
                     new_any = True
                     self._schedule_missing(info, now_ms)
                 elif cfg.lost_timeout_ms:
                     # arrived and waiting: no repair, but a lost timer all the same, to
                     # break a cycle of messages that name each other (_run_lost)
-                    self._push_lost(now_ms + cfg.lost_timeout_ms, mid)
+                    self._push_lost(rec + cfg.lost_timeout_ms, mid)
             elif info.entry.retrieval_hint is None and entry.retrieval_hint is not None:
                 info.entry = entry
             if waits:
@@ -842,56 +916,157 @@ class Channel:
             )
         return unmet
 
+    def _within_budget(self, sender_id: str, carrier_id: str, history_ids: list[str]) -> bool:
+        """Whether the unknown ids this message names keep ``sender_id`` within
+        ``Config.max_missing_per_sender`` (ids already missing, arrived, lost or
+        vouched for cost nothing)."""
+        entries = self._entries
+        if all(map(entries.__contains__, history_ids)):
+            return True
+        budget = self.config.max_missing_per_sender - self._missing_by.get(sender_id, 0)
+        if len(history_ids) <= budget:
+            return True
+        new = 0
+        for mid in set(history_ids):
+            if (
+                mid in entries
+                or mid in self._missing
+                or mid in self._incoming
+                or mid in self._met_elsewhere
+                or mid in self._lost
+                or mid == carrier_id
+                or not 0 < len(mid) <= MAX_ID_LENGTH
+            ):
+                continue
+            new += 1
+            if new > budget:
+                return False
+        return True
+
+    def _add_missing(self, info: _Missing) -> None:
+        self._missing[info.entry.message_id] = info
+        by = self._missing_by
+        by[info.by] = by.get(info.by, 0) + 1
+
+    def _pop_missing(self, mid: str) -> _Missing | None:
+        info = self._missing.pop(mid, None)
+        if info is not None:
+            by = self._missing_by
+            left = by.get(info.by, 1) - 1
+            if left > 0:
+                by[info.by] = left
+            else:
+                by.pop(info.by, None)
+        return info
+
     def _want_again(
         self,
         ids: set[str],
         history: Sequence[sds_pb2.HistoryEntry],
         history_ids: list[str],
         now_ms: int,
+        sender_id: str,
     ) -> None:
         """Lost ids that a new message names again: whoever sent it holds them (or
-        knows of them), so the gap may have healed. Ask for them once more by SDS-R,
-        for one more lost timeout; they stay lost for ordering (nobody waits), and one
-        that arrives is delivered late (recovered)."""
+        knows of them), so the gap may have healed. Ask for them soon (the backoff
+        starts over); they stay lost for ordering (nobody waits), and one that
+        arrives is delivered late (``was_lost``)."""
         cfg = self.config
         if not cfg.repair_enabled:
             return
-        rewanted = self._rewanted
-        expiry = now_ms + (cfg.lost_timeout_ms or cfg.repair_t_max_ms)
+        wanted = self._lost_wanted
         for i, mid in enumerate(history_ids):
-            if mid not in ids or mid in rewanted or mid in self._repair_out:
+            if mid not in ids or mid in self._repair_out:
                 continue
+            if mid in wanted and self._lost_attempts.get(mid, 0) == 0:
+                continue  # already asked for at the first spacing
             h = history[i]
             entry = HistoryEntry(
                 mid,
                 h.retrieval_hint if h.HasField("retrieval_hint") else None,
                 h.sender_id if h.HasField("sender_id") else None,
             )
-            due = t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
-            if not self._repair_out.add(entry, due):
-                continue
-            rewanted[mid] = expiry
-            while len(rewanted) > cfg.repair_buffer_size:
-                old, _ = rewanted.popitem(last=False)
-                self._repair_out.remove(old)
+            by = self._lost_by.get(mid, sender_id)
+            self._unwant_lost(mid)
+            self._want_lost(entry, now_ms, by)
 
-    def _expire_rewanted(self, now_ms: int) -> None:
-        rewanted = self._rewanted
-        while rewanted:
-            mid, expiry = next(iter(rewanted.items()))
-            if expiry > now_ms:
-                break
-            del rewanted[mid]
-            if mid in self._lost:  # still not here: stop asking
-                self._repair_out.remove(mid)
+    def _want_lost(
+        self, entry: HistoryEntry, now_ms: int, by: str, due: int | None = None, attempts: int = 0
+    ) -> None:
+        """Keep asking for lost ``entry`` (first at its ``T_req``, then with backoff);
+        ``by`` first named it."""
+        cfg = self.config
+        if not cfg.repair_enabled:
+            return
+        mid = entry.message_id
+        wanted = self._lost_wanted
+        if mid in wanted:
+            return
+        if len(wanted) >= wanted.max_size:
+            top = max(self._lost_of, key=lambda b: len(self._lost_of[b]))
+            self._unwant_lost(next(iter(self._lost_of[top])))
+        if due is None:
+            due = t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+        wanted.add(entry, due)
+        self._lost_attempts[mid] = attempts
+        self._lost_by[mid] = by
+        self._lost_of.setdefault(by, OrderedDict())[mid] = None
+
+    def _unwant_lost(self, mid: str) -> None:
+        if self._lost_wanted.remove(mid):
+            self._lost_attempts.pop(mid, None)
+            by = self._lost_by.pop(mid, None)
+            if by is not None:
+                ids = self._lost_of.get(by)
+                if ids is not None:
+                    ids.pop(mid, None)
+                    if not ids:
+                        del self._lost_of[by]
+
+    def _lost_retry_ms(self, mid: str) -> int:
+        """Backoff of a lost id's next request: ``repair_t_max_ms`` doubling per
+        attempt up to ``lost_retry_max_ms``, spread by the same hash as ``T_req``."""
+        cfg = self.config
+        attempt = self._lost_attempts.get(mid, 0) + 1
+        self._lost_attempts[mid] = attempt
+        base = min(cfg.repair_t_max_ms << min(attempt - 1, 40), cfg.lost_retry_max_ms)
+        spread = t_req(self.sender_id, mid, 0, 0, max(1, base // 4))
+        return max(1, base + spread)
+
+    def _recovery_ms(self, now_ms: int) -> int:
+        """Recovery time at wall time ``now_ms``: only connected time counts."""
+        if self._paused_at is not None:
+            return self._paused_at - self._paused_total
+        return now_ms - self._paused_total
+
+    def set_connected(self, connected: bool, now_ms: int) -> None:
+        """Tell the core whether recovery can run (the transport is connected).
+
+        Lost timeouts count only connected time: while disconnected (and, across
+        :meth:`export_state`/:meth:`restore` with ``now_ms``, while the program
+        was not running) no dependency is declared lost; the count resumes where
+        it stopped. Calling it twice with the same value changes nothing.
+        """
+        self._last_now = now_ms
+        if connected:
+            if self._paused_at is not None:
+                self._paused_total += max(0, now_ms - self._paused_at)
+                self._paused_at = None
+        elif self._paused_at is None:
+            self._paused_at = now_ms
+
+    @property
+    def connected(self) -> bool:
+        """Whether recovery runs (:meth:`set_connected`); true unless told otherwise."""
+        return self._paused_at is None
 
     def _schedule_missing(self, info: _Missing, now_ms: int) -> None:
         """Start the lost timeout and the SDS-R request of a newly missing id."""
         cfg = self.config
         mid = info.entry.message_id
-        info.noticed_ms = now_ms
+        info.noticed_ms = rec = self._recovery_ms(now_ms)
         if cfg.lost_timeout_ms:
-            self._push_lost(now_ms + cfg.lost_timeout_ms, mid)
+            self._push_lost(rec + cfg.lost_timeout_ms, mid)
         if cfg.repair_enabled:
             self._repair_out.add(
                 info.entry,
@@ -899,6 +1074,7 @@ class Channel:
             )
 
     def _push_lost(self, due: int, mid: str) -> None:
+        """Push a lost deadline ``due`` in recovery time."""
         heapq.heappush(self._lost_heap, (due, mid))
         if len(self._lost_heap) > 4 * len(self._missing) + 64:  # stale entries
             timeout = self.config.lost_timeout_ms
@@ -935,11 +1111,12 @@ class Channel:
             while len(self._met_elsewhere) > cap:
                 self._met_elsewhere.popitem(last=False)
             self._repair_out.remove(mid)
+            self._unwant_lost(mid)
             self._resolve(mid, lost=False)
 
     def _resolve(self, mid: str, lost: bool) -> None:
         """``mid`` became available (or was declared lost): release its waiters."""
-        info = self._missing.pop(mid, None)
+        info = self._pop_missing(mid)
         if info is None:
             return
         if lost:
@@ -972,7 +1149,10 @@ class Channel:
             if w.lamport > self.lamport:
                 self.lamport = w.lamport
             position = self._insert_log(w.message_id, w.lamport, w.sender_id, w.retrieval_hint)
-            self._lost.pop(w.message_id, None)
+            was_lost = w.message_id in self._lost
+            if was_lost:
+                del self._lost[w.message_id]
+                self._unwant_lost(w.message_id)
             self._met_elsewhere.pop(w.message_id, None)
             self._events.append(
                 MessageDelivered(
@@ -986,9 +1166,10 @@ class Channel:
                     w.retrieval_hint,
                     w.data,
                     w.lost_before,
+                    was_lost,
                 )
             )
-            info = self._missing.pop(w.message_id, None)
+            info = self._pop_missing(w.message_id)
             if info is None:
                 continue
             ready = []
@@ -1029,6 +1210,7 @@ class Channel:
         cfg = self.config
         asked = []
         scheduled = []
+        budget = self._response_budget(requester, now_ms)
         for req in pb.repair_request:
             mid = req.message_id
             if not mid:
@@ -1037,14 +1219,14 @@ class Channel:
             # Someone else asked for it: ours would be redundant now, so it waits
             # one more retry period (js-waku drops it, and the gap stays open if
             # that other request or its answer is lost).
-            self._repair_out.postpone(
-                mid,
-                now_ms
-                + t_req(self.sender_id, mid, 0, cfg.repair_t_min_ms, cfg.repair_t_max_ms),
-            )
+            later = now_ms + t_req(self.sender_id, mid, 0, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+            self._repair_out.postpone(mid, later)
+            self._lost_wanted.postpone(mid, later)
             le = self._entries.get(mid)
             if le is None and mid not in self._repair_cache:
                 continue
+            if budget <= 0:
+                continue  # this requester had its share of rebroadcasts for now
             original = req.sender_id if req.HasField("sender_id") else (le.sender_id if le else "")
             if not original:
                 continue
@@ -1053,22 +1235,58 @@ class Channel:
             due = t_resp(self.sender_id, original, mid, now_ms, cfg.repair_t_max_ms)
             if self._repair_in.add(HistoryEntry(mid, None, original), due):
                 scheduled.append(mid)
+                budget -= 1
+        if scheduled:
+            start, used = self._responses_by.get(requester, (now_ms, 0))
+            self._responses_by[requester] = (start, used + len(scheduled))
         if asked:
             self._events.append(
                 RepairRequestReceived(self.channel_id, requester, tuple(asked), tuple(scheduled))
             )
 
-    def _take_repair_requests(self, now_ms: int) -> list[HistoryEntry]:
+    def _response_budget(self, requester: str, now_ms: int) -> int:
+        """Rebroadcasts ``requester`` may still cause in its current window of
+        ``repair_t_max_ms`` (``Config.repair_responses_per_sender``)."""
+        cfg = self.config
+        window = cfg.repair_t_max_ms
+        by = self._responses_by
+        got = by.get(requester)
+        if got is None or now_ms - got[0] >= window:
+            if len(by) >= 1_024:  # forget finished windows (bounded by requesters)
+                for r in [r for r, (t0, _) in by.items() if now_ms - t0 >= window]:
+                    del by[r]
+                if len(by) >= 1_024:
+                    by.pop(next(iter(by)))
+            by[requester] = got = (now_ms, 0)
+        return cfg.repair_responses_per_sender - got[1]
+
+    def _take_repair_requests(self, now_ms: int, limit: int | None = None) -> list[HistoryEntry]:
+        """Up to ``limit`` (a content message's ``repair_requests_per_message``) due
+        SDS-R requests: missing ids first, then lost ids still wanted (those also
+        reminded to the application, for its store)."""
         if not self.config.repair_enabled:
             return []
-        if self._rewanted:
-            self._expire_rewanted(now_ms)
         cfg = self.config
+        if limit is None:
+            limit = cfg.repair_requests_per_message
 
         def retry(mid: str) -> int:
             return t_req(self.sender_id, mid, 0, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
 
-        return self._repair_out.take_due(now_ms, cfg.repair_requests_per_message, retry)
+        out = self._repair_out.take_due(now_ms, limit, retry)
+        if len(out) < limit and self._lost_wanted:
+            again = self._lost_wanted.take_due(now_ms, limit - len(out), self._lost_retry_ms)
+            if again:
+                out.extend(again)
+                self._events.append(
+                    MessagesMissing(self.channel_id, "", "", tuple(again), False)
+                )
+        return out
+
+    def _repair_due(self, now_ms: int) -> bool:
+        return self.config.repair_enabled and (
+            self._repair_out.has_due(now_ms) or self._lost_wanted.has_due(now_ms)
+        )
 
     def supply_repair_data(self, message_id: str, data: bytes, now_ms: int) -> None:
         """Answer a :class:`~sds.events.RepairDataNeeded`: rebroadcast the stored bytes."""
@@ -1089,17 +1307,20 @@ class Channel:
         candidates = []
         if self._resend_heap:
             candidates.append(self._resend_heap[0][0])
-        if self._lost_heap:
-            candidates.append(self._lost_heap[0][0])
+        if self._lost_heap and self._paused_at is None:
+            # recovery time -> wall time (no lost timeout runs while paused)
+            candidates.append(self._lost_heap[0][0] + self._paused_total)
         if self._next_sweep_ms is not None:
             candidates.append(self._next_sweep_ms)
-        if self._rewanted:
-            candidates.append(next(iter(self._rewanted.values())))
         if self.config.repair_enabled:
-            for buf in (self._repair_in, self._repair_out):
+            nxt = self._repair_in.next_deadline()
+            if nxt is not None:
+                candidates.append(nxt)
+            # due requests go out in syncs at most every repair_sync_interval_ms
+            for buf in (self._repair_out, self._lost_wanted):
                 nxt = buf.next_deadline()
                 if nxt is not None:
-                    candidates.append(nxt)
+                    candidates.append(max(nxt, self._next_repair_sync_ms))
         if self._log:
             candidates.append(self._next_sync_ms)
         return min(candidates) if candidates else None
@@ -1110,14 +1331,13 @@ class Channel:
 
         Then drain ``datagrams_to_send()`` and ``events()`` and re-arm the timer.
         """
+        self._last_now = now_ms
         self._run_resends(now_ms)
         self._run_repair_responses(now_ms)
         self._run_lost(now_ms)
         if self._next_sweep_ms is not None and self._next_sweep_ms <= now_ms:
             self._run_sweep(now_ms)
-        if self._rewanted:
-            self._expire_rewanted(now_ms)
-        repair_due = self.config.repair_enabled and self._repair_out.has_due(now_ms)
+        repair_due = now_ms >= self._next_repair_sync_ms and self._repair_due(now_ms)
         if repair_due or (self._log and self._next_sync_ms <= now_ms):
             self._send_sync(now_ms)
 
@@ -1189,9 +1409,12 @@ class Channel:
 
     def _run_lost(self, now_ms: int) -> None:
         """Spec "Periodic Incoming Buffer Sweep": dependencies missing too long are lost."""
+        if self._paused_at is not None:
+            return  # recovery cannot run: the lost timeout does not count
         heap = self._lost_heap
         timeout = self.config.lost_timeout_ms
-        while heap and heap[0][0] <= now_ms:
+        rec = self._recovery_ms(now_ms)
+        while heap and heap[0][0] <= rec:
             due, mid = heapq.heappop(heap)
             info = self._missing.get(mid)
             if info is None or info.noticed_ms + timeout != due:
@@ -1199,10 +1422,10 @@ class Channel:
             if mid in self._incoming and not self._in_cycle(mid):
                 # it arrived and waits for something still missing, whose own timer
                 # decides; look again one lost timeout later (a cycle may form behind it)
-                info.noticed_ms = now_ms
-                heapq.heappush(heap, (now_ms + timeout, mid))
+                info.noticed_ms = rec
+                heapq.heappush(heap, (rec + timeout, mid))
                 continue
-            self._declare_lost(mid)
+            self._declare_lost(mid, now_ms)
         if len(heap) > 4 * len(self._missing) + 64:
             self._lost_heap = [
                 (i.noticed_ms + timeout, m) for m, i in self._missing.items()
@@ -1231,14 +1454,17 @@ class Channel:
                 stack.append(dep)
         return True
 
-    def _declare_lost(self, mid: str) -> None:
+    def _declare_lost(self, mid: str, now_ms: int) -> None:
         self._lost[mid] = None
         while len(self._lost) > self.config.log_window:
             self._lost.popitem(last=False)
         self._repair_out.remove(mid)
+        info = self._missing.get(mid)
+        if info is not None and mid not in self._incoming:
+            self._want_lost(info.entry, now_ms, info.by)  # still wanted: asked again, backoff
         self._resolve(mid, lost=True)
 
-    def _cap_missing(self) -> None:
+    def _cap_missing(self, now_ms: int) -> None:
         """``Config.max_missing``: beyond it the longest-missing ids are declared lost.
 
         Ids that arrived and only wait themselves are skipped (they are not lost).
@@ -1254,7 +1480,7 @@ class Channel:
                 if len(victims) >= excess:
                     break
         for mid in victims:
-            self._declare_lost(mid)
+            self._declare_lost(mid, now_ms)
 
     def _run_sweep(self, now_ms: int) -> None:
         """Remind the application of what is still missing (to fetch it from storage/store)."""
@@ -1269,7 +1495,9 @@ class Channel:
     def _send_sync(self, now_ms: int) -> None:
         """Spec "Periodic Sync Message" (also the carrier of due SDS-R requests)."""
         self._next_sync_ms = now_ms + self._sync_delay(1.0)
-        requests = self._take_repair_requests(now_ms)
+        requests = self._take_repair_requests(now_ms, self.config.repair_requests_per_sync)
+        if requests:  # the channel's repair budget: one such batch per interval
+            self._next_repair_sync_ms = now_ms + self.config.repair_sync_interval_ms
         if not self._log and not requests:
             return  # nothing to say (js-waku aborts such a sync too)
         lamport = self._tick(now_ms)
@@ -1322,14 +1550,22 @@ class Channel:
                     for w in self._incoming.values()
                 ],
                 "missing": [
-                    [entry(i.entry), i.noticed_ms] for i in self._missing.values()
+                    [entry(i.entry), i.noticed_ms, i.by] for i in self._missing.values()
                 ],
                 "repair_out": [[entry(e), due, req] for e, due, req in self._repair_out.entries()],
                 "repair_in": [[entry(e), due, req] for e, due, req in self._repair_in.entries()],
-                "rewanted": [[m, expiry] for m, expiry in self._rewanted.items()],
+                "lost_wanted": [
+                    [entry(e), due, self._lost_attempts.get(e.message_id, 0),
+                     self._lost_by.get(e.message_id, "")]
+                    for e, due, _ in self._lost_wanted.entries()
+                ],
                 "failed": list(self._failed),
                 "next_sync_ms": self._next_sync_ms,
                 "next_sweep_ms": self._next_sweep_ms,
+                # recovery time (lost timeouts) where it stood at the last call
+                "recovery_ms": self._recovery_ms(self._last_now),
+                "paused_total_ms": self._paused_total,
+                "paused": self._paused_at is not None,
             }
         )
 
@@ -1339,23 +1575,33 @@ class Channel:
         state: ChannelState,
         config: Config | None = None,
         rng: random.Random | None = None,
+        now_ms: int | None = None,
     ) -> Channel:
         """Rebuild a channel from :meth:`export_state` (possibly after a restart).
 
-        Raises ``ValueError`` for a state of another format version or one that
-        does not parse.
+        With ``now_ms`` (the time of the restart), the time the program was not
+        running does not count towards lost timeouts (they resume where they
+        stopped), and a clock more than ``Config.max_clock_skew_ms`` ahead of
+        ``now_ms`` (pinned by a message from the future) is brought back to
+        ``now_ms``; buffered messages that far ahead are dropped
+        (``DropReason.CLOCK_AHEAD``). Raises ``ValueError`` for a state of another
+        format version or one that does not parse.
         """
         d = state.data
         if d.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported channel state version {d.get('version')!r}")
         try:
-            return cls._restore(d, config, rng)
+            return cls._restore(d, config, rng, now_ms)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"corrupt channel state: {exc}") from None
 
     @classmethod
     def _restore(
-        cls, d: dict[str, Any], config: Config | None, rng: random.Random | None
+        cls,
+        d: dict[str, Any],
+        config: Config | None,
+        rng: random.Random | None,
+        now_ms: int | None,
     ) -> Channel:
         def bx(s: str | None) -> bytes | None:
             return None if s is None else bytes.fromhex(s)
@@ -1364,6 +1610,21 @@ class Channel:
             return HistoryEntry(e[0], bx(e[1]), e[2])
 
         ch = cls(d["channel_id"], d["sender_id"], config, int(d["lamport"]), rng)
+        skew = ch.config.max_clock_skew_ms
+        if now_ms is not None:
+            ch._last_now = now_ms
+            if ch.lamport > now_ms + skew:  # pinned in the future: recovered
+                ch.lamport = now_ms
+            ch._next_repair_sync_ms = now_ms
+        recovery = d.get("recovery_ms")  # absent in states saved before it existed
+        if recovery is not None:
+            ch._paused_total = (
+                now_ms - int(recovery) if now_ms is not None else int(d["paused_total_ms"])
+            )
+            if now_ms is None:
+                ch._last_now = int(recovery) + ch._paused_total
+            if d.get("paused"):
+                ch._paused_at = ch._last_now
         ch._evicted = int(d["evicted"])
         for lamport, mid, sender, hint in d["log"]:
             ch._log.add((int(lamport), mid))
@@ -1379,16 +1640,20 @@ class Channel:
                 set(hits), int(attempts), int(next_resend),
             )
             heapq.heappush(ch._resend_heap, (int(next_resend), mid))
-        for e, noticed in d["missing"]:
-            info = _Missing(entry(e), int(noticed), set())
-            ch._missing[info.entry.message_id] = info
+        for row in d["missing"]:
+            info = _Missing(entry(row[0]), int(row[1]), set(), str(row[2]) if len(row) > 2 else "")
+            ch._add_missing(info)
             if ch.config.lost_timeout_ms:
-                heapq.heappush(ch._lost_heap, (int(noticed) + ch.config.lost_timeout_ms,
+                heapq.heappush(ch._lost_heap, (info.noticed_ms + ch.config.lost_timeout_ms,
                                                info.entry.message_id))
         for data_hex, hint, received_ms, lost_before in d["incoming"]:
             data = bytes.fromhex(data_hex)
             pb = parse_pb(data)
-            history_ids = tuple(h.message_id for h in pb.causal_history)
+            if now_ms is not None and pb.lamport_timestamp > now_ms + skew:
+                ch._drop(pb.message_id, pb.sender_id, DropReason.CLOCK_AHEAD,
+                         f"buffered with lamport {pb.lamport_timestamp}: dropped at restore")
+                continue
+            history_ids = _usable_ids([h.message_id for h in pb.causal_history])
             w = _Waiting(pb.message_id, pb.sender_id, pb.lamport_timestamp, pb.content,
                          history_ids, bx(hint), data, int(received_ms), 0, int(lost_before))
             ch._incoming[w.message_id] = w
@@ -1399,18 +1664,28 @@ class Channel:
                     continue
                 known = ch._missing.get(mid)
                 if known is None:  # waits for another buffered message
-                    known = _Missing(HistoryEntry(mid), w.received_ms, set())
-                    ch._missing[mid] = known
+                    rec = ch._recovery_ms(ch._last_now)
+                    known = _Missing(HistoryEntry(mid), rec, set(), w.sender_id)
+                    ch._add_missing(known)
                     if ch.config.lost_timeout_ms:  # breaks a cycle (_run_lost)
-                        ch._push_lost(w.received_ms + ch.config.lost_timeout_ms, mid)
+                        ch._push_lost(rec + ch.config.lost_timeout_ms, mid)
                 known.waiting.add(w.message_id)
                 w.unmet += 1
         for e, due, req in d["repair_out"]:
             ch._repair_out.restore(entry(e), int(due), bool(req))
         for e, due, req in d["repair_in"]:
             ch._repair_in.restore(entry(e), int(due), bool(req))
-        for m, expiry in d.get("rewanted", ()):  # absent in states saved before it existed
-            ch._rewanted[m] = int(expiry)
+        if "lost_wanted" in d:
+            for row in d["lost_wanted"]:
+                if ch._is_available(row[0][0]) and row[0][0] not in ch._lost:
+                    continue  # it arrived meanwhile (storage put it in the log)
+                by = str(row[3]) if len(row) > 3 else ""
+                ch._want_lost(entry(row[0]), 0, by, int(row[1]), int(row[2]))
+        elif ch.config.repair_enabled:
+            # a state saved before lost ids stayed wanted: want the most recent ones
+            restart = now_ms if now_ms is not None else ch.lamport
+            for m in list(ch._lost)[-ch.config.repair_buffer_size :]:
+                ch._want_lost(HistoryEntry(m), restart, "")
         ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
         ch._next_sync_ms = int(d["next_sync_ms"])
         nsw = d["next_sweep_ms"]

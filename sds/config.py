@@ -91,6 +91,48 @@ class Config:
     #: it on (its envelopes bind ``sender_id`` to the signing key); off for cores
     #: fed hand-made ids.
     verify_message_ids: bool = False
+    #: Largest distance (ms) a received Lamport timestamp may be ahead of our own
+    #: wall clock (``now_ms``). Timestamps start at wall-clock ms and a clock adopts
+    #: the largest it sees, so one message far in the future would move every
+    #: participant's clock (and the order of every later message) there for good.
+    #: A content or sync message further ahead is refused
+    #: (``DropReason.CLOCK_AHEAD``) and never adopted; its author's resends are
+    #: accepted once our clock has caught up. A restored state whose clock is
+    #: beyond it is brought back to ``now_ms``. 10 minutes: far more than the
+    #: wall-clock difference of honest machines (NTP keeps them within seconds).
+    max_clock_skew_ms: int = 10 * 60_000
+    #: Largest causal history accepted in one received message (js-waku sends 200;
+    #: ours ``causal_history_size``). A message naming more is refused
+    #: (``DropReason.HISTORY_TOO_LONG``): one message could otherwise make every
+    #: node track and ask for thousands of ids nobody has. A channel whose own
+    #: ``causal_history_size`` is larger accepts that many (peers with its settings).
+    max_history_received: int = 1_000
+    #: Largest number of SDS-R repair requests accepted in one received message
+    #: (js-waku sends 3, our syncs up to ``repair_requests_per_sync``). A message
+    #: asking for more is refused (``DropReason.TOO_MANY_REPAIR_REQUESTS``).
+    max_repair_requests_received: int = 100
+    #: Due SDS-R requests carried by one sync message (content messages carry
+    #: ``repair_requests_per_message``): many due requests go out in a few syncs,
+    #: not one sync per three.
+    repair_requests_per_sync: int = 50
+    #: Smallest spacing of sync messages sent because repair requests are due
+    #: (the channel's repair budget: at most ``repair_requests_per_sync`` requests
+    #: per this period, whatever the number of missing ids).
+    repair_sync_interval_ms: int = 1_000
+    #: Missing ids one sender's messages may have outstanding (first named by it,
+    #: neither arrived nor given up). A message from that sender naming more
+    #: unknown ids is refused (``DropReason.SENDER_BUDGET``) until some of them
+    #: resolve; an honest sender's resends are then accepted. Bounds the repair
+    #: requests and lost reports one member can cause.
+    max_missing_per_sender: int = 1_000
+    #: Repair responses one requester may cause per ``repair_t_max_ms``
+    #: (rebroadcasts of messages we hold); requests beyond it are ignored.
+    repair_responses_per_sender: int = 200
+    #: A dependency declared lost stays wanted: it is asked for again by SDS-R
+    #: (and reported in ``MessagesMissing`` reminders, for the store) with a
+    #: backoff that doubles from ``repair_t_max_ms`` up to this period, until it
+    #: arrives. At most ``repair_buffer_size`` such ids (oldest forgotten first).
+    lost_retry_max_ms: int = 30 * 60_000
 
     def __post_init__(self) -> None:
         problems = []
@@ -103,6 +145,11 @@ class Config:
             "max_missing",
             "repair_buffer_size",
             "max_content_bytes",
+            "max_history_received",
+            "max_repair_requests_received",
+            "repair_requests_per_sync",
+            "max_missing_per_sender",
+            "repair_responses_per_sender",
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1")
@@ -112,6 +159,9 @@ class Config:
             "sync_interval_ms",
             "sweep_interval_ms",
             "repair_t_max_ms",
+            "max_clock_skew_ms",
+            "repair_sync_interval_ms",
+            "lost_retry_max_ms",
         ):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be > 0")
@@ -133,6 +183,13 @@ class Config:
             problems.append("ack_threshold_override must be >= 1")
         if self.log_window < self.causal_history_size:
             problems.append("log_window must be >= causal_history_size")
+        if self.max_repair_requests_received < max(
+            self.repair_requests_per_sync, self.repair_requests_per_message
+        ):
+            problems.append(
+                "max_repair_requests_received must be >= repair_requests_per_sync "
+                "and repair_requests_per_message"
+            )
         if problems:
             raise ValueError("invalid sds.Config: " + "; ".join(problems))
 

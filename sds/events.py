@@ -62,6 +62,13 @@ class DropReason(enum.StrEnum):
     #: a content message whose id is neither its sdschat id nor its js-waku id
     #: (``sds.ids``; only with ``Config.verify_message_ids``)
     UNVERIFIABLE_ID = "unverifiable_id"
+    #: lamport more than Config.max_clock_skew_ms ahead of our wall clock (never adopted)
+    CLOCK_AHEAD = "clock_ahead"
+    HISTORY_TOO_LONG = "history_too_long"  #: causal history over Config.max_history_received
+    #: more repair requests than Config.max_repair_requests_received
+    TOO_MANY_REPAIR_REQUESTS = "too_many_repair_requests"
+    #: the sender already has Config.max_missing_per_sender unknown ids outstanding
+    SENDER_BUDGET = "sender_budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +106,9 @@ class MessageDelivered:
     log order ``(lamport, message_id)`` - exact while the message sorts inside
     the core's window (the normal case), a lower bound otherwise.
     ``missing_before`` counts dependencies declared lost before it was delivered
-    (0 for an ordinary delivery).
+    (0 for an ordinary delivery). ``was_lost`` is true when this message itself
+    had been reported lost (:class:`MessageLost`) and arrived afterwards: the
+    application marks it as recovered.
     """
 
     channel_id: str
@@ -112,6 +121,7 @@ class MessageDelivered:
     retrieval_hint: bytes | None
     data: bytes
     missing_before: int = 0
+    was_lost: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +184,11 @@ class MessageLost:
     """A dependency could not be obtained within ``Config.lost_timeout_ms``.
 
     Reported once per lost id. The messages that waited for it are delivered
-    anyway (with ``MessageDelivered.missing_before`` > 0).
+    anyway (with ``MessageDelivered.missing_before`` > 0). The id stays wanted:
+    it is asked for again (SDS-R, ``MessagesMissing`` reminders) with a backoff up
+    to ``Config.lost_retry_max_ms``; if it arrives it is delivered with
+    ``MessageDelivered.was_lost``. The timeout counts only time during which
+    recovery could run (see ``Channel.set_connected``).
     """
 
     channel_id: str

@@ -45,13 +45,19 @@ class Participant:
             return ch
         rng = random.Random(self._rng.getrandbits(64))
         if state is not None:
-            ch = Channel.restore(state, self.config, rng)
+            ch = Channel.restore(state, self.config, rng, now_ms)
             if ch.channel_id != channel_id or ch.sender_id != self.sender_id:
                 raise ValueError("state belongs to another channel or participant")
         else:
             ch = Channel(channel_id, self.sender_id, self.config, now_ms, rng)
         self._channels[channel_id] = ch
         return ch
+
+    def set_connected(self, connected: bool, now_ms: int) -> None:
+        """Tell every channel whether recovery can run (``Channel.set_connected``):
+        lost timeouts count only connected time."""
+        for ch in self._channels.values():
+            ch.set_connected(connected, now_ms)
 
     def leave(self, channel_id: str) -> Channel | None:
         """Stop handling ``channel_id``; returns the channel (export its state first if needed)."""

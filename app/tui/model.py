@@ -641,14 +641,17 @@ class ChatModel:
         view = self.channels.get(ev.channel)
         if view is None:
             return
-        view.missing.pop(ev.message_id, None)
+        ids = ev.message_ids or (ev.message_id,)
+        for mid in ids:
+            view.missing.pop(mid, None)
         for wid in ev.waiting:
             row = view.find_message(wid)
             if row is None:
                 continue
-            row.waiting_for.discard(ev.message_id)
-            row.arrived.discard(ev.message_id)
-            row.lost += 1
+            named = [m for m in ids if m in row.waiting_for or m in row.arrived]
+            row.waiting_for.difference_update(ids)
+            row.arrived.difference_update(ids)
+            row.lost += len(named) or 1  # exact again at its delivery (missing_before)
             row.touch()
         ch.channels.add(ev.channel)
         ch.status = True

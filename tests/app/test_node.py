@@ -287,6 +287,59 @@ def test_sends_while_disconnected_are_published_on_reconnect(tmp_path: Path) -> 
     run(main())
 
 
+def test_the_core_is_told_when_recovery_can_run(tmp_path: Path) -> None:
+    """Issue 15 defect 4: lost timeouts count only connected time, so the node tells
+    each channel's core when its transport goes down and comes back."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            core = a.node._participant.channel("general")
+            assert core.connected
+            hub.set_online(False)
+            await wait_until(lambda: not a.node.connected)
+            assert not core.connected
+            hub.set_online(True)
+            await wait_until(lambda: a.node.connected)
+            assert core.connected
+        finally:
+            await a.node.close()
+
+    run(main())
+
+
+def test_a_message_refused_as_too_far_ahead_is_accepted_when_resent_later(
+    tmp_path: Path,
+) -> None:
+    """Issue 14 section 1: a message stamped beyond max_clock_skew_ms of our clock is
+    refused, not adopted; its author's resend (the identical envelope) is accepted
+    once our clock has caught up: the replay guard does not hold it against it."""
+    from app.node import wall_ms
+
+    async def main() -> None:
+        hub = MemoryHub()
+        skew = FAST.max_clock_skew_ms
+        ahead = [0]
+        a = await start_node(
+            tmp_path / "a", hub, name="alice", clock=lambda: wall_ms() + 2 * skew
+        )
+        b = await start_node(tmp_path / "b", hub, name="bob", clock=lambda: wall_ms() + ahead[0])
+        try:
+            await a.node.send("general", "from the future")
+            await wait_until(
+                lambda: b.node.counters["dropped_clock_ahead"] >= 1, 5, "refused"
+            )
+            assert b.delivered() == []
+            ahead[0] = 2 * skew  # bob's clock catches up
+            await wait_until(lambda: b.texts() == ["from the future"], 10, "the resend")
+        finally:
+            await a.node.close()
+            await b.node.close()
+
+    run(main())
+
+
 def test_several_channels_join_leave_and_isolation(tmp_path: Path) -> None:
     async def main() -> None:
         hub = MemoryHub()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import threading
 from collections.abc import Iterator
@@ -258,3 +259,78 @@ def test_an_envelope_that_fails_inside_the_round_costs_only_itself(tmp_path: Pat
 def sds_id(channel: str, sender_id: str, lamport: int, content: bytes, n: int) -> str:
     """The verifiable sdschat id of a hand-made message (nonce ``n``): nodes check ids."""
     return message_id_for(channel, sender_id, lamport, content, n.to_bytes(8, "big"))
+def test_a_history_of_unknown_ids_is_one_lost_report(tmp_path: Path) -> None:
+    """Issue 14 section 3: a member's message naming 300 ids nobody has makes the
+    node give them up after the lost timeout in ONE ``lost`` event listing them
+    all (not 300 events), and the message is delivered with ``missing_before``."""
+    from app.node import wall_ms
+
+    async def main() -> None:
+        hub = MemoryHub()
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        try:
+            mallory = Identity.generate()
+            ghosts = [f"{i:064x}" for i in range(1, 301)]
+            content = encode_content("look at all these", "mallory")
+            mid = hashlib.sha256(content).hexdigest()  # a js-waku id: verifiable
+            pb = sds_pb2.SdsMessage(
+                sender_id=mallory.sender_id,
+                message_id=mid,
+                channel_id="general",
+                lamport_timestamp=wall_ms(),
+                content=content,
+            )
+            for g in ghosts:
+                pb.causal_history.add(message_id=g)
+            await b.node._on_envelope(seal(pb.SerializeToString(), mallory, key("general")))
+            await wait_until(lambda: b.texts() == ["look at all these"], 15, "delivered")
+            lost = [e for e in b.events if type(e).__name__ == "Lost"]
+            assert len(lost) == 1
+            assert sorted(lost[0].message_ids) == ghosts  # type: ignore[attr-defined]
+            assert lost[0].waiting == (mid,)  # type: ignore[attr-defined]
+            assert b.delivered()[0].missing_before == 300
+            assert b.node.counters["lost"] == 300
+        finally:
+            await b.node.close()
+
+    run(main())
+
+
+def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path) -> None:
+    """Issue 15 defect 4: the node passes the core's flag on (``Delivered.was_lost``,
+    headless JSON ``"was_lost": true``) so the UI can mark the message recovered."""
+    from app.node import wall_ms
+    from app.node_events import event_to_json
+
+    async def main() -> None:
+        hub = MemoryHub()
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        try:
+            mallory = Identity.generate()
+            now = wall_ms()
+
+            def envelope(text: str, history: tuple[str, ...], lamport: int) -> tuple[bytes, str]:
+                content = encode_content(text, "mallory")
+                mid = hashlib.sha256(content).hexdigest()
+                pb = sds_pb2.SdsMessage(
+                    sender_id=mallory.sender_id, message_id=mid, channel_id="general",
+                    lamport_timestamp=lamport, content=content,
+                )
+                for h in history:
+                    pb.causal_history.add(message_id=h)
+                return seal(pb.SerializeToString(), mallory, key("general")), mid
+
+            late_env, late_id = envelope("late", (), now)
+            waiting_env, _ = envelope("waits for it", (late_id,), now + 1)
+            await b.node._on_envelope(waiting_env)
+            await wait_until(lambda: b.texts() == ["waits for it"], 15, "given up")
+            assert [e for e in b.events if type(e).__name__ == "Lost"]
+            await b.node._on_envelope(late_env)
+            await wait_until(lambda: b.texts() == ["waits for it", "late"], 10, "late one")
+            flags = [(d.text, d.was_lost) for d in b.delivered()]
+            assert flags == [("waits for it", False), ("late", True)]
+            assert event_to_json(b.delivered()[1])["was_lost"] is True
+        finally:
+            await b.node.close()
+
+    run(main())

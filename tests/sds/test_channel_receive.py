@@ -45,10 +45,14 @@ def test_lamport_above_the_bound_is_dropped_and_never_adopted() -> None:
     ]
     assert delivered_ids(evs) == ["ok", "later"]
     assert ch.lamport == 5_001
-    ch.receive(msg("b", "top", sds.MAX_LAMPORT), 1_000)  # the bound itself is valid
-    assert ch.lamport == sds.MAX_LAMPORT
-    assert sds.decode(ch.send(b"x", 1_000)).lamport_timestamp == sds.MAX_LAMPORT
-    assert sds.decode(ch.send(b"y", 1_000)).lamport_timestamp == sds.MAX_LAMPORT
+    # the wire bound itself is far beyond any wall clock: refused as too far ahead
+    ch.receive(msg("b", "top", sds.MAX_LAMPORT), 1_000)
+    assert [d.message_id for d in drops(ch.events(), DropReason.CLOCK_AHEAD)] == ["top"]
+    assert ch.lamport == 5_001
+    # a wall clock at the bound (never honestly reached) saturates there
+    late = make_channel(now=sds.MAX_LAMPORT)
+    assert sds.decode(late.send(b"x", sds.MAX_LAMPORT)).lamport_timestamp == sds.MAX_LAMPORT
+    assert sds.decode(late.send(b"y", sds.MAX_LAMPORT)).lamport_timestamp == sds.MAX_LAMPORT
 
 
 def test_ids_over_the_bound_are_dropped_with_their_reason() -> None:

@@ -174,9 +174,10 @@ def test_lamport_saturates_at_max_lamport() -> None:
     """PROTOCOL.md "Message schema" (lamport is uint64) and "Lamport clock": after a peer's
     message at the accepted maximum (sds.MAX_LAMPORT, 2**62: higher ones are dropped) the
     clock stays there; sends and syncs keep working (ties then order by id) instead of
-    failing to encode or to be stored."""
+    failing to encode or to be stored. (With the default max_clock_skew_ms such a
+    message is refused long before: this is the last line of defence.)"""
     top = sds.MAX_LAMPORT
-    ch = make_channel(now=0, lost_timeout_ms=0)
+    ch = make_channel(now=0, lost_timeout_ms=0, max_clock_skew_ms=top)
     ch.receive(msg("b", "far", top), 1)
     assert ch.lamport == top
     m1 = sds.decode(ch.send(b"x", 2))

@@ -55,8 +55,8 @@ def test_own_channels_are_independent() -> None:
     p = participant()
     red = p.join("red", 1_000)
     blue = p.join("blue", 1_000)
-    red.receive(msg("x", "r1", 10**9, channel="red"), 1_000)
-    assert red.lamport == 10**9
+    red.receive(msg("x", "r1", 10**5, channel="red"), 1_000)
+    assert red.lamport == 10**5
     assert blue.lamport == 1_000
     assert sds.decode(blue.send(b"x", 1_000)).causal_history == ()
     assert blue.bloom_filter_bytes() != red.bloom_filter_bytes()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import pytest
 from sds_helpers import delivered_ids, entry, make_channel, msg, of, run_timers
@@ -333,8 +334,9 @@ def test_end_to_end_repair_through_network() -> None:
 def test_a_lost_message_named_again_is_asked_for_once_more() -> None:
     """X is declared lost at the lost timeout (a partition, say). After it, a peer's
     message names X again: the gap may have healed, so X is requested by SDS-R once
-    more, for one more lost timeout, while nothing waits for it; when it comes it is
-    delivered late. If it never comes, the asking stops."""
+    more (the backoff starts over), while nothing waits for it; when it comes it is
+    delivered late, flagged ``was_lost``. If it never comes it stays wanted, asked for
+    with a doubling backoff (issue 14 section 4: never given up while a peer may hold it)."""
     cfg = {"lost_timeout_ms": 20_000, "repair_t_min_ms": 500, "repair_t_max_ms": 2_000}
     for arrives in (True, False):
         a = make_channel("a", **cfg)
@@ -351,10 +353,18 @@ def test_a_lost_message_named_again_is_asked_for_once_more() -> None:
         assert any(e.message_id == "X" for r in asked for e in r)
         if arrives:
             a.receive(msg("c", "X", 900, []), 24_500)
-            assert delivered_ids(a.events()) == ["X"]
+            evs = a.events()
+            assert delivered_ids(evs) == ["X"]
+            assert [e.was_lost for e in of(evs, sds.MessageDelivered)] == [True]
             assert a.stats()["lost_asked_again"] == 0 and a.stats()["repair_requests"] == 0
         else:
-            run_timers(a, 22_000 + 20_000)
-            assert a.stats()["lost_asked_again"] == 0 and a.stats()["repair_requests"] == 0
-            _, grams = run_timers(a, 22_000 + 60_000)
-            assert not [g for g in grams if sds.decode(g.data).repair_request]
+            asked_at = []
+            for t in range(24_000, 24_000 + 600_000, 500):
+                _, grams = run_timers(a, t)
+                if any(e.message_id == "X" for g in grams
+                       for e in sds.decode(g.data).repair_request):
+                    asked_at.append(t)
+            assert a.stats()["lost_asked_again"] == 1
+            gaps = [b - a_ for a_, b in itertools.pairwise(asked_at)]
+            assert len(gaps) >= 4 and gaps[-1] >= 4 * gaps[0], gaps
+            assert all(g2 >= g1 for g1, g2 in itertools.pairwise(gaps)), gaps

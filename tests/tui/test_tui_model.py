@@ -84,6 +84,19 @@ def test_lost_dependency_marks_the_waiting_message() -> None:
     assert row.lost == 1 and texts(m) == ["two"]
 
 
+def test_one_lost_report_for_many_ids_marks_each_waiting_message() -> None:
+    """The node reports every id given up in a round in one Lost (message_ids)."""
+    m = model()
+    m.apply(Missing("general", "m3", BOB, ("m1", "m2"), True, 3, "bob", "msg", "three"), 0)
+    m.apply(Missing("general", "m4", BOB, ("m2",), True, 4, "bob", "msg", "four"), 0)
+    m.apply(Lost("general", "m1", ("m3", "m4"), ("m1", "m2")), 0)
+    view = m.channels["general"]
+    three, four = view.find_message("m3"), view.find_message("m4")
+    assert three is not None and four is not None
+    assert (three.lost, four.lost) == (2, 1)
+    assert not three.waiting and not four.waiting and view.missing == {}
+
+
 def test_sync_reminders_without_text_add_no_rows() -> None:
     m = model()
     m.apply(Missing("general", "sync1", BOB, ("m1",), True), 0)
