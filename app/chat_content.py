@@ -32,6 +32,8 @@ __all__ = [
     "KINDS",
     "MAX_NAME_CHARS",
     "ChatContent",
+    "channel_arg",
+    "check_nick",
     "clean_name",
     "decode_content",
     "encode_content",
@@ -69,6 +71,44 @@ def clean_name(name: str) -> str:
     """A display name with control characters removed, stripped, cut to :data:`MAX_NAME_CHARS`."""
     cleaned = "".join(ch for ch in name if ch.isprintable()).strip()
     return cleaned[:MAX_NAME_CHARS]
+
+
+def check_nick(name: str) -> str:
+    """A display name a person typed (``/nick``, ``--name``), or ValueError saying why not.
+
+    A name is 1 to :data:`MAX_NAME_CHARS` printable characters without spaces (a name
+    is one word: ``@name`` mentions and completion match it as one)."""
+    name = name.strip()
+    if not name:
+        raise ValueError("a name must not be empty")
+    if any(ch.isspace() for ch in name):
+        raise ValueError(f"a name is one word, without spaces: {name!r}")
+    if not name.isprintable():
+        raise ValueError(f"a name must not hold control characters: {name!r}")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"a name is at most {MAX_NAME_CHARS} characters, got {len(name)}")
+    return name
+
+
+def channel_arg(text: str) -> str:
+    """The channel a person means by ``text`` (``sdschat join``, ``--channel``, ``/join``,
+    ``/leave``, ``/switch``, ``sdschat history``): one rule everywhere, as in IRC clients.
+
+    Surrounding spaces are dropped and one leading ``#`` is the channel prefix, not
+    part of the name (``#ops`` and ``ops`` are the same channel). The name is then
+    checked by :func:`net.channel_key.check_channel_name`.
+
+    Raises:
+        ValueError: empty or whitespace-only (``#`` alone too), or not a valid name.
+    """
+    from net.channel_key import check_channel_name
+
+    name = text.strip()
+    if name.startswith("#"):
+        name = name[1:].strip()
+    if not name:
+        raise ValueError(f"a channel name must not be empty or only spaces: {text!r}")
+    return check_channel_name(name)
 
 
 #: DEL, C1 and the bidirectional embeddings, overrides and isolates: what a terminal

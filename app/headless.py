@@ -43,7 +43,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from app.chat_content import json_visible
+from app.chat_content import channel_arg, check_nick, json_visible
 from app.commands import HELP, parse_line
 from app.node import (
     IdentityMismatchError,
@@ -265,23 +265,25 @@ async def _command(
         elif name == "error":
             out.event(NodeError(arg))
         elif name == "join":
-            await node.join(arg, passphrase)
-            return arg
+            target = channel_arg(arg)
+            await node.join(target, passphrase)
+            return target
         elif name == "leave":
-            target = arg or current
-            if target is None or not await node.leave(target):
-                out.event(NodeError(f"not in channel {target!r}"))
-            elif target == current:
+            gone = channel_arg(arg) if arg else current
+            if gone is None or not await node.leave(gone):
+                out.event(NodeError(f"not in channel {gone!r}"))
+            elif gone == current:
                 remaining = sorted(node.channels)
                 return remaining[0] if remaining else None
         elif name == "switch":
+            arg = channel_arg(arg)
             if arg not in node.channels:
                 out.event(NodeError(f"not in channel {arg!r} (/join it first)"))
             else:
                 out.event(Info(f"current channel: {arg}", {"channel": arg}))
                 return arg
         elif name == "nick":
-            await node.set_name(arg)
+            await node.set_name(check_nick(arg))
             out.event(Info(f"your name is now {node.name}", {"name": node.name}))
         elif name == "who":
             peers = tuple(node.peers(current))

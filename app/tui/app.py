@@ -42,8 +42,9 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import clean_name, encode_content, visible
+from app.chat_content import channel_arg, clean_name, encode_content, visible
 from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.joined import forget_channel, load_joined, remember_channel
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
 from app.node import PassphraseMismatchError as NodePassphraseMismatch
 from app.node_events import (
@@ -82,6 +83,7 @@ from app.tui.widgets.panels import (
     StatusInfo,
     TypingLine,
 )
+from net.channel_key import ChannelKey
 from net.identity import IdentityFileError
 from net.urls import display_address
 from storage import (
@@ -326,7 +328,12 @@ class SdsChatApp(App[None]):
         for channel in opts.channels:
             if not await self._join(channel, fatal=True):
                 return
-        for channel in opts.channels:
+        joined = list(opts.channels)
+        for key in load_joined(opts.data_dir) if opts.remember_state else ():
+            # channels joined in an earlier run (/join), with their derived keys
+            if key.channel not in joined and await self._join(key.channel, fatal=False, key=key):
+                joined.append(key.channel)
+        for channel in joined:
             await self._load_tail(channel)
         await self._count_unread()
         if opts.channels:
@@ -340,11 +347,11 @@ class SdsChatApp(App[None]):
         self.ready.set()
         self._refresh_panels()
 
-    async def _join(self, channel: str, *, fatal: bool) -> bool:
+    async def _join(self, channel: str, *, fatal: bool, key: ChannelKey | None = None) -> bool:
         node = self.node
         assert node is not None
         try:
-            info = await node.join(channel, self.passphrase)
+            info = await node.join(channel, self.passphrase, key=key)
         except NodePassphraseMismatch as exc:
             if fatal:
                 self._fatal_screen(
@@ -372,6 +379,12 @@ class SdsChatApp(App[None]):
             return False
         self._known_channels.add(channel)
         self.model.add_channel(info.name, info.public)
+        if self.opts.remember_state:
+            try:  # rejoined at the next start (its derived key, never the passphrase)
+                remember_channel(self.opts.data_dir, info.key)
+            except OSError as exc:
+                self.notify(f"#{info.name} will not be rejoined at the next start: {exc}",
+                            severity="warning")
         return True
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
@@ -1051,7 +1064,7 @@ class SdsChatApp(App[None]):
                 log = self.chat.query_one(MessageLog)
                 log.follow = True
             elif name == "join":
-                target = arg.lstrip("#")
+                target = channel_arg(arg)
                 if target in self.model.channels:
                     self._leave_current()
                     self._switch(target)
@@ -1062,10 +1075,13 @@ class SdsChatApp(App[None]):
                     self._leave_current()
                     self._switch(target)
             elif name == "leave":
-                target = (arg or channel or "").lstrip("#")
+                target = channel_arg(arg) if arg else (channel or "")
                 if not target or not await node.leave(target):
                     self.notify(f"not in #{target}", severity="error")
                     return
+                if self.opts.remember_state:
+                    with contextlib.suppress(OSError):
+                        forget_channel(self.opts.data_dir, target)
                 self._flush_events()
                 self.model.remove_channel(target)
                 if self.model.current is not None:
@@ -1075,7 +1091,7 @@ class SdsChatApp(App[None]):
                     self._refresh_panels()
                 self.notify(f"left #{target} (its history stays on disk)")
             elif name == "switch":
-                target = arg.lstrip("#")
+                target = channel_arg(arg)
                 if target not in self.model.channels:
                     self.notify(f"not in #{target} (/join it first)", severity="error")
                     return

@@ -1,0 +1,78 @@
+"""Issue 15: what a person who keeps the chat open all day expects (restarts, times,
+input history, refusals, narrow panes, presence, nick changes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from tui_helpers import SIZE, T, alice_and_bob, screen_text, start_peer, tui, wait_until
+
+from app.joined import JOINED_FILE
+from app.transport import MemoryHub
+from app.tui.widgets.chat_input import ChatInput
+from app.tui.widgets.message_log import MessageLog
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def started(app) -> None:  # type: ignore[no-untyped-def]
+    await asyncio.wait_for(app.ready.wait(), T(20))
+
+
+async def type_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
+    box = pilot.app.chat.query_one(ChatInput)
+    box.value = line
+    box.cursor_position = len(line)
+    await pilot.press("enter")
+    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
+    await pilot.pause()
+
+
+def texts(app) -> list[str]:  # type: ignore[no-untyped-def]
+    return [r.text for r in app.chat.query_one(MessageLog).view.rows]
+
+
+async def test_joined_channels_and_their_keys_survive_a_restart(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(
+        tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops"), passphrase="s3cret"
+    )
+    try:
+        app = tui(tmp_path / "alice", hub.transport(), passphrase="s3cret")
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await type_line(pilot, "/passphrase")  # another passphrase for the next /join
+            pilot.app.screen.query_one("Input").value = "other"
+            await pilot.press("enter")
+            await type_line(pilot, "/join #side")
+            await wait_until(lambda: app.model.order == ["general", "side"], what="side")
+            app.passphrase = "s3cret"
+            await type_line(pilot, "/join ops")
+            await wait_until(lambda: "ops" in app.model.order, what="ops")
+        path = tmp_path / "alice" / JOINED_FILE
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        raw = path.read_text()
+        assert "s3cret" not in raw and "other" not in raw  # keys, never passphrases
+        assert [c["name"] for c in json.loads(raw)["channels"]] == ["general", "side", "ops"]
+
+        # started again with the command line's channel only: the others come back,
+        # each with its own key (no passphrase asked), and messages flow in them
+        app = tui(tmp_path / "alice", hub.transport(), passphrase="s3cret")
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            assert app.model.order == ["general", "side", "ops"]
+            assert app.model.current == "general"
+            await bob.say("back in ops", "ops")
+            await wait_until(lambda: app.model.channels["ops"].unread == 1, what="ops line")
+            await type_line(pilot, "/leave #side")
+            await wait_until(lambda: "side" not in app.model.order, what="left side")
+        app = tui(tmp_path / "alice", hub.transport(), passphrase="s3cret")
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            assert app.model.order == ["general", "ops"]  # /leave forgot it
+    finally:
+        await bob.close()
