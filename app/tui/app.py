@@ -1172,10 +1172,15 @@ class SdsChatApp(App[None]):
             out.append(f"{label:<18}", "bold")
             out.append(f"{visible(value)}\n")  # ids are a peer's: any text up to 256 chars
 
-        when = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
+        sent = datetime.fromtimestamp(row.sent_ms / 1000.0, self.opts.tz)
+        arrived = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
         field("author", f"{row.name or '?'}")
         field("sender id", row.sender_id)
-        field("time", when.strftime("%Y-%m-%d %H:%M:%S"))
+        field("sent", sent.strftime("%Y-%m-%d %H:%M:%S") + "  (author's clock)")
+        field(
+            "arrived" if not row.own else "typed",
+            arrived.strftime("%Y-%m-%d %H:%M:%S") + "  (this screen's clock)",
+        )
         field("message id", row.message_id or f"(not made yet: outbox line {row.local_id})")
         lamport = row.key[0] if row.message_id else None
         field("lamport", str(lamport) if lamport is not None else "—")

@@ -102,6 +102,7 @@ class Row:
     kind: str
     text: str
     time_ms: int
+    """When it arrived here (or was typed, for an own line), local clock, ms."""
     message_id: str | None = None
     local_id: int | None = None
     own_state: str | None = None
@@ -121,6 +122,16 @@ class Row:
     @property
     def own(self) -> bool:
         return self.own_state is not None
+
+    @property
+    def sent_ms(self) -> int:
+        """When the author sent it: its SDS Lamport timestamp (wall-clock ms of the author,
+        the same on every screen), or, for an own line the core has not stamped yet, when
+        it was typed. ``time_ms`` is when it arrived here (``/info`` shows both)."""
+        lamport = self.key[0]
+        if self.message_id is not None and 0 < lamport < PENDING_LAMPORT:
+            return lamport
+        return self.time_ms
 
     @property
     def waiting(self) -> bool:

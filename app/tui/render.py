@@ -34,6 +34,8 @@ __all__ = [
     "NICK_WIDTH",
     "Palette",
     "author_color",
+    "day_key",
+    "day_label",
     "palette",
     "row_lines",
     "state_label",
@@ -169,6 +171,28 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
     return text
 
 
+def day_label(ms: int, tz: tzinfo | None, now_ms: int | None = None) -> str:
+    """``Tuesday 24 November`` for the day of ``ms`` (the year too when it is not the
+    year of ``now_ms``): the day separator's words."""
+    day = datetime.fromtimestamp(ms / 1000.0, tz)
+    label = f"{day:%A} {day.day} {day:%B}"
+    if now_ms is not None and datetime.fromtimestamp(now_ms / 1000.0, tz).year != day.year:
+        label += f" {day.year}"
+    return label
+
+
+def day_key(ms: int, tz: tzinfo | None) -> tuple[int, int, int]:
+    """The calendar day of ``ms`` in ``tz`` (rows of another day get a separator)."""
+    day = datetime.fromtimestamp(ms / 1000.0, tz)
+    return day.year, day.month, day.day
+
+
+def _rule(label: str, width: int, style: Style) -> Text:
+    label = f" {label} "
+    side = max(2, (width - len(label)) // 2)
+    return Text("─" * side + label + "─" * max(2, width - side - len(label)), style)
+
+
 def row_height(row: Row, width: int, pal: Palette) -> int | None:
     """How many lines :func:`row_lines` gives for ``row`` (without the new line),
     when that is known without wrapping: the body fits on one line. None otherwise.
@@ -192,18 +216,20 @@ def row_lines(
     tz: tzinfo | None = None,
     selected: bool = False,
     new_line: bool = False,
+    day: str | None = None,
 ) -> list[Text]:
-    """The row's lines (markers above it, then the wrapped message), each ``width`` wide."""
+    """The row's lines (a day separator and markers above it, then the wrapped message),
+    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``."""
     width = max(width, 20)
     nick_w = NICK_WIDTH if width >= 48 else 6
     prefix_w = 5 + 1 + 1 + 1 + nick_w + 3
     body_w = max(8, width - prefix_w)
     color = author_color(row.sender_id, pal)
     lines: list[Text] = []
+    if day is not None:
+        lines.append(_rule(day, width, pal.time))
     if new_line:
-        label = " new "
-        side = max(2, (width - len(label)) // 2)
-        lines.append(Text("─" * side + label + "─" * (width - side - len(label)), pal.new_line))
+        lines.append(_rule("new", width, pal.new_line))
     indent = " " * (prefix_w - 2)
     if row.waiting:
         n = len(row.waiting_for - row.arrived)
@@ -217,7 +243,7 @@ def row_lines(
         lines.append(
             Text(f"{indent}✗ {_plural(row.lost, 'message', 'messages')} lost", pal.marker_lost)
         )
-    when = datetime.fromtimestamp(row.time_ms / 1000.0, tz)  # tz None: local time
+    when = datetime.fromtimestamp(row.sent_ms / 1000.0, tz)  # tz None: local time
     prefix = Text()
     prefix.append(when.strftime("%H:%M"), pal.time)
     prefix.append(" ")

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from tui_helpers import SIZE, T, alice_and_bob, screen_text, start_peer, tui, wait_until
+from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
 
 from app.joined import JOINED_FILE
 from app.transport import MemoryHub
@@ -74,5 +74,52 @@ async def test_joined_channels_and_their_keys_survive_a_restart(tmp_path: Path) 
         async with app.run_test(size=SIZE) as pilot:
             await started(app)
             assert app.model.order == ["general", "ops"]  # /leave forgot it
+    finally:
+        await bob.close()
+
+
+async def test_times_are_the_authors_send_times_with_day_separators(tmp_path: Path) -> None:
+    import random
+    from datetime import UTC, datetime
+
+    from tui_helpers import FAST, write_identity
+
+    from app.node import Node, NodeOptions
+    from net.channel_key import TEST_KDF
+
+    # bob's clock: Tuesday 30 December 2025, 13:31 UTC; alice's (the app's): 2026-01-01 00:00
+    bob_ms = int(datetime(2025, 12, 30, 13, 31, 5, tzinfo=UTC).timestamp() * 1000)
+    hub = MemoryHub()
+    write_identity(tmp_path / "bob", 2)
+    opts = NodeOptions(config=FAST, kdf=TEST_KDF, rng=random.Random(2), clock=lambda: bob_ms)
+    bob = await Node.open(tmp_path / "bob", hub.transport(), name="bob", options=opts)
+    await bob.start()
+    await bob.join("general", None)
+    try:
+        app = tui(tmp_path / "alice", hub.transport(), fixed=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await bob.send("general", "sent on tuesday")
+            await wait_until(lambda: "sent on tuesday" in texts(app), what="bob's line")
+            await type_line(pilot, "and my reply today")
+            await wait_until(lambda: "and my reply today" in texts(app), what="own line")
+            await pilot.pause()
+            screen = screen_text(app)
+            lines = screen.splitlines()
+            tuesday = next(i for i, ln in enumerate(lines) if "Tuesday 30 December 2025" in ln)
+            thursday = next(i for i, ln in enumerate(lines) if "Thursday 1 January" in ln)
+            assert "──" in lines[tuesday] and "2026" not in lines[thursday]
+            bob_line = next(i for i, ln in enumerate(lines) if "sent on tuesday" in ln)
+            own = next(i for i, ln in enumerate(lines) if "and my reply today" in ln)
+            assert tuesday < bob_line < thursday < own
+            assert "13:31" in lines[bob_line]  # the author's time, not the arrival (00:00)
+            assert "00:00" in lines[own]
+            # /info: the author's time and the arrival here
+            log = app.chat.query_one(MessageLog)
+            log.select(next(r.key for r in log.view.rows if r.text == "sent on tuesday"))
+            await type_line(pilot, "/info")
+            await pilot.pause()
+            info = screen_text(app)
+            assert "2025-12-30 13:31:05" in info and "2026-01-01 00:00:00" in info
     finally:
         await bob.close()
