@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -93,13 +94,22 @@ from storage import (
     StorageError,
 )
 
-__all__ = ["TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
+__all__ = ["INPUT_HISTORY_FILE", "TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
 
 NARROW = 70
 """Below this many columns the channel list is hidden (Ctrl+N/P and Alt+N still switch)."""
 
 TUI_STATE_FILE = "tui.json"
 """Where the app keeps, per data directory, where you left off and the theme."""
+
+INPUT_HISTORY_FILE = "input_history.json"
+"""Lines typed, per channel (Up/Down), kept between runs (mode 0600: it is what you wrote)."""
+
+HISTORY_KEPT = 200
+"""Lines of input history kept on disk per channel (the newest)."""
+
+HISTORY_CHANNELS = 100
+"""Channels whose input history is kept on disk (the most recently used)."""
 
 ROWS_PER_SLICE = 10
 """A page read in the background is turned into rows ROWS_PER_SLICE at a time,
@@ -247,6 +257,9 @@ class SdsChatApp(App[None]):
         self._connection_noted = False
         self._known_channels: set[str] = set()
         self._state = self._load_state()
+        self._histories: dict[str, list[str]] = self._load_histories()
+        """channel -> lines typed there (the input's Up/Down list while it is current)."""
+        self._history_timer: Any = None
         self.events_seen = 0
         self._catch_up: dict[str, CatchUp] = {}
         """The latest catch-up progress per channel, while one runs."""
@@ -427,7 +440,51 @@ class SdsChatApp(App[None]):
             return {}
         return data if isinstance(data, dict) else {}
 
+    def _load_histories(self) -> dict[str, list[str]]:
+        if not self.opts.remember_state:
+            return {}
+        try:
+            data = json.loads((self.opts.data_dir / INPUT_HISTORY_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {
+            str(ch): [x for x in lines if isinstance(x, str)][-HISTORY_KEPT:]
+            for ch, lines in data.items()
+            if isinstance(lines, list)
+        }
+
+    def _save_histories(self) -> None:
+        """Write the input history (newest :data:`HISTORY_KEPT` lines of the
+        :data:`HISTORY_CHANNELS` channels used last), mode 0600, replaced atomically."""
+        self._history_timer = None
+        if not self.opts.remember_state:
+            return
+        items = [(ch, lines[-HISTORY_KEPT:]) for ch, lines in self._histories.items() if lines]
+        doc = dict(items[-HISTORY_CHANNELS:])
+        path = self.opts.data_dir / INPUT_HISTORY_FILE
+        tmp = path.with_name(f".{INPUT_HISTORY_FILE}.tmp")
+        with contextlib.suppress(OSError):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, ensure_ascii=False)
+            tmp.replace(path)
+
+    def _history_changed(self, channel: str | None) -> None:
+        if channel is None:
+            return
+        lines = self._histories.pop(channel, None)
+        if lines is not None:
+            self._histories[channel] = lines  # most recently used last
+        if self._history_timer is None:
+            self._history_timer = self.set_timer(1.0, self._save_histories)
+
     def _save_state(self) -> None:
+        if self.opts.remember_state and self.node is not None:
+            self._save_histories()
         if not self.opts.remember_state or self.node is None:
             return
         read = dict(self._state.get("last_read", {}))
@@ -800,6 +857,7 @@ class SdsChatApp(App[None]):
             return
         log = self.chat.query_one(MessageLog)
         log.show(self.model.channels[channel])
+        self.chat.query_one(ChatInput).use_history(self._histories.setdefault(channel, []))
         self._refresh_panels()
 
     def action_cycle(self, step: int) -> None:
@@ -971,6 +1029,7 @@ class SdsChatApp(App[None]):
 
     def on_chat_input_line(self, event: ChatInput.Line) -> None:
         event.stop()
+        self._history_changed(self.model.current)
         cmd = parse(event.line)
         if cmd is not None:
             self.pending_commands += 1

@@ -123,3 +123,43 @@ async def test_times_are_the_authors_send_times_with_day_separators(tmp_path: Pa
             assert "2025-12-30 13:31:05" in info and "2026-01-01 00:00:00" in info
     finally:
         await bob.close()
+
+
+async def test_input_history_is_per_channel_and_survives_a_restart(tmp_path: Path) -> None:
+    from app.tui.app import HISTORY_KEPT, INPUT_HISTORY_FILE
+
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops"))
+    try:
+        app = tui(tmp_path / "alice", hub.transport(), channels=("general", "ops"))
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await type_line(pilot, "first in general")
+            await type_line(pilot, "second in general")
+            await type_line(pilot, "/switch ops")
+            await type_line(pilot, "only in ops")
+            box = app.chat.query_one(ChatInput)
+            for i in range(HISTORY_KEPT + 5):  # more than is kept on disk
+                box.remember(f"old {i}")
+            box.remember("only in ops, again")
+            app._history_changed("ops")
+        path = tmp_path / "alice" / INPUT_HISTORY_FILE
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        saved = json.loads(path.read_text())
+        assert len(saved["ops"]) == HISTORY_KEPT and saved["ops"][-1] == "only in ops, again"
+
+        app = tui(tmp_path / "alice", hub.transport(), channels=("general", "ops"))
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            box = app.chat.query_one(ChatInput)
+            await pilot.press("up")
+            assert box.value == "/switch ops"  # typed in general: general's history
+            await pilot.press("up", "up")
+            assert box.value == "first in general"
+            await pilot.press("down", "down", "down")
+            assert box.value == ""
+            await type_line(pilot, "/switch ops")
+            await pilot.press("up")
+            assert box.value == "only in ops, again"
+    finally:
+        await bob.close()

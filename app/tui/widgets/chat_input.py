@@ -92,6 +92,14 @@ class ChatInput(Input):
         self.remember(line)
         self.post_message(self.Line(line))
 
+    def use_history(self, lines: list[str]) -> None:
+        """Up/Down go through ``lines`` from now on (a channel's own history; the list is
+        kept and extended in place)."""
+        self.history = lines
+        del lines[:-MAX_HISTORY]
+        self._pos = None
+        self._draft = ""
+
     def remember(self, line: str) -> None:
         """Add a submitted line to the history (consecutive duplicates once)."""
         if line and (not self.history or self.history[-1] != line):
