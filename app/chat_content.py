@@ -7,7 +7,8 @@ Format (version 1): compact UTF-8 JSON, one object::
 * ``name``: the author's display name (at most :data:`MAX_NAME_CHARS` characters,
   control characters removed). It is the *claimed* name; the authenticated
   author is the envelope's ``sender_id``, which a UI shows beside it.
-* ``kind``: ``"msg"`` (an ordinary line) or ``"me"`` (an action, ``/me waves``).
+* ``kind``: ``"msg"`` (an ordinary line), ``"me"`` (an action, ``/me waves``) or
+  ``"nick"`` (a name change, announced to the channel).
 * ``text``: the line as typed.
 
 Why JSON and not a protobuf: the content is end-to-end encrypted inside the
@@ -44,11 +45,20 @@ __all__ = [
 CONTENT_VERSION = 1
 """The content format version this module writes."""
 
-KINDS = ("msg", "me")
-"""Kinds a sender may choose; receivers also produce ``"raw"`` for foreign content."""
+KINDS = ("msg", "me", "nick")
+"""Kinds a sender may choose; receivers also produce ``"raw"`` for foreign content.
+``"nick"`` announces a name change (``text``: ``"alice is now known as alicia"``,
+readable as it is by a client that does not know the kind)."""
 
 MAX_NAME_CHARS = 64
-"""Longest display name kept (longer ones are cut)."""
+"""Longest display name: ``/nick`` and ``--name`` refuse longer ones (saying so); a longer
+name in a peer's content is cut."""
+
+
+def nick_text(old: str, new: str) -> str:
+    """The text of a ``"nick"`` message: what any client shows."""
+    return f"{old} is now known as {new}"
+
 
 
 @dataclass(frozen=True, slots=True)

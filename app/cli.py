@@ -128,13 +128,24 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "running node (reads the database read-only).",
     )
     p.add_argument("channel")
-    p.add_argument("--data-dir", required=True, help="the participant's data directory")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="the participant's data directory (default: join's, ~/.local/share/sdschat)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per message")
 
     def run(args: argparse.Namespace) -> int:
+        from app.chat_content import channel_arg
+        from app.headless import default_data_dir
         from app.history import print_history
 
-        return print_history(args.data_dir, args.channel, as_json=args.json)
+        try:
+            channel = channel_arg(args.channel)
+        except ValueError as exc:
+            p.error(str(exc))
+        data_dir = args.data_dir or default_data_dir()
+        return print_history(data_dir, channel, as_json=args.json)
 
     p.set_defaults(func=run)
 

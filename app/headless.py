@@ -43,7 +43,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from app.chat_content import channel_arg, check_nick, json_visible
+from app.chat_content import channel_arg, check_nick, json_visible, nick_text
 from app.commands import HELP, parse_line
 from app.node import (
     IdentityMismatchError,
@@ -283,7 +283,11 @@ async def _command(
                 out.event(Info(f"current channel: {arg}", {"channel": arg}))
                 return arg
         elif name == "nick":
-            await node.set_name(check_nick(arg))
+            new, old = check_nick(arg), node.name
+            await node.set_name(new)
+            if new != old:  # announced in every channel joined, as a line
+                for joined in list(node.channels):
+                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
             out.event(Info(f"your name is now {node.name}", {"name": node.name}))
         elif name == "who":
             peers = tuple(node.peers(current))
@@ -309,8 +313,13 @@ def _consume(fut: asyncio.Future[int]) -> None:
         fut.exception()
 
 
-def _default_data_dir() -> Path:
+def default_data_dir() -> Path:
+    """Where ``sdschat join`` (and ``sdschat history``) keep and find data without
+    ``--data-dir``."""
     return Path.home() / ".local" / "share" / "sdschat"
+
+
+_default_data_dir = default_data_dir
 
 
 def _passphrase(args: argparse.Namespace) -> bytes | None:

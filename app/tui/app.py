@@ -43,7 +43,7 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import channel_arg, clean_name, encode_content, visible
+from app.chat_content import channel_arg, check_nick, encode_content, nick_text, visible
 from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.joined import forget_channel, load_joined, remember_channel
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
@@ -246,7 +246,9 @@ class SdsChatApp(App[None]):
         """(message, exit status) of the error that stopped the app."""
         self.chat = ChatScreen(self._completion_source, opts.tz)
         self._pending: list[NodeEvent] = []
-        self._commands: asyncio.Queue[Command] = asyncio.Queue()
+        self._commands: asyncio.Queue[tuple[Command, str | None]] = asyncio.Queue()
+        self._line: str | None = None
+        """The typed line being carried out (put back in the input if refused)."""
         self.pending_commands = 0
         """Typed lines not yet carried out (tests wait for 0)."""
         self._flush_scheduled = False
@@ -374,13 +376,13 @@ class SdsChatApp(App[None]):
                     EXIT_PASSPHRASE,
                 )
             else:
-                self.notify(str(exc), title="wrong passphrase", severity="error", timeout=10)
+                self._refuse(str(exc), title="wrong passphrase", timeout=10)
             return False
         except ValueError as exc:
             if fatal:
                 self._fatal_screen("Cannot join", str(exc), "", EXIT_USAGE)
             else:
-                self.notify(str(exc), severity="error")
+                self._refuse(str(exc))
             return False
         except StorageError as exc:  # e.g. a damaged page found only now
             self._fatal_screen(
@@ -1033,7 +1035,7 @@ class SdsChatApp(App[None]):
         cmd = parse(event.line)
         if cmd is not None:
             self.pending_commands += 1
-            self._commands.put_nowait(cmd)
+            self._commands.put_nowait((cmd, event.line))
 
     def on_chat_input_multi_line(self, event: ChatInput.MultiLine) -> None:
         """A paste of several lines: shown in a dialog to edit and send as one message."""
@@ -1061,7 +1063,7 @@ class SdsChatApp(App[None]):
             box = self.chat.query_one(ChatInput)
             box.value = ""
             self.pending_commands += 1
-            self._commands.put_nowait(Command(kind if kind == "me" else "say", body))
+            self._commands.put_nowait((Command(kind if kind == "me" else "say", body), None))
 
         self.push_screen(MultiLineScreen(channel, text, check), done)
 
@@ -1069,13 +1071,29 @@ class SdsChatApp(App[None]):
     async def _command_loop(self) -> None:
         """Carry out typed lines one after the other, in the order they were typed."""
         while True:  # ends when the app's workers are cancelled at exit
-            cmd = await self._commands.get()
+            cmd, line = await self._commands.get()
+            self._line = line
             try:
                 await self.run_command(cmd)
             except Exception as exc:  # a bug in one command must not stop the others
-                self.notify(f"{type(exc).__name__}: {exc}", severity="error")
+                self._refuse(f"{type(exc).__name__}: {exc}")
             finally:
+                self._line = None
                 self.pending_commands -= 1
+
+    def _refuse(self, reason: str, **notify: Any) -> None:
+        """A typed line cannot be carried out: say why, and put the line back in the
+        input (unless something new was typed meanwhile) with the reason under it, so
+        nothing typed is lost and it can be fixed and sent again."""
+        self.notify(reason, severity="error", **notify)
+        line = self._line
+        if line is None or not self._chat_ready():
+            return
+        box = self.chat.query_one(ChatInput)
+        if not box.value:
+            box.value = line
+            box.cursor_position = len(line)
+            box.refused(reason)
 
     async def run_command(self, cmd: Command) -> None:
         """Carry out one parsed input line."""
@@ -1083,7 +1101,7 @@ class SdsChatApp(App[None]):
         channel = self.model.current
         name, arg = cmd.name, cmd.arg
         if name == "error":
-            self.notify(arg, severity="error")
+            self._refuse(arg)
             return
         if name == "quit":
             await self.action_quit()
@@ -1115,7 +1133,7 @@ class SdsChatApp(App[None]):
         try:
             if name in ("say", "me"):
                 if channel is None:
-                    self.notify("no channel: /join one first", severity="error")
+                    self._refuse("no channel: /join one first")
                     return
                 fut = node.post(channel, arg, "me" if name == "me" else "msg")
                 fut.add_done_callback(_consume)
@@ -1136,7 +1154,7 @@ class SdsChatApp(App[None]):
             elif name == "leave":
                 target = channel_arg(arg) if arg else (channel or "")
                 if not target or not await node.leave(target):
-                    self.notify(f"not in #{target}", severity="error")
+                    self._refuse(f"not in #{target}")
                     return
                 if self.opts.remember_state:
                     with contextlib.suppress(OSError):
@@ -1152,17 +1170,20 @@ class SdsChatApp(App[None]):
             elif name == "switch":
                 target = channel_arg(arg)
                 if target not in self.model.channels:
-                    self.notify(f"not in #{target} (/join it first)", severity="error")
+                    self._refuse(f"not in #{target} (/join it first)")
                     return
                 self._leave_current()
                 self._switch(target)
             elif name == "nick":
-                new = clean_name(arg)
-                if not new:
-                    self.notify("usage: /nick NAME", severity="error")
+                new, old = check_nick(arg), node.name
+                if new == old:
+                    self.notify(f"you are already {new}")
                     return
                 await node.set_name(new)
                 self.model.name = new
+                # announced in every channel joined, as a line (a "nick" message)
+                for joined in list(node.channels):
+                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
                 self.notify(f"you are now {new}")
                 self._refresh_panels()
             elif name == "who":
@@ -1192,7 +1213,7 @@ class SdsChatApp(App[None]):
         except NodeClosedError:
             return
         except (KeyError, ValueError) as exc:
-            self.notify(str(exc).strip("'\""), severity="error")
+            self._refuse(str(exc).strip("'\""))
 
     def _passphrase_set(self, value: str | None) -> None:
         if value is None:

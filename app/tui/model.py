@@ -538,7 +538,7 @@ class ChatModel:
                 view.trim(keep_end=True)
         else:
             view.new_below += 1
-        if ev.channel != self.current:
+        if ev.channel != self.current and ev.kind != "nick":  # a name change is no news
             view.unread += 1
             ch.channel_list = True
             if mention:

@@ -44,6 +44,18 @@ __all__ = [
 NICK_WIDTH = 10
 """Columns of the (right-aligned) author column."""
 
+WIDE_NICK_WIDTH = 16
+"""The author column from :data:`WIDE_AT` columns on (long names need fewer cuts)."""
+
+WIDE_AT = 120
+
+
+def nick_width(width: int) -> int:
+    """The author column's width in a log ``width`` columns wide."""
+    if width >= WIDE_AT:
+        return WIDE_NICK_WIDTH
+    return NICK_WIDTH if width >= 48 else 6
+
 # Ten hues far enough apart to tell authors apart at a glance, per background.
 _DARK_AUTHORS = (
     "#e06c75", "#98c379", "#e5c07b", "#61afef", "#c678dd",
@@ -144,9 +156,19 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def _nick(name: str, width: int) -> str:
-    """``name`` right-aligned in ``width`` terminal cells (wide characters count two)."""
+    """``name`` right-aligned in ``width`` terminal cells (wide characters count two).
+
+    A longer name keeps its start and its end around a ``…`` (``bartho…reat``):
+    names that differ only at the end (``alice-laptop``, ``alice-phone``) stay
+    apart. ``/who``, F2 and ``/info`` show it whole."""
     if cell_len(name) > width:
-        return set_cell_size(name, width - 1) + "…"
+        if width < 8:
+            return set_cell_size(name, width - 1) + "…"
+        tail = 3
+        end = name[-tail:]
+        while cell_len(end) > tail:
+            end = end[1:]
+        return set_cell_size(name, width - 1 - cell_len(end)) + "…" + end
     return " " * (width - cell_len(name)) + name
 
 
@@ -157,6 +179,8 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
         text.append(" ")
         text.append(visible(row.text, newlines=True), style + Style(italic=True))
+    elif row.kind == "nick":
+        text.append(visible(row.text), pal.dim)
     else:
         text.append(visible(row.text, newlines=True), style)
     for m in _MENTION.finditer(text.plain):
@@ -199,7 +223,7 @@ def row_height(row: Row, width: int, pal: Palette) -> int | None:
 
     Lets the log lay out rows that are off screen without wrapping them."""
     width = max(width, 20)
-    nick_w = NICK_WIDTH if width >= 48 else 6
+    nick_w = nick_width(width)
     body_w = max(8, width - (5 + 1 + 1 + 1 + nick_w + 3))
     plain = _body(row, pal, "default").plain
     if "\n" in plain or cell_len(plain) > body_w:
@@ -221,7 +245,7 @@ def row_lines(
     """The row's lines (a day separator and markers above it, then the wrapped message),
     each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``."""
     width = max(width, 20)
-    nick_w = NICK_WIDTH if width >= 48 else 6
+    nick_w = nick_width(width)
     prefix_w = 5 + 1 + 1 + 1 + nick_w + 3
     body_w = max(8, width - prefix_w)
     color = author_color(row.sender_id, pal)
@@ -256,6 +280,8 @@ def row_lines(
     prefix.append(" ")
     if row.kind == "me":
         prefix.append(" " * (nick_w - 1) + "*", Style(color=color, bold=True))
+    elif row.kind == "nick":
+        prefix.append(" " * (nick_w - 2) + "--", pal.dim)
     else:
         prefix.append(_nick(row.name or row.sender_id[:8], nick_w), Style(color=color, bold=True))
     prefix.append(" │ ", pal.separator)

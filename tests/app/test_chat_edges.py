@@ -81,3 +81,56 @@ def test_cli_join_hash_name_is_the_channel_without_the_prefix(tmp_path: Path) ->
     assert out.returncode == 0, out.stderr
     joined = [json.loads(x) for x in out.stdout.splitlines() if '"channel"' in x]
     assert joined[0]["event"] == "channel" and joined[0]["channel"] == "hash"
+
+
+def test_history_uses_joins_default_data_dir_and_prints_times(tmp_path: Path) -> None:
+    import os
+    from datetime import UTC, datetime
+
+    # a node with a fixed clock writes two lines into HOME's default data dir
+    home = tmp_path / "home"
+    data_dir = home / ".local" / "share" / "sdschat"
+    sent_ms = int(datetime(2026, 11, 24, 13, 31, 5, tzinfo=UTC).timestamp() * 1000)
+
+    async def go() -> None:
+        h = await start_node(data_dir, MemoryHub(), name="alice", clock=lambda: sent_ms)
+        try:
+            await h.node.send("general", "hello there")
+            await h.node.send("general", "is now known as", "nick")
+        finally:
+            await h.node.close()
+
+    run(go())
+    env = {**os.environ, "HOME": str(home), "TZ": "UTC"}
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "history", "#general"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first.startswith("2026-11-24 13:31:05  ") and "<alice> hello there" in first
+    assert str(sent_ms) not in out.stdout  # a time, not the raw Lamport milliseconds
+    assert "-- is now known as" in second
+    as_json = subprocess.run(
+        [sys.executable, "-m", "app.cli", "history", "general", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert 0 <= json.loads(as_json.stdout.splitlines()[0])["lamport"] - sent_ms < 5
+
+
+def test_headless_nick_is_announced_as_a_line(tmp_path: Path) -> None:
+    async def go() -> list[tuple[str, str, str | None]]:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        try:
+            await _command(a.node, "nick", "alicia", "general", None, JsonLines(io.StringIO()))
+            from app_helpers import wait_until
+
+            await wait_until(lambda: any(e.kind == "nick" for e in b.delivered()), what="nick")
+            return [(e.kind, e.text, e.name) for e in b.delivered()]
+        finally:
+            await a.node.close()
+            await b.node.close()
+
+    assert run(go()) == [("nick", "alice is now known as alicia", "alicia")]

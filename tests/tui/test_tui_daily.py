@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
+from tui_helpers import SIZE, T, alice_and_bob, screen_text, start_peer, tui, wait_until
 
 from app.joined import JOINED_FILE
 from app.transport import MemoryHub
@@ -163,3 +163,62 @@ async def test_input_history_is_per_channel_and_survives_a_restart(tmp_path: Pat
             assert box.value == "only in ops, again"
     finally:
         await bob.close()
+
+
+async def test_a_refused_line_stays_in_the_input_with_the_reason(tmp_path: Path) -> None:
+    from textual import events
+
+    from app.tui.screens.dialogs import MultiLineScreen
+
+    async with alice_and_bob(tmp_path) as (app, pilot, _bob):
+        box = app.chat.query_one(ChatInput)
+        long_line = "y" * 70_000
+        await type_line(pilot, long_line)
+        assert box.value == long_line  # not lost
+        assert "limit is 65,536" in str(box.border_subtitle) or "65536" in str(
+            box.border_subtitle
+        )
+        box.value = "fixed"  # editing clears the reason
+        assert not box.border_subtitle
+        box.value = ""
+        await type_line(pilot, "/nick two words")
+        assert box.value == "/nick two words" and "without spaces" in str(box.border_subtitle)
+        box.value = ""
+        await type_line(pilot, "/join    ")
+        assert box.value.startswith("/join")
+        # the paste dialog says "too long" as the text is edited, before Ctrl+S
+        box.value = ""
+        box.post_message(events.Paste("a\n" + "x" * 70_000))
+        await pilot.pause()
+        assert isinstance(app.screen, MultiLineScreen)
+        await wait_until(lambda: "too long to send" in screen_text(app), what="said at once")
+        app.screen.query_one("#multiline-text").text = "a\nshort"  # type: ignore[attr-defined]
+        await wait_until(lambda: "too long to send" not in screen_text(app), what="cleared")
+        await pilot.press("escape")
+
+
+async def test_nick_is_announced_refused_with_a_reason_and_long_names_fit(
+    tmp_path: Path,
+) -> None:
+    from app.chat_content import MAX_NAME_CHARS
+
+    async with alice_and_bob(tmp_path, size=(80, 24)) as (app, pilot, bob):
+        await type_line(pilot, "/nick " + "n" * (MAX_NAME_CHARS + 1))
+        assert app.node.name == "alice"
+        assert any(f"at most {MAX_NAME_CHARS}" in n.message for n in app._notifications)
+        await type_line(pilot, "/nick alicia")
+        await wait_until(
+            lambda: ("nick", "alice is now known as alicia")
+            in [(e.kind, e.text) for e in bob.events if hasattr(e, "kind")],
+            what="bob got the announcement",
+        )
+        await wait_until(lambda: "alice is now known as alicia" in texts(app), what="own line")
+        await bob.node.set_name("bartholomew-the-great")
+        await bob.say("hello from a long name")
+        await wait_until(lambda: "hello from a long name" in texts(app), what="long name")
+        await pilot.pause()
+        screen = screen_text(app)
+        line = next(ln for ln in screen.splitlines() if "hello from a long name" in ln)
+        assert "bartho…eat │" in line  # start and end of the name, not a silent cut
+        nick_line = next(ln for ln in screen.splitlines() if "is now known as alicia" in ln)
+        assert "-- │" in nick_line

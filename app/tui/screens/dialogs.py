@@ -183,21 +183,28 @@ class MultiLineScreen(ModalScreen[str | None]):
         area = self.query_one(TextArea)
         area.focus()
         area.move_cursor(area.document.end)
+        self._show_problem(self.text)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
-        self.query_one("#multiline-title", Static).update(self._title(event.text_area.text))
-        self.query_one("#multiline-error", Static).display = False
+        text = event.text_area.text
+        self.query_one("#multiline-title", Static).update(self._title(text))
+        self._show_problem(text)
+
+    def _show_problem(self, text: str) -> str | None:
+        """Say at once, as the text is edited, why it cannot be sent (too long)."""
+        problem = self.check(text.strip("\n")) if text.strip() else None
+        error = self.query_one("#multiline-error", Static)
+        if problem is not None:
+            error.update(problem)
+        error.display = problem is not None
+        return problem
 
     def action_send(self) -> None:
         text = self.query_one(TextArea).text.strip("\n")
         if not text.strip():
             self.dismiss(None)
             return
-        problem = self.check(text)
-        if problem is not None:
-            error = self.query_one("#multiline-error", Static)
-            error.update(problem)
-            error.display = True
+        if self._show_problem(text) is not None:
             return
         self.dismiss(text)
 

@@ -54,7 +54,14 @@ class ChatInput(Input):
         self._source = source
         self.last_candidates: list[str] = []
 
+    def refused(self, reason: str) -> None:
+        """The line in the box was refused: ``reason`` is shown under it until it is edited."""
+        self.border_subtitle = f"✗ {reason}"
+        self._refused_value = self.value
+
     def _watch_value(self, value: str) -> None:
+        if self.border_subtitle and value != getattr(self, "_refused_value", None):
+            self.border_subtitle = None
         # Input's watcher sets ``virtual_size`` (the text's width, for scrolling
         # it sideways), a reactive that lays out the whole screen again: a few ms
         # per keystroke, more while messages arrive. This box's size never
