@@ -266,7 +266,21 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
+EXIT_INTERRUPTED = 130
+"""Ctrl+C (SIGINT) before a command's own handling took over: 128 + SIGINT, as shells do."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``sdschat``; Ctrl+C at any point before a command handles it itself (loading
+    modules, parsing, opening) prints one line and exits 130, never a traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("sdschat: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -278,10 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    try:
-        return int(func(args))
-    except KeyboardInterrupt:
-        return 130
+    return int(func(args))
 
 
 if __name__ == "__main__":

@@ -48,3 +48,34 @@ def test_core_demo_without_loss_needs_no_repair() -> None:
     )
     assert lines["RepairRequested"].strip() == "0"
     assert lines["RepairSent"].strip() == "0"
+
+
+def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    """SIGINT while sdschat loads its modules or opens (before the command handles it
+    itself): one line on stderr, status 130, no traceback."""
+    import signal
+    import time
+
+    from tests.procs import free_port
+
+    root = Path(__file__).resolve().parents[1]
+    port = free_port()
+    for delay in (0.0, 0.02, 0.05, 0.1):
+        code = (
+            "import sys; import app.cli; print('go', flush=True); "
+            f"sys.exit(app.cli.main(['join', 'x', '--headless', '--data-dir', "
+            f"{str(tmp_path / 'd')!r}, '--relay', 'ws://127.0.0.1:{port}']))"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "go"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, err
+        assert proc.returncode in (130, 0), (delay, proc.returncode, err)
+        if proc.returncode == 130:
+            assert err.strip().splitlines()[-1] == "sdschat: interrupted"

@@ -35,11 +35,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events, work
 from textual.app import App
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
@@ -232,6 +233,9 @@ class SdsChatApp(App[None]):
     CSS_PATH = "sdschat.tcss"
     TITLE = "sdschat"
     ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "interrupt", "quit", priority=True, show=False),
+    ]
 
     def __init__(self, opts: TuiOptions) -> None:
         super().__init__()
@@ -298,7 +302,9 @@ class SdsChatApp(App[None]):
     async def _boot(self) -> None:
         opts = self.opts
         if opts.ask_passphrase:
-            entered = await self.push_screen_wait(PassphraseScreen(opts.channels[0]))
+            entered = await self.push_screen_wait(
+                PassphraseScreen(opts.channels[0], startup=True)
+            )
             if entered is None:
                 self.exit(return_code=EXIT_PASSPHRASE, message="sdschat: no passphrase entered")
                 return
@@ -341,7 +347,22 @@ class SdsChatApp(App[None]):
         if self._store_later is not None:
             self.use_lan_store(self._store_later)
         for channel in opts.channels:
-            if not await self._join(channel, fatal=True):
+            joined_ok = await self._join(channel, fatal=True, ask_again=opts.ask_passphrase)
+            while joined_ok is None:  # a wrong passphrase typed at the prompt: ask again
+                entered = await self.push_screen_wait(
+                    PassphraseScreen(
+                        channel,
+                        startup=True,
+                        error="Wrong passphrase: this data directory joined "
+                        f"#{channel} with another one. Try again.",
+                    )
+                )
+                if entered is None:
+                    self.exit(return_code=EXIT_PASSPHRASE, message="sdschat: no passphrase entered")
+                    return
+                self.passphrase = entered or None
+                joined_ok = await self._join(channel, fatal=True, ask_again=True)
+            if not joined_ok:
                 return
         joined = list(opts.channels)
         for key in load_joined(opts.data_dir) if opts.remember_state else ():
@@ -362,12 +383,18 @@ class SdsChatApp(App[None]):
         self.ready.set()
         self._refresh_panels()
 
-    async def _join(self, channel: str, *, fatal: bool, key: ChannelKey | None = None) -> bool:
+    async def _join(
+        self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False
+    ) -> bool | None:
+        """Join ``channel``; False if that failed (said on screen, or fatal), None for a
+        wrong passphrase when ``ask_again`` (the caller asks for it again)."""
         node = self.node
         assert node is not None
         try:
             info = await node.join(channel, self.passphrase, key=key)
         except NodePassphraseMismatch as exc:
+            if ask_again:
+                return None
             if fatal:
                 self._fatal_screen(
                     "Wrong passphrase",
@@ -421,7 +448,17 @@ class SdsChatApp(App[None]):
 
     async def action_quit(self) -> None:
         await self._close_node()
-        self.exit(return_code=0)
+        self.exit(return_code=self.fatal[1] if self.fatal is not None else 0)
+
+    async def action_interrupt(self) -> None:
+        """Ctrl+C quits, as in any terminal program: like Ctrl+Q once the chat runs
+        (everything saved, status 0); while starting (the passphrase prompt) with one
+        line and status 130, as Ctrl+C before the screen opened."""
+        if self.ready.is_set() or self.fatal is not None:
+            await self.action_quit()
+            return
+        await self._close_node()
+        self.exit(return_code=130, message="sdschat: interrupted")
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()

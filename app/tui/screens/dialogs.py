@@ -114,14 +114,23 @@ class HelpScreen(TextScreen):
 
 
 class PassphraseScreen(ModalScreen[str | None]):
-    """Asks for a channel passphrase (not echoed). Empty means a PUBLIC channel."""
+    """Asks for a channel passphrase (not echoed). Empty means a PUBLIC channel.
+
+    ``error`` (a wrong passphrase) is shown above the field. With ``startup`` (the
+    prompt sdschat opens with) Esc does not leave: it clears the field and shows the
+    choices again (a passphrase, empty for PUBLIC, Ctrl+C quits); otherwise Esc cancels.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel", show=False)]
 
-    def __init__(self, channel: str, *, purpose: str = "") -> None:
+    def __init__(
+        self, channel: str, *, purpose: str = "", error: str = "", startup: bool = False
+    ) -> None:
         super().__init__(id="passphrase")
         self.channel = channel
         self.purpose = purpose
+        self.error = error
+        self.startup = startup
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -133,8 +142,16 @@ class PassphraseScreen(ModalScreen[str | None]):
                 "PUBLIC channel: anyone who knows its name can read it.",
                 classes="dialog-body-text",
             )
+            error = Static(f"✗ {self.error}", classes="error-text", id="passphrase-error")
+            error.display = bool(self.error)
+            yield error
             yield Input(password=True, placeholder="passphrase", id="passphrase-input")
-            yield Static("Enter accepts · Esc cancels", classes="dialog-hint")
+            yield Static(
+                "Enter accepts (empty: PUBLIC) · Esc clears · Ctrl+C quits"
+                if self.startup
+                else "Enter accepts · Esc cancels",
+                classes="dialog-hint",
+            )
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -144,7 +161,11 @@ class PassphraseScreen(ModalScreen[str | None]):
         self.dismiss(event.value)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        if not self.startup:
+            self.dismiss(None)
+            return
+        self.query_one(Input).value = ""  # back to the choices; nothing is decided
+        self.query_one("#passphrase-error", Static).display = False
 
 
 class MultiLineScreen(ModalScreen[str | None]):
