@@ -103,6 +103,9 @@ NARROW = 70
 TUI_STATE_FILE = "tui.json"
 """Where the app keeps, per data directory, where you left off and the theme."""
 
+ONLINE_MIN_MS = 20_000
+"""A peer heard from within max(this, 3 sync intervals) counts as online now."""
+
 INPUT_HISTORY_FILE = "input_history.json"
 """Lines typed, per channel (Up/Down), kept between runs (mode 0600: it is what you wrote)."""
 
@@ -831,6 +834,7 @@ class SdsChatApp(App[None]):
         sync, unacked, _waiting = self._sync_text(m.current)
         node = self.node
         me = f"{node.name} ({node.sender_id[:8]})" if node is not None else "…"
+        me_short = node.name if node is not None else "…"
         state = m.connection if node is not None else "connecting"
         if self.fatal is not None:
             state = "stopped"
@@ -848,6 +852,7 @@ class SdsChatApp(App[None]):
                 sync=sync,
                 store=self._store_text(),
                 me=me,
+                me_short=me_short,
             )
         )
         view = m.channels.get(m.current or "")
@@ -858,7 +863,11 @@ class SdsChatApp(App[None]):
                 bar.append_text(self._unread_elsewhere(view.name))
             bar.append(" · public" if view.public else " · encrypted", "dim")
             peers = node.peers(view.name) if node is not None else []
-            bar.append(f" · {len(peers)} peer{'s' if len(peers) != 1 else ''}", "dim")
+            here = sum(1 for p in peers if self._online(p.last_seen_ms))
+            # online now (heard within a few sync periods), and all ever heard from
+            bar.append(f" · {here} online", "dim")
+            if here != len(peers):
+                bar.append(f" · {len(peers)} heard from", "dim")
             if unacked:
                 bar.append(f" · {unacked} not acknowledged yet", "dim")
         elif node is None:
@@ -883,11 +892,25 @@ class SdsChatApp(App[None]):
                     PeerEntry(
                         p.sender_id,
                         p.name or "?",
-                        _ago((now_ms - p.last_seen_ms) / 1000.0),
+                        "online" if self._online(p.last_seen_ms)
+                        else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
+                        online=self._online(p.last_seen_ms),
                     )
                 )
             peer_list.update_entries(entries)
+
+    def online_window_ms(self) -> int:
+        """A peer heard from within this long is online now. Every running node sends an
+        SDS sync message at least every two sync intervals (30 s by default: a random
+        delay below it) even when nobody writes, so three intervals (at least 20 s)
+        tell one that is here from one that left or lost its connection."""
+        node = self.node
+        interval = node.options.config.sync_interval_ms if node is not None else 30_000
+        return max(ONLINE_MIN_MS, 3 * interval)
+
+    def _online(self, last_seen_ms: int) -> bool:
+        return self.clock() * 1000 - last_seen_ms <= self.online_window_ms()
 
     # ------------------------------------------------------------------ channels
 
@@ -1273,9 +1296,10 @@ class SdsChatApp(App[None]):
         peers = node.peers(channel)
         for p in peers:
             out.append(f"{p.name or '?'}", "bold")
+            seen = _ago((now_ms - p.last_seen_ms) / 1000.0)
             out.append(
-                f"  {p.sender_id}  seen {_ago((now_ms - p.last_seen_ms) / 1000.0)}, "
-                f"{p.messages} message{'s' if p.messages != 1 else ''}\n"
+                f"  {p.sender_id}  {'online' if self._online(p.last_seen_ms) else 'away'}, "
+                f"heard from {seen}, {p.messages} message{'s' if p.messages != 1 else ''}\n"
             )
         if not peers:
             out.append("nobody else heard from yet\n", "dim")
@@ -1323,15 +1347,22 @@ class SdsChatApp(App[None]):
                     have = await node.store.has_ids(channel, stored.causal_history)
             field("depends on", f"{len(stored.causal_history)} message(s)")
             for dep in stored.causal_history[-12:]:
-                out.append(f"  {'✓' if dep in have else '·'} {visible(dep)}\n", "dim")
+                out.append(f"  {'✓' if dep in have else '·'} {_short_id(dep)}\n", "dim")
             if len(stored.causal_history) > 12:
                 out.append(f"  … and {len(stored.causal_history) - 12} older\n", "dim")
         elif row.waiting_for:
             field("missing", "")
             for dep in sorted(row.waiting_for):
                 state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
-                out.append(f"  ⋯ {visible(dep)}{state}\n", "dim")
+                out.append(f"  ⋯ {_short_id(dep)}{state}\n", "dim")
         return out
+
+
+def _short_id(message_id: str, keep: int = 24) -> str:
+    """A dependency's id on one row of ``/info`` (an 80-column pane): its first
+    characters and ``…`` when longer (the message's own id is shown whole above)."""
+    shown = visible(message_id)
+    return shown if len(shown) <= keep else shown[: keep - 1] + "…"
 
 
 _STATS_ORDER = ("connected", "counters", "store", "channels")

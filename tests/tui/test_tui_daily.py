@@ -222,3 +222,91 @@ async def test_nick_is_announced_refused_with_a_reason_and_long_names_fit(
         assert "bartho…eat │" in line  # start and end of the name, not a silent cut
         nick_line = next(ln for ln in screen.splitlines() if "is now known as alicia" in ln)
         assert "-- │" in nick_line
+
+
+async def test_online_now_is_told_apart_from_heard_from(tmp_path: Path) -> None:
+    import time
+
+    from app.tui.widgets.panels import PeerList
+
+    ahead = [0.0]
+    async with alice_and_bob(tmp_path, clock=lambda: time.time() + ahead[0]) as (
+        app,
+        pilot,
+        bob,
+    ):
+        await bob.say("hi")
+        await wait_until(lambda: "hi" in texts(app), what="bob heard")
+        await pilot.press("f2")
+        await wait_until(lambda: "· 1 online" in screen_text(app), what="bob online")
+        assert "heard from" not in screen_text(app).splitlines()[0]
+        assert "Peers (2 online)" in screen_text(app)
+        # bob goes quiet (his node closed: no sync messages any more) for longer than
+        # the online window: still in the list, as heard from, no longer online
+        await bob.close()
+        ahead[0] = app.online_window_ms() / 1000 + 5
+        await wait_until(lambda: "· 0 online · 1 heard from" in screen_text(app), what="away")
+        entries = app.chat.query_one(PeerList).entries
+        assert [e.online for e in entries] == [True, False]
+        assert entries[1].seen.startswith("heard from ")
+
+
+async def test_an_80_column_pane(tmp_path: Path) -> None:
+    from app.tui.screens.dialogs import KEYS
+
+    async with alice_and_bob(tmp_path, size=(80, 24)) as (app, pilot, bob):
+        await bob.say("one")
+        await bob.say("two")
+        await wait_until(lambda: "two" in texts(app), what="bob's lines")
+        await pilot.pause()
+        status = screen_text(app).splitlines()[-1]
+        assert "alice" in status and "store none" in status, status  # own name and store
+        # F1: a description that wraps goes on under itself, not at the left edge
+        await pilot.press("f1")
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        wrapped = 0
+        for key, what in KEYS:
+            i = next(
+                (j for j, ln in enumerate(lines) if ln.strip("▕▏│ ┃").startswith(key)), None
+            )
+            if i is None:
+                continue  # scrolled out of the dialog
+            first_word = what.split()[0]
+            col = lines[i].index(first_word, lines[i].index(key) + len(key))
+            nxt = lines[i + 1]
+            rest = nxt[col:].strip("▕▏│ ┃▔▁▎▊")
+            if what not in lines[i] and rest:  # wrapped (and the next row is in view)
+                wrapped += 1
+                start = col + len(nxt[col:]) - len(nxt[col:].lstrip())
+                assert nxt[:col].strip("▕▏│ ┃") == "" and start == col, (lines[i], nxt)
+        assert wrapped, "no description was long enough to wrap at 80 columns"
+        await pilot.press("escape")
+        # /info: one row per dependency
+        log = app.chat.query_one(MessageLog)
+        log.select(next(r.key for r in log.view.rows if r.text == "two"))
+        await type_line(pilot, "/info")
+        await pilot.pause()
+        info = screen_text(app).splitlines()
+        deps = [ln for ln in info if "✓ " in ln]  # bob's own lines: held here
+        assert deps and all("…" in ln for ln in deps)  # shortened to one row each
+        depends = next(ln for ln in info if "depends on" in ln)
+        n = int(depends.split("depends on")[1].split()[0])
+        assert len(deps) == min(n, 12)
+        await pilot.press("escape")
+
+
+async def test_notifications_do_not_cover_the_input(tmp_path: Path) -> None:
+    from textual.widgets._toast import Toast
+
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await started(app)
+        app.notify("something happened " * 4, timeout=10)
+        await wait_until(lambda: bool(app.screen.query(Toast)), what="the toast")
+        await pilot.pause()
+        box = app.chat.query_one(ChatInput).region
+        toasts = list(app.screen.query(Toast))
+        assert all(t.region.area and not t.region.overlaps(box) for t in toasts)
+        status = app.screen.query_one("#status").region
+        assert all(not t.region.overlaps(status) for t in toasts)

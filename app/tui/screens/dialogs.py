@@ -3,9 +3,11 @@ message (a paste), fatal errors."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -23,6 +25,7 @@ __all__ = [
     "MultiLineScreen",
     "PassphraseScreen",
     "TextScreen",
+    "help_grid",
     "help_text",
 ]
 
@@ -41,7 +44,7 @@ KEYS = (
     ("F1", "this help"),
     ("F2", "show / hide the peer list"),
     ("F3", "dark / light theme"),
-    ("Ctrl+Q", "quit (everything is saved)"),
+    ("Ctrl+Q, Ctrl+C", "quit (everything is saved)"),
 )
 
 MARKERS = (
@@ -82,6 +85,37 @@ def help_text() -> Text:
     return out
 
 
+def help_grid() -> Group:
+    """The F1 / ``/help`` contents as two-column grids: a description that does not fit
+    the dialog's width wraps under itself, never back to the left edge (an 80-column pane)."""
+
+    def grid(rows: Sequence[tuple[str, str]]) -> Table:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(no_wrap=True, style="bold")
+        table.add_column(ratio=1)
+        for left, right in rows:
+            table.add_row(left, right)
+        return table
+
+    def title(text: str) -> Text:
+        return Text(text, "bold underline")
+
+    commands = [(c.usage, c.help) for c in COMMANDS] + [
+        ("//text", "send a line that starts with /")
+    ]
+    markers = [(f"{glyph} {name}", what) for glyph, name, what in MARKERS]
+    return Group(
+        title("Keys"),
+        grid(KEYS),
+        Text(""),
+        title("Commands"),
+        grid(commands),
+        Text(""),
+        title("Markers and states"),
+        grid(markers),
+    )
+
+
 class TextScreen(ModalScreen[None]):
     """A scrollable box of text; Esc, Enter or q closes it."""
 
@@ -90,7 +124,9 @@ class TextScreen(ModalScreen[None]):
         Binding("f1", "close", "close", show=False),
     ]
 
-    def __init__(self, title: str, body: Text | str, *, id: str | None = None) -> None:
+    def __init__(
+        self, title: str, body: Text | str | Group, *, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.title_text = title
         self.body = body
@@ -110,7 +146,7 @@ class HelpScreen(TextScreen):
     """F1: keys, commands, markers."""
 
     def __init__(self) -> None:
-        super().__init__("sdschat help", help_text(), id="help")
+        super().__init__("sdschat help", help_grid(), id="help")
 
 
 class PassphraseScreen(ModalScreen[str | None]):
