@@ -79,3 +79,21 @@ def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path: Path) -> None:
         assert proc.returncode in (130, 0), (delay, proc.returncode, err)
         if proc.returncode == 130:
             assert err.strip().splitlines()[-1] == "sdschat: interrupted"
+
+
+def test_core_demo_summary_names_what_it_counts() -> None:
+    """A broadcast goes to both other participants: its copies are delivered or dropped,
+    so the per-recipient figures add up to twice the broadcasts (no partitions here)."""
+    import re
+
+    buf = io.StringIO()
+    assert run_core_demo(messages=5, loss=0.3, seed=2, out=buf) == 0
+    line = next(x for x in buf.getvalue().splitlines() if x.strip().startswith("broadcasts"))
+    m = re.search(
+        r"broadcasts (\d+) \(datagrams sent\), copies to recipients: delivered (\d+), "
+        r"dropped (\d+)",
+        line,
+    )
+    assert m is not None, line
+    broadcasts, delivered, dropped = map(int, m.groups())
+    assert delivered + dropped == 2 * broadcasts and dropped > 0
