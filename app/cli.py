@@ -245,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sdschat",
         description="Reliable peer-to-peer group chat for the terminal (Scalable Data Sync).",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"sdschat {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -256,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_export(sub)
     _add_store(sub)
+    for command in _subparsers(parser).values():
+        command.allow_abbrev = False  # '--rel' is not '--relay': flags are typed in full
     return parser
 
 

@@ -97,3 +97,34 @@ def test_core_demo_summary_names_what_it_counts() -> None:
     assert m is not None, line
     broadcasts, delivered, dropped = map(int, m.groups())
     assert delivered + dropped == 2 * broadcasts and dropped > 0
+
+
+def test_abbreviated_flags_are_refused(tmp_path: Path) -> None:
+    import contextlib
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit) as _:
+        main(["join", "general", "--headless", "--rel", "ws://127.0.0.1:1",
+              "--data-dir", str(tmp_path / "d")])  # fmt: skip
+    assert "unrecognized arguments: --rel" in err.getvalue()
+    assert not (tmp_path / "d").exists()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+        main(["history", "general", "--data", str(tmp_path / "d")])
+    assert "unrecognized arguments: --data" in err.getvalue()
+
+
+def test_offline_reasons_say_what_is_wrong_and_what_to_do() -> None:
+    from app.tui.reasons import explain
+
+    refused = explain(
+        "unreachable: [Errno 111] Connect call failed ('127.0.0.1', 8765)",
+        "ws://127.0.0.1:8765",
+    )
+    assert "Errno" not in refused and "nothing is listening at 127.0.0.1:8765" in refused
+    reset = explain("unreachable: ConnectionResetError", "wss://127.0.0.1:8765")
+    assert "ConnectionResetError" not in reset and "ws://127.0.0.1:8765 instead of wss://" in reset
+    assert "closed the connection" in explain("unreachable: ConnectionResetError", "ws://h:1")
+    assert explain("closed by relay: 1001 going away", "ws://h:1") == (
+        "closed by relay: 1001 going away"
+    )  # unknown reasons are shown as they came

@@ -62,6 +62,7 @@ from app.transport import Transport
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
 from app.tui.model import PAGE, Changes, ChatModel, Row
+from app.tui.reasons import explain
 from app.tui.render import palette, state_label
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import (
@@ -153,6 +154,8 @@ class TuiOptions:
     the status bar counts its connected peers."""
     typing_ttl: float = SHOW_FOR
     remember_state: bool = True
+    relay_url: str | None = None
+    """The relay's URL, if any: offline notices say what is wrong with it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -174,6 +177,7 @@ def make_app(
     tick_interval: float = 0.5,
     remember_state: bool = True,
     lan_transport: Any | None = None,
+    relay_url: str | None = None,
 ) -> SdsChatApp:
     """Build the app.
 
@@ -217,6 +221,7 @@ def make_app(
             tick_interval=tick_interval,
             remember_state=remember_state,
             lan_transport=lan_transport,
+            relay_url=relay_url,
         )
     )
 
@@ -773,8 +778,9 @@ class SdsChatApp(App[None]):
         if m.connection == "disconnected" and not self._connection_noted:
             self._connection_noted = True
             self.notify(
-                f"cannot reach {self.opts.transport_label} ({m.connection_reason or 'no answer'}); "
-                "retrying. What you type is kept and sent when it is back.",
+                f"cannot reach {self.opts.transport_label}: "
+                f"{explain(m.connection_reason, self.opts.relay_url)}. Retrying; what you "
+                "type is kept and sent when it is back.",
                 title="offline",
                 severity="warning",
                 timeout=10,

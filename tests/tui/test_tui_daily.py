@@ -310,3 +310,26 @@ async def test_notifications_do_not_cover_the_input(tmp_path: Path) -> None:
         assert all(t.region.area and not t.region.overlaps(box) for t in toasts)
         status = app.screen.query_one("#status").region
         assert all(not t.region.overlaps(status) for t in toasts)
+
+
+async def test_wss_to_a_plain_relay_says_what_to_do(tmp_path: Path) -> None:
+    from app.transport import RelayTransport
+    from tests.procs import Cluster
+
+    cluster = Cluster(tmp_path)
+    try:
+        _relay, url = await asyncio.to_thread(cluster.relay)
+        wss = url.replace("ws://", "wss://")
+        transport = RelayTransport(wss, backoff_base=0.2, backoff_max=0.5)
+        app = tui(tmp_path / "alice", transport, transport_label="relay", relay_url=wss)
+        async with app.run_test(size=SIZE):
+            await started(app)
+            await wait_until(
+                lambda: any("cannot reach" in n.message for n in app._notifications),
+                what="the offline notice",
+            )
+            note = next(n.message for n in app._notifications if "cannot reach" in n.message)
+            assert "ConnectionResetError" not in note and "Errno" not in note
+            assert f"Use {url} instead of wss://" in note
+    finally:
+        cluster.close()
