@@ -56,5 +56,8 @@ def explain(reason: str | None, url: str | None) -> str:
     if _RESET.search(reason):
         return f"{where} closed the connection (the relay stopped, or a proxy cut it)"
     if "timed out" in reason:
-        return f"{where} does not answer (timed out): is the address right, is a firewall in the way?"
+        return (
+            f"{where} does not answer (timed out): is the address right, is a firewall "
+            "in the way?"
+        )
     return reason.removeprefix("unreachable: ")
