@@ -63,6 +63,9 @@ PAGE = 200
 MAX_WINDOW = 1200
 """Most rows a channel's window holds; the far end is dropped (and paged in again)."""
 
+MAX_REPORTED = 10_000
+"""Most ids per channel remembered as reported missing (to mark them when they arrive)."""
+
 PENDING_LAMPORT = 2**63 - 1
 """Sort key of own lines the core has not logged yet: after everything."""
 
@@ -114,7 +117,11 @@ class Row:
     lost: int = 0
     """Dependencies given up as lost before it."""
     recovered: bool = False
-    """It arrived after a later message had reported it missing (repair, resend, sync)."""
+    """It arrived late: after it was reported missing (by any later message, a sync
+    message or a reminder), or after a later message of its author (repair, resend,
+    sync or the store filled the gap)."""
+    after_lost: bool = False
+    """It arrived after the protocol had reported it lost."""
     mention: bool = False
     retried: bool = False
     version: int = 0
@@ -173,6 +180,28 @@ class ChannelView:
     """Changes whenever rows are added, removed or re-keyed."""
     by_id: dict[str, Row] = field(default_factory=dict)
     """message id -> row, for the rows in the window."""
+    reported: dict[str, bool] = field(default_factory=dict)
+    """Ids reported missing (True: then given up as lost) that have not arrived, whatever
+    reported them (a content message shown or not, a sync message, a reminder); oldest
+    first, at most :data:`MAX_REPORTED`. Their arrival is marked recovered."""
+    latest: dict[str, int] = field(default_factory=dict)
+    """sender id -> highest Lamport timestamp of theirs seen here: an older message of
+    theirs arriving after it is late (recovered), even if nothing named it missing."""
+
+    def note_sender(self, row: Row) -> None:
+        """Remember ``row``'s author's newest Lamport timestamp (see :attr:`latest`)."""
+        lamport = row.key[0]
+        newer = lamport > self.latest.get(row.sender_id, -1)
+        if row.message_id is not None and not row.own and lamport < PENDING_LAMPORT and newer:
+            self.latest[row.sender_id] = lamport
+
+    def report_missing(self, ids: Iterable[str], *, lost: bool = False) -> None:
+        reported = self.reported
+        for mid in ids:
+            if mid not in self.by_id:
+                reported[mid] = lost or reported.get(mid, False)
+        while len(reported) > MAX_REPORTED:
+            del reported[next(iter(reported))]
 
     # ------------------------------------------------------------------ lookup
 
@@ -262,6 +291,8 @@ class ChannelView:
         self.rows = list(rows)
         self.keys = [r.key for r in self.rows]
         self._reindex()
+        for r in self.rows:
+            self.note_sender(r)
         self.at_tail = at_tail
         self.more_before = more_before
         self.loaded = True
@@ -485,7 +516,16 @@ class ChatModel:
             self.names[ev.sender_id] = ev.name
         view.typing.pop(ev.sender_id, None)
         key = (ev.lamport, ev.message_id)
-        recovered = ev.message_id in view.missing
+        # late: reported missing (by whatever), or older than a message of its author
+        # already seen (nothing had named it yet: the end of a burst, found by a resend)
+        was_lost = view.reported.pop(ev.message_id, None)
+        recovered = (
+            ev.message_id in view.missing
+            or was_lost is not None
+            or ev.lamport < view.latest.get(ev.sender_id, -1)
+        ) and ev.sender_id != self.sender_id
+        if ev.sender_id != self.sender_id and ev.lamport > view.latest.get(ev.sender_id, -1):
+            view.latest[ev.sender_id] = ev.lamport
         waiters = view.missing.pop(ev.message_id, set())
         for wid in waiters:
             w = view.find_message(wid)
@@ -505,6 +545,8 @@ class ChatModel:
                 row.waiting_for = set()
                 row.arrived = set()
             row.lost = max(row.lost, ev.missing_before)
+            row.recovered = row.recovered or recovered  # shown while waiting: marked alike
+            row.after_lost = row.after_lost or bool(was_lost)
             row.name, row.kind, row.text = ev.name, ev.kind, ev.text
             if row.key != key:
                 view.rekey(row, key)
@@ -531,6 +573,7 @@ class ChatModel:
                     message_id=ev.message_id,
                     lost=ev.missing_before,
                     recovered=recovered,
+                    after_lost=bool(was_lost),
                     mention=mention,
                 )
             )
@@ -609,6 +652,9 @@ class ChatModel:
         if view is None:
             return
         ch.status = True
+        # whatever named them (a content message, a sync message, a reminder): when
+        # they arrive they are marked recovered, all of them alike
+        view.report_missing(ev.ids)
         if not ev.waiting or not ev.ids:
             return
         # ev.waiting has arrived (it waits in its turn): the rows that were told it was
@@ -637,6 +683,7 @@ class ChatModel:
                 mention=mentions(ev.text, self.name),
             )
             view.insert(row)
+            view.note_sender(row)
             if ev.channel != self.current:
                 view.unread += 1
                 ch.channel_list = True
@@ -653,6 +700,7 @@ class ChatModel:
         if view is None:
             return
         view.missing.pop(ev.message_id, None)
+        view.report_missing([ev.message_id], lost=True)  # if it turns up after all: marked
         for wid in ev.waiting:
             row = view.find_message(wid)
             if row is None:

@@ -185,7 +185,9 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(visible(row.text, newlines=True), style)
     for m in _MENTION.finditer(text.plain):
         text.stylize(pal.mention_word, m.start(), m.end())
-    if row.recovered:
+    if row.after_lost:
+        text.append("  ↺ recovered after it was reported lost", pal.dim)
+    elif row.recovered:
         text.append("  ↺ recovered", pal.dim)
     if row.own_state == "failed":
         text.append(

@@ -333,3 +333,69 @@ async def test_wss_to_a_plain_relay_says_what_to_do(tmp_path: Path) -> None:
             assert f"Use {url} instead of wss://" in note
     finally:
         cluster.close()
+
+
+async def test_every_late_message_of_a_burst_is_marked_recovered(tmp_path: Path) -> None:
+    """Bob's transport drops the first copy of known envelopes: in one burst a later
+    line names the gap (its causal history), at the end of another only bob's sync
+    messages and resends can. Every dropped line is marked '↺ recovered' when it
+    arrives, and no other line is."""
+    import dataclasses
+
+    from tui_helpers import FAST, GatedTransport
+
+    import sds
+    from app.chat_content import decode_content
+    from net.channel_key import TEST_KDF, derive_channel_key
+    from net.envelope import EnvelopeError, open_envelope
+
+    # resends come late (3 s): bob's sync messages (every < 200 ms) name the gap first
+    config = dataclasses.replace(
+        FAST, resend_unacknowledged_ms=3000, resend_possibly_acknowledged_ms=6000
+    )
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, gated=True, config=config)
+    gate = bob.transport
+    assert isinstance(gate, GatedTransport)
+    app = tui(tmp_path / "alice", hub.transport())
+    key = derive_channel_key("general", None, params=TEST_KDF)
+
+    def dropped_texts() -> set[str]:
+        out = set()
+        for env in gate.dropped_out:
+            try:
+                content = sds.decode(open_envelope(env, key).sds_bytes).content
+            except (EnvelopeError, sds.DecodeError):
+                continue
+            if content:
+                out.add(decode_content(content).text)
+        return out
+
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            burst_a = ["a1", "a2", "a3", "a4"]
+            burst_b = ["b1", "b2", "b3"]
+            await bob.say("a0")
+            await wait_until(lambda: "a0" in texts(app), what="a0")
+            gate.drop_next_out = 3  # a1..a3 (the gap a4 names)
+            for t in burst_a:
+                await bob.say(t)
+            await wait_until(lambda: set(burst_a) <= set(texts(app)), base=30, what="burst a")
+            gate.drop_next_out = 2  # b2, b3: the end of a burst, named by nothing but sync
+            await bob.say(burst_b[0])
+            for t in burst_b[1:]:
+                await bob.say(t)
+            await wait_until(lambda: set(burst_b) <= set(texts(app)), base=30, what="burst b")
+            await pilot.pause()
+            dropped = dropped_texts()
+            assert dropped & {"b2", "b3"}, dropped  # the second case did happen
+            rows = {r.text: r for r in app.chat.query_one(MessageLog).view.rows}
+            marks = {t: rows[t].recovered for t in ["a0", *burst_a, *burst_b]}
+            assert marks == {t: t in dropped for t in marks}, (marks, dropped)
+            screen = screen_text(app)
+            for t in marks:
+                line = next(ln for ln in screen.splitlines() if f"│ {t}" in ln)
+                assert ("↺ recovered" in line) == (t in dropped), line
+    finally:
+        await bob.close()
