@@ -33,7 +33,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
-from app.chat_content import decode_content, json_visible, visible
+from app.chat_content import TYPED_KINDS, decode_content, json_visible, visible
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -148,6 +148,25 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         db.close()
 
 
+def _human(kind: str, who: str, body: str) -> str:
+    """How a line of ``sdschat history`` reads (``body`` already made visible)."""
+    if kind == "me":
+        return f"* {who} {body}"
+    if kind == "nick":
+        return f"-- {body}"
+    if kind in TYPED_KINDS:
+        target, rest = body.split("\\x0a", 1) if "\\x0a" in body else (body, "")
+        about = f"[{target[:8]}]"
+        return {
+            "reply": f"<{who}> ↪ {about} {rest}",
+            "react": f"* {who} reacted {rest} to {about}",
+            "unreact": f"* {who} took back {rest} on {about}",
+            "edit": f"* {who} edited {about}: {rest}",
+            "delete": f"* {who} deleted {about}",
+        }[kind]
+    return f"<{who}> {body}"
+
+
 def _when(lamport: int, tz: tzinfo | None) -> str:
     """A Lamport timestamp as the local date and time it stands for (its wall-clock ms)."""
     try:
@@ -186,12 +205,7 @@ def print_history(
             else:
                 who = visible(line.name or "?")
                 body = visible(line.text)
-                if line.kind == "me":
-                    text = f"* {who} {body}"
-                elif line.kind == "nick":
-                    text = f"-- {body}"
-                else:
-                    text = f"<{who}> {body}"
+                text = _human(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""
                 when = _when(line.lamport, tz)
                 out.write(f"{when}  {line.sender_id[:8]}  {text}{state}\n")

@@ -81,7 +81,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.chat_content import decode_content, encode_content
+from app.chat_content import KINDS, decode_content, encode_content
 from app.history import LogLine, log_line
 from app.node_events import (
     CatchUp,
@@ -792,7 +792,7 @@ class Node:
             if ch not in self._channels:
                 continue
             c = decode_content(content)
-            futures.append(self.post(ch, c.text, c.kind if c.kind in ("msg", "me") else "msg"))
+            futures.append(self.post(ch, c.text, c.kind if c.kind in KINDS else "msg"))
         for fut in futures:
             await fut
         return len(futures)

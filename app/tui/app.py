@@ -44,7 +44,15 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import channel_arg, check_nick, encode_content, nick_text, visible
+from app.chat_content import (
+    channel_arg,
+    check_nick,
+    decode_content,
+    encode_content,
+    nick_text,
+    typed_text,
+    visible,
+)
 from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.joined import forget_channel, load_joined, remember_channel
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
@@ -61,7 +69,7 @@ from app.node_events import (
 from app.transport import Transport
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
-from app.tui.model import PAGE, Changes, ChatModel, Row
+from app.tui.model import PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.reasons import explain
 from app.tui.render import palette, state_label
 from app.tui.screens.chat import ChatScreen
@@ -586,6 +594,9 @@ class SdsChatApp(App[None]):
             await self.chat.query_one(MessageLog).prerender(rows)
 
     def _after_page(self, channel: str) -> None:
+        view = self.model.channels.get(channel)
+        if view is not None and view.unquoted:
+            self.run_worker(self._resolve_quotes(channel), group="quotes")
         if channel == self.model.current:
             log = self.chat.query_one(MessageLog)
             log.page_loaded()
@@ -760,6 +771,10 @@ class SdsChatApp(App[None]):
     def _apply(self, changes: Changes) -> None:
         if changes.status:
             self._note_connection()
+        for name in changes.channels:
+            view = self.model.channels.get(name)
+            if view is not None and view.unquoted:
+                self.run_worker(self._resolve_quotes(name), group="quotes")
         current = self.model.current
         log = self.chat.query_one(MessageLog)
         if current in changes.channels or log.view is not self.model.channels.get(current or ""):
@@ -1252,6 +1267,11 @@ class SdsChatApp(App[None]):
                     node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
                 self.notify(f"you are now {new}")
                 self._refresh_panels()
+            elif name in ("reply", "react", "edit", "delete"):
+                if channel is None:
+                    self._refuse("no channel: /join one first")
+                    return
+                await self._typed(node, channel, name, arg)
             elif name == "who":
                 self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
                 peers = self.chat.query_one(PeerList)
@@ -1280,6 +1300,57 @@ class SdsChatApp(App[None]):
             return
         except (KeyError, ValueError) as exc:
             self._refuse(str(exc).strip("'\""))
+
+    async def _typed(self, node: Node, channel: str, name: str, arg: str) -> None:
+        """/reply, /react, /edit, /delete: a typed message about the selected message
+        (Ctrl+Up/Down; by default the last one, for /edit your last one)."""
+        log = self.chat.query_one(MessageLog)
+        row = log.selected_row()
+        view = self.model.channels.get(channel)
+        if name in ("edit", "delete") and log.selected is None and view is not None:
+            row = next((r for r in reversed(view.rows) if r.own and not r.hidden), None)
+        if row is None:
+            self._refuse(f"/{name}: no message to {name} (select one with Ctrl+Up)")
+            return
+        if row.message_id is None:
+            self._refuse(f"/{name}: that message is not sent yet; try again in a moment")
+            return
+        if name in ("edit", "delete") and not row.own:
+            self._refuse(f"/{name}: you can only {name} your own messages")
+            return
+        if row.deleted:
+            self._refuse(f"/{name}: that message was deleted")
+            return
+        kind = name
+        if name == "react" and node.sender_id in row.reactions.get(arg, []):
+            kind = "unreact"  # the same reaction again takes it back
+        fut = node.post(channel, typed_text(row.message_id, arg), kind)
+        fut.add_done_callback(_consume)
+        log.select(None)  # done with it: the next /edit is about your last line again
+        if name == "reply":
+            log.follow = True
+
+    async def _resolve_quotes(self, channel: str) -> None:
+        """Replies whose target is outside the window: quote it from the store."""
+        node, view = self.node, self.model.channels.get(channel)
+        if node is None or view is None or not view.unquoted:
+            return
+        ids = list(view.unquoted)[:200]
+        try:
+            found = await node.store.get_messages(channel, ids)
+        except Exception:
+            return
+        changed = False
+        for mid, msg in found.items():
+            c = decode_content(msg.content)
+            target = Row((msg.lamport, mid), msg.sender_id, c.name, c.kind, c.text, msg.lamport)
+            text = quote_of(target)
+            for reply in view.unquoted.pop(mid, []):
+                reply.quote = text
+                reply.touch()
+                changed = True
+        if changed and channel == self.model.current:
+            self.chat.query_one(MessageLog).sync()
 
     def _passphrase_set(self, value: str | None) -> None:
         if value is None:

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app.chat_content import decode_content
+from app.chat_content import TYPED_KINDS, decode_content, split_typed
 from app.node_events import (
     ChannelJoined,
     ChannelLeft,
@@ -125,6 +125,32 @@ class Row:
     mention: bool = False
     retried: bool = False
     version: int = 0
+    target: str | None = None
+    """For a typed message (reply, reaction, edit, deletion): the message it is about."""
+    hidden: bool = False
+    """A reaction, edit or deletion: folded into its target, not a line of its own."""
+    original: str = ""
+    """The text as first sent (``text`` follows the author's edits)."""
+    quote: str | None = None
+    """A reply's target as ``name: text`` (None: not known yet)."""
+    reactions: dict[str, list[str]] = field(default_factory=dict)
+    """emoji -> sender ids who reacted with it (in the order they did)."""
+    edited: bool = False
+    deleted: bool = False
+
+    def __post_init__(self) -> None:
+        self._parse_typed()
+
+    def _parse_typed(self) -> None:
+        if self.kind in TYPED_KINDS:
+            self.target, self.text = split_typed(self.text)
+            self.hidden = self.kind != "reply"
+        self.original = self.text
+
+    def set_content(self, name: str | None, kind: str, text: str) -> None:
+        """New content for the row (a waiting message delivered)."""
+        self.name, self.kind, self.text = name, kind, text
+        self._parse_typed()
 
     @property
     def own(self) -> bool:
@@ -146,6 +172,40 @@ class Row:
 
     def touch(self) -> None:
         self.version += 1
+
+
+def quote_of(row: Row) -> str:
+    """A reply's quote of its target: ``name: first line of the text``."""
+    who = row.name or row.sender_id[:8]
+    if row.deleted:
+        return f"{who}: message deleted"
+    first = row.text.split("\n", 1)[0]
+    return f"{who}: {first}"
+
+
+def apply_effects(row: Row, effects: Iterable[Row]) -> None:
+    """Set ``row``'s reactions, edit and deletion from the typed messages about it, in
+    SDS order (the same result on every screen, whatever order they arrived in). Edits
+    and deletions count only from the row's own author."""
+    reactions: dict[str, list[str]] = {}
+    text, edited, deleted = row.original, False, False
+    for e in sorted(effects, key=lambda r: r.key):
+        if e.kind == "react":
+            who = reactions.setdefault(e.text, [])
+            if e.sender_id not in who:
+                who.append(e.sender_id)
+        elif e.kind == "unreact":
+            who = reactions.get(e.text, [])
+            if e.sender_id in who:
+                who.remove(e.sender_id)
+        elif e.sender_id == row.sender_id and e.kind == "edit":
+            text, edited = e.text, True
+        elif e.sender_id == row.sender_id and e.kind == "delete":
+            deleted = True
+    reactions = {k: v for k, v in reactions.items() if v}
+    if (reactions, text, edited, deleted) != (row.reactions, row.text, row.edited, row.deleted):
+        row.reactions, row.text, row.edited, row.deleted = reactions, text, edited, deleted
+        row.touch()
 
 
 @dataclass(eq=False)
@@ -187,6 +247,51 @@ class ChannelView:
     latest: dict[str, int] = field(default_factory=dict)
     """sender id -> highest Lamport timestamp of theirs seen here: an older message of
     theirs arriving after it is late (recovered), even if nothing named it missing."""
+    replies: dict[str, list[Row]] = field(default_factory=dict)
+    """target id -> the replies to it seen here (their quotes follow its edits)."""
+    unquoted: dict[str, list[Row]] = field(default_factory=dict)
+    """target id -> replies shown without their quote (the target not in the window)."""
+    effects: dict[str, dict[str, Row]] = field(default_factory=dict)
+    """target message id -> (effect's message id or local key -> the reaction, edit or
+    deletion row): kept so a target paged in later, or shown again, gets them."""
+
+    def _requote(self, target: Row) -> None:
+        """Replies quoting ``target`` show its current text (edited, deleted)."""
+        text = quote_of(target)
+        for reply in self.replies.get(target.message_id or "", ()):
+            if reply.quote != text:
+                reply.quote = text
+                reply.touch()
+
+    def _adopt(self, row: Row) -> None:
+        """A row entered the window: fold a typed effect into its target, give a target
+        its effects, a reply its quote."""
+        if row.hidden and row.target is not None:
+            ident = row.message_id or f"local:{row.local_id}"
+            mine = self.effects.setdefault(row.target, {})
+            if row.message_id is not None:
+                mine.pop(f"local:{row.local_id}", None)  # the queued copy, now logged
+            mine[ident] = row
+            target = self.by_id.get(row.target)
+            if target is not None:
+                apply_effects(target, mine.values())
+                self._requote(target)
+        if row.message_id is not None and row.message_id in self.effects:
+            apply_effects(row, self.effects[row.message_id].values())
+        if row.kind == "reply" and row.target is not None:
+            replies = self.replies.setdefault(row.target, [])
+            if row not in replies:
+                replies.append(row)
+            quoted = self.by_id.get(row.target)
+            if quoted is not None:
+                row.quote = quote_of(quoted)
+            elif row.quote is None:
+                self.unquoted.setdefault(row.target, []).append(row)
+        if row.message_id is not None and row.message_id in self.unquoted:
+            for reply in self.unquoted.pop(row.message_id):  # shown before their target
+                if reply.quote is None:
+                    reply.quote = quote_of(row)
+                    reply.touch()
 
     def note_sender(self, row: Row) -> None:
         """Remember ``row``'s author's newest Lamport timestamp (see :attr:`latest`)."""
@@ -247,7 +352,7 @@ class ChannelView:
         if self.new_after is None:
             return None
         i = bisect.bisect_right(self.keys, self.new_after)
-        while i < len(self.rows) and self.rows[i].own:
+        while i < len(self.rows) and (self.rows[i].own or self.rows[i].hidden):
             i += 1
         return i if i < len(self.rows) else None
 
@@ -263,6 +368,7 @@ class ChannelView:
         if row.message_id is not None:
             self.by_id[row.message_id] = row
         self.version += 1
+        self._adopt(row)
         return i
 
     def remove_at(self, i: int) -> Row:
@@ -293,6 +399,7 @@ class ChannelView:
         self._reindex()
         for r in self.rows:
             self.note_sender(r)
+            self._adopt(r)
         self.at_tail = at_tail
         self.more_before = more_before
         self.loaded = True
@@ -318,6 +425,8 @@ class ChannelView:
         for r in fresh:
             if r.message_id is not None:
                 self.by_id[r.message_id] = r
+        for r in fresh:
+            self._adopt(r)
         self.more_before = more_before
         self.version += 1
         return len(fresh)
@@ -469,7 +578,7 @@ class ChatModel:
             message_id=entry.message_id,
             own_state=(entry.state.value if entry.state is not None else "sent") if own else None,
         )
-        row.mention = not own and mentions(row.text, self.name)
+        row.mention = not own and not row.hidden and mentions(row.text, self.name)
         return row
 
     def rows_from_entries(self, entries: Iterable[LogEntry]) -> list[Row]:
@@ -547,13 +656,17 @@ class ChatModel:
             row.lost = max(row.lost, ev.missing_before)
             row.recovered = row.recovered or recovered  # shown while waiting: marked alike
             row.after_lost = row.after_lost or bool(was_lost)
-            row.name, row.kind, row.text = ev.name, ev.kind, ev.text
+            row.set_content(ev.name, ev.kind, ev.text)
             if row.key != key:
                 view.rekey(row, key)
             row.touch()
             ch.channels.add(ev.channel)
             return
-        mention = mentions(ev.text, self.name)
+        effect = ev.kind in TYPED_KINDS and ev.kind != "reply"  # folded into its target
+        mention = not effect and mentions(ev.text, self.name)
+        if ev.kind == "reply":  # a reply to one of ours is for us, like an @mention
+            target = view.find_message(split_typed(ev.text)[0])
+            mention = mention or (target is not None and target.own)
         if ev.channel != self.current and view.last_read is None:
             # first news in a channel never looked at: the "new" line goes above it
             view.last_read = view.newest_key or (0, "")
@@ -581,8 +694,8 @@ class ChatModel:
                 view.trim(keep_end=True)
         else:
             view.new_below += 1
-        if ev.channel != self.current and ev.kind != "nick":  # a name change is no news
-            view.unread += 1
+        if ev.channel != self.current and ev.kind != "nick" and not effect:
+            view.unread += 1  # a name change, a reaction or an edit is no news
             ch.channel_list = True
             if mention:
                 view.mentioned = True

@@ -175,7 +175,9 @@ def _nick(name: str, width: int) -> str:
 def _body(row: Row, pal: Palette, color: str) -> Text:
     text = Text(no_wrap=False, overflow="fold")
     style = pal.dim if row.waiting else Style()
-    if row.kind == "me":
+    if row.deleted:
+        text.append("message deleted", pal.dim)
+    elif row.kind == "me":
         text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
         text.append(" ")
         text.append(visible(row.text, newlines=True), style + Style(italic=True))
@@ -185,6 +187,8 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(visible(row.text, newlines=True), style)
     for m in _MENTION.finditer(text.plain):
         text.stylize(pal.mention_word, m.start(), m.end())
+    if row.edited and not row.deleted:
+        text.append("  (edited)", pal.dim)
     if row.after_lost:
         text.append("  ↺ recovered after it was reported lost", pal.dim)
     elif row.recovered:
@@ -224,6 +228,10 @@ def row_height(row: Row, width: int, pal: Palette) -> int | None:
     when that is known without wrapping: the body fits on one line. None otherwise.
 
     Lets the log lay out rows that are off screen without wrapping them."""
+    if row.hidden:
+        return 0
+    if row.quote is not None or row.kind == "reply" or row.reactions:
+        return None
     width = max(width, 20)
     nick_w = nick_width(width)
     body_w = max(8, width - (5 + 1 + 1 + 1 + nick_w + 3))
@@ -245,7 +253,13 @@ def row_lines(
     day: str | None = None,
 ) -> list[Text]:
     """The row's lines (a day separator and markers above it, then the wrapped message),
-    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``."""
+    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``.
+
+    A reply has its target quoted on a line above it (``┌ bob: the build is green``),
+    reactions go on a line under the message (``👍 2  🎉 1``); a reaction, an edit or a
+    deletion (``hidden``) has no lines: it shows on its target."""
+    if row.hidden:
+        return []
     width = max(width, 20)
     nick_w = nick_width(width)
     prefix_w = 5 + 1 + 1 + 1 + nick_w + 3
@@ -269,6 +283,12 @@ def row_lines(
         lines.append(
             Text(f"{indent}✗ {_plural(row.lost, 'message', 'messages')} lost", pal.marker_lost)
         )
+    if row.kind == "reply":
+        quote = visible(row.quote) if row.quote is not None else "a message not loaded here"
+        room = max(4, width - prefix_w)
+        if cell_len(quote) > room:
+            quote = set_cell_size(quote, room - 1) + "…"
+        lines.append(Text(f"{indent}┌ {quote}", pal.dim))
     when = datetime.fromtimestamp(row.sent_ms / 1000.0, tz)  # tz None: local time
     prefix = Text()
     prefix.append(when.strftime("%H:%M"), pal.time)
@@ -296,9 +316,18 @@ def row_lines(
         line = (prefix if i == 0 else cont).copy()
         line.append_text(part)
         lines.append(line)
+    body_lines = len(wrapped)
+    if row.reactions and not row.deleted:
+        under = cont.copy()
+        for i, (emoji, who) in enumerate(row.reactions.items()):
+            if i:
+                under.append("  ")
+            under.append(f"{visible(emoji)} {len(who)}", pal.time)
+        lines.append(under)
+        body_lines += 1
     if row.mention or selected:
         bg = pal.selected if selected else pal.mention_bg
-        for line in lines[-len(wrapped) :]:
+        for line in lines[-body_lines:]:
             pad = width - line.cell_len
             if pad > 0:
                 line.append(" " * pad)

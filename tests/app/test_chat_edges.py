@@ -134,3 +134,13 @@ def test_headless_nick_is_announced_as_a_line(tmp_path: Path) -> None:
             await b.node.close()
 
     assert run(go()) == [("nick", "alice is now known as alicia", "alicia")]
+
+
+def test_history_reads_typed_content_as_sentences() -> None:
+    from app.chat_content import visible
+    from app.history import _human
+
+    body = visible("0123456789abcdef\n👍")
+    assert _human("react", "bob", body) == "* bob reacted 👍 to [01234567]"
+    assert _human("reply", "bob", visible("0123456789abcdef\nyes")) == "<bob> ↪ [01234567] yes"
+    assert _human("delete", "bob", visible("0123456789abcdef\n")) == "* bob deleted [01234567]"

@@ -209,6 +209,11 @@ class MessageLog(ScrollView, can_focus=True):
         else:
             cur = view.index_of(self.selected)
             i = (len(view.rows) - 1) if cur is None else max(0, min(len(view.rows) - 1, cur + step))
+        direction = step if step else -1
+        while 0 <= i < len(view.rows) and view.rows[i].hidden:  # reactions, edits: no lines
+            i += -1 if direction < 0 else 1
+        if not 0 <= i < len(view.rows):
+            return self.selected
         self.select(view.rows[i].key)
         return self.selected
 
@@ -238,7 +243,7 @@ class MessageLog(ScrollView, can_focus=True):
             i = view.index_of(self.selected)
             if i is not None:
                 return view.rows[i]
-        return view.rows[-1]
+        return next((r for r in reversed(view.rows) if not r.hidden), None)
 
     def page(self, direction: int) -> None:
         """PgUp (-1) / PgDn (+1): scroll by a page; at the edge of the window, page in more."""
@@ -318,12 +323,15 @@ class MessageLog(ScrollView, can_focus=True):
                 append(y)
                 rid = id(row)
                 # the first row of each day (and of the window) gets the day's separator
-                minute = row.sent_ms // 60_000
-                this_day = days.get(minute)
-                if this_day is None:
-                    this_day = days[minute] = day_key(row.sent_ms, tz)
-                day = day_label(row.sent_ms, tz, now_ms) if this_day != last_day else None
-                last_day = this_day
+                day = None
+                if not row.hidden:  # a reaction or an edit: no lines, no separator
+                    minute = row.sent_ms // 60_000
+                    this_day = days.get(minute)
+                    if this_day is None:
+                        this_day = days[minute] = day_key(row.sent_ms, tz)
+                    if this_day != last_day:
+                        day = day_label(row.sent_ms, tz, now_ms)
+                    last_day = this_day
                 ident = (row.version, width, row.key == selected, i == new_index, dark, day)
                 hit = cache.get(rid) or pre.pop(rid, None)
                 if hit is not None and hit[0] == ident:

@@ -1,0 +1,121 @@
+"""Replies, reactions, edits and deletions: typed SDS content (app/chat_content.proto)
+shown like gomuks and iamb show them, the same after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
+
+from app.chat_content import decode_content, encode_content, split_typed, typed_text
+from app.node_events import Delivered
+from app.transport import MemoryHub
+from app.tui.widgets.chat_input import ChatInput
+from app.tui.widgets.message_log import MessageLog
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def type_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
+    box = pilot.app.chat.query_one(ChatInput)
+    box.value = line
+    box.cursor_position = len(line)
+    await pilot.press("enter")
+    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
+    await pilot.pause()
+
+
+def row(app, text: str):  # type: ignore[no-untyped-def]
+    return next(r for r in app.chat.query_one(MessageLog).view.rows if r.original == text)
+
+
+def line_after(app, text: str, offset: int = 0) -> str:  # type: ignore[no-untyped-def]
+    lines = screen_text(app).splitlines()
+    i = next(i for i, ln in enumerate(lines) if f"│ {text}" in ln)
+    return lines[i + offset]
+
+
+def test_typed_content_round_trip_and_foreign_bytes() -> None:
+    raw = encode_content(typed_text("m1", "👍"), "bob", "react")
+    assert raw.startswith(b"\xffSC\x02")
+    c = decode_content(raw)
+    assert (c.kind, c.target, c.name, split_typed(c.text)) == ("react", "m1", "bob", ("m1", "👍"))
+    assert decode_content(encode_content(typed_text("m1"), "a", "delete")).kind == "delete"
+    assert decode_content(b"\xffSC\x02\xff\xff").kind == "raw"  # damaged: never raises
+    with pytest.raises(ValueError):
+        encode_content(typed_text("m1", "x" * 17), "a", "react")
+    # a JSON line that claims a typed kind is an ordinary line
+    assert decode_content(b'{"v":1,"text":"t","kind":"edit"}').kind == "msg"
+
+
+async def test_reply_react_edit_delete_survive_a_restart(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+
+    def bob_got(kind: str) -> list[Delivered]:
+        return [e for e in bob.events if isinstance(e, Delivered) and e.kind == kind]
+
+    try:
+        app = tui(tmp_path / "alice", hub.transport())
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            await bob.say("the build is green")
+            await wait_until(lambda: "the build is green" in screen_text(app), what="bob")
+            target = row(app, "the build is green").message_id
+            log = app.chat.query_one(MessageLog)
+            log.select(row(app, "the build is green").key)
+            await type_line(pilot, "/reply great news")
+            await wait_until(lambda: bool(bob_got("reply")), what="bob got the reply")
+            assert split_typed(bob_got("reply")[0].text) == (target, "great news")
+            log.select(row(app, "the build is green").key)
+            await type_line(pilot, "/react 👍")
+            await wait_until(lambda: bool(bob_got("react")), what="bob got the reaction")
+            # bob reacts too, and edits his line
+            await bob.node.send("general", typed_text(target, "👍"), "react")
+            await bob.node.send("general", typed_text(target, "the build is green again"),
+                                "edit")  # fmt: skip
+            await type_line(pilot, "teh typo")
+            await wait_until(lambda: row(app, "teh typo").message_id is not None, what="logged")
+            await type_line(pilot, "/edit the typo")
+            await wait_until(lambda: bool(bob_got("edit")), what="bob got the edit")
+            await type_line(pilot, "to be withdrawn")
+            await wait_until(lambda: row(app, "to be withdrawn").message_id is not None)
+            log.select(row(app, "to be withdrawn").key)
+            await type_line(pilot, "/delete")
+            await wait_until(lambda: bool(bob_got("delete")), what="bob got the deletion")
+            # bob cannot edit alice's line: an edit counts only from the author
+            mine = row(app, "teh typo").message_id
+            await bob.node.send("general", typed_text(mine, "forged"), "edit")
+            await bob.say("after all that")
+            await wait_until(lambda: "after all that" in screen_text(app), what="settled")
+            await pilot.pause()
+
+            def check() -> None:
+                # the quote follows the target's edit
+                assert "┌ bob: the build is green again" in line_after(app, "great news", -1)
+                assert "the build is green again  (edited)" in screen_text(app)
+                assert "👍 2" in line_after(app, "the build is green again", 1)
+                assert "the typo  (edited)" in screen_text(app)
+                assert "forged" not in screen_text(app)
+                assert "message deleted" in screen_text(app)
+                assert "to be withdrawn" not in screen_text(app)
+                assert "/react" not in screen_text(app)  # effects are no lines of their own
+
+            check()
+            await type_line(pilot, "/edit")  # refused with its usage, kept in the input
+            assert app.chat.query_one(ChatInput).value == "/edit"
+            app.chat.query_one(ChatInput).value = ""
+            log.select(row(app, "after all that").key)
+            await type_line(pilot, "/delete")  # not ours
+            assert "only delete your own" in str(app.chat.query_one(ChatInput).border_subtitle)
+            app.chat.query_one(ChatInput).value = ""
+        # the same after a restart: everything comes back from SQLite
+        app = tui(tmp_path / "alice", hub.transport())
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            await pilot.pause()
+            check()
+    finally:
+        await bob.close()
