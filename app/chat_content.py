@@ -8,7 +8,8 @@ Format (version 1): compact UTF-8 JSON, one object::
   control characters removed). It is the *claimed* name; the authenticated
   author is the envelope's ``sender_id``, which a UI shows beside it.
 * ``kind``: ``"msg"`` (an ordinary line), ``"me"`` (an action, ``/me waves``) or
-  ``"nick"`` (a name change, announced to the channel).
+  ``"nick"``, ``"join"``, ``"leave"`` (a name change, joining or leaving the
+  channel, announced to it; the text is the sentence: ``alice joined #ops``).
 * ``text``: the line as typed.
 
 Why JSON and not a protobuf: the content is end-to-end encrypted inside the
@@ -38,6 +39,7 @@ from typing import Any
 
 __all__ = [
     "CONTENT_VERSION",
+    "EVENT_KINDS",
     "KINDS",
     "MAX_NAME_CHARS",
     "MAX_REACTION_CHARS",
@@ -63,7 +65,11 @@ TYPED_KINDS = ("reply", "react", "unreact", "edit", "delete")
 TYPED_MAGIC = b"\xffSC\x02"
 """What typed content starts with (0xFF: never UTF-8 text or JSON; 0x02: the version)."""
 
-LINE_KINDS = ("msg", "me", "nick")
+EVENT_KINDS = ("nick", "join", "leave")
+"""Lines that say what someone did (a name change, joining, leaving), not what they said:
+shown dimmed, and can be hidden. Their ``text`` reads as a sentence for any client."""
+
+LINE_KINDS = ("msg", "me", *EVENT_KINDS)
 """Kinds carried as version 1 JSON (a line of the log)."""
 
 KINDS = (*LINE_KINDS, *TYPED_KINDS)

@@ -33,7 +33,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
-from app.chat_content import TYPED_KINDS, decode_content, json_visible, visible
+from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, json_visible, visible
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -152,7 +152,7 @@ def _human(kind: str, who: str, body: str) -> str:
     """How a line of ``sdschat history`` reads (``body`` already made visible)."""
     if kind == "me":
         return f"* {who} {body}"
-    if kind == "nick":
+    if kind in EVENT_KINDS:
         return f"-- {body}"
     if kind in TYPED_KINDS:
         target, rest = body.split("\\x0a", 1) if "\\x0a" in body else (body, "")

@@ -45,6 +45,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from app.chat_content import (
+    TYPED_KINDS,
     channel_arg,
     check_nick,
     decode_content,
@@ -279,6 +280,9 @@ class SdsChatApp(App[None]):
         self._connection_noted = False
         self._known_channels: set[str] = set()
         self._state = self._load_state()
+        self.model.hide_events = bool(self._state.get("hide_events", False))
+        words = self._state.get("highlights", [])
+        self.model.set_highlights(w for w in words if isinstance(w, str))
         self._histories: dict[str, list[str]] = self._load_histories()
         """channel -> lines typed there (the input's Up/Down list while it is current)."""
         self._history_timer: Any = None
@@ -549,6 +553,8 @@ class SdsChatApp(App[None]):
         self._state = {
             "last_read": read,
             "theme": "dark" if self.current_theme.dark else "light",
+            "hide_events": self.model.hide_events,
+            "highlights": self._highlights(),
         }
         with contextlib.suppress(OSError):
             tmp = self._state_path().with_suffix(".tmp")
@@ -1007,6 +1013,34 @@ class SdsChatApp(App[None]):
         peers.display = not peers.display
         self._refresh_panels()
 
+    def _highlights(self) -> list[str]:
+        return list(self.model.highlights)
+
+    def action_hotlist(self) -> None:
+        """Alt+A: the next channel with news, as WeeChat's hotlist: mentions first, then
+        the most unread, then the next in the list."""
+        current = self.model.current
+        views = [self.model.channels[n] for n in self.model.order if n != current]
+        news = [v for v in views if v.unread or v.mentioned]
+        if not news:
+            self.notify("no news in other channels", timeout=2)
+            return
+        best = min(news, key=lambda v: (not v.mentioned, -v.unread))
+        self._leave_current()
+        self._switch(best.name)
+
+    def action_toggle_events(self) -> None:
+        """F4: hide or show join, leave and nick lines (remembered in tui.json)."""
+        self.model.set_hide_events(not self.model.hide_events)
+        self.chat.query_one(MessageLog).sync(force=True)
+        self.notify(
+            "join, leave and nick lines hidden (F4 shows them)"
+            if self.model.hide_events
+            else "join, leave and nick lines shown",
+            timeout=3,
+        )
+        self._save_state()
+
     def action_toggle_theme(self) -> None:
         dark = self.current_theme.dark
         self.theme = "textual-light" if dark else "textual-dark"
@@ -1227,13 +1261,19 @@ class SdsChatApp(App[None]):
                     self._leave_current()
                     self._switch(target)
                     return
+                known = await node.store.get_channel(target)
                 if await self._join(target, fatal=False):
+                    if known is None or known.left_at is not None:  # joined, not resumed
+                        line = f"{node.name} joined #{target}"
+                        node.post(target, line, "join").add_done_callback(_consume)
                     self._flush_events()
                     await self._load_tail(target)
                     self._leave_current()
                     self._switch(target)
             elif name == "leave":
                 target = channel_arg(arg) if arg else (channel or "")
+                if target in node.channels:  # said before leaving: the line still goes out
+                    await node.send(target, f"{node.name} left #{target}", "leave")
                 if not target or not await node.leave(target):
                     self._refuse(f"not in #{target}")
                     return
@@ -1272,6 +1312,29 @@ class SdsChatApp(App[None]):
                     self._refuse("no channel: /join one first")
                     return
                 await self._typed(node, channel, name, arg)
+            elif name == "read":
+                for view in self.model.channels.values():
+                    view.unread, view.mentioned, view.new_after = 0, False, None
+                    self.model.mark_read(view.name)
+                self._save_state()
+                self._refresh_panels()
+                self.chat.query_one(MessageLog).sync(force=True)
+                self.notify("every channel marked read", timeout=2)
+            elif name == "highlight":
+                words = set(self.model.highlights)
+                if arg:
+                    word = arg.strip()
+                    words.symmetric_difference_update({word})
+                    self.model.set_highlights(words)
+                    self._save_state()
+                shown = ", ".join(self.model.highlights) or "none (only @" + node.name + ")"
+                self.notify(f"highlight words: {shown}", timeout=5)
+            elif name == "mentions":
+                self.push_screen(
+                    TextScreen("Mentions of you", await self._mentions_text(node), id="mentions")
+                )
+            elif name == "names":
+                self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
             elif name == "who":
                 self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
                 peers = self.chat.query_one(PeerList)
@@ -1361,6 +1424,59 @@ class SdsChatApp(App[None]):
             if value
             else "no passphrase: the next /join makes a PUBLIC channel"
         )
+
+    async def _mentions_text(self, node: Node, limit: int = 50) -> Text:
+        """``/mentions``: the newest lines for you (@name, a highlight word, a reply to
+        one of yours) in every joined channel, from the stored logs."""
+        found: list[tuple[int, str, LogEntry]] = []
+        words = [f"@{node.name}", *self.model.highlights]
+        for channel in self.model.order:
+            seen: set[str] = set()
+            for word in words:
+                with contextlib.suppress(Exception):
+                    for e in await node.store.search(channel, word, limit=limit):
+                        c = decode_content(e.content)
+                        if e.message_id in seen or e.sender_id == node.sender_id:
+                            continue
+                        if c.kind in TYPED_KINDS and c.kind != "reply":
+                            continue
+                        if self.model.mentions(c.text):
+                            seen.add(e.message_id)
+                            found.append((e.lamport, channel, e))
+        found.sort(key=lambda t: t[0], reverse=True)
+        out = Text()
+        for lamport, channel, e in found[:limit]:
+            c = decode_content(e.content)
+            when = datetime.fromtimestamp(lamport / 1000.0, self.opts.tz)
+            body = c.text.split("\n", 1)[-1] if c.kind == "reply" else c.text
+            out.append(f"{when:%Y-%m-%d %H:%M} ", "dim")
+            out.append(f"#{channel} ", "bold")
+            out.append(f"{visible(c.name or e.sender_id[:8])}: ", "bold")
+            out.append(visible(body.replace("\n", " ")[:200]) + "\n")
+        if not found:
+            out.append(f"nobody mentioned @{node.name} yet", "dim")
+        return out
+
+    def _names_text(self, channel: str | None) -> Text:
+        """``/names``: who is in the channel, online first (● online, ○ heard from)."""
+        node = self.node
+        out = Text()
+        if node is None:
+            return out
+        peers = node.peers(channel)
+        def name(p: Any) -> str:
+            return str(p.name or self.model.names.get(p.sender_id) or p.sender_id[:8])
+
+        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms))
+        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms))
+        out.append(f"{len(online) + 1} online", "bold")
+        out.append(f", {len(away)} heard from earlier\n" if away else "\n")
+        out.append(f"● {node.name} (you)\n")
+        for n in online:
+            out.append(f"● {n}\n")
+        for n in away:
+            out.append(f"○ {n}\n", "dim")
+        return out
 
     def _who_text(self, channel: str | None) -> Text:
         node = self.node

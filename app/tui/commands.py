@@ -26,9 +26,10 @@ class CommandSpec:
 
 
 COMMANDS: tuple[CommandSpec, ...] = (
-    CommandSpec("join", "/join NAME", "join channel NAME (with the /passphrase, if set)", True,
-                "channel"),
-    CommandSpec("leave", "/leave [NAME]", "leave NAME (default: this channel)", False, "joined"),
+    CommandSpec("join", "/join NAME", "join channel NAME (with the /passphrase, if set; /j)",
+                True, "channel"),
+    CommandSpec("leave", "/leave [NAME]", "leave NAME (default: this channel; /part)", False,
+                "joined"),
     CommandSpec("switch", "/switch NAME", "go to channel NAME (also Ctrl+N/P, Alt+1..9)", True,
                 "joined"),
     CommandSpec("nick", "/nick NAME", "change the name shown with your messages", True),
@@ -40,6 +41,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("edit", "/edit TEXT", "new text for your selected (or last) message", True),
     CommandSpec("delete", "/delete", "withdraw your selected message: 'message deleted'"),
     CommandSpec("who", "/who", "who is here: peers heard from, last seen (F2 toggles the list)"),
+    CommandSpec("names", "/names", "the names in this channel, online first"),
+    CommandSpec("mentions", "/mentions", "the newest lines for you, in every channel"),
+    CommandSpec("highlight", "/highlight [WORD]", "add (or remove) a word that highlights a line"),
+    CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),
     CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
     CommandSpec("search", "/search TEXT", "search this channel's history (also Ctrl+F)", False),
     CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),
@@ -51,6 +56,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
 )  # fmt: skip
 
 _BY_NAME = {c.name: c for c in COMMANDS}
+
+ALIASES = {"j": "join", "part": "leave"}
+"""Other names people type, as in IRC clients (``/j``, ``/part``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +79,7 @@ def parse(line: str) -> Command | None:
     if not line.startswith("/"):
         return Command("say", line)
     word, _, rest = line[1:].partition(" ")
-    name = word.lower()
+    name = ALIASES.get(word.lower(), word.lower())
     rest = rest.strip()
     spec = _BY_NAME.get(name)
     if spec is None:
@@ -118,7 +126,7 @@ def complete(
         candidates = ["/" + c.name for c in COMMANDS if c.name.startswith(stem)]
     else:
         cmd = head.split(" ", 1)[0].lower() if head.startswith("/") else ""
-        spec = _BY_NAME.get(cmd[1:]) if cmd else None
+        spec = _BY_NAME.get(ALIASES.get(cmd[1:], cmd[1:])) if cmd else None
         if spec is not None and spec.completes in ("channel", "joined") and head.count(" ") == 1:
             pool = set(joined)
             if spec.completes == "channel":

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app.chat_content import TYPED_KINDS, decode_content, split_typed
+from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, split_typed
 from app.node_events import (
     ChannelJoined,
     ChannelLeft,
@@ -247,6 +247,8 @@ class ChannelView:
     latest: dict[str, int] = field(default_factory=dict)
     """sender id -> highest Lamport timestamp of theirs seen here: an older message of
     theirs arriving after it is late (recovered), even if nothing named it missing."""
+    hide_events: bool = False
+    """Join, leave and nick lines are hidden (F4)."""
     replies: dict[str, list[Row]] = field(default_factory=dict)
     """target id -> the replies to it seen here (their quotes follow its edits)."""
     unquoted: dict[str, list[Row]] = field(default_factory=dict)
@@ -265,7 +267,9 @@ class ChannelView:
 
     def _adopt(self, row: Row) -> None:
         """A row entered the window: fold a typed effect into its target, give a target
-        its effects, a reply its quote."""
+        its effects, a reply its quote; hide a join/leave/nick line if they are hidden."""
+        if row.kind in EVENT_KINDS:
+            row.hidden = self.hide_events
         if row.hidden and row.target is not None:
             ident = row.message_id or f"local:{row.local_id}"
             mine = self.effects.setdefault(row.target, {})
@@ -511,13 +515,47 @@ class ChatModel:
         """When the transport tries again (``disconnected``), on the app's clock."""
         self.names: dict[str, str] = {}
         """sender id -> last display name heard."""
+        self.hide_events = False
+        """Join, leave and nick lines are hidden (F4; kept in tui.json)."""
+        self.highlights: list[str] = []
+        """Words that highlight a line like an @mention (``/highlight``)."""
+        self._highlight: re.Pattern[str] | None = None
+
+    def mentions(self, text: str) -> bool:
+        """Whether ``text`` is for us: ``@name``, or one of the highlight words (whole
+        words, any case; ``/highlight WORD``, kept in tui.json)."""
+        if mentions(text, self.name):
+            return True
+        return self._highlight is not None and self._highlight.search(text) is not None
+
+    def set_highlights(self, words: Iterable[str]) -> None:
+        self.highlights = sorted({w for w in words if w.strip()})
+        self._highlight = (
+            re.compile(
+                r"(?<!\w)(" + "|".join(re.escape(w) for w in self.highlights) + r")(?!\w)",
+                re.IGNORECASE,
+            )
+            if self.highlights
+            else None
+        )
+
+    def set_hide_events(self, hide: bool) -> None:
+        """Show or hide the join, leave and nick lines of every channel."""
+        self.hide_events = hide
+        for view in self.channels.values():
+            view.hide_events = hide
+            for row in view.rows:
+                if row.kind in EVENT_KINDS and row.hidden != hide:
+                    row.hidden = hide
+                    row.touch()
+            view.version += 1
 
     # ------------------------------------------------------------------ channels
 
     def add_channel(self, name: str, public: bool = False) -> ChannelView:
         view = self.channels.get(name)
         if view is None:
-            view = ChannelView(name, public)
+            view = ChannelView(name, public, hide_events=self.hide_events)
             self.channels[name] = view
             self.order.append(name)
         view.public = public
@@ -578,7 +616,7 @@ class ChatModel:
             message_id=entry.message_id,
             own_state=(entry.state.value if entry.state is not None else "sent") if own else None,
         )
-        row.mention = not own and not row.hidden and mentions(row.text, self.name)
+        row.mention = not own and not row.hidden and self.mentions(row.text)
         return row
 
     def rows_from_entries(self, entries: Iterable[LogEntry]) -> list[Row]:
@@ -663,7 +701,7 @@ class ChatModel:
             ch.channels.add(ev.channel)
             return
         effect = ev.kind in TYPED_KINDS and ev.kind != "reply"  # folded into its target
-        mention = not effect and mentions(ev.text, self.name)
+        mention = not effect and self.mentions(ev.text)
         if ev.kind == "reply":  # a reply to one of ours is for us, like an @mention
             target = view.find_message(split_typed(ev.text)[0])
             mention = mention or (target is not None and target.own)
@@ -694,8 +732,8 @@ class ChatModel:
                 view.trim(keep_end=True)
         else:
             view.new_below += 1
-        if ev.channel != self.current and ev.kind != "nick" and not effect:
-            view.unread += 1  # a name change, a reaction or an edit is no news
+        if ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect:
+            view.unread += 1  # a name change, a join, a reaction or an edit is no news
             ch.channel_list = True
             if mention:
                 view.mentioned = True
@@ -793,7 +831,7 @@ class ChatModel:
                 text=ev.text,
                 time_ms=now_ms,
                 message_id=ev.waiting,
-                mention=mentions(ev.text, self.name),
+                mention=self.mentions(ev.text),
             )
             view.insert(row)
             view.note_sender(row)

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from app.chat_content import visible
+from app.chat_content import EVENT_KINDS, visible
 from app.tui.model import STATE_GLYPHS, Row
 
 __all__ = [
@@ -181,7 +181,7 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
         text.append(" ")
         text.append(visible(row.text, newlines=True), style + Style(italic=True))
-    elif row.kind == "nick":
+    elif row.kind in EVENT_KINDS:
         text.append(visible(row.text), pal.dim)
     else:
         text.append(visible(row.text, newlines=True), style)
@@ -302,8 +302,9 @@ def row_lines(
     prefix.append(" ")
     if row.kind == "me":
         prefix.append(" " * (nick_w - 1) + "*", Style(color=color, bold=True))
-    elif row.kind == "nick":
-        prefix.append(" " * (nick_w - 2) + "--", pal.dim)
+    elif row.kind in EVENT_KINDS:
+        arrow = {"join": "-->", "leave": "<--"}.get(row.kind, "--")
+        prefix.append(" " * (nick_w - len(arrow)) + arrow, pal.dim)
     else:
         prefix.append(_nick(row.name or row.sender_id[:8], nick_w), Style(color=color, bold=True))
     prefix.append(" │ ", pal.separator)

@@ -119,3 +119,67 @@ async def test_reply_react_edit_delete_survive_a_restart(tmp_path: Path) -> None
             check()
     finally:
         await bob.close()
+
+
+async def test_aliases_names_join_leave_lines_hotlist_highlights_mentions(
+    tmp_path: Path,
+) -> None:
+    from app.tui.app import TUI_STATE_FILE
+
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops"))
+    try:
+        app = tui(tmp_path / "alice", hub.transport())
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            await type_line(pilot, "/j #ops")  # IRC's alias
+            await wait_until(lambda: app.model.current == "ops", what="/j joined")
+            await wait_until(
+                lambda: any(
+                    isinstance(e, Delivered) and e.kind == "join" and e.channel == "ops"
+                    for e in bob.events
+                ),
+                what="bob saw alice join",
+            )
+            await wait_until(lambda: "alice joined #ops" in screen_text(app), what="join line")
+            assert "--> │ alice joined #ops" in screen_text(app)  # a dimmed event line
+            await pilot.press("f4")  # hide join, leave and nick lines
+            await pilot.pause()
+            assert "alice joined #ops" not in screen_text(app)
+            await pilot.press("f4")
+            await pilot.pause()
+            assert "alice joined #ops" in screen_text(app)
+            # /names: online first
+            await bob.say("hi alice", "ops")
+            await wait_until(lambda: "hi alice" in screen_text(app), what="bob in ops")
+            await type_line(pilot, "/names")
+            assert "● bob" in screen_text(app) and "● alice (you)" in screen_text(app)
+            await pilot.press("escape")
+            # hotlist: news elsewhere, a mention first
+            await type_line(pilot, "/highlight deploy")
+            await bob.say("deploy at noon")  # in #general: a highlight word
+            await wait_until(lambda: app.model.channels["general"].mentioned, what="highlight")
+            await pilot.press("alt+a")
+            await pilot.pause()
+            assert app.model.current == "general"
+            await bob.say("@alice in ops", "ops")
+            await wait_until(lambda: app.model.channels["ops"].unread == 1, what="ops news")
+            await type_line(pilot, "/read")
+            assert app.model.channels["ops"].unread == 0
+            await type_line(pilot, "/mentions")
+            text = screen_text(app)
+            assert "#ops" in text and "@alice in ops" in text
+            assert "#general" in text and "deploy at noon" in text
+            await pilot.press("escape")
+            await type_line(pilot, "/part ops")  # IRC's alias
+            await wait_until(lambda: "ops" not in app.model.order, what="/part left")
+            await wait_until(
+                lambda: any(
+                    isinstance(e, Delivered) and e.kind == "leave" and e.channel == "ops"
+                    for e in bob.events
+                ),
+                what="bob saw alice leave",
+            )
+        assert '"highlights": ["deploy"]' in (tmp_path / "alice" / TUI_STATE_FILE).read_text()
+    finally:
+        await bob.close()

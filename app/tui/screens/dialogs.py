@@ -44,6 +44,8 @@ KEYS = (
     ("F1", "this help"),
     ("F2", "show / hide the peer list"),
     ("F3", "dark / light theme"),
+    ("F4", "hide / show join, leave and nick lines"),
+    ("Alt+A", "next channel with news (mentions first); /read marks all read"),
     ("Ctrl+Q, Ctrl+C", "quit (everything is saved)"),
 )
 
