@@ -1484,6 +1484,8 @@ class Node:
     def _add_states(self, batch: Batch) -> None:
         started = time.perf_counter()
         for name in self._channels:
+            if name not in self._participant.channels:  # being left (see _leave)
+                continue
             batch.set_core_state(name, self._participant.channel(name).export_state().to_bytes())
         spent_ms = (time.perf_counter() - started) * 1000.0
         self._state_interval = max(
@@ -1696,10 +1698,10 @@ class Node:
         batch = Batch(durable=True)
         batch.set_core_state(channel, self._participant.channel(channel).export_state().to_bytes())
         await self.store.commit_batch(batch)
+        self._by_topic.pop(info.topic, None)  # its envelopes are not opened any more
         self._participant.leave(channel)
         await self._round_now()  # events the channel still had
         del self._channels[channel]
-        self._by_topic.pop(info.topic, None)
         await self.store.leave_channel(channel)
         await self.transport.unsubscribe([info.topic])
         for key in [k for k in self._own_state if k[0] == channel]:

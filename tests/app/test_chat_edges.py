@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from app_helpers import run, start_node
@@ -144,3 +145,50 @@ def test_history_reads_typed_content_as_sentences() -> None:
     assert _human("react", "bob", body) == "* bob reacted 👍 to [01234567]"
     assert _human("reply", "bob", visible("0123456789abcdef\nyes")) == "<bob> ↪ [01234567] yes"
     assert _human("delete", "bob", visible("0123456789abcdef\n")) == "* bob deleted [01234567]"
+
+
+def test_leave_right_after_a_line_saves_state_without_failing(tmp_path: Path) -> None:
+    """/leave announces 'alice left #ops' and leaves at once: the round that saves the
+    core states ran while the channel was already gone from the core (KeyError, 'node
+    round failed', the leave never finished)."""
+    import logging
+
+    from app.node_events import NodeError
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("sdschat.node").addHandler(handler)
+
+    async def go() -> tuple[bool, list[str]]:
+        h = await start_node(tmp_path / "a", MemoryHub(), channels=("general", "ops"))
+        try:
+            for i in range(5):
+                await h.node.send("ops", f"line {i}")
+                await h.node.send("ops", "alice left #ops", "leave")
+                participant_leave = h.node._participant.leave
+
+                def leave_then_due(channel: str, node: Any = h.node, inner: Any =
+                                   participant_leave) -> None:  # fmt: skip
+                    inner(channel)
+                    # what a line received meanwhile does: a state save is due in the
+                    # round leave runs next
+                    node._state_dirty = True
+                    node._last_state_save = -(10**12)
+
+                h.node._participant.leave = leave_then_due  # type: ignore[method-assign]
+                left = await h.node.leave("ops")
+                h.node._participant.leave = participant_leave  # type: ignore[method-assign]
+                assert left
+                await h.node.join("ops", "secret")
+            errors = [e.message for e in h.events if isinstance(e, NodeError)]
+            return "ops" in h.node.channels, errors
+        finally:
+            await h.node.close()
+
+    try:
+        joined, errors = run(go())
+    finally:
+        logging.getLogger("sdschat.node").removeHandler(handler)
+    assert joined and not errors
+    assert not [r for r in records if "round failed" in r.getMessage()]
