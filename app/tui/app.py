@@ -554,6 +554,7 @@ class SdsChatApp(App[None]):
             "last_read": read,
             "theme": "dark" if self.current_theme.dark else "light",
             "hide_events": self.model.hide_events,
+            "desktop_notify": bool(self._state.get("desktop_notify", True)),
             "highlights": self._highlights(),
         }
         with contextlib.suppress(OSError):
@@ -790,6 +791,8 @@ class SdsChatApp(App[None]):
             self.model.mark_read(current)
         if changes.bell:
             self.bell()
+        for channel, who, text in changes.alerts[-3:]:  # a burst: the newest few
+            self.desktop_notify(f"{who} in #{channel}", text)
         for severity, text in changes.notices:
             self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
         self._refresh_panels()
@@ -1015,6 +1018,28 @@ class SdsChatApp(App[None]):
 
     def _highlights(self) -> list[str]:
         return list(self.model.highlights)
+
+    def desktop_notify(self, title: str, body: str) -> None:
+        """A desktop notification for a mention or a reply to you in a channel not in
+        view: OSC 777 (foot, urxvt, VTE terminals) and OSC 9 (iTerm2, Windows Terminal,
+        kitty, WezTerm); terminals that know neither ignore both. ``/notify off`` turns
+        it off (kept in tui.json). Peers' text is made visible and has no ESC or BEL
+        left to end the sequence early; it is cut to 200 characters."""
+        if not self._state.get("desktop_notify", True):
+            return
+        clean = [
+            visible(t).replace(";", ",")[:200] for t in (title, body)
+        ]
+        self.write_terminal(
+            f"\x1b]777;notify;{clean[0]};{clean[1]}\x07\x1b]9;{clean[0]}: {clean[1]}\x07"
+        )
+
+    def write_terminal(self, data: str) -> None:
+        """Write control sequences to the terminal (nothing in tests without one)."""
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(data)
+            driver.flush()
 
     def action_hotlist(self) -> None:
         """Alt+A: the next channel with news, as WeeChat's hotlist: mentions first, then
@@ -1320,6 +1345,19 @@ class SdsChatApp(App[None]):
                 self._refresh_panels()
                 self.chat.query_one(MessageLog).sync(force=True)
                 self.notify("every channel marked read", timeout=2)
+            elif name == "notify":
+                if arg.lower() not in ("", "on", "off"):
+                    self._refuse("usage: /notify [on|off]")
+                    return
+                if arg:
+                    self._state["desktop_notify"] = arg.lower() == "on"
+                    self._save_state()
+                on = self._state.get("desktop_notify", True)
+                self.notify(
+                    f"desktop notifications {'on' if on else 'off'} (mentions and replies "
+                    "to you in channels not in view)",
+                    timeout=4,
+                )
             elif name == "highlight":
                 words = set(self.model.highlights)
                 if arg:

@@ -45,6 +45,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("mentions", "/mentions", "the newest lines for you, in every channel"),
     CommandSpec("highlight", "/highlight [WORD]", "add (or remove) a word that highlights a line"),
     CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),
+    CommandSpec("notify", "/notify [on|off]", "desktop notifications of mentions elsewhere"),
     CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
     CommandSpec("search", "/search TEXT", "search this channel's history (also Ctrl+F)", False),
     CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),

@@ -485,6 +485,9 @@ class Changes:
     bell: bool = False
     notices: list[tuple[str, str]] = field(default_factory=list)
     """(severity, text) to show as notifications."""
+    alerts: list[tuple[str, str, str]] = field(default_factory=list)
+    """(channel, author, text) of mentions and replies to us in channels not in view:
+    desktop notifications."""
 
     def merge(self, other: Changes) -> None:
         self.channels |= other.channels
@@ -493,6 +496,7 @@ class Changes:
         self.status |= other.status
         self.bell |= other.bell
         self.notices.extend(other.notices)
+        self.alerts.extend(other.alerts)
 
 
 class ChatModel:
@@ -738,6 +742,8 @@ class ChatModel:
             if mention:
                 view.mentioned = True
                 ch.bell = True
+                body = split_typed(ev.text)[1] if ev.kind == "reply" else ev.text
+                ch.alerts.append((ev.channel, ev.name or ev.sender_id[:8], body))
         ch.channels.add(ev.channel)
 
     def _own(self, ev: OwnMessage, now_ms: int, ch: Changes) -> None:

@@ -183,3 +183,28 @@ async def test_aliases_names_join_leave_lines_hotlist_highlights_mentions(
         assert '"highlights": ["deploy"]' in (tmp_path / "alice" / TUI_STATE_FILE).read_text()
     finally:
         await bob.close()
+
+
+async def test_desktop_notification_for_a_mention_elsewhere(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops"))
+    try:
+        app = tui(tmp_path / "alice", hub.transport(), channels=("general", "ops"))
+        written: list[str] = []
+        app.write_terminal = written.append  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            await bob.say("@alice look\x1b]0;pwned\x07 here", "ops")  # ops is not in view
+            await wait_until(lambda: bool(written), what="a notification")
+            assert written[0].startswith("\x1b]777;notify;bob in #ops;@alice look\\x1b]0,pwned")
+            assert written[0].count("\x07") == 2 and written[0].count("\x1b") == 2
+            await bob.say("@alice in view")  # general is in view: the log shows it
+            await bob.say("no mention", "ops")
+            await wait_until(lambda: app.model.channels["ops"].unread == 2, what="ops news")
+            assert len(written) == 1
+            await type_line(pilot, "/notify off")
+            await bob.say("@alice again", "ops")
+            await wait_until(lambda: app.model.channels["ops"].unread == 3, what="more news")
+            assert len(written) == 1
+    finally:
+        await bob.close()
