@@ -1030,9 +1030,10 @@ class SdsChatApp(App[None]):
         clean = [
             visible(t).replace(";", ",")[:200] for t in (title, body)
         ]
-        self.write_terminal(
-            f"\x1b]777;notify;{clean[0]};{clean[1]}\x07\x1b]9;{clean[0]}: {clean[1]}\x07"
-        )
+        data = f"\x1b]777;notify;{clean[0]};{clean[1]}\x07\x1b]9;{clean[0]}: {clean[1]}\x07"
+        if os.environ.get("TMUX"):  # through to the outer terminal (allow-passthrough on)
+            data = "\x1bPtmux;" + data.replace("\x1b", "\x1b\x1b") + "\x1b\\"
+        self.write_terminal(data)
 
     def write_terminal(self, data: str) -> None:
         """Write control sequences to the terminal (nothing in tests without one)."""

@@ -185,7 +185,10 @@ async def test_aliases_names_join_leave_lines_hotlist_highlights_mentions(
         await bob.close()
 
 
-async def test_desktop_notification_for_a_mention_elsewhere(tmp_path: Path) -> None:
+async def test_desktop_notification_for_a_mention_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TMUX", raising=False)
     hub = MemoryHub()
     bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops"))
     try:
@@ -202,6 +205,12 @@ async def test_desktop_notification_for_a_mention_elsewhere(tmp_path: Path) -> N
             await bob.say("no mention", "ops")
             await wait_until(lambda: app.model.channels["ops"].unread == 2, what="ops news")
             assert len(written) == 1
+            monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")  # wrapped for tmux
+            app.desktop_notify("t", "b")
+            assert written[-1] == (
+                "\x1bPtmux;\x1b\x1b]777;notify;t;b\x07\x1b\x1b]9;t: b\x07\x1b\\"
+            )
+            written.pop()
             await type_line(pilot, "/notify off")
             await bob.say("@alice again", "ops")
             await wait_until(lambda: app.model.channels["ops"].unread == 3, what="more news")
