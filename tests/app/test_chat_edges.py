@@ -192,3 +192,13 @@ def test_leave_right_after_a_line_saves_state_without_failing(tmp_path: Path) ->
         logging.getLogger("sdschat.node").removeHandler(handler)
     assert joined and not errors
     assert not [r for r in records if "round failed" in r.getMessage()]
+
+
+def test_cli_join_refuses_a_name_with_spaces(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "join", "general", "--headless", "--name",
+         "two words", "--data-dir", str(tmp_path / "d")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert out.returncode == 2 and "without spaces" in out.stderr
+    assert not (tmp_path / "d").exists()
