@@ -68,6 +68,9 @@ _LIGHT_AUTHORS = (
 
 _MENTION = re.compile(r"(?<![\w@])@[\w][\w.-]*")
 
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]}]", re.IGNORECASE)
+"""A URL in a message (closing punctuation after it is not part of it)."""
+
 STATE_LABELS = {
     "queued": "queued (not sent yet)",
     "sent": "sent",
@@ -187,6 +190,8 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(visible(row.text, newlines=True), style)
     for m in _MENTION.finditer(text.plain):
         text.stylize(pal.mention_word, m.start(), m.end())
+    for m in _URL.finditer(text.plain):  # an OSC 8 hyperlink; word wrap keeps it whole
+        text.stylize(Style(link=m.group(0), underline=True), m.start(), m.end())
     if row.edited and not row.deleted:
         text.append("  (edited)", pal.dim)
     if row.after_lost:

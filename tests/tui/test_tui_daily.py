@@ -399,3 +399,24 @@ async def test_every_late_message_of_a_burst_is_marked_recovered(tmp_path: Path)
                 assert ("↺ recovered" in line) == (t in dropped), line
     finally:
         await bob.close()
+
+
+def test_urls_are_hyperlinks_and_wrapping_keeps_them_whole() -> None:
+    from rich.console import Console
+
+    from app.tui.model import Row
+    from app.tui.render import palette, row_lines
+
+    url = "https://example.org/docs/a_b?x=1&y=2"
+    text = f"read {url}. it explains the backoff and the jitter we talked about"
+    row = Row((1, "m1"), "s1", "bob", "msg", text, 1)
+    for width in (60, 70, 100):
+        lines = row_lines(row, width, Console(width=width), palette(True))
+        holding = [t for t in lines if url in t.plain]
+        assert len(holding) == 1, [t.plain for t in lines]  # never split inside the URL
+        links = {str(s.style.link) for s in holding[0].spans if getattr(s.style, "link", None)}
+        assert links == {url}  # the '.' after it is not part of the link
+    hostile = Row((1, "m2"), "s1", "bob", "msg", "http://x.org/\x1b]8;;evil\x07", 1)
+    lines = row_lines(hostile, 80, Console(width=80), palette(True))
+    links = [str(s.style.link) for t in lines for s in t.spans if getattr(s.style, "link", None)]
+    assert links and all("\x1b" not in link and "\x07" not in link for link in links)
