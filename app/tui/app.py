@@ -211,6 +211,8 @@ def make_app(
         remember_state: keep where you left off and the theme in ``tui.json``.
         lan_transport: the LAN gossip transport inside ``transport``, if any
             (the status bar shows its peer count).
+        relay_url: the relay's ws:// or wss:// URL, if any (offline notices say
+            what is wrong with it: :func:`app.tui.reasons.explain`).
     """
     return SdsChatApp(
         TuiOptions(
