@@ -9,7 +9,8 @@ Format (version 1): compact UTF-8 JSON, one object::
   author is the envelope's ``sender_id``, which a UI shows beside it.
 * ``kind``: ``"msg"`` (an ordinary line), ``"me"`` (an action, ``/me waves``) or
   ``"nick"``, ``"join"``, ``"leave"`` (a name change, joining or leaving the
-  channel, announced to it; the text is the sentence: ``alice joined #ops``).
+  channel, announced to it; the text is the sentence: ``alice joined #ops``), or
+  ``"topic"`` (the channel's topic from now on; the text is the topic).
 * ``text``: the line as typed.
 
 Why JSON and not a protobuf: the content is end-to-end encrypted inside the
@@ -65,7 +66,7 @@ TYPED_KINDS = ("reply", "react", "unreact", "edit", "delete")
 TYPED_MAGIC = b"\xffSC\x02"
 """What typed content starts with (0xFF: never UTF-8 text or JSON; 0x02: the version)."""
 
-EVENT_KINDS = ("nick", "join", "leave")
+EVENT_KINDS = ("nick", "join", "leave", "topic")
 """Lines that say what someone did (a name change, joining, leaving), not what they said:
 shown dimmed, and can be hidden. Their ``text`` reads as a sentence for any client."""
 

@@ -152,6 +152,8 @@ def _human(kind: str, who: str, body: str) -> str:
     """How a line of ``sdschat history`` reads (``body`` already made visible)."""
     if kind == "me":
         return f"* {who} {body}"
+    if kind == "topic":
+        return f"-- {who} set the topic: {body}"
     if kind in EVENT_KINDS:
         return f"-- {body}"
     if kind in TYPED_KINDS:

@@ -566,11 +566,25 @@ class SdsChatApp(App[None]):
 
     # ------------------------------------------------------------------ paging
 
+    async def _find_topic(self, channel: str) -> None:
+        """The channel's newest topic line, wherever it is in the stored log (the tail
+        page may not reach it)."""
+        node, view = self.node, self.model.channels.get(channel)
+        if node is None or view is None:
+            return
+        with contextlib.suppress(Exception):
+            for e in await node.store.search(channel, '"kind":"topic"', limit=20):
+                if decode_content(e.content).kind == "topic":
+                    view.set_topic(self.model.row_from_entry(e))
+                    return
+
     async def _load_tail(self, channel: str) -> None:
         node = self.node
         view = self.model.channels.get(channel)
         if node is None or view is None:
             return
+        if view.topic_key is None:
+            await self._find_topic(channel)
         entries = await node.store.page(channel, limit=PAGE)
         view.set_page(
             self.model.rows_from_entries(entries), at_tail=True, more_before=len(entries) == PAGE
@@ -902,6 +916,10 @@ class SdsChatApp(App[None]):
                 bar.append(f" · {len(peers)} heard from", "dim")
             if unacked:
                 bar.append(f" · {unacked} not acknowledged yet", "dim")
+            if view.topic:
+                first = view.topic.split("\n", 1)[0]
+                bar.append(" · ", "dim")
+                bar.append(visible(first[:200]), "italic")
         elif node is None:
             bar.append("starting…", "dim")
         chat.query_one(ChannelBar).update_text(bar)
@@ -1374,6 +1392,20 @@ class SdsChatApp(App[None]):
                 self.push_screen(
                     TextScreen("Mentions of you", await self._mentions_text(node), id="mentions")
                 )
+            elif name == "topic":
+                here = self.model.channels.get(channel or "")
+                if channel is None or here is None:
+                    self._refuse("no channel: /join one first")
+                    return
+                if not arg:
+                    self.notify(
+                        f"topic of #{channel}: {visible(here.topic)} (set by {here.topic_by})"
+                        if here.topic
+                        else f"#{channel} has no topic yet (/topic TEXT sets one)",
+                        timeout=6,
+                    )
+                    return
+                node.post(channel, arg, "topic").add_done_callback(_consume)
             elif name == "names":
                 self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
             elif name == "who":

@@ -42,6 +42,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("delete", "/delete", "withdraw your selected message: 'message deleted'"),
     CommandSpec("who", "/who", "who is here: peers heard from, last seen (F2 toggles the list)"),
     CommandSpec("names", "/names", "the names in this channel, online first"),
+    CommandSpec("topic", "/topic [TEXT]", "set this channel's topic (without TEXT: show it)"),
     CommandSpec("mentions", "/mentions", "the newest lines for you, in every channel"),
     CommandSpec("highlight", "/highlight [WORD]", "add (or remove) a word that highlights a line"),
     CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),

@@ -249,6 +249,10 @@ class ChannelView:
     theirs arriving after it is late (recovered), even if nothing named it missing."""
     hide_events: bool = False
     """Join, leave and nick lines are hidden (F4)."""
+    topic: str = ""
+    """The channel's topic: the newest topic line (``/topic``) in SDS order."""
+    topic_key: Key | None = None
+    topic_by: str = ""
     replies: dict[str, list[Row]] = field(default_factory=dict)
     """target id -> the replies to it seen here (their quotes follow its edits)."""
     unquoted: dict[str, list[Row]] = field(default_factory=dict)
@@ -265,11 +269,19 @@ class ChannelView:
                 reply.quote = text
                 reply.touch()
 
+    def set_topic(self, row: Row) -> None:
+        """``row`` (a topic line) is the topic if it is the newest one seen (SDS order)."""
+        if self.topic_key is None or row.key > self.topic_key:
+            self.topic, self.topic_key = row.original, row.key
+            self.topic_by = row.name or row.sender_id[:8]
+
     def _adopt(self, row: Row) -> None:
         """A row entered the window: fold a typed effect into its target, give a target
         its effects, a reply its quote; hide a join/leave/nick line if they are hidden."""
         if row.kind in EVENT_KINDS:
             row.hidden = self.hide_events
+            if row.kind == "topic":
+                self.set_topic(row)
         if row.hidden and row.target is not None:
             ident = row.message_id or f"local:{row.local_id}"
             mine = self.effects.setdefault(row.target, {})

@@ -184,6 +184,9 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
         text.append(" ")
         text.append(visible(row.text, newlines=True), style + Style(italic=True))
+    elif row.kind == "topic":
+        text.append(f"{row.name or row.sender_id[:8]} set the topic: ", pal.dim)
+        text.append(visible(row.text), style)
     elif row.kind in EVENT_KINDS:
         text.append(visible(row.text), pal.dim)
     else:

@@ -217,3 +217,42 @@ async def test_desktop_notification_for_a_mention_elsewhere(
             assert len(written) == 1
     finally:
         await bob.close()
+
+
+async def test_topic_is_shown_set_and_found_again_after_a_restart(tmp_path: Path) -> None:
+    from app.tui.model import PAGE
+    from app.tui.widgets.panels import ChannelBar
+
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    try:
+        app = tui(tmp_path / "alice", hub.transport())
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            await bob.say("release on Friday, freeze Thursday", kind="topic")
+            await wait_until(
+                lambda: "release on Friday" in app.chat.query_one(ChannelBar).text.plain,
+                what="the topic in the channel bar",
+            )
+            assert "bob set the topic: release on Friday" in screen_text(app)
+            await type_line(pilot, "/topic release moved to Monday")
+            await wait_until(
+                lambda: any(
+                    isinstance(e, Delivered) and e.kind == "topic" and "Monday" in e.text
+                    for e in bob.events
+                ),
+                what="bob got the new topic",
+            )
+            await wait_until(lambda: "Monday" in app.chat.query_one(ChannelBar).text.plain)
+            for i in range(PAGE + 5):  # the topic line falls out of the newest page
+                await bob.say(f"chatter {i}")
+            await wait_until(lambda: f"chatter {PAGE + 4}" in screen_text(app), base=30)
+        app = tui(tmp_path / "alice", hub.transport())
+        async with app.run_test(size=SIZE):
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            view = app.model.channels["general"]
+            assert not any(r.kind == "topic" for r in view.rows)  # not in the window...
+            bar = app.chat.query_one(ChannelBar).text.plain
+            assert "release moved to Monday" in bar  # ...but found in the log
+    finally:
+        await bob.close()
