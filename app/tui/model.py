@@ -681,11 +681,13 @@ class ChatModel:
         key = (ev.lamport, ev.message_id)
         # late: reported missing (by whatever), or older than a message of its author
         # already seen (nothing had named it yet: the end of a burst, found by a resend)
+        # (a line shown while it waited was judged by order when it arrived, not now)
         was_lost = view.reported.pop(ev.message_id, None)
+        arrives_now = view.find_message(ev.message_id) is None
         recovered = (
             ev.message_id in view.missing
             or was_lost is not None
-            or ev.lamport < view.latest.get(ev.sender_id, -1)
+            or (arrives_now and ev.lamport < view.latest.get(ev.sender_id, -1))
         ) and ev.sender_id != self.sender_id
         if ev.sender_id != self.sender_id and ev.lamport > view.latest.get(ev.sender_id, -1):
             view.latest[ev.sender_id] = ev.lamport
@@ -850,6 +852,10 @@ class ChatModel:
                 time_ms=now_ms,
                 message_id=ev.waiting,
                 mention=self.mentions(ev.text),
+                # late as it arrives: reported missing, or older than a line of its author
+                recovered=ev.waiting in view.missing
+                or ev.waiting in view.reported
+                or ev.lamport < view.latest.get(ev.sender_id, -1),
             )
             view.insert(row)
             view.note_sender(row)
