@@ -7,7 +7,10 @@ Format (version 1): compact UTF-8 JSON, one object::
 * ``name``: the author's display name (at most :data:`MAX_NAME_CHARS` characters,
   control characters removed). It is the *claimed* name; the authenticated
   author is the envelope's ``sender_id``, which a UI shows beside it.
-* ``kind``: ``"msg"`` (an ordinary line) or ``"me"`` (an action, ``/me waves``).
+* ``kind``: ``"msg"`` (an ordinary line), ``"me"`` (an action, ``/me waves``) or
+  ``"nick"``, ``"join"``, ``"leave"`` (a name change, joining or leaving the
+  channel, announced to it; the text is the sentence: ``alice joined #ops``), or
+  ``"topic"`` (the channel's topic from now on; the text is the topic).
 * ``text``: the line as typed.
 
 Why JSON and not a protobuf: the content is end-to-end encrypted inside the
@@ -15,6 +18,14 @@ envelope (nobody but channel members reads it), it is small next to the SDS
 metadata around it (the bloom filter alone is 18 KB), and JSON keeps it easy to
 read in ``sdschat history`` and in other clients. Unknown keys are ignored and
 ``v`` lets the format grow.
+
+Typed content (version 2): replies, reactions, edits and deletions are a
+protobuf ``TypedContent`` (schema ``app/chat_content.proto``) after the 4 bytes
+``FF 'S' 'C' 02`` (0xFF never starts UTF-8 text, so the formats cannot be
+confused). In this module's API (and the node's ``post``/``Delivered``) such a
+message is a kind from :data:`TYPED_KINDS` and a ``text`` of the form
+``"TARGET_ID\nBODY"`` (:func:`typed_text`, :func:`split_typed`): the emoji of a
+reaction, the new text of an edit, the text of a reply, empty for a deletion.
 
 Receivers accept anything: content that is not such an object (for example
 plain text from a js-waku peer) decodes as ``kind="raw"`` with ``name=None``
@@ -29,24 +40,53 @@ from typing import Any
 
 __all__ = [
     "CONTENT_VERSION",
+    "EVENT_KINDS",
     "KINDS",
     "MAX_NAME_CHARS",
+    "MAX_REACTION_CHARS",
+    "TYPED_KINDS",
     "ChatContent",
+    "channel_arg",
+    "check_nick",
     "clean_name",
     "decode_content",
     "encode_content",
     "json_visible",
+    "split_typed",
+    "typed_text",
     "visible",
 ]
 
 CONTENT_VERSION = 1
 """The content format version this module writes."""
 
-KINDS = ("msg", "me")
-"""Kinds a sender may choose; receivers also produce ``"raw"`` for foreign content."""
+TYPED_KINDS = ("reply", "react", "unreact", "edit", "delete")
+"""Kinds carried as typed content (version 2, protobuf): each names a target message."""
+
+TYPED_MAGIC = b"\xffSC\x02"
+"""What typed content starts with (0xFF: never UTF-8 text or JSON; 0x02: the version)."""
+
+EVENT_KINDS = ("nick", "join", "leave", "topic")
+"""Lines that say what someone did (a name change, joining, leaving), not what they said:
+shown dimmed, and can be hidden. Their ``text`` reads as a sentence for any client."""
+
+LINE_KINDS = ("msg", "me", *EVENT_KINDS)
+"""Kinds carried as version 1 JSON (a line of the log)."""
+
+KINDS = (*LINE_KINDS, *TYPED_KINDS)
+"""Kinds a sender may choose; receivers also produce ``"raw"`` for foreign content.
+``"nick"`` announces a name change (``text``: ``"alice is now known as alicia"``,
+readable as it is by a client that does not know the kind)."""
 
 MAX_NAME_CHARS = 64
-"""Longest display name kept (longer ones are cut)."""
+"""Longest display name: ``/nick`` and ``--name`` refuse longer ones (saying so); a longer
+name in a peer's content is cut."""
+
+
+def nick_text(old: str, new: str) -> str:
+    """The text of a ``"nick"`` message: what any client shows."""
+    return f"{old} is now known as {new}"
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +103,65 @@ class ChatContent:
     text: str
     name: str | None = None
     kind: str = "msg"
+    target: str | None = None
+    """The message a typed kind (:data:`TYPED_KINDS`) is about."""
+
+
+def typed_text(target: str, body: str = "") -> str:
+    """The ``text`` of a typed message in this module's API: ``"TARGET\nBODY"``."""
+    if not target or "\n" in target:
+        raise ValueError("a typed message needs the id of its target")
+    return f"{target}\n{body}"
+
+
+def split_typed(text: str) -> tuple[str, str]:
+    """``(target, body)`` of a typed message's ``text`` (see :func:`typed_text`)."""
+    target, _, body = text.partition("\n")
+    return target, body
 
 
 def clean_name(name: str) -> str:
     """A display name with control characters removed, stripped, cut to :data:`MAX_NAME_CHARS`."""
     cleaned = "".join(ch for ch in name if ch.isprintable()).strip()
     return cleaned[:MAX_NAME_CHARS]
+
+
+def check_nick(name: str) -> str:
+    """A display name a person typed (``/nick``, ``--name``), or ValueError saying why not.
+
+    A name is 1 to :data:`MAX_NAME_CHARS` printable characters without spaces (a name
+    is one word: ``@name`` mentions and completion match it as one)."""
+    name = name.strip()
+    if not name:
+        raise ValueError("a name must not be empty")
+    if any(ch.isspace() for ch in name):
+        raise ValueError(f"a name is one word, without spaces: {name!r}")
+    if not name.isprintable():
+        raise ValueError(f"a name must not hold control characters: {name!r}")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"a name is at most {MAX_NAME_CHARS} characters, got {len(name)}")
+    return name
+
+
+def channel_arg(text: str) -> str:
+    """The channel a person means by ``text`` (``sdschat join``, ``--channel``, ``/join``,
+    ``/leave``, ``/switch``, ``sdschat history``): one rule everywhere, as in IRC clients.
+
+    Surrounding spaces are dropped and one leading ``#`` is the channel prefix, not
+    part of the name (``#ops`` and ``ops`` are the same channel). The name is then
+    checked by :func:`net.channel_key.check_channel_name`.
+
+    Raises:
+        ValueError: empty or whitespace-only (``#`` alone too), or not a valid name.
+    """
+    from net.channel_key import check_channel_name
+
+    name = text.strip()
+    if name.startswith("#"):
+        name = name[1:].strip()
+    if not name:
+        raise ValueError(f"a channel name must not be empty or only spaces: {text!r}")
+    return check_channel_name(name)
 
 
 #: DEL, C1 and the bidirectional embeddings, overrides and isolates: what a terminal
@@ -122,12 +215,76 @@ def encode_content(text: str, name: str, kind: str = "msg") -> bytes:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if not text:
         raise ValueError("text must not be empty")
+    if kind in TYPED_KINDS:
+        return _encode_typed(text, name, kind)
     obj = {"v": CONTENT_VERSION, "name": clean_name(name), "kind": kind, "text": text}
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def _encode_typed(text: str, name: str, kind: str) -> bytes:
+    from app import chat_content_pb2 as pb
+
+    target, body = split_typed(text)
+    if not target:
+        raise ValueError("a typed message needs the id of its target")
+    msg = pb.TypedContent(version=2, name=clean_name(name))
+    if kind == "reply":
+        if not body:
+            raise ValueError("a reply needs text")
+        msg.reply.target, msg.reply.text = target, body
+    elif kind in ("react", "unreact"):
+        if not body or len(body) > MAX_REACTION_CHARS:
+            raise ValueError(f"a reaction is 1 to {MAX_REACTION_CHARS} characters")
+        msg.reaction.target, msg.reaction.emoji = target, body
+        msg.reaction.remove = kind == "unreact"
+    elif kind == "edit":
+        if not body:
+            raise ValueError("an edit needs the new text (/delete removes a message)")
+        msg.edit.target, msg.edit.text = target, body
+    else:
+        msg.delete.target = target
+    return TYPED_MAGIC + msg.SerializeToString()
+
+
+def _decode_typed(content: bytes) -> ChatContent | None:
+    from google.protobuf.message import DecodeError
+
+    from app import chat_content_pb2 as pb
+
+    msg = pb.TypedContent()
+    try:
+        msg.ParseFromString(content[len(TYPED_MAGIC) :])
+    except (DecodeError, RecursionError):
+        return None
+    name = clean_name(msg.name) if msg.name else None
+    which = msg.WhichOneof("body")
+    if which == "reply":
+        target, kind, body = msg.reply.target, "reply", msg.reply.text
+    elif which == "reaction":
+        r = msg.reaction
+        target, kind, body = r.target, "unreact" if r.remove else "react", r.emoji
+    elif which == "edit":
+        target, kind, body = msg.edit.target, "edit", msg.edit.text
+    elif which == "delete":
+        target, kind, body = msg.delete.target, "delete", ""
+    else:
+        return None  # a body of a later version: shown as unknown content
+    if not target or "\n" in target:
+        return None
+    return ChatContent(text=f"{target}\n{body}", name=name, kind=kind, target=target)
+
+
+MAX_REACTION_CHARS = 16
+"""Longest reaction (an emoji, possibly several code points, or a short word)."""
+
+
 def decode_content(content: bytes) -> ChatContent:
     """Decode content bytes; never raises (foreign content becomes ``kind="raw"``)."""
+    if content.startswith(TYPED_MAGIC):
+        typed = _decode_typed(content)
+        if typed is not None:
+            return typed
+        return ChatContent(text="(content sdschat does not know)", name=None, kind="raw")
     try:
         obj: Any = json.loads(content)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -138,6 +295,6 @@ def decode_content(content: bytes) -> ChatContent:
         return ChatContent(
             text=obj["text"],
             name=clean_name(name) if isinstance(name, str) else None,
-            kind=kind if kind in KINDS else "msg",
+            kind=kind if kind in LINE_KINDS else "msg",
         )
     return ChatContent(text=content.decode("utf-8", errors="replace"), name=None, kind="raw")

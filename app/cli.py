@@ -129,6 +129,15 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--theme", choices=("dark", "light"), default=None, help="TUI colours")
 
     def run(args: argparse.Namespace) -> int:
+        from app.chat_content import channel_arg, check_nick
+
+        try:  # one rule for '#' and spaces in channel names (as /join applies it)
+            args.channel = channel_arg(args.channel)
+            args.extra_channels = [channel_arg(c) for c in args.extra_channels or ()]
+            if args.name is not None:  # the rule /nick applies: one word, at most 64
+                args.name = check_nick(args.name)
+        except ValueError as exc:
+            p.error(str(exc))
         if not args.headless:
             from app.tui.run import run_tui
 
@@ -149,13 +158,24 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "running node (reads the database read-only).",
     )
     p.add_argument("channel")
-    p.add_argument("--data-dir", required=True, help="the participant's data directory")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="the participant's data directory (default: join's, ~/.local/share/sdschat)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per message")
 
     def run(args: argparse.Namespace) -> int:
+        from app.chat_content import channel_arg
+        from app.headless import default_data_dir
         from app.history import print_history
 
-        return print_history(args.data_dir, args.channel, as_json=args.json)
+        try:
+            channel = channel_arg(args.channel)
+        except ValueError as exc:
+            p.error(str(exc))
+        data_dir = args.data_dir or default_data_dir()
+        return print_history(data_dir, channel, as_json=args.json)
 
     p.set_defaults(func=run)
 
@@ -261,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sdschat",
         description="Reliable peer-to-peer group chat for the terminal (Scalable Data Sync).",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"sdschat {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -272,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_export(sub)
     _add_store(sub)
+    for command in _subparsers(parser).values():
+        command.allow_abbrev = False  # '--rel' is not '--relay': flags are typed in full
     return parser
 
 
@@ -282,7 +305,21 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
+EXIT_INTERRUPTED = 130
+"""Ctrl+C (SIGINT) before a command's own handling took over: 128 + SIGINT, as shells do."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``sdschat``; Ctrl+C at any point before a command handles it itself (loading
+    modules, parsing, opening) prints one line and exits 130, never a traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("sdschat: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -294,10 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    try:
-        return int(func(args))
-    except KeyboardInterrupt:
-        return 130
+    return int(func(args))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 ``text``               send ``text`` to the current channel
 ``//text``             send ``/text`` (a line that starts with a slash)
 ``/me waves``          send an action (shown as ``* alice waves``)
-``/join NAME``         join channel NAME (same passphrase as at start; none = public)
-``/leave [NAME]``      leave NAME (default: the current channel)
+``/join NAME``         join channel NAME (same passphrase as at start; none = public); ``/j``
+``/leave [NAME]``      leave NAME (default: the current channel); ``/part``
 ``/switch NAME``       make NAME the current channel
 ``/nick NAME``         change the display name sent with our messages
 ``/who``               list the participants heard from in the current channel
@@ -25,8 +25,8 @@ __all__ = ["HELP", "Command", "parse_line"]
 HELP = """\
 text           send text to the current channel (//text sends /text)
 /me ACTION     send an action
-/join NAME     join channel NAME
-/leave [NAME]  leave NAME (default: current channel)
+/join NAME     join channel NAME (also /j)
+/leave [NAME]  leave NAME (default: current channel; also /part)
 /switch NAME   make NAME the current channel
 /nick NAME     change your display name
 /who           participants heard from in the current channel
@@ -72,7 +72,7 @@ def parse_line(line: str) -> Command | None:
     if not line.startswith("/"):
         return Command("say", line)
     word, _, rest = line[1:].partition(" ")
-    name = word.lower()
+    name = {"j": "join", "part": "leave"}.get(word.lower(), word.lower())
     rest = rest.strip()
     if name not in _COMMANDS:
         return Command("error", f"unknown command /{word} (try /help)")

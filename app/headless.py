@@ -43,7 +43,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from app.chat_content import json_visible
+from app.chat_content import channel_arg, check_nick, json_visible, nick_text
 from app.commands import HELP, parse_line
 from app.node import (
     IdentityMismatchError,
@@ -265,23 +265,29 @@ async def _command(
         elif name == "error":
             out.event(NodeError(arg))
         elif name == "join":
-            await node.join(arg, passphrase)
-            return arg
+            target = channel_arg(arg)
+            await node.join(target, passphrase)
+            return target
         elif name == "leave":
-            target = arg or current
-            if target is None or not await node.leave(target):
-                out.event(NodeError(f"not in channel {target!r}"))
-            elif target == current:
+            gone = channel_arg(arg) if arg else current
+            if gone is None or not await node.leave(gone):
+                out.event(NodeError(f"not in channel {gone!r}"))
+            elif gone == current:
                 remaining = sorted(node.channels)
                 return remaining[0] if remaining else None
         elif name == "switch":
+            arg = channel_arg(arg)
             if arg not in node.channels:
                 out.event(NodeError(f"not in channel {arg!r} (/join it first)"))
             else:
                 out.event(Info(f"current channel: {arg}", {"channel": arg}))
                 return arg
         elif name == "nick":
-            await node.set_name(arg)
+            new, old = check_nick(arg), node.name
+            await node.set_name(new)
+            if new != old:  # announced in every channel joined, as a line
+                for joined in list(node.channels):
+                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
             out.event(Info(f"your name is now {node.name}", {"name": node.name}))
         elif name == "who":
             peers = tuple(node.peers(current))
@@ -307,8 +313,13 @@ def _consume(fut: asyncio.Future[int]) -> None:
         fut.exception()
 
 
-def _default_data_dir() -> Path:
+def default_data_dir() -> Path:
+    """Where ``sdschat join`` (and ``sdschat history``) keep and find data without
+    ``--data-dir``."""
     return Path.home() / ".local" / "share" / "sdschat"
+
+
+_default_data_dir = default_data_dir
 
 
 def _passphrase(args: argparse.Namespace) -> bytes | None:

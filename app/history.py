@@ -1,9 +1,11 @@
 """A channel's log as people and scripts read it: ``sdschat history`` and :class:`LogLine`.
 
-``sdschat history <channel> --data-dir DIR [--json]`` prints the stored log in
+``sdschat history <channel> [--data-dir DIR] [--json]`` prints the stored log in
 SDS order (ascending ``(lamport, message_id)``), which is the same order on
-every participant that holds the same messages. With ``--json`` each line is
-one object::
+every participant that holds the same messages (``--data-dir`` defaults to
+``sdschat join``'s). A line shows the author's send time (the Lamport timestamp
+is wall-clock ms), the sender id's start, the text and an own message's state.
+With ``--json`` each line is one object::
 
     {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
@@ -35,10 +37,11 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
-from app.chat_content import decode_content, json_visible, visible
+from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, json_visible, visible
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -172,10 +175,49 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         db.close()
 
 
+def _human(kind: str, who: str, body: str) -> str:
+    """How a line of ``sdschat history`` reads (``body`` already made visible)."""
+    if kind == "me":
+        return f"* {who} {body}"
+    if kind == "topic":
+        return f"-- {who} set the topic: {body}"
+    if kind in EVENT_KINDS:
+        return f"-- {body}"
+    if kind in TYPED_KINDS:
+        target, rest = body.split("\\x0a", 1) if "\\x0a" in body else (body, "")
+        about = f"[{target[:8]}]"
+        return {
+            "reply": f"<{who}> ↪ {about} {rest}",
+            "react": f"* {who} reacted {rest} to {about}",
+            "unreact": f"* {who} took back {rest} on {about}",
+            "edit": f"* {who} edited {about}: {rest}",
+            "delete": f"* {who} deleted {about}",
+        }[kind]
+    return f"<{who}> {body}"
+
+
+def _when(lamport: int, tz: tzinfo | None) -> str:
+    """A Lamport timestamp as the local date and time it stands for (its wall-clock ms)."""
+    try:
+        return datetime.fromtimestamp(lamport / 1000.0, tz).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):  # a peer's clock far off: the number
+        return str(lamport)
+
+
 def print_history(
-    data_dir: str | Path, channel: str, *, as_json: bool, out: TextIO | None = None
+    data_dir: str | Path,
+    channel: str,
+    *,
+    as_json: bool,
+    out: TextIO | None = None,
+    tz: tzinfo | None = None,
 ) -> int:
-    """``sdschat history``: print the log; returns the exit status."""
+    """``sdschat history``: print the log; returns the exit status.
+
+    A line reads ``2026-11-24 13:31:05  1a2b3c4d  <alice> hello  [acknowledged]``: the
+    author's send time (the SDS Lamport timestamp, wall-clock ms) in ``tz`` (default:
+    local time), the sender id's first 8 characters, the text, an own message's state.
+    ``--json`` keeps the Lamport timestamp as it is."""
     out = out or sys.stdout
     try:
         lines = read_history(data_dir, channel)
@@ -192,9 +234,10 @@ def print_history(
             else:
                 who = visible(line.name or "?")
                 body = visible(line.text)
-                text = f"* {who} {body}" if line.kind == "me" else f"<{who}> {body}"
+                text = _human(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""
-                out.write(f"{line.lamport}  {line.sender_id[:8]}  {text}{state}\n")
+                when = _when(line.lamport, tz)
+                out.write(f"{when}  {line.sender_id[:8]}  {text}{state}\n")
         out.flush()
     except BrokenPipeError:
         # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point

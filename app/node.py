@@ -85,7 +85,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.chat_content import decode_content, encode_content
+from app.chat_content import KINDS, decode_content, encode_content
 from app.history import LogLine, log_line
 from app.node_events import (
     CatchUp,
@@ -829,7 +829,7 @@ class Node:
             if ch not in self._channels:
                 continue
             c = decode_content(content)
-            futures.append(self.post(ch, c.text, c.kind if c.kind in ("msg", "me") else "msg"))
+            futures.append(self.post(ch, c.text, c.kind if c.kind in KINDS else "msg"))
         for fut in futures:
             await fut
         return len(futures)
@@ -1568,6 +1568,8 @@ class Node:
     def _add_states(self, batch: Batch) -> None:
         started = time.perf_counter()
         for name in self._channels:
+            if name not in self._participant.channels:  # being left (see _leave)
+                continue
             batch.set_core_state(name, self._participant.channel(name).export_state().to_bytes())
         spent_ms = (time.perf_counter() - started) * 1000.0
         self._state_interval = max(
@@ -1781,10 +1783,10 @@ class Node:
         batch = Batch(durable=True)
         batch.set_core_state(channel, self._participant.channel(channel).export_state().to_bytes())
         await self.store.commit_batch(batch)
+        self._by_topic.pop(info.topic, None)  # its envelopes are not opened any more
         self._participant.leave(channel)
         await self._round_now()  # events the channel still had
         del self._channels[channel]
-        self._by_topic.pop(info.topic, None)
         await self.store.leave_channel(channel)
         await self.transport.unsubscribe([info.topic])
         for key in [k for k in self._own_state if k[0] == channel]:

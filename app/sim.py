@@ -726,8 +726,9 @@ def run_sim_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         file=out,
     )
     print(
-        f"  broadcasts {net['broadcasts']:,}  lost {net['lost']:,}  "
-        f"partitioned {net['partitioned']:,}  offline {net['offline']:,}  "
+        f"  broadcasts {net['broadcasts']:,}  per recipient: delivered "
+        f"{net['deliveries'] - net['offline']:,}, dropped {net['lost']:,}, "
+        f"partitioned {net['partitioned']:,}, recipient offline {net['offline']:,}  "
         f"store retrievals {net['store_retrievals']:,}",
         file=out,
     )

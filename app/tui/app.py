@@ -28,22 +28,34 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events, work
 from textual.app import App
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import clean_name, encode_content, visible
+from app.chat_content import (
+    TYPED_KINDS,
+    channel_arg,
+    check_nick,
+    decode_content,
+    encode_content,
+    nick_text,
+    typed_text,
+    visible,
+)
 from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.joined import forget_channel, load_joined, remember_channel
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
 from app.node import PassphraseMismatchError as NodePassphraseMismatch
 from app.node_events import (
@@ -58,7 +70,8 @@ from app.node_events import (
 from app.transport import Transport
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
-from app.tui.model import PAGE, Changes, ChatModel, Row
+from app.tui.model import PAGE, Changes, ChatModel, Row, quote_of
+from app.tui.reasons import explain
 from app.tui.render import palette, state_label
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import (
@@ -82,6 +95,7 @@ from app.tui.widgets.panels import (
     StatusInfo,
     TypingLine,
 )
+from net.channel_key import ChannelKey
 from net.identity import IdentityFileError
 from net.urls import display_address
 from storage import (
@@ -91,13 +105,25 @@ from storage import (
     StorageError,
 )
 
-__all__ = ["TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
+__all__ = ["INPUT_HISTORY_FILE", "TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
 
 NARROW = 70
 """Below this many columns the channel list is hidden (Ctrl+N/P and Alt+N still switch)."""
 
 TUI_STATE_FILE = "tui.json"
 """Where the app keeps, per data directory, where you left off and the theme."""
+
+ONLINE_MIN_MS = 20_000
+"""A peer heard from within max(this, 3 sync intervals) counts as online now."""
+
+INPUT_HISTORY_FILE = "input_history.json"
+"""Lines typed, per channel (Up/Down), kept between runs (mode 0600: it is what you wrote)."""
+
+HISTORY_KEPT = 200
+"""Lines of input history kept on disk per channel (the newest)."""
+
+HISTORY_CHANNELS = 100
+"""Channels whose input history is kept on disk (the most recently used)."""
 
 ROWS_PER_SLICE = 10
 """A page read in the background is turned into rows ROWS_PER_SLICE at a time,
@@ -137,6 +163,8 @@ class TuiOptions:
     the status bar counts its connected peers."""
     typing_ttl: float = SHOW_FOR
     remember_state: bool = True
+    relay_url: str | None = None
+    """The relay's URL, if any: offline notices say what is wrong with it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -158,6 +186,7 @@ def make_app(
     tick_interval: float = 0.5,
     remember_state: bool = True,
     lan_transport: Any | None = None,
+    relay_url: str | None = None,
 ) -> SdsChatApp:
     """Build the app.
 
@@ -182,6 +211,8 @@ def make_app(
         remember_state: keep where you left off and the theme in ``tui.json``.
         lan_transport: the LAN gossip transport inside ``transport``, if any
             (the status bar shows its peer count).
+        relay_url: the relay's ws:// or wss:// URL, if any (offline notices say
+            what is wrong with it: :func:`app.tui.reasons.explain`).
     """
     return SdsChatApp(
         TuiOptions(
@@ -201,6 +232,7 @@ def make_app(
             tick_interval=tick_interval,
             remember_state=remember_state,
             lan_transport=lan_transport,
+            relay_url=relay_url,
         )
     )
 
@@ -220,6 +252,9 @@ class SdsChatApp(App[None]):
     CSS_PATH = "sdschat.tcss"
     TITLE = "sdschat"
     ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "interrupt", "quit", priority=True, show=False),
+    ]
 
     def __init__(self, opts: TuiOptions) -> None:
         super().__init__()
@@ -234,7 +269,9 @@ class SdsChatApp(App[None]):
         """(message, exit status) of the error that stopped the app."""
         self.chat = ChatScreen(self._completion_source, opts.tz)
         self._pending: list[NodeEvent] = []
-        self._commands: asyncio.Queue[Command] = asyncio.Queue()
+        self._commands: asyncio.Queue[tuple[Command, str | None]] = asyncio.Queue()
+        self._line: str | None = None
+        """The typed line being carried out (put back in the input if refused)."""
         self.pending_commands = 0
         """Typed lines not yet carried out (tests wait for 0)."""
         self._flush_scheduled = False
@@ -245,6 +282,12 @@ class SdsChatApp(App[None]):
         self._connection_noted = False
         self._known_channels: set[str] = set()
         self._state = self._load_state()
+        self.model.hide_events = bool(self._state.get("hide_events", False))
+        words = self._state.get("highlights", [])
+        self.model.set_highlights(w for w in words if isinstance(w, str))
+        self._histories: dict[str, list[str]] = self._load_histories()
+        """channel -> lines typed there (the input's Up/Down list while it is current)."""
+        self._history_timer: Any = None
         self.events_seen = 0
         self._catch_up: dict[str, CatchUp] = {}
         """The latest catch-up progress per channel, while one runs."""
@@ -281,7 +324,9 @@ class SdsChatApp(App[None]):
     async def _boot(self) -> None:
         opts = self.opts
         if opts.ask_passphrase:
-            entered = await self.push_screen_wait(PassphraseScreen(opts.channels[0]))
+            entered = await self.push_screen_wait(
+                PassphraseScreen(opts.channels[0], startup=True)
+            )
             if entered is None:
                 self.exit(return_code=EXIT_PASSPHRASE, message="sdschat: no passphrase entered")
                 return
@@ -324,9 +369,29 @@ class SdsChatApp(App[None]):
         if self._store_later is not None:
             self.use_lan_store(self._store_later)
         for channel in opts.channels:
-            if not await self._join(channel, fatal=True):
+            joined_ok = await self._join(channel, fatal=True, ask_again=opts.ask_passphrase)
+            while joined_ok is None:  # a wrong passphrase typed at the prompt: ask again
+                entered = await self.push_screen_wait(
+                    PassphraseScreen(
+                        channel,
+                        startup=True,
+                        error="Wrong passphrase: this data directory joined "
+                        f"#{channel} with another one. Try again.",
+                    )
+                )
+                if entered is None:
+                    self.exit(return_code=EXIT_PASSPHRASE, message="sdschat: no passphrase entered")
+                    return
+                self.passphrase = entered or None
+                joined_ok = await self._join(channel, fatal=True, ask_again=True)
+            if not joined_ok:
                 return
-        for channel in opts.channels:
+        joined = list(opts.channels)
+        for key in load_joined(opts.data_dir) if opts.remember_state else ():
+            # channels joined in an earlier run (/join), with their derived keys
+            if key.channel not in joined and await self._join(key.channel, fatal=False, key=key):
+                joined.append(key.channel)
+        for channel in joined:
             await self._load_tail(channel)
         await self._count_unread()
         if opts.channels:
@@ -340,12 +405,18 @@ class SdsChatApp(App[None]):
         self.ready.set()
         self._refresh_panels()
 
-    async def _join(self, channel: str, *, fatal: bool) -> bool:
+    async def _join(
+        self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False
+    ) -> bool | None:
+        """Join ``channel``; False if that failed (said on screen, or fatal), None for a
+        wrong passphrase when ``ask_again`` (the caller asks for it again)."""
         node = self.node
         assert node is not None
         try:
-            info = await node.join(channel, self.passphrase)
+            info = await node.join(channel, self.passphrase, key=key)
         except NodePassphraseMismatch as exc:
+            if ask_again:
+                return None
             if fatal:
                 self._fatal_screen(
                     "Wrong passphrase",
@@ -354,13 +425,13 @@ class SdsChatApp(App[None]):
                     EXIT_PASSPHRASE,
                 )
             else:
-                self.notify(str(exc), title="wrong passphrase", severity="error", timeout=10)
+                self._refuse(str(exc), title="wrong passphrase", timeout=10)
             return False
         except ValueError as exc:
             if fatal:
                 self._fatal_screen("Cannot join", str(exc), "", EXIT_USAGE)
             else:
-                self.notify(str(exc), severity="error")
+                self._refuse(str(exc))
             return False
         except StorageError as exc:  # e.g. a damaged page found only now
             self._fatal_screen(
@@ -372,6 +443,12 @@ class SdsChatApp(App[None]):
             return False
         self._known_channels.add(channel)
         self.model.add_channel(info.name, info.public)
+        if self.opts.remember_state:
+            try:  # rejoined at the next start (its derived key, never the passphrase)
+                remember_channel(self.opts.data_dir, info.key)
+            except OSError as exc:
+                self.notify(f"#{info.name} will not be rejoined at the next start: {exc}",
+                            severity="warning")
         return True
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
@@ -393,7 +470,17 @@ class SdsChatApp(App[None]):
 
     async def action_quit(self) -> None:
         await self._close_node()
-        self.exit(return_code=0)
+        self.exit(return_code=self.fatal[1] if self.fatal is not None else 0)
+
+    async def action_interrupt(self) -> None:
+        """Ctrl+C quits, as in any terminal program: like Ctrl+Q once the chat runs
+        (everything saved, status 0); while starting (the passphrase prompt) with one
+        line and status 130, as Ctrl+C before the screen opened."""
+        if self.ready.is_set() or self.fatal is not None:
+            await self.action_quit()
+            return
+        await self._close_node()
+        self.exit(return_code=130, message="sdschat: interrupted")
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -414,7 +501,51 @@ class SdsChatApp(App[None]):
             return {}
         return data if isinstance(data, dict) else {}
 
+    def _load_histories(self) -> dict[str, list[str]]:
+        if not self.opts.remember_state:
+            return {}
+        try:
+            data = json.loads((self.opts.data_dir / INPUT_HISTORY_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {
+            str(ch): [x for x in lines if isinstance(x, str)][-HISTORY_KEPT:]
+            for ch, lines in data.items()
+            if isinstance(lines, list)
+        }
+
+    def _save_histories(self) -> None:
+        """Write the input history (newest :data:`HISTORY_KEPT` lines of the
+        :data:`HISTORY_CHANNELS` channels used last), mode 0600, replaced atomically."""
+        self._history_timer = None
+        if not self.opts.remember_state:
+            return
+        items = [(ch, lines[-HISTORY_KEPT:]) for ch, lines in self._histories.items() if lines]
+        doc = dict(items[-HISTORY_CHANNELS:])
+        path = self.opts.data_dir / INPUT_HISTORY_FILE
+        tmp = path.with_name(f".{INPUT_HISTORY_FILE}.tmp")
+        with contextlib.suppress(OSError):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, ensure_ascii=False)
+            tmp.replace(path)
+
+    def _history_changed(self, channel: str | None) -> None:
+        if channel is None:
+            return
+        lines = self._histories.pop(channel, None)
+        if lines is not None:
+            self._histories[channel] = lines  # most recently used last
+        if self._history_timer is None:
+            self._history_timer = self.set_timer(1.0, self._save_histories)
+
     def _save_state(self) -> None:
+        if self.opts.remember_state and self.node is not None:
+            self._save_histories()
         if not self.opts.remember_state or self.node is None:
             return
         read = dict(self._state.get("last_read", {}))
@@ -424,6 +555,9 @@ class SdsChatApp(App[None]):
         self._state = {
             "last_read": read,
             "theme": "dark" if self.current_theme.dark else "light",
+            "hide_events": self.model.hide_events,
+            "desktop_notify": bool(self._state.get("desktop_notify", True)),
+            "highlights": self._highlights(),
         }
         with contextlib.suppress(OSError):
             tmp = self._state_path().with_suffix(".tmp")
@@ -432,11 +566,25 @@ class SdsChatApp(App[None]):
 
     # ------------------------------------------------------------------ paging
 
+    async def _find_topic(self, channel: str) -> None:
+        """The channel's newest topic line, wherever it is in the stored log (the tail
+        page may not reach it)."""
+        node, view = self.node, self.model.channels.get(channel)
+        if node is None or view is None:
+            return
+        with contextlib.suppress(Exception):
+            for e in await node.store.search(channel, '"kind":"topic"', limit=20):
+                if decode_content(e.content).kind == "topic":
+                    view.set_topic(self.model.row_from_entry(e))
+                    return
+
     async def _load_tail(self, channel: str) -> None:
         node = self.node
         view = self.model.channels.get(channel)
         if node is None or view is None:
             return
+        if view.topic_key is None:
+            await self._find_topic(channel)
         entries = await node.store.page(channel, limit=PAGE)
         view.set_page(
             self.model.rows_from_entries(entries), at_tail=True, more_before=len(entries) == PAGE
@@ -469,6 +617,9 @@ class SdsChatApp(App[None]):
             await self.chat.query_one(MessageLog).prerender(rows)
 
     def _after_page(self, channel: str) -> None:
+        view = self.model.channels.get(channel)
+        if view is not None and view.unquoted:
+            self.run_worker(self._resolve_quotes(channel), group="quotes")
         if channel == self.model.current:
             log = self.chat.query_one(MessageLog)
             log.page_loaded()
@@ -643,6 +794,10 @@ class SdsChatApp(App[None]):
     def _apply(self, changes: Changes) -> None:
         if changes.status:
             self._note_connection()
+        for name in changes.channels:
+            view = self.model.channels.get(name)
+            if view is not None and view.unquoted:
+                self.run_worker(self._resolve_quotes(name), group="quotes")
         current = self.model.current
         log = self.chat.query_one(MessageLog)
         if current in changes.channels or log.view is not self.model.channels.get(current or ""):
@@ -652,6 +807,8 @@ class SdsChatApp(App[None]):
             self.model.mark_read(current)
         if changes.bell:
             self.bell()
+        for channel, who, text in changes.alerts[-3:]:  # a burst: the newest few
+            self.desktop_notify(f"{who} in #{channel}", text)
         for severity, text in changes.notices:
             self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
         self._refresh_panels()
@@ -661,8 +818,9 @@ class SdsChatApp(App[None]):
         if m.connection == "disconnected" and not self._connection_noted:
             self._connection_noted = True
             self.notify(
-                f"cannot reach {self.opts.transport_label} ({m.connection_reason or 'no answer'}); "
-                "retrying. What you type is kept and sent when it is back.",
+                f"cannot reach {self.opts.transport_label}: "
+                f"{explain(m.connection_reason, self.opts.relay_url)}. Retrying; what you "
+                "type is kept and sent when it is back.",
                 title="offline",
                 severity="warning",
                 timeout=10,
@@ -722,6 +880,7 @@ class SdsChatApp(App[None]):
         sync, unacked, _waiting = self._sync_text(m.current)
         node = self.node
         me = f"{node.name} ({node.sender_id[:8]})" if node is not None else "…"
+        me_short = node.name if node is not None else "…"
         state = m.connection if node is not None else "connecting"
         if self.fatal is not None:
             state = "stopped"
@@ -739,6 +898,7 @@ class SdsChatApp(App[None]):
                 sync=sync,
                 store=self._store_text(),
                 me=me,
+                me_short=me_short,
             )
         )
         view = m.channels.get(m.current or "")
@@ -749,9 +909,17 @@ class SdsChatApp(App[None]):
                 bar.append_text(self._unread_elsewhere(view.name))
             bar.append(" · public" if view.public else " · encrypted", "dim")
             peers = node.peers(view.name) if node is not None else []
-            bar.append(f" · {len(peers)} peer{'s' if len(peers) != 1 else ''}", "dim")
+            here = sum(1 for p in peers if self._online(p.last_seen_ms))
+            # online now (heard within a few sync periods), and all ever heard from
+            bar.append(f" · {here} online", "dim")
+            if here != len(peers):
+                bar.append(f" · {len(peers)} heard from", "dim")
             if unacked:
                 bar.append(f" · {unacked} not acknowledged yet", "dim")
+            if view.topic:
+                first = view.topic.split("\n", 1)[0]
+                bar.append(" · ", "dim")
+                bar.append(visible(first[:200]), "italic")
         elif node is None:
             bar.append("starting…", "dim")
         chat.query_one(ChannelBar).update_text(bar)
@@ -774,11 +942,25 @@ class SdsChatApp(App[None]):
                     PeerEntry(
                         p.sender_id,
                         p.name or "?",
-                        _ago((now_ms - p.last_seen_ms) / 1000.0),
+                        "online" if self._online(p.last_seen_ms)
+                        else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
+                        online=self._online(p.last_seen_ms),
                     )
                 )
             peer_list.update_entries(entries)
+
+    def online_window_ms(self) -> int:
+        """A peer heard from within this long is online now. Every running node sends an
+        SDS sync message at least every two sync intervals (30 s by default: a random
+        delay below it) even when nobody writes, so three intervals (at least 20 s)
+        tell one that is here from one that left or lost its connection."""
+        node = self.node
+        interval = node.options.config.sync_interval_ms if node is not None else 30_000
+        return max(ONLINE_MIN_MS, 3 * interval)
+
+    def _online(self, last_seen_ms: int) -> bool:
+        return self.clock() * 1000 - last_seen_ms <= self.online_window_ms()
 
     # ------------------------------------------------------------------ channels
 
@@ -787,6 +969,7 @@ class SdsChatApp(App[None]):
             return
         log = self.chat.query_one(MessageLog)
         log.show(self.model.channels[channel])
+        self.chat.query_one(ChatInput).use_history(self._histories.setdefault(channel, []))
         self._refresh_panels()
 
     def action_cycle(self, step: int) -> None:
@@ -852,6 +1035,57 @@ class SdsChatApp(App[None]):
         peers = self.chat.query_one(PeerList)
         peers.display = not peers.display
         self._refresh_panels()
+
+    def _highlights(self) -> list[str]:
+        return list(self.model.highlights)
+
+    def desktop_notify(self, title: str, body: str) -> None:
+        """A desktop notification for a mention or a reply to you in a channel not in
+        view: OSC 777 (foot, urxvt, VTE terminals) and OSC 9 (iTerm2, Windows Terminal,
+        kitty, WezTerm); terminals that know neither ignore both. ``/notify off`` turns
+        it off (kept in tui.json). Peers' text is made visible and has no ESC or BEL
+        left to end the sequence early; it is cut to 200 characters."""
+        if not self._state.get("desktop_notify", True):
+            return
+        clean = [
+            visible(t).replace(";", ",")[:200] for t in (title, body)
+        ]
+        data = f"\x1b]777;notify;{clean[0]};{clean[1]}\x07\x1b]9;{clean[0]}: {clean[1]}\x07"
+        if os.environ.get("TMUX"):  # through to the outer terminal (allow-passthrough on)
+            data = "\x1bPtmux;" + data.replace("\x1b", "\x1b\x1b") + "\x1b\\"
+        self.write_terminal(data)
+
+    def write_terminal(self, data: str) -> None:
+        """Write control sequences to the terminal (nothing in tests without one)."""
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(data)
+            driver.flush()
+
+    def action_hotlist(self) -> None:
+        """Alt+A: the next channel with news, as WeeChat's hotlist: mentions first, then
+        the most unread, then the next in the list."""
+        current = self.model.current
+        views = [self.model.channels[n] for n in self.model.order if n != current]
+        news = [v for v in views if v.unread or v.mentioned]
+        if not news:
+            self.notify("no news in other channels", timeout=2)
+            return
+        best = min(news, key=lambda v: (not v.mentioned, -v.unread))
+        self._leave_current()
+        self._switch(best.name)
+
+    def action_toggle_events(self) -> None:
+        """F4: hide or show join, leave and nick lines (remembered in tui.json)."""
+        self.model.set_hide_events(not self.model.hide_events)
+        self.chat.query_one(MessageLog).sync(force=True)
+        self.notify(
+            "join, leave and nick lines hidden (F4 shows them)"
+            if self.model.hide_events
+            else "join, leave and nick lines shown",
+            timeout=3,
+        )
+        self._save_state()
 
     def action_toggle_theme(self) -> None:
         dark = self.current_theme.dark
@@ -958,10 +1192,11 @@ class SdsChatApp(App[None]):
 
     def on_chat_input_line(self, event: ChatInput.Line) -> None:
         event.stop()
+        self._history_changed(self.model.current)
         cmd = parse(event.line)
         if cmd is not None:
             self.pending_commands += 1
-            self._commands.put_nowait(cmd)
+            self._commands.put_nowait((cmd, event.line))
 
     def on_chat_input_multi_line(self, event: ChatInput.MultiLine) -> None:
         """A paste of several lines: shown in a dialog to edit and send as one message."""
@@ -989,7 +1224,7 @@ class SdsChatApp(App[None]):
             box = self.chat.query_one(ChatInput)
             box.value = ""
             self.pending_commands += 1
-            self._commands.put_nowait(Command(kind if kind == "me" else "say", body))
+            self._commands.put_nowait((Command(kind if kind == "me" else "say", body), None))
 
         self.push_screen(MultiLineScreen(channel, text, check), done)
 
@@ -997,13 +1232,29 @@ class SdsChatApp(App[None]):
     async def _command_loop(self) -> None:
         """Carry out typed lines one after the other, in the order they were typed."""
         while True:  # ends when the app's workers are cancelled at exit
-            cmd = await self._commands.get()
+            cmd, line = await self._commands.get()
+            self._line = line
             try:
                 await self.run_command(cmd)
             except Exception as exc:  # a bug in one command must not stop the others
-                self.notify(f"{type(exc).__name__}: {exc}", severity="error")
+                self._refuse(f"{type(exc).__name__}: {exc}")
             finally:
+                self._line = None
                 self.pending_commands -= 1
+
+    def _refuse(self, reason: str, **notify: Any) -> None:
+        """A typed line cannot be carried out: say why, and put the line back in the
+        input (unless something new was typed meanwhile) with the reason under it, so
+        nothing typed is lost and it can be fixed and sent again."""
+        self.notify(reason, severity="error", **notify)
+        line = self._line
+        if line is None or not self._chat_ready():
+            return
+        box = self.chat.query_one(ChatInput)
+        if not box.value:
+            box.value = line
+            box.cursor_position = len(line)
+            box.refused(reason)
 
     async def run_command(self, cmd: Command) -> None:
         """Carry out one parsed input line."""
@@ -1011,7 +1262,7 @@ class SdsChatApp(App[None]):
         channel = self.model.current
         name, arg = cmd.name, cmd.arg
         if name == "error":
-            self.notify(arg, severity="error")
+            self._refuse(arg)
             return
         if name == "quit":
             await self.action_quit()
@@ -1043,7 +1294,7 @@ class SdsChatApp(App[None]):
         try:
             if name in ("say", "me"):
                 if channel is None:
-                    self.notify("no channel: /join one first", severity="error")
+                    self._refuse("no channel: /join one first")
                     return
                 fut = node.post(channel, arg, "me" if name == "me" else "msg")
                 fut.add_done_callback(_consume)
@@ -1051,21 +1302,30 @@ class SdsChatApp(App[None]):
                 log = self.chat.query_one(MessageLog)
                 log.follow = True
             elif name == "join":
-                target = arg.lstrip("#")
+                target = channel_arg(arg)
                 if target in self.model.channels:
                     self._leave_current()
                     self._switch(target)
                     return
+                known = await node.store.get_channel(target)
                 if await self._join(target, fatal=False):
+                    if known is None or known.left_at is not None:  # joined, not resumed
+                        line = f"{node.name} joined #{target}"
+                        node.post(target, line, "join").add_done_callback(_consume)
                     self._flush_events()
                     await self._load_tail(target)
                     self._leave_current()
                     self._switch(target)
             elif name == "leave":
-                target = (arg or channel or "").lstrip("#")
+                target = channel_arg(arg) if arg else (channel or "")
+                if target in node.channels:  # said before leaving: the line still goes out
+                    await node.send(target, f"{node.name} left #{target}", "leave")
                 if not target or not await node.leave(target):
-                    self.notify(f"not in #{target}", severity="error")
+                    self._refuse(f"not in #{target}")
                     return
+                if self.opts.remember_state:
+                    with contextlib.suppress(OSError):
+                        forget_channel(self.opts.data_dir, target)
                 self._flush_events()
                 self.model.remove_channel(target)
                 if self.model.current is not None:
@@ -1075,21 +1335,79 @@ class SdsChatApp(App[None]):
                     self._refresh_panels()
                 self.notify(f"left #{target} (its history stays on disk)")
             elif name == "switch":
-                target = arg.lstrip("#")
+                target = channel_arg(arg)
                 if target not in self.model.channels:
-                    self.notify(f"not in #{target} (/join it first)", severity="error")
+                    self._refuse(f"not in #{target} (/join it first)")
                     return
                 self._leave_current()
                 self._switch(target)
             elif name == "nick":
-                new = clean_name(arg)
-                if not new:
-                    self.notify("usage: /nick NAME", severity="error")
+                new, old = check_nick(arg), node.name
+                if new == old:
+                    self.notify(f"you are already {new}")
                     return
                 await node.set_name(new)
                 self.model.name = new
+                # announced in every channel joined, as a line (a "nick" message)
+                for joined in list(node.channels):
+                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
                 self.notify(f"you are now {new}")
                 self._refresh_panels()
+            elif name in ("reply", "react", "edit", "delete"):
+                if channel is None:
+                    self._refuse("no channel: /join one first")
+                    return
+                await self._typed(node, channel, name, arg)
+            elif name == "read":
+                for view in self.model.channels.values():
+                    view.unread, view.mentioned, view.new_after = 0, False, None
+                    self.model.mark_read(view.name)
+                self._save_state()
+                self._refresh_panels()
+                self.chat.query_one(MessageLog).sync(force=True)
+                self.notify("every channel marked read", timeout=2)
+            elif name == "notify":
+                if arg.lower() not in ("", "on", "off"):
+                    self._refuse("usage: /notify [on|off]")
+                    return
+                if arg:
+                    self._state["desktop_notify"] = arg.lower() == "on"
+                    self._save_state()
+                on = self._state.get("desktop_notify", True)
+                self.notify(
+                    f"desktop notifications {'on' if on else 'off'} (mentions and replies "
+                    "to you in channels not in view)",
+                    timeout=4,
+                )
+            elif name == "highlight":
+                words = set(self.model.highlights)
+                if arg:
+                    word = arg.strip()
+                    words.symmetric_difference_update({word})
+                    self.model.set_highlights(words)
+                    self._save_state()
+                shown = ", ".join(self.model.highlights) or "none (only @" + node.name + ")"
+                self.notify(f"highlight words: {shown}", timeout=5)
+            elif name == "mentions":
+                self.push_screen(
+                    TextScreen("Mentions of you", await self._mentions_text(node), id="mentions")
+                )
+            elif name == "topic":
+                here = self.model.channels.get(channel or "")
+                if channel is None or here is None:
+                    self._refuse("no channel: /join one first")
+                    return
+                if not arg:
+                    self.notify(
+                        f"topic of #{channel}: {visible(here.topic)} (set by {here.topic_by})"
+                        if here.topic
+                        else f"#{channel} has no topic yet (/topic TEXT sets one)",
+                        timeout=6,
+                    )
+                    return
+                node.post(channel, arg, "topic").add_done_callback(_consume)
+            elif name == "names":
+                self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
             elif name == "who":
                 self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
                 peers = self.chat.query_one(PeerList)
@@ -1117,7 +1435,58 @@ class SdsChatApp(App[None]):
         except NodeClosedError:
             return
         except (KeyError, ValueError) as exc:
-            self.notify(str(exc).strip("'\""), severity="error")
+            self._refuse(str(exc).strip("'\""))
+
+    async def _typed(self, node: Node, channel: str, name: str, arg: str) -> None:
+        """/reply, /react, /edit, /delete: a typed message about the selected message
+        (Ctrl+Up/Down; by default the last one, for /edit your last one)."""
+        log = self.chat.query_one(MessageLog)
+        row = log.selected_row()
+        view = self.model.channels.get(channel)
+        if name in ("edit", "delete") and log.selected is None and view is not None:
+            row = next((r for r in reversed(view.rows) if r.own and not r.hidden), None)
+        if row is None:
+            self._refuse(f"/{name}: no message to {name} (select one with Ctrl+Up)")
+            return
+        if row.message_id is None:
+            self._refuse(f"/{name}: that message is not sent yet; try again in a moment")
+            return
+        if name in ("edit", "delete") and not row.own:
+            self._refuse(f"/{name}: you can only {name} your own messages")
+            return
+        if row.deleted:
+            self._refuse(f"/{name}: that message was deleted")
+            return
+        kind = name
+        if name == "react" and node.sender_id in row.reactions.get(arg, []):
+            kind = "unreact"  # the same reaction again takes it back
+        fut = node.post(channel, typed_text(row.message_id, arg), kind)
+        fut.add_done_callback(_consume)
+        log.select(None)  # done with it: the next /edit is about your last line again
+        if name == "reply":
+            log.follow = True
+
+    async def _resolve_quotes(self, channel: str) -> None:
+        """Replies whose target is outside the window: quote it from the store."""
+        node, view = self.node, self.model.channels.get(channel)
+        if node is None or view is None or not view.unquoted:
+            return
+        ids = list(view.unquoted)[:200]
+        try:
+            found = await node.store.get_messages(channel, ids)
+        except Exception:
+            return
+        changed = False
+        for mid, msg in found.items():
+            c = decode_content(msg.content)
+            target = Row((msg.lamport, mid), msg.sender_id, c.name, c.kind, c.text, msg.lamport)
+            text = quote_of(target)
+            for reply in view.unquoted.pop(mid, []):
+                reply.quote = text
+                reply.touch()
+                changed = True
+        if changed and channel == self.model.current:
+            self.chat.query_one(MessageLog).sync()
 
     def _passphrase_set(self, value: str | None) -> None:
         if value is None:
@@ -1128,6 +1497,59 @@ class SdsChatApp(App[None]):
             if value
             else "no passphrase: the next /join makes a PUBLIC channel"
         )
+
+    async def _mentions_text(self, node: Node, limit: int = 50) -> Text:
+        """``/mentions``: the newest lines for you (@name, a highlight word, a reply to
+        one of yours) in every joined channel, from the stored logs."""
+        found: list[tuple[int, str, LogEntry]] = []
+        words = [f"@{node.name}", *self.model.highlights]
+        for channel in self.model.order:
+            seen: set[str] = set()
+            for word in words:
+                with contextlib.suppress(Exception):
+                    for e in await node.store.search(channel, word, limit=limit):
+                        c = decode_content(e.content)
+                        if e.message_id in seen or e.sender_id == node.sender_id:
+                            continue
+                        if c.kind in TYPED_KINDS and c.kind != "reply":
+                            continue
+                        if self.model.mentions(c.text):
+                            seen.add(e.message_id)
+                            found.append((e.lamport, channel, e))
+        found.sort(key=lambda t: t[0], reverse=True)
+        out = Text()
+        for lamport, channel, e in found[:limit]:
+            c = decode_content(e.content)
+            when = datetime.fromtimestamp(lamport / 1000.0, self.opts.tz)
+            body = c.text.split("\n", 1)[-1] if c.kind == "reply" else c.text
+            out.append(f"{when:%Y-%m-%d %H:%M} ", "dim")
+            out.append(f"#{channel} ", "bold")
+            out.append(f"{visible(c.name or e.sender_id[:8])}: ", "bold")
+            out.append(visible(body.replace("\n", " ")[:200]) + "\n")
+        if not found:
+            out.append(f"nobody mentioned @{node.name} yet", "dim")
+        return out
+
+    def _names_text(self, channel: str | None) -> Text:
+        """``/names``: who is in the channel, online first (● online, ○ heard from)."""
+        node = self.node
+        out = Text()
+        if node is None:
+            return out
+        peers = node.peers(channel)
+        def name(p: Any) -> str:
+            return str(p.name or self.model.names.get(p.sender_id) or p.sender_id[:8])
+
+        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms))
+        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms))
+        out.append(f"{len(online) + 1} online", "bold")
+        out.append(f", {len(away)} heard from earlier\n" if away else "\n")
+        out.append(f"● {node.name} (you)\n")
+        for n in online:
+            out.append(f"● {n}\n")
+        for n in away:
+            out.append(f"○ {n}\n", "dim")
+        return out
 
     def _who_text(self, channel: str | None) -> Text:
         node = self.node
@@ -1140,9 +1562,10 @@ class SdsChatApp(App[None]):
         peers = node.peers(channel)
         for p in peers:
             out.append(f"{p.name or '?'}", "bold")
+            seen = _ago((now_ms - p.last_seen_ms) / 1000.0)
             out.append(
-                f"  {p.sender_id}  seen {_ago((now_ms - p.last_seen_ms) / 1000.0)}, "
-                f"{p.messages} message{'s' if p.messages != 1 else ''}\n"
+                f"  {p.sender_id}  {'online' if self._online(p.last_seen_ms) else 'away'}, "
+                f"heard from {seen}, {p.messages} message{'s' if p.messages != 1 else ''}\n"
             )
         if not peers:
             out.append("nobody else heard from yet\n", "dim")
@@ -1156,10 +1579,15 @@ class SdsChatApp(App[None]):
             out.append(f"{label:<18}", "bold")
             out.append(f"{visible(value)}\n")  # ids are a peer's: any text up to 256 chars
 
-        when = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
+        sent = datetime.fromtimestamp(row.sent_ms / 1000.0, self.opts.tz)
+        arrived = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
         field("author", f"{row.name or '?'}")
         field("sender id", row.sender_id)
-        field("time", when.strftime("%Y-%m-%d %H:%M:%S"))
+        field("sent", sent.strftime("%Y-%m-%d %H:%M:%S") + "  (author's clock)")
+        field(
+            "arrived" if not row.own else "typed",
+            arrived.strftime("%Y-%m-%d %H:%M:%S") + "  (this screen's clock)",
+        )
         field("message id", row.message_id or f"(not made yet: outbox line {row.local_id})")
         lamport = row.key[0] if row.message_id else None
         field("lamport", str(lamport) if lamport is not None else "—")
@@ -1185,15 +1613,22 @@ class SdsChatApp(App[None]):
                     have = await node.store.has_ids(channel, stored.causal_history)
             field("depends on", f"{len(stored.causal_history)} message(s)")
             for dep in stored.causal_history[-12:]:
-                out.append(f"  {'✓' if dep in have else '·'} {visible(dep)}\n", "dim")
+                out.append(f"  {'✓' if dep in have else '·'} {_short_id(dep)}\n", "dim")
             if len(stored.causal_history) > 12:
                 out.append(f"  … and {len(stored.causal_history) - 12} older\n", "dim")
         elif row.waiting_for:
             field("missing", "")
             for dep in sorted(row.waiting_for):
                 state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
-                out.append(f"  ⋯ {visible(dep)}{state}\n", "dim")
+                out.append(f"  ⋯ {_short_id(dep)}{state}\n", "dim")
         return out
+
+
+def _short_id(message_id: str, keep: int = 24) -> str:
+    """A dependency's id on one row of ``/info`` (an 80-column pane): its first
+    characters and ``…`` when longer (the message's own id is shown whole above)."""
+    shown = visible(message_id)
+    return shown if len(shown) <= keep else shown[: keep - 1] + "…"
 
 
 _STATS_ORDER = ("connected", "counters", "store", "channels")

@@ -26,14 +26,27 @@ class CommandSpec:
 
 
 COMMANDS: tuple[CommandSpec, ...] = (
-    CommandSpec("join", "/join NAME", "join channel NAME (with the /passphrase, if set)", True,
-                "channel"),
-    CommandSpec("leave", "/leave [NAME]", "leave NAME (default: this channel)", False, "joined"),
+    CommandSpec("join", "/join NAME", "join channel NAME (with the /passphrase, if set; /j)",
+                True, "channel"),
+    CommandSpec("leave", "/leave [NAME]", "leave NAME (default: this channel; /part)", False,
+                "joined"),
     CommandSpec("switch", "/switch NAME", "go to channel NAME (also Ctrl+N/P, Alt+1..9)", True,
                 "joined"),
     CommandSpec("nick", "/nick NAME", "change the name shown with your messages", True),
     CommandSpec("me", "/me ACTION", "send an action: * alice waves", True),
+    CommandSpec("reply", "/reply TEXT", "answer the selected message (Ctrl+Up), quoted above",
+                True),
+    CommandSpec("react", "/react EMOJI", "react to the selected (or last) message; again: undo",
+                True),
+    CommandSpec("edit", "/edit TEXT", "new text for your selected (or last) message", True),
+    CommandSpec("delete", "/delete", "withdraw your selected message: 'message deleted'"),
     CommandSpec("who", "/who", "who is here: peers heard from, last seen (F2 toggles the list)"),
+    CommandSpec("names", "/names", "the names in this channel, online first"),
+    CommandSpec("topic", "/topic [TEXT]", "set this channel's topic (without TEXT: show it)"),
+    CommandSpec("mentions", "/mentions", "the newest lines for you, in every channel"),
+    CommandSpec("highlight", "/highlight [WORD]", "add (or remove) a word that highlights a line"),
+    CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),
+    CommandSpec("notify", "/notify [on|off]", "desktop notifications of mentions elsewhere"),
     CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
     CommandSpec("search", "/search TEXT", "search this channel's history (also Ctrl+F)", False),
     CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),
@@ -45,6 +58,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
 )  # fmt: skip
 
 _BY_NAME = {c.name: c for c in COMMANDS}
+
+ALIASES = {"j": "join", "part": "leave"}
+"""Other names people type, as in IRC clients (``/j``, ``/part``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +81,7 @@ def parse(line: str) -> Command | None:
     if not line.startswith("/"):
         return Command("say", line)
     word, _, rest = line[1:].partition(" ")
-    name = word.lower()
+    name = ALIASES.get(word.lower(), word.lower())
     rest = rest.strip()
     spec = _BY_NAME.get(name)
     if spec is None:
@@ -112,7 +128,7 @@ def complete(
         candidates = ["/" + c.name for c in COMMANDS if c.name.startswith(stem)]
     else:
         cmd = head.split(" ", 1)[0].lower() if head.startswith("/") else ""
-        spec = _BY_NAME.get(cmd[1:]) if cmd else None
+        spec = _BY_NAME.get(ALIASES.get(cmd[1:], cmd[1:])) if cmd else None
         if spec is not None and spec.completes in ("channel", "joined") and head.count(" ") == 1:
             pool = set(joined)
             if spec.completes == "channel":

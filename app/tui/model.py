@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app.chat_content import decode_content
+from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, split_typed
 from app.node_events import (
     ChannelJoined,
     ChannelLeft,
@@ -62,6 +62,9 @@ PAGE = 200
 
 MAX_WINDOW = 1200
 """Most rows a channel's window holds; the far end is dropped (and paged in again)."""
+
+MAX_REPORTED = 10_000
+"""Most ids per channel remembered as reported missing (to mark them when they arrive)."""
 
 PENDING_LAMPORT = 2**63 - 1
 """Sort key of own lines the core has not logged yet: after everything."""
@@ -102,6 +105,7 @@ class Row:
     kind: str
     text: str
     time_ms: int
+    """When it arrived here (or was typed, for an own line), local clock, ms."""
     message_id: str | None = None
     local_id: int | None = None
     own_state: str | None = None
@@ -113,14 +117,54 @@ class Row:
     lost: int = 0
     """Dependencies given up as lost before it."""
     recovered: bool = False
-    """It arrived after a later message had reported it missing (repair, resend, sync)."""
+    """It arrived late: after it was reported missing (by any later message, a sync
+    message or a reminder), or after a later message of its author (repair, resend,
+    sync or the store filled the gap)."""
+    after_lost: bool = False
+    """It arrived after the protocol had reported it lost."""
     mention: bool = False
     retried: bool = False
     version: int = 0
+    target: str | None = None
+    """For a typed message (reply, reaction, edit, deletion): the message it is about."""
+    hidden: bool = False
+    """A reaction, edit or deletion: folded into its target, not a line of its own."""
+    original: str = ""
+    """The text as first sent (``text`` follows the author's edits)."""
+    quote: str | None = None
+    """A reply's target as ``name: text`` (None: not known yet)."""
+    reactions: dict[str, list[str]] = field(default_factory=dict)
+    """emoji -> sender ids who reacted with it (in the order they did)."""
+    edited: bool = False
+    deleted: bool = False
+
+    def __post_init__(self) -> None:
+        self._parse_typed()
+
+    def _parse_typed(self) -> None:
+        if self.kind in TYPED_KINDS:
+            self.target, self.text = split_typed(self.text)
+            self.hidden = self.kind != "reply"
+        self.original = self.text
+
+    def set_content(self, name: str | None, kind: str, text: str) -> None:
+        """New content for the row (a waiting message delivered)."""
+        self.name, self.kind, self.text = name, kind, text
+        self._parse_typed()
 
     @property
     def own(self) -> bool:
         return self.own_state is not None
+
+    @property
+    def sent_ms(self) -> int:
+        """When the author sent it: its SDS Lamport timestamp (wall-clock ms of the author,
+        the same on every screen), or, for an own line the core has not stamped yet, when
+        it was typed. ``time_ms`` is when it arrived here (``/info`` shows both)."""
+        lamport = self.key[0]
+        if self.message_id is not None and 0 < lamport < PENDING_LAMPORT:
+            return lamport
+        return self.time_ms
 
     @property
     def waiting(self) -> bool:
@@ -128,6 +172,40 @@ class Row:
 
     def touch(self) -> None:
         self.version += 1
+
+
+def quote_of(row: Row) -> str:
+    """A reply's quote of its target: ``name: first line of the text``."""
+    who = row.name or row.sender_id[:8]
+    if row.deleted:
+        return f"{who}: message deleted"
+    first = row.text.split("\n", 1)[0]
+    return f"{who}: {first}"
+
+
+def apply_effects(row: Row, effects: Iterable[Row]) -> None:
+    """Set ``row``'s reactions, edit and deletion from the typed messages about it, in
+    SDS order (the same result on every screen, whatever order they arrived in). Edits
+    and deletions count only from the row's own author."""
+    reactions: dict[str, list[str]] = {}
+    text, edited, deleted = row.original, False, False
+    for e in sorted(effects, key=lambda r: r.key):
+        if e.kind == "react":
+            who = reactions.setdefault(e.text, [])
+            if e.sender_id not in who:
+                who.append(e.sender_id)
+        elif e.kind == "unreact":
+            who = reactions.get(e.text, [])
+            if e.sender_id in who:
+                who.remove(e.sender_id)
+        elif e.sender_id == row.sender_id and e.kind == "edit":
+            text, edited = e.text, True
+        elif e.sender_id == row.sender_id and e.kind == "delete":
+            deleted = True
+    reactions = {k: v for k, v in reactions.items() if v}
+    if (reactions, text, edited, deleted) != (row.reactions, row.text, row.edited, row.deleted):
+        row.reactions, row.text, row.edited, row.deleted = reactions, text, edited, deleted
+        row.touch()
 
 
 @dataclass(eq=False)
@@ -162,6 +240,89 @@ class ChannelView:
     """Changes whenever rows are added, removed or re-keyed."""
     by_id: dict[str, Row] = field(default_factory=dict)
     """message id -> row, for the rows in the window."""
+    reported: dict[str, bool] = field(default_factory=dict)
+    """Ids reported missing (True: then given up as lost) that have not arrived, whatever
+    reported them (a content message shown or not, a sync message, a reminder); oldest
+    first, at most :data:`MAX_REPORTED`. Their arrival is marked recovered."""
+    latest: dict[str, int] = field(default_factory=dict)
+    """sender id -> highest Lamport timestamp of theirs seen here: an older message of
+    theirs arriving after it is late (recovered), even if nothing named it missing."""
+    hide_events: bool = False
+    """Join, leave and nick lines are hidden (F4)."""
+    topic: str = ""
+    """The channel's topic: the newest topic line (``/topic``) in SDS order."""
+    topic_key: Key | None = None
+    topic_by: str = ""
+    replies: dict[str, list[Row]] = field(default_factory=dict)
+    """target id -> the replies to it seen here (their quotes follow its edits)."""
+    unquoted: dict[str, list[Row]] = field(default_factory=dict)
+    """target id -> replies shown without their quote (the target not in the window)."""
+    effects: dict[str, dict[str, Row]] = field(default_factory=dict)
+    """target message id -> (effect's message id or local key -> the reaction, edit or
+    deletion row): kept so a target paged in later, or shown again, gets them."""
+
+    def _requote(self, target: Row) -> None:
+        """Replies quoting ``target`` show its current text (edited, deleted)."""
+        text = quote_of(target)
+        for reply in self.replies.get(target.message_id or "", ()):
+            if reply.quote != text:
+                reply.quote = text
+                reply.touch()
+
+    def set_topic(self, row: Row) -> None:
+        """``row`` (a topic line) is the topic if it is the newest one seen (SDS order)."""
+        if self.topic_key is None or row.key > self.topic_key:
+            self.topic, self.topic_key = row.original, row.key
+            self.topic_by = row.name or row.sender_id[:8]
+
+    def _adopt(self, row: Row) -> None:
+        """A row entered the window: fold a typed effect into its target, give a target
+        its effects, a reply its quote; hide a join/leave/nick line if they are hidden."""
+        if row.kind in EVENT_KINDS:
+            row.hidden = self.hide_events
+            if row.kind == "topic":
+                self.set_topic(row)
+        if row.hidden and row.target is not None:
+            ident = row.message_id or f"local:{row.local_id}"
+            mine = self.effects.setdefault(row.target, {})
+            if row.message_id is not None:
+                mine.pop(f"local:{row.local_id}", None)  # the queued copy, now logged
+            mine[ident] = row
+            target = self.by_id.get(row.target)
+            if target is not None:
+                apply_effects(target, mine.values())
+                self._requote(target)
+        if row.message_id is not None and row.message_id in self.effects:
+            apply_effects(row, self.effects[row.message_id].values())
+        if row.kind == "reply" and row.target is not None:
+            replies = self.replies.setdefault(row.target, [])
+            if row not in replies:
+                replies.append(row)
+            quoted = self.by_id.get(row.target)
+            if quoted is not None:
+                row.quote = quote_of(quoted)
+            elif row.quote is None:
+                self.unquoted.setdefault(row.target, []).append(row)
+        if row.message_id is not None and row.message_id in self.unquoted:
+            for reply in self.unquoted.pop(row.message_id):  # shown before their target
+                if reply.quote is None:
+                    reply.quote = quote_of(row)
+                    reply.touch()
+
+    def note_sender(self, row: Row) -> None:
+        """Remember ``row``'s author's newest Lamport timestamp (see :attr:`latest`)."""
+        lamport = row.key[0]
+        newer = lamport > self.latest.get(row.sender_id, -1)
+        if row.message_id is not None and not row.own and lamport < PENDING_LAMPORT and newer:
+            self.latest[row.sender_id] = lamport
+
+    def report_missing(self, ids: Iterable[str], *, lost: bool = False) -> None:
+        reported = self.reported
+        for mid in ids:
+            if mid not in self.by_id:
+                reported[mid] = lost or reported.get(mid, False)
+        while len(reported) > MAX_REPORTED:
+            del reported[next(iter(reported))]
 
     # ------------------------------------------------------------------ lookup
 
@@ -207,7 +368,7 @@ class ChannelView:
         if self.new_after is None:
             return None
         i = bisect.bisect_right(self.keys, self.new_after)
-        while i < len(self.rows) and self.rows[i].own:
+        while i < len(self.rows) and (self.rows[i].own or self.rows[i].hidden):
             i += 1
         return i if i < len(self.rows) else None
 
@@ -223,6 +384,7 @@ class ChannelView:
         if row.message_id is not None:
             self.by_id[row.message_id] = row
         self.version += 1
+        self._adopt(row)
         return i
 
     def remove_at(self, i: int) -> Row:
@@ -251,6 +413,9 @@ class ChannelView:
         self.rows = list(rows)
         self.keys = [r.key for r in self.rows]
         self._reindex()
+        for r in self.rows:
+            self.note_sender(r)
+            self._adopt(r)
         self.at_tail = at_tail
         self.more_before = more_before
         self.loaded = True
@@ -276,6 +441,8 @@ class ChannelView:
         for r in fresh:
             if r.message_id is not None:
                 self.by_id[r.message_id] = r
+        for r in fresh:
+            self._adopt(r)
         self.more_before = more_before
         self.version += 1
         return len(fresh)
@@ -330,6 +497,9 @@ class Changes:
     bell: bool = False
     notices: list[tuple[str, str]] = field(default_factory=list)
     """(severity, text) to show as notifications."""
+    alerts: list[tuple[str, str, str]] = field(default_factory=list)
+    """(channel, author, text) of mentions and replies to us in channels not in view:
+    desktop notifications."""
 
     def merge(self, other: Changes) -> None:
         self.channels |= other.channels
@@ -338,6 +508,7 @@ class Changes:
         self.status |= other.status
         self.bell |= other.bell
         self.notices.extend(other.notices)
+        self.alerts.extend(other.alerts)
 
 
 class ChatModel:
@@ -360,13 +531,47 @@ class ChatModel:
         """When the transport tries again (``disconnected``), on the app's clock."""
         self.names: dict[str, str] = {}
         """sender id -> last display name heard."""
+        self.hide_events = False
+        """Join, leave and nick lines are hidden (F4; kept in tui.json)."""
+        self.highlights: list[str] = []
+        """Words that highlight a line like an @mention (``/highlight``)."""
+        self._highlight: re.Pattern[str] | None = None
+
+    def mentions(self, text: str) -> bool:
+        """Whether ``text`` is for us: ``@name``, or one of the highlight words (whole
+        words, any case; ``/highlight WORD``, kept in tui.json)."""
+        if mentions(text, self.name):
+            return True
+        return self._highlight is not None and self._highlight.search(text) is not None
+
+    def set_highlights(self, words: Iterable[str]) -> None:
+        self.highlights = sorted({w for w in words if w.strip()})
+        self._highlight = (
+            re.compile(
+                r"(?<!\w)(" + "|".join(re.escape(w) for w in self.highlights) + r")(?!\w)",
+                re.IGNORECASE,
+            )
+            if self.highlights
+            else None
+        )
+
+    def set_hide_events(self, hide: bool) -> None:
+        """Show or hide the join, leave and nick lines of every channel."""
+        self.hide_events = hide
+        for view in self.channels.values():
+            view.hide_events = hide
+            for row in view.rows:
+                if row.kind in EVENT_KINDS and row.hidden != hide:
+                    row.hidden = hide
+                    row.touch()
+            view.version += 1
 
     # ------------------------------------------------------------------ channels
 
     def add_channel(self, name: str, public: bool = False) -> ChannelView:
         view = self.channels.get(name)
         if view is None:
-            view = ChannelView(name, public)
+            view = ChannelView(name, public, hide_events=self.hide_events)
             self.channels[name] = view
             self.order.append(name)
         view.public = public
@@ -427,7 +632,7 @@ class ChatModel:
             message_id=entry.message_id,
             own_state=(entry.state.value if entry.state is not None else "sent") if own else None,
         )
-        row.mention = not own and mentions(row.text, self.name)
+        row.mention = not own and not row.hidden and self.mentions(row.text)
         return row
 
     def rows_from_entries(self, entries: Iterable[LogEntry]) -> list[Row]:
@@ -474,7 +679,20 @@ class ChatModel:
             self.names[ev.sender_id] = ev.name
         view.typing.pop(ev.sender_id, None)
         key = (ev.lamport, ev.message_id)
-        recovered = ev.message_id in view.missing
+        # late: reported missing (by whatever), or older than a message of its author
+        # already seen (nothing had named it yet: the end of a burst, found by a resend)
+        # (a line shown while it waited was judged by order when it arrived, not now)
+        was_lost = view.reported.pop(ev.message_id, None)
+        if ev.was_lost:  # the core reported this very message lost before it came
+            was_lost = True
+        arrives_now = view.find_message(ev.message_id) is None
+        recovered = (
+            ev.message_id in view.missing
+            or was_lost is not None
+            or (arrives_now and ev.lamport < view.latest.get(ev.sender_id, -1))
+        ) and ev.sender_id != self.sender_id
+        if ev.sender_id != self.sender_id and ev.lamport > view.latest.get(ev.sender_id, -1):
+            view.latest[ev.sender_id] = ev.lamport
         waiters = view.missing.pop(ev.message_id, set())
         for wid in waiters:
             w = view.find_message(wid)
@@ -494,13 +712,19 @@ class ChatModel:
                 row.waiting_for = set()
                 row.arrived = set()
             row.lost = max(row.lost, ev.missing_before)
-            row.name, row.kind, row.text = ev.name, ev.kind, ev.text
+            row.recovered = row.recovered or recovered  # shown while waiting: marked alike
+            row.after_lost = row.after_lost or bool(was_lost)
+            row.set_content(ev.name, ev.kind, ev.text)
             if row.key != key:
                 view.rekey(row, key)
             row.touch()
             ch.channels.add(ev.channel)
             return
-        mention = mentions(ev.text, self.name)
+        effect = ev.kind in TYPED_KINDS and ev.kind != "reply"  # folded into its target
+        mention = not effect and self.mentions(ev.text)
+        if ev.kind == "reply":  # a reply to one of ours is for us, like an @mention
+            target = view.find_message(split_typed(ev.text)[0])
+            mention = mention or (target is not None and target.own)
         if ev.channel != self.current and view.last_read is None:
             # first news in a channel never looked at: the "new" line goes above it
             view.last_read = view.newest_key or (0, "")
@@ -520,6 +744,7 @@ class ChatModel:
                     message_id=ev.message_id,
                     lost=ev.missing_before,
                     recovered=recovered,
+                    after_lost=bool(was_lost),
                     mention=mention,
                 )
             )
@@ -527,12 +752,14 @@ class ChatModel:
                 view.trim(keep_end=True)
         else:
             view.new_below += 1
-        if ev.channel != self.current:
-            view.unread += 1
+        if ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect:
+            view.unread += 1  # a name change, a join, a reaction or an edit is no news
             ch.channel_list = True
             if mention:
                 view.mentioned = True
                 ch.bell = True
+                body = split_typed(ev.text)[1] if ev.kind == "reply" else ev.text
+                ch.alerts.append((ev.channel, ev.name or ev.sender_id[:8], body))
         ch.channels.add(ev.channel)
 
     def _own(self, ev: OwnMessage, now_ms: int, ch: Changes) -> None:
@@ -598,6 +825,9 @@ class ChatModel:
         if view is None:
             return
         ch.status = True
+        # whatever named them (a content message, a sync message, a reminder): when
+        # they arrive they are marked recovered, all of them alike
+        view.report_missing(ev.ids)
         if not ev.waiting or not ev.ids:
             return
         # ev.waiting has arrived (it waits in its turn): the rows that were told it was
@@ -623,9 +853,14 @@ class ChatModel:
                 text=ev.text,
                 time_ms=now_ms,
                 message_id=ev.waiting,
-                mention=mentions(ev.text, self.name),
+                mention=self.mentions(ev.text),
+                # late as it arrives: reported missing, or older than a line of its author
+                recovered=ev.waiting in view.missing
+                or ev.waiting in view.reported
+                or ev.lamport < view.latest.get(ev.sender_id, -1),
             )
             view.insert(row)
+            view.note_sender(row)
             if ev.channel != self.current:
                 view.unread += 1
                 ch.channel_list = True
@@ -644,6 +879,7 @@ class ChatModel:
         ids = ev.message_ids or (ev.message_id,)
         for mid in ids:
             view.missing.pop(mid, None)
+        view.report_missing(ids, lost=True)  # if one turns up after all: marked
         for wid in ev.waiting:
             row = view.find_message(wid)
             if row is None:

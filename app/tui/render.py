@@ -27,13 +27,15 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from app.chat_content import visible
+from app.chat_content import EVENT_KINDS, visible
 from app.tui.model import STATE_GLYPHS, Row
 
 __all__ = [
     "NICK_WIDTH",
     "Palette",
     "author_color",
+    "day_key",
+    "day_label",
     "palette",
     "row_lines",
     "state_label",
@@ -41,6 +43,18 @@ __all__ = [
 
 NICK_WIDTH = 10
 """Columns of the (right-aligned) author column."""
+
+WIDE_NICK_WIDTH = 16
+"""The author column from :data:`WIDE_AT` columns on (long names need fewer cuts)."""
+
+WIDE_AT = 120
+
+
+def nick_width(width: int) -> int:
+    """The author column's width in a log ``width`` columns wide."""
+    if width >= WIDE_AT:
+        return WIDE_NICK_WIDTH
+    return NICK_WIDTH if width >= 48 else 6
 
 # Ten hues far enough apart to tell authors apart at a glance, per background.
 _DARK_AUTHORS = (
@@ -53,6 +67,9 @@ _LIGHT_AUTHORS = (
 )  # fmt: skip
 
 _MENTION = re.compile(r"(?<![\w@])@[\w][\w.-]*")
+
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]}]", re.IGNORECASE)
+"""A URL in a message (closing punctuation after it is not part of it)."""
 
 STATE_LABELS = {
     "queued": "queued (not sent yet)",
@@ -142,24 +159,47 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def _nick(name: str, width: int) -> str:
-    """``name`` right-aligned in ``width`` terminal cells (wide characters count two)."""
+    """``name`` right-aligned in ``width`` terminal cells (wide characters count two).
+
+    A longer name keeps its start and its end around a ``…`` (``bartho…reat``):
+    names that differ only at the end (``alice-laptop``, ``alice-phone``) stay
+    apart. ``/who``, F2 and ``/info`` show it whole."""
     if cell_len(name) > width:
-        return set_cell_size(name, width - 1) + "…"
+        if width < 8:
+            return set_cell_size(name, width - 1) + "…"
+        tail = 3
+        end = name[-tail:]
+        while cell_len(end) > tail:
+            end = end[1:]
+        return set_cell_size(name, width - 1 - cell_len(end)) + "…" + end
     return " " * (width - cell_len(name)) + name
 
 
 def _body(row: Row, pal: Palette, color: str) -> Text:
     text = Text(no_wrap=False, overflow="fold")
     style = pal.dim if row.waiting else Style()
-    if row.kind == "me":
+    if row.deleted:
+        text.append("message deleted", pal.dim)
+    elif row.kind == "me":
         text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
         text.append(" ")
         text.append(visible(row.text, newlines=True), style + Style(italic=True))
+    elif row.kind == "topic":
+        text.append(f"{row.name or row.sender_id[:8]} set the topic: ", pal.dim)
+        text.append(visible(row.text), style)
+    elif row.kind in EVENT_KINDS:
+        text.append(visible(row.text), pal.dim)
     else:
         text.append(visible(row.text, newlines=True), style)
     for m in _MENTION.finditer(text.plain):
         text.stylize(pal.mention_word, m.start(), m.end())
-    if row.recovered:
+    for m in _URL.finditer(text.plain):  # an OSC 8 hyperlink; word wrap keeps it whole
+        text.stylize(Style(link=m.group(0), underline=True), m.start(), m.end())
+    if row.edited and not row.deleted:
+        text.append("  (edited)", pal.dim)
+    if row.after_lost:
+        text.append("  ↺ recovered after it was reported lost", pal.dim)
+    elif row.recovered:
         text.append("  ↺ recovered", pal.dim)
     if row.own_state == "failed":
         text.append(
@@ -169,13 +209,39 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
     return text
 
 
+def day_label(ms: int, tz: tzinfo | None, now_ms: int | None = None) -> str:
+    """``Tuesday 24 November`` for the day of ``ms`` (the year too when it is not the
+    year of ``now_ms``): the day separator's words."""
+    day = datetime.fromtimestamp(ms / 1000.0, tz)
+    label = f"{day:%A} {day.day} {day:%B}"
+    if now_ms is not None and datetime.fromtimestamp(now_ms / 1000.0, tz).year != day.year:
+        label += f" {day.year}"
+    return label
+
+
+def day_key(ms: int, tz: tzinfo | None) -> tuple[int, int, int]:
+    """The calendar day of ``ms`` in ``tz`` (rows of another day get a separator)."""
+    day = datetime.fromtimestamp(ms / 1000.0, tz)
+    return day.year, day.month, day.day
+
+
+def _rule(label: str, width: int, style: Style) -> Text:
+    label = f" {label} "
+    side = max(2, (width - len(label)) // 2)
+    return Text("─" * side + label + "─" * max(2, width - side - len(label)), style)
+
+
 def row_height(row: Row, width: int, pal: Palette) -> int | None:
     """How many lines :func:`row_lines` gives for ``row`` (without the new line),
     when that is known without wrapping: the body fits on one line. None otherwise.
 
     Lets the log lay out rows that are off screen without wrapping them."""
+    if row.hidden:
+        return 0
+    if row.quote is not None or row.kind == "reply" or row.reactions:
+        return None
     width = max(width, 20)
-    nick_w = NICK_WIDTH if width >= 48 else 6
+    nick_w = nick_width(width)
     body_w = max(8, width - (5 + 1 + 1 + 1 + nick_w + 3))
     plain = _body(row, pal, "default").plain
     if "\n" in plain or cell_len(plain) > body_w:
@@ -192,18 +258,26 @@ def row_lines(
     tz: tzinfo | None = None,
     selected: bool = False,
     new_line: bool = False,
+    day: str | None = None,
 ) -> list[Text]:
-    """The row's lines (markers above it, then the wrapped message), each ``width`` wide."""
+    """The row's lines (a day separator and markers above it, then the wrapped message),
+    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``.
+
+    A reply has its target quoted on a line above it (``┌ bob: the build is green``),
+    reactions go on a line under the message (``👍 2  🎉 1``); a reaction, an edit or a
+    deletion (``hidden``) has no lines: it shows on its target."""
+    if row.hidden:
+        return []
     width = max(width, 20)
-    nick_w = NICK_WIDTH if width >= 48 else 6
+    nick_w = nick_width(width)
     prefix_w = 5 + 1 + 1 + 1 + nick_w + 3
     body_w = max(8, width - prefix_w)
     color = author_color(row.sender_id, pal)
     lines: list[Text] = []
+    if day is not None:
+        lines.append(_rule(day, width, pal.time))
     if new_line:
-        label = " new "
-        side = max(2, (width - len(label)) // 2)
-        lines.append(Text("─" * side + label + "─" * (width - side - len(label)), pal.new_line))
+        lines.append(_rule("new", width, pal.new_line))
     indent = " " * (prefix_w - 2)
     if row.waiting:
         n = len(row.waiting_for - row.arrived)
@@ -217,7 +291,13 @@ def row_lines(
         lines.append(
             Text(f"{indent}✗ {_plural(row.lost, 'message', 'messages')} lost", pal.marker_lost)
         )
-    when = datetime.fromtimestamp(row.time_ms / 1000.0, tz)  # tz None: local time
+    if row.kind == "reply":
+        quote = visible(row.quote) if row.quote is not None else "a message not loaded here"
+        room = max(4, width - prefix_w)
+        if cell_len(quote) > room:
+            quote = set_cell_size(quote, room - 1) + "…"
+        lines.append(Text(f"{indent}┌ {quote}", pal.dim))
+    when = datetime.fromtimestamp(row.sent_ms / 1000.0, tz)  # tz None: local time
     prefix = Text()
     prefix.append(when.strftime("%H:%M"), pal.time)
     prefix.append(" ")
@@ -230,6 +310,9 @@ def row_lines(
     prefix.append(" ")
     if row.kind == "me":
         prefix.append(" " * (nick_w - 1) + "*", Style(color=color, bold=True))
+    elif row.kind in EVENT_KINDS:
+        arrow = {"join": "-->", "leave": "<--"}.get(row.kind, "--")
+        prefix.append(" " * (nick_w - len(arrow)) + arrow, pal.dim)
     else:
         prefix.append(_nick(row.name or row.sender_id[:8], nick_w), Style(color=color, bold=True))
     prefix.append(" │ ", pal.separator)
@@ -242,9 +325,18 @@ def row_lines(
         line = (prefix if i == 0 else cont).copy()
         line.append_text(part)
         lines.append(line)
+    body_lines = len(wrapped)
+    if row.reactions and not row.deleted:
+        under = cont.copy()
+        for i, (emoji, who) in enumerate(row.reactions.items()):
+            if i:
+                under.append("  ")
+            under.append(f"{visible(emoji)} {len(who)}", pal.time)
+        lines.append(under)
+        body_lines += 1
     if row.mention or selected:
         bg = pal.selected if selected else pal.mention_bg
-        for line in lines[-len(wrapped) :]:
+        for line in lines[-body_lines:]:
             pad = width - line.cell_len
             if pad > 0:
                 line.append(" " * pad)

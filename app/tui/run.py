@@ -99,6 +99,7 @@ def run_tui(args: argparse.Namespace) -> int:
         transport_label=label,
         theme=getattr(args, "theme", None),
         lan_transport=lan,
+        relay_url=settings.relay if relay_given(args, config_file) else None,
     )
     app_box.append(app)
     app.run()

@@ -134,6 +134,70 @@ def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBef
     return app, run_before
 
 
+def typed(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
+    """Replies, reactions, an edit, a deletion, a join and a nick line (issue 15)."""
+    from app.chat_content import typed_text
+
+    hub = MemoryHub()
+    app = tui(base / "alice", hub.transport(), fixed=True, theme=theme, remember_state=False)
+    peers: list[Peer] = []
+    _attach(app, peers)
+
+    def row(text: str) -> Any:
+        return next(r for r in app.model.channels["general"].rows if r.original == text)
+
+    def has(text: str) -> bool:
+        return any(r.original == text for r in app.model.channels["general"].rows)
+
+    def sent(text: str) -> bool:
+        return has(text) and row(text).message_id is not None
+
+    async def line(pilot: Any, text: str) -> None:
+        box = app.chat.query_one("#input")
+        box.value = text
+        await pilot.press("enter")
+        await wait_until(lambda: app.pending_commands == 0)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        bob = await start_peer(base / "bob", hub, "bob", seed=2, fixed=True)
+        carol = await start_peer(base / "carol", hub, "carol", seed=3, fixed=True)
+        peers.extend([bob, carol])
+        await carol.say("carol joined #general", kind="join")
+        await bob.say("the nightly build is green again")
+        await wait_until(lambda: has("the nightly build is green again"))
+        target = row("the nightly build is green again").message_id
+        app.chat.query_one("#log").select(row("the nightly build is green again").key)
+        await line(pilot, "/reply great, was it the flaky relay test?")
+        await wait_until(lambda: sent("great, was it the flaky relay test?"))
+        await bob.say("yes: a timeout that ignored the scale factor")
+        await wait_until(lambda: has("yes: a timeout that ignored the scale factor"))
+        await carol.node.send("general", typed_text(target, "🎉"), "react")
+        await bob.node.send("general", typed_text(target, "the nightly build is green"), "edit")
+        app.chat.query_one("#log").select(row("the nightly build is green again").key)
+        await line(pilot, "/react 👍")
+        await carol.say("shiping the fix now")
+        await wait_until(lambda: has("shiping the fix now"))
+        typo = row("shiping the fix now").message_id
+        await carol.node.send("general", typed_text(typo, "shipping the fix now"), "edit")
+        await bob.say("wrong channel, sorry")
+        await wait_until(lambda: has("wrong channel, sorry"))
+        oops = row("wrong channel, sorry").message_id
+        await bob.node.send("general", typed_text(oops), "delete")
+        await bob.say("bob is now known as robert", kind="nick")
+        await wait_until(lambda: has("bob is now known as robert"))
+        await wait_until(
+            lambda: row("the nightly build is green again").reactions.keys() == {"🎉", "👍"}
+            and row("wrong channel, sorry").deleted
+            and row("shiping the fix now").edited
+            and row("the nightly build is green again").edited,
+            what="effects shown",
+        )
+        await steady(app, pilot)
+
+    return app, run_before
+
+
 def new_line(base: Path) -> tuple[SdsChatApp, RunBefore]:
     """Back in a channel after a while: "── new ──" marks where you left off."""
     app, before = conversation(base)
@@ -220,6 +284,7 @@ SCENARIOS: dict[str, Callable[[Path], tuple[SdsChatApp, RunBefore]]] = {
     "tui-help": help_screen,
     "tui-search": search_screen,
     "tui-error": error_screen,
+    "tui-replies": typed,
 }
 
 

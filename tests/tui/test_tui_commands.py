@@ -89,7 +89,7 @@ async def test_who_info_stats_help_theme(tmp_path: Path) -> None:
         assert "bob" in text and bob.node.sender_id in text and "(you)" in text
         await pilot.press("escape")
         assert app.chat.query_one("#peers").display  # /who shows the peer list
-        assert "Peers (2)" in screen_text(app)
+        assert "Peers (2 online)" in screen_text(app)
         await pilot.press("f2")
         assert not app.chat.query_one("#peers").display
         await pilot.press("ctrl+up")  # select the newest message

@@ -43,7 +43,8 @@ def keys(target: str, *args: str) -> None:
 
 def status(target: str) -> str:
     """The status bar line of a TUI pane."""
-    lines = [line for line in capture(target).splitlines() if "LAN " in line and "│" in line]
+    # the store part stays in every width (LAN and the help hint go first when narrow)
+    lines = [line for line in capture(target).splitlines() if "store " in line and "│" in line]
     return lines[-1] if lines else ""
 
 

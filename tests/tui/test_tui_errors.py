@@ -105,13 +105,43 @@ async def test_passphrase_prompt_at_start(tmp_path: Path) -> None:
             )
     finally:
         await bob.close()
-    # Esc at the prompt: nothing entered, exit 5
+    # Esc at the prompt clears it and stays (the choices again); Ctrl+C quits: status 130
     app = tui(tmp_path / "carol", hub.transport(), seed=3, ask_passphrase=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(lambda: isinstance(app.screen, PassphraseScreen))
+        app.screen.query_one("#passphrase-input").value = "half typed"
         await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, PassphraseScreen) and not app._exit
+        assert app.screen.query_one("#passphrase-input").value == ""
+        assert "Ctrl+C quits" in screen_text(app)
+        await pilot.press("ctrl+c")
         await wait_until(lambda: app._exit)
-    assert app.return_code == EXIT_PASSPHRASE
+    assert app.return_code == 130
+
+
+async def test_a_wrong_passphrase_at_the_prompt_can_be_typed_again(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    first = tui(tmp_path / "alice", hub.transport(), passphrase="s3cret")
+    async with first.run_test(size=SIZE):
+        await asyncio.wait_for(first.ready.wait(), T(20))
+    app = tui(tmp_path / "alice", hub.transport(), ask_passphrase=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(lambda: isinstance(app.screen, PassphraseScreen))
+        app.screen.query_one("#passphrase-input").value = "wrong"
+        await pilot.press("enter")
+        await wait_until(
+            lambda: isinstance(app.screen, PassphraseScreen) and "Wrong passphrase" in
+            screen_text(app), what="asked again",
+        )  # fmt: skip
+        assert not isinstance(app.screen, FatalScreen) and not app._exit
+        app.screen.query_one("#passphrase-input").value = "s3cret"
+        await pilot.press("enter")
+        await asyncio.wait_for(app.ready.wait(), T(20))
+        assert app.model.order == ["general"]
+        await pilot.press("ctrl+c")  # once running, Ctrl+C quits like Ctrl+Q
+        await wait_until(lambda: app._exit)
+    assert app.return_code == 0
 
 
 def closed_port() -> int:

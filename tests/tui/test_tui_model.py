@@ -236,7 +236,9 @@ def test_wide_nicknames_keep_the_author_column() -> None:
 
     for name in ("alice", "中文名", "中文名字很长的名字abc", "x" * 30, "👍🏽ok"):
         assert cell_len(_nick(name, 10)) == 10, name
-    assert _nick("中文名字很长的名字abc", 10).endswith("…")
+    # a long name keeps its start and its end around "…" (alice-laptop, alice-phone)
+    assert _nick("中文名字很长的名字abc", 10) == "中文名…abc"
+    assert _nick("alice-laptop", 10) != _nick("alice-phone", 10)
     assert _nick("bob", 10) == "       bob"
 
 

@@ -19,6 +19,7 @@ from scenarios import (
     help_screen,
     new_line,
     search_screen,
+    typed,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -47,6 +48,14 @@ def test_help(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-
 def test_search(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     app, before = search_screen(tmp_path)
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+@pytest.mark.parametrize(("width", "theme"), [(80, "dark"), (120, "light")])
+def test_replies_reactions_edits_80_and_120(  # type: ignore[no-untyped-def]
+    snap_compare, tmp_path: Path, width: int, theme: str
+) -> None:
+    app, before = typed(tmp_path, theme=theme)
+    assert snap_compare(app, terminal_size=(width, 24), run_before=before)
 
 
 def test_error(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -44,6 +44,8 @@ class ChatScreen(Screen[None]):
         Binding("f1", "app.help", "help", priority=True, show=False),
         Binding("f2", "app.toggle_peers", "peers", priority=True, show=False),
         Binding("f3", "app.toggle_theme", "theme", priority=True, show=False),
+        Binding("f4", "app.toggle_events", "join/leave lines", priority=True, show=False),
+        Binding("alt+a", "app.hotlist", "next channel with news", priority=True, show=False),
     ]
 
     def __init__(self, source: CompletionSource, tz: tzinfo | None) -> None:

@@ -3,9 +3,11 @@ message (a paste), fatal errors."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -23,6 +25,7 @@ __all__ = [
     "MultiLineScreen",
     "PassphraseScreen",
     "TextScreen",
+    "help_grid",
     "help_text",
 ]
 
@@ -41,7 +44,9 @@ KEYS = (
     ("F1", "this help"),
     ("F2", "show / hide the peer list"),
     ("F3", "dark / light theme"),
-    ("Ctrl+Q", "quit (everything is saved)"),
+    ("F4", "hide / show join, leave and nick lines"),
+    ("Alt+A", "next channel with news (mentions first); /read marks all read"),
+    ("Ctrl+Q, Ctrl+C", "quit (everything is saved)"),
 )
 
 MARKERS = (
@@ -82,6 +87,37 @@ def help_text() -> Text:
     return out
 
 
+def help_grid() -> Group:
+    """The F1 / ``/help`` contents as two-column grids: a description that does not fit
+    the dialog's width wraps under itself, never back to the left edge (an 80-column pane)."""
+
+    def grid(rows: Sequence[tuple[str, str]]) -> Table:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(no_wrap=True, style="bold")
+        table.add_column(ratio=1)
+        for left, right in rows:
+            table.add_row(left, right)
+        return table
+
+    def title(text: str) -> Text:
+        return Text(text, "bold underline")
+
+    commands = [(c.usage, c.help) for c in COMMANDS] + [
+        ("//text", "send a line that starts with /")
+    ]
+    markers = [(f"{glyph} {name}", what) for glyph, name, what in MARKERS]
+    return Group(
+        title("Keys"),
+        grid(KEYS),
+        Text(""),
+        title("Commands"),
+        grid(commands),
+        Text(""),
+        title("Markers and states"),
+        grid(markers),
+    )
+
+
 class TextScreen(ModalScreen[None]):
     """A scrollable box of text; Esc, Enter or q closes it."""
 
@@ -90,7 +126,9 @@ class TextScreen(ModalScreen[None]):
         Binding("f1", "close", "close", show=False),
     ]
 
-    def __init__(self, title: str, body: Text | str, *, id: str | None = None) -> None:
+    def __init__(
+        self, title: str, body: Text | str | Group, *, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.title_text = title
         self.body = body
@@ -110,18 +148,27 @@ class HelpScreen(TextScreen):
     """F1: keys, commands, markers."""
 
     def __init__(self) -> None:
-        super().__init__("sdschat help", help_text(), id="help")
+        super().__init__("sdschat help", help_grid(), id="help")
 
 
 class PassphraseScreen(ModalScreen[str | None]):
-    """Asks for a channel passphrase (not echoed). Empty means a PUBLIC channel."""
+    """Asks for a channel passphrase (not echoed). Empty means a PUBLIC channel.
+
+    ``error`` (a wrong passphrase) is shown above the field. With ``startup`` (the
+    prompt sdschat opens with) Esc does not leave: it clears the field and shows the
+    choices again (a passphrase, empty for PUBLIC, Ctrl+C quits); otherwise Esc cancels.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel", show=False)]
 
-    def __init__(self, channel: str, *, purpose: str = "") -> None:
+    def __init__(
+        self, channel: str, *, purpose: str = "", error: str = "", startup: bool = False
+    ) -> None:
         super().__init__(id="passphrase")
         self.channel = channel
         self.purpose = purpose
+        self.error = error
+        self.startup = startup
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -133,8 +180,16 @@ class PassphraseScreen(ModalScreen[str | None]):
                 "PUBLIC channel: anyone who knows its name can read it.",
                 classes="dialog-body-text",
             )
+            error = Static(f"✗ {self.error}", classes="error-text", id="passphrase-error")
+            error.display = bool(self.error)
+            yield error
             yield Input(password=True, placeholder="passphrase", id="passphrase-input")
-            yield Static("Enter accepts · Esc cancels", classes="dialog-hint")
+            yield Static(
+                "Enter accepts (empty: PUBLIC) · Esc clears · Ctrl+C quits"
+                if self.startup
+                else "Enter accepts · Esc cancels",
+                classes="dialog-hint",
+            )
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -144,7 +199,11 @@ class PassphraseScreen(ModalScreen[str | None]):
         self.dismiss(event.value)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        if not self.startup:
+            self.dismiss(None)
+            return
+        self.query_one(Input).value = ""  # back to the choices; nothing is decided
+        self.query_one("#passphrase-error", Static).display = False
 
 
 class MultiLineScreen(ModalScreen[str | None]):
@@ -183,21 +242,28 @@ class MultiLineScreen(ModalScreen[str | None]):
         area = self.query_one(TextArea)
         area.focus()
         area.move_cursor(area.document.end)
+        self._show_problem(self.text)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
-        self.query_one("#multiline-title", Static).update(self._title(event.text_area.text))
-        self.query_one("#multiline-error", Static).display = False
+        text = event.text_area.text
+        self.query_one("#multiline-title", Static).update(self._title(text))
+        self._show_problem(text)
+
+    def _show_problem(self, text: str) -> str | None:
+        """Say at once, as the text is edited, why it cannot be sent (too long)."""
+        problem = self.check(text.strip("\n")) if text.strip() else None
+        error = self.query_one("#multiline-error", Static)
+        if problem is not None:
+            error.update(problem)
+        error.display = problem is not None
+        return problem
 
     def action_send(self) -> None:
         text = self.query_one(TextArea).text.strip("\n")
         if not text.strip():
             self.dismiss(None)
             return
-        problem = self.check(text)
-        if problem is not None:
-            error = self.query_one("#multiline-error", Static)
-            error.update(problem)
-            error.display = True
+        if self._show_problem(text) is not None:
             return
         self.dismiss(text)
 

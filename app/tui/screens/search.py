@@ -94,9 +94,9 @@ class SearchScreen(ModalScreen[LogEntry | None]):
 
     def _label(self, entry: LogEntry, text: str) -> Text:
         c = decode_content(entry.content)
-        when = datetime.fromtimestamp(
-            (entry.delivered_at or entry.received_at) / 1000.0, self.tz
-        ).strftime("%m-%d %H:%M")
+        when = datetime.fromtimestamp(entry.lamport / 1000.0, self.tz).strftime(
+            "%Y-%m-%d %H:%M"
+        )  # the author's send time (the Lamport timestamp), as in the log
         out = Text()
         out.append(f"{when} ", "dim")
         out.append(f"{c.name or entry.sender_id[:8]}: ", "bold")

@@ -54,7 +54,14 @@ class ChatInput(Input):
         self._source = source
         self.last_candidates: list[str] = []
 
+    def refused(self, reason: str) -> None:
+        """The line in the box was refused: ``reason`` is shown under it until it is edited."""
+        self.border_subtitle = f"✗ {reason}"
+        self._refused_value = self.value
+
     def _watch_value(self, value: str) -> None:
+        if self.border_subtitle and value != getattr(self, "_refused_value", None):
+            self.border_subtitle = None
         # Input's watcher sets ``virtual_size`` (the text's width, for scrolling
         # it sideways), a reactive that lays out the whole screen again: a few ms
         # per keystroke, more while messages arrive. This box's size never
@@ -91,6 +98,14 @@ class ChatInput(Input):
         self.cursor_position = 0
         self.remember(line)
         self.post_message(self.Line(line))
+
+    def use_history(self, lines: list[str]) -> None:
+        """Up/Down go through ``lines`` from now on (a channel's own history; the list is
+        kept and extended in place)."""
+        self.history = lines
+        del lines[:-MAX_HISTORY]
+        self._pos = None
+        self._draft = ""
 
     def remember(self, line: str) -> None:
         """Add a submitted line to the history (consecutive duplicates once)."""

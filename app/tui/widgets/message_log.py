@@ -28,7 +28,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from app.tui.model import ChannelView, Key, Row
-from app.tui.render import Palette, palette, row_height, row_lines
+from app.tui.render import Palette, day_key, day_label, palette, row_height, row_lines
 
 SLICE_PAUSE = 0.001
 """Pause between slices of background work (building a page's rows, wrapping
@@ -96,6 +96,8 @@ class MessageLog(ScrollView, can_focus=True):
         self._older_requested = False
         self._newer_requested = False
         self._last_direction = 0
+        self._days: dict[int, tuple[int, int, int]] = {}
+        """minute (ms // 60000) -> calendar day, in ``tz`` (a layout looks every row up)."""
         self.layouts = 0
         """How many times the layout was recomputed (for tests and benchmarks)."""
 
@@ -145,7 +147,7 @@ class MessageLog(ScrollView, can_focus=True):
         if width <= 0:
             return
         for i, row in enumerate(rows):
-            ident = (row.version, width, row.key == self.selected, False, self.dark)
+            ident = (row.version, width, row.key == self.selected, False, self.dark, None)
             if id(row) not in self._cache and row_height(row, width, self._pal) is None:
                 self._pre[id(row)] = (ident, self._wrap(row, width, ident))
             if i % chunk == chunk - 1:
@@ -207,6 +209,11 @@ class MessageLog(ScrollView, can_focus=True):
         else:
             cur = view.index_of(self.selected)
             i = (len(view.rows) - 1) if cur is None else max(0, min(len(view.rows) - 1, cur + step))
+        direction = step if step else -1
+        while 0 <= i < len(view.rows) and view.rows[i].hidden:  # reactions, edits: no lines
+            i += -1 if direction < 0 else 1
+        if not 0 <= i < len(view.rows):
+            return self.selected
         self.select(view.rows[i].key)
         return self.selected
 
@@ -236,7 +243,7 @@ class MessageLog(ScrollView, can_focus=True):
             i = view.index_of(self.selected)
             if i is not None:
                 return view.rows[i]
-        return view.rows[-1]
+        return next((r for r in reversed(view.rows) if not r.hidden), None)
 
     def page(self, direction: int) -> None:
         """PgUp (-1) / PgDn (+1): scroll by a page; at the edge of the window, page in more."""
@@ -259,20 +266,8 @@ class MessageLog(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------------ layout
 
-    def _row_strips(self, row: Row, index: int, width: int, new_index: int | None) -> list[Strip]:
-        selected = row.key == self.selected
-        is_new = index == new_index
-        ident = (row.version, width, selected, is_new, self.dark)
-        hit = self._cache.get(id(row)) or self._pre.pop(id(row), None)
-        if hit is not None and hit[0] == ident:
-            self._cache[id(row)] = hit
-            return hit[1]
-        strips = self._wrap(row, width, ident)
-        self._cache[id(row)] = (ident, strips)
-        return strips
-
     def _wrap(self, row: Row, width: int, ident: tuple[object, ...]) -> list[Strip]:
-        _version, _width, selected, is_new, _dark = ident
+        _version, _width, selected, is_new, _dark, day = ident
         console = self.app.console
         lines = row_lines(
             row,
@@ -282,6 +277,7 @@ class MessageLog(ScrollView, can_focus=True):
             tz=self.tz,
             selected=bool(selected),
             new_line=bool(is_new),
+            day=day if isinstance(day, str) else None,
         )
         return [_strip(t, console, width) for t in lines]
 
@@ -315,12 +311,28 @@ class MessageLog(ScrollView, can_focus=True):
             # or an incoming batch only wraps the rows it adds).
             new_index = view.first_new_index()
             cache, pre, lazy = self._cache, self._pre, self._lazy
-            selected, dark, pal = self.selected, self.dark, self._pal
+            selected, dark, pal, tz = self.selected, self.dark, self._pal, self.tz
+            clock = getattr(self.app, "clock", None)
+            now_ms = int(clock() * 1000) if callable(clock) else None
             append = offsets.append
+            last_day: tuple[int, int, int] | None = None
+            days = self._days
+            if len(days) > 50_000:
+                days.clear()
             for i, row in enumerate(view.rows):
                 append(y)
                 rid = id(row)
-                ident = (row.version, width, row.key == selected, i == new_index, dark)
+                # the first row of each day (and of the window) gets the day's separator
+                day = None
+                if not row.hidden:  # a reaction or an edit: no lines, no separator
+                    minute = row.sent_ms // 60_000
+                    this_day = days.get(minute)
+                    if this_day is None:
+                        this_day = days[minute] = day_key(row.sent_ms, tz)
+                    if this_day != last_day:
+                        day = day_label(row.sent_ms, tz, now_ms)
+                    last_day = this_day
+                ident = (row.version, width, row.key == selected, i == new_index, dark, day)
                 hit = cache.get(rid) or pre.pop(rid, None)
                 if hit is not None and hit[0] == ident:
                     y += len(hit[1])
@@ -335,7 +347,7 @@ class MessageLog(ScrollView, can_focus=True):
                 # when it is drawn, so a batch or a page only wraps what is seen.
                 height = row_height(row, width, pal)
                 if height is not None:
-                    height += i == new_index
+                    height += (i == new_index) + (day is not None)
                     keep_lazy[rid] = (ident, height)
                     y += height
                     continue

@@ -103,6 +103,8 @@ class PeerEntry:
     seen: str
     you: bool = False
     typing: bool = False
+    online: bool = True
+    """Heard from recently enough to be here now (see ``app.tui.app.online``)."""
 
 
 class PeerList(Widget):
@@ -121,10 +123,17 @@ class PeerList(Widget):
     def render(self) -> Text:
         pal = palette(self.app.current_theme.dark)
         out = Text()
-        out.append(f"Peers ({len(self.entries)})\n", Style(bold=True, dim=True))
+        online = sum(1 for e in self.entries if e.online)
+        out.append(
+            f"Peers ({online} online, {len(self.entries)} heard from)\n"
+            if online != len(self.entries)
+            else f"Peers ({online} online)\n",
+            Style(bold=True, dim=True),
+        )
         for e in self.entries:
-            out.append("● ", Style(color=author_color(e.sender_id, pal)))
-            out.append(e.name, Style(bold=e.you))
+            # ● online now, ○ heard from earlier (in the author's colour either way)
+            out.append("● " if e.online else "○ ", Style(color=author_color(e.sender_id, pal)))
+            out.append(e.name, Style(bold=e.you, dim=not e.online))
             if e.you:
                 out.append(" (you)", pal.time)
             elif e.typing:
@@ -180,6 +189,9 @@ class StatusInfo:
     """``synced`` or ``syncing · 3 missing``."""
     store: str
     me: str
+    """``alice (1a2b3c4d)``."""
+    me_short: str = ""
+    """``alice``: what is left of ``me`` in a narrow pane."""
 
 
 class StatusBar(Widget):
@@ -217,18 +229,35 @@ class StatusBar(Widget):
             if info.retry_in is not None:
                 wait = math.ceil(info.retry_in)
                 transport.append(f" · retry in {wait}s" if wait else " · retrying…", pal.time)
-        # most important first; what does not fit the width is left out from the end
-        parts = [
-            transport,
-            Text(info.sync, good if info.sync == "synced" else warn),
-            Text(f"LAN {info.lan}"),
-            Text(f"store {info.store}"),
-            Text(info.me, pal.time),
-            Text("F1 help", pal.time),
+        sync = Text(info.sync, good if info.sync == "synced" else warn)
+        lan = Text(f"LAN {info.lan}")
+        store = Text(f"store {info.store}")
+        me = Text(info.me, pal.time)
+        me_short = Text(info.me_short or info.me, pal.time)
+        short = transport.copy()  # "● relay connected": the address goes first
+        if info.state == "connected" and " " in info.transport:
+            short = Text()
+            short.append("● ", good)
+            short.append(f"{info.transport.split(' ', 1)[0]} connected")
+        helps = Text("F1 help", pal.time)
+        # the fullest line that fits: in a narrow pane (80 columns, a tmux split) the
+        # help hint, the LAN part, the sender id and the relay's address go, in that
+        # order, before who you are and the store peer do
+        variants = [
+            [transport, sync, lan, store, me, helps],
+            [transport, sync, lan, store, me],
+            [transport, sync, store, me],
+            [transport, sync, store, me_short],
+            [short, sync, store, me_short],
         ]
         width = max(1, self.size.width)
-        while len(parts) > 2 and 1 + sum(p.cell_len + 3 for p in parts) - 3 > width:
-            parts.pop()
+
+        def fits(parts: list[Text]) -> bool:
+            return 1 + sum(p.cell_len + 3 for p in parts) - 3 <= width
+
+        parts = next((v for v in variants if fits(v)), variants[-1])
+        while len(parts) > 2 and not fits(parts):
+            parts = parts[:-1]
         out = Text(" ")
         for i, part in enumerate(parts):
             if i:
