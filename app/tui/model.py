@@ -36,6 +36,7 @@ from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, split_typ
 from app.node_events import (
     ChannelJoined,
     ChannelLeft,
+    Conflict,
     ConnectionChanged,
     Delivered,
     Lost,
@@ -122,6 +123,10 @@ class Row:
     sync or the store filled the gap)."""
     after_lost: bool = False
     """It arrived after the protocol had reported it lost."""
+    disputed: str | None = None
+    """Another member sent a different message under this id (``Conflict.reason``:
+    ``author``, ``content`` or ``timestamp``): the row shows the one this
+    participant received first, marked, never silently replaced."""
     mention: bool = False
     retried: bool = False
     version: int = 0
@@ -236,6 +241,8 @@ class ChannelView:
     """sender id -> (name, expires at, seconds)."""
     missing: dict[str, set[str]] = field(default_factory=dict)
     """missing dependency id -> waiting message ids that named it."""
+    disputed: dict[str, str] = field(default_factory=dict)
+    """message id -> conflict reason, for rows loaded or arriving after the report."""
     version: int = 0
     """Changes whenever rows are added, removed or re-keyed."""
     by_id: dict[str, Row] = field(default_factory=dict)
@@ -277,7 +284,10 @@ class ChannelView:
 
     def _adopt(self, row: Row) -> None:
         """A row entered the window: fold a typed effect into its target, give a target
-        its effects, a reply its quote; hide a join/leave/nick line if they are hidden."""
+        its effects, a reply its quote; hide a join/leave/nick line if they are hidden;
+        mark it disputed if a conflict was reported for its id."""
+        if row.message_id is not None and row.message_id in self.disputed:
+            row.disputed = self.disputed[row.message_id]
         if row.kind in EVENT_KINDS:
             row.hidden = self.hide_events
             if row.kind == "topic":
@@ -651,6 +661,8 @@ class ChatModel:
             self._missing(ev, now_ms, ch)
         elif isinstance(ev, Lost):
             self._lost(ev, ch)
+        elif isinstance(ev, Conflict):
+            self._conflict(ev, ch)
         elif isinstance(ev, ConnectionChanged):
             self.connection = ev.state
             self.connection_reason = ev.reason
@@ -871,6 +883,19 @@ class ChatModel:
             row.waiting_for.add(dep)
         row.touch()
         ch.channels.add(ev.channel)
+
+    def _conflict(self, ev: Conflict, ch: Changes) -> None:
+        view = self.channels.get(ev.channel)
+        if view is None:
+            return
+        view.disputed[ev.message_id] = ev.reason
+        while len(view.disputed) > MAX_REPORTED:
+            del view.disputed[next(iter(view.disputed))]
+        row = view.find_message(ev.message_id)
+        if row is not None:
+            row.disputed = ev.reason
+            row.touch()
+            ch.channels.add(ev.channel)
 
     def _lost(self, ev: Lost, ch: Changes) -> None:
         view = self.channels.get(ev.channel)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
@@ -197,6 +198,8 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.stylize(Style(link=m.group(0), underline=True), m.start(), m.end())
     if row.edited and not row.deleted:
         text.append("  (edited)", pal.dim)
+    if row.disputed is not None:
+        text.append(f"  ⚠ disputed: {_DISPUTE[row.disputed]}", pal.states["failed"])
     if row.after_lost:
         text.append("  ↺ recovered after it was reported lost", pal.dim)
     elif row.recovered:
@@ -207,6 +210,17 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
             pal.states["failed"] if not row.retried else pal.dim,
         )
     return text
+
+
+#: What a conflict's reason means, for the mark after a disputed message.
+_DISPUTE = defaultdict(
+    lambda: "another member sent a different message under this id",
+    {
+        "author": "another member sent a message under this id",
+        "content": "another member sent a different text under this id",
+        "timestamp": "its author sent it again at another time",
+    },
+)
 
 
 def day_label(ms: int, tz: tzinfo | None, now_ms: int | None = None) -> str:

@@ -268,3 +268,30 @@ def test_alt_digit_from_xterm_and_tmux_is_alt_digit() -> None:
     finally:
         _ansi_sequences.ANSI_SEQUENCES_KEYS.clear()  # type: ignore[attr-defined]
         _ansi_sequences.ANSI_SEQUENCES_KEYS.update(saved)  # type: ignore[attr-defined]
+
+
+def test_a_conflict_marks_the_message_shown_and_one_loaded_later() -> None:
+    """Issue 14 section 2: two messages under one id are never resolved silently: the
+    row we hold is marked disputed (with what differed), also when it enters the
+    window after the report (paged in from storage)."""
+    from rich.console import Console
+
+    from app.node_events import Conflict
+    from app.tui.render import palette, row_lines
+
+    m = model()
+    m.apply(delivered("m1", 1, "pay bob 10"), 0)
+    ch = m.apply(Conflict("general", "m1", BOB, "c" * 32, "content", 1), 0)
+    assert "general" in ch.channels
+    row = m.channels["general"].find_message("m1")
+    assert row is not None and row.disputed == "content"
+    shown = "\n".join(t.plain for t in row_lines(row, 100, Console(), palette(True)))
+    assert "pay bob 10" in shown
+    assert "⚠ disputed: another member sent a different text under this id" in shown
+    m.apply(Conflict("general", "m9", BOB, "c" * 32, "author", 2), 0)  # not in the window
+    m.apply(delivered("m9", 9, "later"), 0)
+    later = m.channels["general"].find_message("m9")
+    assert later is not None and later.disputed == "author"
+    assert m.channels["general"].find_message("m1").disputed == "content"  # type: ignore[union-attr]
+    plain = m.channels["general"]
+    assert all(r.disputed is None for r in plain.rows if r.message_id not in ("m1", "m9"))
