@@ -127,7 +127,12 @@ def encode_content(text: str, name: str, kind: str = "msg") -> bytes:
 
 
 def decode_content(content: bytes) -> ChatContent:
-    """Decode content bytes; never raises (foreign content becomes ``kind="raw"``)."""
+    """Decode content bytes; never raises (foreign content becomes ``kind="raw"``;
+    typed content, :mod:`app.content`, its one-line summary)."""
+    if content[:1] == b"\xff":  # app.content.MAGIC: never the start of UTF-8 or JSON
+        from app.content import summary_content
+
+        return summary_content(content)
     try:
         obj: Any = json.loads(content)
     except (ValueError, UnicodeDecodeError, RecursionError):
