@@ -512,6 +512,25 @@ class ConversationView:
             segs.setdefault(d.segment_index, d.segment_data)
         return d
 
+    def resolve(self, ref: str) -> str:
+        """The id of the delivered message that ``ref`` names: a full id or a unique
+        prefix of at least 4 hex characters (as ``sdschat history`` and the events show).
+
+        Raises:
+            ValueError: ``ref`` is not hex, too short, unknown or ambiguous.
+        """
+        ref = ref.strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{4,64}", ref):
+            raise ValueError(f"not a message id or id prefix (4+ hex characters): {ref!r}")
+        if ref in self._by_id:
+            return ref
+        found = [i for i in self._by_id if i.startswith(ref)]
+        if not found:
+            raise ValueError(f"no message {ref} in this channel")
+        if len(found) > 1:
+            raise ValueError(f"{ref} names {len(found)} messages: give more characters")
+        return found[0]
+
     def get(self, message_id: str) -> Decoded | None:
         """The decoded content of a delivered message, ``None`` if not (yet) here."""
         m = self._by_id.get(message_id)

@@ -1,0 +1,135 @@
+"""Typed-content commands of headless mode (and later the TUI): ``/reply``, ``/react``,
+``/edit``, ``/delete``, ``/topic``, ``/send`` and ``/save`` on a running :class:`~app.node.Node`.
+
+Each reads the channel's conversation view from the node's stored log
+(:func:`channel_view`), checks what it can locally (the target exists, it is our own
+message for ``/edit`` and ``/delete``), and queues typed content
+(:mod:`app.content`, :mod:`app.files`) with :meth:`app.node.Node.post_content`.
+Receivers check again (an edit or delete by anyone but the author is ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.content import (
+    ConversationView,
+    encode_delete,
+    encode_edit,
+    encode_reaction,
+    encode_reply,
+    encode_topic,
+    make_quote,
+)
+from app.files import read_file_to_send, save_file, split_file
+from app.node_events import Info, NodeEvent
+
+if TYPE_CHECKING:
+    from app.node import Node
+
+__all__ = ["CONTENT_COMMANDS", "channel_view", "run_content_command"]
+
+CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "save")
+
+_PAGE = 1000
+
+
+async def channel_view(node: Node, channel: str) -> ConversationView:
+    """The conversation view of ``channel``'s whole stored log (paged, newest first)."""
+    view = ConversationView()
+    before: tuple[int, str] | None = None
+    for _ in range(100_000):  # bounded: a page of 1,000 per pass
+        page = await node.page(channel, before=before, limit=_PAGE)
+        for line in page:
+            view.add(line.message_id, line.sender_id, line.lamport, line.content)
+        if len(page) < _PAGE:
+            break
+        before = (page[0].lamport, page[0].message_id)
+    return view
+
+
+def _two(arg: str, usage: str) -> tuple[str, str]:
+    ref, _, rest = arg.strip().partition(" ")
+    if not ref or not rest.strip():
+        raise ValueError(f"usage: {usage}")
+    return ref, rest.strip()
+
+
+async def run_content_command(
+    node: Node, name: str, arg: str, channel: str, emit: Callable[[NodeEvent], None]
+) -> None:
+    """Run one typed-content command in ``channel``; reports with ``emit``.
+
+    Raises:
+        ValueError: bad arguments, unknown target, not our message, unreadable file
+            (the message says which; nothing was sent).
+        KeyError: ``channel`` is not joined.
+    """
+    view = await channel_view(node, channel)
+    if name == "reply":
+        ref, text = _two(arg, "/reply ID TEXT")
+        target = view.resolve(ref)
+        current = {i.message_id: i for i in view.items()}.get(target)
+        decoded = view.get(target)
+        quote = current.text if current is not None else decoded.text if decoded else ""
+        await node.post_content(channel, encode_reply(target, make_quote(quote), text, node.name))
+    elif name == "react":
+        ref, emoji = _two(arg, "/react ID EMOJI")
+        target = view.resolve(ref)
+        await node.post_content(channel, encode_reaction(target, emoji, node.name))
+    elif name in ("edit", "delete"):
+        if name == "edit":
+            ref, text = _two(arg, "/edit ID TEXT")
+        else:
+            ref, text = arg.strip(), ""
+            if not ref or " " in ref:
+                raise ValueError("usage: /delete ID")
+        target = view.resolve(ref)
+        if view.sender_of(target) != node.sender_id:
+            raise ValueError(f"{target[:8]} is not your message: only its author may {name} it")
+        decoded = view.get(target)
+        if name == "edit" and decoded is not None and decoded.kind not in ("msg", "me", "reply"):
+            raise ValueError(f"{target[:8]} is a {decoded.kind}, not a text message")
+        content = (
+            encode_edit(target, text, node.name)
+            if name == "edit"
+            else encode_delete(target, node.name)
+        )
+        await node.post_content(channel, content)
+    elif name == "topic":
+        if not arg.strip():
+            topic = view.topic
+            emit(Info(f"topic: {topic}" if topic else "no topic set", {"topic": topic}))
+            return
+        await node.post_content(channel, encode_topic(arg, node.name))
+    elif name == "send":
+        if not arg.strip():
+            raise ValueError("usage: /send PATH")
+        file_name, data = await asyncio.to_thread(read_file_to_send, arg.strip())
+        parts = split_file(file_name, data, node.name)
+        futures = [node.post_content(channel, p) for p in parts]
+        await asyncio.gather(*futures)
+        emit(
+            Info(
+                f"sending {file_name} ({len(data)} bytes, {len(parts) - 1} segments)",
+                {"file": file_name, "size": len(data), "segments": len(parts) - 1},
+            )
+        )
+    elif name == "save":
+        ref, _, dest = arg.strip().partition(" ")
+        if not ref:
+            raise ValueError("usage: /save ID [PATH]")
+        target = view.resolve(ref)
+        where = await asyncio.to_thread(
+            save_file,
+            view,
+            target,
+            node.store.data_dir,
+            Path(dest.strip()) if dest.strip() else None,
+        )
+        emit(Info(f"saved to {where}", {"saved": str(where), "id": target}))
+    else:
+        raise ValueError(f"unknown content command /{name}")
