@@ -11,7 +11,7 @@ Receivers check again (an edit or delete by anyone but the author is ignored).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,7 @@ from app.node_events import Info, NodeEvent
 if TYPE_CHECKING:
     from app.node import Node
 
-__all__ = ["CONTENT_COMMANDS", "channel_view", "run_content_command"]
+__all__ = ["CONTENT_COMMANDS", "add_delivered", "channel_view", "run_content_command"]
 
 CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "save")
 
@@ -49,6 +49,24 @@ async def channel_view(node: Node, channel: str) -> ConversationView:
             break
         before = (page[0].lamport, page[0].message_id)
     return view
+
+
+async def add_delivered(
+    node: Node, view: ConversationView, channel: str, message_ids: Iterable[str]
+) -> int:
+    """Add to ``view`` the stored messages ``message_ids`` of ``channel`` (e.g. the ids
+    of ``Delivered``/``OwnMessage`` events, which carry no content bytes); returns how
+    many were new to the view. A front end keeps one view per channel: build it with
+    :func:`channel_view`, then call this as messages arrive."""
+    wanted = [m for m in message_ids if view.get(m) is None]
+    if not wanted:
+        return 0
+    stored = await node.store.get_messages(channel, wanted)
+    for mid in wanted:  # in the caller's order; the view sorts anyway
+        msg = stored.get(mid)
+        if msg is not None:
+            view.add(mid, msg.sender_id, msg.lamport, msg.content)
+    return sum(1 for m in wanted if view.get(m) is not None)
 
 
 def _two(arg: str, usage: str) -> tuple[str, str]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from app_helpers import FAST, Harness, run, start_node, wait_until
 
-from app.content import decode
-from app.content_commands import channel_view, run_content_command
+from app.content import ConversationView, decode
+from app.content_commands import add_delivered, channel_view, run_content_command
 from app.files import MAX_FILE_BYTES
 from app.history import fold, print_history, read_history
 from app.node_events import Info, NodeEvent
@@ -114,6 +114,14 @@ def test_folded_history_survives_a_restart(tmp_path: Path) -> None:
             await run_content_command(a.node, "edit", f"{mid} first!", "general", emit)
             await run_content_command(b.node, "topic", "q3 plans", "general", emit)
             await wait_until(lambda: len(a.delivered()) == 2 and len(b.delivered()) == 2)
+            # a front end's live view, fed the ids of delivered messages, matches the log
+            live = ConversationView()
+            ids = [e.message_id for e in b.delivered()] + [
+                e.message_id for e in b.own("logged") if e.message_id
+            ]
+            assert await add_delivered(b.node, live, "general", ids) == 4
+            assert await add_delivered(b.node, live, "general", ids) == 0
+            assert live.items() == (await channel_view(b.node, "general")).items()
         finally:
             await a.node.close()
             await b.node.close()
