@@ -22,6 +22,7 @@ the stored log. See ``docs/content.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Iterable
@@ -484,7 +485,12 @@ class ConversationView:
     was added (cheap: one sort), so a TUI may call it after every delivery.
     """
 
-    def __init__(self, messages: Iterable[tuple[str, str, int, bytes]] = ()) -> None:
+    def __init__(
+        self, messages: Iterable[tuple[str, str, int, bytes]] = (), *, keep_file_data: bool = True
+    ) -> None:
+        #: without file data, segments are counted (progress) but ``intact`` stays
+        #: ``None`` and files cannot be saved: for views that only show or resolve ids
+        self.keep_file_data = keep_file_data
         self._by_id: dict[str, _Msg] = {}
         # target id -> ops (reactions, edits, deletes) naming it
         self._ops: dict[str, list[_Msg]] = {}
@@ -503,13 +509,15 @@ class ConversationView:
         if known is not None:
             return known.decoded
         d = decode(content)
+        if d.kind == "segment" and not self.keep_file_data:
+            d = dataclasses.replace(d, segment_data=b"")
         m = _Msg(len(self._by_id), message_id, sender_id, lamport, d)
         self._by_id[message_id] = m
         if d.kind in ("reaction", "edit", "delete") and d.target_id is not None:
             self._ops.setdefault(d.target_id, []).append(m)
         elif d.kind == "segment" and d.target_id is not None:
             segs = self._segments.setdefault((sender_id, d.target_id), {})
-            segs.setdefault(d.segment_index, d.segment_data)
+            segs.setdefault(d.segment_index, d.segment_data if self.keep_file_data else b"")
         return d
 
     def resolve(self, ref: str) -> str:
@@ -588,7 +596,7 @@ class ConversationView:
         present = sum(1 for i in segs if 0 <= i < info.segment_count)
         complete = present == info.segment_count
         intact: bool | None = None
-        if complete:
+        if complete and self.keep_file_data:
             intact = self._intact.get(key)
             if intact is None:
                 intact = hashlib.sha256(self.file_bytes_unchecked(m.message_id)).digest() == (

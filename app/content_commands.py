@@ -37,9 +37,13 @@ CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "save")
 _PAGE = 1000
 
 
-async def channel_view(node: Node, channel: str) -> ConversationView:
-    """The conversation view of ``channel``'s whole stored log (paged, newest first)."""
-    view = ConversationView()
+async def channel_view(
+    node: Node, channel: str, *, keep_file_data: bool = True
+) -> ConversationView:
+    """The conversation view of ``channel``'s whole stored log (paged, newest first);
+    ``keep_file_data=False`` keeps no file bytes in memory (see
+    :class:`~app.content.ConversationView`)."""
+    view = ConversationView(keep_file_data=keep_file_data)
     before: tuple[int, str] | None = None
     for _ in range(100_000):  # bounded: a page of 1,000 per pass
         page = await node.page(channel, before=before, limit=_PAGE)
@@ -86,7 +90,7 @@ async def run_content_command(
             (the message says which; nothing was sent).
         KeyError: ``channel`` is not joined.
     """
-    view = await channel_view(node, channel)
+    view = await channel_view(node, channel, keep_file_data=name == "save")
     if name == "reply":
         ref, text = _two(arg, "/reply ID TEXT")
         target = view.resolve(ref)

@@ -150,6 +150,8 @@ def save_file(
         FileError: not a file, not complete yet (says the progress), or its sha256
             does not match the manifest.
     """
+    if not view.keep_file_data:
+        raise FileError("this conversation view keeps no file data (keep_file_data=False)")
     status = view.file_status(message_id)
     if status is None:
         raise FileError(f"{message_id[:12]} is not a received file")

@@ -285,6 +285,16 @@ def test_file_split_reassemble_and_save(tmp_path: object) -> None:
     assert again.name == "passwd (1)"
 
 
+def test_view_without_file_data_counts_segments_only(tmp_path: object) -> None:
+    parts = split_file("f.bin", b"z" * 200_000, "alice")
+    view = ConversationView([(mid(i), A, i, p) for i, p in enumerate(parts)], keep_file_data=False)
+    st = view.file_status(mid(0))
+    assert st is not None and (st.present, st.total, st.complete, st.intact) == (5, 5, True, None)
+    assert view.file_bytes_unchecked(mid(0)) == b""
+    with pytest.raises(ValueError, match="keeps no file data"):
+        save_file(view, mid(0), str(tmp_path))
+
+
 def test_corrupt_file_is_not_saved(tmp_path: object) -> None:
     data = b"x" * 100_000
     parts = split_file("f.bin", data, "alice")
