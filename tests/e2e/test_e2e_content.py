@@ -110,3 +110,34 @@ def _own_id_kind(p: Proc, kind: str) -> str:
 
 def _saved(p: Proc) -> list[str]:
     return [str(e["data"]["saved"]) for e in p.select("info") if "saved" in e.get("data", {})]
+
+
+def test_typed_content_missed_while_away_is_caught_up_after_a_restart(tmp_path: Path) -> None:
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        _store, store_url = c.store(url, tmp_path / "store", channels=("room",))
+        alice = c.node("alice", url, extra=["--store", store_url])
+        bob = c.node("bob", url, extra=["--store", store_url])
+        _ready(alice, bob)
+        alice.send("target line")
+        target = _own_id(alice, "target line")
+        _delivered(bob, 1)
+        bob.close_stdin()
+        assert bob.wait(30) == 0
+        alice.send(f"/edit {target} target line, edited", f"/react {target} 👀", "/topic away")
+        alice.wait_for(lambda: len(alice.select("own", state="sent")) >= 4, 20, "all sent")
+        bob2 = c.node("bob", url, extra=["--store", store_url], label="bob-again")
+        _ready(bob2)
+        _delivered(bob2, 3)
+        bob2.send(f"/reply {target[:8]} seen it")
+        _delivered(alice, 1)
+        for p in (alice, bob2):
+            p.close_stdin()
+        for p in (alice, bob2):
+            assert p.wait(30) == 0, p.tail()
+        ha, hb = history(tmp_path / "alice"), history(tmp_path / "bob")
+        assert _folded(ha) == _folded(hb)
+        assert [x["kind"] for x in hb] == ["msg", "topic", "reply"]
+        assert hb[0]["content"] == "target line, edited" and hb[0]["edited"]
+        assert list(hb[0]["reactions"]) == ["👀"]
+        assert hb[2]["reply_to"]["quote"] == "target line, edited"
