@@ -550,9 +550,13 @@ class ConversationView:
 
     @property
     def topic(self) -> str | None:
-        """The channel's current topic (the latest ``topic`` in SDS order; ``None``
-        when never set, ``""`` when cleared)."""
-        topics = [m for m in self._by_id.values() if m.decoded.kind == "topic"]
+        """The channel's current topic (the latest ``topic`` in SDS order that its
+        author did not delete; ``None`` when never set, ``""`` when cleared)."""
+        topics = [
+            m
+            for m in self._by_id.values()
+            if m.decoded.kind == "topic" and not self._state(m)[2]  # deleted by its author
+        ]
         if not topics:
             return None
         latest = max(topics, key=lambda m: m.key)

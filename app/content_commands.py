@@ -126,7 +126,8 @@ async def run_content_command(
             topic = view.topic
             emit(Info(f"topic: {topic}" if topic else "no topic set", {"topic": topic}))
             return
-        await node.post_content(channel, encode_topic(arg, node.name))
+        text = "" if arg.strip() == "--clear" else arg
+        await node.post_content(channel, encode_topic(text, node.name))
     elif name == "send":
         if not arg.strip():
             raise ValueError("usage: /send PATH")

@@ -189,6 +189,22 @@ def test_view_folds_reply_reactions_edit_delete_topic() -> None:
     assert [i.kind for i in view.items()] == ["msg", "reply", "msg", "topic"]
 
 
+def test_deleting_the_latest_topic_restores_the_previous_one() -> None:
+    view = ConversationView(
+        [
+            (mid(1), A, 1, encode_topic("first", "alice")),
+            (mid(2), B, 2, encode_topic("second", "bob")),
+        ]
+    )
+    assert view.topic == "second"
+    view.add(mid(3), A, 3, encode_delete(mid(2), "alice"))  # not hers: ignored
+    assert view.topic == "second"
+    view.add(mid(4), B, 4, encode_delete(mid(2), "bob"))
+    assert view.topic == "first"
+    view.add(mid(5), A, 5, encode_topic("", "alice"))
+    assert view.topic == ""
+
+
 def test_only_the_author_edits_or_deletes() -> None:
     view = ConversationView(
         [

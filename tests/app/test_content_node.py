@@ -67,8 +67,11 @@ def test_content_commands_refuse_bad_input_and_send_nothing(tmp_path: Path) -> N
             await run_content_command(b.node, "topic", "", "general", infos.append)
             assert [e for e in infos if isinstance(e, Info)][-1].data == {"topic": None}
             assert _logged(b) == before
+            await run_content_command(b.node, "topic", "--clear", "general", infos.append)
+            await wait_until(lambda: _logged(b) == before + 1, what="cleared topic logged")
+            assert (await channel_view(b.node, "general")).topic == ""
             view = await channel_view(b.node, "general")
-            [item] = view.items()
+            item = view.items()[0]
             assert item.reactions == {"👍": (b.node.sender_id,)}
         finally:
             await a.node.close()
