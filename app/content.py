@@ -495,7 +495,9 @@ class ConversationView:
         # target id -> ops (reactions, edits, deletes) naming it
         self._ops: dict[str, list[_Msg]] = {}
         # (sender id, file id) -> segment index -> data
-        self._segments: dict[tuple[str, str], dict[int, bytes]] = {}
+        # (sender id, file id) -> segment index -> ((lamport, id), data): when an author
+        # sent two segments with one index, the first in SDS order counts (on everyone)
+        self._segments: dict[tuple[str, str], dict[int, tuple[tuple[int, str], bytes]]] = {}
         self._intact: dict[tuple[str, str], bool] = {}
         for m in messages:
             self.add(*m)
@@ -516,8 +518,12 @@ class ConversationView:
         if d.kind in ("reaction", "edit", "delete") and d.target_id is not None:
             self._ops.setdefault(d.target_id, []).append(m)
         elif d.kind == "segment" and d.target_id is not None:
-            segs = self._segments.setdefault((sender_id, d.target_id), {})
-            segs.setdefault(d.segment_index, d.segment_data if self.keep_file_data else b"")
+            file_key = (sender_id, d.target_id)
+            segs = self._segments.setdefault(file_key, {})
+            old = segs.get(d.segment_index)
+            if old is None or m.key < old[0]:
+                segs[d.segment_index] = (m.key, d.segment_data if self.keep_file_data else b"")
+                self._intact.pop(file_key, None)
         return d
 
     def resolve(self, ref: str) -> str:
@@ -617,7 +623,7 @@ class ConversationView:
         if info is None:
             raise KeyError(f"{message_id} is not a file")
         segs = self._segments.get((m.sender_id, info.file_id), {})
-        data = b"".join(segs.get(i, b"") for i in range(info.segment_count))
+        data = b"".join(segs[i][1] if i in segs else b"" for i in range(info.segment_count))
         return data[: info.size]
 
     def file_status(self, message_id: str) -> FileStatus | None:

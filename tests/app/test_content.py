@@ -61,6 +61,17 @@ def test_typed_content_is_never_valid_utf8() -> None:
             raw.decode("utf-8")
 
 
+def test_typed_content_reads_as_foreign_text_in_older_readers() -> None:
+    """An sdschat before typed content (JSON or raw text) and a js-waku peer (UTF-8 with
+    replacement) see undecodable text, never an exception or a forged line."""
+    import json
+
+    raw = encode_reply(mid(1), "q", "hello", "bob")
+    with pytest.raises(ValueError):
+        json.loads(raw)
+    assert raw.decode("utf-8", errors="replace").startswith("\ufffd")
+
+
 def test_round_trips() -> None:
     t = mid(1)
     r = decode(encode_reply(t, "the  original\nline", "yes", "bob"))
@@ -309,6 +320,19 @@ def test_view_without_file_data_counts_segments_only(tmp_path: object) -> None:
     assert view.file_bytes_unchecked(mid(0)) == b""
     with pytest.raises(ValueError, match="keeps no file data"):
         save_file(view, mid(0), str(tmp_path))
+
+
+def test_a_segment_sent_twice_resolves_the_same_in_any_order() -> None:
+    parts = split_file("f.bin", b"q" * 60_000, "alice")
+    fake = pb.Content()
+    fake.ParseFromString(parts[1][1:])
+    fake.file_segment.data = b"X" * len(fake.file_segment.data)
+    log = [(mid(i), A, i, p) for i, p in enumerate(parts)]
+    log.append((mid(9), A, 9, MAGIC + fake.SerializeToString()))  # later in SDS order
+    for order in (log, log[::-1]):
+        view = ConversationView(order)
+        st = view.file_status(mid(0))
+        assert st is not None and st.intact is True
 
 
 def test_corrupt_file_is_not_saved(tmp_path: object) -> None:
