@@ -38,12 +38,12 @@ text           send text to the current channel (//text sends /text)
 /nick NAME     change your display name
 /who           participants heard from in the current channel
 /reply ID TEXT answer message ID (full id or 4+ hex prefix)
-/react ID EMOJI react to message ID (again: take it off)
+/react ID EMOJI  react to message ID (again: take it off)
 /edit ID TEXT  replace the text of your message ID
 /delete ID     delete your message ID
 /topic [TEXT]  set (or show) the channel's topic
 /send PATH     send a file (at most 16 MiB)
-/save ID [PATH] save received file ID (default: DATA_DIR/files/)
+/save ID [PATH]  save received file ID (default: DATA_DIR/files/)
 /retry         send again the messages that failed
 /stats         counters
 /help          this help
