@@ -1,15 +1,21 @@
-"""Typed content (replies, reactions, edits, deletions, topics, nick and join/leave
+"""Typed content (replies, reactions, edits, deletions, the topic, nick and join/leave
 lines, files) and the *conversation view* that folds a channel's log into what to show.
 
-Framing: typed content is :data:`MAGIC` (the byte ``0xFF``, which never occurs in
-UTF-8) followed by a serialised ``Content`` protobuf (``app/content.proto``). Any
-other content is what sdschat wrote before typed content (its JSON line format,
-:mod:`app.chat_content`) or plain UTF-8 text (js-waku peers): it still reads as
-text. Plain text and ``/me`` lines are still written in the JSON format, so older
-sdschat versions read them as before.
+Formats, told apart by their first bytes (``docs/content.md``):
 
-Decoding never raises: content with a newer schema version, a type this version
-does not know, or a malformed body decodes as ``kind="unsupported"`` with the text
+* ``FF 'S' 'C' 02`` + ``TypedContent`` (``app/chat_content.proto``, schema version 2):
+  replies, reactions (``remove`` takes one back), edits, deletions, each naming its
+  target by SDS message id; written by the TUI and by these encoders alike;
+* ``FF 08`` … : :data:`MAGIC` + a ``Content`` protobuf (``app/content.proto``, version
+  1): file manifests and file segments (:mod:`app.files`), and bodies to come;
+* ``{`` … : sdschat's JSON lines (:mod:`app.chat_content`): kinds ``msg``, ``me`` and
+  the announcements ``topic`` (the text is the topic), ``nick``, ``join``, ``leave``
+  (the text is the sentence, readable by any client);
+* anything else: plain UTF-8 text (js-waku peers), kind ``raw``.
+
+0xFF never occurs in UTF-8, so plain text is never mistaken for typed content.
+Decoding never raises: content with another schema version, a body this version does
+not know, or a malformed body decodes as ``kind="unsupported"`` with the text
 ``unsupported message (type N, version V)``; it is shown, never dropped.
 
 The view (:class:`ConversationView`) is pure: feed it the channel's delivered
@@ -17,19 +23,22 @@ messages (``add``; any order, duplicates ignored) and read :meth:`~ConversationV
 Everything it shows is a function of the *set* of messages, ordered by SDS order
 ``(lamport, message_id)``, so two participants holding the same messages show the
 same thing, whatever order they received them in, and a restart recomputes it from
-the stored log. See ``docs/content.md``.
+the stored log.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from app import chat_content_pb2 as cpb
 from app import content_pb2 as pb
 from app.chat_content import ChatContent, clean_name, decode_content
 
@@ -39,6 +48,7 @@ __all__ = [
     "MAX_QUOTE_CHARS",
     "SCHEMA_VERSION",
     "SYSTEM_KINDS",
+    "TYPED_MAGIC",
     "ConversationView",
     "Decoded",
     "FileInfo",
@@ -61,11 +71,17 @@ __all__ = [
 MAGIC = b"\xff"
 """First byte of typed content: never the first byte of UTF-8 text (nor of JSON)."""
 
+TYPED_MAGIC = b"\xffSC\x02"
+"""What replies, reactions, edits and deletions start with (``app/chat_content.proto``)."""
+
+TYPED_VERSION = 2
+"""The ``TypedContent.version`` written and read."""
+
 SCHEMA_VERSION = 1
-"""The schema major version this module writes and reads."""
+"""The ``Content`` (files) schema major version this module writes and reads."""
 
 MAX_QUOTE_CHARS = 120
-"""Longest quote a reply carries (longer ones are cut with an ellipsis)."""
+"""Longest quote of a reply's target shown (longer ones are cut with an ellipsis)."""
 
 MAX_EMOJI_CHARS = 16
 """Longest reaction (one emoji, possibly a ZWJ sequence or with modifiers)."""
@@ -78,6 +94,9 @@ SYSTEM_KINDS = ("topic", "nick", "join", "leave")
 
 _ID = re.compile(r"[0-9a-f]{64}")
 _FILE_ID = re.compile(r"[0-9a-f]{32}")
+
+# type numbers of the TypedContent bodies (their oneof field numbers)
+_T_REPLY, _T_REACTION, _T_EDIT, _T_DELETE = 10, 11, 12, 13
 
 
 # ------------------------------------------------------------------ decoded content
@@ -106,11 +125,8 @@ class Decoded:
     text: str
     name: str | None = None
     target_id: str | None = None
-    quote: str = ""
     emoji: str = ""
     remove: bool = False
-    old_name: str = ""
-    new_name: str = ""
     file: FileInfo | None = None
     segment_index: int = -1
     segment_data: bytes = b""
@@ -119,7 +135,7 @@ class Decoded:
 
 
 def is_typed(content: bytes) -> bool:
-    """Whether ``content`` is typed content (starts with :data:`MAGIC`)."""
+    """Whether ``content`` is typed content of either protobuf format (starts with 0xFF)."""
     return content[:1] == MAGIC
 
 
@@ -135,9 +151,10 @@ def _unsupported(type_number: int, version: int, name: str | None) -> Decoded:
 
 def decode(content: bytes) -> Decoded:
     """Decode any content bytes; never raises (see the module docstring)."""
+    if content.startswith(TYPED_MAGIC):
+        return _decode_typed(content)
     if not is_typed(content):
-        c = decode_content(content)
-        return Decoded(c.kind, c.text, name=c.name)
+        return _decode_line(content)
     msg = pb.Content()
     try:
         msg.ParseFromString(content[1:])
@@ -148,12 +165,27 @@ def decode(content: bytes) -> Decoded:
     if version != SCHEMA_VERSION:
         return _unsupported(type_number, version, name)
     try:
-        out = _decode_body(msg, name)
+        out = _decode_file_body(msg, name)
     except ValueError:
         out = None
     if out is None or out.type_number != type_number:
         return _unsupported(type_number, version, name)
     return out
+
+
+def _decode_line(content: bytes) -> Decoded:
+    """JSON lines (with the announcement kinds) and plain text."""
+    c = decode_content(content)
+    kind = c.kind
+    if kind != "raw":
+        try:
+            obj: Any = json.loads(content)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict) and obj.get("kind") in SYSTEM_KINDS:
+            kind = str(obj["kind"])
+    text = c.text[:MAX_TOPIC_CHARS] if kind == "topic" else c.text
+    return Decoded(kind, text, name=c.name)
 
 
 def _target(value: str) -> str:
@@ -162,83 +194,93 @@ def _target(value: str) -> str:
     return value
 
 
-def _decode_body(msg: pb.Content, name: str | None) -> Decoded | None:
+def _decode_typed(content: bytes) -> Decoded:
+    """``FF 'S' 'C' 02`` + ``TypedContent``: reply, reaction, edit, deletion."""
+    msg = cpb.TypedContent()
+    try:
+        msg.ParseFromString(content[len(TYPED_MAGIC) :])
+    except (DecodeError, ValueError, RecursionError):
+        return _unsupported(0, TYPED_VERSION, None)
+    name = clean_name(msg.name) if msg.name else None
+    which = msg.WhichOneof("body")
+    v = TYPED_VERSION
+    try:
+        if which == "reply":
+            r = msg.reply
+            if not r.text:
+                raise ValueError("empty reply")
+            return Decoded(
+                "reply",
+                r.text,
+                name=name,
+                target_id=_target(r.target),
+                type_number=_T_REPLY,
+                version=v,
+            )
+        if which == "reaction":
+            e = msg.reaction
+            if not e.emoji or len(e.emoji) > MAX_EMOJI_CHARS or not e.emoji.isprintable():
+                raise ValueError("bad emoji")
+            verb = "took back" if e.remove else "reacted"
+            return Decoded(
+                "reaction",
+                f"{verb} {e.emoji} on {e.target[:8]}",
+                name=name,
+                target_id=_target(e.target),
+                emoji=e.emoji,
+                remove=e.remove,
+                type_number=_T_REACTION,
+                version=v,
+            )
+        if which == "edit":
+            ed = msg.edit
+            if not ed.text:
+                raise ValueError("empty edit")
+            return Decoded(
+                "edit",
+                ed.text,
+                name=name,
+                target_id=_target(ed.target),
+                type_number=_T_EDIT,
+                version=v,
+            )
+        if which == "delete":
+            t = _target(msg.delete.target)
+            return Decoded(
+                "delete",
+                f"deleted {t[:8]}",
+                name=name,
+                target_id=t,
+                type_number=_T_DELETE,
+                version=v,
+            )
+    except ValueError:
+        pass
+    # a body of a later version, or a malformed one: name its field number if known
+    number = {"reply": _T_REPLY, "reaction": _T_REACTION, "edit": _T_EDIT}.get(which or "", 0)
+    if which == "delete":
+        number = _T_DELETE
+    if number == 0:
+        number = _unknown_field(msg)
+    return _unsupported(number, msg.version or v, name)
+
+
+def _unknown_field(msg: Any) -> int:
+    """The field number of the first field ``msg`` does not know (0 if none)."""
+    try:
+        from google.protobuf.unknown_fields import UnknownFieldSet
+
+        fields = UnknownFieldSet(msg)
+        if len(fields):
+            return int(fields[0].field_number)
+    except Exception:  # an older protobuf without the API: type 0
+        return 0
+    return 0
+
+
+def _decode_file_body(msg: pb.Content, name: str | None) -> Decoded | None:
     which = msg.WhichOneof("body")
     v = SCHEMA_VERSION
-    if which == "text":
-        return Decoded("msg", msg.text.text, name=name, type_number=pb.TYPE_TEXT, version=v)
-    if which == "action":
-        return Decoded("me", msg.action.text, name=name, type_number=pb.TYPE_ACTION, version=v)
-    if which == "reply":
-        r = msg.reply
-        return Decoded(
-            "reply",
-            r.text,
-            name=name,
-            target_id=_target(r.target_id),
-            quote=make_quote(r.quote),
-            type_number=pb.TYPE_REPLY,
-            version=v,
-        )
-    if which == "reaction":
-        e = msg.reaction
-        if not e.emoji or len(e.emoji) > MAX_EMOJI_CHARS or not e.emoji.isprintable():
-            raise ValueError("bad emoji")
-        verb = "removed" if e.remove else "reacted"
-        return Decoded(
-            "reaction",
-            f"{verb} {e.emoji} to {e.target_id[:8]}",
-            name=name,
-            target_id=_target(e.target_id),
-            emoji=e.emoji,
-            remove=e.remove,
-            type_number=pb.TYPE_REACTION,
-            version=v,
-        )
-    if which == "edit":
-        ed = msg.edit
-        return Decoded(
-            "edit",
-            ed.text,
-            name=name,
-            target_id=_target(ed.target_id),
-            type_number=pb.TYPE_EDIT,
-            version=v,
-        )
-    if which == "delete":
-        t = _target(msg.delete.target_id)
-        return Decoded(
-            "delete",
-            f"deleted {t[:8]}",
-            name=name,
-            target_id=t,
-            type_number=pb.TYPE_DELETE,
-            version=v,
-        )
-    if which == "topic":
-        text = msg.topic.text[:MAX_TOPIC_CHARS]
-        return Decoded("topic", text, name=name, type_number=pb.TYPE_TOPIC, version=v)
-    if which == "nick":
-        old, new = clean_name(msg.nick.old_name), clean_name(msg.nick.new_name)
-        return Decoded(
-            "nick",
-            f"{old or '?'} is now known as {new or '?'}",
-            name=name,
-            old_name=old,
-            new_name=new,
-            type_number=pb.TYPE_NICK,
-            version=v,
-        )
-    if which == "membership":
-        joined = msg.membership.change == pb.Membership.JOINED
-        kind = "join" if joined else "leave"
-        return Decoded(
-            kind,
-            f"{name or '?'} {'joined' if joined else 'left'}",
-            name=name,
-            type_number=pb.TYPE_MEMBERSHIP,
-            version=v,
-        )
     if which == "file_manifest":
         m = msg.file_manifest
         if not _FILE_ID.fullmatch(m.file_id) or len(m.sha256) != 32 or m.segment_count < 1:
@@ -273,16 +315,13 @@ def _decode_body(msg: pb.Content, name: str | None) -> Decoded | None:
 
 def summary_content(content: bytes) -> ChatContent:
     """Typed content as a :class:`~app.chat_content.ChatContent` (name, kind, one-line
-    text): what code that shows plain lines (events, the TUI before it shows the folded
-    view, ``retry``) uses."""
+    text): what code that shows plain lines uses (events, ``retry``)."""
     d = decode(content)
     text = d.text
     if d.kind == "reply":
-        text = f"↪ {d.target_id[:8] if d.target_id else '?'} {d.quote!r}: {d.text}"
+        text = f"↪ {d.target_id[:8] if d.target_id else '?'}: {d.text}"
     elif d.kind == "edit":
         text = f"(edit of {d.target_id[:8] if d.target_id else '?'}) {d.text}"
-    elif d.kind == "topic":
-        text = f"set the topic: {d.text}" if d.text else "cleared the topic"
     return ChatContent(text=text, name=d.name, kind=d.kind)
 
 
@@ -297,9 +336,14 @@ def make_quote(text: str) -> str:
     return line
 
 
-def _frame(name: str, type_number: int, **body: object) -> bytes:
-    msg = pb.Content(version=SCHEMA_VERSION, type=type_number, name=clean_name(name), **body)  # type: ignore[arg-type]
-    return MAGIC + msg.SerializeToString()
+def _typed(name: str, **body: Any) -> bytes:
+    msg = cpb.TypedContent(version=TYPED_VERSION, name=clean_name(name), **body)
+    return TYPED_MAGIC + msg.SerializeToString()
+
+
+def _line(name: str, kind: str, text: str) -> bytes:
+    obj = {"v": 1, "name": clean_name(name), "kind": kind, "text": text}
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _check_target(target_id: str) -> None:
@@ -312,20 +356,19 @@ def _check_text(text: str) -> None:
         raise ValueError("text must not be empty")
 
 
-def encode_reply(target_id: str, quote: str, text: str, name: str) -> bytes:
-    """A reply to ``target_id``; ``quote`` is cut with :func:`make_quote`.
+def encode_reply(target_id: str, text: str, name: str) -> bytes:
+    """A reply to ``target_id`` (shown under a quote of the target).
 
     Raises:
         ValueError: bad target id or empty text.
     """
     _check_target(target_id)
     _check_text(text)
-    reply = pb.Reply(target_id=target_id, quote=make_quote(quote), text=text)
-    return _frame(name, pb.TYPE_REPLY, reply=reply)
+    return _typed(name, reply=cpb.Reply(target=target_id, text=text))
 
 
 def encode_reaction(target_id: str, emoji: str, name: str, *, remove: bool = False) -> bytes:
-    """A reaction (a second identical one from the same author toggles it off).
+    """A reaction, or (``remove``) taking one's own back.
 
     Raises:
         ValueError: bad target id or emoji (empty, longer than
@@ -335,41 +378,40 @@ def encode_reaction(target_id: str, emoji: str, name: str, *, remove: bool = Fal
     emoji = emoji.strip()
     if not emoji or len(emoji) > MAX_EMOJI_CHARS or not emoji.isprintable() or " " in emoji:
         raise ValueError(f"a reaction is one emoji of at most {MAX_EMOJI_CHARS} characters")
-    r = pb.Reaction(target_id=target_id, emoji=emoji, remove=remove)
-    return _frame(name, pb.TYPE_REACTION, reaction=r)
+    r = cpb.Reaction(target=target_id, emoji=emoji, remove=remove)
+    return _typed(name, reaction=r)
 
 
 def encode_edit(target_id: str, text: str, name: str) -> bytes:
     """New text for our message ``target_id`` (others ignore an edit by anyone else)."""
     _check_target(target_id)
     _check_text(text)
-    return _frame(name, pb.TYPE_EDIT, edit=pb.Edit(target_id=target_id, text=text))
+    return _typed(name, edit=cpb.Edit(target=target_id, text=text))
 
 
 def encode_delete(target_id: str, name: str) -> bytes:
     """Delete our message ``target_id`` (others ignore a delete by anyone else)."""
     _check_target(target_id)
-    return _frame(name, pb.TYPE_DELETE, delete=pb.Delete(target_id=target_id))
+    return _typed(name, delete=cpb.Delete(target=target_id))
 
 
 def encode_topic(text: str, name: str) -> bytes:
-    """Set (or, with empty text, clear) the channel's topic."""
+    """Set (or, with empty text, clear) the channel's topic (a JSON ``topic`` line)."""
     text = " ".join(text.split())
     if len(text) > MAX_TOPIC_CHARS:
         raise ValueError(f"a topic is at most {MAX_TOPIC_CHARS} characters")
-    return _frame(name, pb.TYPE_TOPIC, topic=pb.Topic(text=text))
+    return _line(name, "topic", text)
 
 
 def encode_nick(old_name: str, new_name: str) -> bytes:
-    """Announce a nick change (sent under the new name)."""
-    nick = pb.NickChange(old_name=clean_name(old_name), new_name=clean_name(new_name))
-    return _frame(new_name, pb.TYPE_NICK, nick=nick)
+    """Announce a nick change (a JSON ``nick`` line, sent under the new name)."""
+    return _line(new_name, "nick", f"{clean_name(old_name)} is now known as {clean_name(new_name)}")
 
 
-def encode_membership(name: str, *, joined: bool) -> bytes:
-    """Announce that we joined (or left) the channel."""
-    change = pb.Membership.JOINED if joined else pb.Membership.LEFT
-    return _frame(name, pb.TYPE_MEMBERSHIP, membership=pb.Membership(change=change))
+def encode_membership(name: str, channel: str, *, joined: bool) -> bytes:
+    """Announce that we joined (or left) ``channel`` (a JSON ``join``/``leave`` line)."""
+    verb = "joined" if joined else "left"
+    return _line(name, "join" if joined else "leave", f"{clean_name(name)} {verb} #{channel}")
 
 
 # ------------------------------------------------------------------ the view
@@ -377,9 +419,9 @@ def encode_membership(name: str, *, joined: bool) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class ReplyRef:
-    """What a reply answers: ``quote`` is the target's current text (cut) when it is
-    delivered, ``"message deleted"`` when it was deleted, else the quote the reply
-    carried; ``present`` says whether the target is delivered."""
+    """What a reply answers: ``quote`` is the target's current text (cut to
+    :data:`MAX_QUOTE_CHARS`) once it is delivered (``present``), ``"message deleted"``
+    when its author deleted it, ``""`` while it is not (yet) here."""
 
     target_id: str
     quote: str
@@ -572,8 +614,9 @@ class ConversationView:
         """(current text, edited, deleted, reactions) of a shown message."""
         ops = sorted(self._ops.get(m.message_id, ()), key=lambda o: o.key)
         text, edited, deleted = m.decoded.text, False, False
-        order: dict[tuple[str, str], tuple[int, str]] = {}
-        on: set[tuple[str, str]] = set()
+        # the TUI's fold (app/tui/model.py apply_effects): a reaction adds its author
+        # once, taking it back removes them; emojis in the order first used
+        reactions: dict[str, list[str]] = {}
         for op in ops:
             k = op.decoded.kind
             if k == "delete" and op.sender_id == m.sender_id:
@@ -581,20 +624,13 @@ class ConversationView:
             elif k == "edit" and op.sender_id == m.sender_id and m.decoded.kind in _EDITABLE:
                 text, edited = op.decoded.text, True
             elif k == "reaction":
-                pair = (op.decoded.emoji, op.sender_id)
-                if op.decoded.remove or pair in on:
-                    on.discard(pair)
-                else:
-                    on.add(pair)
-                    order[pair] = op.key
-        reactions: dict[str, list[tuple[tuple[int, str], str]]] = {}
-        if not deleted:
-            for pair in on:
-                reactions.setdefault(pair[0], []).append((order[pair], pair[1]))
-        folded = {
-            emoji: tuple(s for _, s in sorted(who))
-            for emoji, who in sorted(reactions.items(), key=lambda kv: min(kv[1]))
-        }
+                who = reactions.setdefault(op.decoded.emoji, [])
+                if op.decoded.remove:
+                    if op.sender_id in who:
+                        who.remove(op.sender_id)
+                elif op.sender_id not in who:
+                    who.append(op.sender_id)
+        folded = {} if deleted else {e: tuple(w) for e, w in reactions.items() if w}
         return ("" if deleted else text), edited and not deleted, deleted, folded
 
     def _file_status(self, m: _Msg) -> FileStatus | None:
@@ -643,7 +679,7 @@ class ConversationView:
             text, edited, deleted, reactions = self._state(m)
             reply = None
             if d.kind == "reply" and d.target_id is not None:
-                reply = self._reply_ref(d.target_id, d.quote)
+                reply = self._reply_ref(d.target_id)
             out.append(
                 ViewItem(
                     position=len(out),
@@ -663,10 +699,10 @@ class ConversationView:
             )
         return out
 
-    def _reply_ref(self, target_id: str, carried: str) -> ReplyRef:
+    def _reply_ref(self, target_id: str) -> ReplyRef:
         t = self._by_id.get(target_id)
         if t is None:
-            return ReplyRef(target_id, carried, False)
+            return ReplyRef(target_id, "", False)
         text, _e, deleted, _r = self._state(t)
         quote = "message deleted" if deleted else make_quote(text)
         return ReplyRef(target_id, quote, True, t.sender_id, t.decoded.name)

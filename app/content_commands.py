@@ -11,6 +11,7 @@ Receivers check again (an edit or delete by anyone but the author is ignored).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,10 +23,9 @@ from app.content import (
     encode_reaction,
     encode_reply,
     encode_topic,
-    make_quote,
 )
 from app.files import read_file_to_send, save_file, split_file
-from app.node_events import Info, NodeEvent
+from app.node_events import Info, NodeEvent, OwnMessage
 
 if TYPE_CHECKING:
     from app.node import Node
@@ -35,6 +35,9 @@ __all__ = ["CONTENT_COMMANDS", "add_delivered", "channel_view", "run_content_com
 CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "save")
 
 _PAGE = 1000
+
+LOGGED_WAIT_S = 5.0
+"""How long a command waits for its message to enter the log before the next one."""
 
 
 async def channel_view(
@@ -73,6 +76,31 @@ async def add_delivered(
     return sum(1 for m in wanted if view.get(m) is not None)
 
 
+async def _post_logged(node: Node, channel: str, content: bytes) -> int:
+    """Post ``content`` and wait (at most :data:`LOGGED_WAIT_S`) until it is in the log,
+    so that the next command's view holds it (a second ``/react`` takes it back)."""
+    logged: set[int] = set()
+    done = asyncio.Event()
+    wanted: list[int] = []
+
+    def on_event(ev: NodeEvent) -> None:
+        if isinstance(ev, OwnMessage) and ev.state == "logged" and ev.local_id is not None:
+            logged.add(ev.local_id)
+            if wanted and ev.local_id == wanted[0]:
+                done.set()
+
+    unsubscribe = node.subscribe(on_event)
+    try:
+        local_id = await node.post_content(channel, content)
+        wanted.append(local_id)
+        if local_id not in logged:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), LOGGED_WAIT_S)
+        return local_id
+    finally:
+        unsubscribe()
+
+
 def _two(arg: str, usage: str) -> tuple[str, str]:
     ref, _, rest = arg.strip().partition(" ")
     if not ref or not rest.strip():
@@ -94,14 +122,15 @@ async def run_content_command(
     if name == "reply":
         ref, text = _two(arg, "/reply ID TEXT")
         target = view.resolve(ref)
-        current = {i.message_id: i for i in view.items()}.get(target)
-        decoded = view.get(target)
-        quote = current.text if current is not None else decoded.text if decoded else ""
-        await node.post_content(channel, encode_reply(target, make_quote(quote), text, node.name))
+        await _post_logged(node, channel, encode_reply(target, text, node.name))
     elif name == "react":
         ref, emoji = _two(arg, "/react ID EMOJI")
         target = view.resolve(ref)
-        await node.post_content(channel, encode_reaction(target, emoji, node.name))
+        current = {i.message_id: i for i in view.items()}.get(target)
+        mine = current is not None and node.sender_id in current.reactions.get(emoji.strip(), ())
+        # the same reaction again takes it back (as the TUI does)
+        content = encode_reaction(target, emoji, node.name, remove=mine)
+        await _post_logged(node, channel, content)
     elif name in ("edit", "delete"):
         if name == "edit":
             ref, text = _two(arg, "/edit ID TEXT")
@@ -120,14 +149,14 @@ async def run_content_command(
             if name == "edit"
             else encode_delete(target, node.name)
         )
-        await node.post_content(channel, content)
+        await _post_logged(node, channel, content)
     elif name == "topic":
         if not arg.strip():
             topic = view.topic
             emit(Info(f"topic: {topic}" if topic else "no topic set", {"topic": topic}))
             return
         text = "" if arg.strip() == "--clear" else arg
-        await node.post_content(channel, encode_topic(text, node.name))
+        await _post_logged(node, channel, encode_topic(text, node.name))
     elif name == "send":
         if not arg.strip():
             raise ValueError("usage: /send PATH")

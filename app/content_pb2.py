@@ -24,37 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcontent.proto\x12\x0fsdschat.content\"\xaf\x04\n\x07\x43ontent\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0c\n\x04type\x18\x02 \x01(\r\x12\x0c\n\x04name\x18\x03 \x01(\t\x12%\n\x04text\x18\n \x01(\x0b\x32\x15.sdschat.content.TextH\x00\x12\'\n\x06\x61\x63tion\x18\x0b \x01(\x0b\x32\x15.sdschat.content.TextH\x00\x12\'\n\x05reply\x18\x0c \x01(\x0b\x32\x16.sdschat.content.ReplyH\x00\x12-\n\x08reaction\x18\r \x01(\x0b\x32\x19.sdschat.content.ReactionH\x00\x12%\n\x04\x65\x64it\x18\x0e \x01(\x0b\x32\x15.sdschat.content.EditH\x00\x12)\n\x06\x64\x65lete\x18\x0f \x01(\x0b\x32\x17.sdschat.content.DeleteH\x00\x12\'\n\x05topic\x18\x10 \x01(\x0b\x32\x16.sdschat.content.TopicH\x00\x12+\n\x04nick\x18\x11 \x01(\x0b\x32\x1b.sdschat.content.NickChangeH\x00\x12\x31\n\nmembership\x18\x12 \x01(\x0b\x32\x1b.sdschat.content.MembershipH\x00\x12\x36\n\rfile_manifest\x18\x13 \x01(\x0b\x32\x1d.sdschat.content.FileManifestH\x00\x12\x34\n\x0c\x66ile_segment\x18\x14 \x01(\x0b\x32\x1c.sdschat.content.FileSegmentH\x00\x42\x06\n\x04\x62ody\"\x14\n\x04Text\x12\x0c\n\x04text\x18\x01 \x01(\t\"7\n\x05Reply\x12\x11\n\ttarget_id\x18\x01 \x01(\t\x12\r\n\x05quote\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"<\n\x08Reaction\x12\x11\n\ttarget_id\x18\x01 \x01(\t\x12\r\n\x05\x65moji\x18\x02 \x01(\t\x12\x0e\n\x06remove\x18\x03 \x01(\x08\"\'\n\x04\x45\x64it\x12\x11\n\ttarget_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x1b\n\x06\x44\x65lete\x12\x11\n\ttarget_id\x18\x01 \x01(\t\"\x15\n\x05Topic\x12\x0c\n\x04text\x18\x01 \x01(\t\"0\n\nNickChange\x12\x10\n\x08old_name\x18\x01 \x01(\t\x12\x10\n\x08new_name\x18\x02 \x01(\t\"`\n\nMembership\x12\x32\n\x06\x63hange\x18\x01 \x01(\x0e\x32\".sdschat.content.Membership.Change\"\x1e\n\x06\x43hange\x12\n\n\x06JOINED\x10\x00\x12\x08\n\x04LEFT\x10\x01\"x\n\x0c\x46ileManifest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x0e\n\x06sha256\x18\x04 \x01(\x0c\x12\x15\n\rsegment_count\x18\x05 \x01(\r\x12\x14\n\x0csegment_size\x18\x06 \x01(\r\";\n\x0b\x46ileSegment\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c*\xe2\x01\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\r\n\tTYPE_TEXT\x10\x01\x12\x0f\n\x0bTYPE_ACTION\x10\x02\x12\x0e\n\nTYPE_REPLY\x10\x03\x12\x11\n\rTYPE_REACTION\x10\x04\x12\r\n\tTYPE_EDIT\x10\x05\x12\x0f\n\x0bTYPE_DELETE\x10\x06\x12\x0e\n\nTYPE_TOPIC\x10\x07\x12\r\n\tTYPE_NICK\x10\x08\x12\x13\n\x0fTYPE_MEMBERSHIP\x10\t\x12\x16\n\x12TYPE_FILE_MANIFEST\x10\n\x12\x15\n\x11TYPE_FILE_SEGMENT\x10\x0b\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcontent.proto\x12\rsdschat.files\"\xa8\x01\n\x07\x43ontent\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0c\n\x04type\x18\x02 \x01(\r\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x34\n\rfile_manifest\x18\x13 \x01(\x0b\x32\x1b.sdschat.files.FileManifestH\x00\x12\x32\n\x0c\x66ile_segment\x18\x14 \x01(\x0b\x32\x1a.sdschat.files.FileSegmentH\x00\x42\x06\n\x04\x62ody\"x\n\x0c\x46ileManifest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x0e\n\x06sha256\x18\x04 \x01(\x0c\x12\x15\n\rsegment_count\x18\x05 \x01(\r\x12\x14\n\x0csegment_size\x18\x06 \x01(\r\";\n\x0b\x46ileSegment\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c*K\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\x16\n\x12TYPE_FILE_MANIFEST\x10\n\x12\x15\n\x11TYPE_FILE_SEGMENT\x10\x0b\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'content_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TYPE']._serialized_start=1162
-  _globals['_TYPE']._serialized_end=1388
-  _globals['_CONTENT']._serialized_start=35
-  _globals['_CONTENT']._serialized_end=594
-  _globals['_TEXT']._serialized_start=596
-  _globals['_TEXT']._serialized_end=616
-  _globals['_REPLY']._serialized_start=618
-  _globals['_REPLY']._serialized_end=673
-  _globals['_REACTION']._serialized_start=675
-  _globals['_REACTION']._serialized_end=735
-  _globals['_EDIT']._serialized_start=737
-  _globals['_EDIT']._serialized_end=776
-  _globals['_DELETE']._serialized_start=778
-  _globals['_DELETE']._serialized_end=805
-  _globals['_TOPIC']._serialized_start=807
-  _globals['_TOPIC']._serialized_end=828
-  _globals['_NICKCHANGE']._serialized_start=830
-  _globals['_NICKCHANGE']._serialized_end=878
-  _globals['_MEMBERSHIP']._serialized_start=880
-  _globals['_MEMBERSHIP']._serialized_end=976
-  _globals['_MEMBERSHIP_CHANGE']._serialized_start=946
-  _globals['_MEMBERSHIP_CHANGE']._serialized_end=976
-  _globals['_FILEMANIFEST']._serialized_start=978
-  _globals['_FILEMANIFEST']._serialized_end=1098
-  _globals['_FILESEGMENT']._serialized_start=1100
-  _globals['_FILESEGMENT']._serialized_end=1159
+  _globals['_TYPE']._serialized_start=386
+  _globals['_TYPE']._serialized_end=461
+  _globals['_CONTENT']._serialized_start=33
+  _globals['_CONTENT']._serialized_end=201
+  _globals['_FILEMANIFEST']._serialized_start=203
+  _globals['_FILEMANIFEST']._serialized_end=323
+  _globals['_FILESEGMENT']._serialized_start=325
+  _globals['_FILESEGMENT']._serialized_end=384
 # @@protoc_insertion_point(module_scope)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import random
 
 import pytest
 
+from app import chat_content_pb2 as cpb
 from app import content_pb2 as pb
 from app.chat_content import decode_content, encode_content
 from app.content import (
@@ -52,9 +54,9 @@ def test_sdschat_json_lines_still_read_as_text() -> None:
 
 def test_typed_content_is_never_valid_utf8() -> None:
     for raw in (
-        encode_topic("t", "a"),
+        encode_reaction(mid(1), "👍", "a"),
         encode_delete(mid(1), "a"),
-        encode_membership("a", joined=True),
+        *split_file("f.bin", b"data", "a"),
     ):
         assert raw[:1] == MAGIC
         with pytest.raises(UnicodeDecodeError):
@@ -66,7 +68,7 @@ def test_typed_content_reads_as_foreign_text_in_older_readers() -> None:
     replacement) see undecodable text, never an exception or a forged line."""
     import json
 
-    raw = encode_reply(mid(1), "q", "hello", "bob")
+    raw = encode_reply(mid(1), "hello", "bob")
     with pytest.raises(ValueError):
         json.loads(raw)
     assert raw.decode("utf-8", errors="replace").startswith("\ufffd")
@@ -74,35 +76,53 @@ def test_typed_content_reads_as_foreign_text_in_older_readers() -> None:
 
 def test_round_trips() -> None:
     t = mid(1)
-    r = decode(encode_reply(t, "the  original\nline", "yes", "bob"))
-    assert (r.kind, r.target_id, r.quote, r.text, r.name) == (
-        "reply",
-        t,
-        "the original line",
-        "yes",
-        "bob",
-    )
+    r = decode(encode_reply(t, "yes", "bob"))
+    assert (r.kind, r.target_id, r.text, r.name) == ("reply", t, "yes", "bob")
     e = decode(encode_reaction(t, "👍", "bob", remove=True))
     assert (e.kind, e.emoji, e.remove) == ("reaction", "👍", True)
     assert decode(encode_edit(t, "fixed", "bob")).text == "fixed"
     assert decode(encode_delete(t, "bob")).target_id == t
     assert decode(encode_topic("plans", "bob")).text == "plans"
     n = decode(encode_nick("bob", "robert"))
-    assert (n.kind, n.old_name, n.new_name, n.name) == ("nick", "bob", "robert", "robert")
-    assert decode(encode_membership("bob", joined=True)).kind == "join"
-    assert decode(encode_membership("bob", joined=False)).kind == "leave"
+    assert (n.kind, n.text, n.name) == ("nick", "bob is now known as robert", "robert")
+    j = decode(encode_membership("bob", "ops", joined=True))
+    assert (j.kind, j.text) == ("join", "bob joined #ops")
+    assert decode(encode_membership("bob", "ops", joined=False)).kind == "leave"
+
+
+def test_the_tui_format_is_the_one_written() -> None:
+    """Replies, reactions, edits and deletions are the TUI's ``FF 'S' 'C' 02`` +
+    ``TypedContent`` (app/chat_content.proto); topic/nick/join/leave its JSON kinds."""
+    t = mid(1)
+    raw = encode_reaction(t, "👍", "bob")
+    assert raw.startswith(b"\xffSC\x02")
+    msg = cpb.TypedContent()
+    msg.ParseFromString(raw[4:])
+    assert (msg.version, msg.reaction.target, msg.reaction.emoji) == (2, t, "👍")
+    by_hand = (
+        b"\xffSC\x02"
+        + cpb.TypedContent(
+            version=2, name="eve", edit=cpb.Edit(target=t, text="new")
+        ).SerializeToString()
+    )
+    assert (decode(by_hand).kind, decode(by_hand).text) == ("edit", "new")
+    line = json.loads(encode_topic("q3", "bob"))
+    assert line == {"v": 1, "name": "bob", "kind": "topic", "text": "q3"}
 
 
 def test_reply_quote_is_short() -> None:
-    r = decode(encode_reply(mid(1), "x" * 1000, "yes", "bob"))
-    assert len(r.quote) == 120 and r.quote.endswith("…")
+    view = ConversationView(
+        [(mid(1), A, 1, text("x" * 1000)), (mid(2), B, 2, encode_reply(mid(1), "yes", "bob"))]
+    )
+    r = view.items()[1].reply
+    assert r is not None and len(r.quote) == 120 and r.quote.endswith("…")
 
 
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: encode_reply("nothex", "q", "t", "a"),
-        lambda: encode_reply(mid(1), "q", "  ", "a"),
+        lambda: encode_reply("nothex", "t", "a"),
+        lambda: encode_reply(mid(1), "  ", "a"),
         lambda: encode_reaction(mid(1), "", "a"),
         lambda: encode_reaction(mid(1), "a b", "a"),
         lambda: encode_reaction(mid(1), "x" * 17, "a"),
@@ -120,23 +140,30 @@ def test_unknown_type_and_version_are_shown_not_dropped() -> None:
     future_type = (
         MAGIC
         + pb.Content(version=1, type=42, name="z").SerializeToString()
-        + bytes(
-            [0xFA, 0x03, 0x02, 0x08, 0x01]  # field 63 (a body this version does not know)
-        )
+        + bytes([0xFA, 0x03, 0x02, 0x08, 0x01])  # field 63 (a body this version does not know)
     )
     d = decode(future_type)
     assert (d.kind, d.text) == ("unsupported", "unsupported message (type 42, version 1)")
-    newer = (
-        MAGIC + pb.Content(version=2, type=3, name="z", text=pb.Text(text="x")).SerializeToString()
+    newer = MAGIC + pb.Content(version=2, type=10, name="z").SerializeToString()
+    assert decode(newer).text == "unsupported message (type 10, version 2)"
+    # a TypedContent body of a later version: named by its field number
+    later = (
+        b"\xffSC\x02"
+        + cpb.TypedContent(version=3, name="z").SerializeToString()
+        + bytes([0xA2, 0x06, 0x02, 0x08, 0x01])  # field 100
     )
-    assert decode(newer).text == "unsupported message (type 3, version 2)"
+    assert decode(later).text == "unsupported message (type 100, version 3)"
     # a known body under the wrong type, bad ids, garbage: unsupported, never an exception
-    wrong = MAGIC + pb.Content(version=1, type=7, text=pb.Text(text="x")).SerializeToString()
-    assert decode(wrong).kind == "unsupported"
+    segment = split_file("f", b"x", "a")[1]
+    wrong = pb.Content()
+    wrong.ParseFromString(segment[1:])
+    wrong.type = 10
+    assert decode(MAGIC + wrong.SerializeToString()).kind == "unsupported"
     bad_id = (
-        MAGIC + pb.Content(version=1, type=6, delete=pb.Delete(target_id="zz")).SerializeToString()
+        b"\xffSC\x02"
+        + cpb.TypedContent(version=2, delete=cpb.Delete(target="zz")).SerializeToString()
     )
-    assert decode(bad_id).kind == "unsupported"
+    assert decode(bad_id).text == "unsupported message (type 13, version 2)"
     rng = random.Random(7)
     for _ in range(2000):
         blob = MAGIC + rng.randbytes(rng.randrange(0, 40))
@@ -175,7 +202,7 @@ def text(t: str, name: str = "alice") -> bytes:
 def test_view_folds_reply_reactions_edit_delete_topic() -> None:
     log = [
         (mid(1), A, 1, text("hello all")),
-        (mid(2), B, 2, encode_reply(mid(1), "hello all", "hi alice", "bob")),
+        (mid(2), B, 2, encode_reply(mid(1), "hi alice", "bob")),
         (mid(3), B, 3, encode_reaction(mid(1), "👍", "bob")),
         (mid(4), A, 4, encode_reaction(mid(1), "👍", "alice")),
         (mid(5), A, 5, encode_edit(mid(1), "hello everyone", "alice")),
@@ -183,7 +210,7 @@ def test_view_folds_reply_reactions_edit_delete_topic() -> None:
         (mid(7), A, 7, encode_delete(mid(6), "alice")),
         (mid(8), B, 8, encode_topic("release plans", "bob")),
         (mid(9), B, 9, encode_reaction(mid(2), "❤", "bob")),
-        (mid(10), B, 10, encode_reaction(mid(2), "❤", "bob")),  # toggles off
+        (mid(10), B, 10, encode_reaction(mid(2), "❤", "bob", remove=True)),  # taken back
     ]
     view = ConversationView(log)
     items = {i.message_id: i for i in view.items()}
@@ -237,16 +264,18 @@ def test_latest_edit_wins_and_remove_flag() -> None:
             (mid(4), B, 4, encode_reaction(mid(1), "👍", "bob")),
             (mid(5), B, 5, encode_reaction(mid(1), "👍", "bob", remove=True)),
             (mid(6), B, 6, encode_reaction(mid(1), "👍", "bob", remove=True)),  # stays off
+            (mid(7), A, 7, encode_reaction(mid(1), "👀", "alice")),
+            (mid(8), A, 8, encode_reaction(mid(1), "👀", "alice")),  # twice: still once
         ]
     )
     [item] = view.items()
-    assert item.text == "v3" and item.reactions == {}
+    assert item.text == "v3" and item.reactions == {"👀": (A,)}
 
 
 def test_reply_to_deleted_and_missing_targets() -> None:
-    view = ConversationView([(mid(2), B, 2, encode_reply(mid(1), "carried quote", "yes", "bob"))])
+    view = ConversationView([(mid(2), B, 2, encode_reply(mid(1), "yes", "bob"))])
     [r] = view.items()
-    assert r.reply is not None and not r.reply.present and r.reply.quote == "carried quote"
+    assert r.reply is not None and not r.reply.present and r.reply.quote == ""
     view.add(mid(1), A, 1, text("the target"))
     r = view.items()[1]
     assert r.reply is not None and r.reply.present and r.reply.quote == "the target"
@@ -258,10 +287,10 @@ def test_reply_to_deleted_and_missing_targets() -> None:
 def test_order_of_arrival_does_not_change_the_view() -> None:
     log = [
         (mid(1), A, 1, text("hello")),
-        (mid(2), B, 2, encode_reply(mid(1), "hello", "hi", "bob")),
+        (mid(2), B, 2, encode_reply(mid(1), "hi", "bob")),
         (mid(3), B, 3, encode_reaction(mid(1), "👍", "bob")),
         (mid(4), A, 4, encode_edit(mid(1), "hello!", "alice")),
-        (mid(5), B, 5, encode_reaction(mid(1), "👍", "bob")),
+        (mid(5), B, 5, encode_reaction(mid(1), "👍", "bob", remove=True)),
         (mid(6), B, 6, encode_reaction(mid(1), "🎉", "bob")),
         (mid(7), A, 7, encode_topic("a", "alice")),
         (mid(8), B, 8, encode_topic("b", "bob")),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from app_helpers import FAST, Harness, run, start_node, wait_until
 
-from app.content import ConversationView, decode
+from app.content import ConversationView, decode, encode_reaction
 from app.content_commands import add_delivered, channel_view, run_content_command
 from app.files import MAX_FILE_BYTES
 from app.history import fold, print_history, read_history
@@ -81,6 +81,8 @@ def test_content_commands_refuse_bad_input_and_send_nothing(tmp_path: Path) -> N
 
 
 def test_failed_typed_content_is_retried_as_is(tmp_path: Path) -> None:
+    reaction = encode_reaction("ab" * 32, "👍", "alice")
+
     async def main() -> None:
         quick_fail = FAST.with_changes(
             max_resend_attempts=1, resend_unacknowledged_ms=100, resend_possibly_acknowledged_ms=200
@@ -88,19 +90,20 @@ def test_failed_typed_content_is_retried_as_is(tmp_path: Path) -> None:
         hub = MemoryHub()
         a = await start_node(tmp_path / "a", hub, name="alice", config=quick_fail)
         try:
-            await run_content_command(a.node, "topic", "lonely", "general", lambda e: None)
+            await a.node.post_content("general", reaction)
             await wait_until(lambda: len(a.own("failed")) == 1, 5, "failure")
             b = await start_node(tmp_path / "b", hub, name="bob", config=quick_fail)
             assert await a.node.retry() == 1
-            await wait_until(lambda: len(b.delivered()) >= 1, 5, "retried topic at b")
-            assert b.delivered()[0].kind == "topic"
-            view = await channel_view(b.node, "general")
-            assert view.topic == "lonely"
+            await wait_until(lambda: len(b.delivered()) >= 1, 5, "retried reaction at b")
+            assert b.delivered()[0].kind == "reaction"
             await b.node.close()
         finally:
             await a.node.close()
 
     run(main())
+    lines = read_history(tmp_path / "b", "general")
+    # the same bytes, not a line re-encoded from a summary
+    assert lines and all(x.content == reaction for x in lines)
 
 
 def test_folded_history_survives_a_restart(tmp_path: Path) -> None:

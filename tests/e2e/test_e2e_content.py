@@ -47,7 +47,7 @@ def test_reply_reaction_edit_delete_topic_shown_alike(tmp_path: Path) -> None:
             f"/edit {hello} hello bob!",
             f"/delete {typo}",
             f"/react {hello} 🎉",
-            f"/react {hello} 🎉",  # toggles it off again
+            f"/react {hello} 🎉",  # the same again takes it back
             "/topic plans for friday",
         )
         _delivered(bob, 2 + 5)
