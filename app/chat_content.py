@@ -127,12 +127,7 @@ def encode_content(text: str, name: str, kind: str = "msg") -> bytes:
 
 
 def decode_content(content: bytes) -> ChatContent:
-    """Decode content bytes; never raises (foreign content becomes ``kind="raw"``;
-    typed content, :mod:`app.content`, its one-line summary)."""
-    if content[:1] == b"\xff":  # app.content.MAGIC: never the start of UTF-8 or JSON
-        from app.content import summary_content
-
-        return summary_content(content)
+    """Decode content bytes; never raises (foreign content becomes ``kind="raw"``)."""
     try:
         obj: Any = json.loads(content)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -145,4 +140,8 @@ def decode_content(content: bytes) -> ChatContent:
             name=clean_name(name) if isinstance(name, str) else None,
             kind=kind if kind in KINDS else "msg",
         )
+    if content[:1] == b"\xff":  # typed content (app/content.py): its one-line summary
+        from app.content import summary_content
+
+        return summary_content(content)
     return ChatContent(text=content.decode("utf-8", errors="replace"), name=None, kind="raw")

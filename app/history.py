@@ -9,15 +9,15 @@ one object::
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
      "digest": "…", "conflict": false}
 
-The log is shown *folded* (:class:`app.content.ConversationView`, ``docs/content.md``):
-reactions, edits, deletions and file segments are not lines of their own but change
-the line they name. ``content`` is then the line's current text (the author's latest
-edit; ``""`` when deleted), ``kind`` one of ``msg``, ``me``, ``raw``, ``reply``,
-``file``, ``topic``, ``nick``, ``join``, ``leave``, ``unsupported``, and each object
-also has ``edited``, ``deleted``, ``reactions`` (emoji -> sender ids),
-``reply_to`` (``{"id", "quote", "present", "sender", "name"}`` or ``null``) and
-``file`` (``{"file_id", "name", "size", "sha256", "segments", "total", "complete",
-"intact"}`` or ``null``). ``position`` stays the message's position in the log.
+The log is shown *folded* (:mod:`app.history_fold`, ``docs/content.md``): reactions,
+edits, deletions and file segments are not lines of their own but change the line they
+name. ``content`` is then the line's current text (the author's latest edit; ``""``
+when deleted), ``kind`` one of ``msg``, ``me``, ``raw``, ``reply``, ``file``,
+``topic``, ``nick``, ``join``, ``leave``, ``unsupported``, and each object also has
+``edited``, ``deleted``, ``reactions`` (emoji -> sender ids), ``reply_to`` (``{"id",
+"quote", "present", "sender", "name"}`` or ``null``) and ``file`` (``{"file_id",
+"name", "size", "sha256", "segments", "total", "complete", "intact"}`` or ``null``).
+``position`` stays the message's position in the log.
 
 ``state`` is set for our own messages only (``queued``, ``sent``,
 ``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
@@ -44,12 +44,11 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from app.chat_content import decode_content, json_visible, visible
-from app.content import SYSTEM_KINDS, ConversationView, ViewItem
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -60,7 +59,7 @@ from storage import (
 )
 from storage.database import translate_error
 
-__all__ = ["LogLine", "fold", "log_line", "print_history", "read_history"]
+__all__ = ["LogLine", "log_line", "print_history", "read_history"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +76,7 @@ class LogLine:
     state: str | None
     digest: str = ""
     conflict: bool = False
-    #: the stored content bytes (what :func:`fold` folds)
-    content: bytes = field(default=b"", repr=False, compare=False)
+    content: bytes = b""  # the stored content bytes (what fold_lines folds)
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -186,61 +184,6 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         db.close()
 
 
-def fold(lines: list[LogLine]) -> tuple[ConversationView, list[tuple[LogLine, ViewItem]]]:
-    """The conversation view of ``lines`` and each shown item with its log line."""
-    view = ConversationView((x.message_id, x.sender_id, x.lamport, x.content) for x in lines)
-    by_id = {x.message_id: x for x in lines}
-    return view, [(by_id[item.message_id], item) for item in view.items()]
-
-
-def folded_json(line: LogLine, item: ViewItem) -> dict[str, object]:
-    """One ``--json`` object of the folded history (module docstring)."""
-    obj = line.to_json()
-    obj.update(kind=item.kind, content=item.text, **item.to_json())
-    return obj
-
-
-def _human(line: LogLine, item: ViewItem, names: dict[str, str]) -> list[str]:
-    """The folded item as text lines: a reply's quote above it, then the line with
-    "(edited)"/"message deleted", its file progress, then its reactions."""
-    who = visible(item.name or "?")
-    head = f"{line.lamport}  {line.sender_id[:8]}  "
-    out: list[str] = []
-    if item.reply is not None:
-        r = item.reply
-        author = visible(r.target_name or "?") if r.present else "?"
-        out.append(f"{' ' * len(head)}┌ {author}: {visible(r.quote)}")
-    body = visible(item.text)
-    if item.deleted:
-        text = f"<{who}> (message deleted)"
-    elif item.kind == "me":
-        text = f"* {who} {body}"
-    elif item.kind == "topic":
-        text = f"-- {who} set the topic: {body}" if body else f"-- {who} cleared the topic"
-    elif item.kind in SYSTEM_KINDS:
-        text = f"-- {body}"
-    elif item.kind == "file" and item.file is not None:
-        f = item.file
-        status = "complete" if f.intact else "sha256 MISMATCH" if f.complete else "segments"
-        text = (
-            f"<{who}> [file {visible(f.info.name)} {f.info.size} bytes, "
-            f"{f.present}/{f.total} {status}]"
-        )
-    else:
-        text = f"<{who}> {body}"
-    if item.edited:
-        text += " (edited)"
-    state = f"  [{line.state}]" if line.state else ""
-    out.append(f"{head}{text}{state}")
-    if item.reactions:
-        parts = [
-            f"{visible(e)} " + ", ".join(visible(names.get(s, s[:8])) for s in senders)
-            for e, senders in item.reactions.items()
-        ]
-        out.append(f"{' ' * len(head)}  " + "  ".join(parts))
-    return out
-
-
 def print_history(
     data_dir: str | Path, channel: str, *, as_json: bool, out: TextIO | None = None
 ) -> int:
@@ -254,15 +197,19 @@ def print_history(
     except (StorageError, sqlite3.Error) as exc:
         print(f"sdschat history: {exc}", file=sys.stderr)
         return 4
-    _view, items = fold(lines)
-    names = {x.sender_id: x.name for x in lines if x.name}
+    from app.history_fold import fold_lines  # it imports this module
+
+    lines = fold_lines(lines)
     try:
-        for line, item in items:
+        for line in lines:
             if as_json:
-                obj = folded_json(line, item)
-                out.write(json_visible(json.dumps(obj, ensure_ascii=False)) + "\n")
+                out.write(json_visible(json.dumps(line.to_json(), ensure_ascii=False)) + "\n")
             else:
-                out.write("".join(f"{x}\n" for x in _human(line, item, names)))
+                who = visible(line.name or "?")
+                body = visible(line.text)
+                text = f"* {who} {body}" if line.kind == "me" else f"<{who}> {body}"
+                state = f"  [{line.state}]" if line.state else ""
+                out.write(f"{line.lamport}  {line.sender_id[:8]}  {text}{state}\n")
         out.flush()
     except BrokenPipeError:
         # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point

@@ -86,7 +86,6 @@ from typing import Any, TypeVar
 
 import sds
 from app.chat_content import decode_content, encode_content
-from app.content import is_typed
 from app.history import LogLine, log_line
 from app.node_events import (
     CatchUp,
@@ -822,7 +821,7 @@ class Node:
         for ch, _mid, content in again:
             if ch not in self._channels:
                 continue
-            if is_typed(content):
+            if _is_typed(content):
                 futures.append(self.post_content(ch, content))
                 continue
             c = decode_content(content)
@@ -1396,7 +1395,7 @@ class Node:
         self._own_state[(ch, mid)] = OwnState.QUEUED
         content = decode_content(ev.content)
         self._own_text[(ch, mid)] = (content.text, content.kind)
-        if is_typed(ev.content):
+        if _is_typed(ev.content):
             self._own_typed[(ch, mid)] = ev.content
         out.own_new.append((ch, mid, env))
         out.events.append(
@@ -1753,7 +1752,7 @@ class Node:
                     self._own_state[(name, mid)] = msg.state
                     c = decode_content(msg.content)
                     self._own_text[(name, mid)] = (c.text, c.kind if c.kind != "raw" else "msg")
-                    if is_typed(msg.content):
+                    if _is_typed(msg.content):
                         self._own_typed[(name, mid)] = msg.content
         # Own messages that failed in an earlier run: /retry can still send them again
         # (newest 1,000; the core keeps the same ids for a late acknowledgement).
@@ -1796,6 +1795,11 @@ class Node:
 def _text_of(content: bytes) -> tuple[str | None, str, str]:
     c = decode_content(content)
     return c.name, c.kind, c.text
+
+
+def _is_typed(content: bytes) -> bool:
+    """Typed content (``app/content.py``: starts with 0xFF): resent byte for byte."""
+    return content[:1] == b"\xff"
 
 
 def _release_barriers(items: Iterable[_Item]) -> None:
