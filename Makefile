@@ -45,6 +45,7 @@ test: lint tools
 	$(BIN)/python -m pytest -q
 
 proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iapp --python_out=app --pyi_out=app app/content.proto
 	$(BIN)/python -m grpc_tools.protoc -Isds --python_out=sds --pyi_out=sds sds/sds.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/envelope.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/store.proto

@@ -297,4 +297,8 @@ def decode_content(content: bytes) -> ChatContent:
             name=clean_name(name) if isinstance(name, str) else None,
             kind=kind if kind in LINE_KINDS else "msg",
         )
+    if content[:1] == b"\xff":  # typed content (app/content.py): its one-line summary
+        from app.content import summary_content
+
+        return summary_content(content)
     return ChatContent(text=content.decode("utf-8", errors="replace"), name=None, kind="raw")

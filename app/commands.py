@@ -9,6 +9,13 @@
 ``/switch NAME``       make NAME the current channel
 ``/nick NAME``         change the display name sent with our messages
 ``/who``               list the participants heard from in the current channel
+``/reply ID TEXT``     answer message ID (full id or a 4+ hex prefix)
+``/react ID EMOJI``    react to message ID (the same again takes it off)
+``/edit ID TEXT``      replace the text of your message ID
+``/delete ID``         delete your message ID
+``/topic [TEXT]``      set the channel's topic (no text: show it)
+``/send PATH``         send a file (at most 16 MiB)
+``/save ID [PATH]``    save received file ID (default: DATA_DIR/files/)
 ``/retry``             send again the messages that failed
 ``/stats``             show counters
 ``/help``              show this help
@@ -30,6 +37,13 @@ text           send text to the current channel (//text sends /text)
 /switch NAME   make NAME the current channel
 /nick NAME     change your display name
 /who           participants heard from in the current channel
+/reply ID TEXT answer message ID (full id or 4+ hex prefix)
+/react ID EMOJI  react to message ID (again: take it off)
+/edit ID TEXT  replace the text of your message ID
+/delete ID     delete your message ID
+/topic [TEXT]  set (or show) the channel's topic
+/send PATH     send a file (at most 16 MiB)
+/save ID [PATH]  save received file ID (default: DATA_DIR/files/)
 /retry         send again the messages that failed
 /stats         counters
 /help          this help
@@ -42,6 +56,13 @@ _COMMANDS = {
     "switch": True,
     "nick": True,
     "who": False,
+    "reply": True,
+    "react": True,
+    "edit": True,
+    "delete": True,
+    "topic": False,
+    "send": True,
+    "save": True,
     "retry": False,
     "stats": False,
     "help": False,

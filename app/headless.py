@@ -45,6 +45,7 @@ import orjson
 
 from app.chat_content import channel_arg, check_nick, json_visible, nick_text
 from app.commands import HELP, parse_line
+from app.content_commands import CONTENT_COMMANDS, run_content_command
 from app.node import (
     IdentityMismatchError,
     Node,
@@ -264,6 +265,11 @@ async def _command(
                 fut.add_done_callback(_consume)
         elif name == "error":
             out.event(NodeError(arg))
+        elif name in CONTENT_COMMANDS:
+            if current is None:
+                out.event(NodeError("no current channel: /join one first"))
+            else:
+                await run_content_command(node, name, arg, current, out.event)
         elif name == "join":
             target = channel_arg(arg)
             await node.join(target, passphrase)

@@ -11,6 +11,16 @@ With ``--json`` each line is one object::
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
      "digest": "…", "conflict": false}
 
+The log is shown *folded* (:mod:`app.history_fold`, ``docs/content.md``): reactions,
+edits, deletions and file segments are not lines of their own but change the line they
+name. ``content`` is then the line's current text (the author's latest edit; ``""``
+when deleted), ``kind`` one of ``msg``, ``me``, ``raw``, ``reply``, ``file``,
+``topic``, ``nick``, ``join``, ``leave``, ``unsupported``, and each object also has
+``edited``, ``deleted``, ``reactions`` (emoji -> sender ids), ``reply_to`` (``{"id",
+"quote", "present", "sender", "name"}`` or ``null``) and ``file`` (``{"file_id",
+"name", "size", "sha256", "segments", "total", "complete", "intact"}`` or ``null``).
+``position`` stays the message's position in the log.
+
 ``state`` is set for our own messages only (``queued``, ``sent``,
 ``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
 ``digest`` is the lowercase hex sha256 of the stored SDS content bytes (the
@@ -69,6 +79,7 @@ class LogLine:
     state: str | None
     digest: str = ""
     conflict: bool = False
+    content: bytes = b""  # the stored content bytes (what fold_lines folds)
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -91,6 +102,7 @@ def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLi
     content = decode_content(entry.content)
     return LogLine(
         digest=hashlib.sha256(entry.content).hexdigest(),
+        content=entry.content,
         conflict=conflict,
         position=position,
         message_id=entry.message_id,
@@ -227,6 +239,9 @@ def print_history(
     except (StorageError, sqlite3.Error) as exc:
         print(f"sdschat history: {exc}", file=sys.stderr)
         return 4
+    from app.history_fold import fold_lines  # it imports this module
+
+    lines = fold_lines(lines)
     try:
         for line in lines:
             if as_json:

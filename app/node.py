@@ -483,6 +483,8 @@ class Node:
         self._own_state: dict[tuple[str, str], OwnState] = {}
         self._local_ids: dict[tuple[str, str], int] = {}
         self._own_text: dict[tuple[str, str], tuple[str, str]] = {}
+        # typed content (app.content) of own unacknowledged messages: resent as is
+        self._own_typed: dict[tuple[str, str], bytes] = {}
         self._failed: list[tuple[str, str, bytes]] = []
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
@@ -814,6 +816,27 @@ class Node:
         self._inbox.put(_Send(channel, content, text, kind, future))
         return future
 
+    def post_content(self, channel: str, content: bytes) -> asyncio.Future[int]:
+        """Queue ready-made content bytes (typed content, :mod:`app.content` and
+        :mod:`app.files`) for ``channel``, as :meth:`post` does for a typed line.
+
+        Raises:
+            KeyError: ``channel`` is not joined.
+            ValueError: empty content or content above the limit.
+            NodeClosedError: the node is closing.
+        """
+        self._check_open()
+        if channel not in self._channels:
+            raise KeyError(f"channel {channel!r} is not joined")
+        limit = self.options.config.max_content_bytes
+        if not content or len(content) > limit:
+            raise ValueError(f"content is {len(content)} bytes; it must be 1..{limit}")
+        summary = decode_content(content)
+        assert self._inbox is not None
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._inbox.put(_Send(channel, content, summary.text, summary.kind, future))
+        return future
+
     async def send(self, channel: str, text: str, kind: str = "msg") -> int:
         """:meth:`post` and wait until the line is durable; returns its ``local_id``."""
         return await self.post(channel, text, kind)
@@ -827,6 +850,9 @@ class Node:
         futures = []
         for ch, _mid, content in again:
             if ch not in self._channels:
+                continue
+            if _is_typed(content):
+                futures.append(self.post_content(ch, content))
                 continue
             c = decode_content(content)
             futures.append(self.post(ch, c.text, c.kind if c.kind in KINDS else "msg"))
@@ -1224,6 +1250,8 @@ class Node:
         if state in (OwnState.ACKNOWLEDGED, OwnState.FAILED):
             self._own_state.pop(key, None)
             self._own_text.pop(key, None)
+            if state is OwnState.ACKNOWLEDGED:
+                self._own_typed.pop(key, None)
         else:
             self._own_state[key] = state
         if out is not None:
@@ -1297,7 +1325,10 @@ class Node:
                         detail={"reason": ev.reason, "attempts": ev.attempts},
                     )
                 )
-            if text is not None:
+            typed = self._own_typed.pop((ch, ev.message_id), None)
+            if typed is not None:
+                self._failed.append((ch, ev.message_id, typed))
+            elif text is not None:
                 content = encode_content(text[0], self.name, text[1])
                 self._failed.append((ch, ev.message_id, content))
             self.counters["failed"] += 1
@@ -1398,6 +1429,8 @@ class Node:
         self._own_state[(ch, mid)] = OwnState.QUEUED
         content = decode_content(ev.content)
         self._own_text[(ch, mid)] = (content.text, content.kind)
+        if _is_typed(ev.content):
+            self._own_typed[(ch, mid)] = ev.content
         out.own_new.append((ch, mid, env))
         out.events.append(
             OwnMessage(
@@ -1757,6 +1790,8 @@ class Node:
                     self._own_state[(name, mid)] = msg.state
                     c = decode_content(msg.content)
                     self._own_text[(name, mid)] = (c.text, c.kind if c.kind != "raw" else "msg")
+                    if _is_typed(msg.content):
+                        self._own_typed[(name, mid)] = msg.content
         # Own messages that failed in an earlier run: /retry can still send them again
         # (newest 1,000; the core keeps the same ids for a late acknowledgement).
         for mid, content in reversed(await self.store.own_failed(name)):
@@ -1798,6 +1833,11 @@ class Node:
 def _text_of(content: bytes) -> tuple[str | None, str, str]:
     c = decode_content(content)
     return c.name, c.kind, c.text
+
+
+def _is_typed(content: bytes) -> bool:
+    """Typed content (``app/content.py``: starts with 0xFF): resent byte for byte."""
+    return content[:1] == b"\xff"
 
 
 def _release_barriers(items: Iterable[_Item]) -> None:

@@ -25,7 +25,9 @@ def test_content_round_trip_and_foreign_content() -> None:
     raw = encode_content("héllo", "alice\x1b[31m", "me")
     assert decode_content(raw) == ChatContent("héllo", "alice[31m", "me")
     assert decode_content(b"plain text") == ChatContent("plain text", None, "raw")
-    assert decode_content(b"\xff\xfe").kind == "raw"
+    assert decode_content(b"\xfe\xff").kind == "raw"
+    # 0xFF starts typed content (app/content.py): a malformed one is shown as unsupported
+    assert decode_content(b"\xff\xfe").kind == "unsupported"
     assert decode_content(b'{"v":1,"text":"t","kind":"weird"}') == ChatContent("t", None, "msg")
     assert decode_content(b"[" * 100_000).kind == "raw"  # deep nesting: no crash
     with pytest.raises(ValueError):

@@ -100,7 +100,13 @@ def test_every_package_is_in_the_wheel(tmp_path: Path) -> None:
     }
     assert expected <= shipped, f"packages missing from the wheel: {sorted(expected - shipped)}"
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
-    for data in ("app/tui/sdschat.tcss", "sds/py.typed", "net/envelope.proto"):
+    for data in (
+        "app/tui/sdschat.tcss",
+        "sds/py.typed",
+        "net/envelope.proto",
+        "app/content.proto",
+        "app/content_pb2.pyi",
+    ):
         assert data in names
 
 

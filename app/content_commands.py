@@ -1,0 +1,187 @@
+"""Typed-content commands of headless mode (and later the TUI): ``/reply``, ``/react``,
+``/edit``, ``/delete``, ``/topic``, ``/send`` and ``/save`` on a running :class:`~app.node.Node`.
+
+Each reads the channel's conversation view from the node's stored log
+(:func:`channel_view`), checks what it can locally (the target exists, it is our own
+message for ``/edit`` and ``/delete``), and queues typed content
+(:mod:`app.content`, :mod:`app.files`) with :meth:`app.node.Node.post_content`.
+Receivers check again (an edit or delete by anyone but the author is ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.content import (
+    ConversationView,
+    encode_delete,
+    encode_edit,
+    encode_reaction,
+    encode_reply,
+    encode_topic,
+)
+from app.files import read_file_to_send, save_file, split_file
+from app.node_events import Info, NodeEvent, OwnMessage
+
+if TYPE_CHECKING:
+    from app.node import Node
+
+__all__ = ["CONTENT_COMMANDS", "add_delivered", "channel_view", "run_content_command"]
+
+CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "save")
+
+_PAGE = 1000
+
+LOGGED_WAIT_S = 5.0
+"""How long a command waits for its message to enter the log before the next one."""
+
+
+async def channel_view(
+    node: Node, channel: str, *, keep_file_data: bool = True
+) -> ConversationView:
+    """The conversation view of ``channel``'s whole stored log (paged, newest first);
+    ``keep_file_data=False`` keeps no file bytes in memory (see
+    :class:`~app.content.ConversationView`)."""
+    view = ConversationView(keep_file_data=keep_file_data)
+    before: tuple[int, str] | None = None
+    for _ in range(100_000):  # bounded: a page of 1,000 per pass
+        page = await node.page(channel, before=before, limit=_PAGE)
+        for line in page:
+            view.add(line.message_id, line.sender_id, line.lamport, line.content)
+        if len(page) < _PAGE:
+            break
+        before = (page[0].lamport, page[0].message_id)
+    return view
+
+
+async def add_delivered(
+    node: Node, view: ConversationView, channel: str, message_ids: Iterable[str]
+) -> int:
+    """Add to ``view`` the stored messages ``message_ids`` of ``channel`` (e.g. the ids
+    of ``Delivered``/``OwnMessage`` events, which carry no content bytes); returns how
+    many were new to the view. A front end keeps one view per channel: build it with
+    :func:`channel_view`, then call this as messages arrive."""
+    wanted = [m for m in message_ids if view.get(m) is None]
+    if not wanted:
+        return 0
+    stored = await node.store.get_messages(channel, wanted)
+    for mid in wanted:  # in the caller's order; the view sorts anyway
+        msg = stored.get(mid)
+        if msg is not None:
+            view.add(mid, msg.sender_id, msg.lamport, msg.content)
+    return sum(1 for m in wanted if view.get(m) is not None)
+
+
+async def _post_logged(node: Node, channel: str, content: bytes) -> int:
+    """Post ``content`` and wait (at most :data:`LOGGED_WAIT_S`) until it is in the log,
+    so that the next command's view holds it (a second ``/react`` takes it back)."""
+    logged: set[int] = set()
+    done = asyncio.Event()
+    wanted: list[int] = []
+
+    def on_event(ev: NodeEvent) -> None:
+        if isinstance(ev, OwnMessage) and ev.state == "logged" and ev.local_id is not None:
+            logged.add(ev.local_id)
+            if wanted and ev.local_id == wanted[0]:
+                done.set()
+
+    unsubscribe = node.subscribe(on_event)
+    try:
+        local_id = await node.post_content(channel, content)
+        wanted.append(local_id)
+        if local_id not in logged:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), LOGGED_WAIT_S)
+        return local_id
+    finally:
+        unsubscribe()
+
+
+def _two(arg: str, usage: str) -> tuple[str, str]:
+    ref, _, rest = arg.strip().partition(" ")
+    if not ref or not rest.strip():
+        raise ValueError(f"usage: {usage}")
+    return ref, rest.strip()
+
+
+async def run_content_command(
+    node: Node, name: str, arg: str, channel: str, emit: Callable[[NodeEvent], None]
+) -> None:
+    """Run one typed-content command in ``channel``; reports with ``emit``.
+
+    Raises:
+        ValueError: bad arguments, unknown target, not our message, unreadable file
+            (the message says which; nothing was sent).
+        KeyError: ``channel`` is not joined.
+    """
+    view = await channel_view(node, channel, keep_file_data=name == "save")
+    if name == "reply":
+        ref, text = _two(arg, "/reply ID TEXT")
+        target = view.resolve(ref)
+        await _post_logged(node, channel, encode_reply(target, text, node.name))
+    elif name == "react":
+        ref, emoji = _two(arg, "/react ID EMOJI")
+        target = view.resolve(ref)
+        current = {i.message_id: i for i in view.items()}.get(target)
+        mine = current is not None and node.sender_id in current.reactions.get(emoji.strip(), ())
+        # the same reaction again takes it back (as the TUI does)
+        content = encode_reaction(target, emoji, node.name, remove=mine)
+        await _post_logged(node, channel, content)
+    elif name in ("edit", "delete"):
+        if name == "edit":
+            ref, text = _two(arg, "/edit ID TEXT")
+        else:
+            ref, text = arg.strip(), ""
+            if not ref or " " in ref:
+                raise ValueError("usage: /delete ID")
+        target = view.resolve(ref)
+        if view.sender_of(target) != node.sender_id:
+            raise ValueError(f"{target[:8]} is not your message: only its author may {name} it")
+        decoded = view.get(target)
+        if name == "edit" and decoded is not None and decoded.kind not in ("msg", "me", "reply"):
+            raise ValueError(f"{target[:8]} is a {decoded.kind}, not a text message")
+        content = (
+            encode_edit(target, text, node.name)
+            if name == "edit"
+            else encode_delete(target, node.name)
+        )
+        await _post_logged(node, channel, content)
+    elif name == "topic":
+        if not arg.strip():
+            topic = view.topic
+            emit(Info(f"topic: {topic}" if topic else "no topic set", {"topic": topic}))
+            return
+        text = "" if arg.strip() == "--clear" else arg
+        await _post_logged(node, channel, encode_topic(text, node.name))
+    elif name == "send":
+        if not arg.strip():
+            raise ValueError("usage: /send PATH")
+        file_name, data = await asyncio.to_thread(read_file_to_send, arg.strip())
+        parts = split_file(file_name, data, node.name)
+        futures = [node.post_content(channel, p) for p in parts]
+        await asyncio.gather(*futures)
+        emit(
+            Info(
+                f"sending {file_name} ({len(data)} bytes, {len(parts) - 1} segments)",
+                {"file": file_name, "size": len(data), "segments": len(parts) - 1},
+            )
+        )
+    elif name == "save":
+        ref, _, dest = arg.strip().partition(" ")
+        if not ref:
+            raise ValueError("usage: /save ID [PATH]")
+        target = view.resolve(ref)
+        where = await asyncio.to_thread(
+            save_file,
+            view,
+            target,
+            node.store.data_dir,
+            Path(dest.strip()) if dest.strip() else None,
+        )
+        emit(Info(f"saved to {where}", {"saved": str(where), "id": target}))
+    else:
+        raise ValueError(f"unknown content command /{name}")
