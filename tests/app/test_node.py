@@ -434,8 +434,12 @@ def test_history_can_be_read_while_the_node_runs(tmp_path: Path) -> None:
         a = await start_node(tmp_path / "a", hub, name="alice")
         try:
             await a.node.send("general", "live")
-            await asyncio.sleep(0.05)
-            lines = await asyncio.to_thread(read_history, tmp_path / "a", "general")
+            lines: list = []  # type: ignore[type-arg]
+            for _ in range(200):  # the round that logs the line commits soon after send
+                lines = await asyncio.to_thread(read_history, tmp_path / "a", "general")
+                if lines:
+                    break
+                await asyncio.sleep(0.05)
             assert [(x.text, x.name, x.position) for x in lines] == [("live", "alice", 0)]
             page = await a.node.page("general")
             assert [x.text for x in page] == ["live"]
