@@ -27,6 +27,12 @@ Fan-out encodes the ``Deliver`` frame once per publish: one ``broadcast`` call
 writes it to every subscriber that keeps up, and the same ``bytes`` object goes
 on the queue of every subscriber that lags.
 
+With ``RelayConfig.cluster`` (``--cluster nats://HOST:4222``) the relay is
+one member of a relay cluster on NATS (``net/relay_cluster.py``): what its
+clients publish also goes to the other relays, what they publish arrives
+through NATS, and every defence above still holds per relay. Without it,
+nothing of NATS is imported.
+
 Logs are structured (``net/relay_log.py``): ``relay_listening`` (with the bound
 ``port``, useful with ``--port 0``), connection events, ``relay_stats`` every
 ``stats_interval`` seconds and at shutdown, ``relay_stopped``. SIGINT and
@@ -49,7 +55,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
@@ -67,6 +73,9 @@ from net.relay_frames import (
 )
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
+
+if TYPE_CHECKING:  # imported at run time only with --cluster (it needs nats-py)
+    from net.relay_cluster import RelayCluster
 
 __all__ = [
     "CLOSE_ABUSE",
@@ -227,6 +236,8 @@ class RelayServer:
         self._stats_task: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = asyncio.Event()
+        self._cluster: RelayCluster | None = None
+        self._pongs: set[asyncio.Task[None]] = set()  # Pongs waiting for the cluster
 
     # ------------------------------------------------------------------ API
 
@@ -260,16 +271,33 @@ class RelayServer:
         if self._server is not None:
             raise RuntimeError("relay already started")
         cfg = self.config
-        self._server = await serve(
-            self._handle,
-            cfg.host,
-            cfg.port,
-            max_size=cfg.max_frame,
-            compression=None,
-            close_timeout=cfg.close_timeout,
-            ping_interval=cfg.ping_interval,
-            ping_timeout=cfg.ping_timeout,
-        )
+        if cfg.cluster and self._cluster is None:  # before listening: no cluster, no relay
+            from net.relay_cluster import RelayCluster
+
+            cluster = RelayCluster(
+                cfg.cluster,
+                self._deliver_from_cluster,
+                self.log,
+                connect_timeout=cfg.cluster_timeout,
+            )
+            await cluster.start()  # ClusterUnavailable (an OSError) if NATS is unreachable
+            self._cluster = cluster
+        try:
+            self._server = await serve(
+                self._handle,
+                cfg.host,
+                cfg.port,
+                max_size=cfg.max_frame,
+                compression=None,
+                close_timeout=cfg.close_timeout,
+                ping_interval=cfg.ping_interval,
+                ping_timeout=cfg.ping_timeout,
+            )
+        except BaseException:
+            if self._cluster is not None:
+                await self._cluster.close()
+                self._cluster = None
+            raise
         self._port = int(self._server.sockets[0].getsockname()[1])
         self.log.info(
             "relay_listening",
@@ -311,6 +339,8 @@ class RelayServer:
                     await server.wait_closed()
             except TimeoutError:
                 self.log.warning("relay_close_timeout", connections=len(self._conns))
+        if self._cluster is not None:
+            await self._cluster.close()
         self.log.info("relay_stats", final=True, connections=len(self._conns), **self._stats())
         self.log.info("relay_stopped", port=self._port)
         self._closed.set()
@@ -325,7 +355,15 @@ class RelayServer:
     # ------------------------------------------------------------ internals
 
     def _stats(self) -> dict[str, Any]:
-        return self.stats.as_dict()
+        stats = self.stats.as_dict()
+        if self._cluster is not None:
+            stats["cluster"] = self._cluster.stats()
+        return stats
+
+    @property
+    def cluster(self) -> RelayCluster | None:
+        """This relay's membership in a NATS relay cluster (``None`` without ``--cluster``)."""
+        return self._cluster
 
     async def _log_stats_periodically(self) -> None:
         interval = self.config.stats_interval
@@ -377,6 +415,8 @@ class RelayServer:
                 subs.discard(conn)
                 if not subs:
                     del self._topics[topic]
+                    if self._cluster is not None:
+                        self._cluster.unwant(topic)
         conn.topics.clear()
 
     async def _write_loop(self, conn: _Conn) -> None:
@@ -492,7 +532,13 @@ class RelayServer:
         elif kind == "unsubscribe":
             self._unsubscribe(conn, frame.unsubscribe.topics)
         elif kind == "ping":
-            self._enqueue(conn, encode_pong(frame.ping.nonce))
+            if self._cluster is not None and not self._cluster.settled:
+                # The Pong confirms a subscription: only once NATS has it too.
+                task = asyncio.create_task(self._pong_when_settled(conn, frame.ping.nonce))
+                self._pongs.add(task)
+                task.add_done_callback(self._pongs.discard)
+            else:
+                self._enqueue(conn, encode_pong(frame.ping.nonce))
         elif kind in ("pong", "error"):
             pass  # never answer these, so two peers cannot loop on each other
         else:  # deliver: only the relay sends those
@@ -508,6 +554,24 @@ class RelayServer:
             self._reject(conn, "bad_topic", f"topic of {len(topic)} bytes")
             return
         self.stats.published += 1
+        cluster = self._cluster
+        if cluster is not None:
+            if not cluster.admit(envelope):
+                return  # the same bytes passed this relay moments ago
+            cluster.publish(topic, envelope)
+        self._fan_out(topic, envelope, conn)
+
+    def _deliver_from_cluster(self, topic: bytes, envelope: bytes) -> None:
+        """An envelope another relay of the cluster forwarded: to every local subscriber."""
+        self._fan_out(topic, envelope, None)
+
+    async def _pong_when_settled(self, conn: _Conn, nonce: int) -> None:
+        if self._cluster is not None:
+            await self._cluster.wait_settled()
+        self._enqueue(conn, encode_pong(nonce))
+
+    def _fan_out(self, topic: bytes, envelope: bytes, conn: _Conn | None) -> None:
+        """Deliver ``envelope`` to the local subscribers of ``topic`` except ``conn``."""
         subscribers = self._topics.get(topic)
         if not subscribers or (len(subscribers) == 1 and conn in subscribers):
             self.stats.unrouted += 1
@@ -541,7 +605,12 @@ class RelayServer:
             return
         for topic in wanted:
             conn.topics.add(topic)
-            self._topics.setdefault(topic, set()).add(conn)
+            subs = self._topics.get(topic)
+            if subs is None:
+                subs = self._topics[topic] = set()
+                if self._cluster is not None:
+                    self._cluster.want(topic)
+            subs.add(conn)
         self.log.debug("subscribed", conn=conn.cid, topics=len(conn.topics))
 
     def _unsubscribe(self, conn: _Conn, topics: Iterable[bytes]) -> None:
@@ -553,6 +622,8 @@ class RelayServer:
                     subs.discard(conn)
                     if not subs:
                         del self._topics[topic]
+                        if self._cluster is not None:
+                            self._cluster.unwant(topic)
 
 
 async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = None) -> int:
