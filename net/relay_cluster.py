@@ -40,7 +40,8 @@ a client on relay B of the same cluster chat as if on one relay:
   is reconnecting to another NATS server may be lost. SDS (acks, resends,
   sync, repair) makes that good, as it does for any lossy transport. The NATS
   client reconnects forever (to any server of the list or that the cluster
-  announced) and subscribes again. A relay that cannot reach any NATS server
+  announced; the first of the list first, so list the nearest first) and
+  subscribes again. A relay that cannot reach any NATS server
   within ``connect_timeout`` when it starts does not start (``sdschat relay``
   exits with status 1 and logs ``relay_start_failed``).
 
@@ -217,6 +218,7 @@ class RelayCluster:
                     servers=self.servers,
                     name=f"sdschat-relay-{self.relay_id}",
                     no_echo=True,
+                    dont_randomize=True,  # the operator's order: nearest server first
                     allow_reconnect=True,
                     max_reconnect_attempts=-1,
                     reconnect_time_wait=self._reconnect_wait,  # type: ignore[arg-type]
