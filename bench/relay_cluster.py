@@ -31,10 +31,16 @@ deliveries/s of the clustered configurations are NOT the capacity of a
 cluster whose relays have machines of their own; CPU per delivery is what
 the capacity model in docs/cluster.md builds on.
 
+``--dedup-keys`` instead compares, interleaved in one run, the two ways a
+relay can key its duplicate check: a SHA-256 of the whole envelope (the
+envelope hash) and ``net.relay_cluster.dedup_key`` (nonce, AEAD tag, length
+read from the parsed envelope), at 1 KiB and 40 KB.
+
 Usage::
 
     .venv/bin/python bench/relay_cluster.py                 # 1 KiB envelopes
     .venv/bin/python bench/relay_cluster.py --size 40000 --messages 600
+    .venv/bin/python bench/relay_cluster.py --dedup-keys
 
 Bounded: each phase has a deadline, every child is stopped by its PID.
 """
@@ -245,6 +251,31 @@ async def measure(setup: Setup, args: argparse.Namespace) -> Result:
             s.close()
 
 
+def dedup_key_costs(rounds: int = 5, n: int = 2000) -> int:
+    """Microseconds per envelope of the two duplicate-check keys, interleaved."""
+    import hashlib
+    import timeit
+
+    from net.relay_cluster import dedup_key
+
+    print(describe())
+    print(f"{'size':>8}{'SHA-256 us':>12}{'dedup_key us':>14}   (median of {rounds} rounds)")
+    for size in (1024, 40_000):
+        env = _fake_envelope(size)
+        sha: list[float] = []
+        key: list[float] = []
+        for r in range(rounds):
+            pair = [
+                ("sha", lambda env=env: hashlib.sha256(env).digest()),
+                ("key", lambda env=env: dedup_key(env)),
+            ]
+            for name, fn in pair if r % 2 == 0 else pair[::-1]:
+                t = timeit.timeit(fn, number=n) / n * 1e6
+                (sha if name == "sha" else key).append(t)
+        print(f"{size:>8}{statistics.median(sha):>12.1f}{statistics.median(key):>14.1f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subscribers", type=int, default=24)
@@ -255,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lat-rate", type=float, default=100.0, help="publishes/s (latency)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--configs", default="lone,nats-1,nats-2,nats-3")
+    parser.add_argument("--dedup-keys", action="store_true",
+                        help="compare the duplicate-check keys instead (in process)")
     args = parser.parse_args(argv)
+    if args.dedup_keys:
+        return dedup_key_costs()
     names = args.configs.split(",")
 
     machine = describe()

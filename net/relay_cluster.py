@@ -20,13 +20,13 @@ a client on relay B of the same cluster chat as if on one relay:
   publish (after its own local fan-out) and delivers what arrives from NATS to
   its local subscribers. Its own publications never come back: the NATS
   connection is made with ``no_echo``. And every envelope entering the relay,
-  from a client or from NATS, is remembered by its SHA-256 (the envelope hash,
-  which is also the SDS retrieval hint) for :data:`DEDUP_WINDOW_S` seconds (at
-  most :data:`DEDUP_CAPACITY` hashes): a copy arriving again in that window by
-  another path (the same bytes republished by a client that failed over from
-  another relay, a NATS reconnect, a misconfigured subject) is dropped and
-  counted (``duplicate``). Resends by SDS are sealed again (a fresh nonce, so
-  other bytes) and are never taken for duplicates.
+  from a client or from NATS, is remembered by its :func:`dedup_key` for
+  :data:`DEDUP_WINDOW_S` seconds (at most :data:`DEDUP_CAPACITY` keys): a copy
+  arriving again in that window by another path (the same bytes republished
+  by a client that failed over from another relay, a NATS reconnect, a
+  misconfigured subject) is dropped and counted (``duplicate``). Resends by
+  SDS are sealed again (a fresh nonce, so another key) and are never taken
+  for duplicates.
 * **Defences stay per relay.** Client frames are rate limited, size limited
   and queued per connection by ``net/relay.py`` exactly as on a lone relay;
   what arrives from NATS goes to local clients through the same bounded
@@ -66,7 +66,8 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from net.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, envelope_hash, peek_topic
+from net import envelope_pb2
+from net.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, MalformedEnvelope
 from net.relay_log import RelayLogger
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "ClusterUnavailable",
     "RecentDigests",
     "RelayCluster",
+    "dedup_key",
     "subject_for",
 ]
 
@@ -87,10 +89,10 @@ SUBJECT_PREFIX = "sdschat.relay.v1."
 _SUBJECT_DOMAIN = b"sdschat-nats-subject-v1"
 
 DEDUP_WINDOW_S = 10.0
-"""Seconds an envelope hash is remembered to drop a copy that comes by another path."""
+"""Seconds an envelope's key is remembered to drop a copy that comes by another path."""
 
 DEDUP_CAPACITY = 32_768
-"""Most envelope hashes remembered (about 5 MB); the oldest go first."""
+"""Most envelope keys remembered (about 4 MB); the oldest go first."""
 
 BACKLOG_BYTES = 8 * 1024 * 1024
 """Envelope bytes waiting to be handed to the NATS client; beyond it new ones are dropped."""
@@ -106,6 +108,37 @@ def subject_for(topic: bytes) -> str:
     """The NATS subject of ``topic`` (see the module docstring); never a channel name."""
     digest = hashlib.sha256(_SUBJECT_DOMAIN + topic).digest()[:16]
     return SUBJECT_PREFIX + digest.hex()
+
+
+def _parse(envelope: bytes) -> envelope_pb2.Envelope:
+    try:
+        return envelope_pb2.Envelope.FromString(envelope)
+    except Exception as exc:  # any decoder failure is "malformed"
+        raise MalformedEnvelope("not an Envelope") from exc
+
+
+def _key(env: envelope_pb2.Envelope) -> bytes:
+    return env.nonce + env.ciphertext[-16:] + len(env.ciphertext).to_bytes(4, "big")
+
+
+def dedup_key(envelope: bytes) -> bytes:
+    """What identifies an envelope's bytes for the duplicate check: nonce, AEAD tag, length.
+
+    The nonce is 12 random bytes drawn for every seal and the last 16 bytes
+    of the ciphertext are its Poly1305 tag, so two envelopes sealed apart never
+    share this key, whereas copies of one envelope always do. Reading it costs
+    a protobuf parse (~3 us at 40 KB); a SHA-256 of the whole envelope cost
+    20 to 110 us at 40 KB on the benchmark machine (``bench/relay_cluster.py
+    --dedup-keys``), most of what a cluster added per envelope. Someone who
+    could forge a different envelope with the key of a real one, and get it
+    to a relay before the real one, would make that relay drop the real one
+    (the relay cannot check the tag: it holds no key); SDS repairs that loss
+    like any other.
+
+    Raises:
+        MalformedEnvelope: not an Envelope.
+    """
+    return _key(_parse(envelope))
 
 
 class ClusterUnavailable(ConnectionError):
@@ -305,7 +338,11 @@ class RelayCluster:
 
     def admit(self, envelope: bytes) -> bool:
         """A client published ``envelope``: False if the same bytes passed here recently."""
-        if self._dedup.seen_before(envelope_hash(envelope), time.monotonic()):
+        try:
+            key = dedup_key(envelope)
+        except EnvelopeError:
+            return True  # the relay has parsed it already; nothing to compare
+        if self._dedup.seen_before(key, time.monotonic()):
             self.counters["duplicate"] += 1
             return False
         return True
@@ -400,17 +437,18 @@ class RelayCluster:
             counters["dropped_oversized"] += 1
             return
         try:
-            topic = peek_topic(data)
+            env = _parse(data)
         except EnvelopeError:
             counters["dropped_malformed"] += 1
             return
+        topic = env.topic
         if topic not in self._wanted:
             counters["dropped_unwanted"] += 1  # raced an unsubscribe
             return
         if msg.subject != self._subject(topic):
             counters["dropped_wrong_subject"] += 1
             return
-        if self._dedup.seen_before(envelope_hash(data), time.monotonic()):
+        if self._dedup.seen_before(_key(env), time.monotonic()):
             counters["duplicate"] += 1
             return
         self._deliver(topic, data)

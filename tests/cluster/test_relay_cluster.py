@@ -8,11 +8,13 @@ import sys
 from typing import Any
 
 import nats as nats_py
+import pytest
 from nats_servers import NatsServers, free_port
 from net_helpers import Peer, T, channel, envelope, run, start_relay
 
+from net.envelope import MalformedEnvelope
 from net.relay import RelayServer
-from net.relay_cluster import SUBJECT_PREFIX, RecentDigests, subject_for
+from net.relay_cluster import SUBJECT_PREFIX, RecentDigests, dedup_key, subject_for
 from net.relay_frames import encode_publish, encode_subscribe, encode_unsubscribe
 from tests.procs import ROOT, sdschat
 
@@ -190,6 +192,22 @@ def test_same_envelope_by_two_paths_is_delivered_once(nats: NatsServers) -> None
             await close_all(r1, r2)
 
     run(main())
+
+
+def test_dedup_key_is_the_same_for_copies_and_differs_between_seals() -> None:
+    from net_helpers import sds_message
+
+    from net.envelope import seal
+    from net.identity import Identity
+
+    ident = Identity.generate()
+    sds = sds_message(ident, b"same content")
+    one, two = seal(sds, ident, KEY_A), seal(sds, ident, KEY_A)  # a resend is sealed again
+    assert dedup_key(one) == dedup_key(bytes(one))
+    assert dedup_key(one) != dedup_key(two)
+    assert len({dedup_key(envelope(key=KEY_A)) for _ in range(200)}) == 200
+    with pytest.raises(MalformedEnvelope):
+        dedup_key(b"\xff\x00 not an envelope")
 
 
 def test_recent_digests_window_and_capacity() -> None:
