@@ -272,7 +272,13 @@ class RelayServer:
             raise RuntimeError("relay already started")
         cfg = self.config
         if cfg.cluster and self._cluster is None:  # before listening: no cluster, no relay
-            from net.relay_cluster import RelayCluster
+            try:
+                from net.relay_cluster import RelayCluster
+            except ImportError as exc:  # an OSError, so the relay does not start (status 1)
+                raise ConnectionError(
+                    f"--cluster needs the NATS client nats-py "
+                    f"(pip install 'sdschat[cluster]'): {exc}"
+                ) from None
 
             cluster = RelayCluster(
                 cfg.cluster,

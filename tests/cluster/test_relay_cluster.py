@@ -308,3 +308,17 @@ def test_relay_without_reachable_nats_exits_1_with_a_clear_log() -> None:
                          capture_output=True, timeout=T(30))
     assert bad.returncode == 2
     assert b"--cluster must be a nats://HOST:PORT URL" in bad.stderr
+
+
+def test_cluster_without_nats_py_says_what_to_install() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['nats'] = None  # as if nats-py were not installed\n"
+        "from app.cli import main\n"
+        "sys.exit(main(['relay', '--port', '0', '--cluster', 'nats://127.0.0.1:4222']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         timeout=T(30))
+    assert out.returncode == 1, out.stderr
+    assert b"relay_start_failed" in out.stderr
+    assert b"pip install 'sdschat[cluster]'" in out.stderr
