@@ -420,7 +420,13 @@ class RelayCluster:
                     sub = self._subs.pop(topic)
                     await sub.unsubscribe()
                     self.counters["unsubscribed"] += 1
-                await nc.flush(timeout=2)  # type: ignore[arg-type]
+                # nats-py writes a flush's PING straight to the socket, while
+                # SUB/UNSUB wait in its buffer for its flusher task: one PONG
+                # may come back before the SUB was even sent. By the time it
+                # does the flusher has run, so a second PONG proves the server
+                # has the SUB (seen in a trace; tests/cluster caught it).
+                await nc.flush(timeout=10)  # type: ignore[arg-type]
+                await nc.flush(timeout=10)  # type: ignore[arg-type]
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 # Reconnecting: NATS-py sends every subscription again once connected.
                 self.log.debug("cluster_subscribe_deferred", error=type(exc).__name__)

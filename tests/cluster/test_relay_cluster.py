@@ -235,8 +235,11 @@ def test_bad_input_from_nats_is_dropped_and_counted(nats: NatsServers) -> None:
             await injector.flush()
             assert (await settle(b)) == [[]]
             assert r1.cluster is not None
-            await wait_until(lambda: r1.cluster is not None
-                             and r1.cluster.stats().get("received", 0) >= 3)
+            try:
+                await wait_until(lambda: r1.cluster is not None
+                                 and r1.cluster.stats().get("received", 0) >= 3)
+            except TimeoutError:
+                raise AssertionError(str(r1.cluster.stats())) from None
             stats = r1.cluster.stats()
             assert stats["dropped_malformed"] == 1
             assert stats["dropped_oversized"] == 1
