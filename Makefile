@@ -23,6 +23,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL = $(SUDO) apt-get install -y $(1) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(1); }
 tools:
 	@command -v tmux >/dev/null 2>&1 || { echo "installing tmux (apt-get)"; $(call APT_INSTALL,tmux); }
+	@command -v nats-server >/dev/null 2>&1 || test -x /usr/sbin/nats-server || { echo "installing nats-server (apt-get)"; $(call APT_INSTALL,nats-server); }
 	@$(PY) -c "import ensurepip, venv" >/dev/null 2>&1 || { echo "installing python3-venv (apt-get)"; \
 	  $(call APT_INSTALL,python3-venv); }
 	@command -v java >/dev/null 2>&1 || { echo "installing a Java 17 runtime (apt-get)"; \

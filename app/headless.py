@@ -187,7 +187,7 @@ async def _serve(
         transport, _lan = build_transport(
             args,
             settings.relay,
-            RelayTransport,
+            lambda _url: RelayTransport(settings.relays or settings.relay),
             config=config_file,
             on_peer=on_lan_peer,
             on_store=on_lan_store,

@@ -8,6 +8,8 @@ Config file (``--config FILE``, TOML)::
 
     # Node settings (all optional)
     relay = "ws://127.0.0.1:8765"   # without a relay here or --relay: LAN gossip
+    # or several relays of one cluster, tried in turn (failover):
+    # relay = ["ws://10.0.0.1:8765", "ws://10.0.0.2:8765"]
     name = "alice"
     fast = true              # start from sds.Config.fast(fast_scale_ms)
     fast_scale_ms = 1000
@@ -46,7 +48,7 @@ _TOP_KEYS = {"relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_
 
 #: what each top-level key must hold ("number": an integer or a float)
 _TOP_TYPES: dict[str, str] = {
-    "relay": "string",
+    "relay": "string or list of strings",
     "name": "string",
     "fast": "boolean",
     "fast_scale_ms": "integer",
@@ -66,6 +68,9 @@ _KIND_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 def _kind_ok(value: object, kind: str) -> bool:
+    if kind == "string or list of strings":
+        items = value if isinstance(value, list) else [value]
+        return bool(items) and all(isinstance(v, str) for v in items)
     # bool is an int in Python; TOML true/false is never an integer or number here
     if isinstance(value, bool) and kind != "boolean":
         return False
@@ -73,6 +78,8 @@ def _kind_ok(value: object, kind: str) -> bool:
 
 
 def _a(kind: str) -> str:
+    if kind.startswith("string or"):
+        return f"a {kind}"
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
@@ -105,6 +112,8 @@ class NodeSettings:
     drop_rate: float
     drop_seed: int | None
     state_save_ms: int
+    relays: tuple[str, ...] = ()
+    """Every relay URL given, in order (``relay`` is the first); the client fails over."""
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -145,8 +154,10 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("channel", help="channel to join (and to which typed lines go)")
     p.add_argument(
         "--relay",
+        action="append",
         default=None,
-        help="relay URL (ws://HOST:PORT of 'sdschat relay'); without it, or a 'relay' in "
+        help="relay URL (ws://HOST:PORT of 'sdschat relay'); repeatable: the relays of one "
+        "cluster, used one at a time, failing over to the next; without it, or a 'relay' in "
         "--config, the node uses LAN gossip",
     )
     p.add_argument(
@@ -246,7 +257,9 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     if not 0.0 <= drop_rate < 1.0:
         raise ValueError(f"--drop-rate must be in [0, 1), got {drop_rate}")
     relay = args.relay if args.relay is not None else data.get("relay", "ws://127.0.0.1:8765")
-    check_ws_url(relay, "--relay" if args.relay is not None else "relay (config file)")
+    relays = [relay] if isinstance(relay, str) else list(relay)
+    for url in relays:
+        check_ws_url(url, "--relay" if args.relay is not None else "relay (config file)")
     if getattr(args, "store", None) is not None:
         check_ws_url(args.store, "--store")
     if getattr(args, "cafile", None) is not None:
@@ -260,9 +273,10 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         raise ValueError("--state-save-ms must be >= 0")
     return NodeSettings(
         config=config,
-        relay=str(relay),
+        relay=str(relays[0]),
         name=args.name or data.get("name"),
         drop_rate=float(drop_rate),
         drop_seed=args.drop_seed,
         state_save_ms=int(state_save),
+        relays=tuple(relays),
     )

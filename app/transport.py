@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -119,7 +119,8 @@ class RelayTransport:
     """A :class:`Transport` over one websocket relay (``sdschat relay``).
 
     Args:
-        url: ``ws://host:port`` of the relay.
+        url: ``ws://host:port`` of the relay, or several (relays of one
+            cluster): connected to one at a time, failing over to the next.
         rng: jitter source for reconnect backoff (seed it in tests).
         backoff_base, backoff_max: reconnect delays in seconds (see
             :func:`net.relay_client.backoff_delay`).
@@ -127,13 +128,16 @@ class RelayTransport:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         rng: random.Random | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 10.0,
     ) -> None:
-        self.url = check_ws_url(url, "relay URL")
+        self.urls = (url,) if isinstance(url, str) else tuple(url)
+        for u in self.urls:
+            check_ws_url(u, "relay URL")
+        self.url = self.urls[0]
         self._topics: set[bytes] = set()
         self._rng = rng
         self._backoff = (backoff_base, backoff_max)
@@ -150,7 +154,7 @@ class RelayTransport:
             )
 
         client = RelayClient(
-            self.url,
+            self.urls,
             sorted(self._topics),
             on_envelope,
             on_state=on_state,

@@ -38,6 +38,12 @@ Fan-out encodes the ``Deliver`` frame once per publish: one ``broadcast`` call
 writes it to every subscriber that keeps up, and the same ``bytes`` object goes
 on the queue of every subscriber that lags.
 
+With ``RelayConfig.cluster`` (``--cluster nats://HOST:4222``) the relay is
+one member of a relay cluster on NATS (``net/relay_cluster.py``): what its
+clients publish also goes to the other relays, what they publish arrives
+through NATS, and every defence above still holds per relay. Without it,
+nothing of NATS is imported.
+
 Logs are structured (``net/relay_log.py``): ``relay_listening`` (with the bound
 ``port``, useful with ``--port 0``), connection events, ``relay_stats`` every
 ``stats_interval`` seconds and at shutdown, ``relay_stopped``. SIGINT and
@@ -61,7 +67,7 @@ import os
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
@@ -80,6 +86,9 @@ from net.relay_frames import (
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
 from net.tls import ServerTLS, reload_on_sighup
+
+if TYPE_CHECKING:  # imported at run time only with --cluster (it needs nats-py)
+    from net.relay_cluster import RelayCluster
 
 __all__ = [
     "CLOSE_ABUSE",
@@ -290,6 +299,8 @@ class RelayServer:
         self._closed = asyncio.Event()
         self.tls: ServerTLS | None = None
         """The TLS context when ``config.certfile`` is set (``wss://``)."""
+        self._cluster: RelayCluster | None = None
+        self._pongs: set[asyncio.Task[None]] = set()  # Pongs waiting for the cluster
 
     # ------------------------------------------------------------------ API
 
@@ -345,19 +356,42 @@ class RelayServer:
         if self._server is not None:
             raise RuntimeError("relay already started")
         cfg = self.config
+        if cfg.cluster and self._cluster is None:  # before listening: no cluster, no relay
+            try:
+                from net.relay_cluster import RelayCluster
+            except ImportError as exc:  # an OSError, so the relay does not start (status 1)
+                raise ConnectionError(
+                    f"--cluster needs the NATS client nats-py "
+                    f"(pip install 'sdschat[cluster]'): {exc}"
+                ) from None
+
+            cluster = RelayCluster(
+                cfg.cluster,
+                self._deliver_from_cluster,
+                self.log,
+                connect_timeout=cfg.cluster_timeout,
+            )
+            await cluster.start()  # ClusterUnavailable (an OSError) if NATS is unreachable
+            self._cluster = cluster
         if cfg.certfile is not None:
             self.tls = ServerTLS(cfg.certfile, cfg.keyfile)
-        self._server = await serve(
-            self._handle,
-            cfg.host,
-            cfg.port,
-            ssl=self.tls.context if self.tls is not None else None,
-            max_size=cfg.max_frame,
-            compression=None,
-            close_timeout=cfg.close_timeout,
-            ping_interval=cfg.ping_interval,
-            ping_timeout=cfg.ping_timeout,
-        )
+        try:
+            self._server = await serve(
+                self._handle,
+                cfg.host,
+                cfg.port,
+                ssl=self.tls.context if self.tls is not None else None,
+                max_size=cfg.max_frame,
+                compression=None,
+                close_timeout=cfg.close_timeout,
+                ping_interval=cfg.ping_interval,
+                ping_timeout=cfg.ping_timeout,
+            )
+        except BaseException:
+            if self._cluster is not None:
+                await self._cluster.close()
+                self._cluster = None
+            raise
         self._port = int(self._server.sockets[0].getsockname()[1])
         self.log.info(
             "relay_listening",
@@ -407,6 +441,8 @@ class RelayServer:
                     await server.wait_closed()
             except TimeoutError:
                 self.log.warning("relay_close_timeout", connections=len(self._conns))
+        if self._cluster is not None:
+            await self._cluster.close()
         self.log.info("relay_stats", final=True, connections=len(self._conns), **self._stats())
         self.log.info("relay_stopped", port=self._port)
         self._closed.set()
@@ -421,7 +457,15 @@ class RelayServer:
     # ------------------------------------------------------------ internals
 
     def _stats(self) -> dict[str, Any]:
-        return {**self.stats.as_dict(), "queued_bytes": self._queued_bytes, "rss_kib": _rss_kib()}
+        stats = {**self.stats.as_dict(), "queued_bytes": self._queued_bytes, "rss_kib": _rss_kib()}
+        if self._cluster is not None:
+            stats["cluster"] = self._cluster.stats()
+        return stats
+
+    @property
+    def cluster(self) -> RelayCluster | None:
+        """This relay's membership in a NATS relay cluster (``None`` without ``--cluster``)."""
+        return self._cluster
 
     async def _sweep_periodically(self) -> None:
         """Once a second: disconnect readers behind by more than ``max_lag`` and
@@ -511,6 +555,8 @@ class RelayServer:
                 subs.discard(conn)
                 if not subs:
                     del self._topics[topic]
+                    if self._cluster is not None:
+                        self._cluster.unwant(topic)
         conn.topics.clear()
 
     async def _write_loop(self, conn: _Conn) -> None:
@@ -679,7 +725,13 @@ class RelayServer:
         elif kind == "unsubscribe":
             self._unsubscribe(conn, frame.unsubscribe.topics)
         elif kind == "ping":
-            self._enqueue(conn, encode_pong(frame.ping.nonce))
+            if self._cluster is not None and not self._cluster.settled:
+                # The Pong confirms a subscription: only once NATS has it too.
+                task = asyncio.create_task(self._pong_when_settled(conn, frame.ping.nonce))
+                self._pongs.add(task)
+                task.add_done_callback(self._pongs.discard)
+            else:
+                self._enqueue(conn, encode_pong(frame.ping.nonce))
         elif kind in ("pong", "error"):
             pass  # never answer these, so two peers cannot loop on each other
         else:  # deliver: only the relay sends those
@@ -695,6 +747,24 @@ class RelayServer:
             self._reject(conn, "bad_topic", f"topic of {len(topic)} bytes")
             return
         self.stats.published += 1
+        cluster = self._cluster
+        if cluster is not None:
+            if not cluster.admit(envelope):
+                return  # the same bytes passed this relay moments ago
+            cluster.publish(topic, envelope)
+        self._fan_out(topic, envelope, conn)
+
+    def _deliver_from_cluster(self, topic: bytes, envelope: bytes) -> None:
+        """An envelope another relay of the cluster forwarded: to every local subscriber."""
+        self._fan_out(topic, envelope, None)
+
+    async def _pong_when_settled(self, conn: _Conn, nonce: int) -> None:
+        if self._cluster is not None:
+            await self._cluster.wait_settled()
+        self._enqueue(conn, encode_pong(nonce))
+
+    def _fan_out(self, topic: bytes, envelope: bytes, conn: _Conn | None) -> None:
+        """Deliver ``envelope`` to the local subscribers of ``topic`` except ``conn``."""
         subscribers = self._topics.get(topic)
         if not subscribers or (len(subscribers) == 1 and conn in subscribers):
             self.stats.unrouted += 1
@@ -732,7 +802,12 @@ class RelayServer:
             return
         for topic in wanted:
             conn.topics.add(topic)
-            self._topics.setdefault(topic, set()).add(conn)
+            subs = self._topics.get(topic)
+            if subs is None:
+                subs = self._topics[topic] = set()
+                if self._cluster is not None:
+                    self._cluster.want(topic)
+            subs.add(conn)
         if wanted:
             conn.ever_subscribed = True
         self.log.debug("subscribed", conn=conn.cid, topics=len(conn.topics))
@@ -746,6 +821,8 @@ class RelayServer:
                     subs.discard(conn)
                     if not subs:
                         del self._topics[topic]
+                        if self._cluster is not None:
+                            self._cluster.unwant(topic)
 
 
 async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = None) -> int:

@@ -27,6 +27,13 @@ What to expect:
 * :meth:`publish` returns False when not connected (or when the connection
   breaks while sending). The client never buffers outgoing envelopes: the
   caller keeps them (durably) and sends again after ``connected``.
+* Several relays (``RelayClient([url1, url2, ...], ...)``, the relays of one
+  cluster, ``net/relay_cluster.py``): the client is connected to one at a
+  time, starting with the first; when a connection ends or an attempt fails
+  it moves on to the next one (round robin). The backoff ceiling doubles
+  only after a whole round of failed attempts, so losing one relay costs
+  about ``backoff_base`` seconds before the next relay is tried.
+  ``connected`` then carries ``reason="connected to HOST:PORT"``.
 * State changes go to ``on_state(StateChange)``: ``connecting``,
   ``connected``, ``disconnected`` (with ``reason`` and ``retry_in``), and
   finally ``closed``.
@@ -40,7 +47,7 @@ import enum
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +67,7 @@ from net.relay_frames import (
     encode_unsubscribe,
 )
 from net.tls import client_context, explain_failure
-from net.urls import check_ws_url
+from net.urls import check_ws_url, display_address
 
 __all__ = [
     "ConnectionState",
@@ -152,7 +159,8 @@ class RelayClient:
     """A self-reconnecting subscriber/publisher for one relay (see the module docstring).
 
     Args:
-        url: ``ws://`` or ``wss://`` address of the relay.
+        url: ``ws://`` or ``wss://`` address of the relay, or a sequence of
+            them (relays of one cluster, tried in turn: see the module docstring).
         topics: topics to subscribe to on every connection.
         on_envelope: called with each delivered envelope's bytes.
         on_state: called with every :class:`StateChange`.
@@ -180,7 +188,7 @@ class RelayClient:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         topics: Iterable[bytes],
         on_envelope: EnvelopeHandler,
         *,
@@ -199,10 +207,16 @@ class RelayClient:
         proxy: str | None = None,
         cafile: str | None = None,
     ) -> None:
-        check_ws_url(url, "relay URL")
+        self.urls: tuple[str, ...] = (url,) if isinstance(url, str) else tuple(url)
+        if not self.urls:
+            raise ValueError("need at least one relay URL")
+        for u in self.urls:
+            check_ws_url(u, "relay URL")
         if backoff_base <= 0 or backoff_max < backoff_base:
             raise ValueError("need 0 < backoff_base <= backoff_max")
-        self.url = url
+        self.url = self.urls[0]
+        """The relay connected to, or tried next."""
+        self._url_index = 0
         self._topics: set[bytes] = set()
         self._add_topics(topics)
         self._on_envelope = on_envelope
@@ -393,7 +407,7 @@ class RelayClient:
         retry_in: float | None = None,
     ) -> None:
         self._state = state
-        if reason is not None:
+        if reason is not None and state is not ConnectionState.CONNECTED:
             self.last_reason = reason
         if self._connected is not None:
             if state is ConnectionState.CONNECTED:
@@ -422,7 +436,10 @@ class RelayClient:
             if self._max_attempts is not None and attempt >= self._max_attempts:
                 final_reason = f"gave up after {attempt} attempts: {reason}"
                 break
-            delay = backoff_delay(attempt - 1, self._backoff_base, self._backoff_max, self._rng)
+            rounds = (attempt - 1) // len(self.urls)  # failover: next relay, same ceiling
+            self._url_index = (self._url_index + 1) % len(self.urls)
+            self.url = self.urls[self._url_index]
+            delay = backoff_delay(rounds, self._backoff_base, self._backoff_max, self._rng)
             self._set_state(ConnectionState.DISCONNECTED, reason, attempt, delay)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
@@ -456,7 +473,8 @@ class RelayClient:
             if await self._send_confirmed(ws, reader, frames):
                 subscribed = True
                 self._ws, self._reader = ws, reader
-                self._set_state(ConnectionState.CONNECTED)
+                via = f"connected to {display_address(self.url)}" if len(self.urls) > 1 else None
+                self._set_state(ConnectionState.CONNECTED, via)
                 reason = await reader
             elif reader.done():
                 reason = reader.result()

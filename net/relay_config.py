@@ -10,6 +10,7 @@ import argparse
 import math
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 from net.relay_log import LogFormat
 
@@ -19,6 +20,7 @@ __all__ = [
     "RelayConfig",
     "add_relay_arguments",
     "add_tls_arguments",
+    "check_nats_url",
     "config_from_args",
 ]
 
@@ -74,6 +76,11 @@ class RelayConfig:
         certfile: PEM certificate chain: serve ``wss://`` (TLS) instead of
             ``ws://``; read again on SIGHUP (see :mod:`net.tls`).
         keyfile: PEM private key of ``certfile`` (None: it is in ``certfile``).
+        cluster: NATS server URLs (``nats://HOST:PORT``) of the relay cluster
+            this relay joins (``net/relay_cluster.py``); empty: a lone relay,
+            and nothing of NATS is imported.
+        cluster_timeout: seconds a starting relay tries to reach a NATS
+            server of ``cluster`` before giving up (exit status 1).
     """
 
     host: str = "127.0.0.1"
@@ -97,13 +104,19 @@ class RelayConfig:
     ping_timeout: float | None = 20.0
     certfile: str | None = None
     keyfile: str | None = None
+    cluster: tuple[str, ...] = ()
+    cluster_timeout: float = 10.0
 
     def __post_init__(self) -> None:
+        for url in self.cluster:
+            check_nats_url(url)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port out of range: {self.port}")
         for name in ("max_clients", "max_frame", "burst", "queue", "abuse_strikes", "max_topics"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if not (math.isfinite(self.cluster_timeout) and self.cluster_timeout > 0):
+            raise ValueError("cluster_timeout must be a positive number")
         for name in ("rate", "stats_interval", "close_timeout", "ping_interval", "ping_timeout"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
@@ -149,6 +162,26 @@ def _size(text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def check_nats_url(url: str, what: str = "--cluster") -> str:
+    """Return ``url`` if it is a usable ``nats://HOST:PORT`` (or ``tls://``) URL.
+
+    Raises:
+        ValueError: naming ``what`` and saying what is wrong.
+    """
+    if not isinstance(url, str) or not url.startswith(("nats://", "tls://")):
+        raise ValueError(f"{what} must be a nats://HOST:PORT URL, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{what} {url!r} is not a valid URL: {exc}") from None
+    if not parts.hostname:
+        raise ValueError(f"{what} {url!r} names no host")
+    if port == 0:
+        raise ValueError(f"{what} {url!r}: port 0 cannot be connected to")
+    return url
 
 
 def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -254,6 +287,23 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"seconds between counter logs, 0 = only at shutdown (default {d.stats_interval:g})",
     )
+    # --- relay cluster (net/relay_cluster.py)
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="NATS_URL",
+        help="join a relay cluster through this NATS server, nats://HOST:4222 (repeatable: "
+        "the servers of one NATS cluster); needs nats-py (pip install 'sdschat[cluster]')",
+    )
+    parser.add_argument(
+        "--cluster-timeout",
+        type=float,
+        default=d.cluster_timeout,
+        metavar="SECONDS",
+        help=f"give up starting when no --cluster server answers within this "
+        f"(default {d.cluster_timeout:g})",
+    )
     add_tls_arguments(parser)
 
 
@@ -280,6 +330,7 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
     Raises:
         ValueError: an invalid value (the message names it).
     """
+    d = RelayConfig()
     return RelayConfig(
         host=args.host,
         port=args.port,
@@ -298,4 +349,6 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         stats_interval=args.stats_interval,
         certfile=args.certfile,
         keyfile=args.keyfile,
+        cluster=tuple(getattr(args, "cluster", None) or ()),
+        cluster_timeout=getattr(args, "cluster_timeout", d.cluster_timeout),
     )

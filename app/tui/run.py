@@ -65,12 +65,18 @@ def run_tui(args: argparse.Namespace) -> int:
         config_file = load_config_file(args.config) if args.config else {}
         transport: Transport
         transport, lan = build_transport(
-            args, settings.relay, RelayTransport, config=config_file, on_store=on_lan_store
+            args,
+            settings.relay,
+            lambda _url: RelayTransport(settings.relays or settings.relay),
+            config=config_file,
+            on_store=on_lan_store,
         )
     except ValueError as exc:
         print(f"sdschat join: {exc}", file=sys.stderr)
         return EXIT_USAGE
     label = relay_label(settings.relay) if relay_given(args, config_file) else ""
+    if label and len(settings.relays) > 1:
+        label += f" (+{len(settings.relays) - 1})"
     if lan is not None:
         label = f"LAN + {label}" if label else "LAN"
     if settings.drop_rate > 0:

@@ -145,7 +145,7 @@ def test_settings_precedence(tmp_path: Path) -> None:
         ("", ["--relay", ""], "--relay must be a ws://"),
         ("", ["--relay", "ws://h:0"], "port 0"),
         ('relay = "ws://h:123456"\n', [], "relay (config file)"),
-        ("relay = 5\n", [], "relay must be a string, got 5"),
+        ("relay = 5\n", [], "relay must be a string or list of strings, got 5"),
     ],
 )
 def test_settings_errors(tmp_path: Path, text: str, flags: list[str], message: str) -> None:

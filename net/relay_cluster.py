@@ -1,0 +1,486 @@
+"""A relay cluster on NATS: relays share envelopes through NATS subjects derived from topics.
+
+``sdschat relay --cluster nats://HOST:4222`` (repeatable: the servers of one
+NATS cluster) makes a relay one member of a cluster. A client on relay A and
+a client on relay B of the same cluster chat as if on one relay:
+
+* **Subjects.** An envelope of topic ``t`` travels on the NATS subject
+  :func:`subject_for` ``(t)`` = ``sdschat.relay.v1.`` + the first 16 bytes of
+  ``SHA-256(b"sdschat-nats-subject-v1" + t)`` in hex. The topic is already an
+  opaque hash of the channel key (``net/channel_key.py``); the subject is a
+  hash of that, so NATS (its monitoring, its logs) never sees a channel name,
+  a key, or even the topic the clients use. The payload is the envelope bytes,
+  unchanged (encrypted and signed end to end; relays hold no key).
+* **Interest.** A relay subscribes in NATS only to the topics its own clients
+  want: the NATS subscription is made when the first local client subscribes
+  to a topic and dropped when the last one leaves (or disconnects). NATS then
+  forwards an envelope only to the relays (and, inside a NATS cluster, only
+  over the routes) that have interest in it.
+* **Each envelope once per client.** A relay publishes what its clients
+  publish (after its own local fan-out) and delivers what arrives from NATS to
+  its local subscribers. Its own publications never come back: the NATS
+  connection is made with ``no_echo``. And every envelope entering the relay,
+  from a client or from NATS, is remembered by its :func:`dedup_key` for
+  :data:`DEDUP_WINDOW_S` seconds (at most :data:`DEDUP_CAPACITY` keys): a copy
+  arriving again in that window by another path (the same bytes republished
+  by a client that failed over from another relay, a NATS reconnect, a
+  misconfigured subject) is dropped and counted (``duplicate``). Resends by
+  SDS are sealed again (a fresh nonce, so another key) and are never taken
+  for duplicates.
+* **Defences stay per relay.** Client frames are rate limited, size limited
+  and queued per connection by ``net/relay.py`` exactly as on a lone relay;
+  what arrives from NATS goes to local clients through the same bounded
+  per-connection queues (a slow client is still disconnected). Outgoing NATS
+  traffic waits in a backlog of at most :data:`BACKLOG_BYTES` bytes (beyond it
+  an envelope is dropped and counted: SDS resends it); each NATS subscription
+  buffers at most :data:`SUB_PENDING_BYTES` (beyond it NATS-py drops and we
+  count ``nats_slow_consumer``). An envelope from NATS larger than
+  ``MAX_ENVELOPE_BYTES`` or that does not parse is dropped and counted.
+* **Failures.** NATS is at-most-once: an envelope published while a relay
+  is reconnecting to another NATS server may be lost. SDS (acks, resends,
+  sync, repair) makes that good, as it does for any lossy transport. The NATS
+  client reconnects forever (to any server of the list or that the cluster
+  announced; the first of the list first, so list the nearest first) and
+  subscribes again. A relay that cannot reach any NATS server
+  within ``connect_timeout`` when it starts does not start (``sdschat relay``
+  exits with status 1 and logs ``relay_start_failed``).
+
+This module is imported by ``net/relay.py`` only when ``RelayConfig.cluster``
+is non-empty: without ``--cluster`` nothing of NATS is imported or needed.
+The NATS client is ``nats-py`` (``pip install 'sdschat[cluster]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import secrets
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from net import envelope_pb2
+from net.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, MalformedEnvelope
+from net.relay_log import RelayLogger
+
+__all__ = [
+    "BACKLOG_BYTES",
+    "DEDUP_CAPACITY",
+    "DEDUP_WINDOW_S",
+    "SUBJECT_PREFIX",
+    "SUB_PENDING_BYTES",
+    "ClusterUnavailable",
+    "RecentDigests",
+    "RelayCluster",
+    "dedup_key",
+    "subject_for",
+]
+
+SUBJECT_PREFIX = "sdschat.relay.v1."
+"""Every subject the cluster uses starts with this (one NATS account may host other things)."""
+
+_SUBJECT_DOMAIN = b"sdschat-nats-subject-v1"
+
+DEDUP_WINDOW_S = 10.0
+"""Seconds an envelope's key is remembered to drop a copy that comes by another path."""
+
+DEDUP_CAPACITY = 32_768
+"""Most envelope keys remembered (about 4 MB); the oldest go first."""
+
+BACKLOG_BYTES = 8 * 1024 * 1024
+"""Envelope bytes waiting to be handed to the NATS client; beyond it new ones are dropped."""
+
+SUB_PENDING_BYTES = 16 * 1024 * 1024
+"""Bytes one NATS subscription may buffer before NATS-py drops (slow consumer)."""
+
+SETTLE_TIMEOUT_S = 2.0
+"""Longest a Pong waits for this relay's NATS subscriptions to be in place."""
+
+
+def subject_for(topic: bytes) -> str:
+    """The NATS subject of ``topic`` (see the module docstring); never a channel name."""
+    digest = hashlib.sha256(_SUBJECT_DOMAIN + topic).digest()[:16]
+    return SUBJECT_PREFIX + digest.hex()
+
+
+def _parse(envelope: bytes) -> envelope_pb2.Envelope:
+    try:
+        return envelope_pb2.Envelope.FromString(envelope)
+    except Exception as exc:  # any decoder failure is "malformed"
+        raise MalformedEnvelope("not an Envelope") from exc
+
+
+def _key(env: envelope_pb2.Envelope) -> bytes:
+    return env.nonce + env.ciphertext[-16:] + len(env.ciphertext).to_bytes(4, "big")
+
+
+def dedup_key(envelope: bytes) -> bytes:
+    """What identifies an envelope's bytes for the duplicate check: nonce, AEAD tag, length.
+
+    The nonce is 12 random bytes drawn for every seal and the last 16 bytes
+    of the ciphertext are its Poly1305 tag, so two envelopes sealed apart never
+    share this key, whereas copies of one envelope always do. Reading it costs
+    a protobuf parse (~3 us at 40 KB); a SHA-256 of the whole envelope cost
+    20 to 110 us at 40 KB on the benchmark machine (``bench/relay_cluster.py
+    --dedup-keys``), most of what a cluster added per envelope. Someone who
+    could forge a different envelope with the key of a real one, and get it
+    to a relay before the real one, would make that relay drop the real one
+    (the relay cannot check the tag: it holds no key); SDS repairs that loss
+    like any other.
+
+    Raises:
+        MalformedEnvelope: not an Envelope.
+    """
+    return _key(_parse(envelope))
+
+
+class ClusterUnavailable(ConnectionError):
+    """No NATS server of the list could be reached when the relay started.
+
+    An ``OSError``, like a port that cannot be bound: the relay does not start.
+    """
+
+
+class RecentDigests:
+    """Envelope hashes seen in the last ``window`` seconds (at most ``capacity``).
+
+    Time is passed in (monotonic seconds), so it is testable without sleeping.
+    """
+
+    __slots__ = ("_seen", "capacity", "window")
+
+    def __init__(self, window: float = DEDUP_WINDOW_S, capacity: int = DEDUP_CAPACITY) -> None:
+        if window <= 0 or capacity < 1:
+            raise ValueError("need window > 0 and capacity >= 1")
+        self.window = window
+        self.capacity = capacity
+        self._seen: OrderedDict[bytes, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def seen_before(self, digest: bytes, now: float) -> bool:
+        """True if ``digest`` was seen within the window; else remember it and return False."""
+        seen = self._seen
+        horizon = now - self.window
+        while seen:  # expire from the oldest; bounded by the entries present
+            stamp = next(iter(seen.values()))
+            if stamp >= horizon:
+                break
+            seen.popitem(last=False)
+        if digest in seen:
+            return True
+        seen[digest] = now
+        if len(seen) > self.capacity:
+            seen.popitem(last=False)
+        return False
+
+
+DeliverCallback = Callable[[bytes, bytes], None]
+"""``deliver(topic, envelope)``: hand an envelope from the cluster to local subscribers."""
+
+
+class RelayCluster:
+    """One relay's membership in the cluster (see the module docstring).
+
+    The relay calls :meth:`want` / :meth:`unwant` when a topic gets its first
+    local subscriber / loses its last one, :meth:`admit` for every envelope a
+    client publishes (False: a duplicate, drop it), then :meth:`publish`.
+    Envelopes from other relays come back through ``deliver(topic, envelope)``.
+
+    Args:
+        servers: ``nats://HOST:PORT`` URLs of NATS servers (one cluster).
+        deliver: called (synchronously) with each envelope from another relay.
+        log: the relay's structured logger.
+        connect_timeout: seconds :meth:`start` tries to reach a server.
+        reconnect_wait: seconds between reconnection attempts to one server.
+    """
+
+    def __init__(
+        self,
+        servers: Iterable[str],
+        deliver: DeliverCallback,
+        log: RelayLogger,
+        *,
+        connect_timeout: float = 10.0,
+        reconnect_wait: float = 0.5,
+    ) -> None:
+        self.servers = list(servers)
+        if not self.servers:
+            raise ValueError("a cluster needs at least one NATS server URL")
+        self.relay_id = secrets.token_hex(4)
+        self._deliver = deliver
+        self.log = log
+        self._connect_timeout = connect_timeout
+        self._reconnect_wait = reconnect_wait
+        self._nc: NatsClient | None = None
+        self._dedup = RecentDigests()
+        self._wanted: set[bytes] = set()
+        self._subjects: dict[bytes, str] = {}
+        self._subs: dict[bytes, Subscription] = {}
+        self._changes = 0  # bumped by want/unwant
+        self._settled_changes = 0  # changes the subscriber task has put in place
+        self._progress = asyncio.Condition()
+        self._dirty = asyncio.Event()
+        self._out: deque[tuple[str, bytes]] = deque()
+        self._out_bytes = 0
+        self._out_ready = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.counters: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ life
+
+    async def start(self) -> None:
+        """Connect to NATS and start the publisher and subscriber tasks.
+
+        Raises:
+            ClusterUnavailable: no server reachable within ``connect_timeout``.
+        """
+        nc = NatsClient()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                await nc.connect(
+                    servers=self.servers,
+                    name=f"sdschat-relay-{self.relay_id}",
+                    no_echo=True,
+                    dont_randomize=True,  # the operator's order: nearest server first
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=self._reconnect_wait,  # type: ignore[arg-type]
+                    connect_timeout=2,
+                    ping_interval=10,
+                    max_outstanding_pings=3,
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                )
+        except (TimeoutError, OSError, nats.errors.Error) as exc:
+            with contextlib.suppress(Exception):
+                await nc.close()
+            raise ClusterUnavailable(
+                f"no NATS server of {', '.join(self.servers)} answered within "
+                f"{self._connect_timeout:g}s ({type(exc).__name__}: {exc})"
+            ) from None
+        self._nc = nc
+        self.log.info(
+            "cluster_connected",
+            relay_id=self.relay_id,
+            server=_server_name(nc),
+            servers=self.servers,
+        )
+        self._tasks = [
+            asyncio.create_task(self._publisher(), name="cluster-publisher"),
+            asyncio.create_task(self._subscriber(), name="cluster-subscriber"),
+        ]
+        if self._wanted:
+            self._dirty.set()
+
+    async def close(self) -> None:
+        """Stop the tasks and close the NATS connection (pending publishes are flushed)."""
+        if self._closing:
+            return
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        nc = self._nc
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(3.0):
+                    await nc.close()
+        self.log.info("cluster_closed", **self.stats())
+
+    @property
+    def connected(self) -> bool:
+        """Whether the NATS connection is up right now."""
+        return self._nc is not None and self._nc.is_connected
+
+    @property
+    def subscribed_topics(self) -> frozenset[bytes]:
+        """Topics with a NATS subscription in place (for tests and metrics)."""
+        return frozenset(self._subs)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for ``relay_stats`` (the key ``cluster``)."""
+        return {
+            "relay_id": self.relay_id,
+            "connected": self.connected,
+            "topics": len(self._subs),
+            "backlog_bytes": self._out_bytes,
+            **dict(sorted(self.counters.items())),
+        }
+
+    # ------------------------------------------------------------ the relay's hooks
+
+    def want(self, topic: bytes) -> None:
+        """A topic got its first local subscriber: subscribe to it in NATS (soon)."""
+        if topic not in self._wanted:
+            self._wanted.add(topic)
+            self._changes += 1
+            self._dirty.set()
+
+    def unwant(self, topic: bytes) -> None:
+        """A topic lost its last local subscriber: unsubscribe from it in NATS (soon)."""
+        if topic in self._wanted:
+            self._wanted.discard(topic)
+            self._changes += 1
+            self._dirty.set()
+
+    def admit(self, envelope: bytes) -> bool:
+        """A client published ``envelope``: False if the same bytes passed here recently."""
+        try:
+            key = dedup_key(envelope)
+        except EnvelopeError:
+            return True  # the relay has parsed it already; nothing to compare
+        if self._dedup.seen_before(key, time.monotonic()):
+            self.counters["duplicate"] += 1
+            return False
+        return True
+
+    def publish(self, topic: bytes, envelope: bytes) -> None:
+        """Send a client's envelope to the other relays (never blocks; see BACKLOG_BYTES)."""
+        if self._out_bytes + len(envelope) > BACKLOG_BYTES:
+            self.counters["backlog_full"] += 1
+            return
+        self._out.append((self._subject(topic), envelope))
+        self._out_bytes += len(envelope)
+        self._out_ready.set()
+
+    @property
+    def settled(self) -> bool:
+        """True when every want/unwant so far is in place on the NATS server."""
+        return self._settled_changes >= self._changes
+
+    async def wait_settled(self, timeout: float = SETTLE_TIMEOUT_S) -> bool:
+        """Wait until the subscriptions wanted now are in place; False on timeout."""
+        target = self._changes
+        try:
+            async with asyncio.timeout(timeout), self._progress:
+                await self._progress.wait_for(lambda: self._settled_changes >= target)
+        except TimeoutError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ internals
+
+    def _subject(self, topic: bytes) -> str:
+        subject = self._subjects.get(topic)
+        if subject is None:
+            if len(self._subjects) > 4 * DEDUP_CAPACITY:  # topics published but never wanted
+                self._subjects.clear()
+            subject = self._subjects[topic] = subject_for(topic)
+        return subject
+
+    async def _publisher(self) -> None:
+        """The one task that hands envelopes to the NATS client, in order."""
+        nc = self._nc
+        assert nc is not None
+        out = self._out
+        while True:  # ends when close() cancels it
+            await self._out_ready.wait()
+            self._out_ready.clear()
+            while out:
+                subject, data = out.popleft()
+                self._out_bytes -= len(data)
+                try:
+                    await nc.publish(subject, data)
+                except (nats.errors.Error, OSError) as exc:
+                    self.counters["publish_failed"] += 1
+                    self.log.debug("cluster_publish_failed", error=type(exc).__name__)
+                else:
+                    self.counters["published"] += 1
+
+    async def _subscriber(self) -> None:
+        """The one task that makes the NATS subscriptions match the wanted topics."""
+        nc = self._nc
+        assert nc is not None
+        while True:  # ends when close() cancels it
+            await self._dirty.wait()
+            self._dirty.clear()
+            target = self._changes
+            try:
+                for topic in [t for t in self._wanted if t not in self._subs]:
+                    self._subs[topic] = await nc.subscribe(
+                        self._subject(topic),
+                        cb=self._on_msg,
+                        pending_bytes_limit=SUB_PENDING_BYTES,
+                    )
+                    self.counters["subscribed"] += 1
+                for topic in [t for t in self._subs if t not in self._wanted]:
+                    sub = self._subs.pop(topic)
+                    await sub.unsubscribe()
+                    self.counters["unsubscribed"] += 1
+                # nats-py writes a flush's PING straight to the socket, while
+                # SUB/UNSUB wait in its buffer for its flusher task: one PONG
+                # may come back before the SUB was even sent. By the time it
+                # does the flusher has run, so a second PONG proves the server
+                # has the SUB (seen in a trace; tests/cluster caught it).
+                await nc.flush(timeout=10)  # type: ignore[arg-type]
+                await nc.flush(timeout=10)  # type: ignore[arg-type]
+            except (nats.errors.Error, OSError, TimeoutError) as exc:
+                # Reconnecting: NATS-py sends every subscription again once connected.
+                self.log.debug("cluster_subscribe_deferred", error=type(exc).__name__)
+            async with self._progress:
+                self._settled_changes = max(self._settled_changes, target)
+                self._progress.notify_all()
+
+    async def _on_msg(self, msg: Msg) -> None:
+        """An envelope from another relay (NATS-py calls this in order per subscription)."""
+        data = msg.data
+        counters = self.counters
+        counters["received"] += 1
+        if len(data) > MAX_ENVELOPE_BYTES:
+            counters["dropped_oversized"] += 1
+            return
+        try:
+            env = _parse(data)
+        except EnvelopeError:
+            counters["dropped_malformed"] += 1
+            return
+        topic = env.topic
+        if topic not in self._wanted:
+            counters["dropped_unwanted"] += 1  # raced an unsubscribe
+            return
+        if msg.subject != self._subject(topic):
+            counters["dropped_wrong_subject"] += 1
+            return
+        if self._dedup.seen_before(_key(env), time.monotonic()):
+            counters["duplicate"] += 1
+            return
+        self._deliver(topic, data)
+
+    async def _on_error(self, exc: Exception) -> None:
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            self.counters["nats_slow_consumer"] += 1
+            return
+        self.counters["nats_errors"] += 1
+        self.log.warning("cluster_error", error=f"{type(exc).__name__}: {exc}")
+
+    async def _on_disconnected(self) -> None:
+        if not self._closing:
+            self.counters["disconnects"] += 1
+            self.log.warning("cluster_disconnected", relay_id=self.relay_id)
+
+    async def _on_reconnected(self) -> None:
+        self.counters["reconnects"] += 1
+        nc = self._nc
+        self.log.info(
+            "cluster_reconnected",
+            relay_id=self.relay_id,
+            server=_server_name(nc) if nc is not None else None,
+        )
+
+
+def _server_name(nc: NatsClient) -> str | None:
+    url = nc.connected_url
+    return None if url is None else f"{url.hostname}:{url.port}"
