@@ -286,12 +286,7 @@ def peek_topic(envelope_bytes: bytes) -> bytes:
     Raises:
         OversizedEnvelope, MalformedEnvelope: as :func:`open_envelope`.
     """
-    if len(envelope_bytes) > MAX_ENVELOPE_BYTES:
-        raise OversizedEnvelope(f"{len(envelope_bytes)} bytes > {MAX_ENVELOPE_BYTES}")
-    try:
-        return envelope_pb2.Envelope.FromString(envelope_bytes).topic
-    except Exception as exc:  # any decoder failure is "malformed"
-        raise MalformedEnvelope("not an Envelope") from exc
+    return _decode(envelope_bytes).topic
 
 
 def open_envelope(
@@ -343,14 +338,17 @@ def _only_envelope_errors() -> Iterator[None]:
 open = open_envelope  # the name the design uses (shadows the builtin in this module only)
 
 
-def _parse(envelope_bytes: bytes) -> envelope_pb2.Envelope:
-    """Size, decoding and canonical form of an envelope (nothing decrypted yet)."""
+def _decode(envelope_bytes: bytes) -> envelope_pb2.Envelope:
+    """Size and decoding of an envelope: what :func:`peek_topic` checks."""
     if len(envelope_bytes) > MAX_ENVELOPE_BYTES:
         raise OversizedEnvelope(f"{len(envelope_bytes)} bytes > {MAX_ENVELOPE_BYTES}")
     try:
-        env = envelope_pb2.Envelope.FromString(envelope_bytes)
-    except Exception as exc:
+        return envelope_pb2.Envelope.FromString(envelope_bytes)
+    except Exception as exc:  # any decoder failure is "malformed"
         raise MalformedEnvelope("not an Envelope") from exc
+
+
+def _check_canonical(env: envelope_pb2.Envelope, envelope_bytes: bytes) -> None:
     # Canonical form: the parsed fields, re-encoded (in field order, each once,
     # defaults omitted), must give the input back. Dropping unknown fields and
     # re-encoding ``env`` itself is the same encoding as a fresh Envelope of its
@@ -361,6 +359,12 @@ def _parse(envelope_bytes: bytes) -> envelope_pb2.Envelope:
         # content must have exactly one encoding, so that the envelope hash
         # (retrieval hint, replay guard key) cannot be changed by re-encoding.
         raise MalformedEnvelope("non-canonical encoding")
+
+
+def _parse(envelope_bytes: bytes) -> envelope_pb2.Envelope:
+    """Size, decoding and canonical form of an envelope (nothing decrypted yet)."""
+    env = _decode(envelope_bytes)
+    _check_canonical(env, envelope_bytes)
     return env
 
 
@@ -434,10 +438,11 @@ def open_for_topic(
     then opening would decode (and copy) the ciphertext twice.
     """
     with _only_envelope_errors():
-        env = _parse(envelope_bytes)
+        env = _decode(envelope_bytes)
         channel_key = key_for_topic(env.topic)
         if channel_key is None or channel_key.topic != env.topic:
             raise WrongTopic(f"topic {env.topic[:16].hex()} is not a joined channel")
+        _check_canonical(env, envelope_bytes)  # after the topic, as peek then open
         _check_version(env)
         return _open_parsed(env, envelope_bytes, channel_key.key, None)
 

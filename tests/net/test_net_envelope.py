@@ -10,7 +10,7 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from net_helpers import channel, sds_message
 
@@ -508,6 +508,9 @@ def test_open_for_topic_picks_the_key_by_topic_and_refuses_like_open_envelope() 
     ),
     cut=st.integers(0, 8),
 )
+# an unknown varint field (the version's tag turned into field 3) and another topic:
+# peek then open says wrong_topic; open_for_topic said malformed (canonical check first)
+@example(edits=[(0, 16), (4, 1)], cut=0)
 def test_open_for_topic_is_peek_then_open(edits: list[tuple[int, int]], cut: int) -> None:
     data = bytearray(VALID)
     for pos, xor in edits:
