@@ -1406,6 +1406,8 @@ class SdsChatApp(App[None]):
                     )
                     return
                 node.post(channel, arg, "topic").add_done_callback(_consume)
+            elif name in ("send", "save"):
+                await self._file_command(node, channel, name, arg)
             elif name == "names":
                 self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
             elif name == "who":
@@ -1436,6 +1438,32 @@ class SdsChatApp(App[None]):
             return
         except (KeyError, ValueError) as exc:
             self._refuse(str(exc).strip("'\""))
+
+    async def _file_command(self, node: Node, channel: str | None, name: str, arg: str) -> None:
+        """``/send PATH`` (a manifest and 48 KiB segments, app/files.py) and ``/save
+        [PATH]`` of the selected file line, or the newest one (app/content_commands.py)."""
+        from app.content_commands import run_content_command
+
+        if channel is None:
+            self._refuse("no channel: /join one first")
+            return
+        if name == "save":
+            log = self.chat.query_one(MessageLog)
+            row = log.selected_row()
+            if row is None or row.kind != "file":
+                view = log.view
+                rows = view.rows if view is not None else []
+                row = next((r for r in reversed(rows) if r.kind == "file"), None)
+            if row is None or row.message_id is None:
+                self._refuse("no file here to save: select a file line (Ctrl+Up) first")
+                return
+            arg = f"{row.message_id} {arg}".strip()
+
+        def emit(ev: NodeEvent) -> None:
+            if isinstance(ev, Info):
+                self.notify(ev.text, timeout=8)
+
+        await run_content_command(node, name, arg, channel, emit)
 
     async def _typed(self, node: Node, channel: str, name: str, arg: str) -> None:
         """/reply, /react, /edit, /delete: a typed message about the selected message

@@ -40,6 +40,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 True),
     CommandSpec("edit", "/edit TEXT", "new text for your selected (or last) message", True),
     CommandSpec("delete", "/delete", "withdraw your selected message: 'message deleted'"),
+    CommandSpec("send", "/send PATH", "send a file (at most 16 MiB) to this channel", True),
+    CommandSpec("save", "/save [PATH]", "keep the selected (or last) file received, in "
+                "DATA_DIR/files or at PATH"),
     CommandSpec("who", "/who", "who is here: peers heard from, last seen (F2 toggles the list)"),
     CommandSpec("names", "/names", "the names in this channel, online first"),
     CommandSpec("topic", "/topic [TEXT]", "set this channel's topic (without TEXT: show it)"),

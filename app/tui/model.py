@@ -150,6 +150,8 @@ class Row:
         if self.kind in TYPED_KINDS:
             self.target, self.text = split_typed(self.text)
             self.hidden = self.kind != "reply"
+        elif self.kind == "segment":  # a piece of a file: the file's line stands for it
+            self.hidden = True
         self.original = self.text
 
     def set_content(self, name: str | None, kind: str, text: str) -> None:

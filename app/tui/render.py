@@ -188,6 +188,11 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
     elif row.kind == "topic":
         text.append(f"{row.name or row.sender_id[:8]} set the topic: ", pal.dim)
         text.append(visible(row.text), style)
+    elif row.kind == "file":  # its segments are hidden lines: /save keeps it
+        name = row.text[5:] if row.text.startswith("file ") else row.text
+        text.append("📎 ", style)
+        text.append(visible(name), style + Style(bold=True))
+        text.append("  · /save keeps it", pal.dim)
     elif row.kind in EVENT_KINDS:
         text.append(visible(row.text), pal.dim)
     else:

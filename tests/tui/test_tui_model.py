@@ -201,7 +201,7 @@ def test_commands_parse() -> None:
 def test_completion() -> None:
     assert complete("/he", 3) == ("/help ", 6, ["/help"])
     line, _, cands = complete("/s", 2)  # type: ignore[misc]
-    assert line == "/s" and set(cands) == {"/switch", "/search", "/stats"}
+    assert line == "/s" and set(cands) == {"/switch", "/send", "/save", "/search", "/stats"}
     assert complete("@ca", 3, names=["carol", "bob"]) == ("@carol ", 7, ["@carol"])
     assert complete("ca", 2, names=["carol"]) == ("carol: ", 7, ["carol"])
     assert complete("/join ra", 8, known_channels=["random"])[0] == "/join random "  # type: ignore[index]

@@ -256,3 +256,41 @@ async def test_topic_is_shown_set_and_found_again_after_a_restart(tmp_path: Path
             assert "release moved to Monday" in bar  # ...but found in the log
     finally:
         await bob.close()
+
+
+async def test_a_file_is_one_line_sent_with_send_and_kept_with_save(tmp_path: Path) -> None:
+    """A file is a manifest and segments (app/files.py); the log shows ONE line for it
+    (its segments are hidden), /send sends one, /save keeps the selected or newest one
+    in DATA_DIR/files byte for byte."""
+    import os
+
+    from tui_helpers import alice_and_bob
+
+    from app.content_commands import run_content_command
+
+    data = os.urandom(150_000)  # four segments
+    (tmp_path / "notes.bin").write_bytes(data)
+    (tmp_path / "mine.txt").write_bytes(b"from alice\n" * 100)
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await run_content_command(bob.node, "send", str(tmp_path / "notes.bin"), "general",
+                                  lambda ev: None)  # fmt: skip
+        await wait_until(lambda: "notes.bin" in screen_text(app), what="the file's line")
+        shown = screen_text(app)
+        assert "📎 notes.bin" in shown and "/save keeps it" in shown
+        assert "file segment" not in shown  # no line per segment
+        view = app.chat.query_one(MessageLog).view
+        assert view is not None
+        assert sum(1 for r in view.rows if r.kind == "segment") == 4
+        assert [r.kind for r in view.rows if not r.hidden] == ["file"]
+        await type_line(pilot, "/save")
+        saved = tmp_path / "alice" / "files" / "notes.bin"
+        await wait_until(saved.exists, what="saved")
+        assert saved.read_bytes() == data
+        await type_line(pilot, f"/send {tmp_path / 'mine.txt'}")
+
+        def bob_has_it() -> bool:
+            return any(e.kind == "file" for e in bob.events if isinstance(e, Delivered))
+
+        await wait_until(bob_has_it, what="bob got alice's file")
+        await type_line(pilot, "/send /no/such/file")
+        assert app.chat.query_one(ChatInput).value == "/send /no/such/file"  # kept, refused
