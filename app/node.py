@@ -123,8 +123,18 @@ from net.envelope import (
 from net.identity import Identity, IdentityFileError
 from net.store_sync import CatchUpProgress, StoreSync
 from sds.message import parse_pb
-from storage import DB_FILENAME, Batch, CorruptDatabaseError, Cursor, OwnState, Store, StoredMessage
+from storage import (
+    DB_FILENAME,
+    Batch,
+    CorruptDatabaseError,
+    Cursor,
+    MissingHistoryError,
+    OwnState,
+    Store,
+    StoredMessage,
+)
 from storage import Identity as StoredIdentity
+from storage.schema import DEFAULT_RECENT_WINDOW
 
 __all__ = [
     "ChannelInfo",
@@ -205,6 +215,11 @@ class NodeOptions:
         rng: randomness for the core (sync jitter, ids).
         store_url: a store peer (``sdschat store``) to catch up from and to fetch
             missing dependencies from (:mod:`net.store_sync`); see :meth:`Node.use_store`.
+        recent_window: how many of each channel's newest messages keep their
+            envelope and causal history in storage (repair answers, export);
+            older ones keep a compact row (:class:`storage.batch.RecentWindow`).
+        new_history: start a new, empty history when the database is missing but
+            the identity key file is there (``--new-history``); refused otherwise.
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -220,6 +235,8 @@ class NodeOptions:
     clock: Callable[[], int] = wall_ms
     rng: random.Random | None = None
     store_url: str | None = None
+    recent_window: int = DEFAULT_RECENT_WINDOW
+    new_history: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,15 +507,25 @@ class Node:
         Raises:
             storage.DataDirLockedError, storage.NewerSchemaError,
             storage.CorruptDatabaseError: from :meth:`storage.Store.open`.
+            storage.MissingHistoryError: no database beside an existing key file.
             net.identity.IdentityFileError: an unusable key file.
             IdentityMismatchError: the key file is not this database's identity.
 
         Nothing is created or written when it raises: an empty database file beside
-        an existing key file, and a missing key file beside a database that has an
-        identity, are refused as they are.
+        an existing key file, a missing one (unless ``options.new_history``), and a
+        missing key file beside a database that has an identity, are refused as
+        they are.
         """
         directory = Path(data_dir)
         key_file, db_file = directory / IDENTITY_FILE, directory / DB_FILENAME
+        opts = options if options is not None else NodeOptions()
+        if key_file.exists() and not db_file.exists() and not opts.new_history:
+            raise MissingHistoryError(
+                db_file,
+                f"the database is missing, but {IDENTITY_FILE} beside it shows this "
+                "directory was used: restore the file, or start a new, empty history "
+                "with --new-history (peers and a store peer still hold the channel)",
+            )
         if key_file.exists() and db_file.is_file() and db_file.stat().st_size == 0:
             # the key file is written after the schema: this file held a history once
             raise CorruptDatabaseError(
@@ -506,7 +533,7 @@ class Node:
                 f"the file is empty, but {IDENTITY_FILE} beside it shows this directory "
                 "was used: its history was lost; move the file away to start a new one",
             )
-        store = await Store.open(directory)
+        store = await Store.open(directory, recent_window=opts.recent_window)
         try:
             stored = await store.load_identity()
             if stored is not None and not key_file.exists():

@@ -13,6 +13,7 @@ Config file (``--config FILE``, TOML)::
     fast_scale_ms = 1000
     drop_rate = 0.0          # FOR DEMOS AND TESTS: drop this fraction of envelopes
     state_save_ms = 2000     # least interval between core-state saves
+    recent_window = 2000     # newest messages per channel that keep their envelope
 
     [protocol]               # any sds.Config field, by name
     resend_unacknowledged_ms = 2000
@@ -34,6 +35,7 @@ import sds
 from app.node import DEFAULT_STATE_SAVE_MS
 from net.channel_key import check_channel_name
 from net.urls import check_ws_url
+from storage.schema import DEFAULT_RECENT_WINDOW
 
 __all__ = [
     "NodeSettings",
@@ -42,7 +44,10 @@ __all__ = [
     "settings_from_args",
 ]
 
-_TOP_KEYS = {"relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_ms", "protocol"}
+_TOP_KEYS = {
+    "relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_ms", "recent_window",
+    "protocol",
+}
 
 #: what each top-level key must hold ("number": an integer or a float)
 _TOP_TYPES: dict[str, str] = {
@@ -52,6 +57,7 @@ _TOP_TYPES: dict[str, str] = {
     "fast_scale_ms": "integer",
     "drop_rate": "number",
     "state_save_ms": "integer",
+    "recent_window": "integer",
     "protocol": "table",
 }
 
@@ -105,6 +111,8 @@ class NodeSettings:
     drop_rate: float
     drop_seed: int | None
     state_save_ms: int
+    recent_window: int = DEFAULT_RECENT_WINDOW
+    new_history: bool = False
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -197,6 +205,12 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--drop-seed", type=int, default=None, help="seed of --drop-rate's randomness")
     p.add_argument(
+        "--new-history",
+        action="store_true",
+        help="start a new, empty history when the data directory's database is missing but "
+        "its identity key is there (refused without this flag)",
+    )
+    p.add_argument(
         "--state-save-ms",
         type=int,
         default=None,
@@ -251,6 +265,9 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         state_save = data.get("state_save_ms", DEFAULT_STATE_SAVE_MS)
     if int(state_save) < 0:
         raise ValueError("--state-save-ms must be >= 0")
+    recent_window = int(data.get("recent_window", DEFAULT_RECENT_WINDOW))
+    if recent_window < 0:
+        raise ValueError("recent_window must be >= 0")
     return NodeSettings(
         config=config,
         relay=str(relay),
@@ -258,4 +275,6 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         drop_rate=float(drop_rate),
         drop_seed=args.drop_seed,
         state_save_ms=int(state_save),
+        recent_window=recent_window,
+        new_history=bool(getattr(args, "new_history", False)),
     )

@@ -50,15 +50,22 @@ from .records import (
     OwnState,
     StoredMessage,
     encode_causal_history,
+    message_digest,
 )
+from .schema import DEFAULT_RECENT_WINDOW, PINNED_STATES
 
 MESSAGE_COLUMNS = (
     "channel, message_id, sender_id, lamport, state, delivered_at, received_at, "
-    "content, retrieval_hint, causal_history, envelope"
+    "content, retrieval_hint, digest"
 )
 _INSERT_MESSAGE = (
-    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
 )
+_INSERT_RECENT = (
+    "INSERT OR REPLACE INTO recent (channel, message_id, pinned, causal_history, envelope) "
+    "VALUES (?,?,?,?,?)"
+)
+_PINNED = frozenset(PINNED_STATES)
 _INSERT_EVENT = (
     "INSERT INTO events (wall_ms, channel, kind, message_id, sender_id, lamport, size_bytes, "
     "detail) VALUES (?,?,?,?,?,?,?,?)"
@@ -217,8 +224,53 @@ def existing_ids(db: sqlite3.Connection, channel: str, ids: Iterable[str]) -> se
     }
 
 
+class RecentWindow:
+    """Keeps the ``recent`` table (envelopes, causal histories) to ``size`` rows per channel.
+
+    The newest ``size`` messages of each channel keep their envelope (SDS-R
+    repair answers, the store client's checks) and causal history (export);
+    our own messages not yet acknowledged keep theirs until they are
+    (``pinned``: the core resends the identical envelope). Older messages keep
+    only their compact ``messages`` row. Pruning walks ``size`` index entries,
+    so it runs once every ``size // 16`` inserts per channel (the window is at
+    most that much over its size between two prunes), and for a channel's
+    first insert after opening (a smaller configured window takes effect).
+    Used only on the connection's thread.
+    """
+
+    __slots__ = ("_every", "_since", "size")
+
+    def __init__(self, size: int = DEFAULT_RECENT_WINDOW) -> None:
+        if size < 0:
+            raise ValueError("recent window must be >= 0")
+        self.size = size
+        self._every = max(1, size // 16)
+        self._since: dict[str, int] = {}
+
+    def inserted(self, db: sqlite3.Connection, channel: str, count: int) -> None:
+        since = self._since.get(channel, self._every) + count
+        if since < self._every:
+            self._since[channel] = since
+            return
+        self._since[channel] = 0
+        self.prune(db, channel)
+
+    def prune(self, db: sqlite3.Connection, channel: str) -> int:
+        """Drop the envelope rows of ``channel`` beyond the window now; how many."""
+        row = db.execute(
+            "SELECT seq FROM recent WHERE channel = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (channel, self.size),
+        ).fetchone()
+        if row is None:
+            return 0
+        return db.execute(
+            "DELETE FROM recent WHERE channel = ? AND seq <= ? AND pinned = 0",
+            (channel, row[0]),
+        ).rowcount
+
+
 def _insert_messages(
-    db: sqlite3.Connection, messages: list[StoredMessage], now_ms: int
+    db: sqlite3.Connection, messages: list[StoredMessage], now_ms: int, window: RecentWindow
 ) -> list[tuple[str, str]]:
     by_channel: dict[str, list[str]] = {}
     for m in messages:
@@ -228,28 +280,44 @@ def _insert_messages(
         present.update((channel, i) for i in existing_ids(db, channel, ids))
     new: list[tuple[str, str]] = []
     rows = []
+    recent = []
+    inserted: dict[str, int] = {}
     for m in messages:
         key = (m.channel, m.message_id)
         if key in present:
             continue
         present.add(key)  # a second copy within the batch is a duplicate too
         new.append(key)
+        content = bytes(m.content)
+        state = None if m.state is None else m.state.value
         rows.append(
             (
                 m.channel,
                 m.message_id,
                 m.sender_id,
                 m.lamport,
-                None if m.state is None else m.state.value,
+                state,
                 m.delivered_at,
                 now_ms if m.received_at is None else m.received_at,
-                bytes(m.content),
+                content,
                 m.retrieval_hint,
+                message_digest(m.channel, m.message_id, m.sender_id, m.lamport, content),
+            )
+        )
+        recent.append(
+            (
+                m.channel,
+                m.message_id,
+                int(state in _PINNED),
                 encode_causal_history(m.causal_history),
                 m.envelope,
             )
         )
+        inserted[m.channel] = inserted.get(m.channel, 0) + 1
     db.executemany(_INSERT_MESSAGE, rows)
+    db.executemany(_INSERT_RECENT, recent)
+    for channel, count in inserted.items():
+        window.inserted(db, channel, count)
     return new
 
 
@@ -280,12 +348,20 @@ def _mark_sent(
         )
 
 
-def apply_batch(db: sqlite3.Connection, batch: Batch, now_ms: int) -> BatchResult:
-    """Write ``batch`` inside the caller's transaction; raise (caller rolls back) on any error."""
+def apply_batch(
+    db: sqlite3.Connection, batch: Batch, now_ms: int, window: RecentWindow | None = None
+) -> BatchResult:
+    """Write ``batch`` inside the caller's transaction; raise (caller rolls back) on any error.
+
+    ``window`` keeps the ``recent`` table bounded (default: a fresh
+    :class:`RecentWindow` of the default size).
+    """
     if batch.committed:
         raise BatchAlreadyCommittedError("this Batch was already committed")
+    if window is None:
+        window = RecentWindow()
     _check_channels(db, batch)
-    new = _insert_messages(db, batch.messages, now_ms) if batch.messages else []
+    new = _insert_messages(db, batch.messages, now_ms, window) if batch.messages else []
 
     local_ids: list[int] = []
     for channel, content, created_ms in batch.enqueues:
@@ -307,6 +383,13 @@ def apply_batch(db: sqlite3.Connection, batch: Batch, now_ms: int) -> BatchResul
             [(s.value, c, m, s.value) for c, m, s in batch.own_states],
         )
         updated = db.total_changes - before
+        done = [(c, m) for c, m, s in batch.own_states if s.value not in _PINNED]
+        if done:  # acknowledged or failed: its envelope may leave the window now
+            db.executemany(
+                "UPDATE recent SET pinned = 0 WHERE channel = ? AND message_id = ? "
+                "AND pinned = 1",
+                done,
+            )
 
     if batch.core_states:
         db.executemany(
