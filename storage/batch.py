@@ -8,7 +8,35 @@ the log, or the reverse). So the node collects them in a :class:`Batch` and
 hands it to :meth:`storage.store.Store.commit_batch`: one awaited call, one
 SQLite transaction, all or nothing.
 
-The send path, and why nothing typed is sent twice with different ids::
+The send path: ONE fsynced commit per round of typed lines. The node numbers
+the typed line itself (``Store.next_local_id`` at start, then counting), has
+the core produce its message in memory, and commits the outbox entry, already
+carrying its message id, together with the message, its envelope, the core
+state and the events::
+
+    local_id = next_local_id; next_local_id += 1              # in memory
+    produced = core.send(text, now_ms)                        # sans-I/O
+    batch = Batch()
+    batch.record_typed(local_id, StoredMessage(..., state=OwnState.QUEUED,
+                       envelope=env), created_ms=now_ms)
+    batch.set_core_state(channel, core.export_state())
+    await store.commit_batch(batch)                           # (1) fsynced, atomic
+    transport.send(env)                                       # (2) only now
+
+* ``kill -9`` before (1) returns: nothing of the line is on disk and nothing
+  left the process; the line was never reported accepted (its future and its
+  ``queued`` event come after the commit).
+* between (1) and (2), or after (2): the line, its message, its envelope and an
+  outbox entry carrying the message id are on disk together; the restarted
+  core resends the *same* envelope (same id) on its resend timer, and receivers
+  drop duplicates by id.
+
+An outbox entry without a message id, produced later, remains for lines that
+cannot be produced at once (the channel not joined, a line the core refuses:
+:meth:`Batch.enqueue_numbered`, in the same single commit) and for
+:meth:`~storage.store.Store.enqueue_outgoing`. Such pending lines are
+produced at the next start, which is why nothing typed is sent twice with
+different ids::
 
     local_id = await store.enqueue_outgoing(channel, text)   # (1) fsynced
     ...                                                      # on restart: pending_outgoing()
@@ -113,6 +141,7 @@ class Batch:
     durable: bool = False
     messages: list[StoredMessage] = field(default_factory=list)
     enqueues: list[tuple[str, bytes, int | None]] = field(default_factory=list)
+    typed: list[tuple[int, str, bytes, int | None, str]] = field(default_factory=list)
     sent: list[tuple[int, str, str | None]] = field(default_factory=list)
     own_states: list[tuple[str, str, OwnState]] = field(default_factory=list)
     core_states: dict[str, bytes] = field(default_factory=dict)
@@ -132,6 +161,28 @@ class Batch:
         """Record typed text; its outbox id will be ``result.local_ids[returned index]``."""
         self.enqueues.append((channel, bytes(content), created_ms))
         return len(self.enqueues) - 1
+
+    def enqueue_numbered(
+        self, local_id: int, channel: str, content: bytes, created_ms: int | None = None
+    ) -> None:
+        """Record typed text as pending (no message yet) under the caller's ``local_id``."""
+        self.typed.append((local_id, channel, bytes(content), created_ms, ""))
+
+    def record_typed(
+        self, local_id: int, message: StoredMessage, created_ms: int | None = None
+    ) -> None:
+        """Record a typed line and the message the core made of it, in one step.
+
+        The outbox entry ``local_id`` (numbered by the caller, see
+        :meth:`~storage.store.Store.next_local_id`; an id already used fails the
+        commit) is written already carrying ``message.message_id``, in the same
+        fsynced transaction as the message: one fsync per typed line instead of
+        two (see the module docstring). ``message.content`` is the line.
+        """
+        self.insert_message(message)
+        self.typed.append(
+            (local_id, message.channel, bytes(message.content), created_ms, message.message_id)
+        )
 
     def mark_sent(self, local_id: int, message_id: str, *, channel: str | None = None) -> None:
         """Record that outbox entry ``local_id`` became SDS message ``message_id``.
@@ -181,12 +232,13 @@ class Batch:
     @property
     def needs_fsync(self) -> bool:
         """Whether the commit runs with ``synchronous=FULL``."""
-        return self.durable or bool(self.enqueues) or bool(self.sent)
+        return self.durable or bool(self.enqueues) or bool(self.sent) or bool(self.typed)
 
     def __len__(self) -> int:
         return (
             len(self.messages)
             + len(self.enqueues)
+            + len(self.typed)
             + len(self.sent)
             + len(self.own_states)
             + len(self.core_states)
@@ -198,6 +250,7 @@ class Batch:
 def _check_channels(db: sqlite3.Connection, batch: Batch) -> None:
     wanted = {m.channel for m in batch.messages}
     wanted.update(c for c, _, _ in batch.enqueues)
+    wanted.update(t[1] for t in batch.typed)
     wanted.update(batch.core_states)
     if not wanted:
         return
@@ -371,6 +424,23 @@ def apply_batch(
         )
         assert cur.lastrowid is not None
         local_ids.append(cur.lastrowid)
+
+    if batch.typed:
+        db.executemany(
+            "INSERT INTO outbox (local_id, channel, content, created_ms, message_id, sent_ms) "
+            "VALUES (?,?,?,?,?,?)",
+            [
+                (
+                    local_id,
+                    channel,
+                    content,
+                    now_ms if created_ms is None else created_ms,
+                    message_id or None,
+                    now_ms if message_id else None,
+                )
+                for local_id, channel, content, created_ms, message_id in batch.typed
+            ],
+        )
 
     _mark_sent(db, batch.sent, now_ms)
 

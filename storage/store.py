@@ -673,6 +673,19 @@ class Store:
         batch.add_event_rows(events)
         return await self.commit_batch(batch)
 
+    async def next_local_id(self) -> int:
+        """The outbox id the next typed line gets (ids are never reused, even after a
+        deletion): for :meth:`Batch.record_typed`, whose caller numbers lines itself."""
+
+        def query(db: sqlite3.Connection) -> int:
+            row = db.execute(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0), "
+                "coalesce((SELECT max(local_id) FROM outbox), 0))"
+            ).fetchone()
+            return int(row[0]) + 1
+
+        return await self._call(query)
+
     async def pending_outgoing(self, channel: str | None = None) -> list[PendingMessage]:
         """Typed messages not yet produced by the core, oldest first (resume these at start)."""
         sql = "SELECT local_id, channel, content, created_ms FROM outbox WHERE message_id IS NULL"

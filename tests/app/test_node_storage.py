@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.history import read_history
 from app.node import Node, NodeOptions
-from app.transport import MemoryHub
-from storage import MissingHistoryError, Store
-from tests.app.app_helpers import run, start_node, wait_until
+from app.transport import MemoryHub, Transport
+from storage import Batch, MissingHistoryError, Store
+from tests.app.app_helpers import crash, run, start_node, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +42,14 @@ def test_a_missing_database_beside_the_identity_is_refused_unless_new_history(
         await node.close()
         # and from then on it is an ordinary data directory
         node = await Node.open(d, MemoryHub().transport())
+        await node.close()
+        # a key put into a new directory before its first start is not a lost history
+        fresh = tmp_path / "fresh"
+        fresh.mkdir()
+        (fresh / "identity.pem").write_bytes((d / "identity.pem").read_bytes())
+        (fresh / "identity.pem").chmod(0o600)
+        node = await Node.open(fresh, MemoryHub().transport())
+        assert node.sender_id == sender
         await node.close()
 
     run(main())
@@ -89,5 +100,87 @@ def test_old_messages_keep_a_compact_row_and_the_recent_ones_their_envelope(
         finally:
             await a.node.close()
             await b.node.close()
+
+    run(main())
+
+
+def test_a_typed_line_costs_one_fsync(tmp_path: Path) -> None:
+    """The line, its message, its envelope and the outbox entry: one fsynced commit
+    (it was two: the outbox first, then the produced message)."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        fsynced: list[int] = []
+        commit = a.node.store.commit_batch
+
+        async def counting(batch: Batch, **kw: Any) -> Any:
+            if batch.needs_fsync:
+                lines = len(getattr(batch, "typed", ())) + len(batch.enqueues)
+                fsynced.append(lines + len(batch.sent))
+            return await commit(batch, **kw)
+
+        a.node.store.commit_batch = counting  # type: ignore[method-assign]
+        try:
+            for i in range(3):
+                await a.node.send("general", f"line {i}")
+            await wait_until(lambda: len(b.texts()) == 3, what="3 deliveries")
+            assert fsynced == [1, 1, 1]
+            async with asyncio.timeout(5):
+                pending = await a.node.store.pending_outgoing()
+            assert pending == []
+        finally:
+            await a.node.close()
+            await b.node.close()
+        log = read_history(tmp_path / "a", "general")
+        assert [x.text for x in log] == ["line 0", "line 1", "line 2"]
+
+    run(main())
+
+
+class _HeldTransport:
+    """Wraps a transport; the first publish waits forever (a process about to die)."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.publishing = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def publish(self, envelope: bytes) -> bool:
+        self.publishing.set()
+        await asyncio.Event().wait()  # never returns: the node is killed meanwhile
+        return False
+
+
+def test_a_crash_between_durable_and_broadcast_loses_nothing(tmp_path: Path) -> None:
+    """The line is durable (its future resolved, its message and envelope committed)
+    before its envelope goes to the transport; killed right there, the restarted
+    node sends the same message: delivered once, never twice, never lost."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        held = _HeldTransport(hub.transport())
+        a = await start_node(tmp_path / "a", transport=held, name="alice")  # type: ignore[arg-type]
+        future = a.node.post("general", "durable before broadcast")
+        async with asyncio.timeout(10):
+            await held.publishing.wait()
+        assert future.done() and future.result() >= 1  # durable first
+        assert b.texts() == []
+        await crash(a.node)  # kill -9 between the commit and the broadcast
+        a2 = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            await wait_until(lambda: b.texts() == ["durable before broadcast"], 10, "delivery")
+            await asyncio.sleep(0.3)
+            assert b.texts() == ["durable before broadcast"]  # once
+            assert await a2.node.store.pending_outgoing() == []  # not produced again
+        finally:
+            await a2.node.close()
+            await b.node.close()
+        log = read_history(tmp_path / "a", "general")
+        assert [x.text for x in log] == ["durable before broadcast"]
 
     run(main())
