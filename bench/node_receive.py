@@ -28,11 +28,13 @@ today: 200-id history, 10,000-entry filter) and ``--profile small`` (history
 study is choosing from), or both (``--profile both``, the default).
 
 It also reports what the node's SQLite file holds per message after the run
-(``db B/msg``: the whole file over the messages received) and, split with
-SQLite's ``dbstat``, the part that stays per message forever (``kept``: the
-log rows, their indexes, the event log) and the bounded part (``window``: the
-recent window's envelopes and histories; schema 1 keeps every envelope in the
-log rows, so it has no window).
+(``db_per_msg``: the whole file over the messages received) and, split with
+SQLite's ``dbstat``, the part that stays per message forever (``log_per_msg``:
+the message rows, their indexes and the event log; schema 1 keeps every
+envelope in its message rows) and the bounded part (``window_bytes``: the
+recent window's envelopes and histories, schema 2). The rest of the file is
+the core state (bounded by the log window) and free pages (reused by the next
+envelopes). ``bench/storage_bytes.py`` measures the steady state directly.
 
 ``--compare DIR`` measures another checkout (e.g. ``/work/main``) side by side:
 each repeat runs one fresh subprocess per (version, profile), alternated, on
@@ -90,11 +92,14 @@ def db_bytes(data_dir: Path) -> dict[str, int]:
     """Bytes of the closed database: ``file``, and ``window`` (the ``recent`` table and
     its indexes, schema 2) from SQLite's ``dbstat``."""
     path = data_dir / "sdschat.db"
-    out = {"file": path.stat().st_size, "window": 0}
+    out = {"file": path.stat().st_size, "window": 0, "log": 0}
+    log = ("messages", "messages_log_order", "sqlite_autoindex_messages_1", "events")
     with contextlib.closing(sqlite3.connect(path)) as db:
         for name, size in db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
             if name == "recent" or str(name).startswith("recent_"):
                 out["window"] += int(size)
+            elif name in log:
+                out["log"] += int(size)
     return out
 
 
@@ -196,7 +201,7 @@ def child_run(args: argparse.Namespace) -> int:
             wall, cpu = runner.run(receive_all(d, key, envelopes))
             res = {"wall_us": wall / n * 1e6, "cpu_us": cpu / n * 1e6}
         size = db_bytes(d)
-    res.update(db_per_msg=size["file"] / n, kept_per_msg=(size["file"] - size["window"]) / n,
+    res.update(db_per_msg=size["file"] / n, log_per_msg=size["log"] / n,
                window_bytes=size["window"])
     print(json.dumps(res))
     return 0
@@ -237,7 +242,7 @@ def compare(args: argparse.Namespace) -> int:
                         json.loads(done.stdout.strip().splitlines()[-1])
                     )
     keys = ["p50_ms", "p99_ms", "cpu_us"] if args.one_at_a_time else ["wall_us", "cpu_us"]
-    keys += ["db_per_msg", "kept_per_msg", "window_bytes"]
+    keys += ["db_per_msg", "log_per_msg", "window_bytes"]
     print(f"medians of {args.repeat} alternated runs, {args.messages:,} messages each")
     print("| version | profile | " + " | ".join(keys) + " |")
     print("|---|---|" + "---|" * len(keys))
