@@ -22,7 +22,9 @@ were not delivered by the end of the drain are counted (delivered/expected),
 not guessed. A breakdown of medians splits the path at the sender's ``own``
 events: ``queued`` (the line is durable in its outbox) and ``logged`` (its
 round, message and envelope included, is committed; the envelope is published
-right after).
+right after). Since a typed line is recorded with its message in one commit
+(``Batch.record_typed``), both are emitted after that commit and differ by
+microseconds; a previous version shows the two commits apart.
 
 Profiles (``--profile``): ``waku`` runs the nodes with the protocol's
 defaults (js-waku's sizes today: 200-id history, 10,000-entry filter, ~45 KB
