@@ -310,15 +310,18 @@ class RecentWindow:
 
     def prune(self, db: sqlite3.Connection, channel: str) -> int:
         """Drop the envelope rows of ``channel`` beyond the window now; how many."""
+        # Both walk the rowid (seq): the newest rows of every channel, then the rows
+        # below the cut (left there: other channels' and pinned ones).
         row = db.execute(
-            "SELECT seq FROM recent WHERE channel = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            "SELECT seq FROM recent NOT INDEXED WHERE channel = ? "
+            "ORDER BY seq DESC LIMIT 1 OFFSET ?",
             (channel, self.size),
         ).fetchone()
         if row is None:
             return 0
         return db.execute(
-            "DELETE FROM recent WHERE channel = ? AND seq <= ? AND pinned = 0",
-            (channel, row[0]),
+            "DELETE FROM recent NOT INDEXED WHERE seq <= ? AND channel = ? AND pinned = 0",
+            (row[0], channel),
         ).rowcount
 
 
