@@ -180,6 +180,24 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.set_defaults(func=run)
 
 
+def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="check a data directory's database for damage",
+        description="Check a data directory's database: SQLite's structural check (quick_check) "
+        "and every stored message against its digest. Reads only; works beside a running "
+        "node. Exit status 0 healthy, 1 damaged, 2 no usable database.",
+    )
+    p.add_argument("--data-dir", required=True, help="the participant's data directory")
+
+    def run(args: argparse.Namespace) -> int:
+        from storage.doctor import main_doctor
+
+        return main_doctor(args.data_dir)
+
+    p.set_defaults(func=run)
+
+
 def _add_sim(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from app.sim import add_sim_arguments  # light: imports nothing heavy at module level
 
@@ -289,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_relay(sub)
     _add_join(sub)
     _add_history(sub)
+    _add_doctor(sub)
     _add_sim(sub)
     _add_report(sub)
     _add_export(sub)

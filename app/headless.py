@@ -198,7 +198,11 @@ async def _serve(
         rng = random.Random(settings.drop_seed)
         transport = LossyTransport(transport, settings.drop_rate, rng)
     options = NodeOptions(
-        config=settings.config, state_save_interval_ms=settings.state_save_ms, store_url=store_url
+        config=settings.config,
+        state_save_interval_ms=settings.state_save_ms,
+        store_url=store_url,
+        recent_window=settings.recent_window,
+        new_history=settings.new_history,
     )
     try:
         node = await Node.open(data_dir, transport, name=settings.name, options=options)

@@ -55,12 +55,12 @@ from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, json_visi
 from storage import (
     DB_FILENAME,
     LogEntry,
-    OwnState,
     StorageError,
     Store,
     open_read_only,
 )
 from storage.database import translate_error
+from storage.store import log_entry
 
 __all__ = ["LogLine", "log_line", "print_history", "read_history"]
 
@@ -130,19 +130,10 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
         raise LookupError(f"channel {channel!r} was never joined in {where}")
     for row in db.execute(
         "SELECT channel, message_id, sender_id, lamport, content, state, delivered_at, "
-        "received_at FROM messages WHERE channel = ? ORDER BY lamport, message_id",
+        "received_at, digest FROM messages WHERE channel = ? ORDER BY lamport, message_id",
         (channel,),
     ):
-        yield LogEntry(
-            channel=str(row[0]),
-            message_id=str(row[1]),
-            sender_id=str(row[2]),
-            lamport=int(row[3]),
-            content=bytes(row[4]),
-            state=None if row[5] is None else OwnState(str(row[5])),
-            delivered_at=None if row[6] is None else int(row[6]),
-            received_at=int(row[7]),
-        )
+        yield log_entry(row)
 
 
 def _conflicted_ids(db: sqlite3.Connection, channel: str) -> set[str]:

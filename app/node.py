@@ -13,9 +13,10 @@ sans-I/O; the node feeds it from three sources and does all the I/O:
 Every input goes through one worker task that takes whatever is queued (up to
 ``max_round`` items) and runs a *round*:
 
-1. typed lines are written to the outbox in one fsynced commit
-   (``enqueue_outgoing``) BEFORE the core sees them; each caller's future
-   resolves with its ``local_id`` and an ``own``/``queued`` event goes out;
+1. typed lines are numbered here (their outbox ``local_id``) and handed to
+   the core like every other input; the outbox entry, already carrying the
+   message id, is recorded with the message in step 4's commit
+   (``Batch.record_typed``): one fsync per round of typed lines;
 2. each input is handed to the core (``send``, ``receive``, ``handle_timer``),
    and after EVERY core call the node drains the core's events and datagrams:
    messages (with their envelopes), own-state changes, event-log rows and
@@ -27,17 +28,21 @@ Every input goes through one worker task that takes whatever is queued (up to
    ``mark_dependencies_met``; ``RepairDataNeeded`` and envelopes not in memory
    -> ``get_envelopes``;
 4. the batch is committed in one awaited call (fsynced when it holds an outbox
-   transition), then events are published to subscribers, then envelopes are
-   handed to the transport (own new messages first), and own messages that
-   left are marked ``sent``;
+   entry or transition), then typed lines' futures resolve (with their
+   ``local_id``), events are published to subscribers (a typed line's
+   ``own``/``queued`` first), then envelopes are handed to the transport (own
+   new messages first), and own messages that left are marked ``sent``;
 5. the timer is re-armed.
 
 Durability (see also :mod:`storage.batch` and :mod:`app.state_reconcile`):
 
-* a typed line is durable in the outbox before the core makes a message of it;
-  a line whose message was never recorded is produced again at start
-  (``pending_outgoing``), exactly once;
-* a produced message is recorded (message + envelope + outbox transition) in
+* a typed line is durable (fsynced, in the outbox with its message, envelope
+  and message id) before its future resolves and before its envelope is
+  handed to the transport; a line that could not be produced at once is
+  durable as pending and produced at start (``pending_outgoing``), exactly
+  once; a ``kill -9`` before the commit loses only a line never reported
+  accepted, and nothing of it left the process;
+* a produced message is recorded (message + envelope + outbox entry) in
   the same transaction as everything else of its round, before its envelope
   is handed to the transport;
 * the core's exported state is saved at most every ``state_save_interval_ms``
@@ -127,8 +132,19 @@ from net.envelope import (
 from net.identity import Identity, IdentityFileError
 from net.store_sync import CatchUpProgress, StoreSync
 from sds.message import parse_pb
-from storage import DB_FILENAME, Batch, CorruptDatabaseError, Cursor, OwnState, Store, StoredMessage
+from storage import (
+    DB_FILENAME,
+    LOCK_FILENAME,
+    Batch,
+    CorruptDatabaseError,
+    Cursor,
+    MissingHistoryError,
+    OwnState,
+    Store,
+    StoredMessage,
+)
 from storage import Identity as StoredIdentity
+from storage.schema import DEFAULT_RECENT_WINDOW
 
 __all__ = [
     "ChannelInfo",
@@ -209,6 +225,11 @@ class NodeOptions:
         rng: randomness for the core (sync jitter, ids).
         store_url: a store peer (``sdschat store``) to catch up from and to fetch
             missing dependencies from (:mod:`net.store_sync`); see :meth:`Node.use_store`.
+        recent_window: how many of each channel's newest messages keep their
+            envelope and causal history in storage (repair answers, export);
+            older ones keep a compact row (:class:`storage.batch.RecentWindow`).
+        new_history: start a new, empty history when the database is missing but
+            the identity key file is there (``--new-history``); refused otherwise.
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -224,6 +245,8 @@ class NodeOptions:
     clock: Callable[[], int] = wall_ms
     rng: random.Random | None = None
     store_url: str | None = None
+    recent_window: int = DEFAULT_RECENT_WINDOW
+    new_history: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +383,8 @@ class _Round:
     missing: dict[str, set[str]] = field(default_factory=dict)
     repair_needed: dict[str, set[str]] = field(default_factory=dict)
     local_id: int | None = None
+    typed_at: int | None = None  # the line being produced is new: recorded in one step
+    typed: list[_Send] = field(default_factory=list)  # futures resolved after the commit
     current: _Receiving | None = None  # the envelope being received
     core_called: bool = False
 
@@ -507,6 +532,8 @@ class Node:
         self._closing = False
         self._closed = False
         self._pacer = _Pacer(self.options.publish_rate, self.options.publish_burst)
+        self._next_local_id = 0
+        """Outbox id of the next typed line (numbered here: see ``_send_typed``)."""
         self.store_sync: StoreSync | None = None
         """The store peer in use (:meth:`use_store`), if any."""
 
@@ -529,15 +556,28 @@ class Node:
         Raises:
             storage.DataDirLockedError, storage.NewerSchemaError,
             storage.CorruptDatabaseError: from :meth:`storage.Store.open`.
+            storage.MissingHistoryError: no database beside an existing key file.
             net.identity.IdentityFileError: an unusable key file.
             IdentityMismatchError: the key file is not this database's identity.
 
         Nothing is created or written when it raises: an empty database file beside
-        an existing key file, and a missing key file beside a database that has an
-        identity, are refused as they are.
+        an existing key file, a missing one (unless ``options.new_history``), and a
+        missing key file beside a database that has an identity, are refused as
+        they are.
         """
         directory = Path(data_dir)
         key_file, db_file = directory / IDENTITY_FILE, directory / DB_FILENAME
+        opts = options if options is not None else NodeOptions()
+        used = key_file.exists() and (directory / LOCK_FILENAME).exists()
+        if used and not db_file.exists() and not opts.new_history:
+            # identity.pem alone may be a key the person put there for a first start;
+            # with the lock file beside it, sdschat ran here and kept a history
+            raise MissingHistoryError(
+                db_file,
+                f"the database is missing, but {IDENTITY_FILE} beside it shows this "
+                "directory was used: restore the file, or start a new, empty history "
+                "with --new-history (peers and a store peer still hold the channel)",
+            )
         if key_file.exists() and db_file.is_file() and db_file.stat().st_size == 0:
             # the key file is written after the schema: this file held a history once
             raise CorruptDatabaseError(
@@ -545,7 +585,7 @@ class Node:
                 f"the file is empty, but {IDENTITY_FILE} beside it shows this directory "
                 "was used: its history was lost; move the file away to start a new one",
             )
-        store = await Store.open(directory)
+        store = await Store.open(directory, recent_window=opts.recent_window)
         try:
             stored = await store.load_identity()
             if stored is not None and not key_file.exists():
@@ -570,16 +610,21 @@ class Node:
             record = StoredIdentity(display, identity.sender_id, identity.public_key, IDENTITY_FILE)
             if record != stored:  # an unchanged identity is not written again
                 await store.save_identity(record)
+            next_local_id = await store.next_local_id()
         except BaseException:
             await store.close()
             raise
-        return cls(store, identity, transport, name=display, options=options)
+        node = cls(store, identity, transport, name=display, options=options)
+        node._next_local_id = next_local_id
+        return node
 
     async def start(self) -> None:
         """Start the worker and the transport (joined channels are subscribed first)."""
         if self._started:
             raise RuntimeError("node already started")
         self._started = True
+        if not self._next_local_id:  # constructed without open()
+            self._next_local_id = await self.store.next_local_id()
         self._inbox = _Inbox(self.options.max_queued_envelopes)
         self._worker = asyncio.create_task(self._run(), name="sdschat-node")
         self.transport.start(self._on_envelope, self._on_status)
@@ -1091,6 +1136,9 @@ class Node:
     async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
         try:
             await self._commit(out)
+            for it in out.typed:  # durable now (fsynced), nothing of it published yet
+                if not it.future.done() and it.local_id is not None:
+                    it.future.set_result(it.local_id)
             for ev in _coalesce_lost(out.events):
                 self._emit(ev)
             _release_barriers(items)
@@ -1101,9 +1149,6 @@ class Node:
     async def _round(self, items: Sequence[_Item]) -> _Round:
         """The core calls of one round; returns it with its batch ready to commit."""
         out = _Round()
-        sends = [it for it in items if isinstance(it, _Send)]
-        if sends:
-            await self._enqueue_typed(sends)
         save_requested = False
         now = self._now()
         for item in items:
@@ -1115,8 +1160,7 @@ class Node:
                     self.counters["receive_errors"] += 1
                     self._internal_error(exc)
             elif isinstance(item, _Send):
-                if item.local_id is not None:
-                    self._core_send(item.channel, item.content, item.local_id, now, out)
+                self._send_typed(item, now, out)
             elif isinstance(item, _Pending):
                 self._core_send(item.channel, item.content, item.local_id, now, out)
             elif isinstance(item, _Tick):
@@ -1134,26 +1178,25 @@ class Node:
         self._complete_batch(out, now, force_state=save_requested)
         return out
 
-    async def _enqueue_typed(self, sends: list[_Send]) -> None:
-        batch = Batch()
-        now = self._now()
-        for it in sends:
-            batch.enqueue_outgoing(it.channel, it.content, now)
+    def _send_typed(self, it: _Send, now: int, out: _Round) -> None:
+        """A typed line: numbered here, produced by the core, and recorded together with
+        its message in the round's ONE fsynced commit (``Batch.record_typed``); its
+        future and its ``queued`` event follow that commit, its envelope after them.
+        A line that cannot be produced now stays pending in the outbox (same commit)."""
+        local_id = self._next_local_id
+        self._next_local_id += 1
+        it.local_id = local_id
+        out.typed.append(it)
+        out.events.append(
+            OwnMessage(it.channel, "queued", local_id=local_id, text=it.text, kind=it.kind)
+        )
+        out.typed_at = now
         try:
-            result = await self.store.commit_batch(batch, now_ms=now)
-        except Exception as exc:
-            for it in sends:
-                if not it.future.done():
-                    it.future.set_exception(exc)
-            self._emit(NodeError(f"could not store typed lines: {exc}"))
-            return
-        for it, local_id in zip(sends, result.local_ids, strict=True):
-            it.local_id = local_id
-            if not it.future.done():
-                it.future.set_result(local_id)
-            self._emit(
-                OwnMessage(it.channel, "queued", local_id=local_id, text=it.text, kind=it.kind)
-            )
+            self._core_send(it.channel, it.content, local_id, now, out)
+        finally:
+            if out.typed_at is not None:  # no message was made of it: pending
+                out.batch.enqueue_numbered(local_id, it.channel, it.content, now)
+            out.typed_at = None
 
     # ------------------------------------------------------------------ core calls
 
@@ -1420,7 +1463,11 @@ class Node:
             delivered_at=self._now(),
         )
         local_id = out.local_id
-        if local_id is not None:
+        if local_id is not None and out.typed_at is not None:
+            out.batch.record_typed(local_id, msg, out.typed_at)
+            out.typed_at = None
+            self._local_ids[(ch, mid)] = local_id
+        elif local_id is not None:
             out.batch.record_sent(local_id, msg)
             self._local_ids[(ch, mid)] = local_id
         else:

@@ -15,6 +15,7 @@ Config file (``--config FILE``, TOML)::
     fast_scale_ms = 1000
     drop_rate = 0.0          # FOR DEMOS AND TESTS: drop this fraction of envelopes
     state_save_ms = 2000     # least interval between core-state saves
+    recent_window = 2000     # newest messages per channel that keep their envelope
 
     [protocol]               # any sds.Config field, by name
     resend_unacknowledged_ms = 2000
@@ -36,6 +37,7 @@ import sds
 from app.node import DEFAULT_STATE_SAVE_MS
 from net.channel_key import check_channel_name
 from net.urls import check_ws_url
+from storage.schema import DEFAULT_RECENT_WINDOW
 
 __all__ = [
     "NodeSettings",
@@ -44,7 +46,10 @@ __all__ = [
     "settings_from_args",
 ]
 
-_TOP_KEYS = {"relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_ms", "protocol"}
+_TOP_KEYS = {
+    "relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_ms", "recent_window",
+    "protocol",
+}
 
 #: what each top-level key must hold ("number": an integer or a float)
 _TOP_TYPES: dict[str, str] = {
@@ -54,6 +59,7 @@ _TOP_TYPES: dict[str, str] = {
     "fast_scale_ms": "integer",
     "drop_rate": "number",
     "state_save_ms": "integer",
+    "recent_window": "integer",
     "protocol": "table",
 }
 
@@ -114,6 +120,8 @@ class NodeSettings:
     state_save_ms: int
     relays: tuple[str, ...] = ()
     """Every relay URL given, in order (``relay`` is the first); the client fails over."""
+    recent_window: int = DEFAULT_RECENT_WINDOW
+    new_history: bool = False
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -211,6 +219,12 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--drop-seed", type=int, default=None, help="seed of --drop-rate's randomness")
     p.add_argument(
+        "--new-history",
+        action="store_true",
+        help="start a new, empty history when the data directory's database is missing but "
+        "its identity key is there (refused without this flag)",
+    )
+    p.add_argument(
         "--state-save-ms",
         type=int,
         default=None,
@@ -271,6 +285,9 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         state_save = data.get("state_save_ms", DEFAULT_STATE_SAVE_MS)
     if int(state_save) < 0:
         raise ValueError("--state-save-ms must be >= 0")
+    recent_window = int(data.get("recent_window", DEFAULT_RECENT_WINDOW))
+    if recent_window < 0:
+        raise ValueError("recent_window must be >= 0")
     return NodeSettings(
         config=config,
         relay=str(relays[0]),
@@ -279,4 +296,6 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         drop_seed=args.drop_seed,
         state_save_ms=int(state_save),
         relays=tuple(relays),
+        recent_window=recent_window,
+        new_history=bool(getattr(args, "new_history", False)),
     )

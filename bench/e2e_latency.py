@@ -22,12 +22,28 @@ were not delivered by the end of the drain are counted (delivered/expected),
 not guessed. A breakdown of medians splits the path at the sender's ``own``
 events: ``queued`` (the line is durable in its outbox) and ``logged`` (its
 round, message and envelope included, is committed; the envelope is published
-right after).
+right after). Since a typed line is recorded with its message in one commit
+(``Batch.record_typed``), both are emitted after that commit and differ by
+microseconds; a previous version shows the two commits apart.
+
+Profiles (``--profile``): ``waku`` runs the nodes with the protocol's
+defaults (js-waku's sizes today: 200-id history, 10,000-entry filter, ~45 KB
+envelopes), ``small`` with a config file whose ``[protocol]`` sets
+``causal_history_size = 10`` and ``bloom_capacity = 1000`` (~2-4 KB
+envelopes), ``both`` runs each. ``--compare DIR`` runs another checkout's
+``sdschat`` (e.g. ``/work/main``; its processes start with that directory as
+their working directory) alternately with this one: for each of ``--rounds``
+rounds, each profile, each version (order alternating), a fresh relay and
+fresh nodes. Besides each node's total CPU, the CPU of its threads is read
+from ``/proc`` (the event loop's main thread vs SQLite's and the
+checkpointer's threads), per delivered message.
 
 Usage::
 
     .venv/bin/python bench/e2e_latency.py                       # 100 and 1,000 msg/s
     .venv/bin/python bench/e2e_latency.py --rates 100 --seconds 10 --json
+    .venv/bin/python bench/e2e_latency.py --rates 100 200 400 --profile both \
+        --compare /work/main --rounds 2
 
 Everything is bounded (every wait has a deadline, loops are bounded in count)
 and every child is killed by its PID at the end, also on error.
@@ -60,13 +76,15 @@ CHANNEL = "e2e-bench"
 class Child:
     """A child process; a reader thread keeps its stdout lines with their arrival time."""
 
-    def __init__(self, argv: list[str], name: str, log_dir: Path, *, stdin: bool) -> None:
+    def __init__(
+        self, argv: list[str], name: str, log_dir: Path, *, stdin: bool, cwd: Path = ROOT
+    ) -> None:
         self.name = name
         self.stderr_path = log_dir / f"{name}.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.popen = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=cwd,
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -122,6 +140,21 @@ class Child:
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return 0.0
 
+    def thread_cpu_s(self) -> tuple[float, float]:
+        """(main thread, all other threads) CPU seconds so far, from /proc."""
+        main = other = 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                    t = (int(fields[11]) + int(fields[12])) / tick
+                    if int(task.name) == self.pid:
+                        main += t
+                    else:
+                        other += t
+        return main, other
+
     def stop(self, grace: float = 0.0) -> None:
         """Close stdin, wait up to ``grace`` s, then kill by PID; release pipes and files."""
         if grace > 0 and self.popen.stdin is not None:
@@ -145,10 +178,10 @@ class Child:
         return self.stderr_path.read_text(errors="replace")[-2000:]
 
 
-def start_relay(children: list[Child], log_dir: Path) -> str:
+def start_relay(children: list[Child], log_dir: Path, code: Path = ROOT) -> str:
     argv = [sys.executable, "-m", "app.cli", "relay", "--host", "127.0.0.1", "--port", "0",
             "--stats-interval", "0"]  # fmt: skip
-    relay = Child(argv, "relay", log_dir, stdin=False)
+    relay = Child(argv, "relay", log_dir, stdin=False, cwd=code)
     children.append(relay)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:  # bounded
@@ -170,6 +203,7 @@ def start_nodes(
     tmp: Path,
     profile: Path | None = None,
     extra: list[str] | None = None,
+    code: Path = ROOT,
 ) -> list[Child]:
     nodes = []
     for i in range(n):
@@ -178,7 +212,7 @@ def start_nodes(
         argv = [sys.executable, *prof, "-m", "app.cli", "join", CHANNEL, "--headless",
                 "--relay", url, "--data-dir", str(tmp / name), "--name", name,
                 *(extra or [])]  # fmt: skip
-        child = Child(argv, name, tmp / "logs", stdin=True)
+        child = Child(argv, name, tmp / "logs", stdin=True, cwd=code)
         children.append(child)
         nodes.append(child)
     deadline = time.monotonic() + 60
@@ -206,6 +240,7 @@ def run_rate(
     """Send ``count`` messages at ``rate`` (aggregate) and collect latencies."""
     n = len(nodes)
     cpu0 = [c.cpu_s() for c in nodes], relay.cpu_s(), time.process_time(), time.monotonic()
+    threads0 = [c.thread_cpu_s() for c in nodes]
     tag_b = tag.encode()
     starts = [node.n_lines() for node in nodes]
     for node in nodes:
@@ -234,7 +269,10 @@ def run_rate(
             break  # no progress for 10 s
         time.sleep(0.05)
     wall = time.monotonic() - cpu0[3]
+    threads1 = [c.thread_cpu_s() for c in nodes]
     cpu = {
+        "loop_s": round(sum(b[0] - a[0] for a, b in zip(threads0, threads1, strict=True)), 2),
+        "threads_s": round(sum(b[1] - a[1] for a, b in zip(threads0, threads1, strict=True)), 2),
         "wall_s": round(wall, 2),
         "nodes_s": round(sum(c.cpu_s() for c in nodes) - sum(cpu0[0]), 2),
         "relay_s": round(relay.cpu_s() - cpu0[1], 2),
@@ -331,6 +369,71 @@ def loadavg() -> str:
     return "?"
 
 
+SMALL_PROFILE = """[protocol]
+causal_history_size = 10
+bloom_capacity = 1000
+"""
+
+
+def run_config(
+    args: argparse.Namespace, code: Path, profile_name: str, speed: dict[str, float]
+) -> list[dict[str, Any]]:
+    """One fresh relay and set of nodes (``code``'s sdschat, ``profile_name``), every rate."""
+    tmp = Path(tempfile.mkdtemp(prefix="sdschat-e2e-"))
+    (tmp / "logs").mkdir()
+    children: list[Child] = []
+    results: list[dict[str, Any]] = []
+    extra = list(args.node_arg)
+    if profile_name == "small":
+        (tmp / "small.toml").write_text(SMALL_PROFILE)
+        extra += ["--config", str(tmp / "small.toml")]
+    try:
+        url = start_relay(children, tmp / "logs", code)
+        profile = args.profile_dir.resolve() if args.profile_dir else None
+        if profile:
+            profile.mkdir(parents=True, exist_ok=True)
+        nodes = start_nodes(children, url, args.nodes, tmp, profile, extra, code)
+        warm_up(nodes, args.warmup)
+        time.sleep(args.pause)
+        for idx, rate in enumerate(args.rates):
+            count = max(2, int(rate * args.seconds))
+            results.append(run_rate(nodes, children[0], rate, count, f"e2e{idx}-", args.drain))
+            if idx + 1 < len(args.rates):
+                time.sleep(args.pause)
+        alive = sum(c.popen.poll() is None for c in children)
+        for r in results:
+            r["alive_at_end"] = alive
+    finally:
+        for child in reversed(children):  # nodes first (a clean exit: stdin closed), relay last
+            child.stop(grace=10.0 if child is not children[0] else 0.0)
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def print_runs(label: str, results: list[dict[str, Any]]) -> None:
+    print(f"{label}:")
+    print(f"{'rate':>7} {'sent/s':>7} {'delivered':>15} {'p50':>8} {'p90':>8} {'p99':>8} "
+          f"{'max':>8}  | to queued p50  to logged p50")  # fmt: skip
+    for r in results:
+        lat = r["latency_ms"]
+        print(
+            f"{r['rate']:>7g} {r['send_rate'] or 0:>7.1f} "
+            f"{r['delivered']:>7}/{r['expected']:<7} "
+            f"{lat['p50']:>6.2f}ms {lat['p90']:>6.2f}ms {lat['p99']:>6.2f}ms {lat['max']:>6.1f}ms"
+            f"  | {r['to_queued_ms']['p50']:>9.2f}ms {r['to_logged_ms']['p50']:>10.2f}ms"
+        )
+        c = r["cpu"]
+        per = 1e6 / max(1, r["delivered"])
+        print(f"        CPU over {c['wall_s']} s: nodes {c['nodes_s']} s "
+              f"(loop threads {c['loop_s']} s = {c['loop_s'] * per:.0f} us/delivery, other "
+              f"threads {c['threads_s']} s = {c['threads_s'] * per:.0f} us/delivery), relay "
+              f"{c['relay_s']} s, this process {c['bench_s']} s; other events: "
+              f"{r['events'] or 'none'}")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--nodes", type=int, default=10)
@@ -341,6 +444,11 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=3.0, help="idle seconds between rates")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--profile", choices=("waku", "small", "both"), default="waku",
+                    help="protocol sizes of the nodes (see the module docstring)")  # fmt: skip
+    ap.add_argument("--compare", type=Path, metavar="DIR",
+                    help="another sdschat checkout, measured alternately")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of alternation")
     ap.add_argument(
         "--node-arg",
         action="append",
@@ -358,64 +466,48 @@ def main() -> int:
     args = ap.parse_args()
     if args.nodes < 2 or args.seconds <= 0 or any(r <= 0 for r in args.rates):
         ap.error("need --nodes >= 2, --seconds > 0 and positive rates")
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
 
-    tmp = Path(tempfile.mkdtemp(prefix="sdschat-e2e-"))
-    (tmp / "logs").mkdir()
-    children: list[Child] = []
-    results: list[dict[str, Any]] = []
     load_before = loadavg()
     speed = calibrate()  # before any node runs
-    try:
-        url = start_relay(children, tmp / "logs")
-        profile = args.profile_dir.resolve() if args.profile_dir else None
-        if profile:
-            profile.mkdir(parents=True, exist_ok=True)
-        nodes = start_nodes(children, url, args.nodes, tmp, profile, args.node_arg)
-        warm_up(nodes, args.warmup)
-        time.sleep(args.pause)
-        for idx, rate in enumerate(args.rates):
-            count = max(2, int(rate * args.seconds))
-            results.append(run_rate(nodes, children[0], rate, count, f"e2e{idx}-", args.drain))
-            if idx + 1 < len(args.rates):
-                time.sleep(args.pause)
-        alive = [c.name for c in children if c.popen.poll() is None]
-    finally:
-        for child in reversed(children):  # nodes first (a clean exit: stdin closed), relay last
-            child.stop(grace=10.0 if child is not children[0] else 0.0)
-        if args.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    versions = [("this", ROOT)]
+    if args.compare is not None:
+        versions.insert(0, ("previous", args.compare.resolve()))
+    profiles = ["waku", "small"] if args.profile == "both" else [args.profile]
+    configs: list[dict[str, Any]] = []
+    for rnd in range(args.rounds):
+        for prof in profiles:
+            order = versions if rnd % 2 == 0 else versions[::-1]
+            for name, code in order:
+                runs = run_config(args, code, prof, speed)
+                configs.append({"round": rnd, "profile": prof, "version": name, "runs": runs})
 
     if args.trace:
         with args.trace.open("w") as f:
-            f.write("rate,k,sender,receiver,sent_ns,delivered_ns\n")
-            for r in results:
-                rows = r["trace"]
-                f.writelines(f"{r['rate']:g},{k},{a},{b},{t0},{t1}\n" for k, a, b, t0, t1 in rows)
-    for r in results:
-        del r["trace"]
+            f.write("version,profile,round,rate,k,sender,receiver,sent_ns,delivered_ns\n")
+            for c in configs:
+                for r in c["runs"]:
+                    f.writelines(
+                        f"{c['version']},{c['profile']},{c['round']},{r['rate']:g},"
+                        f"{k},{a},{b},{t0},{t1}\n"
+                        for k, a, b, t0, t1 in r["trace"]
+                    )
+    for c in configs:
+        for r in c["runs"]:
+            del r["trace"]
     report = {"nodes": args.nodes, "load_before": load_before, "load_after": loadavg(),
-              "alive_at_end": len(alive), "machine": speed, "runs": results}  # fmt: skip
+              "machine": speed, "configs": configs}  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"{args.nodes} headless nodes + relay on 127.0.0.1, default protocol timings, "
           f"{args.seconds:g} s per rate; load {load_before} -> {report['load_after']}")  # fmt: skip
     print(describe(speed))
-    print(f"{'rate':>7} {'sent/s':>7} {'delivered':>15} {'p50':>8} {'p90':>8} {'p99':>8} "
-          f"{'max':>8}  | to queued p50  to logged p50")  # fmt: skip
-    for r in results:
-        lat = r["latency_ms"]
-        print(
-            f"{r['rate']:>7g} {r['send_rate'] or 0:>7.1f} "
-            f"{r['delivered']:>7}/{r['expected']:<7} "
-            f"{lat['p50']:>6.2f}ms {lat['p90']:>6.2f}ms {lat['p99']:>6.2f}ms {lat['max']:>6.1f}ms"
-            f"  | {r['to_queued_ms']['p50']:>9.2f}ms {r['to_logged_ms']['p50']:>10.2f}ms"
-        )
-        c = r["cpu"]
-        print(f"        CPU over {c['wall_s']} s: nodes {c['nodes_s']} s, relay {c['relay_s']} s, "
-              f"this process {c['bench_s']} s; other events: {r['events'] or 'none'}")  # fmt: skip
+    for c in configs:
+        code = dict(versions)[c["version"]]
+        print_runs(f"round {c['round']}, {c['version']} ({code}), profile {c['profile']}",
+                   c["runs"])  # fmt: skip
     return 0
 
 

@@ -22,9 +22,26 @@ channel: each message is then a round and a transaction of its own, and the
 figures are one receiver's latency (median, p99) and CPU per message, the
 part of the end-to-end latency that each of the receivers adds.
 
-Use it to compare two versions side by side (``PYTHONPATH`` pointing at each
-checkout, runs alternated): on 2 shared cores, single runs of the full
-catch-up benchmark vary by +-15%, this one by a few percent.
+Profiles: ``--profile waku`` (js-waku's sizes, ``sds.Config()``'s defaults
+today: 200-id history, 10,000-entry filter) and ``--profile small`` (history
+10, filter capacity 1,000: ~1-2 KB envelopes, the size class the lean-wire
+study is choosing from), or both (``--profile both``, the default).
+
+It also reports what the node's SQLite file holds per message after the run
+(``db_per_msg``: the whole file over the messages received) and, split with
+SQLite's ``dbstat``, the part that stays per message forever (``log_per_msg``:
+the message rows, their indexes and the event log; schema 1 keeps every
+envelope in its message rows) and the bounded part (``window_bytes``: the
+recent window's envelopes and histories, schema 2). The rest of the file is
+the core state (bounded by the log window) and free pages (reused by the next
+envelopes). ``bench/storage_bytes.py`` measures the steady state directly.
+
+``--compare DIR`` measures another checkout (e.g. ``/work/main``) side by side:
+each repeat runs one fresh subprocess per (version, profile), alternated, on
+the same envelopes (built once here; the envelope format is the same), so a
+run prints both versions' medians with the machine's calibration. On 2 shared
+cores, single runs of the full catch-up benchmark vary by +-15%, this one by a
+few percent.
 """
 
 from __future__ import annotations
@@ -32,7 +49,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import os
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,16 +61,49 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(  # --code=DIR: the sdschat tree to import (another version to compare)
+    0,
+    next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--code=")), None)
+    or str(Path(__file__).resolve().parents[1]),
+)
 
 from machine import describe
 from store_data import make_history
 
+import sds
 from app.node import Node, NodeOptions
 from app.node_events import Delivered
 from app.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
+
+PROFILES = {
+    "waku": {},
+    "small": {"causal_history_size": 10, "bloom_capacity": 1000},
+}
+
+
+def profile_config(name: str) -> sds.Config:
+    """The ``sds.Config`` of a profile (see the module docstring)."""
+    return sds.Config().with_changes(**PROFILES[name]) if PROFILES[name] else sds.Config()
+
+
+def db_bytes(data_dir: Path) -> dict[str, int]:
+    """Bytes of the closed database: ``file``, and ``window`` (the ``recent`` table and
+    its indexes, schema 2) from SQLite's ``dbstat``."""
+    path = data_dir / "sdschat.db"
+    out = {"file": path.stat().st_size, "window": 0, "log": 0}
+    log = ("messages", "messages_log_order", "sqlite_autoindex_messages_1", "events")
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for name, size in db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+            if name == "recent" or str(name).startswith("recent_"):
+                out["window"] += int(size)
+            elif name in log:
+                out["log"] += int(size)
+    return out
+
+
+_CONFIG = sds.Config()
 
 
 @contextlib.asynccontextmanager
@@ -57,7 +111,7 @@ async def bench_node(
     data_dir: Path, key: ChannelKey, on_delivered: Callable[[], None]
 ) -> AsyncIterator[Node]:
     """A fresh node in ``data_dir``, started and joined to ``key``'s channel, closed after."""
-    options = NodeOptions(kdf=TEST_KDF)
+    options = NodeOptions(kdf=TEST_KDF, config=_CONFIG)
     node = await Node.open(data_dir, MemoryHub().transport(), name="bench", options=options)
 
     def on_event(ev: object) -> None:
@@ -113,14 +167,114 @@ async def receive_all(
         return time.perf_counter() - t0, time.process_time() - cpu0
 
 
+def _write_envelopes(path: Path, envelopes: list[bytes]) -> None:
+    with path.open("wb") as f:
+        for e in envelopes:
+            f.write(len(e).to_bytes(4, "big") + e)
+
+
+def _read_envelopes(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    out, i = [], 0
+    while i < len(data):
+        n = int.from_bytes(data[i : i + 4], "big")
+        out.append(data[i + 4 : i + 4 + n])
+        i += 4 + n
+    return out
+
+
+def child_run(args: argparse.Namespace) -> int:
+    """One measurement in this process; prints one JSON line."""
+    global _CONFIG
+    _CONFIG = profile_config(args.profile)
+    key = derive_channel_key("bench", None, params=TEST_KDF)
+    envelopes = _read_envelopes(Path(args.envelopes))
+    n = len(envelopes)
+    with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
+        d = Path(tmp) / "node"
+        if args.one_at_a_time:
+            lat, cpu = runner.run(receive_each(d, key, envelopes))
+            lat.sort()
+            res = {"p50_ms": lat[n // 2] * 1e3, "p99_ms": lat[min(n - 1, n * 99 // 100)] * 1e3,
+                   "cpu_us": cpu / n * 1e6}
+        else:
+            wall, cpu = runner.run(receive_all(d, key, envelopes))
+            res = {"wall_us": wall / n * 1e6, "cpu_us": cpu / n * 1e6}
+        size = db_bytes(d)
+    res.update(db_per_msg=size["file"] / n, log_per_msg=size["log"] / n,
+               window_bytes=size["window"])
+    print(json.dumps(res))
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Alternate fresh subprocesses: (other, this) x profiles, ``--repeat`` times."""
+    key = derive_channel_key("bench", None, params=TEST_KDF)
+    here = str(Path(__file__).resolve().parents[1])
+    versions = {"previous": str(Path(args.compare).resolve()), "this": here}
+    profiles = ["waku", "small"] if args.profile == "both" else [args.profile]
+    print(describe())
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="sdschat-bench-env-") as tmp:
+        files = {}
+        for prof in profiles:
+            hist = make_history(key, args.messages, config=profile_config(prof))
+            files[prof] = Path(tmp) / f"{prof}.bin"
+            _write_envelopes(files[prof], hist.envelopes)
+            size = sum(map(len, hist.envelopes)) / len(hist.envelopes)
+            print(f"profile {prof}: {len(hist.envelopes):,} envelopes of ~{size / 1e3:.1f} KB")
+        for r in range(args.repeat):
+            for prof in profiles:
+                order = list(versions.items()) if r % 2 == 0 else list(versions.items())[::-1]
+                for name, code in order:
+                    argv = [sys.executable, __file__, f"--code={code}", "--child",
+                            "--profile", prof, "--envelopes", str(files[prof])]
+                    if args.one_at_a_time:
+                        argv.append("--one-at-a-time")
+                    done = subprocess.run(
+                        argv, capture_output=True, text=True, timeout=1800, cwd=tmp,
+                        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+                    )
+                    if done.returncode != 0:
+                        print(done.stderr[-3000:], file=sys.stderr)
+                        return 1
+                    results.setdefault((name, prof), []).append(
+                        json.loads(done.stdout.strip().splitlines()[-1])
+                    )
+    keys = ["p50_ms", "p99_ms", "cpu_us"] if args.one_at_a_time else ["wall_us", "cpu_us"]
+    keys += ["db_per_msg", "log_per_msg", "window_bytes"]
+    print(f"medians of {args.repeat} alternated runs, {args.messages:,} messages each")
+    print("| version | profile | " + " | ".join(keys) + " |")
+    print("|---|---|" + "---|" * len(keys))
+    for prof in profiles:
+        for name in versions:
+            rows = results[(name, prof)]
+            cells = [f"{statistics.median(r[k] for r in rows):,.1f}" for k in keys]
+            print(f"| {name} | {prof} | " + " | ".join(cells) + " |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--one-at-a-time", action="store_true", help="wait for each delivery")
+    ap.add_argument("--profile", choices=("waku", "small", "both"), default="waku")
+    ap.add_argument("--compare", metavar="DIR", help="another checkout to measure alternately")
+    ap.add_argument("--code", help="=DIR: the sdschat tree to import (set before parsing)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--envelopes", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        return child_run(args)
+    if args.compare:
+        return compare(args)
+    if args.profile == "both":
+        ap.error("--profile both needs --compare")
+    global _CONFIG
+    _CONFIG = profile_config(args.profile)
     key = derive_channel_key("bench", None, params=TEST_KDF)
-    hist = make_history(key, args.messages)
+    hist = make_history(key, args.messages, config=_CONFIG)
     n = len(hist.envelopes)
     print(describe())
     if args.one_at_a_time:

@@ -8,7 +8,35 @@ the log, or the reverse). So the node collects them in a :class:`Batch` and
 hands it to :meth:`storage.store.Store.commit_batch`: one awaited call, one
 SQLite transaction, all or nothing.
 
-The send path, and why nothing typed is sent twice with different ids::
+The send path: ONE fsynced commit per round of typed lines. The node numbers
+the typed line itself (``Store.next_local_id`` at start, then counting), has
+the core produce its message in memory, and commits the outbox entry, already
+carrying its message id, together with the message, its envelope, the core
+state and the events::
+
+    local_id = next_local_id; next_local_id += 1              # in memory
+    produced = core.send(text, now_ms)                        # sans-I/O
+    batch = Batch()
+    batch.record_typed(local_id, StoredMessage(..., state=OwnState.QUEUED,
+                       envelope=env), created_ms=now_ms)
+    batch.set_core_state(channel, core.export_state())
+    await store.commit_batch(batch)                           # (1) fsynced, atomic
+    transport.send(env)                                       # (2) only now
+
+* ``kill -9`` before (1) returns: nothing of the line is on disk and nothing
+  left the process; the line was never reported accepted (its future and its
+  ``queued`` event come after the commit).
+* between (1) and (2), or after (2): the line, its message, its envelope and an
+  outbox entry carrying the message id are on disk together; the restarted
+  core resends the *same* envelope (same id) on its resend timer, and receivers
+  drop duplicates by id.
+
+An outbox entry without a message id, produced later, remains for lines that
+cannot be produced at once (the channel not joined, a line the core refuses:
+:meth:`Batch.enqueue_numbered`, in the same single commit) and for
+:meth:`~storage.store.Store.enqueue_outgoing`. Such pending lines are
+produced at the next start, which is why nothing typed is sent twice with
+different ids::
 
     local_id = await store.enqueue_outgoing(channel, text)   # (1) fsynced
     ...                                                      # on restart: pending_outgoing()
@@ -50,15 +78,22 @@ from .records import (
     OwnState,
     StoredMessage,
     encode_causal_history,
+    message_digest,
 )
+from .schema import DEFAULT_RECENT_WINDOW, PINNED_STATES
 
 MESSAGE_COLUMNS = (
     "channel, message_id, sender_id, lamport, state, delivered_at, received_at, "
-    "content, retrieval_hint, causal_history, envelope"
+    "content, retrieval_hint, digest"
 )
 _INSERT_MESSAGE = (
-    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
 )
+_INSERT_RECENT = (
+    "INSERT OR REPLACE INTO recent (channel, message_id, pinned, causal_history, envelope) "
+    "VALUES (?,?,?,?,?)"
+)
+_PINNED = frozenset(PINNED_STATES)
 _INSERT_EVENT = (
     "INSERT INTO events (wall_ms, channel, kind, message_id, sender_id, lamport, size_bytes, "
     "detail) VALUES (?,?,?,?,?,?,?,?)"
@@ -106,6 +141,7 @@ class Batch:
     durable: bool = False
     messages: list[StoredMessage] = field(default_factory=list)
     enqueues: list[tuple[str, bytes, int | None]] = field(default_factory=list)
+    typed: list[tuple[int, str, bytes, int | None, str]] = field(default_factory=list)
     sent: list[tuple[int, str, str | None]] = field(default_factory=list)
     own_states: list[tuple[str, str, OwnState]] = field(default_factory=list)
     core_states: dict[str, bytes] = field(default_factory=dict)
@@ -125,6 +161,28 @@ class Batch:
         """Record typed text; its outbox id will be ``result.local_ids[returned index]``."""
         self.enqueues.append((channel, bytes(content), created_ms))
         return len(self.enqueues) - 1
+
+    def enqueue_numbered(
+        self, local_id: int, channel: str, content: bytes, created_ms: int | None = None
+    ) -> None:
+        """Record typed text as pending (no message yet) under the caller's ``local_id``."""
+        self.typed.append((local_id, channel, bytes(content), created_ms, ""))
+
+    def record_typed(
+        self, local_id: int, message: StoredMessage, created_ms: int | None = None
+    ) -> None:
+        """Record a typed line and the message the core made of it, in one step.
+
+        The outbox entry ``local_id`` (numbered by the caller, see
+        :meth:`~storage.store.Store.next_local_id`; an id already used fails the
+        commit) is written already carrying ``message.message_id``, in the same
+        fsynced transaction as the message: one fsync per typed line instead of
+        two (see the module docstring). ``message.content`` is the line.
+        """
+        self.insert_message(message)
+        self.typed.append(
+            (local_id, message.channel, bytes(message.content), created_ms, message.message_id)
+        )
 
     def mark_sent(self, local_id: int, message_id: str, *, channel: str | None = None) -> None:
         """Record that outbox entry ``local_id`` became SDS message ``message_id``.
@@ -174,12 +232,13 @@ class Batch:
     @property
     def needs_fsync(self) -> bool:
         """Whether the commit runs with ``synchronous=FULL``."""
-        return self.durable or bool(self.enqueues) or bool(self.sent)
+        return self.durable or bool(self.enqueues) or bool(self.sent) or bool(self.typed)
 
     def __len__(self) -> int:
         return (
             len(self.messages)
             + len(self.enqueues)
+            + len(self.typed)
             + len(self.sent)
             + len(self.own_states)
             + len(self.core_states)
@@ -191,6 +250,7 @@ class Batch:
 def _check_channels(db: sqlite3.Connection, batch: Batch) -> None:
     wanted = {m.channel for m in batch.messages}
     wanted.update(c for c, _, _ in batch.enqueues)
+    wanted.update(t[1] for t in batch.typed)
     wanted.update(batch.core_states)
     if not wanted:
         return
@@ -217,8 +277,56 @@ def existing_ids(db: sqlite3.Connection, channel: str, ids: Iterable[str]) -> se
     }
 
 
+class RecentWindow:
+    """Keeps the ``recent`` table (envelopes, causal histories) to ``size`` rows per channel.
+
+    The newest ``size`` messages of each channel keep their envelope (SDS-R
+    repair answers, the store client's checks) and causal history (export);
+    our own messages not yet acknowledged keep theirs until they are
+    (``pinned``: the core resends the identical envelope). Older messages keep
+    only their compact ``messages`` row. Pruning walks ``size`` index entries,
+    so it runs once every ``size // 16`` inserts per channel (the window is at
+    most that much over its size between two prunes), and for a channel's
+    first insert after opening (a smaller configured window takes effect).
+    Used only on the connection's thread.
+    """
+
+    __slots__ = ("_every", "_since", "size")
+
+    def __init__(self, size: int = DEFAULT_RECENT_WINDOW) -> None:
+        if size < 0:
+            raise ValueError("recent window must be >= 0")
+        self.size = size
+        self._every = max(1, size // 16)
+        self._since: dict[str, int] = {}
+
+    def inserted(self, db: sqlite3.Connection, channel: str, count: int) -> None:
+        since = self._since.get(channel, self._every) + count
+        if since < self._every:
+            self._since[channel] = since
+            return
+        self._since[channel] = 0
+        self.prune(db, channel)
+
+    def prune(self, db: sqlite3.Connection, channel: str) -> int:
+        """Drop the envelope rows of ``channel`` beyond the window now; how many."""
+        # Both walk the rowid (seq): the newest rows of every channel, then the rows
+        # below the cut (left there: other channels' and pinned ones).
+        row = db.execute(
+            "SELECT seq FROM recent NOT INDEXED WHERE channel = ? "
+            "ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (channel, self.size),
+        ).fetchone()
+        if row is None:
+            return 0
+        return db.execute(
+            "DELETE FROM recent NOT INDEXED WHERE seq <= ? AND channel = ? AND pinned = 0",
+            (row[0], channel),
+        ).rowcount
+
+
 def _insert_messages(
-    db: sqlite3.Connection, messages: list[StoredMessage], now_ms: int
+    db: sqlite3.Connection, messages: list[StoredMessage], now_ms: int, window: RecentWindow
 ) -> list[tuple[str, str]]:
     by_channel: dict[str, list[str]] = {}
     for m in messages:
@@ -228,28 +336,44 @@ def _insert_messages(
         present.update((channel, i) for i in existing_ids(db, channel, ids))
     new: list[tuple[str, str]] = []
     rows = []
+    recent = []
+    inserted: dict[str, int] = {}
     for m in messages:
         key = (m.channel, m.message_id)
         if key in present:
             continue
         present.add(key)  # a second copy within the batch is a duplicate too
         new.append(key)
+        content = bytes(m.content)
+        state = None if m.state is None else m.state.value
         rows.append(
             (
                 m.channel,
                 m.message_id,
                 m.sender_id,
                 m.lamport,
-                None if m.state is None else m.state.value,
+                state,
                 m.delivered_at,
                 now_ms if m.received_at is None else m.received_at,
-                bytes(m.content),
+                content,
                 m.retrieval_hint,
+                message_digest(m.channel, m.message_id, m.sender_id, m.lamport, content),
+            )
+        )
+        recent.append(
+            (
+                m.channel,
+                m.message_id,
+                int(state in _PINNED),
                 encode_causal_history(m.causal_history),
                 m.envelope,
             )
         )
+        inserted[m.channel] = inserted.get(m.channel, 0) + 1
     db.executemany(_INSERT_MESSAGE, rows)
+    db.executemany(_INSERT_RECENT, recent)
+    for channel, count in inserted.items():
+        window.inserted(db, channel, count)
     return new
 
 
@@ -280,12 +404,20 @@ def _mark_sent(
         )
 
 
-def apply_batch(db: sqlite3.Connection, batch: Batch, now_ms: int) -> BatchResult:
-    """Write ``batch`` inside the caller's transaction; raise (caller rolls back) on any error."""
+def apply_batch(
+    db: sqlite3.Connection, batch: Batch, now_ms: int, window: RecentWindow | None = None
+) -> BatchResult:
+    """Write ``batch`` inside the caller's transaction; raise (caller rolls back) on any error.
+
+    ``window`` keeps the ``recent`` table bounded (default: a fresh
+    :class:`RecentWindow` of the default size).
+    """
     if batch.committed:
         raise BatchAlreadyCommittedError("this Batch was already committed")
+    if window is None:
+        window = RecentWindow()
     _check_channels(db, batch)
-    new = _insert_messages(db, batch.messages, now_ms) if batch.messages else []
+    new = _insert_messages(db, batch.messages, now_ms, window) if batch.messages else []
 
     local_ids: list[int] = []
     for channel, content, created_ms in batch.enqueues:
@@ -295,6 +427,23 @@ def apply_batch(db: sqlite3.Connection, batch: Batch, now_ms: int) -> BatchResul
         )
         assert cur.lastrowid is not None
         local_ids.append(cur.lastrowid)
+
+    if batch.typed:
+        db.executemany(
+            "INSERT INTO outbox (local_id, channel, content, created_ms, message_id, sent_ms) "
+            "VALUES (?,?,?,?,?,?)",
+            [
+                (
+                    local_id,
+                    channel,
+                    content,
+                    now_ms if created_ms is None else created_ms,
+                    message_id or None,
+                    now_ms if message_id else None,
+                )
+                for local_id, channel, content, created_ms, message_id in batch.typed
+            ],
+        )
 
     _mark_sent(db, batch.sent, now_ms)
 
@@ -307,6 +456,13 @@ def apply_batch(db: sqlite3.Connection, batch: Batch, now_ms: int) -> BatchResul
             [(s.value, c, m, s.value) for c, m, s in batch.own_states],
         )
         updated = db.total_changes - before
+        done = [(c, m) for c, m, s in batch.own_states if s.value not in _PINNED]
+        if done:  # acknowledged or failed: its envelope may leave the window now
+            db.executemany(
+                "UPDATE recent SET pinned = 0 WHERE channel = ? AND message_id = ? "
+                "AND pinned = 1",
+                done,
+            )
 
     if batch.core_states:
         db.executemany(

@@ -187,7 +187,34 @@ def prepare(db: sqlite3.Connection, path: Path, *, integrity_check: bool) -> tup
     db.execute(f"PRAGMA wal_autocheckpoint = {max(1, WAL_CHECKPOINT_BYTES // page_size)}")
     db.execute(f"PRAGMA journal_size_limit = {WAL_CHECKPOINT_BYTES}")
     db.execute("PRAGMA foreign_keys = ON")
-    return migrate(db, path)
+    # This build of SQLite zeroes every deleted page (SECURE_DELETE): dropping an
+    # envelope that left the recent window would write its ~46 KB a second time.
+    # FAST still clears deleted cells on b-tree pages, not whole freed overflow
+    # pages (ciphertext, reused by the next envelopes).
+    db.execute("PRAGMA secure_delete = FAST")
+    found, now = migrate(db, path)
+    if 0 < found < 2 <= now:
+        _vacuum_if_sparse(db)
+    return found, now
+
+
+def _vacuum_if_sparse(db: sqlite3.Connection) -> None:
+    """After the lean-storage migration: rewrite the file compactly (the emptied
+    message rows leave their pages mostly empty, not free). A one-time rewrite of
+    what is left; atomic, like every SQLite transaction, so ``kill -9`` during it
+    leaves the migrated file."""
+    if int(db.execute("PRAGMA page_count").fetchone()[0]) > 16:
+        db.execute("VACUUM")
+
+
+def last_run_unclean(path: Path) -> bool:
+    """Whether the previous process using ``path`` did not close it cleanly.
+
+    The last connection to close a WAL database checkpoints it and deletes the
+    ``-wal`` file; a process that died (``kill -9``, power loss, a crash)
+    leaves it behind. Call it while holding the data-dir lock (no other writer).
+    """
+    return path.with_name(path.name + "-wal").exists()
 
 
 def open_read_only(path: Path) -> sqlite3.Connection | None:

@@ -48,6 +48,17 @@ class CorruptDatabaseError(StorageError):
         super().__init__(f"{path} is not a usable sdschat database: {reason}")
 
 
+class MissingHistoryError(StorageError):
+    """The database is missing from a data directory that was used (its identity key
+    file is there): starting would silently begin an empty history. Nothing was
+    created; ``--new-history`` (``NodeOptions.new_history``) starts one on purpose."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
 class DataDirUnusableError(StorageError):
     """The data directory or its database path cannot be used (read-only file system,
     a file where the directory should be, a directory where the database should be,

@@ -8,8 +8,11 @@ Each data directory is one participant: ``node_id`` is its identity's sender
 id, ``seq`` the event log's row id (the order events happened at that node),
 ``time_ms`` the logged wall-clock time. The event log keeps a causal history
 as its length only (the ids are stored with the message); the export reads
-the ids from the ``messages`` table for ``MessageSent``/``MessageDelivered``
-rows. A history whose message is no longer stored is exported as null
+the ids from the ``recent`` table (``messages`` in schema 1) for
+``MessageSent``/``MessageDelivered`` rows, while the message is among the
+recent ones whose history the node keeps (``recent_window``, default 2,000 per
+channel: export at least that often to keep every history). A history whose
+message is no longer stored is exported as null
 (``sdschat report`` counts such deliveries as unverifiable, not as violations).
 
 The databases are opened read-only (``mode=ro``), so a data directory can be
@@ -89,9 +92,13 @@ def _histories(
     db: sqlite3.Connection, wanted: dict[str, set[str]]
 ) -> dict[tuple[str, str], tuple[str, ...]]:
     out: dict[tuple[str, str], tuple[str, ...]] = {}
+    # Schema 2 keeps causal histories in the bounded ``recent`` table (older
+    # messages are exported with a null history); schema 1 kept them in ``messages``.
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    table = "messages" if version < 2 else "recent"
     for channel, ids in wanted.items():
         for r in db.execute(
-            "SELECT message_id, causal_history FROM messages WHERE channel = ? "
+            f"SELECT message_id, causal_history FROM {table} WHERE channel = ? "
             "AND message_id IN (SELECT value FROM json_each(?))",
             (channel, json.dumps(sorted(ids))),
         ):

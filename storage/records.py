@@ -6,7 +6,9 @@ these (and back); storage never imports :mod:`sds`.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import struct
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -21,6 +23,16 @@ MAX_LAMPORT = 2**63 - 1
 #: A position in a channel's log: ``(lamport, message_id)``. The log's SDS order
 #: is ascending by this pair (ties on Lamport broken by message id).
 Cursor = tuple[int, str]
+
+#: What a damaged row's content reads as (``LogEntry.damaged`` is True): never the
+#: damaged bytes. Raw (not chat-content JSON), so a UI shows it as a plain line.
+DAMAGED_CONTENT = (
+    b"[damaged in storage: this message's stored bytes failed their check; "
+    b"run sdschat doctor]"
+)
+
+_DIGEST_PERSON = b"sdschat-row-v1"
+_LAMPORT = struct.Struct(">Q")
 
 _TAG_RAW_IDS = 0x01
 _TAG_JSON_IDS = 0x02
@@ -48,6 +60,26 @@ def check_lamport(lamport: int) -> int:
             f"Lamport timestamp {lamport} is outside 0..2**63-1 and cannot be stored"
         )
     return lamport
+
+
+def message_digest(
+    channel: str, message_id: str, sender_id: str, lamport: int, content: bytes
+) -> bytes:
+    """The 16-byte check stored with each message row (BLAKE2b over its immutable fields).
+
+    Covers what a reader shows and orders by: channel, id, author, Lamport time
+    and content. A byte flipped in any of them (or in the digest) makes the row
+    read as damaged instead of as another text. Not a signature: it detects
+    damage to the file, not a forger with write access to it.
+    """
+    h = hashlib.blake2b(digest_size=16, person=_DIGEST_PERSON)
+    for text in (channel, message_id, sender_id):
+        raw = text.encode("utf-8", "surrogatepass")
+        h.update(_LAMPORT.pack(len(raw)))
+        h.update(raw)
+    h.update(_LAMPORT.pack(lamport & 0xFFFFFFFFFFFFFFFF))
+    h.update(content)
+    return h.digest()
 
 
 def encode_causal_history(ids: tuple[str, ...] | list[str]) -> bytes:
@@ -151,7 +183,11 @@ class StoredMessage:
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """A message as the log views show it (no envelope, no history: those are large)."""
+    """A message as the log views show it (no envelope, no history: those are large).
+
+    ``damaged`` is True when the stored row fails its digest (file damage): its
+    ``content`` is then :data:`DAMAGED_CONTENT`, never the damaged bytes.
+    """
 
     channel: str
     message_id: str
@@ -161,6 +197,7 @@ class LogEntry:
     state: OwnState | None
     delivered_at: int | None
     received_at: int
+    damaged: bool = False
 
     @property
     def cursor(self) -> Cursor:

@@ -15,9 +15,13 @@ leaves the previous version intact. To change the schema, *append* a function
 Migrations must not use ``executescript`` (it commits) or change
 ``journal_mode`` (not allowed in a transaction).
 
-Column order matters for speed: in ``messages`` the large blobs
-(``causal_history``, ``envelope``) come last, so reading the log view columns
-never walks their overflow pages.
+Version 2 (lean storage): ``messages`` holds one compact row per message
+(ids, author, Lamport time, state, times, content, retrieval hint and a
+16-byte digest of the immutable fields); the large per-message data that only
+repair, resends and the store client need (the envelope and the causal
+history) lives in ``recent``, a bounded window of each channel's newest
+messages (plus our own messages not yet acknowledged, ``pinned``), pruned as
+new ones arrive (:func:`storage.batch.prune_recent`).
 """
 
 from __future__ import annotations
@@ -129,8 +133,70 @@ def _migration_1(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
+#: Our own messages in these states keep their envelope beyond the window (resends).
+PINNED_STATES = ("queued", "sent", "possibly_acknowledged")
+PINNED_STATES_SQL = "('queued','sent','possibly_acknowledged')"
+
+#: Newest messages per channel whose envelope and causal history are kept
+#: (the default of :meth:`storage.Store.open`'s ``recent_window``; also what the
+#: version-2 migration keeps of an older database).
+DEFAULT_RECENT_WINDOW = 2000
+
+_RECENT_TABLE = (
+    """
+    CREATE TABLE recent (
+        seq            INTEGER PRIMARY KEY,
+        channel        TEXT    NOT NULL,
+        message_id     TEXT    NOT NULL,
+        pinned         INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        causal_history BLOB    NOT NULL DEFAULT x'',
+        envelope       BLOB
+    )
+    """,
+    "CREATE UNIQUE INDEX recent_by_id ON recent (channel, message_id)",
+    # No (channel, seq) index: every index page a commit touches is one more 16 KB
+    # WAL frame per round; pruning walks ``seq`` (the rowid) instead, rarely.
+)
+
+
+def _migration_2(db: sqlite3.Connection) -> None:
+    """Version 2: lean storage. Envelopes and causal histories move from every
+    ``messages`` row to the bounded ``recent`` table (the newest
+    :data:`DEFAULT_RECENT_WINDOW` per channel, and own unacknowledged messages);
+    each message row gets its ``digest``. The space freed is reused by later rows
+    (and returned to the file system by the ``VACUUM`` that :func:`prepare
+    <storage.database.prepare>` runs after this migration)."""
+    from .records import message_digest  # no import cycle at module load
+
+    for statement in _RECENT_TABLE:
+        db.execute(statement)
+    db.execute(
+        f"""
+        INSERT INTO recent (channel, message_id, pinned, causal_history, envelope)
+        SELECT channel, message_id, state IS NOT NULL AND state IN {PINNED_STATES_SQL},
+               causal_history, envelope
+        FROM (SELECT rowid AS r, channel, message_id, state, causal_history, envelope,
+                     row_number() OVER (PARTITION BY channel ORDER BY rowid DESC) AS age
+              FROM messages)
+        WHERE age <= ? OR (state IS NOT NULL AND state IN {PINNED_STATES_SQL})
+        ORDER BY r
+        """,
+        (DEFAULT_RECENT_WINDOW,),
+    )
+    db.execute("ALTER TABLE messages ADD COLUMN digest BLOB")
+    db.create_function("sdschat_digest", 5, message_digest, deterministic=True)
+    # DROP COLUMN leaves the dropped values inside the records: empty them first.
+    db.execute(
+        "UPDATE messages SET digest = "
+        "sdschat_digest(channel, message_id, sender_id, lamport, content), "
+        "envelope = NULL, causal_history = x''"
+    )
+    db.execute("ALTER TABLE messages DROP COLUMN envelope")
+    db.execute("ALTER TABLE messages DROP COLUMN causal_history")
+
+
 #: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
-MIGRATIONS: tuple[Migration, ...] = (_migration_1,)
+MIGRATIONS: tuple[Migration, ...] = (_migration_1, _migration_2)
 
 #: The version this sdschat writes.
 SCHEMA_VERSION = len(MIGRATIONS)

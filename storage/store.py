@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -32,11 +33,12 @@ from typing import Any, TypeVar, cast
 import aiosqlite
 
 from .archive import EnvelopeArchive
-from .batch import MESSAGE_COLUMNS, Batch, BatchResult, apply_batch, existing_ids
+from .batch import Batch, BatchResult, RecentWindow, apply_batch, existing_ids
 from .checkpoint import Checkpointer
 from .database import (
     DB_FILENAME,
     inspect_file,
+    last_run_unclean,
     prepare,
     transaction,
     translate_error,
@@ -50,6 +52,7 @@ from .errors import (
 )
 from .lock import DataDirLock
 from .records import (
+    DAMAGED_CONTENT,
     Channel,
     Cursor,
     EventRow,
@@ -61,25 +64,73 @@ from .records import (
     StoredMessage,
     check_lamport,
     decode_causal_history,
+    message_digest,
 )
+from .schema import DEFAULT_RECENT_WINDOW
 
 T = TypeVar("T")
 
-_LOG_COLUMNS = "channel, message_id, sender_id, lamport, content, state, delivered_at, received_at"
+_LOG_COLUMNS = (
+    "channel, message_id, sender_id, lamport, content, state, delivered_at, received_at, digest"
+)
+_FULL_COLUMNS = (
+    "m.channel, m.message_id, m.sender_id, m.lamport, m.state, m.delivered_at, m.received_at, "
+    "m.content, m.retrieval_hint, m.digest, r.causal_history, r.envelope"
+)
+
+logger = logging.getLogger(__name__)
+
+
+def row_intact(channel: str, message_id: str, sender_id: str, lamport: int, content: bytes,
+               digest: bytes | None) -> bool:
+    """Whether a message row still matches its stored digest."""
+    return digest is not None and message_digest(
+        channel, message_id, sender_id, lamport, content
+    ) == digest
 _EVENT_COLUMNS = "id, wall_ms, kind, channel, message_id, sender_id, lamport, size_bytes, detail"
 
 
-def _log_entry(row: tuple[Any, ...]) -> LogEntry:
+def log_entry(row: tuple[Any, ...]) -> LogEntry:
+    """A :class:`LogEntry` from a row of ``_LOG_COLUMNS``, checked against its digest.
+
+    A row that fails the check (file damage) is returned with ``damaged=True``
+    and :data:`DAMAGED_CONTENT` (logged as a warning), never with its bytes as
+    text. A row whose state is not a valid state is damaged too.
+    """
+    content = bytes(row[4])
+    try:
+        intact = row_intact(row[0], row[1], row[2], row[3], content, row[8])
+        state = None if row[5] is None else OwnState(row[5])
+    except (TypeError, ValueError, UnicodeError, OverflowError):
+        intact, state = False, None
+    if not intact:
+        logger.warning(
+            "damaged message row in channel %r: %r (run sdschat doctor)", row[0], row[1]
+        )
+        return LogEntry(
+            channel=str(row[0]),
+            message_id=str(row[1]),
+            sender_id=str(row[2]),
+            lamport=row[3] if isinstance(row[3], int) else -1,
+            content=DAMAGED_CONTENT,
+            state=None,
+            delivered_at=row[6] if isinstance(row[6], int) else None,
+            received_at=row[7] if isinstance(row[7], int) else 0,
+            damaged=True,
+        )
     return LogEntry(
         channel=row[0],
         message_id=row[1],
         sender_id=row[2],
         lamport=row[3],
-        content=row[4],
-        state=None if row[5] is None else OwnState(row[5]),
+        content=content,
+        state=state,
         delivered_at=row[6],
         received_at=row[7],
     )
+
+
+_log_entry = log_entry
 
 
 def _check_limit(limit: int) -> None:
@@ -129,6 +180,8 @@ class Store:
         lock: DataDirLock,
         migrated_from: int,
         schema_version: int,
+        recent_window: int = DEFAULT_RECENT_WINDOW,
+        integrity_checked: bool = False,
     ) -> None:
         """Use :meth:`open`."""
         self.data_dir = data_dir
@@ -139,6 +192,10 @@ class Store:
         """Schema version of the file now."""
         self._conn: aiosqlite.Connection | None = conn
         self._lock = lock
+        self.recent = RecentWindow(recent_window)
+        """How many of each channel's newest messages keep envelope and causal history."""
+        self.integrity_checked = integrity_checked
+        """Whether :meth:`open` ran ``PRAGMA quick_check`` (asked, or the last run was unclean)."""
         self.checkpointer: Checkpointer | None = None
         """Copies the WAL into the file in the background (see :mod:`storage.checkpoint`)."""
         self.archive = EnvelopeArchive(self._call, self.commit_batch)
@@ -151,18 +208,24 @@ class Store:
         cls,
         data_dir: str | os.PathLike[str],
         *,
-        integrity_check: bool = False,
+        integrity_check: bool | None = None,
         background_checkpoints: bool = True,
+        recent_window: int = DEFAULT_RECENT_WINDOW,
     ) -> Store:
         """Open (creating if needed) the database of ``data_dir`` and lock the directory.
 
         Creates ``data_dir`` (mode 0700) and ``sdschat.db`` (mode 0600) if
         missing, checks the file, migrates it to the current schema.
         ``integrity_check=True`` also runs ``PRAGMA quick_check`` (reads the
-        whole file: seconds for a large history; :meth:`check_integrity` does
-        the same later). ``background_checkpoints`` (the default) copies the
-        WAL into the file on a thread of its own instead of in the middle of a
-        commit (:class:`~storage.checkpoint.Checkpointer`).
+        whole file: a second or so for a large history; :meth:`check_integrity`
+        does the same later); the default (``None``) runs it when the last
+        process that used the file did not close it (it left its WAL behind:
+        ``kill -9``, a crash, power loss). ``recent_window``: how many of each
+        channel's newest messages keep their envelope and causal history
+        (:class:`~storage.batch.RecentWindow`); older ones keep a compact row.
+        ``background_checkpoints`` (the default) copies the WAL into the file on
+        a thread of its own instead of in the middle of a commit
+        (:class:`~storage.checkpoint.Checkpointer`).
 
         Raises :class:`~storage.errors.DataDirLockedError` (another instance
         holds the directory), :class:`~storage.errors.CorruptDatabaseError`
@@ -180,6 +243,8 @@ class Store:
         try:
             try:
                 inspect_file(path)
+                if integrity_check is None:
+                    integrity_check = path.exists() and last_run_unclean(path)
                 if not path.exists():
                     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except OSError as e:
@@ -201,7 +266,9 @@ class Store:
         except BaseException:
             lock.release()
             raise
-        store = cls(directory, conn, lock, found, now)
+        store = cls(
+            directory, conn, lock, found, now, recent_window, integrity_checked=integrity_check
+        )
         if background_checkpoints:
             store.checkpointer = Checkpointer(path)
             store.checkpointer.start()
@@ -467,14 +534,15 @@ class Store:
         return await self._call(lambda db: existing_ids(db, channel, ids))
 
     async def get_envelopes(self, channel: str, message_ids: Iterable[str]) -> dict[str, bytes]:
-        """Stored envelopes by message id (ids unknown or without an envelope are absent)."""
+        """Stored envelopes by message id (ids unknown, without an envelope, or older
+        than the recent window and not pinned are absent)."""
         ids = json.dumps(list(message_ids))
 
         def query(db: sqlite3.Connection) -> dict[str, bytes]:
             return {
                 r[0]: r[1]
                 for r in db.execute(
-                    "SELECT message_id, envelope FROM messages WHERE channel = ? "
+                    "SELECT message_id, envelope FROM recent WHERE channel = ? "
                     "AND envelope IS NOT NULL "
                     "AND message_id IN (SELECT value FROM json_each(?))",
                     (channel, ids),
@@ -486,16 +554,23 @@ class Store:
     async def get_messages(
         self, channel: str, message_ids: Iterable[str]
     ) -> dict[str, StoredMessage]:
-        """Full stored messages (history, hint, envelope included) by id."""
+        """Full stored messages by id: causal history and envelope only while the message
+        is in the recent window (or pinned), ``()``/``None`` after. A row that fails
+        its digest has :data:`DAMAGED_CONTENT` as content and no envelope."""
         ids = json.dumps(list(message_ids))
 
         def query(db: sqlite3.Connection) -> dict[str, StoredMessage]:
             out: dict[str, StoredMessage] = {}
             for r in db.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE channel = ? "
-                "AND message_id IN (SELECT value FROM json_each(?))",
+                f"SELECT {_FULL_COLUMNS} FROM messages m LEFT JOIN recent r "
+                "ON r.channel = m.channel AND r.message_id = m.message_id "
+                "WHERE m.channel = ? AND m.message_id IN (SELECT value FROM json_each(?))",
                 (channel, ids),
             ):
+                content = bytes(r[7])
+                intact = row_intact(r[0], r[1], r[2], r[3], content, r[9])
+                if not intact:
+                    logger.warning("damaged message row in channel %r: %r", r[0], r[1])
                 out[r[1]] = StoredMessage(
                     channel=r[0],
                     message_id=r[1],
@@ -504,10 +579,10 @@ class Store:
                     state=None if r[4] is None else OwnState(r[4]),
                     delivered_at=r[5],
                     received_at=r[6],
-                    content=r[7],
+                    content=content if intact else DAMAGED_CONTENT,
                     retrieval_hint=r[8],
-                    causal_history=decode_causal_history(r[9]),
-                    envelope=r[10],
+                    causal_history=decode_causal_history(r[10]) if intact else (),
+                    envelope=r[11] if intact else None,
                 )
             return out
 
@@ -598,6 +673,19 @@ class Store:
         batch.add_event_rows(events)
         return await self.commit_batch(batch)
 
+    async def next_local_id(self) -> int:
+        """The outbox id the next typed line gets (ids are never reused, even after a
+        deletion): for :meth:`Batch.record_typed`, whose caller numbers lines itself."""
+
+        def query(db: sqlite3.Connection) -> int:
+            row = db.execute(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0), "
+                "coalesce((SELECT max(local_id) FROM outbox), 0))"
+            ).fetchone()
+            return int(row[0]) + 1
+
+        return await self._call(query)
+
     async def pending_outgoing(self, channel: str | None = None) -> list[PendingMessage]:
         """Typed messages not yet produced by the core, oldest first (resume these at start)."""
         sql = "SELECT local_id, channel, content, created_ms FROM outbox WHERE message_id IS NULL"
@@ -618,11 +706,15 @@ class Store:
 
         def query(db: sqlite3.Connection) -> list[tuple[str, bytes]]:
             rows = db.execute(
-                "SELECT message_id, content FROM messages WHERE channel = ? AND state = ? "
-                "ORDER BY lamport DESC, message_id DESC LIMIT ?",
+                "SELECT message_id, content, sender_id, lamport, digest FROM messages "
+                "WHERE channel = ? AND state = ? ORDER BY lamport DESC, message_id DESC LIMIT ?",
                 (channel, OwnState.FAILED.value, limit),
             )
-            return [(str(r[0]), bytes(r[1])) for r in rows]
+            return [
+                (str(r[0]), bytes(r[1]))
+                for r in rows
+                if row_intact(channel, r[0], r[2], r[3], bytes(r[1]), r[4])
+            ]
 
         return await self._call(query)
 
@@ -659,7 +751,7 @@ class Store:
 
         def commit(db: sqlite3.Connection) -> BatchResult:
             with transaction(db, durable=batch.needs_fsync):
-                return apply_batch(db, batch, at)
+                return apply_batch(db, batch, at, self.recent)
 
         result = await self._call(commit)
         batch.committed = True

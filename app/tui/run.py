@@ -86,6 +86,8 @@ def run_tui(args: argparse.Namespace) -> int:
         config=settings.config,
         state_save_interval_ms=settings.state_save_ms,
         store_url=store_url,
+        recent_window=settings.recent_window,
+        new_history=settings.new_history,
     )
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
 

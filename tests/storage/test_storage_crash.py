@@ -149,3 +149,55 @@ def test_send_protocol_is_atomic_across_kill_9(tmp_path: Path, wanted: int) -> N
 
     run(after_restart)
     quick_check(data_dir)
+
+
+SEND_IN_ONE_COMMIT = """
+import asyncio, hashlib
+from storage import Batch, OwnState, Store, StoredMessage
+
+async def main():
+    store = await Store.open({data_dir!r})
+    await store.join_channel("general", b"topic", is_public=True)
+    local_id = await store.next_local_id()
+    print("ready", flush=True)
+    for i in range({iterations}):
+        message_id = hashlib.sha256(b"msg-%d" % local_id).hexdigest()
+        batch = Batch()
+        batch.record_typed(local_id, StoredMessage(
+            "general", message_id, "me", 1000 + local_id, f"line {{i}}".encode(),
+            envelope=b"E" * 2000, state=OwnState.QUEUED))
+        batch.set_core_state("general", str(local_id).encode())
+        await store.commit_batch(batch)
+        print("durable", local_id, flush=True)  # only now may it be broadcast
+        local_id += 1
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("wanted", [2, 40])
+def test_one_commit_send_is_atomic_and_durable_across_kill_9(tmp_path: Path, wanted: int) -> None:
+    """record_typed: the line, its message id, the message and the state in one fsynced
+    commit; after kill -9 every line reported durable is there with its message, and
+    nothing is half-recorded (no pending line, no message without its outbox entry)."""
+    data_dir = tmp_path / "d"
+    child = python_child(
+        SEND_IN_ONE_COMMIT.format(data_dir=str(data_dir), iterations=MAX_CHILD_ITERATIONS)
+    )
+    durable = [int(s.split()[1]) for s in kill_after(child, wanted, "durable")]
+    assert len(durable) >= wanted
+
+    async def after_restart() -> None:
+        async with await Store.open(data_dir) as store:
+            state = await store.load_core_state("general")
+            assert state is not None and int(state) >= max(durable)
+            log = [e async for e in store.iter_log("general")]
+            assert len(log) == int(state)  # messages and state committed together
+            assert {e.content for e in log} >= {f"line {i - 1}".encode() for i in durable}
+            assert await store.pending_outgoing() == []
+            envelopes = await store.get_envelopes("general", [e.message_id for e in log])
+            assert len(envelopes) == len(log)  # queued own messages keep their envelope
+            assert await store.next_local_id() == int(state) + 1
+
+    run(after_restart)
+    quick_check(data_dir)

@@ -85,14 +85,15 @@ def test_appended_migration_runs_once_and_failed_one_rolls_back(tmp_path: Path) 
         db.execute("CREATE TABLE half_done (x INTEGER)")
         raise RuntimeError("migration bug")
 
+    v = SCHEMA_VERSION
     db = sqlite3.connect(db_path, isolation_level=None)
     try:
-        assert migrate(db, db_path, (*MIGRATIONS, migration_2)) == (1, 2)
-        assert schema_version(db) == 2
-        assert migrate(db, db_path, (*MIGRATIONS, migration_2)) == (2, 2)  # nothing to do
+        assert migrate(db, db_path, (*MIGRATIONS, migration_2)) == (v, v + 1)
+        assert schema_version(db) == v + 1
+        assert migrate(db, db_path, (*MIGRATIONS, migration_2)) == (v + 1, v + 1)  # nothing
         with pytest.raises(RuntimeError):
             migrate(db, db_path, (*MIGRATIONS, migration_2, broken_3))
-        assert schema_version(db) == 2
+        assert schema_version(db) == v + 1
         assert (
             db.execute("SELECT name FROM sqlite_master WHERE name='half_done'").fetchone() is None
         )
