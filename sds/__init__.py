@@ -23,7 +23,7 @@ from sds.channel import (
     Datagram,
     OwnState,
 )
-from sds.config import Config
+from sds.config import PROFILES, Config
 from sds.events import (
     DropReason,
     EphemeralReceived,
@@ -50,6 +50,7 @@ from sds.participant import Participant
 __all__ = [
     "MAX_ID_LENGTH",
     "MAX_LAMPORT",
+    "PROFILES",
     "STATE_VERSION",
     "BloomFilter",
     "Channel",

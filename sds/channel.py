@@ -468,11 +468,11 @@ class Channel:
             pb.content = content
         for entry in requests:
             pb.repair_request.append(_entry_pb(entry))
-        n = self.config.causal_history_size
+        n = self._history_length()
         entries = self._entries
         ids = []
         fragments = []
-        for _, mid in self._log.islice(-n):
+        for _, mid in self._log.islice(-n) if n else ():
             le = entries[mid]
             frag = le.fragment
             if frag is None:
@@ -480,6 +480,26 @@ class Channel:
             ids.append(mid)
             fragments.append(frag)
         return tuple(ids), pb.SerializeToString() + b"".join(fragments)
+
+    def _history_length(self) -> int:
+        """Entries of the causal history to send (Config.causal_history_floor).
+
+        Fixed: ``causal_history_size``. Adaptive: the entries logged after our own
+        newest message (what we have to acknowledge), within [floor, size].
+        """
+        cfg = self.config
+        cap = cfg.causal_history_size
+        floor = cfg.causal_history_floor
+        if floor is None:
+            return cap
+        entries = self._entries
+        me = self.sender_id
+        since = 0
+        for _, mid in self._log.islice(-cap, reverse=True):
+            if entries[mid].sender_id == me:
+                break
+            since += 1
+        return max(floor, since)
 
     @staticmethod
     def _fragment(message_id: str, le: _LogEntry) -> bytes:

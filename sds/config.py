@@ -6,22 +6,43 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-__all__ = ["Config"]
+__all__ = ["PROFILES", "Config"]
+
+#: Named protocol profiles (:meth:`Config.profile`): ``default`` (sdschat's sizes,
+#: chosen by ``bench/profile_study.py``, docs/profiles.md) and ``waku`` (js-waku's
+#: ``@waku/sds`` sizes, byte-compatible with it).
+PROFILES = ("default", "waku")
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     """Sizes and timings of the SDS core. Times are milliseconds.
 
-    Defaults equal js-waku's (``@waku/sds`` and its ``ReliableChannel``) wherever
+    The sizes (causal history, bloom filter) are sdschat's, chosen by measurement
+    (``bench/profile_study.py``, docs/profiles.md); :meth:`waku` gives js-waku's
+    (``@waku/sds``), which a channel shared with js-waku peers must use: js-waku
+    throws on a filter of another size. The timings equal js-waku's wherever
     PROTOCOL.md lists one; the others are ours and say why.
     """
 
-    #: Number of most recent log entries sent as ``causal_history`` (js-waku: 200).
-    causal_history_size: int = 200
-    #: Bloom filter capacity (js-waku: 10,000). Our filter rolls over at this size.
-    bloom_capacity: int = 10_000
-    #: Bloom filter design false-positive rate (js-waku: 0.001).
+    #: Most recent log entries sent as ``causal_history`` (the cap when
+    #: :attr:`causal_history_floor` is set). 20: the study measured the same
+    #: convergence and loss as 200 (js-waku) at ~8x fewer history bytes; at 100
+    #: msg/s and 30% loss a history of 2 names too few of the messages a sender
+    #: should acknowledge and leaves more to the filter and to resends.
+    causal_history_size: int = 20
+    #: Adaptive causal history: when set, a message names the entries this
+    #: participant logged since its own previous message (what it has to
+    #: acknowledge), at least this many and at most :attr:`causal_history_size`.
+    #: ``None``: always :attr:`causal_history_size` entries.
+    causal_history_floor: int | None = None
+    #: Bloom filter capacity (js-waku: 10,000). Our filter rolls over at this
+    #: size (rebuilt from the newest ids), so it only has to cover the messages a
+    #: sender may still be waiting on: 1,000 is 100 s of a 10 msg/s channel, and
+    #: an 1.9 KB filter instead of 18.75 KB on every message.
+    bloom_capacity: int = 1_000
+    #: Bloom filter design false-positive rate (js-waku: 0.001). Kept at 0.001:
+    #: it is what keeps the derived ack threshold at 2 distinct senders (3 at 0.01).
     bloom_error_rate: float = 0.001
     #: Probability we accept that a message is wrongly taken as acknowledged from
     #: bloom-filter evidence alone. The possible-ack threshold is the number of
@@ -126,6 +147,10 @@ class Config:
             problems.append("ack_certainty must be in (0, 1)")
         if self.ack_threshold_override is not None and self.ack_threshold_override < 1:
             problems.append("ack_threshold_override must be >= 1")
+        if self.causal_history_floor is not None and not (
+            0 <= self.causal_history_floor <= self.causal_history_size
+        ):
+            problems.append("need 0 <= causal_history_floor <= causal_history_size")
         if self.log_window < self.causal_history_size:
             problems.append("log_window must be >= causal_history_size")
         if problems:
@@ -165,7 +190,11 @@ class Config:
     @classmethod
     def fast(cls, scale_ms: int = 1_000, **changes: Any) -> Config:
         """Second-scale timings for demos and tests: every period becomes a few ``scale_ms``."""
-        base = cls(
+        return replace(cls().with_fast_timings(scale_ms), **changes)
+
+    def with_fast_timings(self, scale_ms: int = 1_000) -> Config:
+        """This configuration with :meth:`fast`'s second-scale timings (sizes kept)."""
+        return self.with_changes(
             resend_unacknowledged_ms=2 * scale_ms,
             resend_possibly_acknowledged_ms=4 * scale_ms,
             sync_interval_ms=2 * scale_ms,
@@ -174,4 +203,33 @@ class Config:
             repair_t_min_ms=scale_ms // 2,
             repair_t_max_ms=2 * scale_ms,
         )
-        return replace(base, **changes)
+
+    @classmethod
+    def waku(cls, **changes: Any) -> Config:
+        """js-waku's ``@waku/sds`` sizes: causal history 200, filter 10,000 / 0.001.
+
+        Byte-compatible with js-waku: use it for a channel shared with js-waku
+        peers (they throw on a filter of another size; we ignore such a filter
+        for acknowledgements and still deliver). Timings are the defaults'
+        (equal to js-waku's).
+        """
+        sizes: dict[str, Any] = {
+            "causal_history_size": 200,
+            "causal_history_floor": None,
+            "bloom_capacity": 10_000,
+            "bloom_error_rate": 0.001,
+        }
+        return replace(cls(), **{**sizes, **changes})
+
+    @classmethod
+    def profile(cls, name: str, **changes: Any) -> Config:
+        """The named profile (:data:`PROFILES`): ``default`` or ``waku``.
+
+        Raises:
+            ValueError: an unknown name (the message lists the known ones).
+        """
+        if name == "default":
+            return replace(cls(), **changes)
+        if name == "waku":
+            return cls.waku(**changes)
+        raise ValueError(f"unknown protocol profile {name!r} (known: {', '.join(PROFILES)})")
