@@ -35,7 +35,7 @@ import heapq
 import json
 import operator
 import random
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -276,6 +276,9 @@ class Channel:
         self._rewanted: OrderedDict[str, int] = OrderedDict()
         self._repair_in = IncomingRepairBuffer(cfg.repair_buffer_size)
         self._repair_cache: OrderedDict[str, bytes] = OrderedDict()
+        #: Ids logged since our own newest message, in arrival order (the newest
+        #: causal_history_size): the adaptive causal history (causal_history_floor).
+        self._since_own: deque[str] = deque(maxlen=cfg.causal_history_size)
 
         # Sync scheduling.
         self._next_sync_ms = now_ms + self._sync_delay(1.0)
@@ -468,11 +471,10 @@ class Channel:
             pb.content = content
         for entry in requests:
             pb.repair_request.append(_entry_pb(entry))
-        n = self._history_length()
         entries = self._entries
         ids = []
         fragments = []
-        for _, mid in self._log.islice(-n) if n else ():
+        for mid in self._history_ids():
             le = entries[mid]
             frag = le.fragment
             if frag is None:
@@ -481,25 +483,29 @@ class Channel:
             fragments.append(frag)
         return tuple(ids), pb.SerializeToString() + b"".join(fragments)
 
-    def _history_length(self) -> int:
-        """Entries of the causal history to send (Config.causal_history_floor).
+    def _history_ids(self) -> list[str]:
+        """The causal history to send (Config.causal_history_floor).
 
-        Fixed: ``causal_history_size``. Adaptive: the entries logged after our own
-        newest message (what we have to acknowledge), within [floor, size].
+        Fixed: the newest ``causal_history_size`` log entries. Adaptive: the newest
+        ``causal_history_floor`` log entries (every message is named by the next
+        few of everyone: gaps are noticed) plus the ids logged since our own newest
+        message, in arrival order (what we have to acknowledge; a message sent
+        before ours can arrive after it), at most ``causal_history_size`` in all.
         """
         cfg = self.config
-        cap = cfg.causal_history_size
         floor = cfg.causal_history_floor
+        log = self._log
         if floor is None:
-            return cap
+            n = cfg.causal_history_size
+            return [mid for _, mid in log.islice(-n)] if n else []
+        top = [mid for _, mid in log.islice(-floor)] if floor else []
+        room = cfg.causal_history_size - len(top)
+        if room <= 0 or not self._since_own:
+            return top
+        chosen = set(top)
         entries = self._entries
-        me = self.sender_id
-        since = 0
-        for _, mid in self._log.islice(-cap, reverse=True):
-            if entries[mid].sender_id == me:
-                break
-            since += 1
-        return max(floor, since)
+        extra = [mid for mid in self._since_own if mid not in chosen and mid in entries]
+        return top + extra[-room:]
 
     @staticmethod
     def _fragment(message_id: str, le: _LogEntry) -> bytes:
@@ -990,6 +996,10 @@ class Channel:
         key = (lamport, message_id)
         self._log.add(key)
         self._entries[message_id] = _LogEntry(lamport, sender_id, hint)
+        if sender_id == self.sender_id:
+            self._since_own.clear()
+        else:
+            self._since_own.append(message_id)
         position: int = self._evicted + self._log.bisect_left(key)
         while len(self._log) > self.config.log_window:
             _, old = self._log.pop(0)

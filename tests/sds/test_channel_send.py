@@ -204,8 +204,9 @@ def test_lamport_saturates_at_max_lamport() -> None:
 
 
 def test_adaptive_history_names_what_came_since_own_last_message() -> None:
-    """Config.causal_history_floor: a message names the entries logged after our own
-    previous message, at least the floor and at most causal_history_size."""
+    """Config.causal_history_floor: a message names the newest ``floor`` log entries
+    plus the entries logged after our own previous message (in arrival order), at
+    most causal_history_size."""
     ch = make_channel("alice", config=sds.Config(causal_history_size=20, causal_history_floor=2))
     for i in range(5):
         ch.send(f"a{i}".encode(), 2_000 + i)
@@ -214,11 +215,18 @@ def test_adaptive_history_names_what_came_since_own_last_message() -> None:
     for i in range(7):
         ch.receive(msg("bob", f"b{i}", 3_000 + i), 3_000 + i)
     m = sds.decode(ch.send(b"after 7", 4_000))
-    assert [e.message_id for e in m.causal_history] == [f"b{i}" for i in range(7)]
+    assert sorted(e.message_id for e in m.causal_history) == [f"b{i}" for i in range(7)]
     for i in range(30):
         ch.receive(msg("bob", f"c{i}", 5_000 + i), 5_000 + i)
     m = sds.decode(ch.send(b"after 30", 6_000))
-    assert [e.message_id for e in m.causal_history] == [f"c{i}" for i in range(10, 30)]
+    assert sorted(e.message_id for e in m.causal_history) == sorted(
+        f"c{i}" for i in range(10, 30)
+    )
+    # arrival order, not log order: a message sent before our last one (lower
+    # Lamport time) that arrives after it is named too
+    ch.receive(msg("bob", "late", 100), 7_000)  # older than every entry
+    m = sds.decode(ch.send(b"after late", 7_100))
+    assert "late" in [e.message_id for e in m.causal_history]
     fixed = make_channel("alice", config=sds.Config(causal_history_size=20))
     for i in range(5):
         fixed.send(f"a{i}".encode(), 2_000 + i)
