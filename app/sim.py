@@ -160,6 +160,8 @@ class SimSpec:
     bloom_error: float | None = None
     repair_cache: int | None = None
     bandwidth_mbps: tuple[float, ...] = ()
+    #: Any other sds.Config fields (applied last; for studies, e.g. timings).
+    protocol: dict[str, Any] = field(default_factory=dict)
     sync_interval_ms: int | None = None
     content_bytes: int = 64
     start_ms: int = START_MS
@@ -242,6 +244,8 @@ def sim_config(spec: SimSpec) -> sds.Config:
     """The protocol configuration of a run (see the module docstring)."""
     profile = sds.Config.profile(spec.profile)
     base = profile.with_fast_timings(spec.time_scale_ms) if spec.timings == "fast" else profile
+    if spec.protocol:
+        base = base.with_changes(**spec.protocol)
     n = spec.participants
     if spec.sync_interval_ms is not None:
         sync = spec.sync_interval_ms

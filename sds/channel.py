@@ -35,7 +35,7 @@ import heapq
 import json
 import operator
 import random
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -276,9 +276,9 @@ class Channel:
         self._rewanted: OrderedDict[str, int] = OrderedDict()
         self._repair_in = IncomingRepairBuffer(cfg.repair_buffer_size)
         self._repair_cache: OrderedDict[str, bytes] = OrderedDict()
-        #: Ids logged since our own newest message, in arrival order (the newest
-        #: causal_history_size): the adaptive causal history (causal_history_floor).
-        self._since_own: deque[str] = deque(maxlen=cfg.causal_history_size)
+        #: Adaptive causal history (causal_history_floor): ids logged from others
+        #: that none of our messages named yet, in arrival order.
+        self._unnamed: OrderedDict[str, None] = OrderedDict()
 
         # Sync scheduling.
         self._next_sync_ms = now_ms + self._sync_delay(1.0)
@@ -487,10 +487,12 @@ class Channel:
         """The causal history to send (Config.causal_history_floor).
 
         Fixed: the newest ``causal_history_size`` log entries. Adaptive: the newest
-        ``causal_history_floor`` log entries (every message is named by the next
-        few of everyone: gaps are noticed) plus the ids logged since our own newest
-        message, in arrival order (what we have to acknowledge; a message sent
-        before ours can arrive after it), at most ``causal_history_size`` in all.
+        ``causal_history_floor`` log entries, then the ids logged from others that
+        none of our messages named yet, oldest arrival first, up to
+        ``causal_history_size`` in all. Every id we deliver is so named by at least
+        one of our messages (content or sync), even one delivered long after it
+        was sent (a released dependency, a slow link): others notice a gap, the
+        sender gets its acknowledgement, however busy the channel.
         """
         cfg = self.config
         floor = cfg.causal_history_floor
@@ -498,14 +500,19 @@ class Channel:
         if floor is None:
             n = cfg.causal_history_size
             return [mid for _, mid in log.islice(-n)] if n else []
+        floor = min(floor, cfg.causal_history_size)
         top = [mid for _, mid in log.islice(-floor)] if floor else []
+        unnamed = self._unnamed
+        for mid in top:
+            unnamed.pop(mid, None)
         room = cfg.causal_history_size - len(top)
-        if room <= 0 or not self._since_own:
-            return top
-        chosen = set(top)
         entries = self._entries
-        extra = [mid for mid in self._since_own if mid not in chosen and mid in entries]
-        return top + extra[-room:]
+        extra: list[str] = []
+        while unnamed and len(extra) < room:
+            mid, _ = unnamed.popitem(last=False)
+            if mid in entries:
+                extra.append(mid)
+        return top + extra
 
     @staticmethod
     def _fragment(message_id: str, le: _LogEntry) -> bytes:
@@ -996,10 +1003,11 @@ class Channel:
         key = (lamport, message_id)
         self._log.add(key)
         self._entries[message_id] = _LogEntry(lamport, sender_id, hint)
-        if sender_id == self.sender_id:
-            self._since_own.clear()
-        else:
-            self._since_own.append(message_id)
+        if sender_id != self.sender_id and self.config.causal_history_floor is not None:
+            unnamed = self._unnamed
+            unnamed[message_id] = None
+            if len(unnamed) > self.config.log_window:
+                unnamed.popitem(last=False)
         position: int = self._evicted + self._log.bisect_left(key)
         while len(self._log) > self.config.log_window:
             _, old = self._log.pop(0)

@@ -213,7 +213,7 @@ def test_bad_filter_reported_and_message_still_delivered() -> None:
     a = make_channel("a")
     mine = sds.decode(a.send(b"x", 2_000)).message_id
     a.events()
-    other_size = bloom_with(mine, capacity=500)
+    other_size = bloom_with(mine, capacity=5_000)
     a.receive(msg("b", "m-b", 2_001, content=b"hello", bloom=other_size), 2_001)
     evs = a.events()
     assert [d.message_id for d in drops(evs, DropReason.BAD_FILTER)] == ["m-b"]
@@ -325,7 +325,7 @@ def test_bad_filter_counted_even_when_history_acks_everything() -> None:
     a = make_channel("a")
     mine = sds.decode(a.send(b"x", 2_000)).message_id
     a.events()
-    a.receive(msg("b", "m-b", 2_001, [mine], bloom=bloom_with(mine, capacity=500)), 2_001)
+    a.receive(msg("b", "m-b", 2_001, [mine], bloom=bloom_with(mine, capacity=5_000)), 2_001)
     evs = a.events()
     assert [x.message_id for x in of(evs, sds.MessageAcknowledged)] == [mine]
     assert [d.message_id for d in drops(evs, DropReason.BAD_FILTER)] == ["m-b"]

@@ -203,30 +203,33 @@ def test_lamport_saturates_at_max_lamport() -> None:
     assert [sds.decode(d.data).lamport_timestamp for d in syncs] == [top]
 
 
-def test_adaptive_history_names_what_came_since_own_last_message() -> None:
+def test_adaptive_history_names_every_delivered_id_once() -> None:
     """Config.causal_history_floor: a message names the newest ``floor`` log entries
-    plus the entries logged after our own previous message (in arrival order), at
-    most causal_history_size."""
+    plus the ids delivered from others that none of our messages named yet (oldest
+    arrival first), at most causal_history_size; over several messages every
+    delivered id is named, even one far older than the newest entries."""
     ch = make_channel("alice", config=sds.Config(causal_history_size=20, causal_history_floor=2))
     for i in range(5):
         ch.send(f"a{i}".encode(), 2_000 + i)
     first = sds.decode(ch.send(b"again", 2_010))
-    assert len(first.causal_history) == 2  # nothing new since our last: the floor
+    assert len(first.causal_history) == 2  # nothing new from others: the floor
     for i in range(7):
         ch.receive(msg("bob", f"b{i}", 3_000 + i), 3_000 + i)
     m = sds.decode(ch.send(b"after 7", 4_000))
     assert sorted(e.message_id for e in m.causal_history) == [f"b{i}" for i in range(7)]
     for i in range(30):
         ch.receive(msg("bob", f"c{i}", 5_000 + i), 5_000 + i)
-    m = sds.decode(ch.send(b"after 30", 6_000))
-    assert sorted(e.message_id for e in m.causal_history) == sorted(
-        f"c{i}" for i in range(10, 30)
-    )
-    # arrival order, not log order: a message sent before our last one (lower
-    # Lamport time) that arrives after it is named too
-    ch.receive(msg("bob", "late", 100), 7_000)  # older than every entry
-    m = sds.decode(ch.send(b"after late", 7_100))
-    assert "late" in [e.message_id for e in m.causal_history]
+    m1 = sds.decode(ch.send(b"after 30", 6_000))
+    names1 = [e.message_id for e in m1.causal_history]
+    assert len(names1) == 20
+    assert names1[:2] == ["c28", "c29"] and names1[2:] == [f"c{i}" for i in range(18)]
+    m2 = sds.decode(ch.send(b"next", 6_001))
+    names2 = {e.message_id for e in m2.causal_history}
+    assert {f"c{i}" for i in range(18, 28)} <= names2
+    # arrival order, not log order: a message far older than every entry is named
+    ch.receive(msg("bob", "late", 100), 7_000)
+    m3 = sds.decode(ch.send(b"after late", 7_100))
+    assert "late" in [e.message_id for e in m3.causal_history]
     fixed = make_channel("alice", config=sds.Config(causal_history_size=20))
     for i in range(5):
         fixed.send(f"a{i}".encode(), 2_000 + i)
