@@ -183,8 +183,6 @@ class SimSpec:
             problems.append(f"--profile must be one of {', '.join(sds.PROFILES)}")
         if self.history is not None and self.history < 1:
             problems.append("--history must be >= 1")
-        if self.history_floor is not None and self.history_floor < 0:
-            problems.append("--history-floor must be >= 0")
         if self.bloom_capacity is not None and self.bloom_capacity < 1:
             problems.append("--bloom-capacity must be >= 1")
         if self.bloom_error is not None and not 0.0 < self.bloom_error < 1.0:
@@ -254,8 +252,8 @@ def sim_config(spec: SimSpec) -> sds.Config:
     changes: dict[str, Any] = {}
     if spec.history is not None:
         changes["causal_history_size"] = spec.history
-    if spec.history_floor is not None:
-        changes["causal_history_floor"] = spec.history_floor
+    if spec.history_floor is not None:  # negative: a fixed (newest-N) history
+        changes["causal_history_floor"] = spec.history_floor if spec.history_floor >= 0 else None
     if spec.bloom_capacity is not None:
         changes["bloom_capacity"] = spec.bloom_capacity
     if spec.bloom_error is not None:
@@ -612,6 +610,21 @@ def _range(text: str, what: str, scale: float = 1.0) -> tuple[int, int]:
     return int(lo * scale), int(hi * scale)
 
 
+def _history_floor(text: str | None) -> int | None:
+    """``--history-floor``: None (the profile's), ``off`` (-1: fixed) or N >= 0."""
+    if text is None:
+        return None
+    if text.strip().lower() == "off":
+        return -1
+    try:
+        n = int(text)
+    except ValueError:
+        raise SimError(f"--history-floor must be a number or 'off', got {text!r}") from None
+    if n < 0:
+        raise SimError("--history-floor must be >= 0 (or 'off')")
+    return n
+
+
 def _bandwidths(text: str) -> tuple[float, ...]:
     """``--bandwidth 1,20`` -> (1.0, 20.0); empty -> () (unlimited)."""
     if not text.strip():
@@ -695,8 +708,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     a("--profile", choices=sds.PROFILES, default="default",
       help="protocol sizes: default (sds.Config, as sdschat join) or waku (js-waku's)")
     a("--history", type=int, default=None, help="causal history entries (default: profile's)")
-    a("--history-floor", type=int, default=None,
-      help="adaptive causal history: at least this many, up to --history (default: profile's)")
+    a("--history-floor", default=None, metavar="N|off",
+      help="adaptive causal history: the newest N plus every delivered id once, up to "
+      "--history; 'off': the newest --history entries (default: the profile's)")
     a("--bloom-capacity", type=int, default=None,
       help="bloom filter capacity (default: profile's)")
     a("--bloom-error", type=float, default=None,
@@ -746,7 +760,7 @@ def spec_from_args(args: argparse.Namespace) -> SimSpec:
         drain_ms=None if args.drain is None else int(_finite(args.drain, "--drain") * 1000),
         profile=args.profile,
         history=args.history,
-        history_floor=args.history_floor,
+        history_floor=_history_floor(args.history_floor),
         bloom_capacity=args.bloom_capacity,
         bloom_error=args.bloom_error,
         repair_cache=args.repair_cache,

@@ -61,7 +61,8 @@ __all__ = ["PROFILES", "Profile", "Scenario", "cell_metrics", "grid", "main", "r
 
 @dataclass(frozen=True)
 class Profile:
-    """Protocol sizes of one column of the study (``None``: the base profile's)."""
+    """Protocol sizes of one column of the study (``None``: the base profile's;
+    ``history_floor=-1``: a fixed newest-N history)."""
 
     name: str
     base: str = "default"
@@ -108,43 +109,36 @@ class Scenario:
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("waku", base="waku", note="js-waku: history 200, filter 10,000 / 0.001"),
+        Profile("waku", base="waku", note="js-waku: newest 200, filter 10,000 / 0.001"),
         Profile("default", note="sds.Config() as shipped"),
-        Profile("h2", history=2, bloom_capacity=1_000, bloom_error=0.001),
-        Profile("h10", history=10, bloom_capacity=1_000, bloom_error=0.001),
-        Profile("h20", history=20, bloom_capacity=1_000, bloom_error=0.001),
-        Profile("h50", history=50, bloom_capacity=1_000, bloom_error=0.001),
-        Profile("h200", history=200, bloom_capacity=1_000, bloom_error=0.001),
+        Profile("h2", history=2, history_floor=-1, bloom_capacity=1_000, note="newest 2"),
+        Profile("h10", history=10, history_floor=-1, bloom_capacity=1_000),
+        Profile("h20", history=20, history_floor=-1, bloom_capacity=1_000),
+        Profile("h50", history=50, history_floor=-1, bloom_capacity=1_000),
+        Profile("h200", history=200, history_floor=-1, bloom_capacity=1_000),
         Profile("adapt2-20", history=20, history_floor=2, bloom_capacity=1_000,
-                bloom_error=0.001, note="entries since own last message, 2..20"),
-        Profile("adapt2-50", history=50, history_floor=2, bloom_capacity=1_000,
-                bloom_error=0.001, note="entries since own last message, 2..50"),
-        Profile("adapt2-20-b500", history=20, history_floor=2, bloom_capacity=500,
-                bloom_error=0.001),
-        Profile("adapt2-20-b250", history=20, history_floor=2, bloom_capacity=250,
-                bloom_error=0.001),
-        Profile("adapt5-30-b500", history=30, history_floor=5, bloom_capacity=500,
-                bloom_error=0.001, note="newest 5 + since own last message, up to 30"),
-        Profile("adapt10-50-b500", history=50, history_floor=10, bloom_capacity=500,
-                bloom_error=0.001),
+                note="newest 2 + every delivered id once, up to 20"),
+        Profile("adapt2-20-b250", history=20, history_floor=2, bloom_capacity=250),
+        Profile("adapt5-30-b250", history=30, history_floor=5, bloom_capacity=250),
+        Profile("adapt5-30-b1k", history=30, history_floor=5, bloom_capacity=1_000),
+        Profile("adapt5-30-b1k-1%", history=30, history_floor=5, bloom_capacity=1_000,
+                bloom_error=0.01),
+        Profile("adapt5-30-b5k", history=30, history_floor=5, bloom_capacity=5_000),
+        Profile("adapt5-30-b10k-1%", history=30, history_floor=5, bloom_capacity=10_000,
+                bloom_error=0.01),
         Profile("default-quick", protocol=QUICK_TIMINGS,
                 note="default sizes; SDS-R 1-5 s, resend 10 s, sync 10 s"),
         Profile("default-repair", protocol=QUICK_TIMINGS[:2],
                 note="default sizes; SDS-R 1-5 s, other timings js-waku's"),
-        Profile("h2-b1k-1%", history=2, bloom_capacity=1_000, bloom_error=0.01),
-        Profile("h20-b500", history=20, bloom_capacity=500, bloom_error=0.001),
-        Profile("h20-b1k-1%", history=20, bloom_capacity=1_000, bloom_error=0.01),
-        Profile("h20-b2k-0.5%", history=20, bloom_capacity=2_000, bloom_error=0.005),
-        Profile("h20-b5k", history=20, bloom_capacity=5_000, bloom_error=0.001),
-        Profile("h20-b10k-1%", history=20, bloom_capacity=10_000, bloom_error=0.01),
-        Profile("h20-b10k", history=20, bloom_capacity=10_000, bloom_error=0.001),
+        Profile("waku-quick", base="waku", protocol=QUICK_TIMINGS,
+                note="js-waku sizes; SDS-R 1-5 s, resend 10 s, sync 10 s"),
     )
 }
 
-_SIZES = ("waku", "default", "h2", "h10", "h20", "h50", "h200", "adapt2-20", "adapt2-50",
-          "adapt2-20-b500", "adapt2-20-b250", "adapt5-30-b500", "adapt10-50-b500", "h2-b1k-1%")
-_FILTERS = ("h20", "h20-b500", "h20-b1k-1%", "h20-b2k-0.5%", "h20-b5k", "h20-b10k-1%",
-            "h20-b10k")
+_SIZES = ("waku", "default", "h2", "h10", "h20", "h50", "h200", "adapt2-20", "adapt2-20-b250")
+_FILTERS = ("adapt5-30-b250", "adapt5-30-b1k", "adapt5-30-b1k-1%", "adapt5-30-b5k",
+            "adapt5-30-b10k-1%")
+_TIMINGS = ("default-repair", "default-quick", "waku-quick")
 
 
 def grid(name: str) -> list[tuple[Scenario, list[str]]]:
@@ -155,32 +149,37 @@ def grid(name: str) -> list[tuple[Scenario, list[str]]]:
             (Scenario("n6-r5-loss0.1", 6, 40, 5.0, 0.1), ["waku", "default"]),
             (Scenario("n6-r5-loss0.3", 6, 40, 5.0, 0.3), ["waku", "default"]),
         ]
-    n10 = [
-        Scenario("n10-r2-loss0.1", 10, 300, 2.0, 0.1, note="the issue's cell"),
+    base = Scenario("n10-r2-loss0.1", 10, 300, 2.0, 0.1, note="the issue's cell")
+    r10 = Scenario("n10-r10-loss0.1", 10, 300, 10.0, 0.1)
+    r10l3 = Scenario("n10-r10-loss0.3", 10, 300, 10.0, 0.3)
+    r1l3 = Scenario("n10-r1-loss0.3", 10, 100, 1.0, 0.3)
+    partition = Scenario("n10-partition", 10, 200, 2.0, 0.1, partitions=part,
+                         note="two halves from 20 s to 60 s")
+    scenarios = [
+        base,
         Scenario("n10-r1-loss0", 10, 100, 1.0, 0.0),
-        Scenario("n10-r10-loss0.1", 10, 300, 10.0, 0.1),
-        Scenario("n10-r10-loss0.3", 10, 300, 10.0, 0.3),
+        r10,
+        r10l3,
+        r1l3,
         Scenario("n10-r100-loss0.1", 10, 1_000, 100.0, 0.1),
         Scenario("n10-burst", 10, 300, 300.0, 0.1, senders=3, note="300 msg/s for 1 s, 3 senders"),
-        Scenario("n10-partition", 10, 200, 2.0, 0.1, partitions=part,
-                 note="two halves from 20 s to 60 s"),
+        partition,
         Scenario("n10-churn", 10, 200, 2.0, 0.1, churn=0.3, note="30% offline 10-60 s once"),
         Scenario("n100-r10-loss0.1", 100, 200, 10.0, 0.1),
         Scenario("n10-r2-loss0.1-fast", 10, 300, 2.0, 0.1, timings="fast",
                  note="the issue's cell with sds.Config.fast timings (2 s resend and sync)"),
     ]
-    cells = [(s, list(_SIZES)) for s in n10]
-    cells.append((Scenario("n10-r10-loss0.1", 10, 300, 10.0, 0.1),
-                  [f for f in _FILTERS if f not in _SIZES]))
+    cells = [(s, list(_SIZES)) for s in scenarios]
+    cells.append((r10, list(_FILTERS)))
+    cells += [(s, list(_TIMINGS)) for s in (base, r10l3, r1l3, partition)]
     if name == "quick":
         return cells
     if name == "full":
         return [
             *cells,
             (Scenario("n100-r1-loss0.3", 100, 100, 1.0, 0.3), list(_SIZES)),
-            (Scenario("n100-r100-loss0.1", 100, 500, 100.0, 0.1),
-             ["waku", "default", "h2", "adapt2-20"]),
-            (Scenario("n1000-r1-loss0.1", 1_000, 40, 1.0, 0.1), ["waku", "default", "h2"]),
+            (Scenario("n100-r100-loss0.1", 100, 500, 100.0, 0.1), ["waku", "default", "h20"]),
+            (Scenario("n1000-r1-loss0.1", 1_000, 40, 1.0, 0.1), ["waku", "default", "h20"]),
         ]
     raise ValueError(f"unknown grid {name!r} (ci, quick, full)")
 

@@ -85,6 +85,9 @@ def test_sim_config_sizes_and_auto_sync_interval() -> None:
                                history_floor=2, bloom_capacity=500, bloom_error=0.01))
     assert (tuned.causal_history_size, tuned.causal_history_floor) == (7, 2)
     assert (tuned.bloom_capacity, tuned.bloom_error_rate) == (500, 0.01)
+    # --history-floor off
+    fixed = sim_config(SimSpec(participants=8, messages=10, history_floor=-1))
+    assert fixed.causal_history_floor is None
     assert small.sync_interval_ms == sds.Config.fast(1000).sync_interval_ms
     assert big.sync_interval_ms == 2000 * 800 * 800 // 64
     assert big.log_window == 20_001 and big.repair_response_groups == 800 // 128 + 1
