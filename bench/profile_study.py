@@ -120,6 +120,7 @@ PROFILES: dict[str, Profile] = {
                 note="newest 2 + every delivered id once, up to 20"),
         Profile("adapt2-20-b250", history=20, history_floor=2, bloom_capacity=250),
         Profile("adapt5-30-b250", history=30, history_floor=5, bloom_capacity=250),
+        Profile("adapt5-30-b500", history=30, history_floor=5, bloom_capacity=500),
         Profile("adapt5-30-b1k", history=30, history_floor=5, bloom_capacity=1_000),
         Profile("adapt5-30-b1k-1%", history=30, history_floor=5, bloom_capacity=1_000,
                 bloom_error=0.01),
@@ -136,7 +137,7 @@ PROFILES: dict[str, Profile] = {
 }
 
 _SIZES = ("waku", "default", "h2", "h10", "h20", "h50", "h200", "adapt2-20", "adapt2-20-b250")
-_FILTERS = ("adapt5-30-b250", "adapt5-30-b1k", "adapt5-30-b1k-1%", "adapt5-30-b5k",
+_FILTERS = ("adapt5-30-b500", "adapt5-30-b1k", "adapt5-30-b1k-1%", "adapt5-30-b5k",
             "adapt5-30-b10k-1%")
 _TIMINGS = ("default-repair", "default-quick", "waku-quick")
 
@@ -510,28 +511,28 @@ def table_md(res: StudyResult) -> str:
 
 
 _COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-            "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#637939")
+            "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#637939", "#000000", "#ff9896",
+            "#98df8a", "#aec7e8", "#c5b0d5", "#dbdb8d")
 
 
 def chart_svg(res: StudyResult, title: str = "bytes per content message vs ack p99") -> str:
-    """Scatter (log x): bytes on the wire per content message vs ack p99, one colour
-    per profile, one point per scenario."""
+    """Scatter, log-log: bytes on the wire per content message vs acknowledgement
+    p99, one colour per profile, one point per scenario (seeds averaged)."""
     pts = [(c["profile"], c["scenario"], c["bytes_per_message"], c["ack_p99_ms"])
-           for c in aggregate(res.cells) if c["bytes_per_message"] and c["ack_p99_ms"] is not None]
-    w, h, ml, mr, mt, mb = 820, 480, 70, 190, 40, 50
+           for c in aggregate(res.cells) if c["bytes_per_message"] and c["ack_p99_ms"]]
+    w, h, ml, mr, mt, mb = 860, 500, 70, 200, 40, 50
     if not pts:
         return f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}"></svg>\n'
     xs = [math.log10(p[2]) for p in pts]
-    ys = [p[3] / 1000 for p in pts]
-    x0, x1 = math.floor(min(xs)), math.ceil(max(xs))
-    y1 = max(ys) * 1.05 or 1.0
-    x1 = max(x1, x0 + 1)
+    ys = [math.log10(max(p[3], 1.0) / 1000) for p in pts]
+    x0, x1 = math.floor(min(xs)), max(math.ceil(max(xs)), math.floor(min(xs)) + 1)
+    y0, y1 = math.floor(min(ys)), max(math.ceil(max(ys)), math.floor(min(ys)) + 1)
 
     def sx(v: float) -> float:
         return ml + (math.log10(v) - x0) / (x1 - x0) * (w - ml - mr)
 
-    def sy(v: float) -> float:
-        return h - mb - (v / 1000 / y1) * (h - mt - mb)
+    def sy(ms: float) -> float:
+        return h - mb - (math.log10(max(ms, 1.0) / 1000) - y0) / (y1 - y0) * (h - mt - mb)
 
     profiles = list(dict.fromkeys(p[0] for p in pts))
     colour = {p: _COLOURS[i % len(_COLOURS)] for i, p in enumerate(profiles)}
@@ -544,15 +545,14 @@ def chart_svg(res: StudyResult, title: str = "bytes per content message vs ack p
         out.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{h - mb}" stroke="#ddd"/>')
         out.append(f'<text x="{x:.1f}" y="{h - mb + 16}" text-anchor="middle">'
                    f'{10 ** e:,} B</text>')
-    for i in range(6):
-        v = y1 * i / 5
-        y = h - mb - i / 5 * (h - mt - mb)
+    for e in range(y0, y1 + 1):
+        y = sy(1000 * 10.0**e)
         out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{w - mr}" y2="{y:.1f}" stroke="#eee"/>')
-        out.append(f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{v:.1f} s</text>')
+        out.append(f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{10.0 ** e:g} s</text>')
     out.append(f'<text x="{(ml + w - mr) / 2}" y="{h - 12}" text-anchor="middle">bytes on the '
                'wire per content message (log)</text>')
     out.append(f'<text x="16" y="{(mt + h - mb) / 2}" transform="rotate(-90 16 '
-               f'{(mt + h - mb) / 2})" text-anchor="middle">ack p99</text>')
+               f'{(mt + h - mb) / 2})" text-anchor="middle">acknowledgement p99 (log)</text>')
     for prof, scen, b, a in pts:
         out.append(f'<circle cx="{sx(b):.1f}" cy="{sy(a):.1f}" r="4" fill="{colour[prof]}" '
                    f'fill-opacity="0.8"><title>{prof} / {scen}: {b:,.0f} B, '
@@ -587,8 +587,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds after which no new cell starts (default 1800)")
     ap.add_argument("--profiles", default="", help="only these profiles (comma-separated)")
     ap.add_argument("--keep-cells", action="store_true", help="keep the cells' Parquet")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite study.md and the chart from OUT/study.json")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.render:
+        data = json.loads((out / "study.json").read_text())
+        res = StudyResult(data["cells"], data.get("skipped", []), data.get("wall_s", 0.0))
+        header = {k: v for k, v in data.items() if k not in ("cells", "skipped", "wall_s")}
+        write_outputs(res, out, header)
+        print(f"wrote {out / 'study.md'}, {out / 'bytes_vs_ack_p99.svg'}")
+        return 0
     bandwidth = tuple(float(x) for x in args.bandwidth.split(",") if x.strip())
     only = {p for p in args.profiles.split(",") if p} or None
     from machine import calibrate, describe
