@@ -45,9 +45,9 @@ class Config:
     causal_history_floor: int | None = 5
     #: Bloom filter capacity (js-waku: 10,000). Our filter rolls over at this
     #: size (rebuilt from the newest half), so it only has to hold the ids whose
-    #: senders may still wait for an acknowledgement: with the adaptive history
-    #: most acknowledgements come by name. 250 ids (12-25 s of a 10 msg/s
-    #: channel) are 472 bytes on every message instead of 18,752; the study
+    #: senders may still wait for an acknowledgement (it gives most of them under
+    #: loss; the adaptive history names every id as well). 250 ids (12-25 s of a
+    #: 10 msg/s channel) are 472 bytes on every message instead of 18,752; the study
     #: (docs/profiles.md) measured the same convergence as 500 and 1,000 ids and
     #: 22-59x fewer bytes per message than js-waku's sizes.
     bloom_capacity: int = 250
@@ -86,6 +86,9 @@ class Config:
     #: SDS-R: enable repair requests and responses.
     repair_enabled: bool = True
     #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s).
+    #: Kept: the study (docs/profiles.md) measured 1 s / 5 s turning a delivery
+    #: p50 of 70-145 s into 0.1-3 s at 10 participants and 10-30% loss, but
+    #: costing 7x the bytes at 100 participants (every responder answers).
     repair_t_min_ms: int = 30_000
     repair_t_max_ms: int = 120_000
     #: SDS-R: number of response groups (``participants / 128 + 1`` is the
