@@ -104,3 +104,10 @@ def test_bandwidth_spec_and_cli(tmp_path: Path) -> None:
     assert meta["network"]["queue_wait_ms"] > 0
     assert main(["sim", "-n", "4", "-m", "2", "--bandwidth", "1,x",
                  "--out", str(tmp_path / "bad")]) == 2
+    fixed = tmp_path / "fixed"
+    assert main(["sim", "-n", "3", "-m", "4", "--history", "7", "--history-floor", "off",
+                 "--drain", "2", "--out", str(fixed)]) == 0
+    cfg = json.loads((fixed / "run.json").read_text())["config"]
+    assert (cfg["causal_history_size"], cfg["causal_history_floor"]) == (7, None)
+    assert main(["sim", "-n", "3", "-m", "2", "--history-floor", "two",
+                 "--out", str(tmp_path / "bad2")]) == 2
