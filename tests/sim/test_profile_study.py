@@ -25,7 +25,7 @@ def test_default_profile_sends_fewer_bytes_and_converges_where_waku_does(tmp_pat
     """On the CI grid (6 participants, 1 and 20 Mbit/s links, loss 0.1 and 0.3, real
     timings): the default profile sends at least 4x fewer bytes per content message
     than js-waku's sizes, converges in every cell the waku profile converges in,
-    loses no more, and its acknowledgement p99 is no worse than 1.25x."""
+    misses no more at the end, and its acknowledgement p99 is no worse than 1.25x."""
     ps = _study()
     res = ps.run_study("ci", tmp_path / "study", seeds=(1,))
     rows = {(c["scenario"], c["profile"]): c for c in res.cells}
@@ -36,7 +36,9 @@ def test_default_profile_sends_fewer_bytes_and_converges_where_waku_does(tmp_pat
         assert d["messages"] == w["messages"] == 40
         assert d["bytes_per_message"] * 4 < w["bytes_per_message"], scen
         assert d["converged"] or not w["converged"], scen
-        assert d["lost_messages"] <= w["lost_messages"], scen
+        # at the end no more (participant, message) pairs missing; messages declared
+        # lost and repaired later are noise at this size (docs/profiles.md)
+        assert d["missing_pairs"] <= w["missing_pairs"], scen
         assert d["duplicate_deliveries"] == 0
         assert d["acked_share"] == 1.0
         assert d["ack_p99_ms"] <= 1.25 * w["ack_p99_ms"], scen
