@@ -180,7 +180,7 @@ def grid(name: str) -> list[tuple[Scenario, list[str]]]:
             *cells,
             (Scenario("n100-r1-loss0.3", 100, 100, 1.0, 0.3), list(_SIZES)),
             (Scenario("n100-r100-loss0.1", 100, 500, 100.0, 0.1), ["waku", "default", "h20"]),
-            (Scenario("n1000-r1-loss0.1", 1_000, 40, 1.0, 0.1), ["waku", "default", "h20"]),
+            (Scenario("n1000-r1-loss0.1", 1_000, 200, 1.0, 0.1), ["waku", "default", "h20"]),
         ]
     raise ValueError(f"unknown grid {name!r} (ci, quick, full)")
 

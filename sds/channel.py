@@ -509,7 +509,7 @@ class Channel:
         entries = self._entries
         extra: list[str] = []
         while unnamed and len(extra) < room:
-            mid, _ = unnamed.popitem(last=False)
+            mid, _ = unnamed.popitem(last=True)
             if mid in entries:
                 extra.append(mid)
         return top + extra

@@ -34,10 +34,10 @@ class Config:
     #: Adaptive causal history (``None``: the newest ``causal_history_size``
     #: entries, js-waku's rule). When set, a message names the newest
     #: ``causal_history_floor`` log entries (at most ``causal_history_size``)
-    #: plus the ids delivered from others
-    #: that none of our messages named yet (oldest arrival first), up to
-    #: ``causal_history_size``. Every delivered id is then named at least once by
-    #: every participant that has it, however late it arrived: the study
+    #: plus the ids delivered from others that none of our messages named yet
+    #: (latest arrival first), up to ``causal_history_size``. A message is then
+    #: named by the next messages of those who got it, however late it arrived
+    #: (a busy or bursty channel leaves the oldest unnamed ones to others): the study
     #: (docs/profiles.md) found fixed histories of 2-50 missing messages that
     #: arrived behind a slow link or a repaired dependency (nobody ever named
     #: them, so nobody noticed the gap); 5 keeps each message named by the next

@@ -205,9 +205,9 @@ def test_lamport_saturates_at_max_lamport() -> None:
 
 def test_adaptive_history_names_every_delivered_id_once() -> None:
     """Config.causal_history_floor: a message names the newest ``floor`` log entries
-    plus the ids delivered from others that none of our messages named yet (oldest
-    arrival first), at most causal_history_size; over several messages every
-    delivered id is named, even one far older than the newest entries."""
+    plus the ids delivered from others that none of our messages named yet (latest
+    arrival first), at most causal_history_size; the rest follow in the next
+    messages, and a late arrival far older than the newest entries is named."""
     ch = make_channel("alice", config=sds.Config(causal_history_size=20, causal_history_floor=2))
     for i in range(5):
         ch.send(f"a{i}".encode(), 2_000 + i)
@@ -222,10 +222,10 @@ def test_adaptive_history_names_every_delivered_id_once() -> None:
     m1 = sds.decode(ch.send(b"after 30", 6_000))
     names1 = [e.message_id for e in m1.causal_history]
     assert len(names1) == 20
-    assert names1[:2] == ["c28", "c29"] and names1[2:] == [f"c{i}" for i in range(18)]
+    assert names1[:2] == ["c28", "c29"] and names1[2:] == [f"c{i}" for i in range(27, 9, -1)]
     m2 = sds.decode(ch.send(b"next", 6_001))
     names2 = {e.message_id for e in m2.causal_history}
-    assert {f"c{i}" for i in range(18, 28)} <= names2
+    assert {f"c{i}" for i in range(10)} <= names2  # the rest, in the next message
     # arrival order, not log order: a message far older than every entry is named
     ch.receive(msg("bob", "late", 100), 7_000)
     m3 = sds.decode(ch.send(b"after late", 7_100))
