@@ -1,6 +1,8 @@
 """Settings of a node (``sdschat join``): protocol timings from a TOML file and flags.
 
-Precedence: the protocol's defaults (``sds.Config()``, equal to js-waku's), then
+Precedence: the protocol profile (``--profile`` or the file's ``profile``:
+``default`` is ``sds.Config()``, sdschat's sizes; ``waku`` is
+``sds.Config.waku()``, js-waku's, for channels shared with js-waku peers), then
 ``--fast`` (``sds.Config.fast(1000)``: second-scale timings for demos and
 tests), then the config file, then the individual flags.
 
@@ -11,6 +13,7 @@ Config file (``--config FILE``, TOML)::
     # or several relays of one cluster, tried in turn (failover):
     # relay = ["ws://10.0.0.1:8765", "ws://10.0.0.2:8765"]
     name = "alice"
+    profile = "default"      # or "waku": js-waku's sizes (sds.Config.waku())
     fast = true              # start from sds.Config.fast(fast_scale_ms)
     fast_scale_ms = 1000
     drop_rate = 0.0          # FOR DEMOS AND TESTS: drop this fraction of envelopes
@@ -47,14 +50,15 @@ __all__ = [
 ]
 
 _TOP_KEYS = {
-    "relay", "name", "fast", "fast_scale_ms", "drop_rate", "state_save_ms", "recent_window",
-    "protocol",
+    "relay", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
+    "recent_window", "protocol",
 }
 
 #: what each top-level key must hold ("number": an integer or a float)
 _TOP_TYPES: dict[str, str] = {
     "relay": "string or list of strings",
     "name": "string",
+    "profile": "string",
     "fast": "boolean",
     "fast_scale_ms": "integer",
     "drop_rate": "number",
@@ -197,6 +201,13 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="no TUI: lines on stdin, JSON on stdout")
     p.add_argument("--config", default=None, metavar="FILE", help="TOML settings file")
     p.add_argument(
+        "--profile",
+        choices=sds.PROFILES,
+        default=None,
+        help="protocol sizes: default (sds.Config) or waku (js-waku's, for a channel "
+        "shared with js-waku peers); default: the config file's, else default",
+    )
+    p.add_argument(
         "--fast",
         action="store_true",
         help="second-scale protocol timings (sds.Config.fast(1000)) for demos and tests",
@@ -245,7 +256,10 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     data: dict[str, Any] = load_config_file(args.config) if args.config else {}
     fast = bool(args.fast or data.get("fast", False))
     scale = int(data.get("fast_scale_ms", 1000))
-    config = sds.Config.fast(scale) if fast else sds.Config()
+    profile = getattr(args, "profile", None) or data.get("profile", "default")
+    config = sds.Config.profile(profile)  # ValueError names the known profiles
+    if fast:
+        config = config.with_fast_timings(scale)
     protocol = dict(data.get("protocol", {}))
     if protocol:
         known = set(sds.Config().to_dict())

@@ -28,27 +28,28 @@ What is simulated (all times in virtual seconds unless said otherwise):
   participant's ``MessagesMissing`` after ``--store-rtt`` ms;
 * then ``--drain`` seconds with no new messages for resends, syncs and repairs.
 
-Protocol configuration (``sim_config``): ``--timings fast`` (default:
-:meth:`sds.Config.fast`, periods of a few ``--time-scale`` ms) or ``default``
-(js-waku's periods). Sizes differ from the defaults so that 10,000
-participants fit in memory and time; every one can be overridden:
+Protocol configuration (``sim_config``): ``--profile`` (``default``: the sizes of
+:class:`sds.Config`, the ones ``sdschat join`` uses; ``waku``: js-waku's,
+:meth:`sds.Config.waku`), with ``--timings fast`` (default: the periods of
+:meth:`sds.Config.fast`, a few ``--time-scale`` ms) or ``default`` (the profile's
+periods). ``--history``, ``--history-floor``, ``--bloom-capacity``,
+``--bloom-error`` and ``--repair-cache`` override single sizes. What the sim
+sets itself:
 
 =========================== ============ ===========================================
-setting                     sim default  why
+setting                     sim value    why
 =========================== ============ ===========================================
-causal_history_size         50           (200) receivers read every entry of every
-                                         message: the cost per delivery, and the
-                                         Parquet size (50 ids per delivery row)
-bloom_capacity              2,000        (10,000) 3.7 KB filter per participant
-                                         and per message instead of 18.75 KB
-repair_cache_size           32           (128) older repairs come from "storage"
-                                         (the network's one copy per message)
-log_window                  max(10,000,  no storage beyond the window: the core
+log_window                  max(profile, no storage beyond the window: the core
                             messages+1)  must never forget a delivered id
 repair_response_groups      N/128 + 1    PROTOCOL.md's recommendation
 sync_interval_ms            base x       see below
                             max(1,N²/64)
 =========================== ============ ===========================================
+
+Links: ``--bandwidth 1,20`` gives participant i a link of the i-th value (mod
+the list) in Mbit/s, each direction; transmission time then follows the bytes
+sent and messages queue per link (:class:`net.memnet.MemNetwork`). Without it
+links are unlimited (only ``--latency`` counts).
 
 Sync messages cost N² deliveries: every participant's sync reaches every
 other, and a receiver shortens its sync delay after each content message, so
@@ -66,8 +67,9 @@ cache slot) plus its bloom filter; message bytes themselves are shared (one
 broadcast object reaches every receiver).
 
 Measured (``bench/sim_scale.py``, 2-core machine, 100 messages at 2/s, no loss,
-fast timings, Parquet written): N = 100: 60,489 deliveries in 2.4 s (25k/s),
-peak 240 MB; N = 1,000: 525,474 deliveries in 23 s (23k/s), peak 0.7 GB;
+fast timings, Parquet written, with the sizes of the time: history 50, filter
+2,000): N = 100: 60,489 deliveries in 2.4 s (25k/s), peak 240 MB; N = 1,000:
+525,474 deliveries in 23 s (23k/s), peak 0.7 GB;
 N = 10,000: 1,539,846 deliveries in 123 s (12.5k/s), peak 1.8 GB. At N = 10,000
 and 1% loss SDS-R repairs dominate: each repair is a broadcast to everyone,
 and with the fast preset's T_max of 2 s several members of the response group
@@ -152,9 +154,15 @@ class SimSpec:
     timings: str = "fast"
     time_scale_ms: int = 1_000
     drain_ms: int | None = None
-    history: int = 50
-    bloom_capacity: int = 2_000
-    repair_cache: int = 32
+    profile: str = "default"
+    history: int | None = None
+    history_floor: int | None = None
+    bloom_capacity: int | None = None
+    bloom_error: float | None = None
+    repair_cache: int | None = None
+    bandwidth_mbps: tuple[float, ...] = ()
+    #: Any other sds.Config fields (applied last; for studies, e.g. timings).
+    protocol: dict[str, Any] = field(default_factory=dict)
     sync_interval_ms: int | None = None
     content_bytes: int = 64
     start_ms: int = START_MS
@@ -172,12 +180,18 @@ class SimSpec:
             problems.append("--rate must be a number > 0")
         if self.participants > MAX_PARTICIPANTS:
             problems.append(f"--participants must be <= {MAX_PARTICIPANTS:,}")
-        if self.history < 1:
+        if self.profile not in sds.PROFILES:
+            problems.append(f"--profile must be one of {', '.join(sds.PROFILES)}")
+        if self.history is not None and self.history < 1:
             problems.append("--history must be >= 1")
-        if self.bloom_capacity < 1:
+        if self.bloom_capacity is not None and self.bloom_capacity < 1:
             problems.append("--bloom-capacity must be >= 1")
-        if self.repair_cache < 0:
+        if self.bloom_error is not None and not 0.0 < self.bloom_error < 1.0:
+            problems.append("--bloom-error must be in (0, 1)")
+        if self.repair_cache is not None and self.repair_cache < 0:
             problems.append("--repair-cache must be >= 0")
+        if any(not (math.isfinite(b) and b > 0) for b in self.bandwidth_mbps):
+            problems.append("--bandwidth values must be Mbit/s > 0")
         if self.channels < 1:
             problems.append("--channels must be >= 1")
         if self.split_channels and self.participants < 2 * self.channels:
@@ -226,22 +240,41 @@ class SimSpec:
 
 
 def sim_config(spec: SimSpec) -> sds.Config:
-    """The protocol configuration of a run (see the module docstring for the sizes)."""
-    base = sds.Config.fast(spec.time_scale_ms) if spec.timings == "fast" else sds.Config()
+    """The protocol configuration of a run (see the module docstring)."""
+    profile = sds.Config.profile(spec.profile)
+    base = profile.with_fast_timings(spec.time_scale_ms) if spec.timings == "fast" else profile
+    if spec.protocol:
+        base = base.with_changes(**spec.protocol)
     n = spec.participants
     if spec.sync_interval_ms is not None:
         sync = spec.sync_interval_ms
     else:
         sync = int(base.sync_interval_ms * max(1.0, n * n / 64))
-    history = spec.history
+    changes: dict[str, Any] = {}
+    if spec.history is not None:
+        changes["causal_history_size"] = spec.history
+    if spec.history_floor is not None:  # negative: a fixed (newest-N) history
+        changes["causal_history_floor"] = spec.history_floor if spec.history_floor >= 0 else None
+    if spec.bloom_capacity is not None:
+        changes["bloom_capacity"] = spec.bloom_capacity
+    if spec.bloom_error is not None:
+        changes["bloom_error_rate"] = spec.bloom_error
+    if spec.repair_cache is not None:
+        changes["repair_cache_size"] = spec.repair_cache
+    history = changes.get("causal_history_size", base.causal_history_size)
     return base.with_changes(
-        causal_history_size=history,
-        bloom_capacity=spec.bloom_capacity,
-        repair_cache_size=spec.repair_cache,
+        **changes,
         log_window=max(base.log_window, spec.messages + 1, history),
         repair_response_groups=n // 128 + 1,
         sync_interval_ms=sync,
     )
+
+
+def link_bandwidth_bps(spec: SimSpec, index: int) -> int | None:
+    """Participant ``index``'s link speed in bit/s (``None``: unlimited)."""
+    if not spec.bandwidth_mbps:
+        return None
+    return max(1, int(spec.bandwidth_mbps[index % len(spec.bandwidth_mbps)] * 1_000_000))
 
 
 @dataclass(slots=True)
@@ -437,7 +470,7 @@ def run_sim(
         for i, nid in enumerate(ids):
             mine = [channels[i % len(channels)]] if spec.split_channels else list(channels)
             membership.append(mine)
-            net.add_node(nid, mine, cfg)
+            net.add_node(nid, mine, cfg, bandwidth_bps=link_bandwidth_bps(spec, i))
 
         # The schedule: (time, order, action, args). Order breaks ties deterministically.
         actions: list[tuple[int, int, str, tuple[Any, ...]]] = []
@@ -578,6 +611,28 @@ def _range(text: str, what: str, scale: float = 1.0) -> tuple[int, int]:
     return int(lo * scale), int(hi * scale)
 
 
+def _history_floor(text: str | None) -> int | None:
+    """``--history-floor``: None (the profile's), ``off`` (-1: fixed) or N >= 0."""
+    if text is None:
+        return None
+    if text.strip().lower() == "off":
+        return -1
+    try:
+        n = int(text)
+    except ValueError:
+        raise SimError(f"--history-floor must be a number or 'off', got {text!r}") from None
+    if n < 0:
+        raise SimError("--history-floor must be >= 0 (or 'off')")
+    return n
+
+
+def _bandwidths(text: str) -> tuple[float, ...]:
+    """``--bandwidth 1,20`` -> (1.0, 20.0); empty -> () (unlimited)."""
+    if not text.strip():
+        return ()
+    return tuple(_finite(x, "--bandwidth") for x in text.split(","))
+
+
 def parse_partition(text: str, participants: int) -> PartitionSpec:
     """``START:HEAL:GROUPS`` in seconds; HEAL may be ``never``; GROUPS a count or ranges."""
     parts = text.split(":")
@@ -651,9 +706,21 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     a("--drain", type=float, default=None,
       help="seconds simulated after the last message (default 60 x time-scale, 600 s with "
       "default timings)")
-    a("--history", type=int, default=50, help="causal history entries (default 50)")
-    a("--bloom-capacity", type=int, default=2000, help="bloom filter capacity (default 2000)")
-    a("--repair-cache", type=int, default=32, help="repair cache messages (default 32)")
+    a("--profile", choices=sds.PROFILES, default="default",
+      help="protocol sizes: default (sds.Config, as sdschat join) or waku (js-waku's)")
+    a("--history", type=int, default=None, help="causal history entries (default: profile's)")
+    a("--history-floor", default=None, metavar="N|off",
+      help="adaptive causal history: the newest N plus every delivered id once, up to "
+      "--history; 'off': the newest --history entries (default: the profile's)")
+    a("--bloom-capacity", type=int, default=None,
+      help="bloom filter capacity (default: profile's)")
+    a("--bloom-error", type=float, default=None,
+      help="bloom filter error rate (default: profile's)")
+    a("--repair-cache", type=int, default=None,
+      help="repair cache messages (default: profile's)")
+    a("--bandwidth", default="", metavar="MBITS,...",
+      help="link speeds in Mbit/s, participant i gets the i-th (mod the list), e.g. 1,20; "
+      "default: unlimited")
     a("--sync-interval", default="auto",
       help="sync interval in ms, or 'auto' (the timing preset's x max(1, N^2/64))")
     a("--content-bytes", type=int, default=64, help="size of each message's content")
@@ -692,9 +759,13 @@ def spec_from_args(args: argparse.Namespace) -> SimSpec:
         timings=args.timings,
         time_scale_ms=args.time_scale,
         drain_ms=None if args.drain is None else int(_finite(args.drain, "--drain") * 1000),
+        profile=args.profile,
         history=args.history,
+        history_floor=_history_floor(args.history_floor),
         bloom_capacity=args.bloom_capacity,
+        bloom_error=args.bloom_error,
         repair_cache=args.repair_cache,
+        bandwidth_mbps=_bandwidths(args.bandwidth),
         sync_interval_ms=sync,
         content_bytes=args.content_bytes,
     )
@@ -726,7 +797,8 @@ def run_sim_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         file=out,
     )
     print(
-        f"  broadcasts {net['broadcasts']:,}  per recipient: delivered "
+        f"  broadcasts {net['broadcasts']:,} ({net['bytes_sent']:,} bytes sent, "
+        f"{net['bytes']:,} received)  per recipient: delivered "
         f"{net['deliveries'] - net['offline']:,}, dropped {net['lost']:,}, "
         f"partitioned {net['partitioned']:,}, recipient offline {net['offline']:,}  "
         f"store retrievals {net['store_retrievals']:,}",

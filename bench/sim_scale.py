@@ -2,7 +2,7 @@
 
 Each size runs in its own process (peak RSS is per process) through the same
 code as ``sdschat sim`` (Parquet output included), with the sim defaults
-(fast timings, auto sync interval, 50-entry histories, 2,000-id filters)::
+(fast timings, auto sync interval, the default profile's sizes: sds.Config())::
 
     .venv/bin/python bench/sim_scale.py                      # 100, 1000, 10000 x 100 messages
     .venv/bin/python bench/sim_scale.py --sizes 100 1000 --messages 200 --loss 0.01

@@ -6,6 +6,16 @@ its events handed to the observer and its single timer re-armed. Time is virtual
 :meth:`MemNetwork.run_until` jumps from one scheduled thing to the next, so a
 simulated hour takes as long as the work in it, not an hour.
 
+Links: each node may have a bandwidth (bits per second, ``add_node(...,
+bandwidth_bps=)``; ``None`` is unlimited). A broadcast is uploaded once over the
+sender's link (as to a relay, which fans it out) and downloaded over each
+receiver's link; each direction of a link is a FIFO queue, so a message's
+transmission time is ``8 * bytes / bandwidth`` and a message waits for those
+queued before it on the same link (reserved in the order they were sent).
+Arrival = upload done + propagation latency + download queueing and
+transmission. A 46 KB message then reaches a 1 Mbit/s participant about 0.37 s
+after a 3 KB one sent at the same time would have.
+
 Faults: a loss rate per delivery, a latency range (uniform, or exponential
 within the range), partitions (groups that cannot hear each other until
 healed) and nodes going offline (they hear nothing and their timers pause until
@@ -113,6 +123,11 @@ class SimNode:
     armed_ms: int | None = None
     sent: int = 0
     received: int = 0
+    #: Link bandwidth in bits per second (``None``: unlimited), both directions.
+    bandwidth_bps: int | None = None
+    #: Virtual time (ms, fractional) at which the upload / download queue is free.
+    up_free_ms: float = 0.0
+    down_free_ms: float = 0.0
     delivered: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -197,8 +212,12 @@ class MemNetwork:
             "partitioned": 0,
             "offline": 0,
             "bytes": 0,
+            "bytes_sent": 0,
             "store_retrievals": 0,
+            "queue_wait_ms": 0,
         }
+        # "bytes": received (deliveries x size); "bytes_sent": uploaded (one per
+        # broadcast); "queue_wait_ms": waiting behind earlier messages on links.
 
     # ----------------------------------------------------------------- topology
 
@@ -207,12 +226,19 @@ class MemNetwork:
         node_id: str,
         channels: Iterable[str],
         config: sds.Config | None = None,
+        bandwidth_bps: int | None = None,
     ) -> SimNode:
-        """Create a participant ``node_id`` that joins ``channels`` now."""
+        """Create a participant ``node_id`` that joins ``channels`` now.
+
+        ``bandwidth_bps`` is its link's speed (bits per second, each direction;
+        ``None``: unlimited).
+        """
         if node_id in self.nodes:
             raise ValueError(f"node {node_id!r} already exists")
+        if bandwidth_bps is not None and bandwidth_bps <= 0:
+            raise ValueError("bandwidth_bps must be > 0 (or None: unlimited)")
         p = sds.Participant(node_id, config, random.Random(self.rng.getrandbits(64)))
-        node = SimNode(node_id, p)
+        node = SimNode(node_id, p, bandwidth_bps=bandwidth_bps)
         self.nodes[node_id] = node
         for cid in channels:
             p.join(cid, self.now_ms)
@@ -334,6 +360,7 @@ class MemNetwork:
     def _broadcast(self, src: SimNode, channel_id: str, data: bytes) -> None:
         counters = self.counters
         counters["broadcasts"] += 1
+        counters["bytes_sent"] += len(data)
         if self.store is not None:
             self._archive(channel_id, data)
         members = self.members.get(channel_id, ())
@@ -344,6 +371,15 @@ class MemNetwork:
         span = hi - lo + 1
         uniform = self.latency_dist == "uniform"
         sgroup = src.group
+        now = self.now_ms
+        bits = 8_000.0 * len(data)  # bits x 1000: divided by bit/s gives ms
+        depart: float = now
+        waited = 0.0  # time spent waiting in link queues (not transmitting)
+        if src.bandwidth_bps is not None:
+            start = max(float(now), src.up_free_ms)
+            waited = start - now
+            src.up_free_ms = depart = start + bits / src.bandwidth_bps
+        base = math.ceil(depart) - now
         batches: dict[int, list[SimNode]] = {}
         lost = partitioned = delivered = 0
         for dst in members:
@@ -362,6 +398,16 @@ class MemNetwork:
                 delay = lo + int(rnd() * span)
             else:
                 delay = self._latency()
+            bps = dst.bandwidth_bps
+            if bps is None:
+                delay += base
+            else:
+                reach = depart + delay
+                start = reach if reach > dst.down_free_ms else dst.down_free_ms
+                waited += start - reach
+                done = start + bits / bps
+                dst.down_free_ms = done
+                delay = math.ceil(done) - now
             b = batches.get(delay)
             if b is None:
                 batches[delay] = [dst]
@@ -371,9 +417,9 @@ class MemNetwork:
         counters["partitioned"] += partitioned
         counters["deliveries"] += delivered
         counters["bytes"] += delivered * len(data)
+        counters["queue_wait_ms"] += int(waited)
         if batches:
             parsed = _Parsed(data)
-            now = self.now_ms
             for delay in sorted(batches):
                 self._push(now + delay, _DELIVER, (parsed, batches[delay]))
 

@@ -23,7 +23,7 @@ from sds.channel import (
     Datagram,
     OwnState,
 )
-from sds.config import Config
+from sds.config import PROFILES, Config
 from sds.events import (
     DropReason,
     EphemeralReceived,
@@ -53,6 +53,7 @@ __all__ = [
     "ID_NONCE_BYTES",
     "MAX_ID_LENGTH",
     "MAX_LAMPORT",
+    "PROFILES",
     "STATE_VERSION",
     "BloomFilter",
     "Channel",

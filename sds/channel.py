@@ -302,6 +302,9 @@ class Channel:
         self._responses_by: dict[str, tuple[int, int]] = {}
         #: Earliest time of the next sync sent only because repair requests are due.
         self._next_repair_sync_ms = now_ms
+        #: Adaptive causal history (causal_history_floor): ids logged from others
+        #: that none of our messages named yet, in arrival order.
+        self._unnamed: OrderedDict[str, None] = OrderedDict()
 
         # Sync scheduling.
         self._next_sync_ms = now_ms + self._sync_delay(1.0)
@@ -496,11 +499,10 @@ class Channel:
             pb.content = content
         for entry in requests:
             pb.repair_request.append(_entry_pb(entry))
-        n = self.config.causal_history_size
         entries = self._entries
         ids = []
         fragments = []
-        for _, mid in self._log.islice(-n):
+        for mid in self._history_ids():
             le = entries[mid]
             frag = le.fragment
             if frag is None:
@@ -508,6 +510,37 @@ class Channel:
             ids.append(mid)
             fragments.append(frag)
         return tuple(ids), pb.SerializeToString() + b"".join(fragments)
+
+    def _history_ids(self) -> list[str]:
+        """The causal history to send (Config.causal_history_floor).
+
+        Fixed: the newest ``causal_history_size`` log entries. Adaptive: the newest
+        ``causal_history_floor`` log entries, then the ids logged from others that
+        none of our messages named yet, oldest arrival first, up to
+        ``causal_history_size`` in all. Every id we deliver is so named by at least
+        one of our messages (content or sync), even one delivered long after it
+        was sent (a released dependency, a slow link): others notice a gap, the
+        sender gets its acknowledgement, however busy the channel.
+        """
+        cfg = self.config
+        floor = cfg.causal_history_floor
+        log = self._log
+        if floor is None:
+            n = cfg.causal_history_size
+            return [mid for _, mid in log.islice(-n)] if n else []
+        floor = min(floor, cfg.causal_history_size)
+        top = [mid for _, mid in log.islice(-floor)] if floor else []
+        unnamed = self._unnamed
+        for mid in top:
+            unnamed.pop(mid, None)
+        room = cfg.causal_history_size - len(top)
+        entries = self._entries
+        extra: list[str] = []
+        while unnamed and len(extra) < room:
+            mid, _ = unnamed.popitem(last=True)
+            if mid in entries:
+                extra.append(mid)
+        return top + extra
 
     @staticmethod
     def _fragment(message_id: str, le: _LogEntry) -> bytes:
@@ -1191,6 +1224,11 @@ class Channel:
         key = (lamport, message_id)
         self._log.add(key)
         self._entries[message_id] = _LogEntry(lamport, sender_id, hint)
+        if sender_id != self.sender_id and self.config.causal_history_floor is not None:
+            unnamed = self._unnamed
+            unnamed[message_id] = None
+            if len(unnamed) > self.config.log_window:
+                unnamed.popitem(last=False)
         position: int = self._evicted + self._log.bisect_left(key)
         while len(self._log) > self.config.log_window:
             _, old = self._log.pop(0)

@@ -6,22 +6,54 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-__all__ = ["Config"]
+__all__ = ["PROFILES", "Config"]
+
+#: Named protocol profiles (:meth:`Config.profile`): ``default`` (sdschat's sizes,
+#: chosen by ``bench/profile_study.py``, docs/profiles.md) and ``waku`` (js-waku's
+#: ``@waku/sds`` sizes, byte-compatible with it).
+PROFILES = ("default", "waku")
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     """Sizes and timings of the SDS core. Times are milliseconds.
 
-    Defaults equal js-waku's (``@waku/sds`` and its ``ReliableChannel``) wherever
+    The sizes (causal history, bloom filter) are sdschat's, chosen by measurement
+    (``bench/profile_study.py``, docs/profiles.md); :meth:`waku` gives js-waku's
+    (``@waku/sds``), which a channel shared with js-waku peers must use: js-waku
+    throws on a filter of another size. The timings equal js-waku's wherever
     PROTOCOL.md lists one; the others are ours and say why.
     """
 
-    #: Number of most recent log entries sent as ``causal_history`` (js-waku: 200).
-    causal_history_size: int = 200
-    #: Bloom filter capacity (js-waku: 10,000). Our filter rolls over at this size.
-    bloom_capacity: int = 10_000
-    #: Bloom filter design false-positive rate (js-waku: 0.001).
+    #: Most entries sent as ``causal_history`` (with :attr:`causal_history_floor`
+    #: set, the cap of the adaptive history). 30: enough for what a participant
+    #: delivered between two of its messages in a busy 10-person channel; beyond
+    #: it the filter and the next messages carry the rest. js-waku: 200 (its
+    #: history is the newest 200 log entries; 200 ids are ~14 KB per message).
+    causal_history_size: int = 30
+    #: Adaptive causal history (``None``: the newest ``causal_history_size``
+    #: entries, js-waku's rule). When set, a message names the newest
+    #: ``causal_history_floor`` log entries (at most ``causal_history_size``)
+    #: plus the ids delivered from others that none of our messages named yet
+    #: (latest arrival first), up to ``causal_history_size``. A message is then
+    #: named by the next messages of those who got it, however late it arrived
+    #: (a busy or bursty channel leaves the oldest unnamed ones to others): the study
+    #: (docs/profiles.md) found fixed histories of 2-50 missing messages that
+    #: arrived behind a slow link or a repaired dependency (nobody ever named
+    #: them, so nobody noticed the gap); 5 keeps each message named by the next
+    #: few messages of everyone as well.
+    causal_history_floor: int | None = 5
+    #: Bloom filter capacity (js-waku: 10,000). Our filter rolls over at this
+    #: size (rebuilt from the newest half), so it only has to hold the ids whose
+    #: senders may still wait for an acknowledgement (it gives most of them under
+    #: loss; the adaptive history names every id as well). 250 ids (12-25 s of a
+    #: 10 msg/s channel) are 472 bytes on every message instead of 18,752; the study
+    #: (docs/profiles.md) measured the same convergence as 500 and 1,000 ids and
+    #: 22-59x fewer bytes per message than js-waku's sizes.
+    bloom_capacity: int = 250
+    #: Bloom filter design false-positive rate (js-waku: 0.001). Kept: it keeps
+    #: the derived acknowledgement threshold at 2 distinct senders (3 at 0.01,
+    #: which a 3-person channel can never reach by filters).
     bloom_error_rate: float = 0.001
     #: Probability we accept that a message is wrongly taken as acknowledged from
     #: bloom-filter evidence alone. The possible-ack threshold is the number of
@@ -54,6 +86,9 @@ class Config:
     #: SDS-R: enable repair requests and responses.
     repair_enabled: bool = True
     #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s).
+    #: Kept: the study (docs/profiles.md) measured 1 s / 5 s turning a delivery
+    #: p50 of 70-145 s into 0.1-3 s at 10 participants and 10-30% loss, but
+    #: costing 7x the bytes at 100 participants (every responder answers).
     repair_t_min_ms: int = 30_000
     repair_t_max_ms: int = 120_000
     #: SDS-R: number of response groups (``participants / 128 + 1`` is the
@@ -181,6 +216,8 @@ class Config:
             problems.append("ack_certainty must be in (0, 1)")
         if self.ack_threshold_override is not None and self.ack_threshold_override < 1:
             problems.append("ack_threshold_override must be >= 1")
+        if self.causal_history_floor is not None and self.causal_history_floor < 0:
+            problems.append("causal_history_floor must be >= 0 (or None)")
         if self.log_window < self.causal_history_size:
             problems.append("log_window must be >= causal_history_size")
         if self.max_repair_requests_received < max(
@@ -227,7 +264,11 @@ class Config:
     @classmethod
     def fast(cls, scale_ms: int = 1_000, **changes: Any) -> Config:
         """Second-scale timings for demos and tests: every period becomes a few ``scale_ms``."""
-        base = cls(
+        return replace(cls().with_fast_timings(scale_ms), **changes)
+
+    def with_fast_timings(self, scale_ms: int = 1_000) -> Config:
+        """This configuration with :meth:`fast`'s second-scale timings (sizes kept)."""
+        return self.with_changes(
             resend_unacknowledged_ms=2 * scale_ms,
             resend_possibly_acknowledged_ms=4 * scale_ms,
             sync_interval_ms=2 * scale_ms,
@@ -236,4 +277,33 @@ class Config:
             repair_t_min_ms=scale_ms // 2,
             repair_t_max_ms=2 * scale_ms,
         )
-        return replace(base, **changes)
+
+    @classmethod
+    def waku(cls, **changes: Any) -> Config:
+        """js-waku's ``@waku/sds`` sizes: causal history 200, filter 10,000 / 0.001.
+
+        Byte-compatible with js-waku: use it for a channel shared with js-waku
+        peers (they throw on a filter of another size; we ignore such a filter
+        for acknowledgements and still deliver). Timings are the defaults'
+        (equal to js-waku's).
+        """
+        sizes: dict[str, Any] = {
+            "causal_history_size": 200,
+            "causal_history_floor": None,
+            "bloom_capacity": 10_000,
+            "bloom_error_rate": 0.001,
+        }
+        return replace(cls(), **{**sizes, **changes})
+
+    @classmethod
+    def profile(cls, name: str, **changes: Any) -> Config:
+        """The named profile (:data:`PROFILES`): ``default`` or ``waku``.
+
+        Raises:
+            ValueError: an unknown name (the message lists the known ones).
+        """
+        if name == "default":
+            return replace(cls(), **changes)
+        if name == "waku":
+            return cls.waku(**changes)
+        raise ValueError(f"unknown protocol profile {name!r} (known: {', '.join(PROFILES)})")

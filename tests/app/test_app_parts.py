@@ -116,6 +116,25 @@ def test_settings_precedence(tmp_path: Path) -> None:
     )
 
 
+def test_profile_flag_and_config_key(tmp_path: Path) -> None:
+    """``--profile waku`` and the file's ``profile`` key pick sds.Config.waku() (js-waku's
+    sizes); the flag wins over the file, [protocol] keys and --fast still apply on top."""
+    assert settings_from_args(_parse(["room", "--profile", "waku"])).config == sds.Config.waku()
+    assert settings_from_args(_parse(["room", "--profile", "default"])).config == sds.Config()
+    cfg = tmp_path / "w.toml"
+    cfg.write_text('profile = "waku"\nfast = true\n[protocol]\nsync_interval_ms = 1234\n')
+    c = settings_from_args(_parse(["room", "--config", str(cfg)])).config
+    assert c == sds.Config.waku().with_fast_timings(1000).with_changes(sync_interval_ms=1234)
+    c = settings_from_args(_parse(["room", "--config", str(cfg), "--profile", "default"])).config
+    assert c.causal_history_size == sds.Config().causal_history_size
+    bad = tmp_path / "bad.toml"
+    bad.write_text('profile = "nope"\n')
+    with pytest.raises(ValueError, match="unknown protocol profile 'nope'"):
+        settings_from_args(_parse(["room", "--config", str(bad)]))
+    with pytest.raises(SystemExit):
+        _parse(["room", "--profile", "nope"])
+
+
 @pytest.mark.parametrize(
     ("text", "flags", "message"),
     [

@@ -6,6 +6,10 @@ The test installs ``@waku/sds@0.0.8`` from the npm registry into
 running in one long-lived node process per module. Bytes made by one side are
 fed to the other, exactly as a transport would carry them.
 
+The sds side uses ``sds.Config.waku()`` (js-waku's sizes: the profile a channel
+shared with js-waku peers must use) unless a test says otherwise; the tests at
+the end record what happens between @waku/sds and sdschat's default sizes.
+
 Skipped, with the reason printed, only when ``node`` or ``npm`` is not installed.
 If they are installed and the package cannot be installed, the tests fail.
 
@@ -323,7 +327,7 @@ class PyPeer:
         self.sender = sender
         self.now = wall_ms()
         self.ch = sds.Channel(
-            channel, sender, config or sds.Config(), now_ms=self.now, rng=random.Random(seed)
+            channel, sender, config or sds.Config.waku(), now_ms=self.now, rng=random.Random(seed)
         )
         self.all_events: list[Any] = []
 
@@ -659,7 +663,7 @@ def test_sds_bloom_filters_possibly_acknowledge_js_message(waku: WakuProcess) ->
     acknowledged at js-waku's threshold of 2.
     """
     alice = waku.channel("js-alice")
-    small_window = sds.Config(causal_history_size=1)
+    small_window = sds.Config.waku(causal_history_size=1)
     p1 = PyPeer("py-one", small_window, seed=3)
     p2 = PyPeer("py-two", small_window, seed=4)
     filler = PyPeer("py-filler", seed=5)
@@ -965,7 +969,7 @@ def test_sds_repair_request_answered_by_js(waku: WakuProcess) -> None:
     def carries_request(ds: list[sds.Datagram]) -> bool:
         return any(sds.decode(d.data).repair_request for d in ds)
 
-    cfg = sds.Config()
+    cfg = sds.Config.waku()
     datagrams = bob.run_timers(carries_request, horizon_ms=cfg.repair_t_max_ms + 1_000)
     request = next(d.data for d in datagrams if sds.decode(d.data).repair_request)
     requested = [e.message_ids for e in of_type(bob.drain(), sds.RepairRequested)]
@@ -1057,7 +1061,7 @@ def test_mixed_group_conversation_converges(waku: WakuProcess) -> None:
     assert all(of_type(py.all_events, sds.MessagesMissing) for py in py_peers)
 
 
-VERIFYING = sds.Config(verify_message_ids=True)
+VERIFYING = sds.Config.waku().with_changes(verify_message_ids=True)
 
 
 def test_js_messages_and_js_rebroadcasts_of_sds_messages_pass_id_verification(
@@ -1098,3 +1102,47 @@ def test_js_messages_and_js_rebroadcasts_of_sds_messages_pass_id_verification(
     assert delivered_ids(events) == [js.id]
     drops = [e.reason for e in of_type(dan.all_events, sds.MessageDropped)]
     assert sds.DropReason.UNVERIFIABLE_ID not in drops
+
+
+# --------------------------------------------------------------------------- other sizes
+
+
+def test_default_profile_and_js_waku_which_direction_delivers(waku: WakuProcess) -> None:
+    """sdschat's default sizes (a 1,880-byte filter) against @waku/sds 0.0.8 (it expects
+    18,752 bytes), recorded in both directions (docs/profiles.md):
+
+    * js -> sds delivers: sds ignores the js filter for acknowledgements and counts it
+      (``bad_filter``); js's causal history still acknowledges our messages;
+    * sds -> js does NOT deliver: MessageChannel decodes the message, reads its causal
+      history (and acknowledges its own messages named there), then throws a
+      RangeError in reviewAckStatus reading our filter, and never delivers it.
+
+    Hence a channel shared with js-waku peers must use ``sds.Config.waku()``.
+    """
+    js = waku.channel("js-old")
+    py = PyPeer("py-new", sds.Config())
+    assert len(sds.decode(py.send(b"warm-up").data).bloom_filter or b"") != 18_752
+    py.drain()
+
+    theirs = js.send(b"from js-waku")
+    evs = py.receive(theirs.data)
+    assert delivered_ids(evs) == [theirs.id]
+    assert [e.reason for e in of_type(evs, sds.MessageDropped)] == [sds.DropReason.BAD_FILTER]
+
+    ours = py.send(b"reply with sdschat's default sizes")
+    py.drain()
+    assert theirs.id in [e.message_id for e in sds.decode(ours.data).causal_history]
+    r = js._call("receive", data_hex=ours.data.hex(), hint_hex=None)
+    assert r["decoded"] and r["kind"] == "content"
+    assert any("RangeError" in err for err in r["task_errors"])
+    events = js.events()
+    assert [e["detail"] for e in of_kind(events, "message-acknowledged")] == [theirs.id]
+    assert of_kind(events, "message-delivered") == []
+    assert ours.id not in js.history()
+
+    # the same exchange on the waku profile delivers both ways
+    old = PyPeer("py-waku", sds.Config.waku(), seed=7)
+    js2 = waku.channel("js-two")
+    mine = old.send(b"on js-waku's sizes")
+    js2.receive(mine.data)
+    assert [e["detail"] for e in js2.events("message-delivered")] == [mine.id]

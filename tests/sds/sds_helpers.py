@@ -70,12 +70,25 @@ def msg(
     )
 
 
-def bloom_with(*ids: str, capacity: int = 10_000, error_rate: float = 0.001) -> bytes:
-    """Wire bytes of a plain filter holding ``ids``."""
-    f = BloomFilter(capacity, error_rate)
+def bloom_with(
+    *ids: str, capacity: int | None = None, error_rate: float | None = None
+) -> bytes:
+    """Wire bytes of a plain filter holding ``ids`` (sized as ``sds.Config()``'s)."""
+    default = sds.Config()
+    f = BloomFilter(
+        capacity if capacity is not None else default.bloom_capacity,
+        error_rate if error_rate is not None else default.bloom_error_rate,
+    )
     for i in ids:
         f.add(i)
     return f.to_bytes()
+
+
+def own_filter(ch: sds.Channel) -> BloomFilter:
+    """The channel's current filter, read with the channel's own parameters."""
+    return BloomFilter.from_bytes(
+        ch.bloom_filter_bytes(), ch.config.bloom_capacity, ch.config.bloom_error_rate
+    )
 
 
 def of(events: Iterable[object], cls: type[T]) -> list[T]:

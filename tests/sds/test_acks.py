@@ -97,7 +97,8 @@ def test_a_saturated_filter_is_no_evidence() -> None:
     a = make_channel("a", outgoing_buffer_cap=1_000)
     mine = [sds.decode(a.send(f"m{i}".encode(), 2_000 + i)).message_id for i in range(300)]
     a.events()
-    full = [f"seen-{i}" for i in range(30_000)]  # 3x the capacity, none of ours
+    cap = a.config.bloom_capacity
+    full = [f"seen-{i}" for i in range(3 * cap)]  # 3x the capacity, none of ours
     a.receive(msg("b", "m-b", 3_000, bloom=bloom_with(*full)), 3_000)
     a.receive(msg("c", "m-c", 3_001, bloom=bloom_with(*full[::-1])), 3_001)
     evs = a.events()
@@ -106,8 +107,8 @@ def test_a_saturated_filter_is_no_evidence() -> None:
     drops = [d for d in of(evs, sds.MessageDropped) if d.reason == "saturated_filter"]
     assert [d.sender_id for d in drops] == ["b", "c"]
     assert sorted(a.outgoing_ids()) == sorted(mine)
-    # a filter at its design capacity (10,000 ids) holding ours is still evidence
-    at_capacity = [*full[:9_999], mine[0]]
+    # a filter at its design capacity holding ours is still evidence
+    at_capacity = [*full[: cap - 1], mine[0]]
     a.receive(msg("b", "m-b2", 3_002, bloom=bloom_with(*at_capacity)), 3_002)
     a.receive(msg("c", "m-c2", 3_003, bloom=bloom_with(*at_capacity)), 3_003)
     acks = of(a.events(), sds.MessageAcknowledged)

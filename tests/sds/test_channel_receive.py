@@ -11,11 +11,11 @@ from sds_helpers import (
     make_channel,
     msg,
     of,
+    own_filter,
 )
 
 import sds
 from sds import DropReason
-from sds.bloom import BloomFilter
 
 
 def test_deliver_lamport_is_max_of_clock_and_message() -> None:
@@ -196,7 +196,7 @@ def test_oversized_content_dropped_on_receive() -> None:
     evs = ch.events()
     assert [d.message_id for d in drops(evs, DropReason.OVERSIZED)] == ["big"]
     assert delivered_ids(evs) == ["ok"]
-    assert "big" not in BloomFilter.from_bytes(ch.bloom_filter_bytes())
+    assert "big" not in own_filter(ch)
 
 
 def test_received_content_id_enters_bloom_filter() -> None:
@@ -205,7 +205,7 @@ def test_received_content_id_enters_bloom_filter() -> None:
     ch = make_channel()
     ch.receive(msg("b", "m1", 5), 1)
     ch.receive(msg("b", "m3", 7, ["m2"]), 1)
-    f = BloomFilter.from_bytes(ch.bloom_filter_bytes())
+    f = own_filter(ch)
     assert "m1" in f
     assert "m3" in f
     assert "m2" not in f
@@ -217,7 +217,7 @@ def test_bad_filter_reported_and_message_still_delivered() -> None:
     a = make_channel("a")
     mine = sds.decode(a.send(b"x", 2_000)).message_id
     a.events()
-    other_size = bloom_with(mine, capacity=500)
+    other_size = bloom_with(mine, capacity=5_000)
     a.receive(msg("b", "m-b", 2_001, content=b"hello", bloom=other_size), 2_001)
     evs = a.events()
     assert [d.message_id for d in drops(evs, DropReason.BAD_FILTER)] == ["m-b"]
@@ -318,7 +318,7 @@ def test_sync_message_is_processed_not_delivered() -> None:
     assert [s.message_id for s in of(evs, sds.SyncReceived)] == ["sync-1"]
     assert delivered_ids(evs) == []
     assert ch.log_ids() == []
-    assert "sync-1" not in BloomFilter.from_bytes(ch.bloom_filter_bytes())
+    assert "sync-1" not in own_filter(ch)
     assert [m.missing for m in of(evs, sds.MessagesMissing)] == [(entry("m1"),)]
 
 
@@ -329,7 +329,7 @@ def test_bad_filter_counted_even_when_history_acks_everything() -> None:
     a = make_channel("a")
     mine = sds.decode(a.send(b"x", 2_000)).message_id
     a.events()
-    a.receive(msg("b", "m-b", 2_001, [mine], bloom=bloom_with(mine, capacity=500)), 2_001)
+    a.receive(msg("b", "m-b", 2_001, [mine], bloom=bloom_with(mine, capacity=5_000)), 2_001)
     evs = a.events()
     assert [x.message_id for x in of(evs, sds.MessageAcknowledged)] == [mine]
     assert [d.message_id for d in drops(evs, DropReason.BAD_FILTER)] == ["m-b"]

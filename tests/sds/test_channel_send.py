@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from sds_helpers import make_channel, msg, of, sent_id
+from sds_helpers import make_channel, msg, of, own_filter, sent_id
 
 import sds
 from sds.bloom import BloomFilter
@@ -26,6 +26,19 @@ def test_send_lamport_is_max_of_now_and_clock_plus_one() -> None:
     assert ch.lamport == 50_000
 
 
+def test_waku_profile_sends_js_waku_sized_filter_and_history() -> None:
+    """PROTOCOL.md "Bloom filter": sds.Config.waku() is js-waku's 10,000 / 0.001 filter
+    (18,752 bytes) and a 200-entry history; the default profile's filter is smaller."""
+    w = make_channel("alice", "room", config=sds.Config.waku())
+    for i in range(250):
+        w.send(f"m{i}".encode(), 2_000 + i)
+    m = sds.decode(w.send(b"last", 3_000))
+    assert m.bloom_filter is not None and len(m.bloom_filter) == 18_752
+    assert len(m.causal_history) == 200
+    d = sds.decode(make_channel("alice", "room").send(b"x", 2_000))
+    assert d.bloom_filter is not None and len(d.bloom_filter) < 18_752 // 5
+
+
 def test_send_returns_content_message_with_filter_and_fields() -> None:
     """Spec "Send Message" / "Message": the wire message carries our sender_id, a
     message_id, the channel_id, the Lamport timestamp, the content and the current
@@ -35,13 +48,15 @@ def test_send_returns_content_message_with_filter_and_fields() -> None:
     m = sds.decode(data)
     assert (m.sender_id, m.channel_id, m.content) == ("alice", "room", b"hello")
     assert m.kind is sds.MessageKind.CONTENT
-    assert m.bloom_filter is not None and len(m.bloom_filter) == 18_752
+    cfg = ch.config
+    own_size = len(BloomFilter(cfg.bloom_capacity, cfg.bloom_error_rate).to_bytes())
+    assert m.bloom_filter is not None and len(m.bloom_filter) == own_size
     ev = of(ch.events(), sds.MessageSent)
     assert len(ev) == 1
     assert ev[0].message_id == m.message_id
     assert ev[0].data == data
     assert ev[0].lamport == m.lamport_timestamp
-    assert m.message_id in BloomFilter.from_bytes(ch.bloom_filter_bytes())
+    assert m.message_id in own_filter(ch)
 
 
 def test_ids_unique_for_identical_content_and_64_hex() -> None:
@@ -187,3 +202,36 @@ def test_lamport_saturates_at_max_lamport() -> None:
     ch.handle_timer(10**6)
     syncs = [d for d in ch.datagrams_to_send() if d.kind == "sync"]
     assert [sds.decode(d.data).lamport_timestamp for d in syncs] == [top]
+
+
+def test_adaptive_history_names_every_delivered_id_once() -> None:
+    """Config.causal_history_floor: a message names the newest ``floor`` log entries
+    plus the ids delivered from others that none of our messages named yet (latest
+    arrival first), at most causal_history_size; the rest follow in the next
+    messages, and a late arrival far older than the newest entries is named."""
+    ch = make_channel("alice", config=sds.Config(causal_history_size=20, causal_history_floor=2))
+    for i in range(5):
+        ch.send(f"a{i}".encode(), 2_000 + i)
+    first = sds.decode(ch.send(b"again", 2_010))
+    assert len(first.causal_history) == 2  # nothing new from others: the floor
+    for i in range(7):
+        ch.receive(msg("bob", f"b{i}", 3_000 + i), 3_000 + i)
+    m = sds.decode(ch.send(b"after 7", 4_000))
+    assert sorted(e.message_id for e in m.causal_history) == [f"b{i}" for i in range(7)]
+    for i in range(30):
+        ch.receive(msg("bob", f"c{i}", 5_000 + i), 5_000 + i)
+    m1 = sds.decode(ch.send(b"after 30", 6_000))
+    names1 = [e.message_id for e in m1.causal_history]
+    assert len(names1) == 20
+    assert names1[:2] == ["c28", "c29"] and names1[2:] == [f"c{i}" for i in range(27, 9, -1)]
+    m2 = sds.decode(ch.send(b"next", 6_001))
+    names2 = {e.message_id for e in m2.causal_history}
+    assert {f"c{i}" for i in range(10)} <= names2  # the rest, in the next message
+    # arrival order, not log order: a message far older than every entry is named
+    ch.receive(msg("bob", "late", 100), 7_000)
+    m3 = sds.decode(ch.send(b"after late", 7_100))
+    assert "late" in [e.message_id for e in m3.causal_history]
+    fixed = make_channel("alice", config=sds.Config(causal_history_size=20))
+    for i in range(5):
+        fixed.send(f"a{i}".encode(), 2_000 + i)
+    assert len(sds.decode(fixed.send(b"x", 2_010)).causal_history) == 5

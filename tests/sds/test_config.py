@@ -7,25 +7,40 @@ import pytest
 import sds
 
 
-def test_defaults_equal_js_waku() -> None:
+def test_waku_profile_equals_js_waku() -> None:
     """PROTOCOL.md "js-waku defaults worth knowing" and spec "Default Configuration
-    Values": causal history 200, filter 10,000 / 0.001, 2 possible-ack hits, resend
-    every 30 s up to 10 attempts, sync within 30 s, store query every 10 s, SDS-R
-    T_min 30 s / T_max 120 s, 3 repair requests per message."""
-    c = sds.Config()
-    assert c.causal_history_size == 200
-    assert c.bloom_capacity == 10_000
-    assert c.bloom_error_rate == 0.001
-    assert c.ack_threshold == 2
-    assert c.resend_unacknowledged_ms == 30_000
-    assert c.max_resend_attempts == 10
-    assert c.sync_interval_ms == 30_000
-    assert c.sweep_interval_ms == 10_000
-    assert c.repair_t_min_ms == 30_000
-    assert c.repair_t_max_ms == 120_000
-    assert c.repair_requests_per_message == 3
-    assert c.repair_buffer_size == 1_000
-    assert c.repair_response_groups == 1
+    Values": sds.Config.waku() is causal history 200, filter 10,000 / 0.001, 2
+    possible-ack hits; its timings (the defaults') are js-waku's: resend every 30 s
+    up to 10 attempts, sync within 30 s, store query every 10 s, SDS-R T_min 30 s /
+    T_max 120 s, 3 repair requests per message."""
+    for c in (sds.Config.waku(), sds.Config.profile("waku")):
+        assert c.causal_history_size == 200
+        assert c.causal_history_floor is None
+        assert c.bloom_capacity == 10_000
+        assert c.bloom_error_rate == 0.001
+        assert c.ack_threshold == 2
+        assert c.resend_unacknowledged_ms == 30_000
+        assert c.max_resend_attempts == 10
+        assert c.sync_interval_ms == 30_000
+        assert c.sweep_interval_ms == 10_000
+        assert c.repair_t_min_ms == 30_000
+        assert c.repair_t_max_ms == 120_000
+        assert c.repair_requests_per_message == 3
+        assert c.repair_buffer_size == 1_000
+        assert c.repair_response_groups == 1
+
+
+def test_default_profile_is_leaner_than_waku() -> None:
+    """docs/profiles.md: the default sizes come from bench/profile_study.py: a shorter
+    history and a smaller filter than js-waku's, the same 2-sender ack threshold."""
+    d, w = sds.Config(), sds.Config.waku()
+    assert sds.Config.profile("default") == d
+    assert d.causal_history_size < w.causal_history_size
+    assert d.bloom_capacity < w.bloom_capacity
+    assert d.ack_threshold == w.ack_threshold == 2
+    assert sds.Config.waku(causal_history_size=5).causal_history_size == 5
+    with pytest.raises(ValueError, match=r"unknown protocol profile 'nope'.*default, waku"):
+        sds.Config.profile("nope")
 
 
 def test_possibly_acknowledged_period_is_distinct_and_longer() -> None:
@@ -75,7 +90,9 @@ def test_ack_threshold_override() -> None:
         ({"incoming_buffer_cap": 0}, "incoming_buffer_cap must be >= 1"),
         ({"max_missing": 0}, "max_missing must be >= 1"),
         ({"repair_cache_size": -5}, "repair_cache_size must be >= 0"),
-        ({"log_window": 100}, "log_window must be >= causal_history_size"),
+        ({"causal_history_size": 200, "log_window": 100},
+         "log_window must be >= causal_history_size"),
+        ({"causal_history_floor": -1}, "causal_history_floor must be >= 0"),
     ],
 )
 def test_invalid_values_rejected_with_clear_message(changes: dict, needle: str) -> None:
@@ -126,4 +143,5 @@ def test_fast_config_scales_periods() -> None:
     c = sds.Config.fast(1_000)
     assert c.resend_unacknowledged_ms == 2_000
     assert c.repair_t_min_ms < c.repair_t_max_ms
-    assert c.causal_history_size == 200
+    assert c.causal_history_size == sds.Config().causal_history_size
+    assert sds.Config.waku().with_fast_timings(1_000).resend_unacknowledged_ms == 2_000

@@ -73,7 +73,21 @@ def test_fast_path_rows_equal_the_generic_event_row_conversion() -> None:
 def test_sim_config_sizes_and_auto_sync_interval() -> None:
     small = sim_config(SimSpec(participants=8, messages=10))
     big = sim_config(SimSpec(participants=800, messages=20_000))
-    assert small.causal_history_size == 50 and small.bloom_capacity == 2000
+    # sizes come from the profile (sds.Config), as sdschat join's; no sim-only defaults
+    default = sds.Config()
+    assert small.causal_history_size == default.causal_history_size
+    assert small.bloom_capacity == default.bloom_capacity
+    assert small.repair_cache_size == default.repair_cache_size
+    waku = sim_config(SimSpec(participants=8, messages=10, profile="waku"))
+    assert (waku.causal_history_size, waku.bloom_capacity) == (200, 10_000)
+    assert waku.resend_unacknowledged_ms == sds.Config.fast(1000).resend_unacknowledged_ms
+    tuned = sim_config(SimSpec(participants=8, messages=10, profile="waku", history=7,
+                               history_floor=2, bloom_capacity=500, bloom_error=0.01))
+    assert (tuned.causal_history_size, tuned.causal_history_floor) == (7, 2)
+    assert (tuned.bloom_capacity, tuned.bloom_error_rate) == (500, 0.01)
+    # --history-floor off
+    fixed = sim_config(SimSpec(participants=8, messages=10, history_floor=-1))
+    assert fixed.causal_history_floor is None
     assert small.sync_interval_ms == sds.Config.fast(1000).sync_interval_ms
     assert big.sync_interval_ms == 2000 * 800 * 800 // 64
     assert big.log_window == 20_001 and big.repair_response_groups == 800 // 128 + 1
