@@ -474,10 +474,14 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
     """``sdschat report``: returns 0; 2 for bad input or a Spark failure (one line on
     stderr, nothing written); 130 when interrupted."""
     import logging
+    import signal
+    import threading
 
     out = out or sys.stdout
     own = spark is None
     summary: dict[str, Any] = {}
+    root_level = logging.getLogger().level
+    old_sigint = signal.getsignal(signal.SIGINT)
     try:
         try:
             check_options(args)
@@ -501,13 +505,19 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
                 from pipeline.spark import make_session
 
                 # a failed task is reported once, below, not also as pages of stack traces
-                logging.getLogger("py4j").setLevel(logging.CRITICAL)
+                # (Py4J logs through the root logger)
+                logging.getLogger().setLevel(logging.CRITICAL)
                 spark = make_session(
                     master, remote=remote, shuffle_partitions=shuffle,
                     driver_memory=getattr(args, "driver_memory", None),
                     executor_memory=getattr(args, "executor_memory", None),
                     extra=conf, quiet=True,
                 )
+                if remote is None and threading.current_thread() is threading.main_thread():
+                    # PySpark's handler calls into the JVM (cancelAllJobs) from inside a
+                    # Py4J call and logs pages of tracebacks; the JVM, in the same process
+                    # group, gets the Ctrl+C itself
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
             started = time.monotonic()
             out_path = local_path(args.out) or Path(args.out)
             detail = out_path.parent / f".{out_path.name}.detail-{time.time_ns()}"
@@ -537,6 +547,10 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
     except KeyboardInterrupt:
         print("sdschat report: interrupted, nothing written", file=sys.stderr)
         return 130
+    finally:
+        logging.getLogger().setLevel(root_level)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, old_sigint)
     print_table(summary, out)
     print(f"report: {Path(args.out) / 'report.html'}  summary: "
           f"{Path(args.out) / 'summary.json'}", file=out)
