@@ -108,3 +108,8 @@ def test_missing_detail_is_parquet_and_the_csv_is_the_top(
     assert c["convergence"]["messages_missing_somewhere"] == len(
         set(detail.column("message_id").to_pylist()))
     assert pc.sum(pc.is_null(detail.column("sent_ms"))).as_py() == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    ratio = c["overhead"]["overhead_ratio"]
+    assert f"<th>overhead share of bytes sent</th><td>{ratio:.1%}</td>" in page
+    assert "<th>send failures</th><td>none</td>" in page and "{}" not in page
+    assert f"The first 2 of {c['convergence']['messages_missing_somewhere']}" in page
