@@ -26,6 +26,7 @@ joins; a hash collision between two ids of one channel is detected and refused.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -228,6 +229,7 @@ def compute_channels(
 
     # ---------------------------------------------------------------- job 2
     agg: list[Any] = []
+    maps: list[str] = []
     base = ev.groupBy(*_KEYS).agg(
         F.min("time_ms").alias("t0"), F.max("time_ms").alias("t1"),
         F.countDistinct("node_id").alias("participants"), F.count(F.lit(1)).alias("rows"),
@@ -247,8 +249,11 @@ def compute_channels(
     ))
 
     def as_map(df: Any, key: Any, value: Any, name: str) -> Any:
-        return df.groupBy(*_KEYS).agg(
-            F.map_from_entries(F.collect_list(F.struct(key, value))).alias(name))
+        # one row per entry, merged into a dict on the driver (bounded by kinds,
+        # reasons and buckets): no second shuffle per map
+        maps.append(name)
+        return df.select(*_KEYS, F.lit(name).alias("metric"), F.to_json(F.struct(
+            F.col(key).alias("k"), F.col(value).alias("v"))).alias("value"))
 
     agg.append(as_map(ev.groupBy(*_KEYS, "kind").count(), "kind", "count", "kinds"))
     agg.append(as_map(
@@ -328,15 +333,35 @@ def compute_channels(
                     / (F.col("t1") - F.col("t0") + 1)).cast("int"),
         )
         return as_map(
-            df.select(*_KEYS, col).join(span, _KEYS).select(*_KEYS, b.alias("b"))
+            df.select(*_KEYS, col).join(F.broadcast(span), _KEYS).select(*_KEYS, b.alias("b"))
             .groupBy(*_KEYS, "b").count(), "b", "count", name)
 
     agg.append(bucketed(held_first, "held_ms", "held_time"))
     agg.append(bucketed(msgs, "sent_ms", "sent_time"))
-    table = base
-    for a in agg:
-        table = table.join(a, _KEYS, "left")
-    per_channel = {(r["run"], r["channel"]): r.asDict() for r in table.collect()}
+    # ONE collect: every per-channel aggregate as (run, channel, metric, JSON) rows,
+    # unioned (a union does not shuffle; joining them did, once per aggregate)
+    fields: list[str] = []
+    parts = []
+    for i, a in enumerate([base, *agg]):
+        if "metric" in a.columns:
+            parts.append(a)
+            continue
+        cols = [c for c in a.columns if c not in _KEYS]
+        fields.extend(cols)
+        parts.append(a.select(*_KEYS, F.lit(f"agg{i}").alias("metric"),
+                              F.to_json(F.struct(*cols)).alias("value")))
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    per_channel: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in union.collect():
+        key = (r["run"], r["channel"])
+        b = per_channel.setdefault(key, {**dict.fromkeys(fields), **{m: {} for m in maps}})
+        value = json.loads(r["value"])
+        if r["metric"] in maps:
+            b[r["metric"]][value["k"]] = value["v"]
+        else:
+            b.update(value)
     for key, b in per_channel.items():
         if (b["message_keys"] or 0) != (b["messages"] or 0):
             raise InputError(
