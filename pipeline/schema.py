@@ -322,7 +322,7 @@ class EventRecords:
             name = f.name
             if name in ("run", "run_id", "source"):
                 value = {"run": self.run, "run_id": self.run_id, "source": self.source}[name]
-                arrays.append(pa.array([value], pa.string()).take(pa.array([0] * n)))
+                arrays.append(pa.array([value], pa.string()).take(pa.array([0] * n, pa.int64())))
             elif name == "causal_history":
                 arrays.append(self._history_array(list(by_name["hist"])))
             else:
