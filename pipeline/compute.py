@@ -454,6 +454,12 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
         F.explode("causal_history").alias("dep"), "message_id",
     ).filter(F.col("dep") != F.col("message_id")).select(
         "run", "channel", "m", "dep", k("run", "channel", "dep").alias("d"))
+    # Both sides of the big join are partitioned by the receiver only (n): the
+    # (receiver, message, dependency) rows made by the broadcast edges then meet
+    # the receiver's positions without a shuffle (and are counted per receiver
+    # without one): the check's bulk never crosses a partition.
+    parts_n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    spark.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
     pos = held_first.select(
         "run", "channel", "node_id", k("run", "channel", "node_id").alias("n"),
         k("run", "channel", "message_id").alias("m"), "message_id",
@@ -468,17 +474,23 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
             k("run", "channel", "node_id").alias("n"),
             k("run", "channel", "message_id").alias("d"),
             F.lit(None).cast("long").alias("d_seq"), F.col("seq").alias("l_seq"))
-    ).groupBy("n", "d").agg(F.min("d_seq").alias("d_seq"), F.min("l_seq").alias("l_seq"))
-    checks = pos.join(edges.select("m", "d", "dep"), "m").join(dep_pos, ["n", "d"], "left")
+    ).repartition(parts_n, "n").groupBy("n", "d").agg(
+        F.min("d_seq").alias("d_seq"), F.min("l_seq").alias("l_seq"))
+    checks = (
+        pos.select("n", "m", "m_seq").repartition(parts_n, "n")
+        .join(F.broadcast(edges.select("m", "d")), "m")
+        .join(dep_pos.hint("shuffle_hash"), ["n", "d"], "left")
+    )
     bad = (F.col("m_seq") < F.coalesce("d_seq", F.lit(_BIG))) & (
         F.col("m_seq") < F.coalesce("l_seq", F.lit(_BIG)))
     checks = checks.withColumn("bad", bad)
-    totals = checks.groupBy("run", "channel", "node_id").agg(
+    names = pos.select("n", "run", "channel", "node_id").dropDuplicates(["n"])
+    totals = checks.groupBy("n").agg(
         F.count(F.lit(1)).alias("deps"),
         F.sum(F.when(F.col("bad"), 1).otherwise(0)).alias("violations"),
         F.sum(F.when(F.col("bad") & F.col("d_seq").isNotNull(), 1).otherwise(0))
         .alias("delivered_after"),
-    ).groupBy("run", "channel").agg(
+    ).join(names, "n").groupBy("run", "channel").agg(
         F.sum("deps").alias("checked_dependencies"), F.sum("violations").alias("violations"),
         F.sum("delivered_after").alias("delivered_after"),
         F.sum(F.when(F.col("violations") > 0, 1).otherwise(0)).alias("participants_violating"),
@@ -500,7 +512,9 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
     rows: list[dict[str, Any]] = []
     if any(d["violations"] for d in per_channel.values()):
         path = f"{detail.rstrip('/')}/causal_violations"
-        checks.filter(F.col("bad")).select(
+        dep_names = edges.select("m", "d", "dep").dropDuplicates(["m", "d"])
+        checks.filter(F.col("bad")).join(names, "n").join(
+            pos.select("n", "m", "message_id"), ["n", "m"]).join(dep_names, ["m", "d"]).select(
             "run", "channel", "node_id", "message_id", F.col("dep").alias("dependency"),
             F.when(F.col("d_seq").isNotNull(), "delivered_after").otherwise("never_held")
             .alias("violation"), F.col("m_seq").alias("seq"),
