@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pipeline.schema import EVENT_SCHEMA  # noqa: E402
 
@@ -223,7 +224,8 @@ def main() -> int:
                     help="also run each size with these runtime SQL settings (A/B)")
     args = ap.parse_args()
 
-    from bench.machine import describe
+    from machine import describe
+
     from pipeline.report import compute_report, write_report
     from pipeline.spark import make_session
 
