@@ -288,7 +288,10 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
             "causal_violations.csv": {"rows": len(violation_rows),
                                       "of": sum(c["causal_order"]["violations"]
                                                 for c in summary["channels"])},
-            "parquet": [f"{name}/" for name in DETAIL_DIRS],
+            # written only when something is missing / violated
+            "parquet": [f"{name}/" for name in DETAIL_DIRS if detail is not None and (
+                (src := local_path(f"{str(detail).rstrip('/')}/{name}")) is not None
+                and src.is_dir())],
         }
         (staging / "report.html").write_text(render_html(summary))
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

@@ -104,6 +104,7 @@ def test_missing_detail_is_parquet_and_the_csv_is_the_top(
     with (tmp_path / "report" / "missing.csv").open() as fh:
         assert len(list(csv.DictReader(fh))) == 5
     assert summary["detail"]["missing.csv"] == {"rows": 5, "of": pairs}
+    assert summary["detail"]["parquet"] == ["missing/"]  # no violation: no such detail
     assert len(c["convergence"]["missing"]) == 2 and c["convergence"]["missing_truncated"]
     assert c["convergence"]["messages_missing_somewhere"] == len(
         set(detail.column("message_id").to_pylist()))
