@@ -227,18 +227,14 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="reliability report (PySpark; needs sdschat[report]) from event-log Parquet",
         description="Compute per channel: convergence, causal order, delivery latency, time to "
         "acknowledgement, resends, repairs, store retrievals, lost messages and protocol "
-        "overhead, on Spark (local[*] by default, or --master spark://HOST:PORT). Writes "
-        "OUT/summary.json, OUT/report.html and CSVs; prints a short table. Exit 2 on empty "
-        "or malformed input (nothing written).",
+        "overhead, on Spark (local[*] by default, --master spark://HOST:PORT, or Spark Connect "
+        "--remote sc://HOST:PORT). Writes OUT/summary.json, OUT/report.html, CSVs and the "
+        "Parquet detail; prints a short table. Exit 2 on empty or malformed input or a "
+        "Spark failure (one line, nothing written), 130 when interrupted.",
     )
-    p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="directories from 'sdschat sim'/'sdschat export', or Parquet files")
-    p.add_argument("--out", required=True, help="report directory")
-    p.add_argument("--master", default="local[*]",
-                   help="Spark master: local[*] (default), local[N], spark://HOST:PORT")
-    p.add_argument("--shuffle-partitions", type=int, default=None,
-                   help="spark.sql.shuffle.partitions (default 4 x local cores)")
-    p.add_argument("--driver-memory", default="2g", help="local driver memory (default 2g)")
+    from pipeline.options import add_report_arguments
+
+    add_report_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
         if (status := _missing_extra("report", ("pyspark", "pandas", "pyarrow"))) is not None:

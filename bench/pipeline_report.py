@@ -1,4 +1,4 @@
-"""Pipeline benchmark: ``sdschat report`` on synthetic event logs of 1M and 10M rows.
+"""Pipeline benchmark: ``sdschat report`` on synthetic event logs, DuckDB beside it.
 
 The generator writes event-log Parquet (:data:`pipeline.schema.EVENT_SCHEMA`)
 directly with vectorised Arrow (no simulation: a simulation of 10M events
@@ -11,38 +11,37 @@ content under ``--sync-interval auto``). Every participant delivers in send
 order, so the report must find full convergence and no causal violation
 (checked).
 
-    .venv/bin/python bench/pipeline_report.py --rows 1000000 10000000 --master 'local[2]'
+In the same run, when ``duckdb`` is importable, the core computations (per
+channel counts, held pairs, missing pairs, latency percentiles, the causal check
+on one history per message) are run in DuckDB SQL on the same Parquet with 2
+threads, as the one-machine reference; its counts must equal the report's.
 
-Prints, per size: generation time, Parquet size, report wall time (Spark
-session start excluded, reported separately).
+Spark's event log is on: per report, the jobs, stages and the slowest stages
+(from ``SparkListenerStageCompleted``) are printed.
 
-Measured on the 2-core machine (local[2], driver 4 GB, 16 shuffle partitions,
-1,000 participants, other jobs sharing the machine):
+    .venv/bin/python bench/pipeline_report.py --rows 100000 1000000 --history 50
 
-* history 10: 1M rows 83 s (12k rows/s, 4.9M dependencies checked);
-  10M rows 321 s (31k rows/s, 50M dependencies checked): 10x the rows in 3.9x
-  the time (fixed per-job overhead dominates at 1M);
-* history 50: 1M rows 123 s (24M dependencies checked). 10M rows with 50-id
-  histories (500M ids) ran out of the 4 GB heap while the histories were
-  still cached with the other columns; they no longer are, but that size was
-  not re-measured.
+Figures: docs/report.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pipeline.schema import EVENT_SCHEMA  # noqa: E402
 
@@ -96,6 +95,7 @@ def generate(out: Path, rows: int, participants: int, history: int, seed: int = 
         table = pa.table(
             {
                 "run": pa.array(["bench"] * total),
+                "run_id": pa.array(["b" * 32] * total),
                 "source": pa.array(["sim"] * total),
                 "node_id": pa.array(nodes).take(pa.array(node_col)),
                 "seq": pa.array(seq_col, pa.int64()),
@@ -127,25 +127,122 @@ def generate(out: Path, rows: int, participants: int, history: int, seed: int = 
     return written
 
 
+DUCKDB_SQL = """
+CREATE OR REPLACE TEMP VIEW ev AS SELECT * FROM read_parquet('{glob}');
+CREATE OR REPLACE TEMP TABLE held AS
+  SELECT run, channel, node_id, message_id, min(seq) AS seq, min(time_ms) AS t,
+         count(*) AS times
+  FROM ev WHERE kind IN ('MessageSent', 'MessageDelivered') GROUP BY ALL;
+CREATE OR REPLACE TEMP TABLE chan AS
+  SELECT run, channel, count(DISTINCT node_id) AS participants FROM ev
+  WHERE channel IS NOT NULL GROUP BY ALL;
+CREATE OR REPLACE TEMP TABLE msgs AS
+  SELECT run, channel, message_id, count(DISTINCT lamport) AS lamports FROM ev
+  WHERE kind IN ('MessageSent', 'MessageDelivered') GROUP BY ALL;
+CREATE OR REPLACE TEMP TABLE edges AS
+  SELECT run, channel, message_id AS m, unnest(causal_history) AS dep FROM ev
+  WHERE kind = 'MessageSent';
+"""
+
+DUCKDB_QUERIES = {
+    "messages": "SELECT count(*) FROM msgs",
+    "held_pairs": "SELECT count(*) FROM held",
+    "missing_pairs": "SELECT sum(c.participants * n) - (SELECT count(*) FROM held) FROM chan c "
+                     "JOIN (SELECT run, channel, count(*) AS n FROM msgs GROUP BY ALL) USING "
+                     "(run, channel)",
+    "latency": "SELECT quantile_cont(d.time_ms - s.time_ms, [0.5, 0.9, 0.99]) FROM ev d "
+               "JOIN ev s ON s.run = d.run AND s.channel = d.channel "
+               "AND s.message_id = d.message_id AND s.kind = 'MessageSent' "
+               "WHERE d.kind = 'MessageDelivered'",
+    "causal": "SELECT count(*), count(*) FILTER (WHERE d.seq IS NULL OR d.seq > h.seq) "
+              "FROM held h JOIN edges e ON e.run = h.run AND e.channel = h.channel "
+              "AND e.m = h.message_id "
+              "LEFT JOIN held d ON d.run = h.run AND d.channel = h.channel "
+              "AND d.node_id = h.node_id AND d.message_id = e.dep WHERE e.dep <> e.m",
+}
+
+
+def duckdb_reference(data: Path) -> dict[str, Any] | None:
+    """The core computations in DuckDB (2 threads); None when duckdb is not installed."""
+    try:
+        import duckdb  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    t = time.monotonic()
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute(DUCKDB_SQL.format(glob=f"{data}/*.parquet"))
+    out: dict[str, Any] = {}
+    for name, q in DUCKDB_QUERIES.items():
+        row = con.execute(q).fetchone()
+        out[name] = list(row) if row is not None and len(row) > 1 else (row or [None])[0]
+    out["seconds"] = round(time.monotonic() - t, 1)
+    con.close()
+    return out
+
+
+def stage_times(log_dir: Path, windows: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Jobs, stages and the slowest stages of each report, from Spark's event log."""
+    import json
+
+    events: list[dict[str, Any]] = []
+    for f in sorted(p for p in log_dir.rglob("events_*") if p.is_file()):
+        with f.open() as fh:
+            events.extend(json.loads(line) for line in fh if line.startswith("{"))
+    out: dict[str, Any] = {}
+    for rows, (t0, t1) in windows.items():
+        lo, hi = t0 * 1000, t1 * 1000
+        jobs = [e for e in events if e["Event"] == "SparkListenerJobStart"
+                and lo <= e["Submission Time"] <= hi]
+        stages = []
+        for e in events:
+            if e["Event"] != "SparkListenerStageCompleted":
+                continue
+            info = e["Stage Info"]
+            sub, done = info.get("Submission Time"), info.get("Completion Time")
+            if sub is None or done is None or not lo <= sub <= hi:
+                continue
+            stages.append((done - sub, info["Stage Name"].split(" at ")[0], info["Stage ID"]))
+        stages.sort(reverse=True)
+        out[rows] = {"jobs": len(jobs), "stages": len(stages),
+                     "stage_seconds": round(sum(s[0] for s in stages) / 1000, 1),
+                     "slowest": [(round(ms / 1000, 1), f"{name} (stage {i})")
+                                 for ms, name, i in stages[:8]]}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--participants", type=int, default=1000)
     ap.add_argument("--history", type=int, default=50)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--shuffle-partitions", type=int, default=16)
+    ap.add_argument("--shuffle-partitions", type=int, default=8)
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--keep", type=Path, default=None, help="keep generated data here")
+    ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                    help="also run each size with these runtime SQL settings (A/B)")
     args = ap.parse_args()
+
+    from machine import describe
 
     from pipeline.report import compute_report, write_report
     from pipeline.spark import make_session
 
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  {describe()}  "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
     base = args.keep or Path(tempfile.mkdtemp(prefix="sdschat-bench-"))
+    log_dir = base / "eventlog"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    windows: dict[str, tuple[float, float]] = {}
+    results: dict[str, str] = {}
     try:
         t = time.monotonic()
         spark = make_session(args.master, shuffle_partitions=args.shuffle_partitions,
-                             driver_memory=args.driver_memory)
+                             driver_memory=args.driver_memory, extra={
+                                 "spark.eventLog.enabled": "true",
+                                 "spark.eventLog.dir": log_dir.as_uri(),
+                                 "spark.eventLog.compress": "false"})
         print(f"spark session ({args.master}) started in {time.monotonic() - t:.1f}s",
               flush=True)
         for rows in args.rows:
@@ -154,20 +251,52 @@ def main() -> int:
             n = generate(data, rows, args.participants, args.history)
             gen = time.monotonic() - t
             mb = sum(f.stat().st_size for f in data.glob("*.parquet")) / 1e6
-            t = time.monotonic()
-            summary = compute_report(spark, [data])
-            took = time.monotonic() - t
-            write_report(summary, base / f"report-{rows}")
-            c = summary["channels"][0]
-            ok = c["convergence"]["converged"] and c["causal_order"]["violations"] == 0
-            print(
-                f"rows {n:>11,}  participants {args.participants}  parquet {mb:7.1f} MB  "
-                f"generate {gen:6.1f}s  report {took:7.1f}s  ({n / took:,.0f} rows/s)  "
-                f"deps checked {c['causal_order']['checked_dependencies']:,}  "
-                f"{'ok' if ok else 'UNEXPECTED RESULT'}",
-                flush=True,
-            )
+            for variant in ["", *args.variant]:
+                settings = dict(kv.split("=", 1) for kv in variant.split(",") if kv)
+                saved = {k: spark.conf.get(k, None) for k in settings}
+                for k, v in settings.items():
+                    spark.conf.set(k, v)
+                key = f"{rows} {variant or 'default'}"
+                w0 = time.time()
+                t = time.monotonic()
+                summary = compute_report(spark, [data])
+                took = time.monotonic() - t
+                windows[key] = (w0, time.time())
+                write_report(summary, base / f"report-{rows}")
+                c = summary["channels"][0]
+                ok = c["convergence"]["converged"] and c["causal_order"]["violations"] == 0
+                line = (
+                    f"[{variant or 'default'}] rows {n:>11,}  participants "
+                    f"{args.participants}  history {args.history}  "
+                    f"parquet {mb:7.1f} MB  generate {gen:6.1f}s  report {took:7.1f}s  "
+                    f"({n / took:,.0f} rows/s)  deps checked "
+                    f"{c['causal_order']['checked_dependencies']:,}  "
+                    f"{'ok' if ok else 'UNEXPECTED RESULT'}"
+                )
+                ref = duckdb_reference(data)
+                if ref is None:
+                    line += "\n    duckdb: not installed (no reference)"
+                else:
+                    same = (ref["messages"] == c["messages"]
+                            and ref["held_pairs"] == c["convergence"]["held_pairs"]
+                            and ref["missing_pairs"] == c["convergence"]["missing_pairs"]
+                            and ref["causal"] == [c["causal_order"]["checked_dependencies"],
+                                                  c["causal_order"]["violations"]])
+                    line += (f"\n    duckdb (2 threads): {ref['seconds']:.1f}s  "
+                             f"spark/duckdb {took / max(ref['seconds'], 0.01):.2f}x  "
+                             f"counts {'identical' if same else f'DIFFER: {ref}'}")
+                results[key] = line
+                print(line, flush=True)
+                for k, v in saved.items():
+                    if v is None:
+                        spark.conf.unset(k)
+                    else:
+                        spark.conf.set(k, v)
         spark.stop()
+        for rows, st in stage_times(log_dir, windows).items():
+            print(f"rows {rows}: {st['jobs']} jobs, {st['stages']} stages, "
+                  f"{st['stage_seconds']}s of stage time; slowest: "
+                  + "; ".join(f"{s}s {name}" for s, name in st["slowest"]), flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -6,7 +6,6 @@ No scripts, no fonts, no network: the report opens anywhere, offline.
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 __all__ = ["bar_chart_svg", "line_chart_svg", "render_html", "stacked_bar_svg"]
@@ -140,6 +139,25 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _share(v: float | None) -> str:
+    """A ratio as a percentage (0.9993 -> "99.9%")."""
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _counts(d: dict[str, int]) -> str:
+    """Counts by reason: "timeout: 3, no route: 1", or "none"."""
+    if not d:
+        return "none"
+    return ", ".join(f"{k}: {v:,}" for k, v in sorted(d.items(), key=lambda kv: -kv[1]))
+
+
+def _listed_note(listed: int, total: int, detail: str) -> str:
+    if total <= listed:
+        return ""
+    return (f"<p>The first {listed:,} of {total:,} are listed; the Parquet detail "
+            f"{_e(detail)} has all of them.</p>")
+
+
 def _channel_section(c: dict[str, Any]) -> str:
     conv = c["convergence"]
     causal = c["causal_order"]
@@ -180,7 +198,7 @@ def _channel_section(c: dict[str, Any]) -> str:
          f"{_cell(ack.get('acknowledged'))} ({_cell(ack.get('by_causal_history'))} / "
          f"{_cell(ack.get('by_bloom_filter'))})"),
         ("unacknowledged at end", ack.get("unacknowledged_at_end")),
-        ("send failures", json.dumps(ack.get("failed", {}))),
+        ("send failures", _counts(ack.get("failed", {}))),
         ("resends", c["counts"]["resends"]), ("syncs sent", c["counts"]["syncs_sent"]),
         ("repair requests (ids)",
          f"{c['counts']['repair_requests']:,} ({c['counts']['repair_ids_requested']:,})"),
@@ -190,13 +208,14 @@ def _channel_section(c: dict[str, Any]) -> str:
          f"{lost['messages']:,} / {lost['pairs']:,}; received later: "
          f"{lost['pairs_recovered']:,} pairs; never received: "
          f"{lost['messages_never_received']:,} messages"),
-        ("drops by reason", json.dumps(c["counts"]["dropped"])),
+        ("drops by reason", _counts(c["counts"]["dropped"])),
         ("metadata bytes per content byte", ov.get("metadata_per_content_byte")),
-        ("overhead share of bytes sent", ov.get("overhead_ratio")),
+        ("overhead share of bytes sent", _share(ov.get("overhead_ratio"))),
     ]
     facts_html = "".join(f"<tr><th>{_e(k)}</th><td>{_e(_cell(v))}</td></tr>" for k, v in facts)
     missing_note = (
-        "<p>Only the first entries are listed; missing.csv has them all.</p>"
+        f"<p>The first {len(conv['missing'])} of {conv['messages_missing_somewhere']:,} "
+        "messages are listed; the Parquet detail missing/ has every pair.</p>"
         if conv["missing_truncated"] else ""
     )
     return f"""
@@ -221,6 +240,7 @@ def _channel_section(c: dict[str, Any]) -> str:
 <h3>Causal-order violations</h3>
 {_table(causal["violations_listed"], ["node_id", "message_id", "dependency", "violation", "seq",
                                       "dependency_seq"])}
+{_listed_note(len(causal["violations_listed"]), causal["violations"], "causal_violations/")}
 <h3>Slowest receivers (by p99)</h3>
 {_table(c["slowest_receivers"], ["node_id", "deliveries", "p50", "p90", "p99", "max"])}
 </section>"""

@@ -1,41 +1,47 @@
 """``sdschat report INPUT... --out DIR``: the reliability report, computed on Spark.
 
 INPUT is event-log Parquet (:data:`pipeline.schema.EVENT_SCHEMA`): directories
-written by ``sdschat sim`` or ``sdschat export``, or single files. Per
-``(run, channel)`` the job computes:
+written by ``sdschat sim`` or ``sdschat export``, or single files, as paths or
+URIs Spark reads (``file://``, ``hdfs://``, ``s3a://``). Runs are told apart by
+their run id (written by sim/export); a label shared by two runs is reported
+as ``label#<id>`` for each. Per ``(run, channel)`` the job computes:
 
 * **convergence** - every participant (anyone with a row in the channel) should
-  hold every message anyone sent or delivered; the report lists which messages
-  are missing where, since when (first noticed missing by that participant, or
-  else sent), and whether they were declared lost. Logs are ordered by
-  ``(lamport, message_id)``, so identical sets with one Lamport timestamp per
-  message ARE identical logs in identical order; both are checked, and
-  exactly-once delivery too;
+  hold every message anyone sent or delivered; which messages are missing
+  where, since when (first noticed missing by that participant, or else sent),
+  and whether they were declared lost; exactly-once delivery. Logs are ordered
+  by ``(lamport, message_id)``, so identical sets with one Lamport timestamp per
+  message are identical logs in identical order (inferred, not replayed from
+  the logged positions);
 * **causal order** - at every participant every held message came after the
-  causal history it named (:mod:`pipeline.causal`, per participant, in Python
-  workers through ``applyInArrow``);
+  causal history it named (:mod:`pipeline.compute`: one history per message,
+  joined to each receiver's positions);
 * **delivery latency** (send -> deliver, per receiver: percentiles overall and
   per receiver), **time to acknowledgement**, resends, repairs, store
   retrievals, lost messages, drops by reason;
 * **protocol overhead**: metadata bytes (history, bloom filter, ids) against
   content bytes of content messages, plus the bytes of syncs, resends and
-  repairs.
+  repairs;
+* **input checks**: malformed rows and duplicate events refused; gaps in a
+  participant's ``seq``, rows disagreeing on a channel's source or a message's
+  sender or history reported.
 
 Writes ``DIR/summary.json``, ``DIR/report.html`` (inline SVG charts, no
-network), ``DIR/missing.csv``, ``DIR/causal_violations.csv``,
-``DIR/latency_by_receiver.csv``, and prints a short table. The files are
-written to a staging directory and moved into ``DIR`` only when everything
-was computed: a failed run leaves no report behind.
+network), ``DIR/missing.csv`` and ``DIR/causal_violations.csv`` (the first
+:data:`CSV_LIMIT` rows; ``DIR/missing/`` and ``DIR/causal_violations/`` hold all
+of them as Parquet), ``DIR/latency_by_receiver.csv``, and prints a short table.
+Everything is computed before anything is moved into ``DIR``: a failed run
+leaves no report behind.
 
-On a cluster, the same job::
+DataFrame operations only (no Python on executors, no ``sparkContext``): the
+same command runs on ``local[N]``, ``--master spark://HOST:7077`` (nothing to
+ship), over Spark Connect (``--remote sc://HOST:PORT``) and under spark-submit::
 
-    zip -r pipeline.zip pipeline storage && \\
-    spark-submit --master spark://HOST:7077 --py-files pipeline.zip \\
-        pipeline/report.py INPUT... --out DIR
+    zip -qr pipeline.zip pipeline storage && .venv/bin/spark-submit \\
+        --master spark://HOST:7077 --py-files pipeline.zip pipeline/report.py INPUT... --out DIR
 
-(executors need Python with pyarrow and pandas; ``--master`` is then left to
-spark-submit). Times from real nodes are their wall clocks: latencies across
-machines include their clock offsets.
+Times from real nodes are their wall clocks: latencies across machines include
+their clock offsets.
 """
 
 from __future__ import annotations
@@ -53,9 +59,9 @@ from typing import Any, TextIO
 
 import pyarrow.parquet as pq
 
-from pipeline.causal import CHECK_SCHEMA, check_participant
+from pipeline.compute import CSV_LIMIT, LIST_LIMIT, NODES_PER_MESSAGE, TIME_BUCKETS
+from pipeline.options import add_report_arguments
 from pipeline.schema import (
-    COLUMNS,
     EVENT_SCHEMA,
     SchemaMismatchError,
     check_schema,
@@ -64,16 +70,8 @@ from pipeline.schema import (
 
 __all__ = ["ReportError", "add_report_arguments", "compute_report", "main", "run_report"]
 
-#: Messages listed in summary.json / the HTML per channel (all go to missing.csv).
-LIST_LIMIT = 200
-#: Participants named per missing message in summary.json.
-NODES_PER_MESSAGE = 50
-#: Buckets of the convergence-over-time chart.
-TIME_BUCKETS = 60
+__all__ += ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS"]
 
-_HELD = ["MessageSent", "MessageDelivered"]
-#: Kinds whose rows name a message: without a message_id they are malformed.
-_NEED_ID = [*_HELD, "MessageLost"]
 #: ``--master`` values Spark accepts (a typo used to end in a Py4J traceback).
 _MASTER = re.compile(
     r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[.+\]|yarn|(spark|k8s|mesos)://\S+"
@@ -86,7 +84,8 @@ class ReportError(Exception):
     """The input cannot be reported on (empty, not an event log, malformed rows)."""
 
 
-def _spark_schema() -> Any:
+def spark_schema() -> Any:
+    """:data:`EVENT_SCHEMA` as a Spark schema (every column nullable)."""
     from pyspark.sql import types as T
 
     mapping = {"string": T.StringType(), "int64": T.LongType()}
@@ -100,25 +99,44 @@ def _spark_schema() -> Any:
     return T.StructType(fields)
 
 
-def _check_schema_type() -> Any:
-    from pyspark.sql import types as T
-
-    fields = []
-    for f in CHECK_SCHEMA:
-        dt = T.StringType() if str(f.type) == "string" else T.LongType()
-        fields.append(T.StructField(f.name, dt, True))
-    return T.StructType(fields)
+#: A URI with a scheme (``hdfs://``, ``s3a://``, ``file://``...).
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], int]:
-    """Every Parquet file of ``inputs``, checked; returns (files, total rows)."""
+def local_path(item: str | Path) -> Path | None:
+    """The local path of ``item`` (a path or a ``file://`` URI); None for other URIs."""
+    text = str(item)
+    if text.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(text).path))
+    if _URI.match(text):
+        return None
+    return Path(text)
+
+
+def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[str], int | None]:
+    """Every Parquet file of ``inputs``, checked; returns (files, total rows).
+
+    Local paths and ``file://`` URIs are checked here, file by file (footer,
+    columns, schema version); other URIs (``hdfs://``, ``s3a://``...) are passed
+    to Spark as they are and their rows counted by Spark (total ``None``).
+    """
     if not inputs:
         raise ReportError("no input given")
+    local: list[Path] = []
+    remote: list[str] = []
+    for item in inputs:
+        path = local_path(item)
+        if path is None:
+            remote.append(str(item))
+        else:
+            local.append(path)
     try:
-        files = iter_parquet_files(inputs)
+        files = iter_parquet_files(local)
     except FileNotFoundError as exc:
         raise ReportError(str(exc)) from None
-    if not files:
+    if not files and not remote:
         raise ReportError(
             "no .parquet files in " + ", ".join(str(i) for i in inputs)
             + " (expected the output of 'sdschat sim' or 'sdschat export')"
@@ -135,478 +153,57 @@ def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[Path], int]:
         except SchemaMismatchError as exc:
             raise ReportError(str(exc)) from None
         total += meta.num_rows
-    if total == 0:
+    if total == 0 and not remote:
         raise ReportError("the input holds no events (0 rows in " + f"{len(files)} file(s))")
-    return files, total
+    return [str(f) for f in files] + remote, (None if remote else total)
 
 
-def _pct(values: Sequence[Any] | None) -> dict[str, Any]:
-    if not values:
-        return {"p50": None, "p90": None, "p99": None}
-    return {"p50": values[0], "p90": values[1], "p99": values[2]}
-
-
-def compute_report(spark: Any, inputs: Sequence[str | Path]) -> dict[str, Any]:
-    """Run the Spark job; returns the summary (JSON-able) with row lists for the CSVs.
+def compute_report(spark: Any, inputs: Sequence[str | Path],
+                   detail_dir: str | Path | None = None) -> dict[str, Any]:
+    """Run the Spark job; returns the summary (JSON-able) with row lists for the CSVs
+    and the directory holding the Parquet detail (``_detail_dir``).
 
     Raises :class:`ReportError` for empty or malformed input.
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    from pipeline.compute import InputError, compute_channels
 
     files, total_rows = validate_inputs(inputs)
-    raw = spark.read.schema(_spark_schema()).parquet(*[str(f) for f in files]).select(*COLUMNS)
-
-    # ---- row-level validation: required columns and unique (run, node, seq)
-    lacking = (
-        F.col("run").isNull() | F.col("node_id").isNull() | F.col("seq").isNull()
-        | F.col("time_ms").isNull() | F.col("kind").isNull()
-    )
-    no_id = F.col("kind").isin(_NEED_ID) & F.col("message_id").isNull()
-    counts = raw.agg(
-        F.sum(F.when(lacking, 1).otherwise(0)).alias("bad"),
-        F.sum(F.when(no_id, 1).otherwise(0)).alias("no_id"),
-    ).collect()[0]
-    if counts["bad"]:
-        raise ReportError(
-            f"{counts['bad']} of {total_rows} rows lack run, node_id, seq, time_ms or kind: "
-            "malformed input"
-        )
-    if counts["no_id"]:
-        # a null id would join as a message nobody holds: "missing" everywhere
-        raise ReportError(
-            f"{counts['no_id']} {', '.join(_NEED_ID)} rows have no message_id: malformed input"
-        )
-    dup = (
-        raw.groupBy("run", "node_id", "seq").count().filter(F.col("count") > 1)
-        .agg(F.count("*").alias("n"), F.sum("count").alias("rows")).collect()[0]
-    )
-    if dup["n"]:
-        raise ReportError(
-            f"{dup['rows']} rows share {dup['n']} (run, node_id, seq) keys: the same event log "
-            "was given twice, or the input is malformed"
-        )
-
-    # Causal histories (the bulk of the data) stay out of the cache: only the
-    # causal-order stage reads them, straight from the files.
-    ev = (
-        raw.filter(F.col("channel").isNotNull()).drop("causal_history")
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    keys = ["run", "channel"]
-    if ev.limit(1).count() == 0:
+    try:
+        result = compute_channels(spark, files, total_rows, detail_dir)
+    except InputError as exc:
+        raise ReportError(str(exc)) from None
+    if result["rows"] == 0:
+        raise ReportError("the input holds no events")
+    if not result["channels"]:
         raise ReportError("no event in the input belongs to a channel")
-
-    # ---- participants, messages, holdings
-    parts = ev.select("run", "channel", "node_id").distinct()
-    held = ev.filter(F.col("kind").isin(_HELD)).select(
-        "run", "channel", "node_id", "message_id", "lamport", "time_ms", "kind", "sender_id",
-        "size_bytes",
-    )
-    held_first = held.groupBy("run", "channel", "node_id", "message_id").agg(
-        F.min("time_ms").alias("held_ms"), F.count("*").alias("times")
-    )
-    sent = ev.filter(F.col("kind") == "MessageSent").select(
-        "run", "channel", "message_id", F.col("node_id").alias("sender"),
-        F.col("time_ms").alias("sent_ms"), "size_bytes", "content_bytes", "metadata_bytes",
-    )
-    sent_first = sent.groupBy("run", "channel", "message_id").agg(
-        F.first("sender").alias("sender"), F.min("sent_ms").alias("sent_ms"),
-        F.first("size_bytes").alias("sent_size"),
-    )
-    msgs = held.groupBy("run", "channel", "message_id").agg(
-        F.countDistinct("lamport").alias("n_lamports"),
-        F.min("lamport").alias("lamport"),
-        F.first("sender_id", ignorenulls=True).alias("sender_id"),
-        F.min("time_ms").alias("first_held_ms"),
-        F.max("size_bytes").alias("msg_size"),
-    ).join(sent_first, ["run", "channel", "message_id"], "left").select(
-        "run", "channel", "message_id", "lamport", "n_lamports", "msg_size",
-        F.coalesce("sender", "sender_id").alias("sender"),
-        F.coalesce("sent_ms", "first_held_ms").alias("sent_ms"),
-        F.col("sent_ms").isNotNull().alias("send_logged"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-
-    missing = (
-        parts.join(msgs, keys)
-        .join(held_first.select("run", "channel", "node_id", "message_id"),
-              ["run", "channel", "node_id", "message_id"], "left_anti")
-    )
-    noticed = (
-        ev.filter(F.col("kind") == "MessagesMissing")
-        .select(
-            "run", "channel", "node_id", "time_ms",
-            F.from_json("detail", "struct<missing:array<struct<message_id:string>>>")
-            .alias("d"),
-        )
-        .select("run", "channel", "node_id", "time_ms",
-                F.explode_outer("d.missing.message_id").alias("message_id"))
-        .filter(F.col("message_id").isNotNull())
-        .groupBy("run", "channel", "node_id", "message_id")
-        .agg(F.min("time_ms").alias("noticed_ms"))
-    )
-    lost = (
-        ev.filter(F.col("kind") == "MessageLost")
-        .groupBy("run", "channel", "node_id", "message_id")
-        .agg(F.min("time_ms").alias("lost_ms"))
-    )
-    missing_rows = (
-        missing.join(noticed, ["run", "channel", "node_id", "message_id"], "left")
-        .join(lost, ["run", "channel", "node_id", "message_id"], "left")
-        .select("run", "channel", "message_id", "sender", "lamport", "sent_ms", "node_id",
-                "noticed_ms", "lost_ms")
-        .orderBy("run", "channel", "sent_ms", "message_id", "node_id")
-    )
-    missing_list = [r.asDict() for r in missing_rows.toLocalIterator()]
-
-    # ---- per-channel basic counts
-    base: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in ev.groupBy(*keys).agg(
-        F.min("time_ms").alias("t0"), F.max("time_ms").alias("t1"),
-        F.countDistinct("node_id").alias("participants"), F.count("*").alias("rows"),
-        F.first("source").alias("source"),
-    ).collect():
-        base[(r["run"], r["channel"])] = r.asDict()
-    for r in msgs.groupBy(*keys).agg(
-        F.count("*").alias("messages"),
-        F.sum(F.when(F.col("n_lamports") > 1, 1).otherwise(0)).alias("lamport_inconsistent"),
-        F.sum(F.when(F.col("send_logged"), 0).otherwise(1)).alias("send_not_logged"),
-    ).collect():
-        base[(r["run"], r["channel"])].update(r.asDict())
-    for r in held_first.groupBy(*keys).agg(
-        F.sum(F.when(F.col("times") > 1, F.col("times") - 1).otherwise(0)).alias("duplicates"),
-        F.count("*").alias("held_pairs"),
-    ).collect():
-        base[(r["run"], r["channel"])].update(r.asDict())
-    kinds: dict[tuple[str, str], dict[str, int]] = {}
-    for r in ev.groupBy("run", "channel", "kind").count().collect():
-        kinds.setdefault((r["run"], r["channel"]), {})[r["kind"]] = r["count"]
-    drops: dict[tuple[str, str], dict[str, int]] = {}
-    for r in ev.filter(F.col("kind") == "MessageDropped").groupBy(
-        "run", "channel", "reason"
-    ).count().collect():
-        drops.setdefault((r["run"], r["channel"]), {})[r["reason"] or "unknown"] = r["count"]
-    repair_ids: dict[tuple[str, str], int] = {}
-    for r in ev.filter(F.col("kind") == "RepairRequested").select(
-        "run", "channel",
-        F.size(F.from_json("detail", "struct<message_ids:array<string>>").message_ids).alias("n"),
-    ).groupBy(*keys).agg(F.sum(F.greatest("n", F.lit(0))).alias("n")).collect():
-        repair_ids[(r["run"], r["channel"])] = int(r["n"] or 0)
-    # Declared lost is the protocol giving up waiting; the message may still come later
-    # (a late repair, the store, a resend): such pairs are counted as recovered, and the
-    # messages still unheld by someone who declared them lost are the real loss.
-    lost_counts: dict[tuple[str, str], dict[str, int]] = {}
-    lost_fate = lost.join(
-        held_first.select("run", "channel", "node_id", "message_id", "held_ms"),
-        ["run", "channel", "node_id", "message_id"], "left",
-    )
-    for r in lost_fate.groupBy(*keys).agg(
-        F.count("*").alias("pairs"), F.countDistinct("message_id").alias("messages"),
-        F.count("held_ms").alias("pairs_recovered"),
-        F.countDistinct(F.when(F.col("held_ms").isNull(), F.col("message_id")))
-        .alias("messages_never_received"),
-    ).collect():
-        lost_counts[(r["run"], r["channel"])] = {
-            k: int(r[k]) for k in ("pairs", "messages", "pairs_recovered",
-                                   "messages_never_received")
-        }
-
-    # ---- latency: send -> deliver, per receiver
-    dl = (
-        ev.filter(F.col("kind") == "MessageDelivered")
-        .select("run", "channel", "node_id", "message_id", "time_ms")
-        .join(sent_first.select("run", "channel", "message_id", "sent_ms"),
-              ["run", "channel", "message_id"])
-        .select("run", "channel", "node_id", (F.col("time_ms") - F.col("sent_ms")).alias("lat"))
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    latency: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in dl.groupBy(*keys).agg(
-        F.percentile_approx("lat", [0.5, 0.9, 0.99], 10_000).alias("p"),
-        F.min("lat").alias("min"), F.max("lat").alias("max"), F.avg("lat").alias("mean"),
-        F.count("*").alias("count"),
-    ).collect():
-        latency[(r["run"], r["channel"])] = {
-            "count": r["count"], **_pct(r["p"]), "min": r["min"], "max": r["max"],
-            "mean": None if r["mean"] is None else round(r["mean"], 1),
-        }
-    hist_rows = dl.select(
-        *keys,
-        F.floor(F.log2(F.greatest(F.col("lat"), F.lit(0)) + 1) * 2).cast("int").alias("b"),
-    ).groupBy(*keys, "b").count().collect()
-    lat_hist: dict[tuple[str, str], dict[int, int]] = {}
-    for r in hist_rows:
-        lat_hist.setdefault((r["run"], r["channel"]), {})[int(r["b"])] = r["count"]
-    per_receiver = [
-        r.asDict()
-        for r in dl.groupBy(*keys, "node_id").agg(
-            F.count("*").alias("deliveries"),
-            F.percentile_approx("lat", [0.5, 0.9, 0.99], 1_000).alias("p"),
-            F.max("lat").alias("max"),
-        ).orderBy(*keys, "node_id").toLocalIterator()
-    ]
-
-    # ---- acknowledgement
-    acks = ev.filter(F.col("kind") == "MessageAcknowledged").select(
-        "run", "channel", "message_id", F.col("node_id").alias("sender"),
-        F.col("time_ms").alias("ack_ms"),
-        F.get_json_object("detail", "$.by_causal_history").alias("by_causal"),
-    )
-    acked = sent.join(acks, ["run", "channel", "message_id", "sender"]).select(
-        *keys, (F.col("ack_ms") - F.col("sent_ms")).alias("t"), "by_causal"
-    )
-    ack_stats: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in acked.groupBy(*keys).agg(
-        F.percentile_approx("t", [0.5, 0.9, 0.99], 10_000).alias("p"),
-        F.max("t").alias("max"), F.count("*").alias("count"),
-        F.sum(F.when(F.col("by_causal") == "true", 1).otherwise(0)).alias("by_causal"),
-    ).collect():
-        ack_stats[(r["run"], r["channel"])] = {
-            "acknowledged": r["count"], "by_causal_history": r["by_causal"],
-            "by_bloom_filter": r["count"] - r["by_causal"], **_pct(r["p"]), "max": r["max"],
-        }
-    failed = ev.filter(F.col("kind") == "MessageSendFailed").select(
-        "run", "channel", "message_id", F.col("node_id").alias("sender"), "reason"
-    )
-    fail_counts: dict[tuple[str, str], dict[str, int]] = {}
-    for r in failed.groupBy(*keys, "reason").count().collect():
-        fail_counts.setdefault((r["run"], r["channel"]), {})[r["reason"] or "unknown"] = r[
-            "count"
-        ]
-    unacked: dict[tuple[str, str], int] = {}
-    for r in (
-        sent.join(acks.select("run", "channel", "message_id", "sender"),
-                  ["run", "channel", "message_id", "sender"], "left_anti")
-        .join(failed.select("run", "channel", "message_id", "sender"),
-              ["run", "channel", "message_id", "sender"], "left_anti")
-        .groupBy(*keys).count().collect()
-    ):
-        unacked[(r["run"], r["channel"])] = r["count"]
-
-    # ---- overhead
-    overhead: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in sent.groupBy(*keys).agg(
-        F.count("*").alias("n"), F.sum("content_bytes").alias("content"),
-        F.sum("metadata_bytes").alias("metadata"), F.sum("size_bytes").alias("size"),
-    ).collect():
-        overhead[(r["run"], r["channel"])] = {
-            "content_messages": r["n"], "content_bytes": r["content"] or 0,
-            "metadata_bytes": r["metadata"] or 0, "content_message_bytes": r["size"] or 0,
-        }
-    for r in ev.filter(F.col("kind") == "SyncSent").groupBy(*keys).agg(
-        F.count("*").alias("n"), F.count("size_bytes").alias("known"),
-        F.sum("size_bytes").alias("bytes"),
-    ).collect():
-        overhead.setdefault((r["run"], r["channel"]), {}).update(
-            {"sync_messages": r["n"], "sync_bytes": r["bytes"] or 0,
-             "sync_sizes_unknown": r["n"] - r["known"]}
-        )
-    sizes = msgs.select("run", "channel", "message_id", "msg_size")
-    for kind, name in (("MessageResent", "resend"), ("RepairSent", "repair")):
-        for r in (
-            ev.filter(F.col("kind") == kind).select("run", "channel", "message_id", "size_bytes")
-            .join(sizes, ["run", "channel", "message_id"], "left")
-            .groupBy(*keys).agg(
-                F.count("*").alias("n"),
-                F.sum(F.coalesce("size_bytes", "msg_size")).alias("bytes"),
-            ).collect()
-        ):
-            overhead.setdefault((r["run"], r["channel"]), {}).update(
-                {f"{name}_messages": r["n"], f"{name}_bytes": r["bytes"] or 0}
-            )
-
-    # ---- convergence over time (share of participant x message pairs held)
-    span = {k: (v["t0"], max(v["t1"], v["t0"] + 1)) for k, v in base.items()}
-    t0_expr = F.create_map(*[x for k, v in span.items() for x in (F.lit(f"{k[0]}\x00{k[1]}"),
-                                                                  F.lit(v[0]))])
-    t1_expr = F.create_map(*[x for k, v in span.items() for x in (F.lit(f"{k[0]}\x00{k[1]}"),
-                                                                  F.lit(v[1]))])
-    key_expr = F.concat_ws("\x00", "run", "channel")
-
-    def bucketed(df: Any, col: str) -> dict[tuple[str, str], list[int]]:
-        b = F.least(
-            F.lit(TIME_BUCKETS - 1),
-            F.floor((F.col(col) - t0_expr[key_expr]) * TIME_BUCKETS
-                    / (t1_expr[key_expr] - t0_expr[key_expr] + 1)).cast("int"),
-        )
-        out: dict[tuple[str, str], list[int]] = {}
-        for r in df.select(*keys, b.alias("b")).groupBy(*keys, "b").count().collect():
-            arr = out.setdefault((r["run"], r["channel"]), [0] * TIME_BUCKETS)
-            arr[int(r["b"])] += r["count"]
-        return out
-
-    held_time = bucketed(held_first, "held_ms")
-    sent_time = bucketed(msgs, "sent_ms")
-
-    # ---- causal order, per participant (Python workers, vectorised Arrow)
-    checks = (
-        raw.filter(F.col("channel").isNotNull() & F.col("kind").isin([*_HELD, "MessageLost"]))
-        .select("run", "channel", "node_id", "seq", "kind", "message_id", "causal_history")
-        .groupBy("run", "channel", "node_id")
-        .applyInArrow(check_participant, _check_schema_type())
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    causal: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in checks.filter(F.col("row_type") == "summary").groupBy(*keys).agg(
-        *[F.sum(c).alias(c) for c in ("checked_messages", "checked_dependencies", "violations",
-                                      "delivered_after", "never_held", "duplicates",
-                                      "unverifiable")],
-        F.sum(F.when(F.col("violations") > 0, 1).otherwise(0)).alias("participants_violating"),
-    ).collect():
-        causal[(r["run"], r["channel"])] = {
-            k: int(r[k] or 0) for k in (
-                "checked_messages", "checked_dependencies", "violations", "delivered_after",
-                "never_held", "duplicates", "unverifiable", "participants_violating",
-            )
-        }
-    violations = [
-        r.asDict()
-        for r in checks.filter(F.col("row_type") == "violation")
-        .select("run", "channel", "node_id", "message_id", "dependency", "violation", "seq",
-                "dependency_seq")
-        .orderBy("run", "channel", "node_id", "seq").toLocalIterator()
-    ]
-    checks.unpersist()
-    dl.unpersist()
-    msgs.unpersist()
-    ev.unpersist()
-
-    # ---- assemble
-    channels: list[dict[str, Any]] = []
-    miss_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for m in missing_list:
-        miss_by_key.setdefault((m["run"], m["channel"]), []).append(m)
-    viol_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for v in violations:
-        viol_by_key.setdefault((v["run"], v["channel"]), []).append(v)
-    for key in sorted(base):
-        b = base[key]
-        t0 = b["t0"]
-        miss = miss_by_key.get(key, [])
-        per_msg: dict[str, dict[str, Any]] = {}
-        for m in miss:
-            e = per_msg.setdefault(m["message_id"], {
-                "message_id": m["message_id"], "sender": m["sender"],
-                "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - t0,
-                "missing_count": 0, "missing_at": [], "noticed_by": 0, "declared_lost_by": 0,
-                "missing_since_ms": None,
-            })
-            e["missing_count"] += 1
-            if len(e["missing_at"]) < NODES_PER_MESSAGE:
-                e["missing_at"].append(m["node_id"])
-            since = m["noticed_ms"] if m["noticed_ms"] is not None else m["sent_ms"]
-            if m["noticed_ms"] is not None:
-                e["noticed_by"] += 1
-            if m["lost_ms"] is not None:
-                e["declared_lost_by"] += 1
-            if since is not None and (
-                e["missing_since_ms"] is None or since - t0 < e["missing_since_ms"]
-            ):
-                e["missing_since_ms"] = since - t0
-        miss_msgs = list(per_msg.values())
-        kc = kinds.get(key, {})
-        cz = causal.get(key, {"violations": 0, "duplicates": 0, "unverifiable": 0})
-        p = b["participants"]
-        n_msgs = b.get("messages", 0) or 0
-        # no message: nothing to converge on (None: shown as "-", neither yes nor NO)
-        converged = None if n_msgs == 0 else (
-            not miss and not (b.get("lamport_inconsistent") or 0)
-            and not (b.get("duplicates") or 0)
-        )
-        ov = overhead.get(key, {})
-        total_bytes = sum(ov.get(k, 0) for k in (
-            "content_message_bytes", "sync_bytes", "resend_bytes", "repair_bytes"))
-        ov["total_sent_bytes"] = total_bytes
-        ov["overhead_ratio"] = (
-            round((total_bytes - ov.get("content_bytes", 0)) / total_bytes, 4)
-            if total_bytes else None
-        )
-        ov["metadata_per_content_byte"] = (
-            round(ov["metadata_bytes"] / ov["content_bytes"], 2)
-            if ov.get("content_bytes") else None
-        )
-        sent_curve = sent_time.get(key, [0] * TIME_BUCKETS)
-        held_curve = held_time.get(key, [0] * TIME_BUCKETS)
-        curve = []
-        cs = ch = 0
-        for i in range(TIME_BUCKETS):
-            cs += sent_curve[i]
-            ch += held_curve[i]
-            curve.append(None if cs == 0 else round(min(1.0, ch / (cs * p)), 4))
-        t1 = span[key][1]
-        lh = lat_hist.get(key, {})
-        channels.append({
-            "run": key[0], "channel": key[1], "source": b["source"],
-            "participants": p, "messages": n_msgs, "events": b["rows"],
-            "duration_ms": b["t1"] - t0,
-            "convergence": {
-                "converged": converged,
-                "identical_logs_in_identical_order": converged,
-                "missing_pairs": len(miss),
-                "messages_missing_somewhere": len(miss_msgs),
-                "participants_missing_something": len({m["node_id"] for m in miss}),
-                "held_pairs": b.get("held_pairs", 0),
-                "expected_pairs": p * n_msgs,
-                "lamport_inconsistent_messages": b.get("lamport_inconsistent") or 0,
-                "duplicate_deliveries": b.get("duplicates") or 0,
-                "sends_not_in_input": b.get("send_not_logged") or 0,
-                "missing": miss_msgs[:LIST_LIMIT],
-                "missing_truncated": len(miss_msgs) > LIST_LIMIT,
-                "over_time": {
-                    "bucket_ms": (t1 - t0 + 1) / TIME_BUCKETS,
-                    "held_share": curve,
-                },
-            },
-            "causal_order": {
-                **cz,
-                "ok": cz.get("violations", 0) == 0,
-                "violations_listed": viol_by_key.get(key, [])[:LIST_LIMIT],
-            },
-            "latency_ms": latency.get(key, {"count": 0, "p50": None, "p90": None, "p99": None}),
-            "latency_histogram": {
-                "edges_ms": [round(2 ** (i / 2) - 1, 1) for i in range(max(lh, default=0) + 2)],
-                "counts": [lh.get(i, 0) for i in range(max(lh, default=-1) + 1)],
-            },
-            "slowest_receivers": sorted(
-                (
-                    {"node_id": r["node_id"], "deliveries": r["deliveries"],
-                     **_pct(r["p"]), "max": r["max"]}
-                    for r in per_receiver if (r["run"], r["channel"]) == key
-                ),
-                key=lambda x: (-(x["p99"] or 0), x["node_id"]),
-            )[:5],
-            "acknowledgement": {
-                **ack_stats.get(key, {"acknowledged": 0}),
-                "unacknowledged_at_end": unacked.get(key, 0),
-                "failed": fail_counts.get(key, {}),
-            },
-            "counts": {
-                "messages_sent": kc.get("MessageSent", 0),
-                "deliveries": kc.get("MessageDelivered", 0),
-                "resends": kc.get("MessageResent", 0),
-                "syncs_sent": kc.get("SyncSent", 0),
-                "repair_requests": kc.get("RepairRequested", 0),
-                "repair_ids_requested": repair_ids.get(key, 0),
-                "repairs_sent": kc.get("RepairSent", 0),
-                "repair_data_needed": kc.get("RepairDataNeeded", 0),
-                "store_retrievals": kc.get("StoreRetrieval", 0),
-                "lost": lost_counts.get(key, {"pairs": 0, "messages": 0, "pairs_recovered": 0,
-                                              "messages_never_received": 0}),
-                "dropped": drops.get(key, {}),
-                "by_kind": dict(sorted(kc.items())),
-            },
-            "overhead": ov,
-        })
-    return {
+    notes = result.pop("label_notes")
+    summary = {
         "complete": True,
         "generated_at_ms": int(time.time() * 1000),
         "inputs": [str(i) for i in inputs],
         "files": len(files),
-        "rows": total_rows,
-        "channels": channels,
-        "caveats": _caveats(channels),
-        "_missing_rows": missing_list,
-        "_violation_rows": violations,
-        "_receiver_rows": per_receiver,
+        **result,
     }
+    summary["caveats"] = notes + _run_caveats(summary["runs"]) + _caveats(summary["channels"])
+    return summary
+
+
+def _run_caveats(runs: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for r in runs:
+        if r["seq_missing"]:
+            worst = ", ".join(f"{g['node_id']} ({g['missing_events']})" for g in r["gaps"][:5])
+            out.append(
+                f"{r['run']}: {r['seq_missing']} event(s) missing from the logs of "
+                f"{r['participants_with_gaps']} participant(s) (gaps in seq: a partial "
+                f"export?): {worst}"
+            )
+        if r["run_id"] is None:
+            out.append(
+                f"{r['run']}: written without a run id (event schema 1): runs sharing this "
+                "label cannot be told apart"
+            )
+    return out
 
 
 def _caveats(channels: list[dict[str, Any]]) -> list[str]:
@@ -628,6 +225,18 @@ def _caveats(channels: list[dict[str, Any]]) -> list[str]:
                 f"{name}: {c['causal_order']['unverifiable']} held message(s) without a known "
                 "causal history were not checked"
             )
+        if c["source"] == "mixed":
+            out.append(f"{name}: rows come from different sources ({', '.join(c['sources'])})")
+        if c["convergence"]["sender_disagreements"]:
+            out.append(
+                f"{name}: {c['convergence']['sender_disagreements']} message(s) whose rows "
+                "disagree on the sender"
+            )
+        if c["causal_order"].get("history_disagreements"):
+            out.append(
+                f"{name}: {c['causal_order']['history_disagreements']} message(s) whose rows "
+                "carry different causal histories (the sender's was checked)"
+            )
         if c["convergence"]["sends_not_in_input"]:
             out.append(
                 f"{name}: {c['convergence']['sends_not_in_input']} message(s) whose sender's log "
@@ -647,20 +256,23 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -
             w.writerow([r.get(c) for c in columns])
 
 
+#: Parquet detail directories written next to summary.json.
+DETAIL_DIRS = ("missing", "causal_violations")
+
+
 def write_report(summary: dict[str, Any], out: str | Path) -> Path:
-    """Write summary.json, report.html and the CSVs into ``out`` (all or nothing)."""
+    """Write summary.json, report.html, the CSVs (top rows) and move the Parquet
+    detail into ``out`` (all or nothing)."""
     from pipeline.html_report import render_html
 
     out = Path(out)
     staging = out.parent / f".{out.name}.report-partial-{time.time_ns()}"
     staging.mkdir(parents=True)
+    detail = summary.pop("_detail_dir", None)
     try:
         missing_rows = summary.pop("_missing_rows")
         violation_rows = summary.pop("_violation_rows")
         receiver_rows = summary.pop("_receiver_rows")
-        for r in receiver_rows:
-            p = r.pop("p", None) or [None, None, None]
-            r.update({"p50": p[0], "p90": p[1], "p99": p[2]})
         _write_csv(staging / "missing.csv", missing_rows,
                    ("run", "channel", "message_id", "sender", "lamport", "sent_ms", "node_id",
                     "noticed_ms", "lost_ms"))
@@ -669,16 +281,37 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
                     "dependency_seq"))
         _write_csv(staging / "latency_by_receiver.csv", receiver_rows,
                    ("run", "channel", "node_id", "deliveries", "p50", "p90", "p99", "max"))
+        summary["detail"] = {
+            "missing.csv": {"rows": len(missing_rows),
+                            "of": sum(c["convergence"]["missing_pairs"]
+                                      for c in summary["channels"])},
+            "causal_violations.csv": {"rows": len(violation_rows),
+                                      "of": sum(c["causal_order"]["violations"]
+                                                for c in summary["channels"])},
+            # written only when something is missing / violated
+            "parquet": [f"{name}/" for name in DETAIL_DIRS if detail is not None and (
+                (src := local_path(f"{str(detail).rstrip('/')}/{name}")) is not None
+                and src.is_dir())],
+        }
         (staging / "report.html").write_text(render_html(summary))
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         out.mkdir(parents=True, exist_ok=True)
         # summary.json last: its presence marks a complete report.
         (out / "summary.json").unlink(missing_ok=True)
+        for name in DETAIL_DIRS:
+            shutil.rmtree(out / name, ignore_errors=True)
+            src = None if detail is None else local_path(f"{str(detail).rstrip('/')}/{name}")
+            if src is not None and src.is_dir():
+                shutil.move(str(src), str(out / name))
         for name in ("missing.csv", "causal_violations.csv", "latency_by_receiver.csv",
                      "report.html", "summary.json"):
             (staging / name).replace(out / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if detail is not None:
+            path = local_path(detail)
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
     return out
 
 
@@ -721,38 +354,99 @@ def print_table(summary: dict[str, Any], out: TextIO) -> None:
 # ---------------------------------------------------------------- command line
 
 
-def add_report_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``sdschat report`` options."""
-    p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="event-log Parquet: directories from 'sdschat sim'/'sdschat export', "
-                   "or files")
-    p.add_argument("--out", required=True, help="report directory")
-    p.add_argument("--master", default="local[*]",
-                   help="Spark master: local[*] (default), local[N], spark://HOST:PORT")
-    p.add_argument("--shuffle-partitions", type=int, default=None,
-                   help="spark.sql.shuffle.partitions (default: 4 x cores for local masters)")
-    p.add_argument("--driver-memory", default="2g", help="local driver memory (default 2g)")
+_REMOTE = re.compile(r"sc://[^/\s:]+(:\d+)?(/.*)?")
+
+
+def parse_conf(items: Sequence[str]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` items as a dict (ReportError for a malformed one)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not key.startswith("spark."):
+            raise ReportError(f"--conf {item!r} is not KEY=VALUE with a spark.* key")
+        out[key.strip()] = value
+    return out
+
+
+def resolve_target(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(master, remote) after ``--master``/``--remote``/``$SPARK_REMOTE``; ReportError
+    for a bad or contradictory value."""
+    import os
+
+    master = getattr(args, "master", None)
+    remote = getattr(args, "remote", None)
+    if master and master.startswith("sc://"):
+        if remote and remote != master:
+            raise ReportError("--master sc://... and --remote disagree: give one")
+        master, remote = None, master
+    if remote is None and master is None:
+        remote = os.environ.get("SPARK_REMOTE") or None
+    if remote is not None and master not in (None, "submit"):
+        raise ReportError(f"--master {master} and Spark Connect ({remote}) exclude each other")
+    if remote is not None:
+        if not _REMOTE.fullmatch(remote):
+            raise ReportError(f"--remote {remote!r} is not a Spark Connect URL sc://HOST:PORT")
+        return None, remote
+    if master is None:
+        master = "local[*]"
+    return master, None
 
 
 def check_options(args: argparse.Namespace) -> None:
-    """Refuse bad ``--out``/``--master``/``--driver-memory``/``--shuffle-partitions``
-    before any work (Spark would fail later with a Java traceback, ``--out`` only
-    after the whole job)."""
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"--out {out} is a file, not a directory")
-    master = getattr(args, "master", None)
+    """Refuse bad ``--out``/``--master``/``--remote``/``--driver-memory``/``--conf``/
+    ``--shuffle-partitions`` before any work (Spark would fail later with a Java
+    traceback, ``--out`` only after the whole job)."""
+    out_path = local_path(args.out)
+    if out_path is None:
+        raise ReportError(
+            f"--out {args.out}: the report is written by this program: give a local "
+            "directory or a file:// URI (inputs may be hdfs://, s3a://...)"
+        )
+    if out_path.exists() and not out_path.is_dir():
+        raise ReportError(f"--out {out_path} is a file, not a directory")
+    master, remote = resolve_target(args)
     if master not in (None, "", "submit") and not _MASTER.fullmatch(master):
         raise ReportError(
             f"--master {master!r} is not a Spark master (local, local[N], local[*], "
-            "spark://HOST:PORT, yarn, k8s://...)"
+            "spark://HOST:PORT, yarn, k8s://..., sc://HOST:PORT)"
         )
-    memory = getattr(args, "driver_memory", None)
-    if memory is not None and not _MEMORY.fullmatch(memory):
-        raise ReportError(f"--driver-memory {memory!r} is not a size like 512m or 2g")
+    for flag in ("driver_memory", "executor_memory"):
+        memory = getattr(args, flag, None)
+        if memory is not None and not _MEMORY.fullmatch(memory):
+            raise ReportError(
+                f"--{flag.replace('_', '-')} {memory!r} is not a size like 512m or 2g")
+    if remote is not None and getattr(args, "driver_memory", None):
+        raise ReportError("--driver-memory does not apply over Spark Connect (the server's "
+                          "driver is already running)")
+    if getattr(args, "executor_memory", None) and master and master.startswith("local"):
+        raise ReportError("--executor-memory does not apply to a local master (its executor "
+                          "is the driver): use --driver-memory")
     partitions = getattr(args, "shuffle_partitions", None)
     if partitions is not None and partitions < 1:
         raise ReportError("--shuffle-partitions must be >= 1")
+    parse_conf(getattr(args, "conf", None) or [])
+
+
+def check_reachable(master: str | None, remote: str | None, timeout: float = 5.0) -> None:
+    """A one-line ReportError if a spark:// master or sc:// server does not answer (Spark
+    itself would retry for a minute and end in a traceback)."""
+    import socket
+    from urllib.parse import urlparse
+
+    target = remote or master
+    if not target or not target.startswith(("spark://", "sc://")):
+        return
+    for hostport in target.split("://", 1)[1].split("/")[0].split(","):
+        parsed = urlparse(f"x://{hostport}")
+        host = parsed.hostname or "localhost"
+        port = parsed.port or (15002 if target.startswith("sc://") else 7077)
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return
+        except OSError as exc:
+            last = f"{host}:{port}: {exc.strerror or exc}"
+    kind = "Spark Connect server" if remote else "Spark master"
+    raise ReportError(f"cannot reach the {kind} {target} ({last})")
 
 
 def _unreadable_input(exc: Exception) -> ReportError | None:
@@ -768,54 +462,109 @@ def _unreadable_input(exc: Exception) -> ReportError | None:
     return ReportError(f"{path}: damaged Parquet data, Spark could not read it{why}")
 
 
+def _spark_failure(exc: BaseException) -> str:
+    """One line for a failure inside Spark (Py4J / Spark Connect errors carry pages)."""
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "at ", "py4j", "JVM stacktrace")):
+            return f"{type(exc).__name__}: {line[:300]}"
+    return type(exc).__name__
+
+
 def run_report(args: argparse.Namespace, out: TextIO | None = None,
                spark: Any = None) -> int:
-    """``sdschat report``: returns 0, or 2 for bad input (nothing written)."""
+    """``sdschat report``: returns 0; 2 for bad input or a Spark failure (one line on
+    stderr, nothing written); 130 when interrupted."""
+    import logging
+    import signal
+    import threading
+
     out = out or sys.stdout
-    master = None if args.master in ("", "submit") else args.master
-    shuffle = args.shuffle_partitions
-    if shuffle is None and master and master.startswith("local"):
-        import os
-
-        n = master[6:-1] if master.startswith("local[") else "1"
-        try:
-            cores = (os.cpu_count() or 2) if n in ("*", "") else int(n.split(",")[0])
-        except ValueError:
-            cores = 2
-        shuffle = max(2, 4 * cores)
     own = spark is None
+    summary: dict[str, Any] = {}
+    root_level = logging.getLogger().level
+    old_sigint = signal.getsignal(signal.SIGINT)
     try:
-        check_options(args)
-        validate_inputs(args.inputs)  # fail fast, before starting Spark
-        if own:
-            from pipeline.spark import make_session
-
-            spark = make_session(master, shuffle_partitions=shuffle,
-                                 driver_memory=args.driver_memory)
-            # a failed task is reported once, by the exception below, not also as
-            # pages of executor stack traces on stderr
-            spark.sparkContext.setLogLevel("OFF")
-        started = time.monotonic()
         try:
-            summary = compute_report(spark, args.inputs)
-        except Exception as exc:
-            unreadable = _unreadable_input(exc)
-            if unreadable is None:
+            check_options(args)
+            master, remote = resolve_target(args)
+            if master in ("", "submit"):
+                master = None
+            conf = parse_conf(getattr(args, "conf", None) or [])
+            validate_inputs(args.inputs)  # fail fast, before starting Spark
+            check_reachable(master, remote)
+            shuffle = args.shuffle_partitions
+            if shuffle is None and master and master.startswith("local"):
+                import os
+
+                n = master[6:-1] if master.startswith("local[") else "1"
+                try:
+                    cores = (os.cpu_count() or 2) if n in ("*", "") else int(n.split(",")[0])
+                except ValueError:
+                    cores = 2
+                shuffle = max(2, 4 * cores)
+            if own:
+                from pipeline.spark import make_session
+
+                # a failed task is reported once, below, not also as pages of stack traces
+                # (Py4J logs through the root logger)
+                logging.getLogger().setLevel(logging.CRITICAL)
+                spark = make_session(
+                    master, remote=remote, shuffle_partitions=shuffle,
+                    driver_memory=getattr(args, "driver_memory", None),
+                    executor_memory=getattr(args, "executor_memory", None),
+                    extra=conf, quiet=True,
+                )
+                if remote is None and threading.current_thread() is threading.main_thread():
+                    # PySpark's handler calls into the JVM (cancelAllJobs) from inside a
+                    # Py4J call and logs pages of tracebacks; the JVM, in the same process
+                    # group, gets the Ctrl+C itself
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+            started = time.monotonic()
+            out_path = local_path(args.out) or Path(args.out)
+            detail = out_path.parent / f".{out_path.name}.detail-{time.time_ns()}"
+            try:
+                summary = compute_report(spark, args.inputs, detail_dir=detail.resolve().as_uri())
+            except ReportError:
+                shutil.rmtree(detail, ignore_errors=True)
                 raise
-            raise unreadable from None
-        summary["spark_seconds"] = round(time.monotonic() - started, 2)
-        summary["master"] = spark.sparkContext.master
-        write_report(summary, args.out)
-    except ReportError as exc:
-        print(f"sdschat report: {exc}", file=sys.stderr)
-        return 2
+            except Exception as exc:
+                shutil.rmtree(detail, ignore_errors=True)
+                unreadable = _unreadable_input(exc)
+                if unreadable is None:
+                    raise ReportError(f"Spark failed: {_spark_failure(exc)}") from None
+                raise unreadable from None
+            summary["spark_seconds"] = round(time.monotonic() - started, 2)
+            summary["master"] = remote or _master_of(spark) or master or "?"
+            write_report(summary, out_path)
+        except ReportError as exc:
+            print(f"sdschat report: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            if own and spark is not None:
+                import contextlib
+
+                with contextlib.suppress(Exception):  # already failing or interrupted
+                    spark.stop()
+    except KeyboardInterrupt:
+        print("sdschat report: interrupted, nothing written", file=sys.stderr)
+        return 130
     finally:
-        if own and spark is not None:
-            spark.stop()
+        logging.getLogger().setLevel(root_level)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, old_sigint)
     print_table(summary, out)
     print(f"report: {Path(args.out) / 'report.html'}  summary: "
           f"{Path(args.out) / 'summary.json'}", file=out)
     return 0
+
+
+def _master_of(spark: Any) -> str | None:
+    try:
+        return str(spark.conf.get("spark.master"))
+    except Exception:
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,7 @@ One row per event per participant:
 ============== ============== ==========================================================
 column         type           meaning
 ============== ============== ==========================================================
-run            string         run label (sim: ``sim-<seed>``; export: ``--run``)
+run            string         run label (sim: ``sim-<seed>``; export: ``--run``): only a label
 source         string         ``"sim"`` or ``"node"``
 node_id        string         the participant that logged the event (its sender id)
 seq            int64          the event's position in that participant's log (1, 2, ...):
@@ -32,6 +32,9 @@ missing_before int64          dependencies declared lost before delivery (Delive
 reason         string         why (``MessageDropped``, ``MessageSendFailed``)
 detail         string         every other field of the event, JSON (as in the
                               SQLite event log: ``storage.events.event_row``)
+run_id         string         unique id of the run, written once per ``sdschat sim`` or
+                              ``sdschat export`` (a UUID): two runs with one label are
+                              told apart by it (added in schema version 2)
 ============== ============== ==========================================================
 
 Events are first flattened by :func:`storage.events.event_row` (the same
@@ -45,6 +48,7 @@ path for its two hot event kinds that produces identical rows (tested).
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,10 +67,17 @@ __all__ = [
     "EventWriter",
     "SchemaMismatchError",
     "check_schema",
+    "file_schema_version",
 ]
 
 #: Version of :data:`EVENT_SCHEMA` (kept in the Parquet key-value metadata).
-SCHEMA_VERSION = 1
+#: 1: first; 2: ``run_id`` (version-1 files are still read, their runs told apart
+#: by label only).
+SCHEMA_VERSION = 2
+#: Key of the version in the Parquet key-value metadata.
+VERSION_KEY = b"sdschat.event_schema"
+#: Columns a version-1 file does not have.
+_ADDED_IN_2 = ("run_id",)
 
 EVENT_SCHEMA = pa.schema(
     [
@@ -88,8 +99,9 @@ EVENT_SCHEMA = pa.schema(
         pa.field("missing_before", pa.int64()),
         pa.field("reason", pa.string()),
         pa.field("detail", pa.string()),
+        pa.field("run_id", pa.string()),
     ],
-    metadata={b"sdschat.event_schema": str(SCHEMA_VERSION).encode()},
+    metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )
 
 COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA.names)
@@ -99,16 +111,38 @@ class SchemaMismatchError(ValueError):
     """A Parquet file is not an sdschat event log (wrong or missing columns/types)."""
 
 
+def file_schema_version(schema: pa.Schema) -> int | None:
+    """The event-schema version a Parquet file declares (None: not declared)."""
+    raw = (schema.metadata or {}).get(VERSION_KEY)
+    if raw is None:
+        return None
+    try:
+        return int(raw.decode())
+    except (UnicodeDecodeError, ValueError):
+        return -1
+
+
 def check_schema(schema: pa.Schema, where: str) -> None:
     """Raise :class:`SchemaMismatchError` unless ``schema`` has every column with its type.
 
-    Extra columns are allowed (ignored); nullability is not checked (Spark and
-    other writers mark every column nullable).
+    A file declaring a newer schema version than :data:`SCHEMA_VERSION` is refused
+    (its columns may mean other things, e.g. other units). Extra columns are allowed
+    (ignored); nullability is not checked (Spark and other writers mark every column
+    nullable); columns added after version 1 may be absent.
     """
+    version = file_schema_version(schema)
+    if version is not None and (version > SCHEMA_VERSION or version < 1):
+        raise SchemaMismatchError(
+            f"{where}: event schema version {version} is "
+            + ("newer than" if version > SCHEMA_VERSION else "not one")
+            + f" this sdschat reads (up to {SCHEMA_VERSION}); use a newer sdschat"
+        )
     problems = []
     for f in EVENT_SCHEMA:
         idx = schema.get_field_index(f.name)
         if idx < 0:
+            if f.name in _ADDED_IN_2 and version in (None, 1):
+                continue
             problems.append(f"missing column {f.name!r}")
             continue
         got = schema.field(idx).type
@@ -146,10 +180,14 @@ class EventRecords:
     a million references, not fifty million strings.
     """
 
-    __slots__ = ("_hist_index", "_hist_total", "_histories", "_rows", "run", "source")
+    __slots__ = (
+        "_hist_index", "_hist_total", "_histories", "_rows", "run", "run_id", "source",
+    )
 
-    def __init__(self, run: str, source: str) -> None:
+    def __init__(self, run: str, source: str, run_id: str | None = None) -> None:
         self.run = run
+        #: written on every row: one id per sim or export (a fresh UUID unless given)
+        self.run_id = run_id or uuid.uuid4().hex
         self.source = source
         self._rows: list[tuple[Any, ...]] = []
         self._histories: list[Sequence[str]] = []
@@ -284,9 +322,9 @@ class EventRecords:
         arrays: list[pa.Array] = []
         for f in EVENT_SCHEMA:
             name = f.name
-            if name in ("run", "source"):
-                value = self.run if name == "run" else self.source
-                arrays.append(pa.array([value], pa.string()).take(pa.array([0] * n)))
+            if name in ("run", "run_id", "source"):
+                value = {"run": self.run, "run_id": self.run_id, "source": self.source}[name]
+                arrays.append(pa.array([value], pa.string()).take(pa.array([0] * n, pa.int64())))
             elif name == "causal_history":
                 arrays.append(self._history_array(list(by_name["hist"])))
             else:

@@ -202,6 +202,7 @@ def export_data_dirs(
         meta = {
             "schema_version": SCHEMA_VERSION,
             "run": run,
+            "run_id": records.run_id,
             "source": "node",
             "rows": writer.rows,
             "nodes": nodes,

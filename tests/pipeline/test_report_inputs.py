@@ -94,3 +94,60 @@ def test_good_spark_options_pass_the_check() -> None:
             check_options(argparse.Namespace(
                 out="x", master=master, driver_memory=memory, shuffle_partitions=2
             ))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--conf", "nokey"], "--conf 'nokey' is not KEY=VALUE with a spark.* key"),
+        (["--remote", "http://h:1"], "--remote 'http://h:1' is not a Spark Connect URL"),
+        (["--master", "local[2]", "--executor-memory", "1g"],
+         "--executor-memory does not apply to a local master"),
+        (["--remote", "sc://h:1", "--driver-memory", "1g"],
+         "--driver-memory does not apply over Spark Connect"),
+        (["--master", "spark://h:7077", "--remote", "sc://h:1"], "exclude each other"),
+        (["--master", "spark://127.0.0.1:1"], "cannot reach the Spark master spark://127.0.0.1:1"),
+    ],
+)
+def test_cli_refuses_bad_cluster_options_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    row = {"run": "r", "source": "sim", "node_id": "a", "seq": 1, "time_ms": 0,
+           "kind": "NodeJoined"}
+    pq.write_table(pa.Table.from_pylist([row], schema=EVENT_SCHEMA), tmp_path / "e.parquet")
+    out = tmp_path / "report"
+    assert main(["report", str(tmp_path), "--out", str(out), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_out_must_be_written_by_the_driver(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    pq.write_table(EVENT_SCHEMA.empty_table(), tmp_path / "e.parquet")
+    assert main(["report", str(tmp_path), "--out", "hdfs://nn/x"]) == 2
+    assert "give a local directory or a file:// URI" in capsys.readouterr().err
+
+
+def test_connect_target_from_flags_and_spark_remote(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from pipeline.report import resolve_target
+
+    def ns(**kw: str | None) -> argparse.Namespace:
+        return argparse.Namespace(**{"master": None, "remote": None, **kw})
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert resolve_target(ns()) == ("local[*]", None)
+    assert resolve_target(ns(master="sc://h:15002")) == (None, "sc://h:15002")
+    assert resolve_target(ns(remote="sc://h")) == (None, "sc://h")
+    monkeypatch.setenv("SPARK_REMOTE", "sc://e:15002")
+    assert resolve_target(ns()) == (None, "sc://e:15002")
+    # an explicit master wins over the environment
+    assert resolve_target(ns(master="local[2]")) == ("local[2]", None)
+
+
+def test_conf_pairs() -> None:
+    from pipeline.report import parse_conf
+
+    assert parse_conf(["spark.a=1", "spark.b.c=x=y"]) == {"spark.a": "1", "spark.b.c": "x=y"}

@@ -1,0 +1,721 @@
+"""The report's computation: Spark DataFrame operations only, a handful of jobs.
+
+Nothing here runs Python on executors (no UDF, no ``applyInArrow``, no RDD), and
+nothing uses ``sparkContext``: the same code runs on ``local[N]``, on a
+standalone/YARN/Kubernetes cluster without shipping anything, and over Spark
+Connect. What reaches the driver is bounded by the number of channels and
+participants and by :data:`LIST_LIMIT`, never by the number of failures: the
+per-pair and per-violation detail is written as Parquet (``missing/``,
+``causal_violations/``) and only its top entries are read back.
+
+Jobs (actions) of a report:
+
+1. input check, per run and participant: malformed rows, duplicate
+   ``(run_id, node_id, seq)``, ``seq`` gaps, run ids per label;
+2. every per-channel figure, in one collect (a join of per-channel aggregates);
+3. the causal check's totals (one history per message, exploded once into
+   integer ``(message, dependency)`` edges, joined to each receiver's first
+   holding position and to its ``MessageLost`` positions);
+4. per receiver latency (bounded by participants);
+5. only when something is missing / violated: the detail written as Parquet and
+   its top entries read back.
+
+Ids are interned as 64-bit integers (``xxhash64`` of run, channel and id) for the
+joins; a hash collision between two ids of one channel is detected and refused.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline.schema import COLUMNS
+
+__all__ = ["LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS", "compute_channels"]
+
+#: Entries listed per channel in summary.json / the HTML and rows in the CSVs
+#: (the Parquet detail has all).
+LIST_LIMIT = 200
+#: Rows of missing.csv / causal_violations.csv (the Parquet detail has all).
+CSV_LIMIT = 10_000
+#: Participants named per missing message in summary.json.
+NODES_PER_MESSAGE = 50
+#: Buckets of the convergence-over-time chart.
+TIME_BUCKETS = 60
+
+_HELD = ["MessageSent", "MessageDelivered"]
+_NEED_ID = [*_HELD, "MessageLost"]
+#: Kinds whose JSON detail the report reads.
+_DETAIL_KINDS = ["MessagesMissing", "RepairRequested", "MessageAcknowledged"]
+_KEYS = ["run", "channel"]
+_BIG = 2**62
+
+
+class InputError(Exception):
+    """Malformed rows (the caller turns it into its ReportError)."""
+
+
+def _pct(values: Sequence[Any] | None) -> dict[str, Any]:
+    if not values:
+        return {"p50": None, "p90": None, "p99": None}
+    return {"p50": values[0], "p90": values[1], "p99": values[2]}
+
+
+def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
+    """Job 1: malformed rows, duplicate keys, seq gaps and run ids, per run.
+
+    Returns ``{"rows", "runs": [{run, run_id, rows, participants, seq_missing,
+    participants_with_gaps, gaps}]}``; raises :class:`InputError`.
+    """
+    from pyspark.sql import functions as F
+
+    lacking = (
+        F.col("run").isNull() | F.col("node_id").isNull() | F.col("seq").isNull()
+        | F.col("time_ms").isNull() | F.col("kind").isNull()
+    )
+    no_id = F.col("kind").isin(_NEED_ID) & F.col("message_id").isNull()
+    per_seq = raw.groupBy("run", "run_id", "node_id", "seq").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(lacking, 1).otherwise(0)).alias("bad"),
+        F.sum(F.when(no_id, 1).otherwise(0)).alias("no_id"),
+    )
+    per_node = per_seq.groupBy("run", "run_id", "node_id").agg(
+        F.sum("n").alias("rows"), F.count(F.lit(1)).alias("seqs"),
+        F.max("seq").alias("max_seq"), F.sum("bad").alias("bad"),
+        F.sum("no_id").alias("no_id"),
+        F.sum(F.when(F.col("n") > 1, 1).otherwise(0)).alias("dup_keys"),
+        F.sum(F.when(F.col("n") > 1, F.col("n")).otherwise(0)).alias("dup_rows"),
+    ).withColumn("gap", F.greatest(F.col("max_seq") - F.col("seqs"), F.lit(0)))
+    per_run = per_node.groupBy("run", "run_id").agg(
+        F.sum("rows").alias("rows"), F.count(F.lit(1)).alias("participants"),
+        F.sum("bad").alias("bad"), F.sum("no_id").alias("no_id"),
+        F.sum("dup_keys").alias("dup_keys"), F.sum("dup_rows").alias("dup_rows"),
+        F.sum("gap").alias("seq_missing"),
+        F.sum(F.when(F.col("gap") > 0, 1).otherwise(0)).alias("participants_with_gaps"),
+        F.slice(
+            F.sort_array(F.collect_list(F.when(
+                F.col("gap") > 0, F.struct((-F.col("gap")).alias("g"), F.col("node_id"))
+            ))), 1, 20,
+        ).alias("gaps"),
+    ).collect()
+    rows = sum(int(r["rows"]) for r in per_run)
+    bad = sum(int(r["bad"] or 0) for r in per_run)
+    if bad:
+        raise InputError(
+            f"{bad} of {rows} rows lack run, node_id, seq, time_ms or kind: malformed input"
+        )
+    no_ids = sum(int(r["no_id"] or 0) for r in per_run)
+    if no_ids:
+        # a null id would join as a message nobody holds: "missing" everywhere
+        raise InputError(
+            f"{no_ids} {', '.join(_NEED_ID)} rows have no message_id: malformed input"
+        )
+    dup_keys = sum(int(r["dup_keys"] or 0) for r in per_run)
+    if dup_keys:
+        dup_rows = sum(int(r["dup_rows"] or 0) for r in per_run)
+        raise InputError(
+            f"{dup_rows} rows share {dup_keys} (run, node_id, seq) keys: the same event log "
+            "was given twice, or the input is malformed"
+        )
+    runs = [
+        {
+            "run": r["run"], "run_id": r["run_id"], "rows": int(r["rows"]),
+            "participants": int(r["participants"]), "seq_missing": int(r["seq_missing"] or 0),
+            "participants_with_gaps": int(r["participants_with_gaps"] or 0),
+            "gaps": [{"node_id": g["node_id"], "missing_events": -g["g"]} for g in r["gaps"]],
+        }
+        for r in sorted(per_run, key=lambda r: (r["run"], r["run_id"] or ""))
+    ]
+    return {"rows": rows if total_rows is None else total_rows, "runs": runs}
+
+
+def resolve_labels(runs: list[dict[str, Any]]) -> tuple[dict[str, list[str | None]], list[str]]:
+    """Labels naming more than one run id; each such run gets ``label#<id prefix>``."""
+    ids: dict[str, list[str | None]] = {}
+    for r in runs:
+        ids.setdefault(r["run"], []).append(r["run_id"])
+    collided = {k: v for k, v in ids.items() if len(v) > 1}
+    notes = []
+    for label, run_ids in sorted(collided.items()):
+        for r in runs:
+            if r["run"] == label:
+                r["label"] = label
+                r["run"] = f"{label}#{_short(r['run_id'])}"
+        named = ", ".join(sorted(f"{label}#{_short(i)}" for i in run_ids))
+        notes.append(
+            f"the label {label!r} names {len(run_ids)} different runs (run ids differ): "
+            f"reported apart as {named}"
+        )
+    return collided, notes
+
+
+def _short(run_id: str | None) -> str:
+    return "v1" if run_id is None else run_id[:8]
+
+
+def compute_channels(
+    spark: Any, files: Sequence[str], total_rows: int | None,
+    detail_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Everything of the summary but the inputs; detail Parquet goes to ``detail_dir``.
+
+    Returns the summary (JSON-able) with ``_missing_rows``, ``_violation_rows``
+    (both at most :data:`CSV_LIMIT`), ``_receiver_rows`` and ``_detail_dir``.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from pipeline.report import spark_schema
+
+    detail = str(detail_dir) if detail_dir is not None else tempfile.mkdtemp(
+        prefix="sdschat-report-detail-")
+    raw = spark.read.schema(spark_schema()).parquet(*files).select(*COLUMNS)
+    checked = check_rows(raw, total_rows)
+    collided, label_notes = resolve_labels(checked["runs"])
+    run_col = F.col("run")
+    if collided:
+        run_col = F.when(
+            F.col("run").isin(list(collided)),
+            F.concat(F.col("run"), F.lit("#"),
+                     F.coalesce(F.substring("run_id", 1, 8), F.lit("v1"))),
+        ).otherwise(F.col("run"))
+    base_cols = [
+        run_col.alias("run"), "channel", "node_id", "seq", "time_ms", "kind", "message_id",
+        "sender_id", "lamport", "size_bytes", "content_bytes", "metadata_bytes", "reason",
+        "source",
+        F.when(F.col("kind").isin(_DETAIL_KINDS), F.col("detail")).alias("detail"),
+    ]
+    # Causal histories (the bulk of the data) stay out of the cache: only the
+    # causal stage reads them, and only from MessageSent rows unless a sender's
+    # log is absent.
+    ev = raw.filter(F.col("channel").isNotNull()).select(*base_cols).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    pair = ["run", "channel", "node_id", "message_id"]
+    mkey = ["run", "channel", "message_id"]
+
+    held = ev.filter(F.col("kind").isin(_HELD))
+    held_first = held.groupBy(*pair).agg(
+        F.min("time_ms").alias("held_ms"), F.min("seq").alias("held_seq"),
+        F.count(F.lit(1)).alias("times"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    sent = ev.filter(F.col("kind") == "MessageSent").select(
+        "run", "channel", "message_id", F.col("node_id").alias("sender"),
+        F.col("time_ms").alias("sent_ms"), "size_bytes", "content_bytes", "metadata_bytes",
+    )
+    sent_first = sent.groupBy(*mkey).agg(
+        F.min("sender").alias("sent_by"), F.countDistinct("sender").alias("n_sent_by"),
+        F.min("sent_ms").alias("sent_ms"),
+    )
+    msgs = held.groupBy(*mkey).agg(
+        F.countDistinct("lamport").alias("n_lamports"), F.min("lamport").alias("lamport"),
+        F.countDistinct("sender_id").alias("n_sender_ids"),
+        F.min("sender_id").alias("sender_id"), F.min("time_ms").alias("first_held_ms"),
+        F.max("size_bytes").alias("msg_size"),
+    ).join(sent_first, mkey, "left").select(
+        *mkey, "lamport", "n_lamports", "msg_size",
+        F.coalesce("sent_by", "sender_id").alias("sender"),
+        F.coalesce("sent_ms", "first_held_ms").alias("sent_ms"),
+        F.col("sent_ms").isNotNull().alias("send_logged"),
+        # the rows do not agree on who sent it: reported, not picked
+        ((F.col("n_sender_ids") > 1) | (F.col("n_sent_by") > 1)
+         | (F.col("sent_by").isNotNull() & F.col("sender_id").isNotNull()
+            & (F.col("sent_by") != F.col("sender_id")))).alias("sender_disagrees"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    lost = ev.filter(F.col("kind") == "MessageLost").groupBy(*pair).agg(
+        F.min("time_ms").alias("lost_ms"), F.min("seq").alias("lost_seq"))
+
+    # ---------------------------------------------------------------- job 2
+    agg: list[Any] = []
+    maps: list[str] = []
+    base = ev.groupBy(*_KEYS).agg(
+        F.min("time_ms").alias("t0"), F.max("time_ms").alias("t1"),
+        F.countDistinct("node_id").alias("participants"), F.count(F.lit(1)).alias("rows"),
+        F.sort_array(F.collect_set("source")).alias("sources"),
+    )
+    span = base.select(*_KEYS, "t0", F.greatest("t1", F.col("t0") + 1).alias("t1"))
+    agg.append(msgs.groupBy(*_KEYS).agg(
+        F.count(F.lit(1)).alias("messages"),
+        F.sum(F.when(F.col("n_lamports") > 1, 1).otherwise(0)).alias("lamport_inconsistent"),
+        F.sum(F.when(F.col("send_logged"), 0).otherwise(1)).alias("send_not_logged"),
+        F.sum(F.when(F.col("sender_disagrees"), 1).otherwise(0)).alias("sender_disagreements"),
+        F.countDistinct(F.xxhash64("message_id")).alias("message_keys"),
+    ))
+    agg.append(held_first.groupBy(*_KEYS).agg(
+        F.sum(F.col("times") - 1).alias("duplicates"),
+        F.count(F.lit(1)).alias("held_pairs"),
+    ))
+
+    def as_map(df: Any, key: Any, value: Any, name: str) -> Any:
+        # one row per entry, merged into a dict on the driver (bounded by kinds,
+        # reasons and buckets): no second shuffle per map
+        maps.append(name)
+        return df.select(*_KEYS, F.lit(name).alias("metric"), F.to_json(F.struct(
+            F.col(key).alias("k"), F.col(value).alias("v"))).alias("value"))
+
+    agg.append(as_map(ev.groupBy(*_KEYS, "kind").count(), "kind", "count", "kinds"))
+    agg.append(as_map(
+        ev.filter(F.col("kind") == "MessageDropped")
+        .groupBy(*_KEYS, F.coalesce("reason", F.lit("unknown")).alias("r")).count(),
+        "r", "count", "drops"))
+    agg.append(ev.filter(F.col("kind") == "RepairRequested").groupBy(*_KEYS).agg(
+        F.sum(F.greatest(F.size(F.from_json(
+            "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0)))
+        .alias("repair_ids")))
+    # Declared lost is the protocol giving up waiting; the message may still come later
+    # (a late repair, the store, a resend): such pairs are counted as recovered, and the
+    # messages still unheld by someone who declared them lost are the real loss.
+    agg.append(lost.join(held_first.select(*pair, "held_ms"), pair, "left").groupBy(*_KEYS).agg(
+        F.count(F.lit(1)).alias("lost_pairs"),
+        F.countDistinct("message_id").alias("lost_messages"),
+        F.count("held_ms").alias("lost_pairs_recovered"),
+        F.countDistinct(F.when(F.col("held_ms").isNull(), F.col("message_id")))
+        .alias("lost_messages_never_received"),
+    ))
+    dl = ev.filter(F.col("kind") == "MessageDelivered").select(
+        "run", "channel", "node_id", "message_id", "time_ms"
+    ).join(sent_first.select(*mkey, "sent_ms"), mkey).select(
+        "run", "channel", "node_id", (F.col("time_ms") - F.col("sent_ms")).alias("lat"))
+    agg.append(dl.groupBy(*_KEYS).agg(
+        F.percentile_approx("lat", [0.5, 0.9, 0.99], 10_000).alias("lat_p"),
+        F.min("lat").alias("lat_min"), F.max("lat").alias("lat_max"),
+        F.avg("lat").alias("lat_mean"), F.count(F.lit(1)).alias("lat_count"),
+    ))
+    agg.append(as_map(
+        dl.select(*_KEYS, F.floor(F.log2(F.greatest(F.col("lat"), F.lit(0)) + 1) * 2)
+                  .cast("int").alias("b")).groupBy(*_KEYS, "b").count(),
+        "b", "count", "lat_hist"))
+    acks = ev.filter(F.col("kind") == "MessageAcknowledged").select(
+        "run", "channel", "message_id", F.col("node_id").alias("sender"),
+        F.col("time_ms").alias("ack_ms"),
+        F.get_json_object("detail", "$.by_causal_history").alias("by_causal"),
+    )
+    agg.append(sent.join(acks, [*mkey, "sender"]).select(
+        *_KEYS, (F.col("ack_ms") - F.col("sent_ms")).alias("t"), "by_causal",
+    ).groupBy(*_KEYS).agg(
+        F.percentile_approx("t", [0.5, 0.9, 0.99], 10_000).alias("ack_p"),
+        F.max("t").alias("ack_max"), F.count(F.lit(1)).alias("acknowledged"),
+        F.sum(F.when(F.col("by_causal") == "true", 1).otherwise(0)).alias("ack_by_causal"),
+    ))
+    failed = ev.filter(F.col("kind") == "MessageSendFailed").select(
+        "run", "channel", "message_id", F.col("node_id").alias("sender"), "reason")
+    agg.append(as_map(
+        failed.groupBy(*_KEYS, F.coalesce("reason", F.lit("unknown")).alias("r")).count(),
+        "r", "count", "failed"))
+    agg.append(
+        sent.select(*mkey, "sender")
+        .join(acks.select(*mkey, "sender"), [*mkey, "sender"], "left_anti")
+        .join(failed.select(*mkey, "sender"), [*mkey, "sender"], "left_anti")
+        .groupBy(*_KEYS).agg(F.count(F.lit(1)).alias("unacked")))
+    agg.append(sent.groupBy(*_KEYS).agg(
+        F.count(F.lit(1)).alias("content_messages"), F.sum("content_bytes").alias("content_b"),
+        F.sum("metadata_bytes").alias("metadata_b"), F.sum("size_bytes").alias("size_b"),
+    ))
+    agg.append(ev.filter(F.col("kind") == "SyncSent").groupBy(*_KEYS).agg(
+        F.count(F.lit(1)).alias("sync_n"), F.count("size_bytes").alias("sync_known"),
+        F.sum("size_bytes").alias("sync_b"),
+    ))
+    sizes = msgs.select(*mkey, "msg_size")
+    for kind, name in (("MessageResent", "resend"), ("RepairSent", "repair")):
+        agg.append(
+            ev.filter(F.col("kind") == kind).select(*mkey, "size_bytes")
+            .join(sizes, mkey, "left").groupBy(*_KEYS).agg(
+                F.count(F.lit(1)).alias(f"{name}_n"),
+                F.sum(F.coalesce("size_bytes", "msg_size")).alias(f"{name}_b"),
+            ))
+
+    def bucketed(df: Any, col: str, name: str) -> Any:
+        b = F.least(
+            F.lit(TIME_BUCKETS - 1),
+            F.floor((F.col(col) - F.col("t0")) * TIME_BUCKETS
+                    / (F.col("t1") - F.col("t0") + 1)).cast("int"),
+        )
+        return as_map(
+            df.select(*_KEYS, col).join(F.broadcast(span), _KEYS).select(*_KEYS, b.alias("b"))
+            .groupBy(*_KEYS, "b").count(), "b", "count", name)
+
+    agg.append(bucketed(held_first, "held_ms", "held_time"))
+    agg.append(bucketed(msgs, "sent_ms", "sent_time"))
+    # ONE collect: every per-channel aggregate as (run, channel, metric, JSON) rows,
+    # unioned (a union does not shuffle; joining them did, once per aggregate)
+    fields: list[str] = []
+    parts = []
+    for i, a in enumerate([base, *agg]):
+        if "metric" in a.columns:
+            parts.append(a)
+            continue
+        cols = [c for c in a.columns if c not in _KEYS]
+        fields.extend(cols)
+        parts.append(a.select(*_KEYS, F.lit(f"agg{i}").alias("metric"),
+                              F.to_json(F.struct(*cols)).alias("value")))
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    per_channel: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in union.collect():
+        key = (r["run"], r["channel"])
+        b = per_channel.setdefault(key, {**dict.fromkeys(fields), **{m: {} for m in maps}})
+        value = json.loads(r["value"])
+        if r["metric"] in maps:
+            b[r["metric"]][value["k"]] = value["v"]
+        else:
+            b.update(value)
+    for key, b in per_channel.items():
+        if (b["message_keys"] or 0) != (b["messages"] or 0):
+            raise InputError(
+                f"{key[0]}/{key[1]}: two message ids share a 64-bit hash; cannot intern ids")
+
+    # ---------------------------------------------------------------- job 3: causal
+    causal = _causal(spark, raw, run_col, ev, held_first, detail)
+
+    # ---------------------------------------------------------------- job 4
+    receivers = [
+        r.asDict()
+        for r in dl.groupBy(*_KEYS, "node_id").agg(
+            F.count(F.lit(1)).alias("deliveries"),
+            F.percentile_approx("lat", [0.5, 0.9, 0.99], 1_000).alias("p"),
+            F.max("lat").alias("max"),
+        ).orderBy(*_KEYS, "node_id").collect()
+    ]
+    for r in receivers:
+        p = r.pop("p", None) or [None, None, None]
+        r.update({"p50": p[0], "p90": p[1], "p99": p[2]})
+
+    # ---------------------------------------------------------------- job 5: missing
+    missing_total = sum(
+        (b["participants"] or 0) * (b["messages"] or 0) - (b["held_pairs"] or 0)
+        for b in per_channel.values())
+    missing_rows: list[dict[str, Any]] = []
+    miss_msgs: dict[tuple[str, str], dict[str, Any]] = {}
+    if missing_total:
+        missing_rows, miss_msgs = _missing(spark, ev, msgs, held_first, lost, detail)
+    ev.unpersist()
+    msgs.unpersist()
+    held_first.unpersist()
+
+    channels = [
+        _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key))
+        for key, b in sorted(per_channel.items())
+    ]
+    return {
+        "rows": checked["rows"],
+        "runs": checked["runs"],
+        "channels": channels,
+        "label_notes": label_notes,
+        "_missing_rows": missing_rows,
+        "_violation_rows": causal["rows"],
+        "_receiver_rows": receivers,
+        "_detail_dir": detail,
+    }
+
+
+def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
+            detail: str) -> dict[str, Any]:
+    """Causal order at every participant, on ONE history per message.
+
+    A message's history is taken from its ``MessageSent`` row (from a delivery
+    when the sender's log is not in the input); rows whose history differs from
+    it are counted (``history_disagreements``). Every history is exploded once
+    into integer edges ``(message, dependency)``; each receiver's first holding
+    position of a message is joined to the edges and then to the receiver's first
+    holding (and ``MessageLost``) position of the dependency.
+    """
+    from pyspark.sql import functions as F
+
+    mkey = ["run", "channel", "message_id"]
+    k = F.xxhash64
+    hist_rows = raw.filter(
+        F.col("channel").isNotNull() & F.col("kind").isin(_HELD)
+        & F.col("causal_history").isNotNull()
+    ).select(run_col.alias("run"), "channel", "node_id", "kind", "message_id",
+             "causal_history")
+    # how many different histories the rows of a message carry (integers only)
+    n_hist = hist_rows.select(
+        k("run", "channel", "message_id").alias("m"), k("causal_history").alias("h"),
+    ).groupBy("m").agg(F.countDistinct("h").alias("n_hist"))
+    # one history per message: the sender's MessageSent row; a delivery's only when
+    # the sender's log is not in the input (rare: looked up for those ids only)
+    hist = hist_rows.filter(F.col("kind") == "MessageSent").select(
+        *mkey, "causal_history").dropDuplicates(mkey)
+    need = n_hist.select("m").join(
+        hist.select(k("run", "channel", "message_id").alias("m")), "m", "left_anti")
+    n_need = need.count()
+    if n_need:
+        lookup = F.broadcast(need) if n_need < 2_000_000 else need
+        hist = hist.unionByName(
+            hist_rows.filter(F.col("kind") == "MessageDelivered")
+            .withColumn("m", k("run", "channel", "message_id"))
+            .join(lookup, "m", "left_semi").select(*mkey, "causal_history")
+            .dropDuplicates(mkey))
+    edges = hist.select(
+        "run", "channel", k("run", "channel", "message_id").alias("m"),
+        F.explode("causal_history").alias("dep"), "message_id",
+    ).filter(F.col("dep") != F.col("message_id")).select(
+        "run", "channel", "m", "dep", k("run", "channel", "dep").alias("d"))
+    # Both sides of the big join are partitioned by the receiver only (n): the
+    # (receiver, message, dependency) rows made by the broadcast edges then meet
+    # the receiver's positions without a shuffle (and are counted per receiver
+    # without one): the check's bulk never crosses a partition.
+    parts_n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    spark.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
+    pos = held_first.select(
+        "run", "channel", "node_id", k("run", "channel", "node_id").alias("n"),
+        k("run", "channel", "message_id").alias("m"), "message_id",
+        F.col("held_seq").alias("m_seq"),
+    )
+    has_hist = n_hist
+    dep_pos = held_first.select(
+        k("run", "channel", "node_id").alias("n"), k("run", "channel", "message_id").alias("d"),
+        F.col("held_seq").alias("d_seq"), F.lit(None).cast("long").alias("l_seq"),
+    ).unionByName(
+        ev.filter(F.col("kind") == "MessageLost").select(
+            k("run", "channel", "node_id").alias("n"),
+            k("run", "channel", "message_id").alias("d"),
+            F.lit(None).cast("long").alias("d_seq"), F.col("seq").alias("l_seq"))
+    ).repartition(parts_n, "n").groupBy("n", "d").agg(
+        F.min("d_seq").alias("d_seq"), F.min("l_seq").alias("l_seq"))
+    checks = (
+        pos.select("n", "m", "m_seq").repartition(parts_n, "n")
+        .join(F.broadcast(edges.select("m", "d")), "m")
+        .join(dep_pos.hint("shuffle_hash"), ["n", "d"], "left")
+    )
+    bad = (F.col("m_seq") < F.coalesce("d_seq", F.lit(_BIG))) & (
+        F.col("m_seq") < F.coalesce("l_seq", F.lit(_BIG)))
+    checks = checks.withColumn("bad", bad)
+    names = pos.select("n", "run", "channel", "node_id").dropDuplicates(["n"])
+    totals = checks.groupBy("n").agg(
+        F.count(F.lit(1)).alias("deps"),
+        F.sum(F.when(F.col("bad"), 1).otherwise(0)).alias("violations"),
+        F.sum(F.when(F.col("bad") & F.col("d_seq").isNotNull(), 1).otherwise(0))
+        .alias("delivered_after"),
+    ).join(names, "n").groupBy("run", "channel").agg(
+        F.sum("deps").alias("checked_dependencies"), F.sum("violations").alias("violations"),
+        F.sum("delivered_after").alias("delivered_after"),
+        F.sum(F.when(F.col("violations") > 0, 1).otherwise(0)).alias("participants_violating"),
+    )
+    held_stats = pos.join(has_hist, "m", "left").groupBy("run", "channel").agg(
+        F.sum(F.when(F.col("n_hist").isNotNull(), 1).otherwise(0)).alias("checked_messages"),
+        F.sum(F.when(F.col("n_hist").isNull(), 1).otherwise(0)).alias("unverifiable"),
+        F.sum(F.when(F.col("n_hist") > 1, 1).otherwise(0)).alias("history_disagreements"),
+    )
+    dup = held_first.groupBy("run", "channel").agg(
+        F.sum(F.col("times") - 1).alias("duplicates"))
+    per_channel: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in held_stats.join(totals, _KEYS, "left").join(dup, _KEYS, "left").collect():
+        d = {name: int(r[name] or 0) for name in (
+            "checked_messages", "checked_dependencies", "violations", "delivered_after",
+            "participants_violating", "duplicates", "unverifiable", "history_disagreements")}
+        d["never_held"] = d["violations"] - d["delivered_after"]
+        per_channel[(r["run"], r["channel"])] = d
+    rows: list[dict[str, Any]] = []
+    if any(d["violations"] for d in per_channel.values()):
+        path = f"{detail.rstrip('/')}/causal_violations"
+        dep_names = edges.select("m", "d", "dep").dropDuplicates(["m", "d"])
+        checks.filter(F.col("bad")).join(names, "n").join(
+            pos.select("n", "m", "message_id"), ["n", "m"]).join(dep_names, ["m", "d"]).select(
+            "run", "channel", "node_id", "message_id", F.col("dep").alias("dependency"),
+            F.when(F.col("d_seq").isNotNull(), "delivered_after").otherwise("never_held")
+            .alias("violation"), F.col("m_seq").alias("seq"),
+            F.col("d_seq").alias("dependency_seq"),
+        ).write.mode("overwrite").parquet(path)
+        from pyspark.sql import Window
+
+        found = spark.read.parquet(path)
+        order = ["node_id", "seq", "dependency"]
+        rows = [r.asDict() for r in found.orderBy("run", "channel", *order)
+                .limit(CSV_LIMIT).collect()]
+        w = Window.partitionBy("run", "channel").orderBy(*order)
+        for r in found.withColumn("i", F.row_number().over(w)).filter(
+            F.col("i") <= LIST_LIMIT
+        ).drop("i").orderBy("run", "channel", *order).collect():
+            v = r.asDict()
+            per_channel[(v["run"], v["channel"])].setdefault("violations_listed", []).append(v)
+    return {"per_channel": per_channel, "rows": rows}
+
+
+def _missing(spark: Any, ev: Any, msgs: Any, held_first: Any, lost: Any,
+             detail: str) -> tuple[list[dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
+    """Missing (participant, message) pairs: written as Parquet; the top read back."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    pair = ["run", "channel", "node_id", "message_id"]
+    parts = ev.select("run", "channel", "node_id").distinct()
+    noticed = (
+        ev.filter(F.col("kind") == "MessagesMissing")
+        .select("run", "channel", "node_id", "time_ms",
+                F.from_json("detail", "struct<missing:array<struct<message_id:string>>>")
+                .alias("d"))
+        .select("run", "channel", "node_id", "time_ms",
+                F.explode_outer("d.missing.message_id").alias("message_id"))
+        .filter(F.col("message_id").isNotNull())
+        .groupBy(*pair).agg(F.min("time_ms").alias("noticed_ms"))
+    )
+    path = f"{detail.rstrip('/')}/missing"
+    (
+        parts.join(msgs.select("run", "channel", "message_id", "sender", "lamport", "sent_ms"),
+                   _KEYS)
+        .join(held_first.select(*pair), pair, "left_anti")
+        .join(noticed, pair, "left")
+        .join(lost.select(*pair, "lost_ms"), pair, "left")
+        .select("run", "channel", "message_id", "sender", "lamport", "sent_ms", "node_id",
+                "noticed_ms", "lost_ms")
+        .write.mode("overwrite").parquet(path)
+    )
+    missing = spark.read.parquet(path)
+    rows = [r.asDict() for r in missing.orderBy(
+        "run", "channel", "sent_ms", "message_id", "node_id").limit(CSV_LIMIT).collect()]
+    per_msg = missing.groupBy("run", "channel", "message_id").agg(
+        F.min("sender").alias("sender"), F.min("sent_ms").alias("sent_ms"),
+        F.count(F.lit(1)).alias("missing_count"),
+        F.slice(F.sort_array(F.collect_list("node_id")), 1, NODES_PER_MESSAGE)
+        .alias("missing_at"),
+        F.count("noticed_ms").alias("noticed_by"),
+        F.count("lost_ms").alias("declared_lost_by"),
+        F.min(F.coalesce("noticed_ms", "sent_ms")).alias("since"),
+        F.countDistinct("node_id").alias("nodes"),
+    )
+    w = Window.partitionBy("run", "channel").orderBy("sent_ms", "message_id")
+    ranked = per_msg.withColumn("i", F.row_number().over(w))
+    per_channel = ranked.groupBy("run", "channel").agg(
+        F.count(F.lit(1)).alias("messages"), F.sum("missing_count").alias("pairs"),
+        F.sort_array(F.collect_list(F.when(F.col("i") <= LIST_LIMIT, F.struct(
+            "i", "message_id", "sender", "sent_ms", "missing_count", "missing_at",
+            "noticed_by", "declared_lost_by", "since")))).alias("top"),
+    )
+    nodes = missing.groupBy("run", "channel").agg(
+        F.countDistinct("node_id").alias("participants"))
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in per_channel.join(nodes, _KEYS).collect():
+        out[(r["run"], r["channel"])] = {
+            "messages": int(r["messages"]), "pairs": int(r["pairs"]),
+            "participants": int(r["participants"]),
+            "top": [t.asDict() for t in r["top"]],
+        }
+    return rows, out
+
+
+def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
+             receivers: list[dict[str, Any]], miss: dict[str, Any] | None) -> dict[str, Any]:
+    t0 = b["t0"]
+    p = b["participants"]
+    n_msgs = b["messages"] or 0
+    miss = miss or {"messages": 0, "pairs": 0, "participants": 0, "top": []}
+    cz = cz or {"checked_messages": 0, "checked_dependencies": 0, "violations": 0,
+                "delivered_after": 0, "never_held": 0, "participants_violating": 0,
+                "duplicates": 0, "unverifiable": 0, "history_disagreements": 0}
+    cz = {"violations_listed": [], **cz}
+    # no message: nothing to converge on (None: shown as "-", neither yes nor NO)
+    converged = None if n_msgs == 0 else (
+        not miss["pairs"] and not (b["lamport_inconsistent"] or 0)
+        and not (b["duplicates"] or 0)
+    )
+    ov: dict[str, Any] = {}
+    if b["content_messages"] is not None:
+        ov.update({"content_messages": b["content_messages"],
+                   "content_bytes": b["content_b"] or 0, "metadata_bytes": b["metadata_b"] or 0,
+                   "content_message_bytes": b["size_b"] or 0})
+    if b["sync_n"] is not None:
+        ov.update({"sync_messages": b["sync_n"], "sync_bytes": b["sync_b"] or 0,
+                   "sync_sizes_unknown": b["sync_n"] - b["sync_known"]})
+    for name in ("resend", "repair"):
+        if b[f"{name}_n"] is not None:
+            ov.update({f"{name}_messages": b[f"{name}_n"], f"{name}_bytes": b[f"{name}_b"] or 0})
+    total_bytes = sum(ov.get(k, 0) for k in (
+        "content_message_bytes", "sync_bytes", "resend_bytes", "repair_bytes"))
+    ov["total_sent_bytes"] = total_bytes
+    ov["overhead_ratio"] = (
+        round((total_bytes - ov.get("content_bytes", 0)) / total_bytes, 4)
+        if total_bytes else None
+    )
+    ov["metadata_per_content_byte"] = (
+        round(ov["metadata_bytes"] / ov["content_bytes"], 2) if ov.get("content_bytes") else None
+    )
+    sent_t = b["sent_time"] or {}
+    held_t = b["held_time"] or {}
+    curve = []
+    cs = ch = 0
+    for i in range(TIME_BUCKETS):
+        cs += sent_t.get(i, 0)
+        ch += held_t.get(i, 0)
+        curve.append(None if cs == 0 else round(min(1.0, ch / (cs * p)), 4))
+    t1 = max(b["t1"], t0 + 1)
+    lh = b["lat_hist"] or {}
+    lat = {"count": 0, "p50": None, "p90": None, "p99": None}
+    if b["lat_count"]:
+        lat = {"count": b["lat_count"], **_pct(b["lat_p"]), "min": b["lat_min"],
+               "max": b["lat_max"],
+               "mean": None if b["lat_mean"] is None else round(b["lat_mean"], 1)}
+    ack: dict[str, Any] = {"acknowledged": 0}
+    if b["acknowledged"]:
+        ack = {"acknowledged": b["acknowledged"], "by_causal_history": b["ack_by_causal"],
+               "by_bloom_filter": b["acknowledged"] - b["ack_by_causal"], **_pct(b["ack_p"]),
+               "max": b["ack_max"]}
+    kc = dict(b["kinds"] or {})
+    missing = [
+        {"message_id": m["message_id"], "sender": m["sender"],
+         "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - t0,
+         "missing_count": m["missing_count"], "missing_at": list(m["missing_at"]),
+         "noticed_by": m["noticed_by"], "declared_lost_by": m["declared_lost_by"],
+         "missing_since_ms": None if m["since"] is None else m["since"] - t0}
+        for m in miss["top"]
+    ]
+    sources = list(b["sources"] or [])
+    return {
+        "run": key[0], "channel": key[1],
+        "source": sources[0] if len(sources) == 1 else "mixed",
+        "sources": sources,
+        "participants": p, "messages": n_msgs, "events": b["rows"],
+        "duration_ms": b["t1"] - t0,
+        "convergence": {
+            "converged": converged,
+            # inferred: the log order is (lamport, message_id), so identical sets with
+            # one Lamport timestamp per message are identical logs in identical order
+            "identical_logs_in_identical_order": converged,
+            "missing_pairs": miss["pairs"],
+            "messages_missing_somewhere": miss["messages"],
+            "participants_missing_something": miss["participants"],
+            "held_pairs": b["held_pairs"] or 0,
+            "expected_pairs": p * n_msgs,
+            "lamport_inconsistent_messages": b["lamport_inconsistent"] or 0,
+            "sender_disagreements": b["sender_disagreements"] or 0,
+            "duplicate_deliveries": b["duplicates"] or 0,
+            "sends_not_in_input": b["send_not_logged"] or 0,
+            "missing": missing,
+            "missing_truncated": miss["messages"] > len(missing),
+            "over_time": {"bucket_ms": (t1 - t0 + 1) / TIME_BUCKETS, "held_share": curve},
+        },
+        "causal_order": {**cz, "ok": cz["violations"] == 0},
+        "latency_ms": lat,
+        "latency_histogram": {
+            "edges_ms": [round(2 ** (i / 2) - 1, 1) for i in range(max(lh, default=0) + 2)],
+            "counts": [lh.get(i, 0) for i in range(max(lh, default=-1) + 1)],
+        },
+        "slowest_receivers": sorted(
+            ({k: r[k] for k in ("node_id", "deliveries", "p50", "p90", "p99", "max")}
+             for r in receivers if (r["run"], r["channel"]) == key),
+            key=lambda x: (-(x["p99"] or 0), x["node_id"]),
+        )[:5],
+        "acknowledgement": {
+            **ack, "unacknowledged_at_end": b["unacked"] or 0, "failed": dict(b["failed"] or {}),
+        },
+        "counts": {
+            "messages_sent": kc.get("MessageSent", 0),
+            "deliveries": kc.get("MessageDelivered", 0),
+            "resends": kc.get("MessageResent", 0),
+            "syncs_sent": kc.get("SyncSent", 0),
+            "repair_requests": kc.get("RepairRequested", 0),
+            "repair_ids_requested": int(b["repair_ids"] or 0),
+            "repairs_sent": kc.get("RepairSent", 0),
+            "repair_data_needed": kc.get("RepairDataNeeded", 0),
+            "store_retrievals": kc.get("StoreRetrieval", 0),
+            "lost": {"pairs": b["lost_pairs"] or 0, "messages": b["lost_messages"] or 0,
+                     "pairs_recovered": b["lost_pairs_recovered"] or 0,
+                     "messages_never_received": b["lost_messages_never_received"] or 0},
+            "dropped": dict(b["drops"] or {}),
+            "by_kind": dict(sorted(kc.items())),
+        },
+        "overhead": ov,
+    }

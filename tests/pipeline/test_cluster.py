@@ -1,0 +1,239 @@
+"""The report on a real standalone cluster and over Spark Connect, against local[2].
+
+One master, one worker (and, when the Connect client's packages are installed, one
+Spark Connect server on that cluster) are started for the module from the pip
+package's ``spark-class`` on 127.0.0.1, and stopped by PID. The same run is
+reported on ``local[2]`` (the test session), with ``sdschat report --master
+spark://...``, with the README's spark-submit line, and with ``--remote sc://...``:
+the summaries must be identical. Inputs and outputs are ``file://`` URIs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_helpers import report, simulate
+
+from app.sim import PartitionSpec
+from pipeline.spark import connect_missing
+
+ROOT = Path(__file__).resolve().parents[2]
+#: README.md's cluster line (docs/report.md): run verbatim but for HOST:7077.
+SUBMIT_LINE = (
+    ". .venv/bin/activate && zip -qr pipeline.zip pipeline storage && spark-submit "
+    "--master spark://HOST:7077 --py-files pipeline.zip pipeline/report.py runs/a --out report/"
+)
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"SPARK_HOME": str(_spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_NO_DAEMONIZE": "1", "PYTHONPATH": str(ROOT)})
+    env.pop("SPARK_REMOTE", None)
+    return env
+
+
+def _wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    raise RuntimeError(f"{text!r} not in {log} after {seconds}s:\n{log.read_text()[-2000:]}")
+
+
+class Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.port = _free_port()
+        self.master = f"spark://127.0.0.1:{self.port}"
+        self.remote: str | None = None
+
+    def _start(self, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
+        log = self.tmp / f"{name}.log"
+        fh = log.open("wb")
+        proc = subprocess.Popen(
+            [str(_spark_home() / "bin" / "spark-class"), *args],
+            stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc, log
+
+    def start(self) -> None:
+        proc, log = self._start("master", [
+            "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+            "--port", str(self.port), "--webui-port", str(_free_port()),
+        ])
+        _wait_for(log, "I have been elected leader", proc, 90)
+        proc, log = self._start("worker", [
+            "org.apache.spark.deploy.worker.Worker", self.master, "--host", "127.0.0.1",
+            "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
+            "--work-dir", str(self.tmp / "work"),
+        ])
+        _wait_for(log, "Successfully registered with master", proc, 90)
+
+    def start_connect(self) -> None:
+        port = _free_port()
+        proc, log = self._start("connect", [
+            "org.apache.spark.deploy.SparkSubmit",
+            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master", self.master, "--name", "sdschat-test-connect",
+            "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=512m",
+            "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf", f"spark.connect.grpc.binding.port={port}",
+            "spark-internal",
+        ])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                self.remote = f"sc://127.0.0.1:{port}"
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"Spark Connect server did not start:\n{log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        c.start()
+        if not connect_missing():
+            c.start_connect()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Loss and a partition that never heals: missing pairs and repairs to report."""
+    return simulate(tmp_path_factory.mktemp("run"), "run", participants=5, messages=20, seed=4,
+                    loss=0.2, partitions=[PartitionSpec(2_000, None, ((0, 1), (2, 3, 4)))])
+
+
+def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: summary[k] for k in ("rows", "runs", "channels", "caveats")}
+
+
+def _cli(args: list[str], cwd: Path = ROOT,
+         timeout: float = 420) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app.cli", "report", *args], cwd=cwd,
+                          env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_cluster_submit_and_connect_give_the_local_summary(
+    spark: Any, cluster: Cluster, run_dir: Path, tmp_path: Path
+) -> None:
+    local = report(spark, [run_dir], tmp_path / "local")
+    assert local["channels"][0]["convergence"]["missing_pairs"] > 0
+
+    out = tmp_path / "cluster"
+    done = _cli([run_dir.as_uri(), "--out", out.as_uri(), "--master", cluster.master,
+                 "--conf", "spark.cores.max=1", "--executor-memory", "512m"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    on_cluster = json.loads((out / "summary.json").read_text())
+    assert on_cluster["master"] == cluster.master
+    assert _comparable(on_cluster) == _comparable(json.loads(
+        (tmp_path / "local" / "summary.json").read_text()))
+    # the executors wrote the detail: every missing pair is there
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out / "missing").num_rows == on_cluster["channels"][0][
+        "convergence"]["missing_pairs"]
+
+    # the README's spark-submit line, verbatim but for the master's address
+    work = tmp_path / "submit"
+    (work / "runs").mkdir(parents=True)
+    for name in ("pipeline", "storage", ".venv"):
+        (work / name).symlink_to(ROOT / name)
+    (work / "runs" / "a").symlink_to(run_dir)
+    env = _env()
+    env.pop("PYTHONPATH")
+    env["PATH"] = "/usr/bin:/bin"  # the venv is not active: the line activates it
+    line = SUBMIT_LINE.replace("HOST:7077", cluster.master.removeprefix("spark://"))
+    done2 = subprocess.run(["bash", "-c", line], cwd=work, env=env, capture_output=True,
+                           text=True, timeout=420)
+    assert done2.returncode == 0, done2.stderr[-3000:]
+    submitted = json.loads((work / "report" / "summary.json").read_text())
+    assert _comparable(submitted) == _comparable(on_cluster)
+
+    if cluster.remote is None:
+        pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
+    out3 = tmp_path / "connect"
+    env3 = _env()
+    env3["SPARK_REMOTE"] = cluster.remote
+    done3 = subprocess.run(
+        [sys.executable, "-m", "app.cli", "report", run_dir.as_uri(), "--out", str(out3)],
+        cwd=ROOT, env=env3, capture_output=True, text=True, timeout=420)
+    assert done3.returncode == 0, done3.stderr[-3000:]
+    over_connect = json.loads((out3 / "summary.json").read_text())
+    assert over_connect["master"] == cluster.remote
+    assert _comparable(over_connect) == _comparable(on_cluster)
+
+
+def test_unreachable_master_is_one_line_exit_2(run_dir: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    for flags in (["--master", f"spark://127.0.0.1:{port}"], ["--remote", f"sc://127.0.0.1:{port}"]):
+        done = _cli([str(run_dir), "--out", str(tmp_path / "r"), *flags], timeout=60)
+        assert done.returncode == 2
+        (line,) = done.stderr.strip().splitlines()
+        assert "cannot reach the Spark" in line and f"127.0.0.1:{port}" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_ctrl_c_during_a_report_is_one_line_exit_130(run_dir: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "report", str(run_dir), "--out", str(tmp_path / "r"),
+         "--master", "local[1]", "--driver-memory", "512m"],
+        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    time.sleep(12)  # the JVM is up and the report under way
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl+C does: the whole process group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "sdschat report: interrupted, nothing written"
+    assert [x for x in err.splitlines() if x.startswith("sdschat")] == [
+        "sdschat report: interrupted, nothing written"]
+    assert not (tmp_path / "r").exists()
