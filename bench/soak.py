@@ -13,8 +13,9 @@ One run has two phases:
 1. **Faults** (60% of ``--minutes``): every node that is up types a line
    ``<node>.<incarnation>.<seq>`` through its stdin at ``--rate`` lines/s
    (0.5: 2.5 lines/s over 5 nodes, the rate of js-waku's reliability suite);
-   every ``--fault-every`` seconds (jittered) one fault, drawn with a seeded
-   RNG: a node stopped cleanly (stdin closed) and restarted 2-10 s later
+   every ``--fault-every`` seconds (jittered) one fault, in cycles of five in
+   an order shuffled by a seeded RNG (two of each node fault, one relay fault):
+   a node stopped cleanly (stdin closed) and restarted 2-10 s later
    (churn), a node killed with SIGKILL and restarted 1-10 s later, or the relay
    killed with SIGKILL and restarted on the same port after 0.5, 2, 5 or 20 s.
    At most two nodes are down at once. Every node drops ``--drop-rate`` of the
@@ -321,6 +322,7 @@ class Soak:
         for s in self.nodes:
             self.tracker.add_node(s.name)
         self.faults: list[dict[str, Any]] = []
+        self.fault_cycle: list[str] = []
         self.unexpected_exits: list[str] = []
         self.last_fault_healed = 0.0
 
@@ -389,8 +391,10 @@ class Soak:
         return sum(1 for s in self.nodes if s.child is None or s.stopping is not None)
 
     def inject(self, now: float) -> None:
-        kinds = ["churn", "kill9", "relay_kill9"]
-        kind = self.rng.choices(kinds, weights=[2, 2, 1])[0]
+        if not self.fault_cycle:  # every 5 faults: 2 churns, 2 kill -9, 1 relay kill -9
+            self.fault_cycle = ["churn", "churn", "kill9", "kill9", "relay_kill9"]
+            self.rng.shuffle(self.fault_cycle)
+        kind = self.fault_cycle.pop()
         up = [s for s in self.nodes if s.child is not None and s.stopping is None]
         if kind != "relay_kill9" and (self.down_nodes() >= MAX_NODES_DOWN or not up):
             kind = "relay_kill9"
@@ -663,7 +667,7 @@ class Soak:
             "pairs_within_5s": f"{within5}/{pairs}",
             "peak_rss_kib": peaks,
             "events": tr.counts,
-            "resent_total": resent,
+            "resent_clean_exits": resent,
             "unexpected_exits": self.unexpected_exits,
             "bad_events": tr.bad[:20],
             "load_before": load_before,
@@ -692,7 +696,8 @@ def print_report(r: dict[str, Any]) -> None:
           f"{r['pairs_within_5s']}")  # fmt: skip
     print("peak RSS (VmHWM) MiB: " + ", ".join(
         f"{k} {v / 1024:.0f}" for k, v in r["peak_rss_kib"].items()))
-    print(f"events per node: {r['events']}; resent {r['resent_total']}")
+    print(f"events per node: {r['events']}")
+    print(f"resent (processes that exited cleanly): {r['resent_clean_exits']}")
     if r["missing_detail"]:
         print(f"missing (first 20): {r['missing_detail']}")
     for x in r["unexpected_exits"]:
