@@ -539,6 +539,8 @@ class Soak:
         deadline = typing_stopped + converge_s
         next_sample = 0.0
         next_hist = 0.0
+        next_progress = time.monotonic() + 30
+        progress: list[tuple[float, int]] = []  # (s after typing stopped, lines lacking)
         checks = 0
         while time.monotonic() < deadline and checks < 100_000:  # bounded
             checks += 1
@@ -548,6 +550,12 @@ class Soak:
             if now >= next_sample:
                 self.sample_all()
                 next_sample = now + SAMPLE_EVERY_S
+            if now >= next_progress:
+                lacking = self.tracker.lacking()
+                progress.append((round(now - typing_stopped), sum(lacking.values())))
+                print(f"[{self.timings}] +{now - typing_stopped:.0f} s: confirmed lines not "
+                      f"yet held {lacking}", flush=True)  # fmt: skip
+                next_progress = now + 30
             if now >= next_hist and not any(self.tracker.lacking().values()):
                 hists = {s.name: history(s.data_dir) for s in self.nodes}
                 next_hist = time.monotonic() + 5
@@ -577,8 +585,10 @@ class Soak:
                 self.unexpected_exits.append(f"{c.name}: exit {c.popen.returncode} at the end")
         if hists:  # the final histories, after the clean stop
             hists = {s.name: history(s.data_dir) for s in self.nodes}
-        return self._report(hists, converged_at, healed, typing_stopped, started_wall,
-                            load_before, load_after, fault_s, converge_s)  # fmt: skip
+        report = self._report(hists, converged_at, healed, typing_stopped, started_wall,
+                              load_before, load_after, fault_s, converge_s)  # fmt: skip
+        report["lacking_every_30s"] = progress
+        return report
 
     def _identical_and_complete(self, hists: dict[str, list[dict[str, Any]]]) -> bool:
         lists = [comparable(h) for h in hists.values()]
@@ -698,6 +708,8 @@ def print_report(r: dict[str, Any]) -> None:
         f"{k} {v / 1024:.0f}" for k, v in r["peak_rss_kib"].items()))
     print(f"events per node: {r['events']}")
     print(f"resent (processes that exited cleanly): {r['resent_clean_exits']}")
+    if r.get("lacking_every_30s"):
+        print(f"(s after typing stopped, line-holdings lacking): {r['lacking_every_30s']}")
     if r["missing_detail"]:
         print(f"missing (first 20): {r['missing_detail']}")
     for x in r["unexpected_exits"]:
