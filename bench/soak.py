@@ -111,6 +111,7 @@ class Child:
     ) -> None:
         self.name = name
         self.stderr_path = log_dir / f"{name}.stderr"
+        self.stdout_path = log_dir / f"{name}.stdout"  # a copy, for post-mortems (--keep)
         self._stderr = self.stderr_path.open("wb")
         self.popen = subprocess.Popen(
             argv,
@@ -133,20 +134,25 @@ class Child:
     def _read(self) -> None:
         out = self.popen.stdout
         assert out is not None
-        for raw in out:  # ends at EOF (process exit)
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if not isinstance(obj, dict):
-                continue
-            ev = obj.get("event")
-            if ev == "channel" and obj.get("joined", True):
-                self.ready = True
-            elif ev == "closed":
-                self.closed_counters = obj.get("counters")
-            if self.on_event is not None:
-                self.on_event(self, obj)
+        with self.stdout_path.open("wb") as copy:
+            for raw in out:  # ends at EOF (process exit)
+                copy.write(raw)
+                self._handle(raw)
+
+    def _handle(self, raw: bytes) -> None:
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(obj, dict):
+            return
+        ev = obj.get("event")
+        if ev == "channel" and obj.get("joined", True):
+            self.ready = True
+        elif ev == "closed":
+            self.closed_counters = obj.get("counters")
+        if self.on_event is not None:
+            self.on_event(self, obj)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
