@@ -362,11 +362,12 @@ class Soak:
         rec = child.wait_log("store_listening", 60)
         self.store_url = f"ws://127.0.0.1:{int(rec['port'])}"
 
-    def start_node(self, slot: Slot) -> Child:
+    def start_node(self, slot: Slot, *, drop_rate: float | None = None) -> Child:
         seed = self.opts.seed * 1000 + int(slot.name[1:]) * 100 + slot.incarnation + 1
+        drop = self.opts.drop_rate if drop_rate is None else drop_rate
         argv = sdschat("join", CHANNEL, "--headless", "--relay", self.url, "--data-dir",
                        str(slot.data_dir), "--name", slot.name, "--drop-rate",
-                       str(self.opts.drop_rate), "--drop-seed", str(seed))  # fmt: skip
+                       str(drop), "--drop-seed", str(seed))  # fmt: skip
         if self.timings == "fast":
             argv.append("--fast")
         if self.store_url:
@@ -594,7 +595,38 @@ class Soak:
         report = self._report(hists, converged_at, healed, typing_stopped, started_wall,
                               load_before, load_after, fault_s, converge_s)  # fmt: skip
         report["lacking_every_30s"] = progress
+        if self.opts.heal_minutes and report["missing"]:
+            report["after_heal"] = self.heal(self.opts.heal_minutes * 60)
         return report
+
+    def heal(self, bound_s: float) -> dict[str, Any]:
+        """Restart every node without loss; how many missing lines come back within ``bound_s``."""
+        print(f"[{self.timings}] healing: every node restarted without loss for "
+              f"<= {bound_s:.0f} s", flush=True)  # fmt: skip
+        with self.tracker.lock:
+            confirmed = set(self.tracker.confirmed)
+        for slot in self.nodes:
+            self.start_node(slot, drop_rate=0.0)
+        t0 = time.monotonic()
+        series: list[tuple[int, int]] = []
+        missing = -1
+        for _ in range(int(bound_s // 30) + 1):  # bounded
+            time.sleep(max(0.0, min(30.0, t0 + bound_s - time.monotonic())))
+            hists = {s.name: history(s.data_dir) for s in self.nodes}
+            missing = sum(len(confirmed - {h["content"] for h in hist})
+                          for hist in hists.values())  # fmt: skip
+            series.append((round(time.monotonic() - t0), missing))
+            print(f"[{self.timings}] heal +{series[-1][0]} s: {missing} line-holdings missing",
+                  flush=True)  # fmt: skip
+            if missing == 0 or time.monotonic() >= t0 + bound_s:
+                break
+        for slot in self.nodes:
+            if slot.child is not None:
+                slot.child.close_stdin()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    slot.child.popen.wait(STOP_GRACE_S)
+        return {"bound_s": round(bound_s), "missing_every_30s": series,
+                "missing_at_end": missing}  # fmt: skip
 
     def _identical_and_complete(self, hists: dict[str, list[dict[str, Any]]]) -> bool:
         lists = [comparable(h) for h in hists.values()]
@@ -718,6 +750,10 @@ def print_report(r: dict[str, Any]) -> None:
         print(f"(s after typing stopped, line-holdings lacking): {r['lacking_every_30s']}")
     if r["missing_detail"]:
         print(f"missing (first 20): {r['missing_detail']}")
+    if r.get("after_heal"):
+        h = r["after_heal"]
+        print(f"after healing (no loss, <= {h['bound_s']} s): line-holdings missing "
+              f"{h['missing_every_30s']}")  # fmt: skip
     for x in r["unexpected_exits"]:
         print(f"unexpected: {x}")
     for x in r["bad_events"]:
@@ -740,6 +776,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fault-every", type=float, default=None,
                     help="mean seconds between faults (default 12 quick, 30 otherwise)")
     ap.add_argument("--store", action="store_true", help="run a store peer too")
+    ap.add_argument("--heal-minutes", type=float, default=0.0,
+                    help="if lines are missing at the end, restart every node without loss "
+                    "for up to this long and report what comes back (default 0: off)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="write the reports here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
