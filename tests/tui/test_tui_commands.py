@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
-from tui_helpers import SIZE, T, alice_and_bob, screen_text, start_peer, tui, wait_until
+from tui_helpers import (
+    SIZE,
+    alice_and_bob,
+    screen_text,
+    start_peer,
+    started,
+    texts,
+    tui,
+    type_line,
+    wait_until,
+)
 
 from app.chat_content import encode_content
 from app.transport import MemoryHub
@@ -20,24 +29,6 @@ from app.tui.widgets.message_log import MessageLog
 from storage import Store, StoredMessage
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def started(app) -> None:  # type: ignore[no-untyped-def]
-    await asyncio.wait_for(app.ready.wait(), T(20))
-
-
-async def type_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
-    """Put ``line`` in the input (keystrokes are tested elsewhere) and press Enter."""
-    box = pilot.app.chat.query_one(ChatInput)
-    box.value = line
-    box.cursor_position = len(line)
-    await pilot.press("enter")
-    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
-    await pilot.pause()
-
-
-def texts(app) -> list[str]:  # type: ignore[no-untyped-def]
-    return [r.text for r in app.chat.query_one(MessageLog).view.rows]
 
 
 async def test_join_switch_leave_nick_me(tmp_path: Path) -> None:

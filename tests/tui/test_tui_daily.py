@@ -9,7 +9,17 @@ import stat
 from pathlib import Path
 
 import pytest
-from tui_helpers import SIZE, T, alice_and_bob, screen_text, start_peer, tui, wait_until
+from tui_helpers import (
+    SIZE,
+    alice_and_bob,
+    screen_text,
+    start_peer,
+    started,
+    texts,
+    tui,
+    type_line,
+    wait_until,
+)
 
 from app.joined import JOINED_FILE
 from app.transport import MemoryHub
@@ -17,23 +27,6 @@ from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.message_log import MessageLog
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def started(app) -> None:  # type: ignore[no-untyped-def]
-    await asyncio.wait_for(app.ready.wait(), T(20))
-
-
-async def type_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
-    box = pilot.app.chat.query_one(ChatInput)
-    box.value = line
-    box.cursor_position = len(line)
-    await pilot.press("enter")
-    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
-    await pilot.pause()
-
-
-def texts(app) -> list[str]:  # type: ignore[no-untyped-def]
-    return [r.text for r in app.chat.query_one(MessageLog).view.rows]
 
 
 async def test_joined_channels_and_their_keys_survive_a_restart(tmp_path: Path) -> None:

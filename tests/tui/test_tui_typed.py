@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
+from tui_helpers import SIZE, T, screen_text, start_peer, tui, type_line, wait_until
 
 from app.chat_content import decode_content, encode_content, split_typed, typed_text
 from app.node_events import Delivered
@@ -16,15 +16,6 @@ from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.message_log import MessageLog
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def type_line(pilot, line: str) -> None:  # type: ignore[no-untyped-def]
-    box = pilot.app.chat.query_one(ChatInput)
-    box.value = line
-    box.cursor_position = len(line)
-    await pilot.press("enter")
-    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
-    await pilot.pause()
 
 
 def row(app, text: str):  # type: ignore[no-untyped-def]

@@ -257,3 +257,29 @@ def screen_text(app: SdsChatApp) -> str:
     """What the terminal shows now, as plain text (one line per terminal row)."""
     strips = app.screen._compositor.render_strips()
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+async def started(app: SdsChatApp) -> None:
+    """Wait until the app has joined its channels."""
+    await asyncio.wait_for(app.ready.wait(), T(20))
+
+
+async def type_line(pilot: Any, line: str) -> None:
+    """Put ``line`` in the input (keystrokes are tested elsewhere), press Enter and wait
+    until the app has carried it out."""
+    from app.tui.widgets.chat_input import ChatInput
+
+    box = pilot.app.chat.query_one(ChatInput)
+    box.value = line
+    box.cursor_position = len(line)
+    await pilot.press("enter")
+    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
+    await pilot.pause()
+
+
+def texts(app: SdsChatApp) -> list[str]:
+    """The texts of the rows of the current channel's window."""
+    from app.tui.widgets.message_log import MessageLog
+
+    view = app.chat.query_one(MessageLog).view
+    return [r.text for r in view.rows] if view is not None else []
