@@ -1240,6 +1240,11 @@ class Node:
             # The same bytes again (a restarted sender republishing, a relay or store
             # redelivering): verified and harmless, a counted duplicate, not a rejection.
             self.counters["duplicate_envelopes"] += 1
+            pb = opened.sds_message
+            if channel is not None and pb is not None and pb.content and pb.message_id:
+                # an author's resend: it lacks our acknowledgement, name it again soon
+                self._participant.channel(channel).note_copy(pb.message_id, pb.sender_id, now)
+                out.core_called = True
             return
         assert channel is not None  # opened: its topic named a joined channel
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)

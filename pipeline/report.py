@@ -485,6 +485,14 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
     summary: dict[str, Any] = {}
     root_level = logging.getLogger().level
     old_sigint = signal.getsignal(signal.SIGINT)
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        # The JVM gets the same Ctrl+C and may die first: the Py4J call under way then
+        # fails with "Answer from Java side is empty" instead of being interrupted.
+        interrupted.set()
+        raise KeyboardInterrupt
+
     try:
         try:
             check_options(args)
@@ -520,7 +528,7 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
                     # PySpark's handler calls into the JVM (cancelAllJobs) from inside a
                     # Py4J call and logs pages of tracebacks; the JVM, in the same process
                     # group, gets the Ctrl+C itself
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    signal.signal(signal.SIGINT, on_sigint)
             started = time.monotonic()
             out_path = local_path(args.out) or Path(args.out)
             detail = out_path.parent / f".{out_path.name}.detail-{time.time_ns()}"
@@ -539,6 +547,8 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
             summary["master"] = remote or _master_of(spark) or master or "?"
             write_report(summary, out_path)
         except ReportError as exc:
+            if interrupted.is_set():  # a failure caused by the Ctrl+C itself
+                raise KeyboardInterrupt from None
             print(f"sdschat report: {exc}", file=sys.stderr)
             return 2
         finally:

@@ -563,6 +563,27 @@ class Channel:
 
     # ------------------------------------------------------------------- receive
 
+    def note_copy(self, message_id: str, sender_id: str, now_ms: int) -> None:
+        """A copy of a content message we delivered arrived again (its author resends it).
+
+        :meth:`receive` calls it for every duplicate; an application that drops
+        byte-identical copies before the core (a replay guard) calls it instead. With
+        the adaptive history (``causal_history_floor``) each delivered id is named once;
+        a resend says that message of ours was lost (a sync into a failing relay, a
+        lossy link), so the id is named again in our next message, sent soon. With one
+        peer, bloom hits (one distinct sender) never reach the acknowledgement
+        threshold, and the author's message would otherwise stay unacknowledged.
+        """
+        if (
+            sender_id == self.sender_id
+            or self.config.causal_history_floor is None
+            or message_id not in self._entries
+        ):
+            return
+        self._unnamed[message_id] = None
+        self._unnamed.move_to_end(message_id)
+        self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+
     def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None) -> None:
         """Process wire bytes from a peer (spec "Receive Message").
 
@@ -693,6 +714,7 @@ class Channel:
             # or js-waku's same id for the same text) still acknowledges what it names.
             self._review_acks(pb, history_ids, sender_id)
             self._check_conflict(message_id, sender_id, pb.lamport_timestamp, content)
+            self.note_copy(message_id, sender_id, now_ms)
             self._drop(message_id, sender_id, DropReason.DUPLICATE)
             return
 

@@ -235,3 +235,28 @@ def test_adaptive_history_names_every_delivered_id_once() -> None:
     for i in range(5):
         fixed.send(f"a{i}".encode(), 2_000 + i)
     assert len(sds.decode(fixed.send(b"x", 2_010)).causal_history) == 5
+
+
+def test_adaptive_history_names_a_resent_message_again() -> None:
+    """Adaptive history names each delivered id once; if that message is lost (bob's
+    sync into a relay that died), the author resends, and the copy makes bob name the id
+    again in his next message, so the author is acknowledged. With two participants
+    bloom hits (one distinct sender) never reach the threshold of two: without this,
+    alice's line stayed 'possibly acknowledged' until its resends ran out."""
+    cfg = sds.Config().with_changes(causal_history_floor=1)  # the newest 1 + unnamed ones
+    alice = make_channel("alice", config=cfg)
+    bob = make_channel("bob", config=cfg)
+    data = alice.send(b"hello", 2_000)
+    mid = sent_id(alice)
+    bob.receive(data, 2_001)
+    bob.events()
+    first = sds.decode(bob.send(b"named once", 2_100))  # this one is lost on the way
+    assert mid in [e.message_id for e in first.causal_history]
+    later = sds.decode(bob.send(b"after", 2_200))
+    assert mid not in [e.message_id for e in later.causal_history]  # named once already
+    bob.receive(data, 40_000)  # alice's resend: a duplicate
+    assert [d.reason for d in of(bob.events(), sds.MessageDropped)] == [sds.DropReason.DUPLICATE]
+    again = bob.send(b"named again", 40_100)
+    assert mid in [e.message_id for e in sds.decode(again).causal_history]
+    alice.receive(again, 40_200)
+    assert [e.message_id for e in of(alice.events(), sds.MessageAcknowledged)] == [mid]
