@@ -260,3 +260,31 @@ def test_adaptive_history_names_a_resent_message_again() -> None:
     assert mid in [e.message_id for e in sds.decode(again).causal_history]
     alice.receive(again, 40_200)
     assert [e.message_id for e in of(alice.events(), sds.MessageAcknowledged)] == [mid]
+
+
+def test_adaptive_history_names_again_what_a_peers_filter_lacks() -> None:
+    """A peer that was away when ids were named (a restart, a partition) hears only the
+    newest ``causal_history_floor`` ids; its bloom filter shows what it lacks, so those
+    of our newest entries are named again in our next message (issue found by the
+    kill -9 e2e test: a restarted node never learned of what was said while it was down)."""
+    cfg = sds.Config().with_changes(causal_history_floor=1)
+    alice = make_channel("alice", config=cfg)
+    carol = make_channel("carol", config=cfg)
+    bob = make_channel("bob", config=cfg)  # away while carol talks
+    said = [carol.send(f"meanwhile {i}".encode(), 2_000 + i) for i in range(5)]
+    ids = [e.message_id for e in of(carol.events(), sds.MessageSent)]
+    for d in said:
+        alice.receive(d, 3_000)
+    alice.events()
+    named = sds.decode(alice.send(b"ok", 3_100))  # names carol's ids once
+    assert set(ids) <= {e.message_id for e in named.causal_history}
+    once = sds.decode(alice.send(b"again", 3_200))
+    assert not set(ids) & {e.message_id for e in once.causal_history}
+    back = bob.send(b"I am back", 40_000)  # its filter holds none of carol's ids
+    alice.receive(back, 40_001)
+    alice.events()
+    welcome = alice.send(b"welcome back", 40_100)
+    assert set(ids) <= {e.message_id for e in sds.decode(welcome).causal_history}
+    bob.receive(welcome, 40_101)  # bob now knows what to ask for
+    missing = of(bob.events(), sds.MessagesMissing)
+    assert missing and set(ids) <= {h.message_id for ev in missing for h in ev.missing}
