@@ -66,6 +66,7 @@ import itertools
 import os
 from collections import Counter, deque
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -839,7 +840,11 @@ async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = N
         log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
         return 1
     try:
-        with reload_on_sighup(server.reload_tls):
+        # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
+        # usual meaning (the terminal or tmux session closed: stop), so a relay in a
+        # closed tmux pane (`sdschat demo --stop`) does not linger
+        hup = reload_on_sighup(server.reload_tls) if server.tls is not None else nullcontext()
+        with hup:
             log.info("relay_shutdown", signal=await wait_for_stop_signal())
     finally:
         await server.close()

@@ -50,6 +50,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -789,7 +790,11 @@ async def serve_store_until_signal(
     if not peer._feeds:
         log.warning("store_no_feeds", note="no --relay and no --lan: serving the archive only")
     try:
-        with reload_on_sighup(peer.reload_tls):
+        # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
+        # usual meaning (the terminal or tmux session closed: stop), so a relay in a
+        # closed tmux pane (`sdschat demo --stop`) does not linger
+        hup = reload_on_sighup(peer.reload_tls) if peer.tls is not None else nullcontext()
+        with hup:
             log.info("store_shutdown", signal=await wait_for_stop_signal())
     finally:
         await peer.close()

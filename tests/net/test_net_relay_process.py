@@ -130,3 +130,32 @@ def test_relay_process_reports_a_busy_port() -> None:
         assert record["event"] == "relay_start_failed" and record["level"] == "error"
 
     run(main(), base_timeout=30)
+
+
+def test_sighup_stops_a_relay_without_tls() -> None:
+    """SIGHUP reloads a TLS relay's certificate; a plain relay keeps its usual meaning
+    (a closed terminal or tmux pane: `sdschat demo --stop`) and ends. It used to log
+    tls_reload_ignored and keep running, and every demo stop left a relay behind."""
+
+    async def main() -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app.cli", "relay",
+            "--host", "127.0.0.1", "--port", "0", "--stats-interval", "0",
+            cwd=ROOT,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        try:
+            await _read_until(proc.stderr, "relay_listening", [])
+            proc.send_signal(signal.SIGHUP)
+            code = await asyncio.wait_for(proc.wait(), T(15))
+            assert code == -signal.SIGHUP  # ended by the signal's default action
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+                raise AssertionError("the relay kept running after SIGHUP")
+
+    run(main())
