@@ -1119,6 +1119,10 @@ class Node:
         await self._finish_tail()
         out = await self._round([])
         await self._finish_round(out, [])
+        # A joined (or restored) channel has deadlines of its own: syncs, due SDS-R
+        # requests, resends. Without this, a node restarted into a silent channel
+        # waited for someone else's envelope before running any of them.
+        self._rearm()
 
     def _round_failed(self, exc: Exception, items: Sequence[_Item]) -> None:
         self._internal_error(exc)
