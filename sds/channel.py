@@ -195,6 +195,9 @@ causal history names nothing that can arrive and is not waited or asked for.
 
 #: Own messages given up on that a late acknowledgement can still resolve.
 FAILED_KEPT = 1_000
+#: Senders remembered for :meth:`Channel.active_participants` (beyond, the
+#: stretched SDS-R window is at its limit anyway).
+HEARD_KEPT = 4_096
 
 
 def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, content: bytes) -> str:
@@ -311,6 +314,9 @@ class Channel:
         self._unnamed: OrderedDict[str, None] = OrderedDict()
         #: sender id -> when its bloom filter was last checked for what it lacks.
         self._lack_checked: OrderedDict[str, int] = OrderedDict()
+        #: sender id -> when we last heard it (oldest first): the participants that
+        #: size the SDS-R windows (Config.repair_window_participants).
+        self._heard: OrderedDict[str, int] = OrderedDict()
 
         # Sync scheduling.
         self._next_sync_ms = now_ms + self._sync_delay(1.0)
@@ -760,6 +766,7 @@ class Channel:
                 f"still missing; at most {cfg.max_missing_per_sender}",
             )
             return
+        self._note_heard(sender_id, now_ms)
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._repair_out.remove(message_id)
@@ -1118,7 +1125,8 @@ class Channel:
             top = max(self._lost_of, key=lambda b: len(self._lost_of[b]))
             self._unwant_lost(next(iter(self._lost_of[top])))
         if due is None:
-            due = t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+            lo, hi = self._repair_window(now_ms)
+            due = t_req(self.sender_id, mid, now_ms, lo, hi)
         wanted.add(entry, due)
         self._lost_attempts[mid] = attempts
         self._lost_by[mid] = by
@@ -1141,9 +1149,42 @@ class Channel:
         cfg = self.config
         attempt = self._lost_attempts.get(mid, 0) + 1
         self._lost_attempts[mid] = attempt
-        base = min(cfg.repair_t_max_ms << min(attempt - 1, 40), cfg.lost_retry_max_ms)
+        hi = self._repair_window(self._last_now)[1]
+        base = min(hi << min(attempt - 1, 40), cfg.lost_retry_max_ms)
         spread = t_req(self.sender_id, mid, 0, 0, max(1, base // 4))
         return max(1, base + spread)
+
+    def _note_heard(self, sender_id: str, now_ms: int) -> None:
+        heard = self._heard
+        heard[sender_id] = now_ms
+        heard.move_to_end(sender_id)
+        while len(heard) > HEARD_KEPT:
+            heard.popitem(last=False)
+
+    def active_participants(self, now_ms: int) -> int:
+        """Participants heard from in the last three sync intervals, ourselves included
+        (every online participant sends at least a sync per interval)."""
+        horizon = now_ms - 3 * self.config.sync_interval_ms
+        heard = self._heard
+        while heard:  # oldest first: drop those not heard since the horizon
+            oldest = next(iter(heard))
+            if heard[oldest] >= horizon:
+                break
+            del heard[oldest]
+        return len(heard) + (0 if self.sender_id in heard else 1)
+
+    def _repair_window(self, now_ms: int) -> tuple[int, int]:
+        """SDS-R ``(T_min, T_max)`` for this channel now: ``repair_t_max_ms`` stretched
+        by participants beyond ``repair_window_participants`` (up to the limit)."""
+        cfg = self.config
+        lo, hi = cfg.repair_t_min_ms, cfg.repair_t_max_ms
+        per = cfg.repair_window_participants
+        if per is None:
+            return lo, hi
+        n = self.active_participants(now_ms)
+        if n <= per:
+            return lo, hi
+        return lo, max(hi, min(cfg.repair_t_max_limit_ms, hi * n // per))
 
     def _recovery_ms(self, now_ms: int) -> int:
         """Recovery time at wall time ``now_ms``: only connected time counts."""
@@ -1164,8 +1205,21 @@ class Channel:
             if self._paused_at is not None:
                 self._paused_total += max(0, now_ms - self._paused_at)
                 self._paused_at = None
+                self._ask_lost_again(now_ms)
         elif self._paused_at is None:
             self._paused_at = now_ms
+
+    def _ask_lost_again(self, now_ms: int) -> None:
+        """Back online (reconnected, or restarted): ids declared lost and still wanted
+        are asked for again at a first request's delay, their backoff started over.
+        The requests made while away (or before a restart) may never have left."""
+        if not self.config.repair_enabled or not self._lost_wanted:
+            return
+        lo, hi = self._repair_window(now_ms)
+        for e, _, _ in self._lost_wanted.entries():
+            mid = e.message_id
+            self._lost_wanted.reschedule(mid, t_req(self.sender_id, mid, now_ms, lo, hi))
+            self._lost_attempts[mid] = 0
 
     @property
     def connected(self) -> bool:
@@ -1180,10 +1234,8 @@ class Channel:
         if cfg.lost_timeout_ms:
             self._push_lost(rec + cfg.lost_timeout_ms, mid)
         if cfg.repair_enabled:
-            self._repair_out.add(
-                info.entry,
-                t_req(self.sender_id, mid, now_ms, cfg.repair_t_min_ms, cfg.repair_t_max_ms),
-            )
+            lo, hi = self._repair_window(now_ms)
+            self._repair_out.add(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi))
 
     def _push_lost(self, due: int, mid: str) -> None:
         """Push a lost deadline ``due`` in recovery time."""
@@ -1328,6 +1380,7 @@ class Channel:
         asked = []
         scheduled = []
         budget = self._response_budget(requester, now_ms)
+        lo, hi = self._repair_window(now_ms)
         for req in pb.repair_request:
             mid = req.message_id
             if not mid:
@@ -1336,7 +1389,7 @@ class Channel:
             # Someone else asked for it: ours would be redundant now, so it waits
             # one more retry period (js-waku drops it, and the gap stays open if
             # that other request or its answer is lost).
-            later = now_ms + t_req(self.sender_id, mid, 0, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+            later = now_ms + t_req(self.sender_id, mid, 0, lo, hi)
             self._repair_out.postpone(mid, later)
             self._lost_wanted.postpone(mid, later)
             le = self._entries.get(mid)
@@ -1349,7 +1402,7 @@ class Channel:
                 continue
             if not in_response_group(self.sender_id, original, mid, cfg.repair_response_groups):
                 continue
-            due = t_resp(self.sender_id, original, mid, now_ms, cfg.repair_t_max_ms)
+            due = t_resp(self.sender_id, original, mid, now_ms, hi)
             if self._repair_in.add(HistoryEntry(mid, None, original), due):
                 scheduled.append(mid)
                 budget -= 1
@@ -1363,9 +1416,9 @@ class Channel:
 
     def _response_budget(self, requester: str, now_ms: int) -> int:
         """Rebroadcasts ``requester`` may still cause in its current window of
-        ``repair_t_max_ms`` (``Config.repair_responses_per_sender``)."""
+        ``repair_response_window_ms`` (``Config.repair_responses_per_sender``)."""
         cfg = self.config
-        window = cfg.repair_t_max_ms
+        window = cfg.repair_response_window_ms
         by = self._responses_by
         got = by.get(requester)
         if got is None or now_ms - got[0] >= window:
@@ -1387,8 +1440,17 @@ class Channel:
         if limit is None:
             limit = cfg.repair_requests_per_message
 
+        lo, hi = self._repair_window(now_ms)
+        rec = self._recovery_ms(now_ms)
+
         def retry(mid: str) -> int:
-            return t_req(self.sender_id, mid, 0, cfg.repair_t_min_ms, cfg.repair_t_max_ms)
+            # The same spread as the first request, and at least half the time the
+            # id has been missing (so an id nobody holds is asked for ever more
+            # rarely: 1-5 s, then ~every 1.5x the age), capped at the stretched limit.
+            spread = t_req(self.sender_id, mid, 0, lo, hi)
+            info = self._missing.get(mid)
+            age = 0 if info is None else max(0, rec - info.noticed_ms)
+            return max(spread, min(age // 2, cfg.repair_t_max_limit_ms))
 
         out = self._repair_out.take_due(now_ms, limit, retry)
         if len(out) < limit and self._lost_wanted:
@@ -1678,6 +1740,7 @@ class Channel:
                 ],
                 "failed": list(self._failed),
                 "next_sync_ms": self._next_sync_ms,
+                "next_repair_sync_ms": self._next_repair_sync_ms,
                 "next_sweep_ms": self._next_sweep_ms,
                 # recovery time (lost timeouts) where it stood at the last call
                 "recovery_ms": self._recovery_ms(self._last_now),
@@ -1805,6 +1868,7 @@ class Channel:
                 ch._want_lost(HistoryEntry(m), restart, "")
         ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
         ch._next_sync_ms = int(d["next_sync_ms"])
+        ch._next_repair_sync_ms = int(d.get("next_repair_sync_ms", ch._next_repair_sync_ms))
         nsw = d["next_sweep_ms"]
         ch._next_sweep_ms = None if nsw is None else int(nsw)
         # Anything that became deliverable (e.g. state saved mid-way) goes now.

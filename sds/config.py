@@ -85,12 +85,29 @@ class Config:
     lost_timeout_ms: int = 300_000
     #: SDS-R: enable repair requests and responses.
     repair_enabled: bool = True
-    #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s).
-    #: Kept: the study (docs/profiles.md) measured 1 s / 5 s turning a delivery
-    #: p50 of 70-145 s into 0.1-3 s at 10 participants and 10-30% loss, but
-    #: costing 7x the bytes at 100 participants (every responder answers).
-    repair_t_min_ms: int = 30_000
-    repair_t_max_ms: int = 120_000
+    #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s),
+    #: and the latest delay of a repair response (the original sender answers at
+    #: once, others spread over ``[0, repair_t_max_ms)``), for a channel of up to
+    #: :attr:`repair_window_participants` participants; larger channels stretch
+    #: them (see there). 1 s / 5 s: the study (docs/profiles.md) measured js-waku's
+    #: 30-120 s holding every later message of a causal chain for minutes at 10-30%
+    #: loss (delivery p50 60-145 s) and 1-5 s delivering in seconds at no extra
+    #: bytes in small channels.
+    repair_t_min_ms: int = 1_000
+    repair_t_max_ms: int = 5_000
+    #: SDS-R windows grow with the channel: with ``n`` participants heard from in
+    #: the last three sync intervals (ourselves included) and ``n`` above this,
+    #: ``repair_t_max_ms`` is multiplied by ``n / repair_window_participants`` (up to
+    #: :attr:`repair_t_max_limit_ms`). Requesters and responders then stay as far
+    #: apart in time as in a small channel, so the first request and the first
+    #: answer come as early, and the others still see them and stand down instead
+    #: of all answering at once (fixed 1-5 s windows cost 7x the bytes at 100
+    #: participants). ``None``: fixed windows (js-waku).
+    repair_window_participants: int | None = 10
+    #: Longest stretched ``repair_t_max_ms`` (js-waku's 120 s): a member posing as
+    #: many participants can slow repair down to js-waku's timings, no further. (A
+    #: ``repair_t_max_ms`` above it is used as it is, never stretched.)
+    repair_t_max_limit_ms: int = 120_000
     #: SDS-R: number of response groups (``participants / 128 + 1`` is the
     #: recommendation; 1 means everyone may answer).
     repair_response_groups: int = 1
@@ -160,12 +177,14 @@ class Config:
     #: resolve; an honest sender's resends are then accepted. Bounds the repair
     #: requests and lost reports one member can cause.
     max_missing_per_sender: int = 1_000
-    #: Repair responses one requester may cause per ``repair_t_max_ms``
+    #: Repair responses one requester may cause per ``repair_response_window_ms``
     #: (rebroadcasts of messages we hold); requests beyond it are ignored.
     repair_responses_per_sender: int = 200
+    #: The window of :attr:`repair_responses_per_sender`.
+    repair_response_window_ms: int = 60_000
     #: A dependency declared lost stays wanted: it is asked for again by SDS-R
     #: (and reported in ``MessagesMissing`` reminders, for the store) with a
-    #: backoff that doubles from ``repair_t_max_ms`` up to this period, until it
+    #: backoff that doubles from ``repair_t_max_ms`` (stretched) up to this period, until it
     #: arrives. At most ``repair_buffer_size`` such ids (oldest forgotten first).
     lost_retry_max_ms: int = 30 * 60_000
 
@@ -194,6 +213,8 @@ class Config:
             "sync_interval_ms",
             "sweep_interval_ms",
             "repair_t_max_ms",
+            "repair_t_max_limit_ms",
+            "repair_response_window_ms",
             "max_clock_skew_ms",
             "repair_sync_interval_ms",
             "lost_retry_max_ms",
@@ -208,6 +229,8 @@ class Config:
             problems.append("lost_timeout_ms must be >= 0")
         if not 0 <= self.repair_t_min_ms < self.repair_t_max_ms:
             problems.append("need 0 <= repair_t_min_ms < repair_t_max_ms")
+        if self.repair_window_participants is not None and self.repair_window_participants < 1:
+            problems.append("repair_window_participants must be >= 1 (or None)")
         if self.repair_response_groups < 1:
             problems.append("repair_response_groups must be >= 1")
         if not 0.0 < self.bloom_error_rate < 1.0:
@@ -284,14 +307,17 @@ class Config:
 
         Byte-compatible with js-waku: use it for a channel shared with js-waku
         peers (they throw on a filter of another size; we ignore such a filter
-        for acknowledgements and still deliver). Timings are the defaults'
-        (equal to js-waku's).
+        for acknowledgements and still deliver), with js-waku's SDS-R windows
+        (30-120 s, fixed). Timings do not affect the bytes: a channel may mix them.
         """
         sizes: dict[str, Any] = {
             "causal_history_size": 200,
             "causal_history_floor": None,
             "bloom_capacity": 10_000,
             "bloom_error_rate": 0.001,
+            "repair_t_min_ms": 30_000,
+            "repair_t_max_ms": 120_000,
+            "repair_window_participants": None,
         }
         return replace(cls(), **{**sizes, **changes})
 

@@ -109,6 +109,17 @@ class _DeadlineBuffer:
         heapq.heappush(self._heap, (due_ms, message_id))
         return True
 
+    def reschedule(self, message_id: str, due_ms: int) -> bool:
+        """Set a present entry's deadline to ``due_ms`` (earlier or later), live again."""
+        item = self._items.get(message_id)
+        if item is None:
+            return False
+        item.due_ms = due_ms
+        item.requested = False
+        heapq.heappush(self._heap, (due_ms, message_id))
+        self._compact_if_needed()
+        return True
+
     def next_deadline(self) -> int | None:
         """Earliest deadline of a live, not yet handled entry."""
         heap = self._heap

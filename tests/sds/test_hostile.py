@@ -203,7 +203,7 @@ def test_one_sender_has_a_budget_of_missing_ids() -> None:
 
 def test_rebroadcasts_one_requester_causes_are_budgeted() -> None:
     """Repair requests for messages we hold make us rebroadcast them; one requester
-    gets at most repair_responses_per_sender per repair_t_max_ms window. Requests for
+    gets at most repair_responses_per_sender per repair_response_window_ms. Requests for
     unknown ids cost nothing and schedule nothing."""
     cfg = FAST.with_changes(repair_responses_per_sender=20, repair_cache_size=200)
     ch = sds.Channel("chan", "a", cfg, NOW, random.Random(1))
@@ -219,8 +219,11 @@ def test_rebroadcasts_one_requester_causes_are_budgeted() -> None:
     assert [len(r.scheduled) for r in got] == [20, 0]
     ch.receive(msg("k", "other", NOW, repair=[entry(m, None, "b") for m in held[30:40]]), NOW)
     assert [len(r.scheduled) for r in of(ch.events(), sds.RepairRequestReceived)] == [10]
-    later = NOW + cfg.repair_t_max_ms
-    ch.receive(msg("h", "ask3", later, repair=[entry(m, None, "b") for m in held[40:]]), later)
+    later = NOW + cfg.repair_response_window_ms
+    ch.receive(msg("h", "ask3", later - 1, repair=[entry(m, None, "b") for m in held[40:41]]),
+               later - 1)
+    assert [len(r.scheduled) for r in of(ch.events(), sds.RepairRequestReceived)] == [0]
+    ch.receive(msg("h", "ask4", later, repair=[entry(m, None, "b") for m in held[40:]]), later)
     assert [len(r.scheduled) for r in of(ch.events(), sds.RepairRequestReceived)] == [20]
 
 

@@ -11,8 +11,10 @@ from sds_helpers import delivered_ids, entry, make_channel, msg, of, run_timers
 import sds
 from sds.repair import in_response_group, repair_hash, t_req, t_resp
 
-T_MIN = 30_000
-T_MAX = 120_000
+#: The default channel's SDS-R window (a channel of at most
+#: ``repair_window_participants`` participants: not stretched).
+T_MIN = sds.Config().repair_t_min_ms
+T_MAX = sds.Config().repair_t_max_ms
 
 
 def H(text: str) -> int:
@@ -47,7 +49,7 @@ def test_t_req_formula(own: str, mid: str, now: int) -> None:
 def test_t_req_hand_computed() -> None:
     """PROTOCOL.md "SDS-R": a hand-checked value: H("alicem1") % 90,000 + 30,000."""
     h = int.from_bytes(hashlib.sha256(b"alicem1").digest()[:8], "big")
-    assert t_req("alice", "m1", 1_000, T_MIN, T_MAX) == 1_000 + h % 90_000 + 30_000
+    assert t_req("alice", "m1", 1_000, 30_000, 120_000) == 1_000 + h % 90_000 + 30_000
 
 
 @pytest.mark.parametrize(

@@ -159,7 +159,9 @@ def test_pending_repair_request_survives_restart() -> None:
     ch = make_channel("c", now=0)
     ch.receive(msg("a", "m2", 20, [entry("m1", None, "a")]), 1_000)
     ch.events()
-    due = 1_000 + sds.repair.repair_hash("cm1") % 90_000 + 30_000
+    cfg = sds.Config()
+    lo, hi = cfg.repair_t_min_ms, cfg.repair_t_max_ms
+    due = 1_000 + sds.repair.repair_hash("cm1") % (hi - lo) + lo
     back = reload(ch)
     assert sds.decode(back.send(b"x", due - 1)).repair_request == ()
     assert sds.decode(back.send(b"y", due)).repair_request == (entry("m1", None, "a"),)

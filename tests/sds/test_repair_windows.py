@@ -1,0 +1,137 @@
+"""SDS-R windows sized by the channel, retries that back off, lost ids asked again on
+reconnection (issue 14 §4: nothing a peer holds stays missing on a healthy network,
+delivery in seconds instead of minutes)."""
+
+from __future__ import annotations
+
+import itertools
+
+from sds_helpers import entry, make_channel, msg, of, run_timers
+
+import sds
+from sds.repair import t_req, t_resp
+
+CFG = sds.Config()
+
+
+def _hear(ch: sds.Channel, senders: int, now: int) -> None:
+    """``senders`` distinct peers send a sync each at ``now``."""
+    for i in range(senders):
+        ch.receive(msg(f"peer{i:04d}", f"s{i}", now, content=None), now)
+    ch.events()
+
+
+def _request_due(ch: sds.Channel, mid: str) -> int:
+    (due,) = [d for e, d, _ in ch._repair_out.entries() if e.message_id == mid]
+    return due
+
+
+def test_a_small_channel_asks_within_the_base_window() -> None:
+    ch = make_channel("c", now=0)
+    _hear(ch, 4, 1_000)
+    assert ch.active_participants(1_000) == 5
+    ch.receive(msg("peer0000", "w", 10, [entry("gone", None, "peer0000")]), 1_000)
+    lo, hi = CFG.repair_t_min_ms, CFG.repair_t_max_ms
+    assert _request_due(ch, "gone") == t_req("c", "gone", 1_000, lo, hi)
+    assert 1_000 + lo <= _request_due(ch, "gone") < 1_000 + hi
+
+
+def test_windows_stretch_with_the_participants_heard_up_to_the_limit() -> None:
+    """100 participants: T_max x 10 for requests and for answers, so the first of the
+    ~10 requesters still asks within seconds and the 99 holders answer spread apart."""
+    ch = make_channel("c", now=0)
+    _hear(ch, 99, 1_000)
+    assert ch.active_participants(1_000) == 100
+    hi = CFG.repair_t_max_ms * 10
+    assert ch._repair_window(1_000) == (CFG.repair_t_min_ms, hi)
+    ids = [f"gone{i}" for i in range(40)]
+    ch.receive(msg("peer0000", "w", 10, [entry(m, None, "peer0000") for m in ids]), 1_000)
+    dues = [_request_due(ch, m) - 1_000 for m in ids]
+    assert all(CFG.repair_t_min_ms <= d < hi for d in dues)
+    assert max(dues) > CFG.repair_t_max_ms  # really stretched, not the base window
+    # answers: a holder schedules its rebroadcast in [0, stretched T_max)
+    ch.receive(msg("peer0001", "held", 20), 1_000)
+    ch.receive(msg("peer0002", "ask", 30, content=None,
+                   repair=[entry("held", None, "peer0001")]), 1_000)
+    assert [d for e, d, _ in ch._repair_in.entries()] == [
+        t_resp("c", "peer0001", "held", 1_000, hi)
+    ]
+    # 1,000 participants: stretched to the limit (js-waku's 120 s), no further
+    _hear(ch, 999, 2_000)
+    assert ch._repair_window(2_000) == (CFG.repair_t_min_ms, CFG.repair_t_max_limit_ms)
+
+
+def test_participants_not_heard_for_three_sync_intervals_stop_counting() -> None:
+    ch = make_channel("c", now=0)
+    _hear(ch, 50, 1_000)
+    assert ch.active_participants(1_000) == 51
+    horizon = 1_000 + 3 * CFG.sync_interval_ms
+    assert ch.active_participants(horizon) == 51
+    ch.receive(msg("peer0007", "again", 5_000, content=None), horizon)
+    assert ch.active_participants(horizon + 1) == 2
+    assert ch._repair_window(horizon + 1) == (CFG.repair_t_min_ms, CFG.repair_t_max_ms)
+
+
+def test_the_waku_profile_keeps_fixed_js_waku_windows() -> None:
+    cfg = sds.Config.waku()
+    assert (cfg.repair_t_min_ms, cfg.repair_t_max_ms) == (30_000, 120_000)
+    ch = make_channel("c", now=0, config=cfg)
+    _hear(ch, 300, 1_000)
+    assert ch._repair_window(1_000) == (30_000, 120_000)
+
+
+def test_an_id_nobody_holds_is_asked_for_ever_more_rarely() -> None:
+    """Requests for a missing id repeat until it arrives (a lost request or answer
+    must not leave the gap open), spaced by at least half the time it has been
+    missing: a few dozen requests in five minutes, not one every few seconds."""
+    cfg = CFG.with_changes(lost_timeout_ms=0)  # never declared lost: only the retries
+    ch = make_channel("c", now=0, config=cfg)
+    ch.receive(msg("b", "w", 10, [entry("gone", None, "b")]), 1_000)
+    events, _ = run_timers(ch, 1_000 + 300_000)
+    times = _request_times(events)
+    assert 5 <= len(times) <= 30, times
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps[-1] > 60_000  # backed off
+    assert gaps[-1] >= (times[-2] - 1_000) // 2 - 1
+
+
+def _request_times(events: list[object]) -> list[int]:
+    return [e.lamport for e in of(events, sds.SyncSent) if e.repair_requests]
+
+
+def test_a_reconnected_node_asks_for_its_lost_ids_at_once() -> None:
+    """An id declared lost is asked for with a doubling backoff; when the node comes
+    back online (reconnect or restart) the backoff starts over: the requests made
+    while it was away may never have left."""
+    cfg = CFG.with_changes(lost_timeout_ms=20_000)
+    ch = make_channel("c", now=0, config=cfg)
+    ch.receive(msg("b", "w", 10, [entry("gone", None, "b")]), 1_000)
+    now = 1_000 + 20_000 + 1
+    events, _ = run_timers(ch, now + 400_000)
+    assert [e.message_id for e in of(events, sds.MessageLost)] == ["gone"]
+    assert ch._lost_attempts["gone"] >= 3
+    (due,) = [d for _, d, _ in ch._lost_wanted.entries()]
+    now += 400_000
+    assert due - now > CFG.repair_t_max_ms * 4  # backed off far
+    ch.set_connected(False, now)
+    ch.set_connected(True, now + 1_000)
+    (due,) = [d for _, d, _ in ch._lost_wanted.entries()]
+    assert now + 1_000 + CFG.repair_t_min_ms <= due < now + 1_000 + CFG.repair_t_max_ms
+    events, grams = run_timers(ch, due)
+    syncs = [sds.decode(g.data) for g in grams if g.kind == "sync"]
+    assert [e.message_id for s in syncs for e in s.repair_request] == ["gone"]
+
+
+def test_a_restored_state_asks_for_its_lost_ids_when_connected() -> None:
+    cfg = CFG.with_changes(lost_timeout_ms=20_000)
+    ch = make_channel("c", now=0, config=cfg)
+    ch.receive(msg("b", "w", 10, [entry("gone", None, "b")]), 1_000)
+    run_timers(ch, 2_000_000)
+    ch.set_connected(False, 2_000_000)  # the node's close: saved while disconnected
+    (due,) = [d for _, d, _ in ch._lost_wanted.entries()]
+    assert due > 2_100_000  # the backoff had pushed the next request far away
+    state = sds.ChannelState.from_bytes(ch.export_state().to_bytes())
+    back = sds.Channel.restore(state, cfg, None, 2_000_500)
+    back.set_connected(True, 2_000_500)
+    (due,) = [d for _, d, _ in back._lost_wanted.entries()]
+    assert due < 2_000_500 + CFG.repair_t_max_ms
