@@ -22,7 +22,8 @@ class Config:
     (``bench/profile_study.py``, docs/profiles.md); :meth:`waku` gives js-waku's
     (``@waku/sds``), which a channel shared with js-waku peers must use: js-waku
     throws on a filter of another size. The timings equal js-waku's wherever
-    PROTOCOL.md lists one; the others are ours and say why.
+    PROTOCOL.md lists one, except the SDS-R windows (seconds, sized by the
+    channel: :attr:`repair_t_min_ms`); the others are ours and say why.
     """
 
     #: Most entries sent as ``causal_history`` (with :attr:`causal_history_floor`
