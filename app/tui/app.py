@@ -293,6 +293,8 @@ class SdsChatApp(App[None]):
         """The latest catch-up progress per channel, while one runs."""
         self._store_later: str | None = None
         """A store peer found on the LAN before the node was open."""
+        self._files_running: set[str] = set()
+        """Channels whose file lines are being read from the store (_check_files)."""
         self.collector = Collector()
         """When the cyclic GC may run (see :mod:`app.tui.collector`)."""
 
@@ -620,6 +622,7 @@ class SdsChatApp(App[None]):
         view = self.model.channels.get(channel)
         if view is not None and view.unquoted:
             self.run_worker(self._resolve_quotes(channel), group="quotes")
+        self._check_files(channel)
         if channel == self.model.current:
             log = self.chat.query_one(MessageLog)
             log.page_loaded()
@@ -798,6 +801,7 @@ class SdsChatApp(App[None]):
             view = self.model.channels.get(name)
             if view is not None and view.unquoted:
                 self.run_worker(self._resolve_quotes(name), group="quotes")
+            self._check_files(name)
         current = self.model.current
         log = self.chat.query_one(MessageLog)
         if current in changes.channels or log.view is not self.model.channels.get(current or ""):
@@ -1493,6 +1497,37 @@ class SdsChatApp(App[None]):
         log.select(None)  # done with it: the next /edit is about your last line again
         if name == "reply":
             log.follow = True
+
+    def _check_files(self, channel: str) -> None:
+        """File lines of ``channel`` whose manifest is not read yet, or that have every
+        segment and are not checked yet: read them from the store (app/tui/files.py),
+        one worker per channel at a time."""
+        view = self.model.channels.get(channel)
+        if view is None or not view.files_todo or channel in self._files_running:
+            return
+        self._files_running.add(channel)
+        self.run_worker(self._read_files(channel), group="files")
+
+    async def _read_files(self, channel: str) -> None:
+        from app.tui.files import read_file_state
+
+        try:
+            for _ in range(1000):  # bounded: each pass takes what was asked meanwhile
+                node, view = self.node, self.model.channels.get(channel)
+                if node is None or view is None or not view.files_todo:
+                    return
+                todo, view.files_todo = view.files_todo, set()
+                for mid in todo:
+                    try:
+                        state = await read_file_state(node.store, channel, mid)
+                    except Exception:  # a closed store at exit, a damaged row: not shown
+                        continue
+                    if state is not None and self.model.channels.get(channel) is view:
+                        view.set_file(mid, state)
+                if channel == self.model.current and self._chat_ready():
+                    self.chat.query_one(MessageLog).sync()
+        finally:
+            self._files_running.discard(channel)
 
     async def _resolve_quotes(self, channel: str) -> None:
         """Replies whose target is outside the window: quote it from the store."""

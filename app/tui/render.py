@@ -38,6 +38,7 @@ __all__ = [
     "day_key",
     "day_label",
     "palette",
+    "progress_bar",
     "row_lines",
     "state_label",
 ]
@@ -189,10 +190,7 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(f"{row.name or row.sender_id[:8]} set the topic: ", pal.dim)
         text.append(visible(row.text), style)
     elif row.kind == "file":  # its segments are hidden lines: /save keeps it
-        name = row.text[5:] if row.text.startswith("file ") else row.text
-        text.append("📎 ", style)
-        text.append(visible(name), style + Style(bold=True))
-        text.append("  · /save keeps it", pal.dim)
+        _file(text, row, pal, style)
     elif row.kind in EVENT_KINDS:
         text.append(visible(row.text), pal.dim)
     else:
@@ -215,6 +213,42 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
             pal.states["failed"] if not row.retried else pal.dim,
         )
     return text
+
+
+def progress_bar(done: int, total: int, width: int = 10) -> str:
+    """``▰▰▰▱▱▱▱▱▱▱``: ``done`` of ``total`` in ``width`` cells."""
+    filled = 0 if total <= 0 else min(width, done * width // total)
+    return "▰" * filled + "▱" * (width - filled)
+
+
+def _file(text: Text, row: Row, pal: Palette, style: Style) -> None:
+    """A file's line: a progress bar while segments are missing (or its bytes are being
+    checked), the saveable line once they are all here and match the sha256."""
+    state = row.file
+    name = row.text[5:] if row.text.startswith("file ") else row.text
+    text.append("📎 ", style)
+    if state is None or state.intact is True:  # the manifest not read yet: a moment
+        text.append(visible(name), style + Style(bold=True))
+        text.append("  · /save keeps it" if state is not None else "  · …", pal.dim)
+        return
+    text.append(visible(state.name), style + Style(bold=True))
+    if state.intact is False:
+        text.append(
+            "  ✗ damaged: its bytes do not match the sha256 sent; it cannot be saved",
+            pal.states["failed"],
+        )
+        return
+    have = len(state.present)
+    text.append(f"  {progress_bar(have, state.total)} ", pal.states["possibly_acknowledged"])
+    done, size = state.received_bytes, state.size
+    amount = (
+        f"{done / 1024:,.0f}/{size / 1024:,.0f} KiB" if size >= 10_240 else f"{done}/{size} bytes"
+    )
+    text.append(f"{have}/{state.total} segments · {amount}", pal.dim)
+    text.append(
+        " · checking" if state.complete else " · sending" if row.own else " · receiving",
+        pal.dim,
+    )
 
 
 #: What a conflict's reason means, for the mark after a disputed message.
