@@ -103,6 +103,8 @@ class Palette:
     selected: Style
     dim: Style
     states: dict[str, Style]
+    match: Style
+    """A search match in the log (Ctrl+F)."""
 
 
 def palette(dark: bool) -> Palette:
@@ -127,6 +129,7 @@ def palette(dark: bool) -> Palette:
                 "acknowledged": Style(color="#98c379"),
                 "failed": Style(color="#e06c75", bold=True),
             },
+            match=Style(color="#1e2127", bgcolor="#e5c07b", bold=True),
         )
     return Palette(
         dark=False,
@@ -147,6 +150,7 @@ def palette(dark: bool) -> Palette:
             "acknowledged": Style(color="#2e7d32"),
             "failed": Style(color="#b3262e", bold=True),
         },
+        match=Style(color="#000000", bgcolor="#ffd866", bold=True),
     )
 
 
@@ -312,9 +316,11 @@ def row_lines(
     selected: bool = False,
     new_line: bool = False,
     day: str | None = None,
+    find: str | None = None,
 ) -> list[Text]:
     """The row's lines (a day separator and markers above it, then the wrapped message),
-    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``.
+    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``;
+    ``find``: the text searched for (Ctrl+F), highlighted wherever it occurs.
 
     A reply has its target quoted on a line above it (``┌ bob: the build is green``),
     reactions go on a line under the message (``👍 2  🎉 1``); a reaction, an edit or a
@@ -372,6 +378,8 @@ def row_lines(
     cont = Text(" " * (prefix_w - 3))
     cont.append(" │ ", pal.separator)
     body = _body(row, pal, color)
+    if find:  # Ctrl+F: every match of the searched text, any case
+        body.highlight_words([find], pal.match, case_sensitive=False)
     wrapped = body.wrap(console, body_w, overflow="fold") if body.plain else [Text("")]
     for i, part in enumerate(wrapped):
         part.rstrip()

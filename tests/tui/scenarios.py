@@ -251,8 +251,25 @@ def search_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
     async def run_before(pilot: Any) -> None:
         await asyncio.wait_for(app.ready.wait(), 30)
         await pilot.press("ctrl+f")
-        app.screen.query_one("#search-input").value = "bloom"
-        await pilot.press("enter")
+        await pilot.press(*"bloom")  # found as you type, highlighted in the log
+        await wait_until(lambda: app._find is not None and app._find.index == 0)
+        await pilot.press("up")  # the match before the newest
+        await wait_until(lambda: app._find is not None and app._find.index == 1)
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+def search_all_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
+    """Alt+F: every joined channel searched, results listed with channel, author, time."""
+    asyncio.run(seed_history(base / "alice", 60))
+    app = tui(base / "alice", MemoryHub().transport(), fixed=True, remember_state=False,
+              channels=("general", "random"))  # fmt: skip
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        await pilot.press("alt+f")
+        await pilot.press(*"repair")
         await wait_until(lambda: bool(getattr(app.screen, "results", None)))
         await steady(app, pilot)
 
@@ -283,6 +300,7 @@ SCENARIOS: dict[str, Callable[[Path], tuple[SdsChatApp, RunBefore]]] = {
     "tui-new-line": new_line,
     "tui-help": help_screen,
     "tui-search": search_screen,
+    "tui-search-all": search_all_screen,
     "tui-error": error_screen,
     "tui-replies": typed,
 }

@@ -18,6 +18,7 @@ from scenarios import (
     error_screen,
     help_screen,
     new_line,
+    search_all_screen,
     search_screen,
     typed,
 )
@@ -47,6 +48,11 @@ def test_help(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-
 
 def test_search(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     app, before = search_screen(tmp_path)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+def test_search_all(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = search_all_screen(tmp_path)
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
 
 

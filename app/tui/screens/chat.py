@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
 from app.tui.widgets.chat_input import ChatInput, CompletionSource
+from app.tui.widgets.find_bar import FindBar
 from app.tui.widgets.message_log import MessageLog
 from app.tui.widgets.panels import ChannelBar, ChannelList, PeerList, StatusBar, TypingLine
 
@@ -40,6 +41,7 @@ class ChatScreen(Screen[None]):
         Binding("ctrl+down", "app.select(1)", "select next", priority=True, show=False),
         Binding("escape", "app.unselect", "clear selection", show=False),
         Binding("ctrl+f", "app.search", "search", priority=True, show=False),
+        Binding("alt+f", "app.search_all", "search all channels", priority=True, show=False),
         Binding("ctrl+r", "app.retry", "retry failed", priority=True, show=False),
         Binding("f1", "app.help", "help", priority=True, show=False),
         Binding("f2", "app.toggle_peers", "peers", priority=True, show=False),
@@ -60,6 +62,7 @@ class ChatScreen(Screen[None]):
                 yield ChannelBar(id="channel-bar")
                 yield MessageLog(tz=self._tz, id="log")
                 yield TypingLine(id="typing")
+                yield FindBar(id="find")
                 yield ChatInput(
                     self._source,
                     placeholder="Type a message, /help for commands",
