@@ -70,10 +70,11 @@ from app.node_events import (
 from app.transport import Transport
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
+from app.tui.config import TuiConfig
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.reasons import explain
-from app.tui.render import palette, state_label
+from app.tui.render import palette, set_colours, state_label
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import (
     FatalScreen,
@@ -171,6 +172,8 @@ class TuiOptions:
     relay_url: str | None = None
     """The relay's URL, if any: offline notices say what is wrong with it."""
     extra: dict[str, Any] = field(default_factory=dict)
+    config: TuiConfig | None = None
+    """The config file's ``[keys]`` and ``[colours]`` (app/tui/config.py), checked."""
 
 
 def make_app(
@@ -192,6 +195,7 @@ def make_app(
     remember_state: bool = True,
     lan_transport: Any | None = None,
     relay_url: str | None = None,
+    tui_config: TuiConfig | None = None,
 ) -> SdsChatApp:
     """Build the app.
 
@@ -218,6 +222,8 @@ def make_app(
             (the status bar shows its peer count).
         relay_url: the relay's ws:// or wss:// URL, if any (offline notices say
             what is wrong with it: :func:`app.tui.reasons.explain`).
+        tui_config: the keymap and colours of the config file
+            (:func:`app.tui.config.tui_config`, checked before).
     """
     return SdsChatApp(
         TuiOptions(
@@ -238,6 +244,7 @@ def make_app(
             remember_state=remember_state,
             lan_transport=lan_transport,
             relay_url=relay_url,
+            config=tui_config,
         )
     )
 
@@ -265,6 +272,10 @@ class SdsChatApp(App[None]):
         super().__init__()
         self.opts = opts
         self.clock = opts.clock
+        self.tui_config = opts.config or TuiConfig()
+        set_colours(self.tui_config.colours)  # the log's colours: the config file's
+        if self.tui_config.keymap:
+            self.set_keymap(self.tui_config.keymap)
         self.node: Node | None = None
         self.model = ChatModel()
         self.passphrase: bytes | str | None = opts.passphrase
@@ -1041,7 +1052,7 @@ class SdsChatApp(App[None]):
         log.to_bottom()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.tui_config))
 
     def action_toggle_peers(self) -> None:
         peers = self.chat.query_one(PeerList)

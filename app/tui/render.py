@@ -20,8 +20,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
+from typing import Any
 
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console
@@ -40,6 +41,7 @@ __all__ = [
     "palette",
     "progress_bar",
     "row_lines",
+    "set_colours",
     "state_label",
 ]
 
@@ -107,8 +109,54 @@ class Palette:
     """A search match in the log (Ctrl+F)."""
 
 
+_COLOURS: dict[str, dict[str, Any]] = {}
+"""The config file's ``[colours]`` (see :func:`set_colours`)."""
+
+
+def set_colours(colours: dict[str, dict[str, Any]] | None) -> None:
+    """Use the config file's colours (``app.tui.config.TuiConfig.colours``: ``"dark"`` /
+    ``"light"`` -> name -> colour) in every palette from now on; None: the defaults."""
+    _COLOURS.clear()
+    _COLOURS.update(colours or {})
+
+
+#: colour name -> (Palette field, paints the background)
+_FIELDS = {
+    "time": ("time", False),
+    "separator": ("separator", False),
+    "missing": ("marker_missing", False),
+    "lost": ("marker_lost", False),
+    "new": ("new_line", False),
+    "mention": ("mention_word", False),
+    "mention_background": ("mention_bg", True),
+    "selected": ("selected", True),
+    "dim": ("dim", False),
+    "match": ("match", True),
+}
+
+
 def palette(dark: bool) -> Palette:
-    """The palette for a dark or a light theme."""
+    """The palette for a dark or a light theme (with the config file's colours)."""
+    pal = _base_palette(dark)
+    own = _COLOURS.get("dark" if dark else "light")
+    if not own:
+        return pal
+    changes: dict[str, Any] = {}
+    states = dict(pal.states)
+    for name, value in own.items():
+        if name == "authors":
+            changes["authors"] = tuple(value)
+        elif name in states:
+            states[name] = states[name] + Style(color=value)
+        elif name in _FIELDS:
+            attr, background = _FIELDS[name]
+            extra = Style(bgcolor=value) if background else Style(color=value)
+            changes[attr] = getattr(pal, attr) + extra
+    return replace(pal, states=states, **changes)
+
+
+def _base_palette(dark: bool) -> Palette:
+    """sdschat's own colours for a dark or a light theme."""
     if dark:
         return Palette(
             dark=True,
