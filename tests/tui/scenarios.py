@@ -276,6 +276,56 @@ def search_all_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
     return app, run_before
 
 
+def files(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
+    """A file received whole (saveable) and one still missing two of its four segments
+    (a progress bar: segments received, KiB)."""
+    from test_tui_files import segment_index
+
+    from app.files import split_file
+    from net.envelope import envelope_hash
+
+    hub = MemoryHub()
+    gate = GatedTransport(hub.transport())
+    app = tui(base / "alice", gate, fixed=True, theme=theme, remember_state=False)
+    peers: list[Peer] = []
+    _attach(app, peers)
+
+    def shown(text: str) -> bool:
+        return any(text in r.text for r in app.model.channels["general"].rows)
+
+    def file_state(name: str) -> Any:
+        rows = app.model.channels["general"].rows
+        return next((r.file for r in rows if r.kind == "file" and name in r.text), None)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        bob = await start_peer(base / "bob", hub, "bob", seed=2, fixed=True)
+        carol = await start_peer(base / "carol", hub, "carol", seed=3, fixed=True)
+        peers.extend([bob, carol])
+        await bob.say("the logs of last night's soak, for whoever looks first")
+        for part in split_file("soak-logs.tar.gz", bytes(range(256)) * 470, "bob"):
+            await bob.node.post_content("general", part)
+        await wait_until(lambda: (f := file_state("soak-logs")) is not None and f.intact)
+        await carol.say("and the flame graph")
+        await wait_until(lambda: shown("and the flame graph"))
+        gate.hold = True
+        for part in split_file("flame-graph.svg", b"<svg/>" * 30_000, "carol"):
+            await carol.node.post_content("general", part)
+        await wait_until(
+            lambda: sorted(i for e in gate.held if (i := segment_index(e)) is not None)
+            == [0, 1, 2, 3]
+        )
+        for env in gate.held:  # two of its four segments are lost on the way
+            if segment_index(env) in (1, 3):
+                gate.blackhole.add(envelope_hash(env))
+        await gate.release()
+        await wait_until(lambda: (f := file_state("flame-graph")) is not None
+                         and len(f.present) == 2)  # fmt: skip
+        await steady(app, pilot)
+
+    return app, run_before
+
+
 def error_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
     app = tui(base / "alice", MemoryHub().transport(), fixed=True, remember_state=False)
 
@@ -303,6 +353,7 @@ SCENARIOS: dict[str, Callable[[Path], tuple[SdsChatApp, RunBefore]]] = {
     "tui-search-all": search_all_screen,
     "tui-error": error_screen,
     "tui-replies": typed,
+    "tui-files": files,
 }
 
 

@@ -16,6 +16,7 @@ from scenarios import (
     SNAP_SIZE,
     conversation,
     error_screen,
+    files,
     help_screen,
     new_line,
     search_all_screen,
@@ -61,6 +62,14 @@ def test_replies_reactions_edits_80_and_120(  # type: ignore[no-untyped-def]
     snap_compare, tmp_path: Path, width: int, theme: str
 ) -> None:
     app, before = typed(tmp_path, theme=theme)
+    assert snap_compare(app, terminal_size=(width, 24), run_before=before)
+
+
+@pytest.mark.parametrize(("width", "theme"), [(80, "dark"), (120, "light")])
+def test_file_progress_80_and_120(  # type: ignore[no-untyped-def]
+    snap_compare, tmp_path: Path, width: int, theme: str
+) -> None:
+    app, before = files(tmp_path, theme=theme)
     assert snap_compare(app, terminal_size=(width, 24), run_before=before)
 
 
