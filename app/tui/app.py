@@ -275,7 +275,7 @@ class SdsChatApp(App[None]):
         self.tui_config = opts.config or TuiConfig()
         set_colours(self.tui_config.colours)  # the log's colours: the config file's
         if self.tui_config.keymap:
-            self.set_keymap(self.tui_config.keymap)
+            self.set_keymap(self.tui_config.textual_keymap())
         self.node: Node | None = None
         self.model = ChatModel()
         self.passphrase: bytes | str | None = opts.passphrase
@@ -1157,9 +1157,12 @@ class SdsChatApp(App[None]):
         if channel is None or self.node is None or not self._chat_ready():
             return
         bar = self.chat.query_one(FindBar)
+        box = bar.input
+        if bar.display and not query:  # open already: back to its text
+            box.focus()
+            return
         self._find = FindState(channel)
         bar.display = True
-        box = bar.input
         box.focus()
         if box.value != query:
             box.value = query  # its Changed message starts the search

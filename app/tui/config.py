@@ -72,6 +72,9 @@ ACTIONS: dict[str, tuple[str, str, str]] = {
 }
 """action id -> (default key, Textual action, what it does): the chat screen's keys."""
 
+BINDING_PREFIX = "sdschat."
+"""Textual binding ids are this and the action's name (never one of Textual's own ids)."""
+
 NOT_PRIORITY = ("unselect",)
 """Actions whose key goes to the focused widget first (Esc closes a dialog, the find bar)."""
 
@@ -127,6 +130,10 @@ class TuiConfig:
     """action id -> keys (comma-separated, Textual's keymap form), only those set."""
     colours: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``"dark"`` / ``"light"`` -> colour name -> a colour (``authors``: a list)."""
+
+    def textual_keymap(self) -> dict[str, str]:
+        """The keymap for :meth:`textual.app.App.set_keymap` (binding id -> keys)."""
+        return {f"{BINDING_PREFIX}{k}": v for k, v in self.keymap.items()}
 
     def keys(self, action: str) -> str:
         """The keys of ``action`` in effect (comma-separated)."""

@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
-from app.tui.config import ACTIONS, NOT_PRIORITY
+from app.tui.config import ACTIONS, BINDING_PREFIX, NOT_PRIORITY
 from app.tui.widgets.chat_input import ChatInput, CompletionSource
 from app.tui.widgets.find_bar import FindBar
 from app.tui.widgets.message_log import MessageLog
@@ -29,12 +29,13 @@ class ChatScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
-            keys, action, what, priority=name not in NOT_PRIORITY, show=False, id=name
+            keys, action, what, priority=name not in NOT_PRIORITY, show=False,
+            id=f"{BINDING_PREFIX}{name}",
         )
         for name, (keys, action, what) in ACTIONS.items()
     ]
-    """Every key of :data:`app.tui.config.ACTIONS`; the ids are the config file's
-    ``[keys]`` names (the app applies them as Textual's keymap)."""
+    """Every key of :data:`app.tui.config.ACTIONS`; the ids are ``sdschat.`` and the
+    config file's ``[keys]`` names (the app applies them as Textual's keymap)."""
 
     def __init__(self, source: CompletionSource, tz: tzinfo | None) -> None:
         super().__init__(id="chat")
