@@ -252,7 +252,9 @@ def search_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
         await asyncio.wait_for(app.ready.wait(), 30)
         await pilot.press("ctrl+f")
         await pilot.press(*"bloom")  # found as you type, highlighted in the log
-        await wait_until(lambda: app._find is not None and app._find.index == 0)
+        await wait_until(
+            lambda: app._find is not None and app._find.text == "bloom" and app._find.index == 0
+        )
         await pilot.press("up")  # the match before the newest
         await wait_until(lambda: app._find is not None and app._find.index == 1)
         await steady(app, pilot)
@@ -270,7 +272,7 @@ def search_all_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
         await asyncio.wait_for(app.ready.wait(), 30)
         await pilot.press("alt+f")
         await pilot.press(*"repair")
-        await wait_until(lambda: bool(getattr(app.screen, "results", None)))
+        await wait_until(lambda: getattr(app.screen, "searched", None) == "repair")
         await steady(app, pilot)
 
     return app, run_before

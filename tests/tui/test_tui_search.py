@@ -45,8 +45,10 @@ async def test_find_as_you_type_highlights_and_steps_through_the_stored_history(
         assert bar.display and app.chat.query_one(FindInput).has_focus
         await pilot.press(*"MESSAGE 123")  # no Enter: it searches as you type, any case
         state = app._find
-        await wait_until(lambda: state is not None and state.index == 0, what="found")
         assert state is not None
+        await wait_until(  # (a pause while typing may search "MESSAGE 1" first)
+            lambda: state.text == "MESSAGE 123" and state.index == 0, what="found"
+        )
         # 123 and 1230..1239: found in SQLite (the window holds only 1800..1999)
         assert len(state.results) == 11
         await pilot.pause()
@@ -80,7 +82,8 @@ async def test_find_as_you_type_highlights_and_steps_through_the_stored_history(
         # Esc leaves: back to the newest messages
         await type_line(pilot, "/search message 7")
         assert bar.display and app.chat.query_one(FindInput).value == "message 7"
-        await wait_until(lambda: app._find is not None and app._find.index == 0)
+        await wait_until(lambda: app._find is not None and app._find.index == 0
+                         and app._find.text == "message 7")  # fmt: skip
         await pilot.press("escape")
         await wait_until(lambda: log.view.at_tail, what="back at the newest")
         await pilot.pause()
@@ -89,7 +92,8 @@ async def test_find_as_you_type_highlights_and_steps_through_the_stored_history(
         # nothing found: said, nothing moves
         await pilot.press("ctrl+f")
         await pilot.press(*"no such words")
-        await wait_until(lambda: app._find is not None and app._find.searched)
+        await wait_until(lambda: app._find is not None and app._find.searched
+                         and app._find.text == "no such words")  # fmt: skip
         await pilot.pause()
         assert "no match" in screen_text(app) and log.view.at_tail
 
@@ -107,7 +111,8 @@ async def test_search_all_channels_lists_channel_author_time_and_jumps(tmp_path:
         assert isinstance(app.screen, SearchScreen)
         await pilot.press(*"deploy")  # results as you type
         screen = app.screen
-        await wait_until(lambda: len(screen.results) == 2, what="two results")
+        await wait_until(lambda: screen.searched == "deploy" and len(screen.results) == 2,
+                         what="two results")  # fmt: skip
         await pilot.pause()
         shown = screen_text(app)
         assert "#general bob: the deploy is green" in shown  # channel, author (and time)
@@ -121,12 +126,14 @@ async def test_search_all_channels_lists_channel_author_time_and_jumps(tmp_path:
         assert row is not None and row.text == "deploy on friday"
         # the find bar is open on the same text there: Up/Down go on in #random
         bar = app.chat.query_one(FindBar)
-        await wait_until(lambda: app._find is not None and app._find.searched)
+        await wait_until(lambda: app._find is not None and app._find.searched
+                         and app._find.text == "deploy")  # fmt: skip
         assert bar.display and app.chat.query_one(FindInput).value == "deploy"
         await pilot.press("escape")
         await pilot.pause()
         # Tab in the find bar: the same text in every channel
         await pilot.press("ctrl+f")
         await pilot.press(*"friday", "tab")
-        await wait_until(lambda: isinstance(app.screen, SearchScreen) and app.screen.results)
+        await wait_until(lambda: isinstance(app.screen, SearchScreen)
+                         and app.screen.searched == "friday")  # fmt: skip
         assert [c for c, _ in app.screen.results] == ["random"]  # type: ignore[attr-defined]
