@@ -137,3 +137,22 @@ async def test_search_all_channels_lists_channel_author_time_and_jumps(tmp_path:
         await wait_until(lambda: isinstance(app.screen, SearchScreen)
                          and app.screen.searched == "friday")  # fmt: skip
         assert [c for c, _ in app.screen.results] == ["random"]  # type: ignore[attr-defined]
+
+
+async def test_search_matches_the_shown_text_not_the_json_around_it(tmp_path: Path) -> None:
+    """The store matches raw content bytes ("kind", "name" are in every JSON line);
+    search keeps only messages whose shown text has the words, any case."""
+    from app.tui.find import search_all, search_channel
+    from storage import Store
+
+    await seed_history(tmp_path / "alice", 300)
+    async with await Store.open(tmp_path / "alice") as store:
+        assert await search_channel(store, "general", '"kind"') == []
+        assert await search_channel(store, "general", "dave") == []  # the author's name
+        found = await search_channel(store, "general", "STORED MESSAGE 29")
+        texts = [e.content.decode() for e in found]
+        assert len(found) == 11 and all("stored message 29" in t for t in texts)
+        assert [e.lamport for e in found] == sorted((e.lamport for e in found), reverse=True)
+        assert len(await search_channel(store, "general", "stored", limit=7)) == 7
+        both = await search_all(store, ["general"], "message 1")
+        assert both and {c for c, _ in both} == {"general"}
