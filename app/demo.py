@@ -17,7 +17,10 @@ Data directories persist between runs (``--fresh`` starts over), so the TUIs
 open where you left off.
 
 It prints one line: how to attach and how to quit. ``sdschat demo --stop``
-ends the session (relay and TUIs). ``sdschat demo --core`` (also
+ends the session (relay and TUIs). ``sdschat demo --restart alice`` opens alice's
+pane again after she quit (Ctrl+Q) or failed, with the same data directory, relay
+and passphrase: her TUI opens where she left off (the session's commands are kept
+in ``demo.json`` in the demo's directory). ``sdschat demo --core`` (also
 ``sdschat core-demo``) runs the older, self-checking demo of the SDS core alone.
 
 The same building blocks (:func:`plan_demo`, :func:`start_session`,
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import secrets
 import shlex
@@ -47,6 +51,7 @@ __all__ = [
     "default_demo_dir",
     "free_port",
     "plan_demo",
+    "restart_participant",
     "run_demo",
     "start_session",
     "stop_session",
@@ -175,7 +180,7 @@ def _pane_command(argv: Sequence[str], cwd: Path, label: str) -> str:
     cmd = shlex.join(argv)
     return (
         f"cd {shlex.quote(str(cwd))} && {cmd} || "
-        f"{{ echo; echo {shlex.quote(label + ' exited with status')} $?; "
+        f"{{ status=$?; echo; echo {shlex.quote(label + ' exited with status')} $status; "
         "echo 'press Enter to close'; read _; }"
     )
 
@@ -246,6 +251,116 @@ def start_session(
     _tmux("set-option", "-t", s, "escape-time", "10", tmux=tmux)
     _tmux("select-window", "-t", f"{s}:chat", tmux=tmux)
     _tmux("select-pane", "-t", f"{s}:chat.0", tmux=tmux)
+    save_plan(plan)  # for `sdschat demo --restart NAME`
+
+
+PLAN_FILE = "demo.json"
+"""The running session's commands, in the demo's directory (for ``--restart``)."""
+
+
+def save_plan(plan: DemoPlan) -> Path:
+    """Keep ``plan``'s session, port and commands in ``base_dir/demo.json`` (mode 0600;
+    it names the passphrase file, never the passphrase)."""
+    path = plan.base_dir / PLAN_FILE
+    doc = {
+        "session": plan.session,
+        "port": plan.port,
+        "channel": plan.channel,
+        "relay": plan.relay,
+        "participants": plan.participants,
+    }
+    tmp = path.with_name(f".{PLAN_FILE}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+    tmp.replace(path)
+    return path
+
+
+def load_plan(base_dir: Path) -> DemoPlan:
+    """The plan :func:`save_plan` kept in ``base_dir``.
+
+    Raises:
+        ValueError: none there, or unreadable.
+    """
+    path = base_dir / PLAN_FILE
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+        return DemoPlan(
+            session=str(doc["session"]),
+            base_dir=base_dir,
+            port=int(doc["port"]),
+            channel=str(doc["channel"]),
+            relay=[str(a) for a in doc["relay"]],
+            participants={str(k): [str(a) for a in v] for k, v in doc["participants"].items()},
+        )
+    except FileNotFoundError:
+        raise ValueError(f"no demo was started from {base_dir} (no {PLAN_FILE})") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+
+
+def _panes(window: str, tmux: str) -> dict[str, str]:
+    """Pane title -> pane id of ``window``'s panes ({} if there is no such window)."""
+    out = subprocess.run(
+        [tmux, "list-panes", "-t", window, "-F", "#{pane_id} #{pane_title}"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    panes: dict[str, str] = {}
+    for line in out.stdout.splitlines() if out.returncode == 0 else ():
+        pane, _, title = line.partition(" ")
+        panes[title] = pane
+    return panes
+
+
+def restart_participant(plan: DemoPlan, name: str, *, tmux: str = "tmux") -> str:
+    """Open ``name``'s pane again in the running session: a pane where the TUI quit is
+    made anew beside the others; one still showing why it failed is run again in place.
+    Returns what was done, for the person.
+
+    Raises:
+        ValueError: not a participant, the session is not running, or the TUI is still
+            running (nothing is changed then).
+    """
+    argv = plan.participants.get(name)
+    if argv is None:
+        raise ValueError(
+            f"{name!r} is not in this demo; the participants are {', '.join(plan.participants)}"
+        )
+    s = plan.session
+    if not session_exists(s, tmux=tmux):
+        raise ValueError(f"no tmux session {s} running: start the demo with `sdschat demo`")
+    cwd = Path(__file__).resolve().parent.parent
+    cmd = _pane_command(argv, cwd, name)
+    window = f"{s}:chat"
+    panes = _panes(window, tmux)
+    if name in panes:
+        pane = panes[name]
+        shown = subprocess.run(
+            [tmux, "capture-pane", "-p", "-t", pane], capture_output=True, text=True, timeout=30
+        ).stdout
+        tail = [line for line in shown.splitlines() if line.strip()][-2:]
+        failed = len(tail) == 2 and "exited with status" in tail[0] and "press Enter" in tail[1]
+        if not failed:  # the pane still runs the TUI (see _pane_command)
+            raise ValueError(
+                f"{name} is still running (pane {pane}); Ctrl+Q in that pane quits first"
+            )
+        _tmux("respawn-pane", "-k", "-t", pane, cmd, tmux=tmux)  # it showed why it failed
+        _tmux("select-pane", "-t", pane, "-T", name, tmux=tmux)
+        return f"{name} started again in the same pane"
+    if panes:
+        new = [tmux, "split-window", "-t", window, "-h"]
+    else:  # everybody quit: the chat window closed with the last pane
+        new = [tmux, "new-window", "-t", s, "-n", "chat"]
+    made = subprocess.run(
+        [*new, "-P", "-F", "#{pane_id}", cmd],
+        check=True, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    _tmux("select-pane", "-t", made.stdout.strip(), "-T", name, tmux=tmux)
+    _tmux("select-layout", "-t", window, "even-horizontal", tmux=tmux)
+    return f"{name} is back in the chat window"
 
 
 def stop_session(session: str, *, tmux: str = "tmux") -> bool:
@@ -274,13 +389,26 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"sdschat demo: no tmux session {session} running", file=sys.stderr)
         return 1
     attach = f"tmux attach -t {session}"
+    base = Path(args.dir).expanduser() if args.dir else default_demo_dir()
+    if args.restart:
+        try:
+            plan = load_plan(base)
+            if plan.session != session:
+                raise ValueError(
+                    f"the demo in {base} runs as tmux session {plan.session}, not {session}"
+                )
+            done = restart_participant(plan, args.restart, tmux=tmux)
+        except (ValueError, subprocess.SubprocessError, OSError) as exc:
+            print(f"sdschat demo: {exc}", file=sys.stderr)
+            return 1
+        print(f"sdschat demo: {done}: attach with `{attach}`")
+        return 0
     if session_exists(session, tmux=tmux):
         print(
             f"sdschat demo is already running: attach with `{attach}` · "
             f"end it with `sdschat demo --stop`"
         )
         return 0
-    base = Path(args.dir).expanduser() if args.dir else default_demo_dir()
     if args.fresh and base.exists():
         shutil.rmtree(base)
     plan = plan_demo(base, session=session)
@@ -306,6 +434,12 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
         help="run the SDS core demo instead (in-memory network, no TUI, no tmux)",
     )
     p.add_argument("--stop", action="store_true", help="end a running demo session")
+    p.add_argument(
+        "--restart",
+        default=None,
+        metavar="NAME",
+        help="open the pane of participant NAME (alice, bob, carol) again after they quit",
+    )
     p.add_argument("--attach", action="store_true", help="attach to the session right away")
     p.add_argument("--fresh", action="store_true", help="start with empty data directories")
     p.add_argument(

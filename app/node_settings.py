@@ -25,6 +25,11 @@ Config file (``--config FILE``, TOML)::
     sync_interval_ms = 2000
     lost_timeout_ms = 20000
 
+    [keys]                   # the TUI's keymap (app/tui/config.py; headless ignores it)
+    search = "ctrl+f"
+    [colours]                # the TUI's log colours (app/tui/config.py)
+    mention = "#ffd866"
+
 Unknown keys are errors (a typo must not silently keep a default).
 """
 
@@ -52,6 +57,7 @@ __all__ = [
 _TOP_KEYS = {
     "relay", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
     "recent_window", "protocol",
+    "keys", "colours", "colors",  # the TUI's keymap and colours (app/tui/config.py)
 }
 
 #: what each top-level key must hold ("number": an integer or a float)
@@ -65,6 +71,9 @@ _TOP_TYPES: dict[str, str] = {
     "state_save_ms": "integer",
     "recent_window": "integer",
     "protocol": "table",
+    "keys": "table",
+    "colours": "table",
+    "colors": "table",
 }
 
 

@@ -70,9 +70,11 @@ from app.node_events import (
 from app.transport import Transport
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
+from app.tui.config import TuiConfig
+from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.reasons import explain
-from app.tui.render import palette, state_label
+from app.tui.render import palette, set_colours, state_label
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import (
     FatalScreen,
@@ -84,6 +86,7 @@ from app.tui.screens.dialogs import (
 from app.tui.screens.search import SearchScreen
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
 from app.tui.widgets.chat_input import ChatInput
+from app.tui.widgets.find_bar import FindBar, FindInput
 from app.tui.widgets.message_log import SLICE_PAUSE, MessageLog
 from app.tui.widgets.panels import (
     ChannelBar,
@@ -129,6 +132,9 @@ ROWS_PER_SLICE = 10
 """A page read in the background is turned into rows ROWS_PER_SLICE at a time,
 with a :data:`~app.tui.widgets.message_log.SLICE_PAUSE` between slices."""
 
+FIND_PAUSE = 0.15
+"""Seconds after the last key in the find bar before it searches (as you type)."""
+
 MAX_ROUND = 16
 """At most this many inputs per node round in the app. A round opens and feeds
 its envelopes without yielding (~1 ms each, more on a busy machine); the node's
@@ -166,6 +172,8 @@ class TuiOptions:
     relay_url: str | None = None
     """The relay's URL, if any: offline notices say what is wrong with it."""
     extra: dict[str, Any] = field(default_factory=dict)
+    config: TuiConfig | None = None
+    """The config file's ``[keys]`` and ``[colours]`` (app/tui/config.py), checked."""
 
 
 def make_app(
@@ -187,6 +195,7 @@ def make_app(
     remember_state: bool = True,
     lan_transport: Any | None = None,
     relay_url: str | None = None,
+    tui_config: TuiConfig | None = None,
 ) -> SdsChatApp:
     """Build the app.
 
@@ -213,6 +222,8 @@ def make_app(
             (the status bar shows its peer count).
         relay_url: the relay's ws:// or wss:// URL, if any (offline notices say
             what is wrong with it: :func:`app.tui.reasons.explain`).
+        tui_config: the keymap and colours of the config file
+            (:func:`app.tui.config.tui_config`, checked before).
     """
     return SdsChatApp(
         TuiOptions(
@@ -233,6 +244,7 @@ def make_app(
             remember_state=remember_state,
             lan_transport=lan_transport,
             relay_url=relay_url,
+            config=tui_config,
         )
     )
 
@@ -260,6 +272,10 @@ class SdsChatApp(App[None]):
         super().__init__()
         self.opts = opts
         self.clock = opts.clock
+        self.tui_config = opts.config or TuiConfig()
+        set_colours(self.tui_config.colours)  # the log's colours: the config file's
+        if self.tui_config.keymap:
+            self.set_keymap(self.tui_config.textual_keymap())
         self.node: Node | None = None
         self.model = ChatModel()
         self.passphrase: bytes | str | None = opts.passphrase
@@ -293,6 +309,11 @@ class SdsChatApp(App[None]):
         """The latest catch-up progress per channel, while one runs."""
         self._store_later: str | None = None
         """A store peer found on the LAN before the node was open."""
+        self._find: FindState | None = None
+        """Ctrl+F: what is searched in the channel shown, while the find bar is open."""
+        self._find_timer: Any = None
+        self._files_running: set[str] = set()
+        """Channels whose file lines are being read from the store (_check_files)."""
         self.collector = Collector()
         """When the cyclic GC may run (see :mod:`app.tui.collector`)."""
 
@@ -620,6 +641,7 @@ class SdsChatApp(App[None]):
         view = self.model.channels.get(channel)
         if view is not None and view.unquoted:
             self.run_worker(self._resolve_quotes(channel), group="quotes")
+        self._check_files(channel)
         if channel == self.model.current:
             log = self.chat.query_one(MessageLog)
             log.page_loaded()
@@ -798,6 +820,7 @@ class SdsChatApp(App[None]):
             view = self.model.channels.get(name)
             if view is not None and view.unquoted:
                 self.run_worker(self._resolve_quotes(name), group="quotes")
+            self._check_files(name)
         current = self.model.current
         log = self.chat.query_one(MessageLog)
         if current in changes.channels or log.view is not self.model.channels.get(current or ""):
@@ -1029,7 +1052,7 @@ class SdsChatApp(App[None]):
         log.to_bottom()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.tui_config))
 
     def action_toggle_peers(self) -> None:
         peers = self.chat.query_one(PeerList)
@@ -1127,19 +1150,133 @@ class SdsChatApp(App[None]):
                 self.chat.query_one(w).refresh()
 
     def action_search(self, query: str = "") -> None:
+        """Ctrl+F: the find bar over the input, searching this channel's stored history as
+        you type; matches highlighted in the log, Up/Down older/newer match, Enter stays,
+        Esc leaves (back to the newest), Tab: the same text in every channel."""
         channel = self.model.current
-        node = self.node
-        if channel is None or node is None:
+        if channel is None or self.node is None or not self._chat_ready():
             return
+        bar = self.chat.query_one(FindBar)
+        box = bar.input
+        if bar.display and not query:  # open already: back to its text
+            box.focus()
+            return
+        self._find = FindState(channel)
+        bar.display = True
+        box.focus()
+        if box.value != query:
+            box.value = query  # its Changed message starts the search
+            box.cursor_position = len(query)
+        else:
+            self._find_text(query)
 
-        async def search(text: str) -> list[LogEntry]:
-            return await node.store.search(channel, text, limit=50)
+    def action_search_all(self, query: str = "") -> None:
+        """Alt+F, ``/search --all TEXT``: search every joined channel (a list: channel,
+        author, time); picking a result jumps there with the find bar on its text."""
+        node = self.node
+        if node is None:
+            return
+        channels = list(self.model.order)
 
-        def done(entry: LogEntry | None) -> None:
-            if entry is not None:
-                self.run_worker(self.jump_to(channel, entry), group="jump", exclusive=True)
+        async def search(text: str) -> list[tuple[str, LogEntry]]:
+            return await search_all(node.store, channels, text)
 
-        self.push_screen(SearchScreen(channel, search, query, tz=self.opts.tz), done)
+        def done(found: tuple[str, LogEntry] | None) -> None:
+            if found is not None:
+                channel, entry = found
+                self.run_worker(self._jump_found(channel, entry, screen.query_text),
+                                group="jump", exclusive=True)
+
+        screen = SearchScreen("Search all channels", search, query, tz=self.opts.tz)
+        self.push_screen(screen, done)
+
+    async def _jump_found(self, channel: str, entry: LogEntry, text: str) -> None:
+        """A result of the all-channels search: show it, the find bar on its text there."""
+        if channel != self.model.current:
+            self._leave_current()
+        await self.jump_to(channel, entry)
+        self.action_search(text)
+
+    def on_input_changed_find(self, value: str) -> None:
+        """The find bar's text changed: search once typing pauses a moment."""
+        if self._find_timer is not None:
+            self._find_timer.stop()
+        self._find_timer = self.set_timer(FIND_PAUSE, lambda: self._find_text(value))
+
+    def _find_text(self, text: str) -> None:
+        self._find_timer = None
+        state = self._find
+        if state is None:
+            return
+        state.channel = self.model.current or state.channel
+        state.text, state.searched, state.results, state.index = text, False, [], -1
+        self.chat.query_one(MessageLog).set_find(text.strip() or None)
+        self._find_status()
+        if text.strip():
+            self.run_worker(self._find_run(state, text), group="find", exclusive=True)
+
+    async def _find_run(self, state: FindState, text: str) -> None:
+        node = self.node
+        if node is None:
+            return
+        results = await search_channel(node.store, state.channel, text)
+        if self._find is not state or state.text != text:
+            return  # typed on meanwhile, or closed
+        state.results, state.searched = results, True
+        self._find_status()
+        if results:
+            await self._find_show(state, 0)
+
+    async def _find_show(self, state: FindState, index: int) -> None:
+        """Show match ``index`` (0: the newest), selected, in the middle of its context."""
+        entry = state.results[index]
+        state.index = index
+        self._find_status()
+        log = self.chat.query_one(MessageLog)
+        view = self.model.channels.get(state.channel)
+        row = view.find_message(entry.message_id) if view is not None else None
+        if row is not None and state.channel == self.model.current:
+            log.select(row.key)  # in the window: no need to read the store again
+            return
+        await self.jump_to(state.channel, entry)
+
+    def _find_status(self) -> None:
+        if self._find is not None and self._chat_ready():
+            self.chat.query_one(FindBar).set_status(self._find.status())
+
+    def on_find_bar_step(self, message: FindBar.Step) -> None:
+        state = self._find
+        if state is None:
+            return
+        if state.channel != self.model.current:  # switched channel: search there
+            self._find_text(state.text)
+            return
+        if not state.results:
+            return
+        index = max(0, min(len(state.results) - 1, state.index + message.step))
+        if index == state.index:
+            self.notify("no older match" if message.step > 0 else "no newer match", timeout=2)
+            return
+        self.run_worker(self._find_show(state, index), group="find", exclusive=True)
+
+    def on_find_bar_close(self, message: FindBar.Close) -> None:
+        """Enter: stay at the match (selected, for /reply, /info...); Esc: the newest."""
+        self._find = None
+        if self._find_timer is not None:
+            self._find_timer.stop()
+            self._find_timer = None
+        self.workers.cancel_group(self, "find")  # a search or a jump still under way
+        bar = self.chat.query_one(FindBar)
+        bar.display = False
+        log = self.chat.query_one(MessageLog)
+        log.set_find(None)
+        self.chat.query_one(ChatInput).focus()
+        if not message.keep:
+            log.select(None)
+            self.action_log_end(1)
+
+    def on_find_bar_everywhere(self, message: FindBar.Everywhere) -> None:
+        self.action_search_all(message.text)
 
     def action_retry(self) -> None:
         self.run_worker(self._retry(), group="retry")
@@ -1175,6 +1312,9 @@ class SdsChatApp(App[None]):
         return sorted(names), joined, known
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        if isinstance(event.input, FindInput):
+            self.on_input_changed_find(event.value)
+            return
         if not isinstance(event.input, ChatInput):
             return
         self.collector.typed()
@@ -1423,7 +1563,11 @@ class SdsChatApp(App[None]):
                 body = await self._info_text(channel or "", row)
                 self.push_screen(TextScreen("Message", body, id="info"))
             elif name == "search":
-                self.action_search(arg)
+                flag, _, rest = arg.partition(" ")
+                if flag in ("-a", "--all"):
+                    self.action_search_all(rest.strip())
+                else:
+                    self.action_search(arg)
             elif name == "retry":
                 await self._retry()
             elif name == "stats":
@@ -1493,6 +1637,37 @@ class SdsChatApp(App[None]):
         log.select(None)  # done with it: the next /edit is about your last line again
         if name == "reply":
             log.follow = True
+
+    def _check_files(self, channel: str) -> None:
+        """File lines of ``channel`` whose manifest is not read yet, or that have every
+        segment and are not checked yet: read them from the store (app/tui/files.py),
+        one worker per channel at a time."""
+        view = self.model.channels.get(channel)
+        if view is None or not view.files_todo or channel in self._files_running:
+            return
+        self._files_running.add(channel)
+        self.run_worker(self._read_files(channel), group="files")
+
+    async def _read_files(self, channel: str) -> None:
+        from app.tui.files import read_file_state
+
+        try:
+            for _ in range(1000):  # bounded: each pass takes what was asked meanwhile
+                node, view = self.node, self.model.channels.get(channel)
+                if node is None or view is None or not view.files_todo:
+                    return
+                todo, view.files_todo = view.files_todo, set()
+                for mid in todo:
+                    try:
+                        state = await read_file_state(node.store, channel, mid)
+                    except Exception:  # a closed store at exit, a damaged row: not shown
+                        continue
+                    if state is not None and self.model.channels.get(channel) is view:
+                        view.set_file(mid, state)
+                if channel == self.model.current and self._chat_ready():
+                    self.chat.query_one(MessageLog).sync()
+        finally:
+            self._files_running.discard(channel)
 
     async def _resolve_quotes(self, channel: str) -> None:
         """Replies whose target is outside the window: quote it from the store."""

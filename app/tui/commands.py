@@ -51,7 +51,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),
     CommandSpec("notify", "/notify [on|off]", "desktop notifications of mentions elsewhere"),
     CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
-    CommandSpec("search", "/search TEXT", "search this channel's history (also Ctrl+F)", False),
+    CommandSpec("search", "/search [-a] TEXT", "find in this channel (Ctrl+F); -a: in all "
+                "channels (Alt+F)", False),
     CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),
     CommandSpec("passphrase", "/passphrase", "set the passphrase for the next /join"),
     CommandSpec("theme", "/theme", "switch between dark and light (also F3)"),

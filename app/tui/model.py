@@ -54,6 +54,7 @@ __all__ = [
     "STATE_GLYPHS",
     "ChannelView",
     "ChatModel",
+    "FileState",
     "Row",
     "mentions",
 ]
@@ -90,6 +91,36 @@ def mentions(text: str, name: str) -> bool:
     if not name:
         return False
     return re.search(rf"(?<![\w@])@{re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+_SEGMENT_TEXT = re.compile(r"file segment (\d+) of ([0-9a-f]{8})")
+"""A segment's summary text (``app.content.decode``): its index and its file id's start."""
+
+
+@dataclass(eq=False)
+class FileState:
+    """A received file's reassembly as the log shows it (``app/tui/files.py`` reads it
+    from the store): ``present`` segments of ``total`` (received, delivered or still
+    waiting for an earlier one), and, once every segment is stored, whether the sha256
+    of the joined bytes matches the manifest (``intact``; None until checked)."""
+
+    file_id: str
+    name: str
+    size: int
+    total: int
+    segment_size: int
+    present: set[int] = field(default_factory=set)
+    intact: bool | None = None
+
+    @property
+    def received_bytes(self) -> int:
+        """Bytes of the file in the segments present (the last one is shorter)."""
+        seg, size = self.segment_size, self.size
+        return sum(max(0, min(seg, size - i * seg)) for i in self.present)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.present) >= self.total
 
 
 @dataclass(eq=False)
@@ -142,6 +173,8 @@ class Row:
     """emoji -> sender ids who reacted with it (in the order they did)."""
     edited: bool = False
     deleted: bool = False
+    file: FileState | None = None
+    """A file line's reassembly (None until its manifest was read from the store)."""
 
     def __post_init__(self) -> None:
         self._parse_typed()
@@ -269,6 +302,71 @@ class ChannelView:
     effects: dict[str, dict[str, Row]] = field(default_factory=dict)
     """target message id -> (effect's message id or local key -> the reaction, edit or
     deletion row): kept so a target paged in later, or shown again, gets them."""
+    segments: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+    """(sender id, file id's first 8 hex) -> indices of that file's segments seen here
+    (delivered, or arrived and waiting), whether or not they are in the window."""
+    files: dict[str, FileState] = field(default_factory=dict)
+    """file line's message id -> its reassembly (kept when the line leaves the window)."""
+    files_todo: set[str] = field(default_factory=set)
+    """File lines whose manifest must be read, or whose complete bytes must be checked,
+    from the store (the app does it: ``app/tui/files.py``)."""
+
+    def note_segment(self, sender_id: str, text: str) -> bool:
+        """A segment of a file arrived (``text``: its summary); True if a file line
+        shown here changed (its progress moved)."""
+        m = _SEGMENT_TEXT.fullmatch(text)
+        if m is None:
+            return False
+        index, short = int(m.group(1)), m.group(2)
+        seen = self.segments.setdefault((sender_id, short), set())
+        if index in seen:
+            return False
+        seen.add(index)
+        changed = False
+        for mid, state in self.files.items():
+            row = self.by_id.get(mid)
+            owner = row.sender_id if row is not None else None
+            ours = state.file_id[:8] == short and owner in (None, sender_id)
+            if ours and 0 <= index < state.total and index not in state.present:
+                state.present.add(index)
+                if state.complete and state.intact is None:
+                    self.files_todo.add(mid)
+                if row is not None:
+                    row.touch()
+                    changed = True
+        return changed
+
+    def recheck_files(self, text: str) -> None:
+        """A segment was delivered (stored): a file it belongs to that has every segment
+        but is not checked yet (one was still waiting) is checked again."""
+        m = _SEGMENT_TEXT.fullmatch(text)
+        for mid, state in self.files.items():
+            ours = m is not None and state.file_id[:8] == m.group(2)
+            if ours and state.complete and state.intact is None:
+                self.files_todo.add(mid)
+
+    def set_file(self, message_id: str, state: FileState) -> None:
+        """The app read a file line's manifest (and what the store holds of it)."""
+        row = self.by_id.get(message_id)
+        sender = row.sender_id if row is not None else None
+        if sender is not None:
+            seen = self.segments.get((sender, state.file_id[:8]), set())
+            state.present |= {i for i in seen if 0 <= i < state.total}
+        self.files[message_id] = state
+        if row is not None:
+            row.file = state
+            row.touch()
+
+    def _adopt_file(self, row: Row) -> None:
+        if row.kind == "segment":
+            self.note_segment(row.sender_id, row.text)
+        elif row.kind == "file" and row.message_id is not None:
+            state = self.files.get(row.message_id)
+            if state is None:
+                self.files_todo.add(row.message_id)
+            elif row.file is not state:
+                row.file = state
+                row.touch()
 
     def _requote(self, target: Row) -> None:
         """Replies quoting ``target`` show its current text (edited, deleted)."""
@@ -290,6 +388,8 @@ class ChannelView:
         mark it disputed if a conflict was reported for its id."""
         if row.message_id is not None and row.message_id in self.disputed:
             row.disputed = self.disputed[row.message_id]
+        if row.kind in ("file", "segment"):
+            self._adopt_file(row)
         if row.kind in EVENT_KINDS:
             row.hidden = self.hide_events
             if row.kind == "topic":
@@ -692,6 +792,10 @@ class ChatModel:
         if ev.name:
             self.names[ev.sender_id] = ev.name
         view.typing.pop(ev.sender_id, None)
+        if ev.kind == "segment":
+            if view.note_segment(ev.sender_id, ev.text):
+                ch.channels.add(ev.channel)  # a file line's progress moved
+            view.recheck_files(ev.text)  # stored now: a complete file can be checked
         key = (ev.lamport, ev.message_id)
         # late: reported missing (by whatever), or older than a message of its author
         # already seen (nothing had named it yet: the end of a burst, found by a resend)
@@ -731,6 +835,8 @@ class ChatModel:
             row.set_content(ev.name, ev.kind, ev.text)
             if row.key != key:
                 view.rekey(row, key)
+            if row.kind == "file":
+                view._adopt_file(row)
             row.touch()
             ch.channels.add(ev.channel)
             return
@@ -842,6 +948,9 @@ class ChatModel:
         # whatever named them (a content message, a sync message, a reminder): when
         # they arrive they are marked recovered, all of them alike
         view.report_missing(ev.ids)
+        arrived = ev.kind == "segment" and ev.text is not None
+        if arrived and view.note_segment(ev.sender_id, ev.text or ""):  # waits its turn
+            ch.channels.add(ev.channel)
         if not ev.waiting or not ev.ids:
             return
         # ev.waiting has arrived (it waits in its turn): the rows that were told it was

@@ -20,8 +20,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
+from typing import Any
 
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console
@@ -38,7 +39,9 @@ __all__ = [
     "day_key",
     "day_label",
     "palette",
+    "progress_bar",
     "row_lines",
+    "set_colours",
     "state_label",
 ]
 
@@ -102,10 +105,58 @@ class Palette:
     selected: Style
     dim: Style
     states: dict[str, Style]
+    match: Style
+    """A search match in the log (Ctrl+F)."""
+
+
+_COLOURS: dict[str, dict[str, Any]] = {}
+"""The config file's ``[colours]`` (see :func:`set_colours`)."""
+
+
+def set_colours(colours: dict[str, dict[str, Any]] | None) -> None:
+    """Use the config file's colours (``app.tui.config.TuiConfig.colours``: ``"dark"`` /
+    ``"light"`` -> name -> colour) in every palette from now on; None: the defaults."""
+    _COLOURS.clear()
+    _COLOURS.update(colours or {})
+
+
+#: colour name -> (Palette field, paints the background)
+_FIELDS = {
+    "time": ("time", False),
+    "separator": ("separator", False),
+    "missing": ("marker_missing", False),
+    "lost": ("marker_lost", False),
+    "new": ("new_line", False),
+    "mention": ("mention_word", False),
+    "mention_background": ("mention_bg", True),
+    "selected": ("selected", True),
+    "dim": ("dim", False),
+    "match": ("match", True),
+}
 
 
 def palette(dark: bool) -> Palette:
-    """The palette for a dark or a light theme."""
+    """The palette for a dark or a light theme (with the config file's colours)."""
+    pal = _base_palette(dark)
+    own = _COLOURS.get("dark" if dark else "light")
+    if not own:
+        return pal
+    changes: dict[str, Any] = {}
+    states = dict(pal.states)
+    for name, value in own.items():
+        if name == "authors":
+            changes["authors"] = tuple(value)
+        elif name in states:
+            states[name] = states[name] + Style(color=value)
+        elif name in _FIELDS:
+            attr, background = _FIELDS[name]
+            extra = Style(bgcolor=value) if background else Style(color=value)
+            changes[attr] = getattr(pal, attr) + extra
+    return replace(pal, states=states, **changes)
+
+
+def _base_palette(dark: bool) -> Palette:
+    """sdschat's own colours for a dark or a light theme."""
     if dark:
         return Palette(
             dark=True,
@@ -126,6 +177,7 @@ def palette(dark: bool) -> Palette:
                 "acknowledged": Style(color="#98c379"),
                 "failed": Style(color="#e06c75", bold=True),
             },
+            match=Style(color="#1e2127", bgcolor="#e5c07b", bold=True),
         )
     return Palette(
         dark=False,
@@ -146,6 +198,7 @@ def palette(dark: bool) -> Palette:
             "acknowledged": Style(color="#2e7d32"),
             "failed": Style(color="#b3262e", bold=True),
         },
+        match=Style(color="#000000", bgcolor="#ffd866", bold=True),
     )
 
 
@@ -189,10 +242,7 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.append(f"{row.name or row.sender_id[:8]} set the topic: ", pal.dim)
         text.append(visible(row.text), style)
     elif row.kind == "file":  # its segments are hidden lines: /save keeps it
-        name = row.text[5:] if row.text.startswith("file ") else row.text
-        text.append("📎 ", style)
-        text.append(visible(name), style + Style(bold=True))
-        text.append("  · /save keeps it", pal.dim)
+        _file(text, row, pal, style)
     elif row.kind in EVENT_KINDS:
         text.append(visible(row.text), pal.dim)
     else:
@@ -215,6 +265,42 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
             pal.states["failed"] if not row.retried else pal.dim,
         )
     return text
+
+
+def progress_bar(done: int, total: int, width: int = 10) -> str:
+    """``▰▰▰▱▱▱▱▱▱▱``: ``done`` of ``total`` in ``width`` cells."""
+    filled = 0 if total <= 0 else min(width, done * width // total)
+    return "▰" * filled + "▱" * (width - filled)
+
+
+def _file(text: Text, row: Row, pal: Palette, style: Style) -> None:
+    """A file's line: a progress bar while segments are missing (or its bytes are being
+    checked), the saveable line once they are all here and match the sha256."""
+    state = row.file
+    name = row.text[5:] if row.text.startswith("file ") else row.text
+    text.append("📎 ", style)
+    if state is None or state.intact is True:  # the manifest not read yet: a moment
+        text.append(visible(name), style + Style(bold=True))
+        text.append("  · /save keeps it" if state is not None else "  · …", pal.dim)
+        return
+    text.append(visible(state.name), style + Style(bold=True))
+    if state.intact is False:
+        text.append(
+            "  ✗ damaged: its bytes do not match the sha256 sent; it cannot be saved",
+            pal.states["failed"],
+        )
+        return
+    have = len(state.present)
+    text.append(f"  {progress_bar(have, state.total)} ", pal.states["possibly_acknowledged"])
+    done, size = state.received_bytes, state.size
+    amount = (
+        f"{done / 1024:,.0f}/{size / 1024:,.0f} KiB" if size >= 10_240 else f"{done}/{size} bytes"
+    )
+    text.append(f"{have}/{state.total} segments · {amount}", pal.dim)
+    text.append(
+        " · checking" if state.complete else " · sending" if row.own else " · receiving",
+        pal.dim,
+    )
 
 
 #: What a conflict's reason means, for the mark after a disputed message.
@@ -278,9 +364,11 @@ def row_lines(
     selected: bool = False,
     new_line: bool = False,
     day: str | None = None,
+    find: str | None = None,
 ) -> list[Text]:
     """The row's lines (a day separator and markers above it, then the wrapped message),
-    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``.
+    each ``width`` wide. ``day``: the first row of a day gets ``── Tuesday 24 November ──``;
+    ``find``: the text searched for (Ctrl+F), highlighted wherever it occurs.
 
     A reply has its target quoted on a line above it (``┌ bob: the build is green``),
     reactions go on a line under the message (``👍 2  🎉 1``); a reaction, an edit or a
@@ -338,6 +426,8 @@ def row_lines(
     cont = Text(" " * (prefix_w - 3))
     cont.append(" │ ", pal.separator)
     body = _body(row, pal, color)
+    if find:  # Ctrl+F: every match of the searched text, any case
+        body.highlight_words([find], pal.match, case_sensitive=False)
     wrapped = body.wrap(console, body_w, overflow="fold") if body.plain else [Text("")]
     for i, part in enumerate(wrapped):
         part.rstrip()

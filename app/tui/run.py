@@ -43,6 +43,15 @@ def run_tui(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sdschat join: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from app.tui.config import tui_config
+
+    try:  # the keymap and colours: a bad entry stops here, before anything is opened
+        keys_and_colours = tui_config(
+            load_config_file(args.config) if args.config else {}, args.config or ""
+        )
+    except ValueError as exc:
+        print(f"sdschat join: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     passphrase: bytes | None = None
     if args.passphrase_file:
         try:
@@ -108,6 +117,7 @@ def run_tui(args: argparse.Namespace) -> int:
         theme=getattr(args, "theme", None),
         lan_transport=lan,
         relay_url=settings.relay if relay_given(args, config_file) else None,
+        tui_config=keys_and_colours,
     )
     app_box.append(app)
     app.run()

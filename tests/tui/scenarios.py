@@ -251,9 +251,78 @@ def search_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
     async def run_before(pilot: Any) -> None:
         await asyncio.wait_for(app.ready.wait(), 30)
         await pilot.press("ctrl+f")
-        app.screen.query_one("#search-input").value = "bloom"
-        await pilot.press("enter")
-        await wait_until(lambda: bool(getattr(app.screen, "results", None)))
+        await pilot.press(*"bloom")  # found as you type, highlighted in the log
+        await wait_until(
+            lambda: app._find is not None and app._find.text == "bloom" and app._find.index == 0
+        )
+        await pilot.press("up")  # the match before the newest
+        await wait_until(lambda: app._find is not None and app._find.index == 1)
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+def search_all_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
+    """Alt+F: every joined channel searched, results listed with channel, author, time."""
+    asyncio.run(seed_history(base / "alice", 60))
+    app = tui(base / "alice", MemoryHub().transport(), fixed=True, remember_state=False,
+              channels=("general", "random"))  # fmt: skip
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        await pilot.press("alt+f")
+        await pilot.press(*"repair")
+        await wait_until(lambda: getattr(app.screen, "searched", None) == "repair")
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+def files(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
+    """A file received whole (saveable) and one still missing two of its four segments
+    (a progress bar: segments received, KiB)."""
+    from test_tui_files import segment_index
+
+    from app.files import split_file
+    from net.envelope import envelope_hash
+
+    hub = MemoryHub()
+    gate = GatedTransport(hub.transport())
+    app = tui(base / "alice", gate, fixed=True, theme=theme, remember_state=False)
+    peers: list[Peer] = []
+    _attach(app, peers)
+
+    def shown(text: str) -> bool:
+        return any(text in r.text for r in app.model.channels["general"].rows)
+
+    def file_state(name: str) -> Any:
+        rows = app.model.channels["general"].rows
+        return next((r.file for r in rows if r.kind == "file" and name in r.text), None)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        bob = await start_peer(base / "bob", hub, "bob", seed=2, fixed=True)
+        carol = await start_peer(base / "carol", hub, "carol", seed=3, fixed=True)
+        peers.extend([bob, carol])
+        await bob.say("the logs of last night's soak, for whoever looks first")
+        for part in split_file("soak-logs.tar.gz", bytes(range(256)) * 470, "bob"):
+            await bob.node.post_content("general", part)
+        await wait_until(lambda: (f := file_state("soak-logs")) is not None and f.intact)
+        await carol.say("and the flame graph")
+        await wait_until(lambda: shown("and the flame graph"))
+        gate.hold = True
+        for part in split_file("flame-graph.svg", b"<svg/>" * 30_000, "carol"):
+            await carol.node.post_content("general", part)
+        await wait_until(
+            lambda: sorted(i for e in gate.held if (i := segment_index(e)) is not None)
+            == [0, 1, 2, 3]
+        )
+        for env in gate.held:  # two of its four segments are lost on the way
+            if segment_index(env) in (1, 3):
+                gate.blackhole.add(envelope_hash(env))
+        await gate.release()
+        await wait_until(lambda: (f := file_state("flame-graph")) is not None
+                         and len(f.present) == 2)  # fmt: skip
         await steady(app, pilot)
 
     return app, run_before
@@ -283,8 +352,10 @@ SCENARIOS: dict[str, Callable[[Path], tuple[SdsChatApp, RunBefore]]] = {
     "tui-new-line": new_line,
     "tui-help": help_screen,
     "tui-search": search_screen,
+    "tui-search-all": search_all_screen,
     "tui-error": error_screen,
     "tui-replies": typed,
+    "tui-files": files,
 }
 
 

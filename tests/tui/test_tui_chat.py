@@ -415,7 +415,7 @@ async def test_a_peers_control_characters_are_shown_escaped(tmp_path: Path) -> N
         assert "bob │ first line" in line_with(app, "first line")
         assert line_with(app, "second line").rstrip().endswith("│ second line")
         # the search dialog shows it escaped as well
-        await send_line(pilot, "/search owned")
+        await send_line(pilot, "/search -a owned")
         await wait_until(lambda: "bob: clear\\x1b[2J" in screen_text(app), what="found")
         assert "\x1b" not in screen_text(app)
 

@@ -23,7 +23,6 @@ from app.transport import MemoryHub
 from app.tui.app import TUI_STATE_FILE
 from app.tui.model import MAX_WINDOW, PAGE
 from app.tui.screens.dialogs import HelpScreen, PassphraseScreen, TextScreen
-from app.tui.screens.search import SearchScreen
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.message_log import MessageLog
 from storage import Store, StoredMessage
@@ -348,37 +347,3 @@ async def test_only_rows_on_screen_are_wrapped(tmp_path: Path) -> None:
         await pilot.pause()
         assert len(log._cache) < PAGE // 2
 
-
-async def test_search_jumps_to_the_result(tmp_path: Path) -> None:
-    await seed_history(tmp_path / "alice", 2000)
-    app = tui(tmp_path / "alice", MemoryHub().transport())
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app)
-        await pilot.press("ctrl+f")
-        assert isinstance(app.screen, SearchScreen)
-        app.screen.query_one("#search-input").value = "message 123"
-        await pilot.press("enter")
-        await wait_until(lambda: app.screen.results, what="results")  # type: ignore[attr-defined]
-        found = [e.content for e in app.screen.results]  # type: ignore[attr-defined]
-        assert len(found) == 11  # 123 and 1230..1239, newest first
-        await pilot.pause()
-        assert "11 found" in screen_text(app)
-        await pilot.press("down")
-        for _ in range(10):
-            await pilot.press("down")
-        await pilot.press("enter")  # the oldest: "stored message 123"
-        log = app.chat.query_one(MessageLog)
-        await wait_until(lambda: log.selected is not None, what="jumped")
-        await pilot.pause()
-        row = log.selected_row()
-        assert row is not None and row.text == "stored message 123"
-        assert not log.view.at_tail
-        assert "stored message 123" in screen_text(app)
-        # /search TEXT opens with the results at once
-        await type_line(pilot, "/search message 1999")
-        await wait_until(lambda: isinstance(app.screen, SearchScreen) and app.screen.results)
-        await pilot.press("escape")
-        await pilot.press("escape")  # back to the newest messages
-        await wait_until(lambda: log.view.at_tail, what="back at the tail")
-        await pilot.pause()
-        assert "stored message 1999" in screen_text(app)

@@ -16,8 +16,10 @@ from scenarios import (
     SNAP_SIZE,
     conversation,
     error_screen,
+    files,
     help_screen,
     new_line,
+    search_all_screen,
     search_screen,
     typed,
 )
@@ -50,11 +52,24 @@ def test_search(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untype
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
 
 
+def test_search_all(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = search_all_screen(tmp_path)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
 @pytest.mark.parametrize(("width", "theme"), [(80, "dark"), (120, "light")])
 def test_replies_reactions_edits_80_and_120(  # type: ignore[no-untyped-def]
     snap_compare, tmp_path: Path, width: int, theme: str
 ) -> None:
     app, before = typed(tmp_path, theme=theme)
+    assert snap_compare(app, terminal_size=(width, 24), run_before=before)
+
+
+@pytest.mark.parametrize(("width", "theme"), [(80, "dark"), (120, "light")])
+def test_file_progress_80_and_120(  # type: ignore[no-untyped-def]
+    snap_compare, tmp_path: Path, width: int, theme: str
+) -> None:
+    app, before = files(tmp_path, theme=theme)
     assert snap_compare(app, terminal_size=(width, 24), run_before=before)
 
 

@@ -265,9 +265,9 @@ async def test_a_file_is_one_line_sent_with_send_and_kept_with_save(tmp_path: Pa
     async with alice_and_bob(tmp_path) as (app, pilot, bob):
         await run_content_command(bob.node, "send", str(tmp_path / "notes.bin"), "general",
                                   lambda ev: None)  # fmt: skip
-        await wait_until(lambda: "notes.bin" in screen_text(app), what="the file's line")
+        await wait_until(lambda: "/save keeps it" in screen_text(app), what="the file's line")
         shown = screen_text(app)
-        assert "📎 notes.bin" in shown and "/save keeps it" in shown
+        assert "📎 notes.bin" in shown
         assert "file segment" not in shown  # no line per segment
         view = app.chat.query_one(MessageLog).view
         assert view is not None
@@ -283,5 +283,10 @@ async def test_a_file_is_one_line_sent_with_send_and_kept_with_save(tmp_path: Pa
             return any(e.kind == "file" for e in bob.events if isinstance(e, Delivered))
 
         await wait_until(bob_has_it, what="bob got alice's file")
+        # her own file's line: every segment logged, checked, saveable like any other
+        await wait_until(
+            lambda: sum("/save keeps it" in ln for ln in screen_text(app).splitlines()) == 2,
+            what="her own file line complete",
+        )
         await type_line(pilot, "/send /no/such/file")
         assert app.chat.query_one(ChatInput).value == "/send /no/such/file"  # kept, refused

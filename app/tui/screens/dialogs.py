@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static, TextArea
 
 from app.tui.commands import COMMANDS
+from app.tui.config import TuiConfig, key_label
 from app.tui.model import STATE_GLYPHS
 from app.tui.render import state_label
 
@@ -39,7 +40,8 @@ KEYS = (
     ("PgUp / PgDn", "scroll back / forward (older history loads from disk)"),
     ("Ctrl+Home / Ctrl+End", "top of the loaded history (loads more) / newest"),
     ("Ctrl+Up / Ctrl+Down", "select a message (then /info); Esc clears"),
-    ("Ctrl+F", "search this channel's history"),
+    ("Ctrl+F", "find as you type in this channel; ↑/↓ step, Esc leaves"),
+    ("Alt+F", "search every channel: a list of results, Enter jumps there"),
     ("Ctrl+R", "retry messages that failed"),
     ("F1", "this help"),
     ("F2", "show / hide the peer list"),
@@ -48,6 +50,35 @@ KEYS = (
     ("Alt+A", "next channel with news (mentions first); /read marks all read"),
     ("Ctrl+Q, Ctrl+C", "quit (everything is saved)"),
 )
+
+KEY_ACTIONS: dict[str, tuple[str, ...]] = {
+    "Ctrl+N / Ctrl+P": ("next_channel", "previous_channel"),
+    "Alt+1 … Alt+9": tuple(f"channel_{i}" for i in range(1, 10)),
+    "PgUp / PgDn": ("scroll_up", "scroll_down"),
+    "Ctrl+Home / Ctrl+End": ("oldest", "newest"),
+    "Ctrl+Up / Ctrl+Down": ("select_previous", "select_next"),
+    "Ctrl+F": ("search",),
+    "Alt+F": ("search_all",),
+    "Ctrl+R": ("retry",),
+    "F1": ("help",),
+    "F2": ("peers",),
+    "F3": ("theme",),
+    "F4": ("events",),
+    "Alt+A": ("hotlist",),
+}
+"""The rows of :data:`KEYS` that the config file's ``[keys]`` can change (action ids)."""
+
+
+def key_rows(config: TuiConfig | None = None) -> list[tuple[str, str]]:
+    """:data:`KEYS` with the keys in effect (the config file's ``[keys]``)."""
+    rows = []
+    for label, what in KEYS:
+        ids = KEY_ACTIONS.get(label, ())
+        if config is not None and any(i in config.keymap for i in ids):
+            label = " / ".join(key_label(config.keys(i)) for i in ids)
+        rows.append((label, what))
+    return rows
+
 
 MARKERS = (
     (STATE_GLYPHS["queued"], "queued", "yours, stored on disk, not sent yet (offline?)"),
@@ -66,11 +97,11 @@ MARKERS = (
 )
 
 
-def help_text() -> Text:
+def help_text(config: TuiConfig | None = None) -> Text:
     """The F1 / ``/help`` text."""
     out = Text()
     out.append("Keys\n", "bold underline")
-    for key, what in KEYS:
+    for key, what in key_rows(config):
         out.append(f"  {key:<22}", "bold")
         out.append(f"{what}\n")
     out.append("\nCommands\n", "bold underline")
@@ -87,7 +118,7 @@ def help_text() -> Text:
     return out
 
 
-def help_grid() -> Group:
+def help_grid(config: TuiConfig | None = None) -> Group:
     """The F1 / ``/help`` contents as two-column grids: a description that does not fit
     the dialog's width wraps under itself, never back to the left edge (an 80-column pane)."""
 
@@ -108,7 +139,7 @@ def help_grid() -> Group:
     markers = [(f"{glyph} {name}", what) for glyph, name, what in MARKERS]
     return Group(
         title("Keys"),
-        grid(KEYS),
+        grid(key_rows(config)),
         Text(""),
         title("Commands"),
         grid(commands),
@@ -147,8 +178,8 @@ class TextScreen(ModalScreen[None]):
 class HelpScreen(TextScreen):
     """F1: keys, commands, markers."""
 
-    def __init__(self) -> None:
-        super().__init__("sdschat help", help_grid(), id="help")
+    def __init__(self, config: TuiConfig | None = None) -> None:
+        super().__init__("sdschat help", help_grid(config), id="help")
 
 
 class PassphraseScreen(ModalScreen[str | None]):

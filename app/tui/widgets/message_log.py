@@ -100,6 +100,8 @@ class MessageLog(ScrollView, can_focus=True):
         """minute (ms // 60000) -> calendar day, in ``tz`` (a layout looks every row up)."""
         self.layouts = 0
         """How many times the layout was recomputed (for tests and benchmarks)."""
+        self.find: str | None = None
+        """The text searched for (Ctrl+F): highlighted wherever it occurs."""
 
     # ------------------------------------------------------------------ API
 
@@ -115,6 +117,16 @@ class MessageLog(ScrollView, can_focus=True):
         self.sync(force=True)
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.call_after_refresh(self._stick_to_bottom)
+
+    def set_find(self, text: str | None) -> None:
+        """Highlight ``text`` (any case) in every row, or nothing (None)."""
+        text = text or None
+        if text != self.find:
+            self.find = text
+            self._cache.clear()
+            self._lazy.clear()
+            self._pre.clear()
+            self.sync(force=True)
 
     def set_dark(self, dark: bool) -> None:
         if dark != self.dark:
@@ -278,6 +290,7 @@ class MessageLog(ScrollView, can_focus=True):
             selected=bool(selected),
             new_line=bool(is_new),
             day=day if isinstance(day, str) else None,
+            find=self.find,
         )
         return [_strip(t, console, width) for t in lines]
 

@@ -17,6 +17,7 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
+from app.tui.config import key_label
 from app.tui.render import author_color, palette
 
 __all__ = [
@@ -239,7 +240,9 @@ class StatusBar(Widget):
             short = Text()
             short.append("● ", good)
             short.append(f"{info.transport.split(' ', 1)[0]} connected")
-        helps = Text("F1 help", pal.time)
+        config = getattr(self.app, "tui_config", None)
+        help_key = config.keys("help").split(",")[0] if config is not None else "f1"
+        helps = Text(f"{key_label(help_key)} help", pal.time)
         # the fullest line that fits: in a narrow pane (80 columns, a tmux split) the
         # help hint, the LAN part, the sender id and the relay's address go, in that
         # order, before who you are and the store peer do
