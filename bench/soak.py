@@ -5,7 +5,8 @@ fixed free port, optionally one ``sdschat store`` (``--store``), and
 ``--nodes`` (5) ``sdschat join soak --headless --relay ws://127.0.0.1:PORT
 --drop-rate 0.2`` nodes, each with its own data directory under a temporary
 directory, with the DEFAULT protocol timings (``--timings default``), the
-``--fast`` ones (``--timings fast``) or both, one after the other in the same
+``--fast`` ones (``--timings fast``), the defaults with js-waku's SDS-R windows of
+30-120 s (``--timings jswaku``) or several, one after the other in the same
 invocation (``--timings default fast``) so that they share the machine's state.
 
 One run has two phases:
@@ -370,6 +371,8 @@ class Soak:
                        str(drop), "--drop-seed", str(seed))  # fmt: skip
         if self.timings == "fast":
             argv.append("--fast")
+        elif self.timings == "jswaku":  # js-waku's fixed SDS-R windows, for comparison
+            argv += ["--repair-tmin-ms", "30000", "--repair-tmax-ms", "120000"]
         if self.store_url:
             argv += ["--store", self.store_url]
         child = self._spawn(slot, argv, stdin=True, events=True)
@@ -768,8 +771,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a 2.5-minute run (--minutes 2.5)")
     ap.add_argument("--converge-minutes", type=float, default=None,
                     help="bound of the convergence phase (default: 40%% of --minutes)")
-    ap.add_argument("--timings", nargs="+", choices=("default", "fast"), default=["default"],
-                    help="protocol timings, one run each in this order (default: default)")
+    ap.add_argument("--timings", nargs="+", choices=("default", "fast", "jswaku"),
+                    default=["default"],
+                    help="protocol timings, one run each in this order (default: default; "
+                    "jswaku: the defaults with js-waku's SDS-R windows, 30-120 s)")
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--rate", type=float, default=0.5, help="lines per second per node")
     ap.add_argument("--drop-rate", type=float, default=0.2)
