@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from net.forwarded import parse_networks
 from net.relay_log import LogFormat
 
 __all__ = [
@@ -81,6 +82,10 @@ class RelayConfig:
             and nothing of NATS is imported.
         cluster_timeout: seconds a starting relay tries to reach a NATS
             server of ``cluster`` before giving up (exit status 1).
+        trusted_proxies: addresses/networks (CIDR) of reverse proxies in front
+            of the relay: for a connection from one of them, the client's
+            address (for ``max_clients_per_ip`` and the logs) is read from
+            ``X-Forwarded-For`` (:mod:`net.forwarded`); never for others.
     """
 
     host: str = "127.0.0.1"
@@ -106,8 +111,10 @@ class RelayConfig:
     keyfile: str | None = None
     cluster: tuple[str, ...] = ()
     cluster_timeout: float = 10.0
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        parse_networks(self.trusted_proxies)
         for url in self.cluster:
             check_nats_url(url)
         if not 0 <= self.port <= 65535:
@@ -256,8 +263,17 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=d.max_clients_per_ip,
         metavar="N",
-        help=f"connections from one IP address, 0 = no limit (behind a reverse proxy) "
-        f"(default {d.max_clients_per_ip})",
+        help=f"connections from one IP address, 0 = no limit "
+        f"(default {d.max_clients_per_ip}); behind a reverse proxy see --trusted-proxy",
+    )
+    parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a reverse proxy's address or network (repeatable): for connections from it, "
+        "the client's address (per-address limit, logs) is the rightmost untrusted one of "
+        "X-Forwarded-For; the header is ignored from anyone else",
     )
     parser.add_argument(
         "--idle-timeout",
@@ -351,4 +367,5 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         keyfile=args.keyfile,
         cluster=tuple(getattr(args, "cluster", None) or ()),
         cluster_timeout=getattr(args, "cluster_timeout", d.cluster_timeout),
+        trusted_proxies=tuple(getattr(args, "trusted_proxy", None) or ()),
     )
