@@ -380,6 +380,10 @@ class RelayServer:
                 self._deliver_from_cluster,
                 self.log,
                 connect_timeout=cfg.cluster_timeout,
+                cafile=cfg.cluster_cafile,
+                certfile=cfg.cluster_certfile,
+                keyfile=cfg.cluster_keyfile,
+                token_file=cfg.cluster_token_file,
             )
             await cluster.start()  # ClusterUnavailable (an OSError) if NATS is unreachable
             self._cluster = cluster
