@@ -1,8 +1,9 @@
 """Every command block of the docs marked runnable is run, against 127.0.0.1.
 
 A fenced block whose info string is ``sh runnable`` (or ``bash runnable``) in
-README.md or docs/*.md is executed by bash (``-e -o pipefail``) in a fresh
-temporary directory, with:
+README.md or docs/*.md is executed by bash (``-x -e -o pipefail``: a failure
+shows the command it stopped at, and a block that hangs past its time shows
+what it printed until then) in a fresh temporary directory, with:
 
 * ``sdschat`` on PATH running this source tree (``python -m app.cli``);
 * HOME pointing into the temporary directory;
@@ -240,7 +241,7 @@ def test_runnable_block(block: Block, tmp_path: Path) -> None:
     script = tmp_path / "block.sh"
     script.write_text(code)
     proc = subprocess.Popen(
-        ["bash", "-e", "-o", "pipefail", str(script)],
+        ["bash", "-x", "-e", "-o", "pipefail", str(script)],  # -x: a failure shows where
         cwd=work,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -248,17 +249,22 @@ def test_runnable_block(block: Block, tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, killed below by its id
     )
+    timed_out = False
     try:
         out, _ = proc.communicate(timeout=T(120))
     except subprocess.TimeoutExpired:
+        timed_out = True
         out = b""
-        proc.returncode = -1
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.wait(T(10))
-    text = out.decode(errors="replace")
+    if timed_out:  # what it printed up to the kill, to see where it hung
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            out, _ = proc.communicate(timeout=T(10))
+        proc.returncode = -1
+    elif proc.poll() is None:
+        proc.wait(T(10))
+    text = ("TIMED OUT after 120 s\n" if timed_out else "") + out.decode(errors="replace")
     logs = "".join(
         f"\n--- {p.name}\n{p.read_text(errors='replace')[-1500:]}"
         for p in sorted(work.glob("*.log")) + sorted(work.glob("*.jsonl"))
