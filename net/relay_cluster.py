@@ -268,16 +268,26 @@ class RelayCluster:
         tls = self._tls_context()
         if tls is not None:
             options["tls"] = tls
-        if self._token_file is not None:
-            options["token"] = self._read_token(self._token_file)
-        _quiet_asyncio_ssl_eof()
         nc = NatsClient()
+        urls, user, password = list(self.servers), None, None
+        if self._wants_tls(tls):
+            # nats-py decides on TLS from the server's INFO and would then send URL
+            # credentials in plain text: hand them over through a check instead
+            urls, user, password = _without_credentials(self.servers)
+        if self._token_file is not None:
+            user, password = self._read_token(self._token_file), None
+        if user is not None:
+            key = "user" if password is not None else "token"
+            options[key] = self._guard(nc, user, tls)
+            if password is not None:
+                options["password"] = self._guard(nc, password, tls)
+        _quiet_asyncio_ssl_eof()
         fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._fatal = fatal
         servers = ", ".join(redact_url(s) for s in self.servers)
         connecting = asyncio.ensure_future(
             nc.connect(
-                servers=self.servers,
+                servers=urls,
                 name=f"sdschat-relay-{self.relay_id}",
                 no_echo=True,
                 dont_randomize=True,  # the operator's order: nearest server first
@@ -309,6 +319,8 @@ class RelayCluster:
                         f"TLS on it, and change the credentials if any were given (they "
                         f"crossed in clear)"
                     )
+        except TlsMissing as exc:
+            failure = str(exc)
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             last = f"{type(exc).__name__}: {exc}"
             if isinstance(exc, TimeoutError) and self._start_error is not None:
@@ -539,6 +551,18 @@ class RelayCluster:
                 ) from None
         return ctx
 
+    def _guard(self, nc: NatsClient, secret: str, tls: ssl.SSLContext | None) -> Callable[[], str]:
+        """``secret`` for nats-py's CONNECT, refused to a server not using TLS when TLS
+        was asked for (nats-py asks for it after reading the server's INFO)."""
+        wants_tls = self._wants_tls(tls)
+
+        def give() -> str:
+            if wants_tls and not _server_tls(nc):
+                raise TlsMissing(_server_name(nc))
+            return secret
+
+        return give
+
     def _wants_tls(self, tls: ssl.SSLContext | None) -> bool:
         return tls is not None or any(s.startswith("tls://") for s in self.servers)
 
@@ -585,10 +609,41 @@ class RelayCluster:
         )
 
 
+class TlsMissing(nats.errors.Error):
+    """A NATS server without TLS where TLS was asked for: no credential is sent to it."""
+
+    def __init__(self, server: str | None) -> None:
+        super().__init__(
+            f"the NATS server {server} does not use TLS, though TLS was asked for (tls:// or "
+            f"--cluster-cafile/--cluster-certfile); no credential was sent to it"
+        )
+        self.server = server
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _without_credentials(urls: list[str]) -> tuple[list[str], str | None, str | None]:
+    """``(urls without USER:PASSWORD@, user, password)`` when every URL carries the same
+    credentials (a lone user part is a token: password None); else the URLs unchanged."""
+    infos = {u.partition("://")[2].partition("/")[0].rpartition("@")[0] for u in urls}
+    if len(infos) != 1 or not (info := infos.pop()):
+        return list(urls), None, None
+    stripped = []
+    for u in urls:
+        scheme, _, rest = u.partition("://")
+        authority, slash, path = rest.partition("/")
+        stripped.append(f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}")
+    user, colon, password = info.partition(":")
+    return stripped, user, password if colon else None
+
+
 def _refusal(exc: BaseException, have_cert: bool) -> str | None:
     """What to tell the operator when a NATS server refuses this relay for a reason that
     retrying cannot cure (credentials, certificates); None for any other error."""
     text = str(exc)
+    if isinstance(exc, TlsMissing):
+        return text
     if isinstance(exc, nats.errors.AuthorizationError) or "authorization violation" in (
         text.lower()
     ):

@@ -4,6 +4,7 @@ password, and one that requires a token; relays in-process and as ``sdschat rela
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -226,6 +227,7 @@ def test_a_token_from_a_file(tmp_path: Path) -> None:
         # TLS asked for (tls://) from a server without TLS: refused, never plain text
         out = _relay("--cluster", f"tls://{TOKEN}@127.0.0.1:{port}")
         assert "does not use TLS, though TLS was asked for" in _one_line_failure(out)
+        assert "no credential was sent to it" in out.stderr
 
 
 def test_cluster_tls_flags_are_checked_before_anything_starts() -> None:
@@ -251,3 +253,38 @@ def test_nats_urls_are_checked_in_one_place_and_secrets_are_redacted() -> None:
     assert redact_url("tls://relay:pw@h:4222") == "tls://relay:***@h:4222"
     assert redact_url("nats://TOKEN@h:4222/x") == "nats://***@h:4222/x"
     assert redact_url("nats://h:4222") == "nats://h:4222"
+
+
+def test_no_credential_reaches_a_server_that_does_not_offer_tls() -> None:
+    """A fake NATS server (plain TCP) that answers INFO without TLS, as a man in the middle
+    stripping TLS would: the relay asked for TLS and must not send it the password."""
+    received = bytearray()
+
+    async def fake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b'INFO {"server_id":"fake","version":"2.9.10","proto":1,"host":"127.0.0.1",'
+            b'"port":4222,"max_payload":1048576,"auth_required":true}\r\n'
+        )
+        await writer.drain()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                while chunk := await reader.read(4096):  # bounded by the timeout
+                    received.extend(chunk)
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(fake, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            with pytest.raises(ConnectionError, match="does not use TLS"):
+                await start_relay(
+                    cluster=(f"tls://relay:{PASSWORD}@127.0.0.1:{port}",),
+                    cluster_timeout=5.0,
+                )
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(main())
+    assert PASSWORD.encode() not in received, bytes(received)
+
