@@ -76,6 +76,7 @@ from websockets.protocol import State
 
 from net import runner
 from net.envelope import EnvelopeError, peek_topic
+from net.forwarded import client_address, parse_networks
 from net.relay_config import MAX_TOPIC_BYTES, RelayConfig
 from net.relay_frames import (
     FrameDecodeError,
@@ -234,11 +235,18 @@ class _Conn:
         "ws",
     )
 
-    def __init__(self, cid: int, ws: ServerConnection, config: RelayConfig, now: float) -> None:
+    def __init__(
+        self,
+        cid: int,
+        ws: ServerConnection,
+        config: RelayConfig,
+        now: float,
+        client: tuple[str, str] | None = None,
+    ) -> None:
         self.cid = cid
         self.ws = ws
-        self.peer = _peer_name(ws)
-        self.ip = _peer_ip(ws)
+        # (ip, peer) of the client behind a trusted proxy, else the socket's
+        self.ip, self.peer = client if client is not None else (_peer_ip(ws), _peer_name(ws))
         self.opened = now
         # (time queued, frame), oldest first; bounded by config.queue and config.queue_bytes
         self.queue: deque[tuple[float, bytes]] = deque()
@@ -302,6 +310,7 @@ class RelayServer:
         """The TLS context when ``config.certfile`` is set (``wss://``)."""
         self._cluster: RelayCluster | None = None
         self._pongs: set[asyncio.Task[None]] = set()  # Pongs waiting for the cluster
+        self._trusted = parse_networks(self.config.trusted_proxies)
 
     # ------------------------------------------------------------------ API
 
@@ -371,6 +380,10 @@ class RelayServer:
                 self._deliver_from_cluster,
                 self.log,
                 connect_timeout=cfg.cluster_timeout,
+                cafile=cfg.cluster_cafile,
+                certfile=cfg.cluster_certfile,
+                keyfile=cfg.cluster_keyfile,
+                token_file=cfg.cluster_token_file,
             )
             await cluster.start()  # ClusterUnavailable (an OSError) if NATS is unreachable
             self._cluster = cluster
@@ -409,6 +422,7 @@ class RelayServer:
             memory_budget=cfg.memory_budget,
             max_clients_per_ip=cfg.max_clients_per_ip,
             idle_timeout=cfg.idle_timeout,
+            trusted_proxies=list(cfg.trusted_proxies),
         )
         self._sweeper = asyncio.create_task(self._sweep_periodically())
         if cfg.stats_interval > 0:
@@ -501,7 +515,7 @@ class RelayServer:
             self.log.warning("connection_rejected", peer=_peer_name(ws), reason="relay full")
             await self._close_ws(ws, CLOSE_FULL, "relay full")
             return
-        ip = _peer_ip(ws)
+        ip, peer = self._client(ws)
         per_ip = self.config.max_clients_per_ip
         if per_ip and self._per_ip[ip] >= per_ip:
             self.stats.connections_rejected += 1
@@ -509,13 +523,13 @@ class RelayServer:
             if self.stats.rejected_per_ip & (self.stats.rejected_per_ip - 1) == 0:
                 # logged at the 1st, 2nd, 4th, 8th... refusal: a flood must not flood the log
                 self.log.warning(
-                    "connection_rejected", peer=_peer_name(ws), reason="too many from address",
+                    "connection_rejected", peer=peer, reason="too many from address",
                     max_clients_per_ip=per_ip, rejected_per_ip=self.stats.rejected_per_ip,
                 )
             await self._close_ws(ws, CLOSE_FULL, "too many connections from your address")
             return
         loop = asyncio.get_running_loop()
-        conn = _Conn(next(self._ids), ws, self.config, loop.time())
+        conn = _Conn(next(self._ids), ws, self.config, loop.time(), (ip, peer))
         self._conns[conn.cid] = conn
         self._per_ip[conn.ip] += 1
         self.stats.connections_total += 1
@@ -544,6 +558,19 @@ class RelayServer:
                 with contextlib.suppress(asyncio.CancelledError):
                     await conn.close_task
             self.log.info("connection_closed", conn=conn.cid, reason=reason, open=len(self._conns))
+
+    def _client(self, ws: ServerConnection) -> tuple[str, str]:
+        """``(ip, peer)`` of the client: the socket's, or behind a trusted proxy the
+        address ``X-Forwarded-For`` names (``peer`` then says ``IP via PROXY:PORT``)."""
+        ip = _peer_ip(ws)
+        if not self._trusted:
+            return ip, _peer_name(ws)
+        request = ws.request
+        values = request.headers.get_all("X-Forwarded-For") if request is not None else []
+        client, forwarded = client_address(ip, values, self._trusted)
+        if not forwarded:
+            return ip, _peer_name(ws)
+        return client, f"{client} via {_peer_name(ws)}"
 
     def _forget(self, conn: _Conn) -> None:
         if self._conns.pop(conn.cid, None) is not None:

@@ -10,9 +10,10 @@ import argparse
 import math
 from dataclasses import dataclass, fields
 from typing import Any
-from urllib.parse import urlsplit
 
+from net.forwarded import parse_networks
 from net.relay_log import LogFormat
+from net.urls import check_nats_url
 
 __all__ = [
     "DEFAULT_MAX_FRAME",
@@ -20,7 +21,6 @@ __all__ = [
     "RelayConfig",
     "add_relay_arguments",
     "add_tls_arguments",
-    "check_nats_url",
     "config_from_args",
 ]
 
@@ -81,6 +81,17 @@ class RelayConfig:
             and nothing of NATS is imported.
         cluster_timeout: seconds a starting relay tries to reach a NATS
             server of ``cluster`` before giving up (exit status 1).
+        cluster_cafile: PEM CA certificates to verify the NATS servers with
+            (instead of the system store); implies TLS to NATS.
+        cluster_certfile: PEM client certificate for NATS servers that verify
+            clients (``verify: true``); implies TLS to NATS.
+        cluster_keyfile: its private key (None: it is in ``cluster_certfile``).
+        cluster_token_file: a file holding the NATS authentication token (kept
+            out of the command line, where ``ps`` shows it).
+        trusted_proxies: addresses/networks (CIDR) of reverse proxies in front
+            of the relay: for a connection from one of them, the client's
+            address (for ``max_clients_per_ip`` and the logs) is read from
+            ``X-Forwarded-For`` (:mod:`net.forwarded`); never for others.
     """
 
     host: str = "127.0.0.1"
@@ -106,8 +117,14 @@ class RelayConfig:
     keyfile: str | None = None
     cluster: tuple[str, ...] = ()
     cluster_timeout: float = 10.0
+    trusted_proxies: tuple[str, ...] = ()
+    cluster_cafile: str | None = None
+    cluster_certfile: str | None = None
+    cluster_keyfile: str | None = None
+    cluster_token_file: str | None = None
 
     def __post_init__(self) -> None:
+        parse_networks(self.trusted_proxies)
         for url in self.cluster:
             check_nats_url(url)
         if not 0 <= self.port <= 65535:
@@ -131,6 +148,12 @@ class RelayConfig:
             raise ValueError("close_timeout must be positive")
         if self.keyfile is not None and self.certfile is None:
             raise ValueError("--keyfile needs --certfile")
+        if self.cluster_keyfile is not None and self.cluster_certfile is None:
+            raise ValueError("--cluster-keyfile needs --cluster-certfile")
+        nats_options = ("cluster_cafile", "cluster_certfile", "cluster_token_file")
+        for name in nats_options:
+            if getattr(self, name) is not None and not self.cluster:
+                raise ValueError(f"--{name.replace('_', '-')} needs --cluster")
         for name in ("max_lag", "idle_timeout"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0 or (name == "max_lag" and value == 0):
@@ -162,26 +185,6 @@ def _size(text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def check_nats_url(url: str, what: str = "--cluster") -> str:
-    """Return ``url`` if it is a usable ``nats://HOST:PORT`` (or ``tls://``) URL.
-
-    Raises:
-        ValueError: naming ``what`` and saying what is wrong.
-    """
-    if not isinstance(url, str) or not url.startswith(("nats://", "tls://")):
-        raise ValueError(f"{what} must be a nats://HOST:PORT URL, got {url!r}")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"{what} {url!r} is not a valid URL: {exc}") from None
-    if not parts.hostname:
-        raise ValueError(f"{what} {url!r} names no host")
-    if port == 0:
-        raise ValueError(f"{what} {url!r}: port 0 cannot be connected to")
-    return url
 
 
 def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -256,8 +259,17 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=d.max_clients_per_ip,
         metavar="N",
-        help=f"connections from one IP address, 0 = no limit (behind a reverse proxy) "
-        f"(default {d.max_clients_per_ip})",
+        help=f"connections from one IP address, 0 = no limit "
+        f"(default {d.max_clients_per_ip}); behind a reverse proxy see --trusted-proxy",
+    )
+    parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a reverse proxy's address or network (repeatable): for connections from it, "
+        "the client's address (per-address limit, logs) is the rightmost untrusted one of "
+        "X-Forwarded-For; the header is ignored from anyone else",
     )
     parser.add_argument(
         "--idle-timeout",
@@ -303,6 +315,32 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"give up starting when no --cluster server answers within this "
         f"(default {d.cluster_timeout:g})",
+    )
+    parser.add_argument(
+        "--cluster-cafile",
+        default=None,
+        metavar="PEM",
+        help="TLS to NATS: verify its servers against these CA certificates instead of the "
+        "system store (tls://HOST:4222 URLs, or a server that requires TLS, use TLS anyway)",
+    )
+    parser.add_argument(
+        "--cluster-certfile",
+        default=None,
+        metavar="PEM",
+        help="TLS to NATS: client certificate, for NATS servers that verify clients",
+    )
+    parser.add_argument(
+        "--cluster-keyfile",
+        default=None,
+        metavar="PEM",
+        help="private key of --cluster-certfile (omit if the certificate file holds it)",
+    )
+    parser.add_argument(
+        "--cluster-token-file",
+        default=None,
+        metavar="FILE",
+        help="NATS authentication token, read from this file (user and password go in the "
+        "URL: nats://USER:PASSWORD@HOST:4222)",
     )
     add_tls_arguments(parser)
 
@@ -351,4 +389,9 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         keyfile=args.keyfile,
         cluster=tuple(getattr(args, "cluster", None) or ()),
         cluster_timeout=getattr(args, "cluster_timeout", d.cluster_timeout),
+        trusted_proxies=tuple(getattr(args, "trusted_proxy", None) or ()),
+        cluster_cafile=getattr(args, "cluster_cafile", None),
+        cluster_certfile=getattr(args, "cluster_certfile", None),
+        cluster_keyfile=getattr(args, "cluster_keyfile", None),
+        cluster_token_file=getattr(args, "cluster_token_file", None),
     )

@@ -60,8 +60,10 @@ def make_ca(directory: Path, name: str = "ca") -> CA:
 
 
 def issue(ca: CA, directory: Path, name: str = "server",
-          hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhost")) -> tuple[Path, Path]:
-    """A server certificate signed by ``ca``; returns (certfile, keyfile)."""
+          hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhost"),
+          *, client: bool = False) -> tuple[Path, Path]:
+    """A server certificate signed by ``ca`` (``client``: a TLS client's certificate
+    instead); returns (certfile, keyfile)."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
     sans: list[x509.GeneralName] = []
@@ -80,7 +82,12 @@ def issue(ca: CA, directory: Path, name: str = "server",
         .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]
+            ),
+            critical=False,
+        )
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), False
         )
