@@ -203,14 +203,14 @@ def _body(row: Row, pal: Palette, color: str, *, marks: bool = True) -> Text:
     for m in _URL.finditer(text.plain):  # an OSC 8 hyperlink; word wrap keeps it whole
         text.stylize(Style(link=m.group(0), underline=True), m.start(), m.end())
     for mark in _marks(row, pal) if marks else ():
-        text.append("  ", mark.style)
-        text.append_text(mark)
+        text.append(f"  {mark.plain}", mark.style)
     return text
 
 
 def _marks(row: Row, pal: Palette) -> list[Text]:
     """What follows the text: ``(edited)``, ``⚠ disputed``, ``↺ recovered``, ``not
-    delivered``; :func:`row_lines` keeps each whole when the message wraps."""
+    delivered`` (each one style); :func:`row_lines` keeps each whole when the message
+    wraps."""
     marks = []
     if row.edited and not row.deleted:
         marks.append(Text("(edited)", pal.dim))
@@ -241,8 +241,7 @@ def _wrap(row: Row, pal: Palette, color: str, console: Console, width: int) -> l
         if not last.plain:
             last.append_text(mark)
         elif last.cell_len + 2 + mark.cell_len <= width:
-            last.append("  ", mark.style)
-            last.append_text(mark)
+            last.append(f"  {mark.plain}", mark.style)
         else:
             wrapped.extend(mark.wrap(console, width, overflow="fold"))
     return list(wrapped)
