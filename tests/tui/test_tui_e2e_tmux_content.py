@@ -12,7 +12,8 @@ send-keys``) and read only from the terminal (``tmux capture-pane``):
 * both screens end showing the same message area (after the parts only one
   side shows are taken out: the own-message state glyph, "↺ recovered"), and
   after both quit (Ctrl+Q, exit status 0) ``sdschat history --json`` of the two
-  data directories is the same (without the local ``position`` and ``state``).
+  data directories is the same (without the local ``position`` and ``state``);
+* bob starts again and his screen shows the same message area.
 
 Isolation: a tmux server of its own (``-L``, its own two-line config), the
 relay a child process on a free 127.0.0.1 port. Each TUI runs in a shell that
@@ -312,6 +313,16 @@ def test_reply_reaction_edit_and_a_300kb_file_between_two_tuis_over_a_lossy_rela
             assert hello["edited"] and reply["reply_to"]["id"] == hello["id"]
             assert reply["reactions"] == {"👍": [hello["sender"]]}
             assert file["file"]["complete"] and file["file"]["intact"]
+
+            # bob starts again: his screen shows what it showed, from his data directory
+            pids.append(tmux.window("bob-again", plan.participants["bob"], tmp_path / "again.rc"))
+            poll(lambda: message_area(tmux.capture("bob-again")) == area, 30,
+                 "bob's screen after a restart", lambda: tmux.capture("bob-again"))  # fmt: skip
+            tmux.keys("bob-again", "C-q")
+            again = tmp_path / "again.rc"
+            poll(lambda: again.exists() and again.read_text().strip() != "", 30,
+                 "bob quits again", lambda: tmux.capture("bob-again"))  # fmt: skip
+            assert again.read_text().strip() == "0"
         finally:
             for pid in pids:
                 stop_pid(pid)
