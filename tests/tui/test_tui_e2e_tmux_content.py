@@ -6,7 +6,8 @@ direction (``--drop-rate 0.3``). Driven only by keystrokes (``tmux
 send-keys``) and read only from the terminal (``tmux capture-pane``):
 
 * alice says hello; bob selects it (Ctrl+Up) and answers with ``/reply``;
-* alice reacts to the reply (``/react 👍``) and edits her hello (``/edit``);
+* alice reacts to the reply (``/react 👍``) and edits her hello (``/edit``); bob
+  selects the hello (Ctrl+Up twice) and reacts to it (``/react 🎉``);
 * alice sends a 300 KB file (``/send``: a manifest and 7 segments); bob saves
   it (``/save PATH``) and the bytes are the same (sha256);
 * both screens end showing the same message area (after the parts only one
@@ -256,6 +257,10 @@ def test_reply_reaction_edit_and_a_300kb_file_between_two_tuis_over_a_lossy_rela
                 poll(on(name, "hello from alice, edited  (edited)"), 30, f"{name}: the edit",
                      screens)  # fmt: skip
                 poll(on(name, "│ 👍 1"), 30, f"{name}: the reaction", screens)
+            tmux.keys("bob", "C-Up", "C-Up")  # his reply, then alice's hello above it
+            tmux.type("bob", "/react 🎉")  # sent through bob's lossy link
+            for name in ("alice", "bob"):
+                poll(on(name, "│ 🎉 1"), 30, f"{name}: bob's reaction", screens)
 
             tmux.type("alice", f"/send {photo}")
             poll(on("bob", "📎 photo.bin (300000 bytes)"), 30, "bob sees the file", screens)
@@ -282,6 +287,7 @@ def test_reply_reaction_edit_and_a_300kb_file_between_two_tuis_over_a_lossy_rela
                 "┌ alice: hello from alice, edited",
                 "bob │ hi alice, bob here",
                 "│ 👍 1",
+                "│ 🎉 1",
                 "📎 photo.bin (300000 bytes)",
             ):
                 assert text in joined, f"{text!r} not on the screens:\n{joined}"
@@ -311,6 +317,7 @@ def test_reply_reaction_edit_and_a_300kb_file_between_two_tuis_over_a_lossy_rela
             ]
             hello, reply, file = bob_log
             assert hello["edited"] and reply["reply_to"]["id"] == hello["id"]
+            assert hello["reactions"] == {"🎉": [reply["sender"]]}
             assert reply["reactions"] == {"👍": [hello["sender"]]}
             assert file["file"]["complete"] and file["file"]["intact"]
 
