@@ -1384,12 +1384,13 @@ class SdsChatApp(App[None]):
 
     def _refuse(self, reason: str, **notify: Any) -> None:
         """A typed line cannot be carried out: say why, and put the line back in the
-        input (unless something new was typed meanwhile) with the reason under it, so
-        nothing typed is lost and it can be fixed and sent again."""
+        input (unless something new was typed, or another line submitted, meanwhile)
+        with the reason under it, so nothing typed is lost and it can be fixed and
+        sent again."""
         self.notify(reason, severity="error", **notify)
         line = self._line
-        if line is None or not self._chat_ready():
-            return
+        if line is None or not self._chat_ready() or self.pending_commands > 1:
+            return  # a line submitted after this one owns the input now
         box = self.chat.query_one(ChatInput)
         if not box.value:
             box.value = line

@@ -229,7 +229,8 @@ def _nick(name: str, width: int) -> str:
     return " " * (width - cell_len(name)) + name
 
 
-def _body(row: Row, pal: Palette, color: str) -> Text:
+def _body(row: Row, pal: Palette, color: str, *, marks: bool = True) -> Text:
+    """The message's text, then (``marks``) what :func:`_marks` adds after it."""
     text = Text(no_wrap=False, overflow="fold")
     style = pal.dim if row.waiting else Style()
     if row.deleted:
@@ -251,19 +252,8 @@ def _body(row: Row, pal: Palette, color: str) -> Text:
         text.stylize(pal.mention_word, m.start(), m.end())
     for m in _URL.finditer(text.plain):  # an OSC 8 hyperlink; word wrap keeps it whole
         text.stylize(Style(link=m.group(0), underline=True), m.start(), m.end())
-    if row.edited and not row.deleted:
-        text.append("  (edited)", pal.dim)
-    if row.disputed is not None:
-        text.append(f"  ⚠ disputed: {_DISPUTE[row.disputed]}", pal.states["failed"])
-    if row.after_lost:
-        text.append("  ↺ recovered after it was reported lost", pal.dim)
-    elif row.recovered:
-        text.append("  ↺ recovered", pal.dim)
-    if row.own_state == "failed":
-        text.append(
-            "  not delivered · Ctrl+R retries" if not row.retried else "  retried",
-            pal.states["failed"] if not row.retried else pal.dim,
-        )
+    for mark in _marks(row, pal) if marks else ():
+        text.append(f"  {mark.plain}", mark.style)
     return text
 
 
@@ -301,6 +291,51 @@ def _file(text: Text, row: Row, pal: Palette, style: Style) -> None:
         " · checking" if state.complete else " · sending" if row.own else " · receiving",
         pal.dim,
     )
+
+
+def _marks(row: Row, pal: Palette) -> list[Text]:
+    """What follows the text: ``(edited)``, ``⚠ disputed``, ``↺ recovered``, ``not
+    delivered`` (each one style); :func:`row_lines` keeps each whole when the message
+    wraps."""
+    marks = []
+    if row.edited and not row.deleted:
+        marks.append(Text("(edited)", pal.dim))
+    if row.disputed is not None:
+        marks.append(Text(f"⚠ disputed: {_DISPUTE[row.disputed]}", pal.states["failed"]))
+    if row.after_lost:
+        marks.append(Text("↺ recovered after it was reported lost", pal.dim))
+    elif row.recovered:
+        marks.append(Text("↺ recovered", pal.dim))
+    if row.own_state == "failed":
+        marks.append(
+            Text("not delivered · Ctrl+R retries", pal.states["failed"])
+            if not row.retried
+            else Text("retried", pal.dim)
+        )
+    return marks
+
+
+def _wrap(
+    row: Row, pal: Palette, color: str, console: Console, width: int, find: str = ""
+) -> list[Text]:
+    """The message's lines ``width`` wide: its text wrapped (every match of ``find``
+    highlighted, any case: Ctrl+F), then each mark on the last line when it fits
+    there, else on the next (folded only when wider than a line), never split between
+    two lines ("↺" here, "recovered" below)."""
+    body = _body(row, pal, color, marks=False)
+    if find:
+        body.highlight_words([find], pal.match, case_sensitive=False)
+    wrapped = body.wrap(console, width, overflow="fold") if body.plain else [Text("")]
+    for mark in _marks(row, pal):
+        last = wrapped[-1]
+        last.rstrip()
+        if not last.plain:
+            last.append_text(mark)
+        elif last.cell_len + 2 + mark.cell_len <= width:
+            last.append(f"  {mark.plain}", mark.style)
+        else:
+            wrapped.extend(mark.wrap(console, width, overflow="fold"))
+    return list(wrapped)
 
 
 #: What a conflict's reason means, for the mark after a disputed message.
@@ -425,10 +460,7 @@ def row_lines(
     prefix.append(" │ ", pal.separator)
     cont = Text(" " * (prefix_w - 3))
     cont.append(" │ ", pal.separator)
-    body = _body(row, pal, color)
-    if find:  # Ctrl+F: every match of the searched text, any case
-        body.highlight_words([find], pal.match, case_sensitive=False)
-    wrapped = body.wrap(console, body_w, overflow="fold") if body.plain else [Text("")]
+    wrapped = _wrap(row, pal, color, console, body_w, find or "")
     for i, part in enumerate(wrapped):
         part.rstrip()
         line = (prefix if i == 0 else cont).copy()

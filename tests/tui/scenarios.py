@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
+for _path in (_HERE, _HERE.parents[1]):  # tui_helpers, and tests.procs when run as a script
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 from tui_helpers import (  # noqa: E402
     GatedTransport,
@@ -69,7 +70,10 @@ def _attach(app: SdsChatApp, peers: list[Peer]) -> None:
 
 
 def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
-    """#general with own states, a mention, an action, a waiting message and typing."""
+    """#general with own states, a mention, an action, a reply, reactions, an edit, a
+    waiting message and typing."""
+    from app.chat_content import typed_text
+
     hub = MemoryHub()
     gate = GatedTransport(hub.transport())
     app = tui(
@@ -78,6 +82,12 @@ def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBef
     )  # fmt: skip
     peers: list[Peer] = []
     _attach(app, peers)
+
+    def row(text: str) -> Any:
+        return next(r for r in app.model.channels["general"].rows if r.original == text)
+
+    def has(text: str) -> bool:
+        return any(r.original == text for r in app.model.channels["general"].rows)
 
     async def run_before(pilot: Any) -> None:
         await asyncio.wait_for(app.ready.wait(), 30)
@@ -95,25 +105,37 @@ def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBef
         await wait_until(lambda: len(_rows(app)) == 2)
         await bob.say("@alice could you have a look before lunch? it touches the reconnect backoff")
         await wait_until(lambda: len(_rows(app)) == 3)
+        log = app.chat.query_one("#log")
+        log.select(app.model.channels["general"].rows[-1].key)
         box = app.chat.query_one("#input")
-        box.value = "on it, reading now"
+        box.value = "/reply on it, reading now"  # a reply: bob's question quoted above it
         await pilot.press("enter")
-        await wait_until(lambda: "on it, reading now" in bob.texts())
-        await wait_until(lambda: "on it, reading now" in carol.texts())
+        await wait_until(lambda: any(t.endswith("on it, reading now") for t in bob.texts()))
+        await wait_until(lambda: any(t.endswith("on it, reading now") for t in carol.texts()))
         await bob.say("thanks!")
-        await wait_until(lambda: len(_rows(app)) == 5)
+        await wait_until(lambda: has("thanks!"))
         box.value = "looks good: one question about the jitter"
         await pilot.press("enter")
         await wait_until(lambda: "looks good: one question about the jitter" in bob.texts())
+        await wait_until(lambda: has("looks good: one question about the jitter")
+                         and row("looks good: one question about the jitter").own_state == "sent",
+                         what="sent")  # fmt: skip
+        mine = row("looks good: one question about the jitter").message_id
+        await bob.node.send("general", typed_text(mine, "👍"), "react")
+        await carol.node.send("general", typed_text(mine, "👀"), "react")
+        box.value = "/edit looks good: one question about the backoff jitter"  # her last line
+        await pilot.press("enter")
         await wait_until(
-            lambda: app.model.channels["general"].rows[-1].own_state == "sent", what="sent"
+            lambda: row("looks good: one question about the jitter").edited
+            and len(row("looks good: one question about the jitter").reactions) == 2,
+            what="the edit and the reactions",
         )
         gate.hold = True  # carol's next message never reaches alice...
         await carol.say("I pushed a fix for the flaky test")
         await wait_until(lambda: "I pushed a fix for the flaky test" in gate.held_texts())
         gate.swallow_held()
         await carol.say("so the build should be green again")  # ...this one waits for it
-        await wait_until(lambda: len(_rows(app)) == 7)
+        await wait_until(lambda: has("so the build should be green again"))
         box.value = "great, merging after lunch"  # nobody answers: stays "sent"
         await pilot.press("enter")
         await wait_until(lambda: "great, merging after lunch" in bob.texts())
@@ -192,6 +214,101 @@ def typed(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
             and row("shiping the fix now").edited
             and row("the nightly build is green again").edited,
             what="effects shown",
+        )
+        await steady(app, pilot)
+
+    return app, run_before
+
+
+async def seed_yesterday(data_dir: Path) -> None:
+    """Two lines of the day before the frozen clock's (a day separator with the year)."""
+    from net.channel_key import TEST_KDF, derive_channel_key
+
+    key = derive_channel_key("general", None, params=TEST_KDF)
+    day_before = 1_767_225_600_000 - 86_400_000 + 22 * 3_600_000  # 2025-12-31 22:00 UTC
+    lines = (("dave", "happy new year's eve, see you next year"),
+             ("erin", "the release notes are in the wiki"))  # fmt: skip
+    async with await Store.open(data_dir) as store:
+        await store.join_channel("general", key.topic, is_public=True)
+        await store.insert_messages(
+            StoredMessage(
+                channel="general",
+                message_id=f"{0xda7 + i:064x}",
+                sender_id=f"{0xd0 + i:032x}",
+                lamport=day_before + i * 600_000,
+                content=encode_content(text, name),
+                delivered_at=day_before + i * 600_000,
+            )
+            for i, (name, text) in enumerate(lines)
+        )
+
+
+def main_screen(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
+    """Everything the log shows at once (issue 15): a day separator with the year for
+    yesterday's lines and one for today's, a reply (quoted), reactions, an edit, a
+    deletion, a file line and a message marked "↺ recovered" (held back until the
+    message after it had arrived)."""
+    from app.chat_content import typed_text
+    from app.files import split_file
+
+    asyncio.run(seed_yesterday(base / "alice"))
+    hub = MemoryHub()
+    gate = GatedTransport(hub.transport())
+    app = tui(base / "alice", gate, fixed=True, theme=theme, remember_state=False)
+    peers: list[Peer] = []
+    _attach(app, peers)
+
+    def row(text: str) -> Any:
+        return next(r for r in app.model.channels["general"].rows if r.original == text)
+
+    def has(text: str) -> bool:
+        return any(r.original == text for r in app.model.channels["general"].rows)
+
+    async def line(pilot: Any, text: str) -> None:
+        box = app.chat.query_one("#input")
+        box.value = text
+        await pilot.press("enter")
+        await wait_until(lambda: app.pending_commands == 0)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        bob = await start_peer(base / "bob", hub, "bob", seed=2, fixed=True)
+        carol = await start_peer(base / "carol", hub, "carol", seed=3, fixed=True)
+        peers.extend([bob, carol])
+        await bob.say("the nightly build is green again")
+        await wait_until(lambda: has("the nightly build is green again"))
+        target = row("the nightly build is green again").message_id
+        app.chat.query_one("#log").select(row("the nightly build is green again").key)
+        await line(pilot, "/reply great, was it the flaky relay test?")
+        reply = "great, was it the flaky relay test?"
+        await wait_until(lambda: has(reply) and row(reply).message_id is not None)
+        await carol.node.send("general", typed_text(target, "🎉"), "react")
+        await bob.node.send("general", typed_text(target, "the nightly build is green"), "edit")
+        app.chat.query_one("#log").select(row("the nightly build is green again").key)
+        await line(pilot, "/react 👍")
+        await bob.say("wrong channel, sorry")
+        await wait_until(lambda: has("wrong channel, sorry"))
+        await bob.node.send("general", typed_text(row("wrong channel, sorry").message_id), "delete")
+        for part in split_file("build-log.txt", b"ok\n" * 40_000, "carol"):
+            await carol.node.post_content("general", part)
+        await wait_until(lambda: any(r.kind == "file" for r in app.model.channels["general"].rows))
+        # carol's next line reaches alice only after the line that follows it
+        gate.hold = True
+        await carol.say("I pushed a fix for the flaky test")
+        await wait_until(lambda: "I pushed a fix for the flaky test" in gate.held_texts())
+        stash, gate.held, gate.hold = gate.held, [], False
+        await carol.say("so the build should be green again")
+        await wait_until(lambda: has("so the build should be green again"))
+        gate.held = stash
+        await gate.release()
+        await wait_until(
+            lambda: has("I pushed a fix for the flaky test")
+            and row("I pushed a fix for the flaky test").recovered
+            and not row("so the build should be green again").waiting
+            and row("the nightly build is green again").reactions.keys() == {"🎉", "👍"}
+            and row("wrong channel, sorry").deleted
+            and row("the nightly build is green again").edited,
+            what="everything shown",
         )
         await steady(app, pilot)
 

@@ -18,6 +18,7 @@ from scenarios import (
     error_screen,
     files,
     help_screen,
+    main_screen,
     new_line,
     search_all_screen,
     search_screen,
@@ -76,3 +77,14 @@ def test_file_progress_80_and_120(  # type: ignore[no-untyped-def]
 def test_error(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     app, before = error_screen(tmp_path)
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_main_screen_80_and_120_dark_and_light(  # type: ignore[no-untyped-def]
+    snap_compare, tmp_path: Path, width: int, theme: str
+) -> None:
+    """Day separators (yesterday's with the year), a reply, reactions, an edit, a
+    deletion, a file line and a "↺ recovered" mark, in both widths and themes."""
+    app, before = main_screen(tmp_path, theme=theme)
+    assert snap_compare(app, terminal_size=(width, 30), run_before=before)
