@@ -22,10 +22,12 @@ channel: each message is then a round and a transaction of its own, and the
 figures are one receiver's latency (median, p99) and CPU per message, the
 part of the end-to-end latency that each of the receivers adds.
 
-Profiles: ``--profile waku`` (js-waku's sizes, ``sds.Config()``'s defaults
-today: 200-id history, 10,000-entry filter) and ``--profile small`` (history
-10, filter capacity 1,000: ~1-2 KB envelopes, the size class the lean-wire
-study is choosing from), or both (``--profile both``, the default).
+Profiles: ``--profile default`` (exactly ``sds.Config()``: adaptive causal
+history, floor 5, cap 30; filter 250 / 0.001), ``--profile waku``
+(``sds.Config.waku()``: js-waku's 200-id history and 10,000-entry filter,
+~46 KB envelopes), ``--profile small`` (a fixed history of 10, filter 1,000:
+the size class measured before the defaults changed), or ``--profile both``
+(default and waku, side by side; without ``--compare`` this checkout alone).
 
 It also reports what the node's SQLite file holds per message after the run
 (``db_per_msg``: the whole file over the messages received) and, split with
@@ -77,15 +79,14 @@ from app.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 
-PROFILES = {
-    "waku": {},
-    "small": {"causal_history_size": 10, "bloom_capacity": 1000},
-}
+PROFILES = ("default", "waku", "small")
 
 
 def profile_config(name: str) -> sds.Config:
     """The ``sds.Config`` of a profile (see the module docstring)."""
-    return sds.Config().with_changes(**PROFILES[name]) if PROFILES[name] else sds.Config()
+    if name == "small":  # the size class measured before the defaults changed
+        return sds.Config(causal_history_size=10, causal_history_floor=None, bloom_capacity=1000)
+    return sds.Config.profile(name)  # "default" is exactly sds.Config()
 
 
 def db_bytes(data_dir: Path) -> dict[str, int]:
@@ -211,8 +212,10 @@ def compare(args: argparse.Namespace) -> int:
     """Alternate fresh subprocesses: (other, this) x profiles, ``--repeat`` times."""
     key = derive_channel_key("bench", None, params=TEST_KDF)
     here = str(Path(__file__).resolve().parents[1])
-    versions = {"previous": str(Path(args.compare).resolve()), "this": here}
-    profiles = ["waku", "small"] if args.profile == "both" else [args.profile]
+    versions = {"this": here}
+    if args.compare:
+        versions = {"previous": str(Path(args.compare).resolve()), "this": here}
+    profiles = ["default", "waku"] if args.profile == "both" else [args.profile]
     print(describe())
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-env-") as tmp:
@@ -259,7 +262,7 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--one-at-a-time", action="store_true", help="wait for each delivery")
-    ap.add_argument("--profile", choices=("waku", "small", "both"), default="waku")
+    ap.add_argument("--profile", choices=(*PROFILES, "both"), default="default")
     ap.add_argument("--compare", metavar="DIR", help="another checkout to measure alternately")
     ap.add_argument("--code", help="=DIR: the sdschat tree to import (set before parsing)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -267,10 +270,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.child:
         return child_run(args)
-    if args.compare:
+    if args.compare or args.profile == "both":
         return compare(args)
-    if args.profile == "both":
-        ap.error("--profile both needs --compare")
     global _CONFIG
     _CONFIG = profile_config(args.profile)
     key = derive_channel_key("bench", None, params=TEST_KDF)
