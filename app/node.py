@@ -230,6 +230,11 @@ class NodeOptions:
             older ones keep a compact row (:class:`storage.batch.RecentWindow`).
         new_history: start a new, empty history when the database is missing but
             the identity key file is there (``--new-history``); refused otherwise.
+        inline_commit_messages: a round's batch of at most this many messages
+            (and no exported core state) is committed on the loop's thread
+            (:meth:`storage.Store.commit_batch_now`) instead of aiosqlite's: the
+            two thread switches cost more latency than the small commit; larger
+            rounds (a catch-up) overlap their commit with the next round. 0: never.
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -247,6 +252,7 @@ class NodeOptions:
     store_url: str | None = None
     recent_window: int = DEFAULT_RECENT_WINDOW
     new_history: bool = False
+    inline_commit_messages: int = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -1587,7 +1593,10 @@ class Node:
         if not len(batch):
             return
         result = None
-        for attempt in range(3):
+        if len(batch.messages) <= self.options.inline_commit_messages and not batch.core_states:
+            with contextlib.suppress(Exception):  # failed: retried below, as before
+                result = self.store.commit_batch_now(batch, now_ms=self._now())
+        for attempt in range(0 if result is not None else 3):
             try:
                 result = await self.store.commit_batch(batch, now_ms=self._now())
                 break
