@@ -252,7 +252,10 @@ def compare(args: argparse.Namespace) -> int:
     for prof in profiles:
         for name in versions:
             rows = results[(name, prof)]
-            cells = [f"{statistics.median(r[k] for r in rows):,.1f}" for k in keys]
+            cells = [
+                f"{statistics.median(r[k] for r in rows):,.{2 if k.endswith('_ms') else 1}f}"
+                for k in keys
+            ]
             print(f"| {name} | {prof} | " + " | ".join(cells) + " |")
     return 0
 
