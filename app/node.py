@@ -1105,11 +1105,18 @@ class Node:
         envelopes published only after its own transaction committed (nothing is
         broadcast before it is durable), rounds finish in order, at most one
         commit is in flight, and the batch (including the exported core state) is
-        fully built before the next round touches the core.
+        fully built before the next round touches the core. A small round
+        (``_commits_inline``) commits on the loop's thread and finishes here.
         """
         try:
             out = await self._round(items)
             await self._finish_tail()
+            if self._commits_inline(out.batch):
+                # committed on this thread (see _commit): no task and no extra pass
+                # of the loop between the round and its events (each pass of a busy
+                # loop runs other work first)
+                await self._finish_round(out, items)
+                return
             self._tail = asyncio.create_task(self._finish_round(out, items), name="sdschat-commit")
             await asyncio.sleep(0)  # let it hand the transaction to SQLite's thread now
         except Exception as exc:
@@ -1588,12 +1595,20 @@ class Node:
         ):
             self._add_states(batch)
 
+    def _commits_inline(self, batch: Batch) -> bool:
+        """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""
+        return (
+            len(batch.messages) <= self.options.inline_commit_messages
+            and not batch.core_states
+            and self.store.idle
+        )
+
     async def _commit(self, out: _Round) -> None:
         batch = out.batch
         if not len(batch):
             return
         result = None
-        if len(batch.messages) <= self.options.inline_commit_messages and not batch.core_states:
+        if self._commits_inline(batch):
             with contextlib.suppress(Exception):  # failed: retried below, as before
                 result = self.store.commit_batch_now(batch, now_ms=self._now())
         for attempt in range(0 if result is not None else 3):

@@ -20,7 +20,11 @@ checkpointer together).
 was delivered (its round committed and its event emitted), as in a quiet
 channel: each message is then a round and a transaction of its own, and the
 figures are one receiver's latency (median, p99) and CPU per message, the
-part of the end-to-end latency that each of the receivers adds.
+part of the end-to-end latency that each of the receivers adds. With
+``--busy-ms X`` the loop meanwhile runs Python work in chunks of X ms (as a
+node's loop does at 100 msg/s: other rounds, websocket frames), so that a
+hand-over to another thread has to wait for the GIL; that work's CPU is not
+counted.
 
 Profiles: ``--profile default`` (exactly ``sds.Config()``: adaptive causal
 history, floor 5, cap 30; filter 250 / 0.001), ``--profile waku``
@@ -128,13 +132,32 @@ async def bench_node(
         await node.close()
 
 
+async def _busy(stop: asyncio.Event, chunk_s: float) -> float:
+    """Python work on the loop in chunks of ``chunk_s``, yielding between them (other
+    rounds, websocket frames: a node at 100 msg/s); returns its thread CPU seconds."""
+    spent = 0.0
+    while not stop.is_set():  # bounded: stopped when the measurement ends
+        t0 = time.thread_time()
+        end = time.perf_counter() + chunk_s
+        n = 0
+        while time.perf_counter() < end:
+            n += 1
+        spent += time.thread_time() - t0
+        await asyncio.sleep(0)
+    return spent
+
+
 async def receive_each(
-    data_dir: Path, key: ChannelKey, envelopes: list[bytes]
+    data_dir: Path, key: ChannelKey, envelopes: list[bytes], busy_ms: float = 0.0
 ) -> tuple[list[float], float]:
-    """Per-envelope latency (handed in -> delivered) and total CPU seconds, one at a time."""
+    """Per-envelope latency (handed in -> delivered) and total CPU seconds, one at a time
+    (with ``busy_ms``: while the loop also runs Python work in chunks of that length;
+    its CPU is not counted)."""
     delivered = asyncio.Event()
     latencies: list[float] = []
     async with bench_node(data_dir, key, delivered.set) as node:
+        stop = asyncio.Event()
+        busy = asyncio.create_task(_busy(stop, busy_ms / 1e3)) if busy_ms > 0 else None
         cpu0 = time.process_time()
         for envelope in envelopes:
             delivered.clear()
@@ -142,7 +165,11 @@ async def receive_each(
             await node._on_envelope(envelope)
             await asyncio.wait_for(delivered.wait(), 60)
             latencies.append(time.perf_counter() - t)
-        return latencies, time.process_time() - cpu0
+        cpu = time.process_time() - cpu0
+        stop.set()
+        if busy is not None:
+            cpu -= await busy
+        return latencies, cpu
 
 
 async def receive_all(
@@ -194,7 +221,7 @@ def child_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
         d = Path(tmp) / "node"
         if args.one_at_a_time:
-            lat, cpu = runner.run(receive_each(d, key, envelopes))
+            lat, cpu = runner.run(receive_each(d, key, envelopes, args.busy_ms))
             lat.sort()
             res = {"p50_ms": lat[n // 2] * 1e3, "p99_ms": lat[min(n - 1, n * 99 // 100)] * 1e3,
                    "cpu_us": cpu / n * 1e6}
@@ -233,7 +260,7 @@ def compare(args: argparse.Namespace) -> int:
                     argv = [sys.executable, __file__, f"--code={code}", "--child",
                             "--profile", prof, "--envelopes", str(files[prof])]
                     if args.one_at_a_time:
-                        argv.append("--one-at-a-time")
+                        argv += ["--one-at-a-time", "--busy-ms", str(args.busy_ms)]
                     done = subprocess.run(
                         argv, capture_output=True, text=True, timeout=1800, cwd=tmp,
                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
@@ -265,6 +292,12 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--one-at-a-time", action="store_true", help="wait for each delivery")
+    ap.add_argument(
+        "--busy-ms",
+        type=float,
+        default=0.0,
+        help="with --one-at-a-time: keep the loop busy with Python work in chunks of this many ms",
+    )
     ap.add_argument("--profile", choices=(*PROFILES, "both"), default="default")
     ap.add_argument("--compare", metavar="DIR", help="another checkout to measure alternately")
     ap.add_argument("--code", help="=DIR: the sdschat tree to import (set before parsing)")
@@ -283,7 +316,9 @@ def main() -> int:
     print(describe())
     if args.one_at_a_time:
         with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
-            lat, cpu = runner.run(receive_each(Path(tmp) / "node", key, hist.envelopes))
+            lat, cpu = runner.run(
+                receive_each(Path(tmp) / "node", key, hist.envelopes, args.busy_ms)
+            )
         lat.sort()
         print(
             f"{n:,} envelopes one at a time: latency p50 {lat[n // 2] * 1e3:.2f} ms, "

@@ -772,6 +772,11 @@ class Store:
         batch.committed = True
         return result
 
+    @property
+    def idle(self) -> bool:
+        """Open, and no call in flight on aiosqlite's thread (:meth:`commit_batch_now` works)."""
+        return self._conn is not None and self._submitted == self._finished
+
     def commit_batch_now(self, batch: Batch, *, now_ms: int | None = None) -> BatchResult | None:
         """:meth:`commit_batch` on the calling thread, without awaiting: ``None`` (nothing
         done) when a call is in flight on aiosqlite's thread or the store is closed.
@@ -786,7 +791,7 @@ class Store:
         large batches should still go through :meth:`commit_batch`.
         """
         conn = self._conn
-        if conn is None or self._submitted != self._finished:
+        if conn is None or not self.idle:
             return None
         if not len(batch) and not batch.committed:
             batch.committed = True
