@@ -38,6 +38,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 __all__ = [
     "CONTENT_VERSION",
     "EVENT_KINDS",
@@ -122,7 +124,8 @@ def split_typed(text: str) -> tuple[str, str]:
 
 def clean_name(name: str) -> str:
     """A display name with control characters removed, stripped, cut to :data:`MAX_NAME_CHARS`."""
-    cleaned = "".join(ch for ch in name if ch.isprintable()).strip()
+    printable = name if name.isprintable() else "".join(ch for ch in name if ch.isprintable())
+    cleaned = printable.strip()
     return cleaned[:MAX_NAME_CHARS]
 
 
@@ -286,9 +289,12 @@ def decode_content(content: bytes) -> ChatContent:
             return typed
         return ChatContent(text="(content sdschat does not know)", name=None, kind="raw")
     try:
-        obj: Any = json.loads(content)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        obj = None
+        obj: Any = orjson.loads(content)  # ~6x faster than json.loads: once per delivery
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and json takes (NaN, integers beyond 64 bits)
+            obj = json.loads(content)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            obj = None
     if isinstance(obj, dict) and isinstance(obj.get("text"), str) and isinstance(obj.get("v"), int):
         name = obj.get("name")
         kind = obj.get("kind")

@@ -230,6 +230,11 @@ class NodeOptions:
             older ones keep a compact row (:class:`storage.batch.RecentWindow`).
         new_history: start a new, empty history when the database is missing but
             the identity key file is there (``--new-history``); refused otherwise.
+        inline_commit_messages: a round's batch of at most this many messages
+            (and no exported core state) is committed on the loop's thread
+            (:meth:`storage.Store.commit_batch_now`) instead of aiosqlite's: the
+            two thread switches cost more latency than the small commit; larger
+            rounds (a catch-up) overlap their commit with the next round. 0: never.
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -247,6 +252,7 @@ class NodeOptions:
     store_url: str | None = None
     recent_window: int = DEFAULT_RECENT_WINDOW
     new_history: bool = False
+    inline_commit_messages: int = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -1099,11 +1105,18 @@ class Node:
         envelopes published only after its own transaction committed (nothing is
         broadcast before it is durable), rounds finish in order, at most one
         commit is in flight, and the batch (including the exported core state) is
-        fully built before the next round touches the core.
+        fully built before the next round touches the core. A small round
+        (``_commits_inline``) commits on the loop's thread and finishes here.
         """
         try:
             out = await self._round(items)
             await self._finish_tail()
+            if self._commits_inline(out.batch):
+                # committed on this thread (see _commit): no task and no extra pass
+                # of the loop between the round and its events (each pass of a busy
+                # loop runs other work first)
+                await self._finish_round(out, items)
+                return
             self._tail = asyncio.create_task(self._finish_round(out, items), name="sdschat-commit")
             await asyncio.sleep(0)  # let it hand the transaction to SQLite's thread now
         except Exception as exc:
@@ -1586,12 +1599,23 @@ class Node:
         ):
             self._add_states(batch)
 
+    def _commits_inline(self, batch: Batch) -> bool:
+        """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""
+        return (
+            len(batch.messages) <= self.options.inline_commit_messages
+            and not batch.core_states
+            and self.store.idle
+        )
+
     async def _commit(self, out: _Round) -> None:
         batch = out.batch
         if not len(batch):
             return
         result = None
-        for attempt in range(3):
+        if self._commits_inline(batch):
+            with contextlib.suppress(Exception):  # failed: retried below, as before
+                result = self.store.commit_batch_now(batch, now_ms=self._now())
+        for attempt in range(0 if result is not None else 3):
             try:
                 result = await self.store.commit_batch(batch, now_ms=self._now())
                 break

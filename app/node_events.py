@@ -395,12 +395,25 @@ _NAMES: dict[type, str] = {
 _RENAMES = {"sender_id": "sender"}
 
 
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}  # dataclass -> ((key, field), ...)
+
+
+def _fields_of(cls: type) -> tuple[tuple[str, str], ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(
+            (_RENAMES.get(f.name, f.name), f.name) for f in dataclasses.fields(cls)
+        )
+    return names
+
+
 def _jsonable(value: Any) -> Any:
+    cls = type(value)
+    if cls in _PLAIN:  # most fields: no conversion (one set lookup, ~0.05 us)
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            _RENAMES.get(f.name, f.name): _jsonable(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-        }
+        return {key: _jsonable(getattr(value, name)) for key, name in _fields_of(cls)}
     if isinstance(value, tuple | list):
         return [_jsonable(v) for v in value]
     if isinstance(value, dict):

@@ -26,24 +26,23 @@ right after). Since a typed line is recorded with its message in one commit
 (``Batch.record_typed``), both are emitted after that commit and differ by
 microseconds; a previous version shows the two commits apart.
 
-Profiles (``--profile``): ``waku`` runs the nodes with the protocol's
-defaults (js-waku's sizes today: 200-id history, 10,000-entry filter, ~45 KB
-envelopes), ``small`` with a config file whose ``[protocol]`` sets
-``causal_history_size = 10`` and ``bloom_capacity = 1000`` (~2-4 KB
-envelopes), ``both`` runs each. ``--compare DIR`` runs another checkout's
-``sdschat`` (e.g. ``/work/main``; its processes start with that directory as
-their working directory) alternately with this one: for each of ``--rounds``
-rounds, each profile, each version (order alternating), a fresh relay and
-fresh nodes. Besides each node's total CPU, the CPU of its threads is read
-from ``/proc`` (the event loop's main thread vs SQLite's and the
-checkpointer's threads), per delivered message.
+Profiles (``--profile``): ``default`` runs the nodes with ``sds.Config()``'s
+sizes (adaptive causal history, floor 5, cap 30; filter 250 / 0.001: ~1-3 KB
+envelopes), ``waku`` with ``sdschat join --profile waku`` (js-waku's sizes:
+200-id history, 10,000-entry filter, ~45 KB envelopes), ``both`` (the default)
+runs each, one after the other, in the same run. ``--compare DIR`` runs another
+checkout's ``sdschat`` (e.g. a ``git worktree`` of the previous commit; its
+processes start with that directory as their working directory) alternately
+with this one: for each of ``--rounds`` rounds, each profile, each version
+(order alternating), a fresh relay and fresh nodes. Besides each node's total
+CPU, the CPU of its threads is read from ``/proc`` (the event loop's main
+thread vs SQLite's and the checkpointer's threads), per delivered message.
 
 Usage::
 
-    .venv/bin/python bench/e2e_latency.py                       # 100 and 1,000 msg/s
-    .venv/bin/python bench/e2e_latency.py --rates 100 --seconds 10 --json
-    .venv/bin/python bench/e2e_latency.py --rates 100 200 400 --profile both \
-        --compare /work/main --rounds 2
+    .venv/bin/python bench/e2e_latency.py            # 100, 200, 400 msg/s; default and waku
+    .venv/bin/python bench/e2e_latency.py --rates 100 --seconds 10 --profile default --json
+    .venv/bin/python bench/e2e_latency.py --compare /tmp/previous --rounds 2
 
 Everything is bounded (every wait has a deadline, loops are bounded in count)
 and every child is killed by its PID at the end, also on error.
@@ -196,6 +195,23 @@ def start_relay(children: list[Child], log_dir: Path, code: Path = ROOT) -> str:
     raise RuntimeError("relay did not report its port")
 
 
+CPU_PROFILE = """
+import atexit, cProfile, sys, time
+out = sys.argv.pop(1)
+prof = cProfile.Profile(time.thread_time)  # the main thread's CPU time, not wall time
+atexit.register(prof.dump_stats, out)
+sys.argv[0] = "sdschat"
+from app.cli import main
+prof.enable()
+try:
+    code = main(sys.argv[1:])
+finally:
+    prof.disable()
+sys.exit(code)
+"""
+"""``--profile-dir``: run a node under cProfile timed by its main thread's CPU time."""
+
+
 def start_nodes(
     children: list[Child],
     url: str,
@@ -208,8 +224,8 @@ def start_nodes(
     nodes = []
     for i in range(n):
         name = f"n{i}"
-        prof = ["-m", "cProfile", "-o", str(profile / f"{name}.prof")] if profile else []
-        argv = [sys.executable, *prof, "-m", "app.cli", "join", CHANNEL, "--headless",
+        prof = ["-c", CPU_PROFILE, str(profile / f"{name}.prof")] if profile else ["-m", "app.cli"]
+        argv = [sys.executable, *prof, "join", CHANNEL, "--headless",
                 "--relay", url, "--data-dir", str(tmp / name), "--name", name,
                 *(extra or [])]  # fmt: skip
         child = Child(argv, name, tmp / "logs", stdin=True, cwd=code)
@@ -369,12 +385,6 @@ def loadavg() -> str:
     return "?"
 
 
-SMALL_PROFILE = """[protocol]
-causal_history_size = 10
-bloom_capacity = 1000
-"""
-
-
 def run_config(
     args: argparse.Namespace, code: Path, profile_name: str, speed: dict[str, float]
 ) -> list[dict[str, Any]]:
@@ -384,9 +394,8 @@ def run_config(
     children: list[Child] = []
     results: list[dict[str, Any]] = []
     extra = list(args.node_arg)
-    if profile_name == "small":
-        (tmp / "small.toml").write_text(SMALL_PROFILE)
-        extra += ["--config", str(tmp / "small.toml")]
+    if profile_name == "waku":
+        extra += ["--profile", "waku"]
     try:
         url = start_relay(children, tmp / "logs", code)
         profile = args.profile_dir.resolve() if args.profile_dir else None
@@ -437,14 +446,14 @@ def print_runs(label: str, results: list[dict[str, Any]]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--nodes", type=int, default=10)
-    ap.add_argument("--rates", type=float, nargs="+", default=[100.0, 1000.0])
+    ap.add_argument("--rates", type=float, nargs="+", default=[100.0, 200.0, 400.0])
     ap.add_argument("--seconds", type=float, default=10.0, help="sending time per rate")
     ap.add_argument("--drain", type=float, default=30.0, help="max seconds to wait after")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up messages per node")
     ap.add_argument("--pause", type=float, default=3.0, help="idle seconds between rates")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    ap.add_argument("--profile", choices=("waku", "small", "both"), default="waku",
+    ap.add_argument("--profile", choices=("default", "waku", "both"), default="both",
                     help="protocol sizes of the nodes (see the module docstring)")  # fmt: skip
     ap.add_argument("--compare", type=Path, metavar="DIR",
                     help="another sdschat checkout, measured alternately")  # fmt: skip
@@ -474,7 +483,7 @@ def main() -> int:
     versions = [("this", ROOT)]
     if args.compare is not None:
         versions.insert(0, ("previous", args.compare.resolve()))
-    profiles = ["waku", "small"] if args.profile == "both" else [args.profile]
+    profiles = ["default", "waku"] if args.profile == "both" else [args.profile]
     configs: list[dict[str, Any]] = []
     for rnd in range(args.rounds):
         for prof in profiles:

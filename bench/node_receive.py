@@ -20,12 +20,18 @@ checkpointer together).
 was delivered (its round committed and its event emitted), as in a quiet
 channel: each message is then a round and a transaction of its own, and the
 figures are one receiver's latency (median, p99) and CPU per message, the
-part of the end-to-end latency that each of the receivers adds.
+part of the end-to-end latency that each of the receivers adds. With
+``--busy-ms X`` the loop meanwhile runs Python work in chunks of X ms (as a
+node's loop does at 100 msg/s: other rounds, websocket frames), so that a
+hand-over to another thread has to wait for the GIL; that work's CPU is not
+counted.
 
-Profiles: ``--profile waku`` (js-waku's sizes, ``sds.Config()``'s defaults
-today: 200-id history, 10,000-entry filter) and ``--profile small`` (history
-10, filter capacity 1,000: ~1-2 KB envelopes, the size class the lean-wire
-study is choosing from), or both (``--profile both``, the default).
+Profiles: ``--profile default`` (exactly ``sds.Config()``: adaptive causal
+history, floor 5, cap 30; filter 250 / 0.001), ``--profile waku``
+(``sds.Config.waku()``: js-waku's 200-id history and 10,000-entry filter,
+~46 KB envelopes), ``--profile small`` (a fixed history of 10, filter 1,000:
+the size class measured before the defaults changed), or ``--profile both``
+(default and waku, side by side; without ``--compare`` this checkout alone).
 
 It also reports what the node's SQLite file holds per message after the run
 (``db_per_msg``: the whole file over the messages received) and, split with
@@ -77,15 +83,14 @@ from app.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 
-PROFILES = {
-    "waku": {},
-    "small": {"causal_history_size": 10, "bloom_capacity": 1000},
-}
+PROFILES = ("default", "waku", "small")
 
 
 def profile_config(name: str) -> sds.Config:
     """The ``sds.Config`` of a profile (see the module docstring)."""
-    return sds.Config().with_changes(**PROFILES[name]) if PROFILES[name] else sds.Config()
+    if name == "small":  # the size class measured before the defaults changed
+        return sds.Config(causal_history_size=10, causal_history_floor=None, bloom_capacity=1000)
+    return sds.Config.profile(name)  # "default" is exactly sds.Config()
 
 
 def db_bytes(data_dir: Path) -> dict[str, int]:
@@ -127,13 +132,32 @@ async def bench_node(
         await node.close()
 
 
+async def _busy(stop: asyncio.Event, chunk_s: float) -> float:
+    """Python work on the loop in chunks of ``chunk_s``, yielding between them (other
+    rounds, websocket frames: a node at 100 msg/s); returns its thread CPU seconds."""
+    spent = 0.0
+    while not stop.is_set():  # bounded: stopped when the measurement ends
+        t0 = time.thread_time()
+        end = time.perf_counter() + chunk_s
+        n = 0
+        while time.perf_counter() < end:
+            n += 1
+        spent += time.thread_time() - t0
+        await asyncio.sleep(0)
+    return spent
+
+
 async def receive_each(
-    data_dir: Path, key: ChannelKey, envelopes: list[bytes]
+    data_dir: Path, key: ChannelKey, envelopes: list[bytes], busy_ms: float = 0.0
 ) -> tuple[list[float], float]:
-    """Per-envelope latency (handed in -> delivered) and total CPU seconds, one at a time."""
+    """Per-envelope latency (handed in -> delivered) and total CPU seconds, one at a time
+    (with ``busy_ms``: while the loop also runs Python work in chunks of that length;
+    its CPU is not counted)."""
     delivered = asyncio.Event()
     latencies: list[float] = []
     async with bench_node(data_dir, key, delivered.set) as node:
+        stop = asyncio.Event()
+        busy = asyncio.create_task(_busy(stop, busy_ms / 1e3)) if busy_ms > 0 else None
         cpu0 = time.process_time()
         for envelope in envelopes:
             delivered.clear()
@@ -141,7 +165,11 @@ async def receive_each(
             await node._on_envelope(envelope)
             await asyncio.wait_for(delivered.wait(), 60)
             latencies.append(time.perf_counter() - t)
-        return latencies, time.process_time() - cpu0
+        cpu = time.process_time() - cpu0
+        stop.set()
+        if busy is not None:
+            cpu -= await busy
+        return latencies, cpu
 
 
 async def receive_all(
@@ -193,7 +221,7 @@ def child_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
         d = Path(tmp) / "node"
         if args.one_at_a_time:
-            lat, cpu = runner.run(receive_each(d, key, envelopes))
+            lat, cpu = runner.run(receive_each(d, key, envelopes, args.busy_ms))
             lat.sort()
             res = {"p50_ms": lat[n // 2] * 1e3, "p99_ms": lat[min(n - 1, n * 99 // 100)] * 1e3,
                    "cpu_us": cpu / n * 1e6}
@@ -211,8 +239,10 @@ def compare(args: argparse.Namespace) -> int:
     """Alternate fresh subprocesses: (other, this) x profiles, ``--repeat`` times."""
     key = derive_channel_key("bench", None, params=TEST_KDF)
     here = str(Path(__file__).resolve().parents[1])
-    versions = {"previous": str(Path(args.compare).resolve()), "this": here}
-    profiles = ["waku", "small"] if args.profile == "both" else [args.profile]
+    versions = {"this": here}
+    if args.compare:
+        versions = {"previous": str(Path(args.compare).resolve()), "this": here}
+    profiles = ["default", "waku"] if args.profile == "both" else [args.profile]
     print(describe())
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-env-") as tmp:
@@ -230,7 +260,7 @@ def compare(args: argparse.Namespace) -> int:
                     argv = [sys.executable, __file__, f"--code={code}", "--child",
                             "--profile", prof, "--envelopes", str(files[prof])]
                     if args.one_at_a_time:
-                        argv.append("--one-at-a-time")
+                        argv += ["--one-at-a-time", "--busy-ms", str(args.busy_ms)]
                     done = subprocess.run(
                         argv, capture_output=True, text=True, timeout=1800, cwd=tmp,
                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
@@ -249,7 +279,10 @@ def compare(args: argparse.Namespace) -> int:
     for prof in profiles:
         for name in versions:
             rows = results[(name, prof)]
-            cells = [f"{statistics.median(r[k] for r in rows):,.1f}" for k in keys]
+            cells = [
+                f"{statistics.median(r[k] for r in rows):,.{2 if k.endswith('_ms') else 1}f}"
+                for k in keys
+            ]
             print(f"| {name} | {prof} | " + " | ".join(cells) + " |")
     return 0
 
@@ -259,7 +292,13 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--one-at-a-time", action="store_true", help="wait for each delivery")
-    ap.add_argument("--profile", choices=("waku", "small", "both"), default="waku")
+    ap.add_argument(
+        "--busy-ms",
+        type=float,
+        default=0.0,
+        help="with --one-at-a-time: keep the loop busy with Python work in chunks of this many ms",
+    )
+    ap.add_argument("--profile", choices=(*PROFILES, "both"), default="default")
     ap.add_argument("--compare", metavar="DIR", help="another checkout to measure alternately")
     ap.add_argument("--code", help="=DIR: the sdschat tree to import (set before parsing)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -267,10 +306,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.child:
         return child_run(args)
-    if args.compare:
+    if args.compare or args.profile == "both":
         return compare(args)
-    if args.profile == "both":
-        ap.error("--profile both needs --compare")
     global _CONFIG
     _CONFIG = profile_config(args.profile)
     key = derive_channel_key("bench", None, params=TEST_KDF)
@@ -279,7 +316,9 @@ def main() -> int:
     print(describe())
     if args.one_at_a_time:
         with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
-            lat, cpu = runner.run(receive_each(Path(tmp) / "node", key, hist.envelopes))
+            lat, cpu = runner.run(
+                receive_each(Path(tmp) / "node", key, hist.envelopes, args.busy_ms)
+            )
         lat.sort()
         print(
             f"{n:,} envelopes one at a time: latency p50 {lat[n // 2] * 1e3:.2f} ms, "

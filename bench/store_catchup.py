@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/store_catchup.py [--messages 10000] [--repeat 3]
-        [--history 200] [--bloom 10000]
+        [--profile default|waku] [--history N] [--bloom N]
 
 Builds ``--messages`` realistic envelopes (two real SDS cores conversing; with
 the default protocol settings ~46 KB each, see ``bench/store_data.py``),
@@ -18,8 +18,11 @@ is delivered and committed to its database:
   (``receive``) and database commits (``commit``).
 
 Medians of ``--repeat`` runs (each on a fresh node data directory).
-``--history``/``--bloom`` shrink the protocol's per-message overhead to show
-how catch-up time follows message size.
+``--profile default`` (the default) is exactly ``sds.Config()`` (adaptive
+causal history floor 5 cap 30, filter 250 / 0.001: ~1.5 KB envelopes);
+``--profile waku`` is ``sds.Config.waku()`` (~46 KB envelopes).
+``--history``/``--bloom`` override the profile's ``causal_history_size`` /
+``bloom_capacity`` (to show how catch-up time follows message size).
 """
 
 from __future__ import annotations
@@ -109,15 +112,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--history", type=int, default=200, help="causal_history_size")
-    ap.add_argument("--bloom", type=int, default=10_000, help="bloom_capacity")
+    ap.add_argument("--profile", choices=sds.config.PROFILES, default="default")
+    ap.add_argument("--history", type=int, help="causal_history_size (default: the profile's)")
+    ap.add_argument("--bloom", type=int, help="bloom_capacity (default: the profile's)")
     args = ap.parse_args()
-    cfg = sds.Config(causal_history_size=args.history, bloom_capacity=args.bloom)
+    changes = {}
+    if args.history is not None:
+        changes["causal_history_size"] = args.history
+    if args.bloom is not None:
+        changes["bloom_capacity"] = args.bloom
+    cfg = sds.Config.profile(args.profile, **changes)
     key = derive_channel_key("bench", None, params=TEST_KDF)
     hist = make_history(key, args.messages, config=cfg)
     mb = sum(map(len, hist.envelopes)) / 1e6
     print(f"{args.messages:,} envelopes, {mb:.0f} MB ({mb * 1e3 / args.messages:.1f} KB avg; "
-          f"history {args.history}, bloom capacity {args.bloom:,})")
+          f"profile {args.profile}: history {cfg.causal_history_size} "
+          f"(floor {cfg.causal_history_floor}), bloom capacity {cfg.bloom_capacity:,})")
     print(describe())
     _instrument()
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:

@@ -121,7 +121,17 @@ def test_a_typed_line_costs_one_fsync(tmp_path: Path) -> None:
                 fsynced.append(lines + len(batch.sent))
             return await commit(batch, **kw)
 
+        commit_now = a.node.store.commit_batch_now
+
+        def counting_now(batch: Batch, **kw: Any) -> Any:  # small rounds commit inline
+            result = commit_now(batch, **kw)
+            if result is not None and batch.needs_fsync:  # None: not done, goes to the thread
+                lines = len(getattr(batch, "typed", ())) + len(batch.enqueues)
+                fsynced.append(lines + len(batch.sent))
+            return result
+
         a.node.store.commit_batch = counting  # type: ignore[method-assign]
+        a.node.store.commit_batch_now = counting_now  # type: ignore[method-assign]
         try:
             for i in range(3):
                 await a.node.send("general", f"line {i}")
@@ -135,6 +145,51 @@ def test_a_typed_line_costs_one_fsync(tmp_path: Path) -> None:
             await b.node.close()
         log = read_history(tmp_path / "a", "general")
         assert [x.text for x in log] == ["line 0", "line 1", "line 2"]
+
+    run(main())
+
+
+def test_small_rounds_commit_on_the_loop_thread_large_ones_on_sqlites(tmp_path: Path) -> None:
+    """A round of a few messages (a quiet or busy chat) is committed on the loop's
+    thread, without the two thread switches to aiosqlite's thread and back; a round
+    of more than ``inline_commit_messages`` (a catch-up) still goes to that thread,
+    overlapping the next round. Both are delivered and logged the same way."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice")
+        b = await start_node(tmp_path / "b", hub, name="bob", inline_commit_messages=2)
+        inline: list[int] = []
+        threaded: list[int] = []
+        commit, commit_now = b.node.store.commit_batch, b.node.store.commit_batch_now
+
+        async def counting(batch: Batch, **kw: Any) -> Any:
+            threaded.append(len(batch.messages))
+            return await commit(batch, **kw)
+
+        def counting_now(batch: Batch, **kw: Any) -> Any:
+            result = commit_now(batch, **kw)
+            if result is not None:
+                inline.append(len(batch.messages))
+            return result
+
+        b.node.store.commit_batch = counting  # type: ignore[method-assign]
+        b.node.store.commit_batch_now = counting_now  # type: ignore[method-assign]
+        try:
+            await a.node.send("general", "one")
+            await wait_until(lambda: len(b.texts()) == 1, what="1 delivery")
+            assert 1 in inline and not any(threaded)
+            for i in range(5):  # 5 lines at once: one round of more than 2 messages
+                a.node.post("general", f"burst {i}")
+            await wait_until(lambda: len(b.texts()) == 6, what="6 deliveries")
+            assert max(threaded) > 2 and max(inline) <= 2
+        finally:
+            await a.node.close()
+            await b.node.close()
+        assert [x.text for x in read_history(tmp_path / "b", "general")] == [
+            "one",
+            *(f"burst {i}" for i in range(5)),
+        ]
 
     run(main())
 

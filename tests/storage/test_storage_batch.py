@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from storage_testkit import mid, msg, open_with_channel, run
@@ -375,3 +378,56 @@ def test_archive_retention_by_age_and_size(tmp_path: Path) -> None:
             assert await store.archive.stats() == (0, 0)
 
     run(body)
+
+
+# ----------------------------------------------------------------- commit on the loop's thread
+
+
+def test_commit_batch_now_commits_on_the_calling_thread_only_when_the_connection_is_idle(
+    tmp_path: Path,
+) -> None:
+    """A node's small rounds commit on the loop's thread (no hand-over to aiosqlite's
+    thread and back); never while a call runs on that thread (one connection)."""
+
+    async def main() -> None:
+        store = await open_with_channel(tmp_path, "general")
+        try:
+            # idle: committed here, now, on this thread; durable batches too
+            b1 = Batch()
+            b1.insert_message(msg(1, 10))
+            threads: list[threading.Thread] = []
+            db = store._conn._conn  # type: ignore[union-attr]
+            db.set_trace_callback(lambda _sql: threads.append(threading.current_thread()))
+            result = store.commit_batch_now(b1, now_ms=5)
+            db.set_trace_callback(None)
+            assert result is not None and result.is_new("general", mid(1))
+            assert b1.committed and threads and set(threads) == {threading.current_thread()}
+            assert await store.has_ids("general", [mid(1)]) == {mid(1)}
+            b2 = Batch()
+            b2.record_typed(await store.next_local_id(), msg(2, 20), 6)  # a typed line: fsynced
+            assert b2.needs_fsync
+            assert store.commit_batch_now(b2, now_ms=6) is not None
+            assert await store.pending_outgoing() == []  # carried its message id
+            # a call in flight on aiosqlite's thread: refused (None), nothing written
+            started, release = threading.Event(), threading.Event()
+
+            def slow(db: Any) -> None:
+                started.set()
+                release.wait(5)
+
+            task = asyncio.ensure_future(store._call(slow))
+            await asyncio.to_thread(started.wait, 5)
+            b3 = Batch()
+            b3.insert_message(msg(3, 30))
+            assert store.commit_batch_now(b3, now_ms=7) is None
+            assert not b3.committed
+            release.set()
+            await task
+            assert await store.has_ids("general", [mid(3)]) == set()
+            assert store.commit_batch_now(b3, now_ms=8) is not None  # idle again
+            assert await store.has_ids("general", [mid(3)]) == {mid(3)}
+        finally:
+            await store.close()
+        assert store.commit_batch_now(Batch(), now_ms=9) is None  # closed
+
+    run(main)
