@@ -42,6 +42,11 @@ setting                     sim value    why
 log_window                  max(profile, no storage beyond the window: the core
                             messages+1)  must never forget a delivered id
 repair_response_groups      N/128 + 1    PROTOCOL.md's recommendation
+repair_t_min_ms,            profile x    requests crossing in flight, see below
+repair_t_max_ms,            max(1, 1.5
+lost_timeout_ms             ms x N /
+                            (T_max -
+                            T_min))
 sync_interval_ms            base x       see below
                             max(1,N²/64)
 =========================== ============ ===========================================
@@ -50,6 +55,19 @@ Links: ``--bandwidth 1,20`` gives participant i a link of the i-th value (mod
 the list) in Mbit/s, each direction; transmission time then follows the bytes
 sent and messages queue per link (:class:`net.memnet.MemNetwork`). Without it
 links are unlimited (only ``--latency`` counts).
+
+SDS-R at scale: every repair request and every answer is a broadcast to all N.
+A message lost by a fraction L of the participants is missed by L x N of them;
+each asks at a time spread over ``T_max - T_min`` after noticing, and a request
+suppresses the others only once it has reached them (one latency d later), so
+about ``L x N x d / (T_max - T_min)`` requests cross in flight, each answered by
+a broadcast. With the fast preset (T 0.5-2 s) at N = 10,000, L = 5%, d = 20-120
+ms that is ~30 requests and as many answers per lost message, 10,000 deliveries
+each, and a holder in the response group (~127 of them) answering within d of
+another holder's answer adds more. Widening the spread with N keeps that number
+where it is at 1,000 participants (js-waku's 30-120 s are wide enough for
+60,000). Holders also stay quiet for ``T_min / 2`` after a copy of the message
+was on the wire (``sds`` core).
 
 Sync messages cost N² deliveries: every participant's sync reaches every
 other, and a receiver shortens its sync delay after each content message, so
@@ -117,6 +135,9 @@ START_MS = 1_700_000_000_000
 MAX_PARTICIPANTS = 50_000
 #: Largest ``--content-bytes``: what the core accepts (``sds.Config.max_content_bytes``).
 MAX_CONTENT_BYTES = 64 * 1024
+#: Smallest spread of SDS-R request times (T_max - T_min) per participant: the fast
+#: preset's 1.5 s at 1,000 participants (js-waku's 90 s covers 60,000).
+REPAIR_SPREAD_MS_PER_PARTICIPANT = 1.5
 
 
 class SimError(ValueError):
@@ -262,6 +283,15 @@ def sim_config(spec: SimSpec) -> sds.Config:
     if spec.repair_cache is not None:
         changes["repair_cache_size"] = spec.repair_cache
     history = changes.get("causal_history_size", base.causal_history_size)
+    # SDS-R windows wide enough for the channel (see the module docstring): at least
+    # REPAIR_SPREAD_MS_PER_PARTICIPANT x N between T_min and T_max, the lost timeout
+    # scaled alike. The fast preset's 0.5-2 s suits up to 1,000 participants.
+    t_min, t_max = base.repair_t_min_ms, base.repair_t_max_ms
+    stretch = max(1.0, REPAIR_SPREAD_MS_PER_PARTICIPANT * n / max(1, t_max - t_min))
+    if stretch > 1.0 and "repair_t_max_ms" not in spec.protocol:
+        changes.setdefault("repair_t_min_ms", int(t_min * stretch))
+        changes.setdefault("repair_t_max_ms", int(t_max * stretch))
+        changes.setdefault("lost_timeout_ms", int(base.lost_timeout_ms * stretch))
     return base.with_changes(
         **changes,
         log_window=max(base.log_window, spec.messages + 1, history),

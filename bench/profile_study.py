@@ -358,6 +358,7 @@ def run_study(
     report_dir: Path | None = None,
     only: set[str] | None = None,
     log: Any = None,
+    scenarios: set[str] | None = None,
 ) -> StudyResult:
     """Run every cell of ``grid_name`` into ``out/cells``; figures per cell."""
     log = log or sys.stderr
@@ -366,6 +367,8 @@ def run_study(
     res = StudyResult()
     runs: list[tuple[dict[str, Any], Path]] = []
     for sc, names in grid(grid_name):
+        if scenarios and sc.name not in scenarios:
+            continue
         for pname in names:
             if only and pname not in only:
                 continue
@@ -586,6 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=1_800.0,
                     help="seconds after which no new cell starts (default 1800)")
     ap.add_argument("--profiles", default="", help="only these profiles (comma-separated)")
+    ap.add_argument("--scenarios", default="", help="only these scenarios (comma-separated)")
     ap.add_argument("--keep-cells", action="store_true", help="keep the cells' Parquet")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite study.md and the chart from OUT/study.json")
@@ -605,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     cal = calibrate()
     seeds = tuple(int(x) for x in args.seeds.split(",") if x.strip())
     res = run_study(args.grid, out, seeds=seeds, bandwidth=bandwidth, budget_s=args.budget,
-                    report_dir=Path(args.report) if args.report else None, only=only)
+                    report_dir=Path(args.report) if args.report else None, only=only,
+                    scenarios={x for x in args.scenarios.split(",") if x} or None)
     header = {"grid": args.grid, "seeds": list(seeds), "bandwidth_mbps": list(bandwidth),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "machine": describe(cal)}

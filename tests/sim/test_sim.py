@@ -206,3 +206,25 @@ def test_memnet_topics_reach_members_only() -> None:
     assert len(net.nodes["b"].delivered["x"]) == 1
     assert net.nodes["c"].delivered["y"] == []
     assert net.counters["deliveries"] == 1
+
+
+def test_sim_config_widens_repair_windows_for_large_channels() -> None:
+    """Past 1,000 participants the fast preset's SDS-R spread (T_max - T_min = 1.5 s)
+    lets ~loss x N x latency / spread requests cross in flight per lost message, each a
+    broadcast to all: the sim keeps >= 1.5 ms per participant of spread, with T_min and
+    the lost timeout scaled alike. Up to 1,000, and with js-waku's timings, nothing
+    changes; an explicit protocol override wins."""
+    fast = sds.Config.fast(1000)
+    for n in (10, 1_000):
+        c = sim_config(SimSpec(participants=n, messages=1))
+        assert (c.repair_t_min_ms, c.repair_t_max_ms, c.lost_timeout_ms) == (
+            fast.repair_t_min_ms, fast.repair_t_max_ms, fast.lost_timeout_ms)
+    big = sim_config(SimSpec(participants=10_000, messages=1))
+    assert big.repair_t_max_ms - big.repair_t_min_ms >= 15_000
+    assert (big.repair_t_min_ms, big.repair_t_max_ms, big.lost_timeout_ms) == (
+        10 * fast.repair_t_min_ms, 10 * fast.repair_t_max_ms, 10 * fast.lost_timeout_ms)
+    slow = sim_config(SimSpec(participants=10_000, messages=1, timings="default"))
+    assert (slow.repair_t_min_ms, slow.repair_t_max_ms) == (30_000, 120_000)
+    pinned = sim_config(SimSpec(participants=10_000, messages=1,
+                                protocol={"repair_t_min_ms": 100, "repair_t_max_ms": 900}))
+    assert (pinned.repair_t_min_ms, pinned.repair_t_max_ms) == (100, 900)
