@@ -430,9 +430,11 @@ class _Progress:
         bar = "#" * int(frac * width)
         elapsed = now - self.started
         rate = deliveries / elapsed if elapsed > 0 else 0.0
+        # remaining virtual time at the pace so far (the drain is usually quieter)
+        eta = f"{elapsed * (1 - frac) / frac:7.0f}s" if frac > 0 else "      ?"
         self.stream.write(
             f"\r[{bar:<{width}}] {frac:6.1%}  virtual {done_ms / 1000:8.1f}s  "
-            f"{deliveries:>12,} deliveries  {rate:>10,.0f}/s  wall {elapsed:6.1f}s"
+            f"{deliveries:>12,} deliveries  {rate:>10,.0f}/s  wall {elapsed:6.1f}s  eta {eta}"
         )
         self.stream.flush()
 

@@ -181,6 +181,9 @@ def grid(name: str) -> list[tuple[Scenario, list[str]]]:
             (Scenario("n100-r1-loss0.3", 100, 100, 1.0, 0.3), list(_SIZES)),
             (Scenario("n100-r100-loss0.1", 100, 500, 100.0, 0.1), ["waku", "default", "h20"]),
             (Scenario("n1000-r1-loss0.1", 1_000, 200, 1.0, 0.1), ["waku", "default", "h20"]),
+            (Scenario("n1000-r1-loss0.1-m40", 1_000, 40, 1.0, 0.1,
+                      note="40 messages: the waku profile's 200-message run takes hours"),
+             ["waku", "default"]),
         ]
     raise ValueError(f"unknown grid {name!r} (ci, quick, full)")
 

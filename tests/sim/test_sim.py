@@ -135,6 +135,7 @@ def test_command_line_run_with_progress(
     assert code == 0, captured.err
     assert "simulated 6 participants, 12 messages" in captured.out
     assert "100.0%" in captured.err  # the progress bar, forced on
+    assert "eta       0s" in captured.err  # with the time left at its pace
     meta = json.loads((out / "run.json").read_text())
     assert meta["spec"]["store"] is True and len(meta["spec"]["partitions"]) == 1
     assert set(meta["channels"]) == {"sim-0", "sim-1"}
@@ -228,3 +229,16 @@ def test_sim_config_widens_repair_windows_for_large_channels() -> None:
     pinned = sim_config(SimSpec(participants=10_000, messages=1,
                                 protocol={"repair_t_min_ms": 100, "repair_t_max_ms": 900}))
     assert (pinned.repair_t_min_ms, pinned.repair_t_max_ms) == (100, 900)
+
+
+def test_command_line_headless_output_has_no_progress_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a terminal and no --progress: stderr stays empty and stdout is the summary
+    only (parseable: its first line starts with 'simulated')."""
+    code = main(["sim", "-n", "4", "-m", "3", "--out", str(tmp_path / "r"), "--drain", "5"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert captured.err == ""
+    assert captured.out.startswith("simulated 4 participants, 3 messages")
+    assert "deliveries" in captured.out and "eta" not in captured.out
