@@ -113,6 +113,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import orjson
+
 import sds
 
 if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
@@ -342,7 +344,8 @@ def run_label(spec: SimSpec) -> str:
 class _Recorder:
     """The observer: every event of every participant becomes a Parquet row."""
 
-    __slots__ = ("_dg_sizes", "_seq", "flushes", "net", "records", "rows", "writer")
+    __slots__ = ("_dg_sizes", "_request_json", "_seq", "flushes", "net", "records", "rows",
+                 "writer")
 
     def __init__(self, run: str, writer: EventWriter) -> None:
         from pipeline.schema import EventRecords
@@ -351,6 +354,7 @@ class _Recorder:
         self.writer = writer
         self._seq: dict[str, int] = {}
         self._dg_sizes: dict[tuple[str, str, str], int] = {}
+        self._request_json: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
         self.rows = 0
         self.flushes = 0
 
@@ -381,12 +385,35 @@ class _Recorder:
                 None, reason,
                 f'{{"detail":{_json_str(ev.detail)},"reason":{_json_str(reason)}}}',
             )
+        elif t is sds.MessagesMissing:
+            # one per receiver of a message naming ids it lacks, and per sweep: the
+            # generic conversion (dataclass reflection) cost ~10x this
+            missing = [
+                {"message_id": e.message_id, "retrieval_hint":
+                 None if e.retrieval_hint is None else e.retrieval_hint.hex(),
+                 "sender_id": e.sender_id}
+                for e in ev.missing
+            ]
+            rec.add_plain(
+                node, seq, now, ev.channel_id, "MessagesMissing", ev.message_id, ev.sender_id,
+                None, None,
+                orjson.dumps({"first": ev.first, "missing": missing},
+                             option=orjson.OPT_SORT_KEYS).decode(),
+            )
         elif t is sds.RepairRequestReceived:
+            # every receiver of a request logs the same ids: their JSON is made once
+            key = (ev.message_ids, ev.scheduled)
+            detail = self._request_json.get(key)
+            if detail is None:
+                if len(self._request_json) >= 4_096:
+                    self._request_json.clear()
+                detail = self._request_json[key] = (
+                    f'{{"message_ids":{_json_list(ev.message_ids)},'
+                    f'"scheduled":{_json_list(ev.scheduled)}}}'
+                )
             rec.add_plain(
                 node, seq, now, ev.channel_id, "RepairRequestReceived", None, ev.sender_id,
-                None, None,
-                f'{{"message_ids":{_json_list(ev.message_ids)},'
-                f'"scheduled":{_json_list(ev.scheduled)}}}',
+                None, None, detail,
             )
         else:
             size = None

@@ -57,6 +57,11 @@ def test_fast_path_rows_equal_the_generic_event_row_conversion() -> None:
         sds.MessageDropped("c", "m", "s", sds.DropReason.DUPLICATE, ""),
         sds.MessageDropped("c", None, None, sds.DropReason.MALFORMED, 'bad "x"'),
         sds.RepairRequestReceived("c", "s", ("a", "b"), ("a",)),
+        sds.RepairRequestReceived("c", "t", ("a", "b"), ("a",)),  # cached JSON
+        sds.RepairRequestReceived("c", "t", ("a", "b"), ()),
+        sds.MessagesMissing("c", "m" * 64, "s", (sds.HistoryEntry("a" * 64, b"\x01", "x"),
+                                                  sds.HistoryEntry("b\u00e9", None, None)), True),
+        sds.MessagesMissing("c", "", "", (sds.HistoryEntry("a" * 64, None, "x"),), False),
     ]
     from app.sim import _Recorder
 
