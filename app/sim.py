@@ -87,12 +87,10 @@ broadcast object reaches every receiver).
 Measured (``bench/sim_scale.py``, 2-core machine, 100 messages at 2/s, no loss,
 fast timings, Parquet written, with the sizes of the time: history 50, filter
 2,000): N = 100: 60,489 deliveries in 2.4 s (25k/s), peak 240 MB; N = 1,000:
-525,474 deliveries in 23 s (23k/s), peak 0.7 GB;
-N = 10,000: 1,539,846 deliveries in 123 s (12.5k/s), peak 1.8 GB. At N = 10,000
-and 1% loss SDS-R repairs dominate: each repair is a broadcast to everyone,
-and with the fast preset's T_max of 2 s several members of the response group
-answer before the first answer reaches them (about 4 rebroadcasts per
-request at 20-120 ms latency), so plan for several times the deliveries.
+525,474 deliveries in 23 s (23k/s), peak 0.7 GB; N = 10,000: 1,539,846
+deliveries in 123 s (12.5k/s), peak 1.8 GB. With loss, SDS-R dominates: every
+request and every answer reaches all N; at N = 10,000 and 5% loss each content
+message costs ~91,000 deliveries (docs/sim.md has the figures and why).
 
 Output: ``DIR/events/part-*.parquet`` and ``DIR/run.json`` (parameters, the
 protocol configuration, network counters, wall time, peak memory). Both
