@@ -42,6 +42,11 @@ setting                     sim value    why
 log_window                  max(profile, no storage beyond the window: the core
                             messages+1)  must never forget a delivered id
 repair_response_groups      N/128 + 1    PROTOCOL.md's recommendation
+repair_t_min_ms,            profile x    requests crossing in flight, see below;
+repair_t_max_ms,            max(1, 1.5   T_max counted as the core stretches it
+lost_timeout_ms             ms x N /     (Config.repair_window_participants);
+                            (T_max -     the lost timeout at least 2.5 stretched
+                            T_min))      T_max
 sync_interval_ms            base x       see below
                             max(1,N²/64)
 =========================== ============ ===========================================
@@ -50,6 +55,19 @@ Links: ``--bandwidth 1,20`` gives participant i a link of the i-th value (mod
 the list) in Mbit/s, each direction; transmission time then follows the bytes
 sent and messages queue per link (:class:`net.memnet.MemNetwork`). Without it
 links are unlimited (only ``--latency`` counts).
+
+SDS-R at scale: every repair request and every answer is a broadcast to all N.
+A message lost by a fraction L of the participants is missed by L x N of them;
+each asks at a time spread over ``T_max - T_min`` after noticing, and a request
+suppresses the others only once it has reached them (one latency d later), so
+about ``L x N x d / (T_max - T_min)`` requests cross in flight, each answered by
+a broadcast. With the fast preset (T 0.5-2 s) at N = 10,000, L = 5%, d = 20-120
+ms that is ~30 requests and as many answers per lost message, 10,000 deliveries
+each, and a holder in the response group (~127 of them) answering within d of
+another holder's answer adds more. Widening the spread with N keeps that number
+where it is at 1,000 participants (js-waku's 30-120 s are wide enough for
+60,000). Holders also stay quiet for ``T_min / 2`` after a copy of the message
+was on the wire (``sds`` core).
 
 Sync messages cost N² deliveries: every participant's sync reaches every
 other, and a receiver shortens its sync delay after each content message, so
@@ -69,12 +87,10 @@ broadcast object reaches every receiver).
 Measured (``bench/sim_scale.py``, 2-core machine, 100 messages at 2/s, no loss,
 fast timings, Parquet written, with the sizes of the time: history 50, filter
 2,000): N = 100: 60,489 deliveries in 2.4 s (25k/s), peak 240 MB; N = 1,000:
-525,474 deliveries in 23 s (23k/s), peak 0.7 GB;
-N = 10,000: 1,539,846 deliveries in 123 s (12.5k/s), peak 1.8 GB. At N = 10,000
-and 1% loss SDS-R repairs dominate: each repair is a broadcast to everyone,
-and with the fast preset's T_max of 2 s several members of the response group
-answer before the first answer reaches them (about 4 rebroadcasts per
-request at 20-120 ms latency), so plan for several times the deliveries.
+525,474 deliveries in 23 s (23k/s), peak 0.7 GB; N = 10,000: 1,539,846
+deliveries in 123 s (12.5k/s), peak 1.8 GB. With loss, SDS-R dominates: every
+request and every answer reaches all N; at N = 10,000 and 5% loss each content
+message costs ~91,000 deliveries (docs/sim.md has the figures and why).
 
 Output: ``DIR/events/part-*.parquet`` and ``DIR/run.json`` (parameters, the
 protocol configuration, network counters, wall time, peak memory). Both
@@ -94,6 +110,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+import orjson
 
 import sds
 
@@ -117,6 +135,9 @@ START_MS = 1_700_000_000_000
 MAX_PARTICIPANTS = 50_000
 #: Largest ``--content-bytes``: what the core accepts (``sds.Config.max_content_bytes``).
 MAX_CONTENT_BYTES = 64 * 1024
+#: Smallest spread of SDS-R request times (T_max - T_min) per participant: the fast
+#: preset's 1.5 s at 1,000 participants (js-waku's 90 s covers 60,000).
+REPAIR_SPREAD_MS_PER_PARTICIPANT = 1.5
 
 
 class SimError(ValueError):
@@ -262,6 +283,27 @@ def sim_config(spec: SimSpec) -> sds.Config:
     if spec.repair_cache is not None:
         changes["repair_cache_size"] = spec.repair_cache
     history = changes.get("causal_history_size", base.causal_history_size)
+    # SDS-R windows wide enough for the channel (see the module docstring): at least
+    # REPAIR_SPREAD_MS_PER_PARTICIPANT x N between T_min and T_max, the lost timeout
+    # scaled alike. The fast preset's 0.5-2 s suits up to 1,000 participants.
+    # The core stretches T_max itself with the participants it hears
+    # (sds.Config.repair_window_participants): count that stretch first.
+    t_min, t_max = base.repair_t_min_ms, base.repair_t_max_ms
+    per = base.repair_window_participants
+    core_t_max = t_max
+    if per is not None and n > per:
+        core_t_max = max(t_max, min(base.repair_t_max_limit_ms, t_max * n // per))
+    stretch = max(1.0, REPAIR_SPREAD_MS_PER_PARTICIPANT * n / max(1, core_t_max - t_min))
+    if "repair_t_max_ms" not in spec.protocol:
+        if stretch > 1.0:
+            changes.setdefault("repair_t_min_ms", int(t_min * stretch))
+            changes.setdefault("repair_t_max_ms", int(t_max * stretch))
+            changes.setdefault("lost_timeout_ms", int(base.lost_timeout_ms * stretch))
+        lost = changes.get("lost_timeout_ms", base.lost_timeout_ms)
+        if lost and core_t_max > t_max and lost < 5 * core_t_max // 2:
+            # requests spread over the stretched window: declare lost only after
+            # two and a half such windows (the fast preset's 20 s would come first)
+            changes["lost_timeout_ms"] = 5 * core_t_max // 2
     return base.with_changes(
         **changes,
         log_window=max(base.log_window, spec.messages + 1, history),
@@ -312,7 +354,8 @@ def run_label(spec: SimSpec) -> str:
 class _Recorder:
     """The observer: every event of every participant becomes a Parquet row."""
 
-    __slots__ = ("_dg_sizes", "_seq", "flushes", "net", "records", "rows", "writer")
+    __slots__ = ("_dg_sizes", "_request_json", "_seq", "flushes", "net", "records", "rows",
+                 "writer")
 
     def __init__(self, run: str, writer: EventWriter) -> None:
         from pipeline.schema import EventRecords
@@ -321,6 +364,7 @@ class _Recorder:
         self.writer = writer
         self._seq: dict[str, int] = {}
         self._dg_sizes: dict[tuple[str, str, str], int] = {}
+        self._request_json: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
         self.rows = 0
         self.flushes = 0
 
@@ -351,12 +395,35 @@ class _Recorder:
                 None, reason,
                 f'{{"detail":{_json_str(ev.detail)},"reason":{_json_str(reason)}}}',
             )
+        elif t is sds.MessagesMissing:
+            # one per receiver of a message naming ids it lacks, and per sweep: the
+            # generic conversion (dataclass reflection) cost ~10x this
+            missing = [
+                {"message_id": e.message_id, "retrieval_hint":
+                 None if e.retrieval_hint is None else e.retrieval_hint.hex(),
+                 "sender_id": e.sender_id}
+                for e in ev.missing
+            ]
+            rec.add_plain(
+                node, seq, now, ev.channel_id, "MessagesMissing", ev.message_id, ev.sender_id,
+                None, None,
+                orjson.dumps({"first": ev.first, "missing": missing},
+                             option=orjson.OPT_SORT_KEYS).decode(),
+            )
         elif t is sds.RepairRequestReceived:
+            # every receiver of a request logs the same ids: their JSON is made once
+            key = (ev.message_ids, ev.scheduled)
+            detail = self._request_json.get(key)
+            if detail is None:
+                if len(self._request_json) >= 4_096:
+                    self._request_json.clear()
+                detail = self._request_json[key] = (
+                    f'{{"message_ids":{_json_list(ev.message_ids)},'
+                    f'"scheduled":{_json_list(ev.scheduled)}}}'
+                )
             rec.add_plain(
                 node, seq, now, ev.channel_id, "RepairRequestReceived", None, ev.sender_id,
-                None, None,
-                f'{{"message_ids":{_json_list(ev.message_ids)},'
-                f'"scheduled":{_json_list(ev.scheduled)}}}',
+                None, None, detail,
             )
         else:
             size = None
@@ -400,9 +467,11 @@ class _Progress:
         bar = "#" * int(frac * width)
         elapsed = now - self.started
         rate = deliveries / elapsed if elapsed > 0 else 0.0
+        # remaining virtual time at the pace so far (the drain is usually quieter)
+        eta = f"{elapsed * (1 - frac) / frac:7.0f}s" if frac > 0 else "      ?"
         self.stream.write(
             f"\r[{bar:<{width}}] {frac:6.1%}  virtual {done_ms / 1000:8.1f}s  "
-            f"{deliveries:>12,} deliveries  {rate:>10,.0f}/s  wall {elapsed:6.1f}s"
+            f"{deliveries:>12,} deliveries  {rate:>10,.0f}/s  wall {elapsed:6.1f}s  eta {eta}"
         )
         self.stream.flush()
 

@@ -181,6 +181,9 @@ def grid(name: str) -> list[tuple[Scenario, list[str]]]:
             (Scenario("n100-r1-loss0.3", 100, 100, 1.0, 0.3), list(_SIZES)),
             (Scenario("n100-r100-loss0.1", 100, 500, 100.0, 0.1), ["waku", "default", "h20"]),
             (Scenario("n1000-r1-loss0.1", 1_000, 200, 1.0, 0.1), ["waku", "default", "h20"]),
+            (Scenario("n1000-r1-loss0.1-m40", 1_000, 40, 1.0, 0.1,
+                      note="40 messages: the waku profile's 200-message run takes hours"),
+             ["waku", "default"]),
         ]
     raise ValueError(f"unknown grid {name!r} (ci, quick, full)")
 
@@ -358,6 +361,7 @@ def run_study(
     report_dir: Path | None = None,
     only: set[str] | None = None,
     log: Any = None,
+    scenarios: set[str] | None = None,
 ) -> StudyResult:
     """Run every cell of ``grid_name`` into ``out/cells``; figures per cell."""
     log = log or sys.stderr
@@ -366,6 +370,8 @@ def run_study(
     res = StudyResult()
     runs: list[tuple[dict[str, Any], Path]] = []
     for sc, names in grid(grid_name):
+        if scenarios and sc.name not in scenarios:
+            continue
         for pname in names:
             if only and pname not in only:
                 continue
@@ -488,6 +494,36 @@ def aggregate(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def versus_md(res: StudyResult, a: str = "waku", b: str = "default") -> str:
+    """Profile ``b`` against ``a``, one row per scenario where both ran (seeds
+    aggregated as in :func:`table_md`)."""
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for c in aggregate(res.cells):
+        rows.setdefault(c["scenario"], {})[c["profile"]] = c
+    out = [
+        f"| scenario | {a} bytes/msg | {b} bytes/msg | ratio | converged {a} / {b} "
+        f"| lost {a} / {b} | ack p99 {a} / {b} (s) | delivery p50 {a} / {b} (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def s(v: float | None) -> str:
+        return "-" if v is None else f"{v / 1000:.1f}"
+
+    for scen, by in rows.items():
+        if a not in by or b not in by:
+            continue
+        x, y = by[a], by[b]
+        ratio = (f"{x['bytes_per_message'] / y['bytes_per_message']:.0f}x"
+                 if x["bytes_per_message"] and y["bytes_per_message"] else "-")
+        out.append(
+            f"| {scen} | {_fmt(x['bytes_per_message'])} | {_fmt(y['bytes_per_message'])} | "
+            f"{ratio} | {x['converged']} / {y['converged']} | {x['lost_messages']} / "
+            f"{y['lost_messages']} | {s(x['ack_p99_ms'])} / {s(y['ack_p99_ms'])} | "
+            f"{s(x['latency_p50_ms'])} / {s(y['latency_p50_ms'])} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def table_md(res: StudyResult) -> str:
     """The study as Markdown: one table per scenario, one row per profile (seeds
     aggregated: convergence k/n, counts summed, the rest averaged)."""
@@ -570,7 +606,8 @@ def write_outputs(res: StudyResult, out: Path, header: dict[str, Any]) -> None:
     (out / "study.json").write_text(json.dumps({**header, "wall_s": res.wall_s,
                                                 "cells": res.cells, "skipped": res.skipped},
                                                indent=1) + "\n")
-    (out / "study.md").write_text(table_md(res))
+    (out / "study.md").write_text("### Default against waku\n\n" + versus_md(res) + "\n"
+                                  + "### Full table\n\n" + table_md(res))
     (out / "bytes_vs_ack_p99.svg").write_text(chart_svg(res))
 
 
@@ -586,13 +623,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=1_800.0,
                     help="seconds after which no new cell starts (default 1800)")
     ap.add_argument("--profiles", default="", help="only these profiles (comma-separated)")
+    ap.add_argument("--scenarios", default="", help="only these scenarios (comma-separated)")
     ap.add_argument("--keep-cells", action="store_true", help="keep the cells' Parquet")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite study.md and the chart from OUT/study.json")
+    ap.add_argument("--merge", default="", metavar="STUDY.json,...",
+                    help="with --render: first replace OUT/study.json's cells of each "
+                    "(scenario, profile) in these studies by theirs (and add their runs)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.render:
         data = json.loads((out / "study.json").read_text())
+        for path in (x for x in args.merge.split(",") if x):
+            new = json.loads(Path(path).read_text())
+            keys = {(c["scenario"], c["profile"]) for c in new["cells"]}
+            data["cells"] = [c for c in data["cells"]
+                             if (c["scenario"], c["profile"]) not in keys] + new["cells"]
+            data.setdefault("runs", []).append(
+                {k: new.get(k) for k in ("grid", "seeds", "date", "machine", "wall_s")}
+                | {"cells": sorted(f"{s}/{p}" for s, p in keys)})
         res = StudyResult(data["cells"], data.get("skipped", []), data.get("wall_s", 0.0))
         header = {k: v for k, v in data.items() if k not in ("cells", "skipped", "wall_s")}
         write_outputs(res, out, header)
@@ -605,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     cal = calibrate()
     seeds = tuple(int(x) for x in args.seeds.split(",") if x.strip())
     res = run_study(args.grid, out, seeds=seeds, bandwidth=bandwidth, budget_s=args.budget,
-                    report_dir=Path(args.report) if args.report else None, only=only)
+                    report_dir=Path(args.report) if args.report else None, only=only,
+                    scenarios={x for x in args.scenarios.split(",") if x} or None)
     header = {"grid": args.grid, "seeds": list(seeds), "bandwidth_mbps": list(bandwidth),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "machine": describe(cal)}

@@ -370,3 +370,57 @@ def test_a_lost_message_named_again_is_asked_for_once_more() -> None:
             gaps = [b - a_ for a_, b in itertools.pairwise(asked_at)]
             assert len(gaps) >= 4 and gaps[-1] >= 4 * gaps[0], gaps
             assert all(g2 >= g1 for g1, g2 in itertools.pairwise(gaps)), gaps
+
+
+def test_requests_crossing_a_rebroadcast_are_not_answered_again() -> None:
+    """Response suppression: once a holder rebroadcast m (or saw a copy of m it holds go
+    by), requests for m arriving within repair_t_min_ms / 2 crossed that copy and are not
+    answered again; a request after the quiet period is (a requester that lost the copy
+    asks again no sooner than repair_t_min_ms later). Without it every request of a
+    burst made the original sender rebroadcast m once more to the whole channel."""
+    t = Trio()
+    now = t.t_req_c + 5
+    run_timers(t.a, now)
+    t.a.receive(t.c.send(b"req", t.t_req_c), now)
+    t.a.handle_timer(now)
+    assert [g.message_id for g in repairs(t.a.datagrams_to_send())] == [t.id1]
+    t.a.events()
+
+    def ask(ch: sds.Channel, who: str, at: int) -> tuple[str, ...]:
+        req = msg(who, f"rq-{who}-{at}", 5, content=None, repair=[entry(t.id1, None, "a")])
+        ch.receive(req, at)
+        return of(ch.events(), sds.RepairRequestReceived)[0].scheduled
+
+    assert ask(t.a, "d", now + 100) == ()  # crossed A's answer: not answered twice
+    assert ask(t.a, "e", now + T_MIN // 2 - 1) == ()
+    _, grams = run_timers(t.a, now + T_MIN // 2 - 1)
+    assert repairs(grams) == []
+    assert ask(t.a, "f", now + T_MIN // 2) == (t.id1,)  # quiet period over: answered
+    _, grams = run_timers(t.a, now + T_MIN // 2)
+    assert [g.message_id for g in repairs(grams)] == [t.id1]
+    # B holds m1; A's rebroadcast reaching it is a copy on the wire: B stays quiet too,
+    # and answers again once the quiet period is over.
+    t.b.receive(t.m1, now + 50)
+    t.b.events()
+    assert ask(t.b, "d", now + 60) == ()
+    assert ask(t.b, "g", now + 50 + T_MIN // 2) == (t.id1,)
+
+
+def test_the_quiet_period_survives_export_and_restore() -> None:
+    """The quiet period after a copy is part of the exported state (while it runs): a
+    restored channel answers exactly as the original would."""
+    t = Trio()
+    now = 10_000
+    t.b.receive(t.m1, now)  # a copy of m1 (B holds it)
+    t.b.events()
+    back = sds.Channel.restore(
+        sds.ChannelState.from_bytes(t.b.export_state().to_bytes()), t.b.config
+    )
+    req = msg("d", "rq", 5, content=None, repair=[entry(t.id1, None, "a")])
+    for ch in (t.b, back):
+        ch.receive(req, now + 10)
+        assert of(ch.events(), sds.RepairRequestReceived)[0].scheduled == ()
+    later = now + T_MIN // 2
+    assert "copy_seen" in t.b.export_state().data
+    t.b.handle_timer(later)
+    assert t.b.export_state().data["copy_seen"] == []

@@ -57,6 +57,11 @@ def test_fast_path_rows_equal_the_generic_event_row_conversion() -> None:
         sds.MessageDropped("c", "m", "s", sds.DropReason.DUPLICATE, ""),
         sds.MessageDropped("c", None, None, sds.DropReason.MALFORMED, 'bad "x"'),
         sds.RepairRequestReceived("c", "s", ("a", "b"), ("a",)),
+        sds.RepairRequestReceived("c", "t", ("a", "b"), ("a",)),  # cached JSON
+        sds.RepairRequestReceived("c", "t", ("a", "b"), ()),
+        sds.MessagesMissing("c", "m" * 64, "s", (sds.HistoryEntry("a" * 64, b"\x01", "x"),
+                                                  sds.HistoryEntry("b\u00e9", None, None)), True),
+        sds.MessagesMissing("c", "", "", (sds.HistoryEntry("a" * 64, None, "x"),), False),
     ]
     from app.sim import _Recorder
 
@@ -135,6 +140,7 @@ def test_command_line_run_with_progress(
     assert code == 0, captured.err
     assert "simulated 6 participants, 12 messages" in captured.out
     assert "100.0%" in captured.err  # the progress bar, forced on
+    assert "eta       0s" in captured.err  # with the time left at its pace
     meta = json.loads((out / "run.json").read_text())
     assert meta["spec"]["store"] is True and len(meta["spec"]["partitions"]) == 1
     assert set(meta["channels"]) == {"sim-0", "sim-1"}
@@ -206,3 +212,48 @@ def test_memnet_topics_reach_members_only() -> None:
     assert len(net.nodes["b"].delivered["x"]) == 1
     assert net.nodes["c"].delivered["y"] == []
     assert net.counters["deliveries"] == 1
+
+
+def test_sim_config_widens_repair_windows_for_large_channels() -> None:
+    """Past 1,000 participants the fast preset's SDS-R spread (T_max - T_min = 1.5 s)
+    lets ~loss x N x latency / spread requests cross in flight per lost message, each a
+    broadcast to all: the sim keeps >= 1.5 ms per participant of spread, with T_min and
+    the lost timeout scaled alike. Up to 1,000, and with js-waku's timings, nothing
+    changes; an explicit protocol override wins."""
+    fast = sds.Config.fast(1000)
+    c = sim_config(SimSpec(participants=10, messages=1))
+    assert (c.repair_t_min_ms, c.repair_t_max_ms, c.lost_timeout_ms) == (
+        fast.repair_t_min_ms, fast.repair_t_max_ms, fast.lost_timeout_ms)
+    # the core stretches T_max itself (to its 120 s limit from 600 participants on with
+    # the fast preset): the sim only keeps the lost timeout behind 2.5 stretched windows
+    mid = sim_config(SimSpec(participants=100, messages=1))
+    assert mid.lost_timeout_ms == 5 * (fast.repair_t_max_ms * 10) // 2
+    big = sim_config(SimSpec(participants=10_000, messages=1))
+    assert (big.repair_t_min_ms, big.repair_t_max_ms) == (
+        fast.repair_t_min_ms, fast.repair_t_max_ms)
+    assert big.lost_timeout_ms == 5 * fast.repair_t_max_limit_ms // 2
+    # fixed windows (no stretch by the core): the sim widens them itself
+    fixed = sim_config(SimSpec(participants=10_000, messages=1,
+                               protocol={"repair_window_participants": None}))
+    assert fixed.repair_t_max_ms - fixed.repair_t_min_ms >= 15_000
+    assert (fixed.repair_t_min_ms, fixed.repair_t_max_ms, fixed.lost_timeout_ms) == (
+        10 * fast.repair_t_min_ms, 10 * fast.repair_t_max_ms, 10 * fast.lost_timeout_ms)
+    slow = sim_config(SimSpec(participants=10_000, messages=1, profile="waku",
+                              timings="default"))
+    assert (slow.repair_t_min_ms, slow.repair_t_max_ms) == (30_000, 120_000)
+    pinned = sim_config(SimSpec(participants=10_000, messages=1,
+                                protocol={"repair_t_min_ms": 100, "repair_t_max_ms": 900}))
+    assert (pinned.repair_t_min_ms, pinned.repair_t_max_ms) == (100, 900)
+
+
+def test_command_line_headless_output_has_no_progress_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a terminal and no --progress: stderr stays empty and stdout is the summary
+    only (parseable: its first line starts with 'simulated')."""
+    code = main(["sim", "-n", "4", "-m", "3", "--out", str(tmp_path / "r"), "--drain", "5"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert captured.err == ""
+    assert captured.out.startswith("simulated 4 participants, 3 messages")
+    assert "deliveries" in captured.out and "eta" not in captured.out
