@@ -3,7 +3,7 @@
 It runs the REAL protocol core (:class:`sds.Participant`, one per participant)
 over the in-memory network :class:`net.memnet.MemNetwork` in virtual time, and
 writes every event of every participant as Parquet in the schema real nodes'
-exports use (:mod:`pipeline.schema`), so ``sdschat report`` reads both::
+exports use (:mod:`storage.events_schema`), so ``sdschat report`` reads both::
 
     sdschat sim --participants 1000 --messages 200 --loss 0.05 --seed 7 --out runs/a
     sdschat report runs/a --out runs/a/report
@@ -98,7 +98,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import sds
 
 if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
-    from pipeline.schema import EventWriter
+    from storage.events_schema import EventWriter
 
 __all__ = [
     "PartitionSpec",
@@ -315,7 +315,7 @@ class _Recorder:
     __slots__ = ("_dg_sizes", "_seq", "flushes", "net", "records", "rows", "writer")
 
     def __init__(self, run: str, writer: EventWriter) -> None:
-        from pipeline.schema import EventRecords
+        from storage.events_schema import EventRecords
 
         self.records = EventRecords(run, "sim")
         self.writer = writer
@@ -432,7 +432,7 @@ def run_sim(
 ) -> SimResult:
     """Run the simulation and write ``out/events/*.parquet`` and ``out/run.json``."""
     from net.memnet import MemNetwork, StorePeer
-    from pipeline.schema import SCHEMA_VERSION, EventWriter
+    from storage.events_schema import SCHEMA_VERSION, EventWriter
 
     spec.validate()
     stream = stream or sys.stderr
