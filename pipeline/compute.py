@@ -208,7 +208,7 @@ def compute_channels(
     base_cols = [
         run_col.alias("run"), "channel", "node_id", "seq", "time_ms", "kind", "message_id",
         "sender_id", "lamport", "size_bytes", "content_bytes", "metadata_bytes", "reason",
-        "source",
+        "source", F.col("causal_history").isNotNull().alias("has_hist"),
         F.when(F.col("kind").isin(_DETAIL_KINDS), F.col("detail")).alias("detail"),
     ]
     # Causal histories (the bulk of the data) stay out of the cache: only the
@@ -242,6 +242,8 @@ def compute_channels(
         F.min(when(None, F.col("sender_id"))).alias("sender_min"),
         F.max(when(None, F.col("sender_id"))).alias("sender_max"),
         F.max(when(None, F.col("size_bytes"))).alias("msg_size"),
+        F.max(when(None, F.col("has_hist"))).alias("any_hist"),
+        F.max(when("MessageSent", F.col("has_hist"))).alias("sent_hist"),
         F.min(when("MessageSent", F.col("time_ms"))).alias("sent_ms"),
         F.min(when("MessageLost", F.col("time_ms"))).alias("lost_ms"),
         F.min(when("MessageLost", F.col("seq"))).alias("lost_seq"),
@@ -274,6 +276,7 @@ def compute_channels(
         F.count("lost_ms").alias("lost_pairs"),
         F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
         .alias("lost_recovered"),
+        F.max("any_hist").alias("any_hist"), F.max("sent_hist").alias("sent_hist"),
         F.sum("resend_n").alias("resend_n"), F.sum("resend_sz").alias("resend_sz"),
         F.sum("resend_nulls").alias("resend_nulls"),
         F.sum("repair_n").alias("repair_n"), F.sum("repair_sz").alias("repair_sz"),
@@ -328,6 +331,9 @@ def compute_channels(
         F.countDistinct(F.when(F.col("holders") > 0, F.xxhash64("message_id")))
         .alias("message_keys"),
         F.count(F.when(F.col("lost_pairs") > 0, 1)).alias("lost_messages"),
+        # histories known only from deliveries (the sender's log is not in the input)
+        F.count(F.when(F.col("any_hist") & ~F.coalesce("sent_hist", F.lit(False)), 1))
+        .alias("hist_from_delivery"),
         F.count(F.when(F.col("lost_pairs") > F.col("lost_recovered"), 1))
         .alias("lost_messages_never_received"),
         F.sum("resend_n").alias("resend_n"),
@@ -370,21 +376,6 @@ def compute_channels(
         dl.select(*_KEYS, F.floor(F.log2(F.greatest(F.col("lat"), F.lit(0)) + 1) * 2)
                   .cast("int").alias("b")).groupBy(*_KEYS, "b").count(),
         "b", "count", "lat_hist"))
-    span = per_kind.groupBy(*_KEYS).agg(F.min("t0").alias("t0"), F.max("t1").alias("t1"))
-    span = span.select(*_KEYS, "t0", F.greatest("t1", F.col("t0") + 1).alias("t1"))
-
-    def bucketed(df: Any, col: str, name: str) -> Any:
-        b = F.least(
-            F.lit(TIME_BUCKETS - 1),
-            F.floor((F.col(col) - F.col("t0")) * TIME_BUCKETS
-                    / (F.col("t1") - F.col("t0") + 1)).cast("int"),
-        )
-        return as_map(
-            df.select(*_KEYS, col).join(F.broadcast(span), _KEYS).select(*_KEYS, b.alias("b"))
-            .groupBy(*_KEYS, "b").count(), "b", "count", name)
-
-    agg.append(bucketed(held_first, "held_ms", "held_time"))
-    agg.append(bucketed(msgs, "sent_ms", "sent_time"))
     # ONE collect: every per-channel aggregate as (run, channel, metric, JSON) rows,
     # unioned (a union does not shuffle; joining them did, once per aggregate)
     fields: list[str] = ["t0", "t1", "rows", "sources", "repair_ids", "content_messages",
@@ -423,20 +414,55 @@ def compute_channels(
                 f"{key[0]}/{key[1]}: two message ids share a 64-bit hash; cannot intern ids")
 
     # ---------------------------------------------------------------- job 3: causal
-    causal = _causal(spark, raw, run_col, ev, held_first, detail)
+    causal = _causal(
+        spark, raw, run_col, ev, held_first, detail,
+        from_delivery=any(b["hist_from_delivery"] for b in per_channel.values()),
+        any_lost=any(b["lost_pairs"] for b in per_channel.values()))
+    for key, d in causal["per_channel"].items():
+        d["duplicates"] = per_channel[key]["duplicates"] or 0
 
     # ---------------------------------------------------------------- job 4
-    receivers = [
-        r.asDict()
-        for r in dl.groupBy(*_KEYS, "node_id").agg(
-            F.count(F.lit(1)).alias("deliveries"),
-            F.percentile_approx("lat", [0.5, 0.9, 0.99], 1_000).alias("p"),
-            F.max("lat").alias("max"),
-        ).orderBy(*_KEYS, "node_id").collect()
-    ]
-    for r in receivers:
-        p = r.pop("p", None) or [None, None, None]
-        r.update({"p50": p[0], "p90": p[1], "p99": p[2]})
+    # per receiver latency and the convergence-over-time buckets, in one collect
+    # (the channels' time spans are known now: sent as a small table)
+    from pyspark.sql import types as T
+
+    span = spark.createDataFrame(
+        [(key[0], key[1], b["t0"], max(b["t1"], b["t0"] + 1)) for key, b in per_channel.items()],
+        T.StructType([T.StructField("run", T.StringType()), T.StructField("channel",
+                      T.StringType()), T.StructField("t0", T.LongType()),
+                      T.StructField("t1", T.LongType())]))
+
+    def bucketed(df: Any, col: str, name: str) -> Any:
+        b = F.least(
+            F.lit(TIME_BUCKETS - 1),
+            F.floor((F.col(col) - F.col("t0")) * TIME_BUCKETS
+                    / (F.col("t1") - F.col("t0") + 1)).cast("int"),
+        )
+        return df.select(*_KEYS, col).join(F.broadcast(span), _KEYS).select(
+            *_KEYS, b.alias("b")).groupBy(*_KEYS, "b").count().select(
+            *_KEYS, F.lit(name).alias("metric"), F.lit(None).cast("string").alias("node_id"),
+            F.to_json(F.struct(F.col("b").alias("k"), F.col("count").alias("v"))).alias("value"))
+
+    per_receiver = dl.groupBy(*_KEYS, "node_id").agg(
+        F.count(F.lit(1)).alias("deliveries"),
+        F.percentile_approx("lat", [0.5, 0.9, 0.99], 1_000).alias("p"),
+        F.max("lat").alias("max"),
+    ).select(*_KEYS, F.lit("receiver").alias("metric"), "node_id",
+             F.to_json(F.struct("deliveries", "p", "max")).alias("value"))
+    receivers: list[dict[str, Any]] = []
+    for b in per_channel.values():
+        b["held_time"], b["sent_time"] = {}, {}
+    for r in per_receiver.unionByName(bucketed(held_first, "held_ms", "held_time")).unionByName(
+            bucketed(msgs, "sent_ms", "sent_time")).collect():
+        value = json.loads(r["value"])
+        if r["metric"] == "receiver":
+            p = value.get("p") or [None, None, None]
+            receivers.append({"run": r["run"], "channel": r["channel"], "node_id": r["node_id"],
+                              "deliveries": value["deliveries"], "p50": p[0], "p90": p[1],
+                              "p99": p[2], "max": value.get("max")})
+        else:
+            per_channel[(r["run"], r["channel"])][r["metric"]][value["k"]] = value["v"]
+    receivers.sort(key=lambda r: (r["run"], r["channel"], r["node_id"]))
 
     # ---------------------------------------------------------------- job 5: missing
     missing_total = sum(
@@ -467,7 +493,7 @@ def compute_channels(
 
 
 def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
-            detail: str) -> dict[str, Any]:
+            detail: str, from_delivery: bool, any_lost: bool) -> dict[str, Any]:
     """Causal order at every participant, on ONE history per message.
 
     A message's history is taken from its ``MessageSent`` row (from a delivery
@@ -496,13 +522,11 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
         *mkey, "causal_history").dropDuplicates(mkey)
     need = n_hist.select("m").join(
         hist.select(k("run", "channel", "message_id").alias("m")), "m", "left_anti")
-    n_need = need.count()
-    if n_need:
-        lookup = F.broadcast(need) if n_need < 2_000_000 else need
+    if from_delivery:
         hist = hist.unionByName(
             hist_rows.filter(F.col("kind") == "MessageDelivered")
             .withColumn("m", k("run", "channel", "message_id"))
-            .join(lookup, "m", "left_semi").select(*mkey, "causal_history")
+            .join(need, "m", "left_semi").select(*mkey, "causal_history")
             .dropDuplicates(mkey))
     edges = hist.select(
         "run", "channel", k("run", "channel", "message_id").alias("m"),
@@ -518,19 +542,17 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
     lost_pos = ev.filter(F.col("kind") == "MessageLost").select(
         "run", "channel", "node_id", k("run", "channel", "message_id").alias("m"),
         F.col("seq").alias("l_seq"))
-    totals, per_receiver = _causal_totals(pos, edges, lost_pos)
+    totals, per_receiver = _causal_totals(pos, edges, lost_pos if any_lost else None)
     held_stats = pos.join(has_hist, "m", "left").groupBy("run", "channel").agg(
         F.sum(F.when(F.col("n_hist").isNotNull(), 1).otherwise(0)).alias("checked_messages"),
         F.sum(F.when(F.col("n_hist").isNull(), 1).otherwise(0)).alias("unverifiable"),
         F.sum(F.when(F.col("n_hist") > 1, 1).otherwise(0)).alias("history_disagreements"),
     )
-    dup = held_first.groupBy("run", "channel").agg(
-        F.sum(F.col("times") - 1).alias("duplicates"))
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in held_stats.join(totals, _KEYS, "left").join(dup, _KEYS, "left").collect():
+    for r in held_stats.join(totals, _KEYS, "left").collect():
         d = {name: int(r[name] or 0) for name in (
             "checked_messages", "checked_dependencies", "violations", "delivered_after",
-            "participants_violating", "duplicates", "unverifiable", "history_disagreements")}
+            "participants_violating", "unverifiable", "history_disagreements")}
         d["never_held"] = d["violations"] - d["delivered_after"]
         per_channel[(r["run"], r["channel"])] = d
     rows: list[dict[str, Any]] = []
@@ -560,7 +582,7 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
     return {"per_channel": per_channel, "rows": rows}
 
 
-def _causal_totals(pos: Any, edges: Any, lost_pos: Any) -> tuple[Any, Any]:
+def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any]:
     """The causal check's counts, one row per receiver, no per-edge rows.
 
     The ids of a channel (held, named as a dependency, declared lost) get dense
@@ -576,10 +598,10 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any) -> tuple[Any, Any]:
     from pyspark.sql import functions as F
 
     keys = ["run", "channel"]
-    ids = (
-        pos.select(*keys, "m").unionByName(edges.select(*keys, F.col("d").alias("m")))
-        .unionByName(lost_pos.select(*keys, "m")).distinct()
-    )
+    ids = pos.select(*keys, "m").unionByName(edges.select(*keys, F.col("d").alias("m")))
+    if lost_pos is not None:
+        ids = ids.unionByName(lost_pos.select(*keys, "m"))
+    ids = ids.distinct()
     ids = ids.withColumn(
         "i", (F.row_number().over(Window.partitionBy(*keys).orderBy("m")) - 1).cast("int"))
     ids = ids.persist()
@@ -611,9 +633,13 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any) -> tuple[Any, Any]:
             lambda x: x["s"]).alias(name))
 
     hpos = dense(pos, "m_seq", "hpos")
-    lpos = dense(lost_pos.groupBy("run", "channel", "node_id", "m").agg(
-        F.min("l_seq").alias("l_seq")), "l_seq", "lpos")
-    rec = hpos.join(lpos, [*keys, "node_id"], "left").join(F.broadcast(chan), keys)
+    if lost_pos is None:  # nothing declared lost in the input
+        rec = hpos.withColumn("lpos", F.lit(None).cast("array<long>"))
+    else:
+        lpos = dense(lost_pos.groupBy("run", "channel", "node_id", "m").agg(
+            F.min("l_seq").alias("l_seq")), "l_seq", "lpos")
+        rec = hpos.join(lpos, [*keys, "node_id"], "left")
+    rec = rec.join(F.broadcast(chan), keys)
     # one long per receiver: violations in the low 32 bits, those whose dependency
     # was held later (delivered_after) in the high bits
     count = F.expr(
