@@ -114,3 +114,31 @@ def test_missing_detail_is_parquet_and_the_csv_is_the_top(
     assert f"<th>overhead share of bytes sent</th><td>{ratio:.1%}</td>" in page
     assert "<th>send failures</th><td>none</td>" in page and "{}" not in page
     assert f"The first 2 of {c['convergence']['messages_missing_somewhere']}" in page
+
+
+def test_runs_reported_together_are_compared_one_row_per_run(
+    small_run: Path, spark: Any, tmp_path: Path
+) -> None:
+    """A study of several runs in one report: runs.csv / runs.parquet and an HTML table
+    with one row per run (convergence, loss, duplicates, ack p50/p99, bytes per
+    delivered message)."""
+    cut = simulate(tmp_path, "cut", participants=4, messages=10, seed=7, latency_ms=(20, 80),
+                   partitions=[PartitionSpec(0, None, ((0, 1), (2, 3)))])
+    summary = report(spark, [small_run, cut], tmp_path / "report")
+    rows = {r["run"]: r for r in summary["comparison"]}
+    assert len(rows) == 2 == len(summary["channels"])
+    for c in summary["channels"]:
+        r = rows[c["run"]]
+        assert r["converged"] == c["convergence"]["converged"]
+        assert r["missing_pairs"] == c["convergence"]["missing_pairs"]
+        assert r["ack_p99_ms"] == c["acknowledgement"].get("p99")
+        assert r["bytes_per_delivered_message"] == round(
+            c["overhead"]["total_sent_bytes"] / c["counts"]["deliveries"], 1)
+    assert sorted(r["converged"] for r in rows.values()) == [False, True]
+    with (tmp_path / "report" / "runs.csv").open() as fh:
+        assert [r["run"] for r in csv.DictReader(fh)] == sorted(rows)
+    table = pq.read_table(tmp_path / "report" / "runs.parquet").to_pylist()
+    assert [(r["run"], r["missing_pairs"]) for r in table] == [
+        (r["run"], r["missing_pairs"]) for r in summary["comparison"]]
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Runs compared</h2>" in page and "<th>bytes per delivered message</th>" in page
