@@ -208,7 +208,7 @@ def compute_channels(
     base_cols = [
         run_col.alias("run"), "channel", "node_id", "seq", "time_ms", "kind", "message_id",
         "sender_id", "lamport", "size_bytes", "content_bytes", "metadata_bytes", "reason",
-        "source", F.col("causal_history").isNotNull().alias("has_hist"),
+        "source", F.col("causal_history").isNotNull().alias("has_hist"), "position",
         F.when(F.col("kind").isin(_DETAIL_KINDS), F.col("detail")).alias("detail"),
     ]
     # Causal histories (the bulk of the data) stay out of the cache: only the
@@ -236,6 +236,8 @@ def compute_channels(
         "RepairSent")).groupBy(*pair).agg(
         F.min(when(None, F.col("time_ms"))).alias("held_ms"),
         F.min(when(None, F.col("seq"))).alias("held_seq"),
+        # the logged position of the first holding row
+        F.min_by(F.col("position"), when(None, F.col("seq"))).alias("held_pos"),
         F.count(when(None, F.lit(1))).alias("times"),
         F.min(when(None, F.col("lamport"))).alias("lamport_min"),
         F.max(when(None, F.col("lamport"))).alias("lamport_max"),
@@ -261,7 +263,7 @@ def compute_channels(
         .alias("repair_nulls"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     held_first = pairs.filter(F.col("times") > 0).select(
-        *pair, "held_ms", "held_seq", "times")
+        *pair, "held_ms", "held_seq", "held_pos", "times")
     lost = pairs.filter(F.col("lost_ms").isNotNull()).select(*pair, "lost_ms", "lost_seq")
     # per message (from the pairs: one row per participant and message)
     per_msg = pairs.groupBy(*mkey).agg(
@@ -451,11 +453,13 @@ def compute_channels(
              F.to_json(F.struct("deliveries", "p", "max")).alias("value"))
     receivers: list[dict[str, Any]] = []
     for b in per_channel.values():
-        b["held_time"], b["sent_time"] = {}, {}
+        b["held_time"], b["sent_time"], b["order"] = {}, {}, {}
     for r in per_receiver.unionByName(bucketed(held_first, "held_ms", "held_time")).unionByName(
-            bucketed(msgs, "sent_ms", "sent_time")).collect():
+            bucketed(msgs, "sent_ms", "sent_time")).unionByName(_log_orders(held_first)).collect():
         value = json.loads(r["value"])
-        if r["metric"] == "receiver":
+        if r["metric"] == "order":
+            per_channel[(r["run"], r["channel"])]["order"] = value
+        elif r["metric"] == "receiver":
             p = value.get("p") or [None, None, None]
             receivers.append({"run": r["run"], "channel": r["channel"], "node_id": r["node_id"],
                               "deliveries": value["deliveries"], "p50": p[0], "p90": p[1],
@@ -580,6 +584,41 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
             v = r.asDict()
             per_channel[(v["run"], v["channel"])].setdefault("violations_listed", []).append(v)
     return {"per_channel": per_channel, "rows": rows}
+
+
+def _log_orders(held_first: Any) -> Any:
+    """Each participant's log order replayed from its logged positions, compared.
+
+    A participant's held messages in ``seq`` order, each inserted at its logged
+    ``position`` (the number of messages before it in the log at that moment),
+    give its final log. When every position equals the number of messages held
+    before (appends only, the normal case) that is the ``seq`` order, without a
+    replay; otherwise the inserts are replayed (quadratic in that participant's
+    messages). Per channel: how many participants, how many distinct final logs,
+    how many needed a replay, how many logged no position for some message.
+    """
+    from pyspark.sql import functions as F
+
+    keys = ["run", "channel"]
+    per_node = held_first.groupBy(*keys, "node_id").agg(F.array_sort(F.collect_list(F.struct(
+        F.col("held_seq").alias("s"), F.col("held_pos").alias("p"),
+        F.xxhash64("message_id").alias("m")))).alias("l"))
+    unknown = F.exists("l", lambda x: x["p"].isNull())
+    appends = F.size(F.filter("l", lambda x, k: x["p"] != k)) == 0
+    replay = F.expr(
+        "aggregate(l, cast(array() as array<bigint>), (acc, x) -> concat("
+        "slice(acc, 1, least(cast(x.p as int), size(acc))), array(x.m), "
+        "slice(acc, least(cast(x.p as int), size(acc)) + 1, size(acc))))")
+    order = F.when(appends, F.transform("l", lambda x: x["m"])).otherwise(replay)
+    nodes = per_node.select(
+        *keys, unknown.alias("unknown"), (~unknown & ~appends).alias("replayed"),
+        F.when(~unknown, F.xxhash64(order)).alias("h"))
+    return nodes.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("participants"), F.countDistinct("h").alias("orders"),
+        F.count(F.when(F.col("replayed"), 1)).alias("replayed"),
+        F.count(F.when(F.col("unknown"), 1)).alias("unknown"),
+    ).select(*keys, F.lit("order").alias("metric"), F.lit(None).cast("string").alias("node_id"),
+             F.to_json(F.struct("participants", "orders", "replayed", "unknown")).alias("value"))
 
 
 def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any]:
@@ -818,6 +857,13 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
         for m in miss["top"]
     ]
     sources = list(b["sources"] or [])
+    order = b.get("order") or {}
+    if order.get("unknown") or not order:
+        order_from = "lamport order (positions not logged)"
+        identical = converged
+    else:
+        order_from = "logged positions"
+        identical = None if converged is None else bool(converged and order["orders"] == 1)
     return {
         "run": key[0], "channel": key[1],
         "source": sources[0] if len(sources) == 1 else "mixed",
@@ -826,9 +872,13 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
         "duration_ms": b["t1"] - t0,
         "convergence": {
             "converged": converged,
-            # inferred: the log order is (lamport, message_id), so identical sets with
-            # one Lamport timestamp per message are identical logs in identical order
-            "identical_logs_in_identical_order": converged,
+            # identical sets, and one final log order: replayed from every
+            # participant's logged positions (inferred from the (lamport, message_id)
+            # order only where positions were not logged)
+            "identical_logs_in_identical_order": identical,
+            "order_from": order_from,
+            "distinct_log_orders": order.get("orders"),
+            "participants_replayed": order.get("replayed", 0),
             "missing_pairs": miss["pairs"],
             "messages_missing_somewhere": miss["messages"],
             "participants_missing_something": miss["participants"],

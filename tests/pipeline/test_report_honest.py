@@ -142,3 +142,29 @@ def test_runs_reported_together_are_compared_one_row_per_run(
         (r["run"], r["missing_pairs"]) for r in summary["comparison"]]
     page = (tmp_path / "report" / "report.html").read_text()
     assert "<h2>Runs compared</h2>" in page and "<th>bytes per delivered message</th>" in page
+
+
+def test_log_order_is_replayed_from_the_logged_positions(
+    small_run: Path, spark: Any, tmp_path: Path
+) -> None:
+    """'Identical logs in identical order' comes from each participant's logged
+    positions, not from the Lamport order: one participant that logged its last
+    message at position 0 (the front of its log) holds the same set, the same
+    Lamport timestamps, but another order. Before, it was reported identical."""
+    table = pq.read_table(small_run / "events")
+    rows = table.to_pylist()
+    node = rows[0]["node_id"]
+    held = [r for r in rows if r["node_id"] == node
+            and r["kind"] in ("MessageSent", "MessageDelivered")]
+    last = max(held, key=lambda r: r["seq"])
+    assert last["position"] > 0
+    last["position"] = 0
+    out = tmp_path / "in"
+    out.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out / "x.parquet")
+    c = channel(report(spark, [out], tmp_path / "report"))
+    conv = c["convergence"]
+    assert conv["converged"]  # same sets, same Lamport timestamps
+    assert conv["order_from"] == "logged positions"
+    assert conv["distinct_log_orders"] == 2 and conv["participants_replayed"] >= 1
+    assert conv["identical_logs_in_identical_order"] is False
