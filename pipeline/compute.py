@@ -12,11 +12,14 @@ Jobs (actions) of a report:
 
 1. input check, per run and participant: malformed rows, duplicate
    ``(run_id, node_id, seq)``, ``seq`` gaps, run ids per label;
-2. every per-channel figure, in one collect (a join of per-channel aggregates);
-3. the causal check's totals (one history per message, exploded once into
-   integer ``(message, dependency)`` edges, joined to each receiver's first
-   holding position and to its ``MessageLost`` positions);
-4. per receiver latency (bounded by participants);
+2. every per-channel figure, in one collect of unioned aggregates: one pass over
+   the message events per (participant, message) (cached) feeds the held, lost,
+   acknowledged, resent and repaired figures and the per-message table; one
+   aggregate per (kind, reason) the counts and bytes;
+3. the causal check's counts: loops over integer arrays inside one row per
+   receiver (:func:`_causal_totals`), no row per (receiver, message, dependency);
+4. per receiver latency, the convergence-over-time buckets and the log orders
+   replayed from the logged positions (bounded by participants and buckets);
 5. only when something is missing / violated: the detail written as Parquet and
    its top entries read back.
 

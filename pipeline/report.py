@@ -9,10 +9,8 @@ as ``label#<id>`` for each. Per ``(run, channel)`` the job computes:
 * **convergence** - every participant (anyone with a row in the channel) should
   hold every message anyone sent or delivered; which messages are missing
   where, since when (first noticed missing by that participant, or else sent),
-  and whether they were declared lost; exactly-once delivery. Logs are ordered
-  by ``(lamport, message_id)``, so identical sets with one Lamport timestamp per
-  message are identical logs in identical order (inferred, not replayed from
-  the logged positions);
+  and whether they were declared lost; exactly-once delivery; identical logs in
+  identical order, replayed from every participant's logged positions;
 * **causal order** - at every participant every held message came after the
   causal history it named (:mod:`pipeline.compute`: one history per message,
   joined to each receiver's positions);
@@ -27,7 +25,8 @@ as ``label#<id>`` for each. Per ``(run, channel)`` the job computes:
   sender or history reported.
 
 Writes ``DIR/summary.json``, ``DIR/report.html`` (inline SVG charts, no
-network), ``DIR/missing.csv`` and ``DIR/causal_violations.csv`` (the first
+network), ``DIR/runs.csv`` and ``DIR/runs.parquet`` (the runs compared, one row
+each), ``DIR/missing.csv`` and ``DIR/causal_violations.csv`` (the first
 :data:`CSV_LIMIT` rows; ``DIR/missing/`` and ``DIR/causal_violations/`` hold all
 of them as Parquet), ``DIR/latency_by_receiver.csv``, and prints a short table.
 Everything is computed before anything is moved into ``DIR``: a failed run
