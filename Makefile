@@ -28,6 +28,8 @@ tools:
 	  $(call APT_INSTALL,python3-venv); }
 	@command -v java >/dev/null 2>&1 || { echo "installing a Java 17 runtime (apt-get)"; \
 	  $(call APT_INSTALL,openjdk-17-jre-headless); }
+	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium (apt-get; the HTML report's screenshot test)"; \
+	  $(call APT_INSTALL,chromium); }
 	@for t in openssl sqlite3 jq; do command -v $$t >/dev/null 2>&1 || { \
 	  echo "installing $$t (apt-get; docs/deploy.md's runnable examples use it)"; \
 	  $(call APT_INSTALL,$$t); }; done

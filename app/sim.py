@@ -3,7 +3,7 @@
 It runs the REAL protocol core (:class:`sds.Participant`, one per participant)
 over the in-memory network :class:`net.memnet.MemNetwork` in virtual time, and
 writes every event of every participant as Parquet in the schema real nodes'
-exports use (:mod:`pipeline.schema`), so ``sdschat report`` reads both::
+exports use (:mod:`storage.events_schema`), so ``sdschat report`` reads both::
 
     sdschat sim --participants 1000 --messages 200 --loss 0.05 --seed 7 --out runs/a
     sdschat report runs/a --out runs/a/report
@@ -116,7 +116,7 @@ import orjson
 import sds
 
 if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
-    from pipeline.schema import EventWriter
+    from storage.events_schema import EventWriter
 
 __all__ = [
     "PartitionSpec",
@@ -358,7 +358,7 @@ class _Recorder:
                  "writer")
 
     def __init__(self, run: str, writer: EventWriter) -> None:
-        from pipeline.schema import EventRecords
+        from storage.events_schema import EventRecords
 
         self.records = EventRecords(run, "sim")
         self.writer = writer
@@ -501,7 +501,7 @@ def run_sim(
 ) -> SimResult:
     """Run the simulation and write ``out/events/*.parquet`` and ``out/run.json``."""
     from net.memnet import MemNetwork, StorePeer
-    from pipeline.schema import SCHEMA_VERSION, EventWriter
+    from storage.events_schema import SCHEMA_VERSION, EventWriter
 
     spec.validate()
     stream = stream or sys.stderr

@@ -222,6 +222,9 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, default=None, help="keep generated data here")
     ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
                     help="also run each size with these runtime SQL settings (A/B)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each report this many times in the session (the first pays the "
+                         "JVM's warm-up: code generation, class loading, JIT)")
     args = ap.parse_args()
 
     from machine import describe
@@ -251,12 +254,13 @@ def main() -> int:
             n = generate(data, rows, args.participants, args.history)
             gen = time.monotonic() - t
             mb = sum(f.stat().st_size for f in data.glob("*.parquet")) / 1e6
-            for variant in ["", *args.variant]:
+            for variant in [v for v in ["", *args.variant] for _ in range(args.repeat)]:
                 settings = dict(kv.split("=", 1) for kv in variant.split(",") if kv)
                 saved = {k: spark.conf.get(k, None) for k in settings}
                 for k, v in settings.items():
                     spark.conf.set(k, v)
                 key = f"{rows} {variant or 'default'}"
+                key += f" #{sum(k.startswith(key) for k in windows) + 1}"
                 w0 = time.time()
                 t = time.monotonic()
                 summary = compute_report(spark, [data])
@@ -266,16 +270,19 @@ def main() -> int:
                 c = summary["channels"][0]
                 ok = c["convergence"]["converged"] and c["causal_order"]["violations"] == 0
                 line = (
-                    f"[{variant or 'default'}] rows {n:>11,}  participants "
+                    f"[{variant or 'default'}] {time.strftime('%H:%M:%S', time.gmtime())} "
+                    f"load {os.getloadavg()[0]:.1f} rows {n:>11,}  participants "
                     f"{args.participants}  history {args.history}  "
                     f"parquet {mb:7.1f} MB  generate {gen:6.1f}s  report {took:7.1f}s  "
                     f"({n / took:,.0f} rows/s)  deps checked "
                     f"{c['causal_order']['checked_dependencies']:,}  "
                     f"{'ok' if ok else 'UNEXPECTED RESULT'}"
                 )
-                ref = duckdb_reference(data)
-                if ref is None:
+                ref = duckdb_reference(data) if key.endswith(" #1") else None
+                if ref is None and key.endswith(" #1"):
                     line += "\n    duckdb: not installed (no reference)"
+                elif ref is None:
+                    line = f"{line}  (repeat {key.rsplit('#', 1)[1]}: warm JVM)"
                 else:
                     same = (ref["messages"] == c["messages"]
                             and ref["held_pairs"] == c["convergence"]["held_pairs"]

@@ -12,11 +12,14 @@ Jobs (actions) of a report:
 
 1. input check, per run and participant: malformed rows, duplicate
    ``(run_id, node_id, seq)``, ``seq`` gaps, run ids per label;
-2. every per-channel figure, in one collect (a join of per-channel aggregates);
-3. the causal check's totals (one history per message, exploded once into
-   integer ``(message, dependency)`` edges, joined to each receiver's first
-   holding position and to its ``MessageLost`` positions);
-4. per receiver latency (bounded by participants);
+2. every per-channel figure, in one collect of unioned aggregates: one pass over
+   the message events per (participant, message) (cached) feeds the held, lost,
+   acknowledged, resent and repaired figures and the per-message table; one
+   aggregate per (kind, reason) the counts and bytes;
+3. the causal check's counts: loops over integer arrays inside one row per
+   receiver (:func:`_causal_totals`), no row per (receiver, message, dependency);
+4. per receiver latency, the convergence-over-time buckets and the log orders
+   replayed from the logged positions (bounded by participants and buckets);
 5. only when something is missing / violated: the detail written as Parquet and
    its top entries read back.
 
@@ -156,6 +159,29 @@ def _short(run_id: str | None) -> str:
     return "v1" if run_id is None else run_id[:8]
 
 
+def _merge_kind(b: dict[str, Any], v: dict[str, Any]) -> None:
+    """One (kind, reason) row of the per-kind aggregate into a channel's figures."""
+    kind = v["kind"]
+    n = int(v["n"])
+    b["kinds"][kind] = b["kinds"].get(kind, 0) + n
+    b["rows"] = (b["rows"] or 0) + n
+    b["t0"] = v["t0"] if b["t0"] is None else min(b["t0"], v["t0"])
+    b["t1"] = v["t1"] if b["t1"] is None else max(b["t1"], v["t1"])
+    b["sources"] = sorted(set(b["sources"] or []) | set(v["sources"] or []))
+    if kind == "MessageDropped":
+        b["drops"][v["r"]] = b["drops"].get(v["r"], 0) + n
+    elif kind == "MessageSendFailed":
+        b["failed"][v["r"]] = b["failed"].get(v["r"], 0) + n
+    elif kind == "RepairRequested":
+        b["repair_ids"] = (b["repair_ids"] or 0) + (v.get("repair_ids") or 0)
+    elif kind == "MessageSent":
+        b["content_messages"] = n
+        b["content_b"], b["metadata_b"] = v.get("content_b"), v.get("metadata_b")
+        b["size_b"] = v.get("size_b")
+    elif kind == "SyncSent":
+        b["sync_n"], b["sync_known"], b["sync_b"] = n, v.get("sized") or 0, v.get("size_b")
+
+
 def compute_channels(
     spark: Any, files: Sequence[str], total_rows: int | None,
     detail_dir: str | Path | None = None,
@@ -185,7 +211,7 @@ def compute_channels(
     base_cols = [
         run_col.alias("run"), "channel", "node_id", "seq", "time_ms", "kind", "message_id",
         "sender_id", "lamport", "size_bytes", "content_bytes", "metadata_bytes", "reason",
-        "source",
+        "source", F.col("causal_history").isNotNull().alias("has_hist"), "position",
         F.when(F.col("kind").isin(_DETAIL_KINDS), F.col("detail")).alias("detail"),
     ]
     # Causal histories (the bulk of the data) stay out of the cache: only the
@@ -196,57 +222,89 @@ def compute_channels(
     pair = ["run", "channel", "node_id", "message_id"]
     mkey = ["run", "channel", "message_id"]
 
-    held = ev.filter(F.col("kind").isin(_HELD))
-    held_first = held.groupBy(*pair).agg(
-        F.min("time_ms").alias("held_ms"), F.min("seq").alias("held_seq"),
-        F.count(F.lit(1)).alias("times"),
+    held_k = F.col("kind").isin(_HELD)
+    is_k = {kind: F.col("kind") == kind for kind in (
+        "MessageSent", "MessageLost", "MessageAcknowledged", "MessageSendFailed",
+        "MessageResent", "RepairSent")}
+
+    def when(kind: str | None, col: Any) -> Any:
+        return F.when(held_k if kind is None else is_k[kind], col)
+
+    # ONE pass over the message events, per (participant, message): what it held
+    # (first time and seq, how often), declared lost, sent, had acknowledged, failed
+    # to send, resent, repaired; held_first, lost, the acks and the per-message
+    # table below are all read from it (a single shuffle of the event rows)
+    pairs = ev.filter(F.col("kind").isin(
+        *_HELD, "MessageLost", "MessageAcknowledged", "MessageSendFailed", "MessageResent",
+        "RepairSent")).groupBy(*pair).agg(
+        F.min(when(None, F.col("time_ms"))).alias("held_ms"),
+        F.min(when(None, F.col("seq"))).alias("held_seq"),
+        # the logged position of the first holding row
+        F.min_by(F.col("position"), when(None, F.col("seq"))).alias("held_pos"),
+        F.count(when(None, F.lit(1))).alias("times"),
+        F.min(when(None, F.col("lamport"))).alias("lamport_min"),
+        F.max(when(None, F.col("lamport"))).alias("lamport_max"),
+        F.min(when(None, F.col("sender_id"))).alias("sender_min"),
+        F.max(when(None, F.col("sender_id"))).alias("sender_max"),
+        F.max(when(None, F.col("size_bytes"))).alias("msg_size"),
+        F.max(when(None, F.col("has_hist"))).alias("any_hist"),
+        F.max(when("MessageSent", F.col("has_hist"))).alias("sent_hist"),
+        F.min(when("MessageSent", F.col("time_ms"))).alias("sent_ms"),
+        F.min(when("MessageLost", F.col("time_ms"))).alias("lost_ms"),
+        F.min(when("MessageLost", F.col("seq"))).alias("lost_seq"),
+        F.min(when("MessageAcknowledged", F.col("time_ms"))).alias("ack_ms"),
+        F.max(when("MessageAcknowledged", F.get_json_object(
+            "detail", "$.by_causal_history") == "true")).alias("ack_by_causal"),
+        F.count(when("MessageSendFailed", F.lit(1))).alias("failed_n"),
+        F.count(when("MessageResent", F.lit(1))).alias("resend_n"),
+        F.sum(when("MessageResent", F.col("size_bytes"))).alias("resend_sz"),
+        F.count(when("MessageResent", F.when(F.col("size_bytes").isNull(), 1)))
+        .alias("resend_nulls"),
+        F.count(when("RepairSent", F.lit(1))).alias("repair_n"),
+        F.sum(when("RepairSent", F.col("size_bytes"))).alias("repair_sz"),
+        F.count(when("RepairSent", F.when(F.col("size_bytes").isNull(), 1)))
+        .alias("repair_nulls"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    sent = ev.filter(F.col("kind") == "MessageSent").select(
-        "run", "channel", "message_id", F.col("node_id").alias("sender"),
-        F.col("time_ms").alias("sent_ms"), "size_bytes", "content_bytes", "metadata_bytes",
+    held_first = pairs.filter(F.col("times") > 0).select(
+        *pair, "held_ms", "held_seq", "held_pos", "times")
+    lost = pairs.filter(F.col("lost_ms").isNotNull()).select(*pair, "lost_ms", "lost_seq")
+    # per message (from the pairs: one row per participant and message)
+    per_msg = pairs.groupBy(*mkey).agg(
+        F.count(F.when(F.col("times") > 0, 1)).alias("holders"),
+        F.min("lamport_min").alias("lamport"),
+        (F.min("lamport_min") != F.max("lamport_max")).alias("lamport_differs"),
+        F.min("sender_min").alias("sender_id"),
+        (F.min("sender_min") != F.max("sender_max")).alias("sender_ids_differ"),
+        F.min("held_ms").alias("first_held_ms"), F.max("msg_size").alias("msg_size"),
+        F.min(F.when(F.col("sent_ms").isNotNull(), F.col("node_id"))).alias("sent_by"),
+        F.count("sent_ms").alias("n_sent_by"), F.min("sent_ms").alias("sent_ms_logged"),
+        F.count("lost_ms").alias("lost_pairs"),
+        F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
+        .alias("lost_recovered"),
+        F.max("any_hist").alias("any_hist"), F.max("sent_hist").alias("sent_hist"),
+        F.sum("resend_n").alias("resend_n"), F.sum("resend_sz").alias("resend_sz"),
+        F.sum("resend_nulls").alias("resend_nulls"),
+        F.sum("repair_n").alias("repair_n"), F.sum("repair_sz").alias("repair_sz"),
+        F.sum("repair_nulls").alias("repair_nulls"),
     )
-    sent_first = sent.groupBy(*mkey).agg(
-        F.min("sender").alias("sent_by"), F.countDistinct("sender").alias("n_sent_by"),
-        F.min("sent_ms").alias("sent_ms"),
-    )
-    msgs = held.groupBy(*mkey).agg(
-        F.countDistinct("lamport").alias("n_lamports"), F.min("lamport").alias("lamport"),
-        F.countDistinct("sender_id").alias("n_sender_ids"),
-        F.min("sender_id").alias("sender_id"), F.min("time_ms").alias("first_held_ms"),
-        F.max("size_bytes").alias("msg_size"),
-    ).join(sent_first, mkey, "left").select(
-        *mkey, "lamport", "n_lamports", "msg_size",
+    msgs = per_msg.filter(F.col("holders") > 0).select(
+        *mkey, "lamport", "msg_size",
         F.coalesce("sent_by", "sender_id").alias("sender"),
-        F.coalesce("sent_ms", "first_held_ms").alias("sent_ms"),
-        F.col("sent_ms").isNotNull().alias("send_logged"),
+        F.coalesce("sent_ms_logged", "first_held_ms").alias("sent_ms"),
+        F.col("sent_ms_logged").isNotNull().alias("send_logged"),
+        "lamport_differs",
         # the rows do not agree on who sent it: reported, not picked
-        ((F.col("n_sender_ids") > 1) | (F.col("n_sent_by") > 1)
+        (F.col("sender_ids_differ") | (F.col("n_sent_by") > 1)
          | (F.col("sent_by").isNotNull() & F.col("sender_id").isNotNull()
             & (F.col("sent_by") != F.col("sender_id")))).alias("sender_disagrees"),
+        F.col("sent_ms_logged").alias("logged_sent_ms"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    lost = ev.filter(F.col("kind") == "MessageLost").groupBy(*pair).agg(
-        F.min("time_ms").alias("lost_ms"), F.min("seq").alias("lost_seq"))
+    sent_first = msgs.filter(F.col("send_logged")).select(
+        *mkey, F.col("logged_sent_ms").alias("sent_ms"))
 
     # ---------------------------------------------------------------- job 2
     agg: list[Any] = []
     maps: list[str] = []
-    base = ev.groupBy(*_KEYS).agg(
-        F.min("time_ms").alias("t0"), F.max("time_ms").alias("t1"),
-        F.countDistinct("node_id").alias("participants"), F.count(F.lit(1)).alias("rows"),
-        F.sort_array(F.collect_set("source")).alias("sources"),
-    )
-    span = base.select(*_KEYS, "t0", F.greatest("t1", F.col("t0") + 1).alias("t1"))
-    agg.append(msgs.groupBy(*_KEYS).agg(
-        F.count(F.lit(1)).alias("messages"),
-        F.sum(F.when(F.col("n_lamports") > 1, 1).otherwise(0)).alias("lamport_inconsistent"),
-        F.sum(F.when(F.col("send_logged"), 0).otherwise(1)).alias("send_not_logged"),
-        F.sum(F.when(F.col("sender_disagrees"), 1).otherwise(0)).alias("sender_disagreements"),
-        F.countDistinct(F.xxhash64("message_id")).alias("message_keys"),
-    ))
-    agg.append(held_first.groupBy(*_KEYS).agg(
-        F.sum(F.col("times") - 1).alias("duplicates"),
-        F.count(F.lit(1)).alias("held_pairs"),
-    ))
 
     def as_map(df: Any, key: Any, value: Any, name: str) -> Any:
         # one row per entry, merged into a dict on the driver (bounded by kinds,
@@ -255,28 +313,64 @@ def compute_channels(
         return df.select(*_KEYS, F.lit(name).alias("metric"), F.to_json(F.struct(
             F.col(key).alias("k"), F.col(value).alias("v"))).alias("value"))
 
-    agg.append(as_map(ev.groupBy(*_KEYS, "kind").count(), "kind", "count", "kinds"))
-    agg.append(as_map(
-        ev.filter(F.col("kind") == "MessageDropped")
-        .groupBy(*_KEYS, F.coalesce("reason", F.lit("unknown")).alias("r")).count(),
-        "r", "count", "drops"))
-    agg.append(ev.filter(F.col("kind") == "RepairRequested").groupBy(*_KEYS).agg(
-        F.sum(F.greatest(F.size(F.from_json(
-            "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0)))
-        .alias("repair_ids")))
-    # Declared lost is the protocol giving up waiting; the message may still come later
-    # (a late repair, the store, a resend): such pairs are counted as recovered, and the
-    # messages still unheld by someone who declared them lost are the real loss.
-    agg.append(lost.join(held_first.select(*pair, "held_ms"), pair, "left").groupBy(*_KEYS).agg(
-        F.count(F.lit(1)).alias("lost_pairs"),
-        F.countDistinct("message_id").alias("lost_messages"),
-        F.count("held_ms").alias("lost_pairs_recovered"),
-        F.countDistinct(F.when(F.col("held_ms").isNull(), F.col("message_id")))
+    # every per-kind figure in one aggregate, per (run, channel, kind, reason);
+    # merged per channel on the driver (bounded by kinds and reasons)
+    reason = F.when(F.col("kind").isin("MessageDropped", "MessageSendFailed"),
+                    F.coalesce("reason", F.lit("unknown")))
+    per_kind = ev.groupBy(*_KEYS, "kind", reason.alias("r")).agg(
+        F.count(F.lit(1)).alias("n"), F.min("time_ms").alias("t0"),
+        F.max("time_ms").alias("t1"), F.sort_array(F.collect_set("source")).alias("sources"),
+        F.count("size_bytes").alias("sized"), F.sum("size_bytes").alias("size_b"),
+        F.sum("content_bytes").alias("content_b"), F.sum("metadata_bytes").alias("metadata_b"),
+        F.sum(F.when(F.col("kind") == "RepairRequested", F.greatest(F.size(F.from_json(
+            "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0))))
+        .alias("repair_ids"),
+    )
+    agg.append(per_kind.select(*_KEYS, F.lit("kind").alias("metric"), F.to_json(F.struct(
+        "kind", "r", "n", "t0", "t1", "sources", "sized", "size_b", "content_b", "metadata_b",
+        "repair_ids")).alias("value")))
+    base = ev.groupBy(*_KEYS, "node_id").agg(F.min("time_ms").alias("t")).groupBy(*_KEYS).agg(
+        F.count(F.lit(1)).alias("participants"))
+    agg.append(per_msg.groupBy(*_KEYS).agg(
+        F.count(F.when(F.col("holders") > 0, 1)).alias("messages"),
+        F.countDistinct(F.when(F.col("holders") > 0, F.xxhash64("message_id")))
+        .alias("message_keys"),
+        F.count(F.when(F.col("lost_pairs") > 0, 1)).alias("lost_messages"),
+        # histories known only from deliveries (the sender's log is not in the input)
+        F.count(F.when(F.col("any_hist") & ~F.coalesce("sent_hist", F.lit(False)), 1))
+        .alias("hist_from_delivery"),
+        F.count(F.when(F.col("lost_pairs") > F.col("lost_recovered"), 1))
         .alias("lost_messages_never_received"),
+        F.sum("resend_n").alias("resend_n"),
+        F.sum(F.coalesce(F.col("resend_sz"), F.lit(0))
+              + F.coalesce(F.col("resend_nulls") * F.col("msg_size"), F.lit(0)))
+        .alias("resend_b"),
+        F.sum("repair_n").alias("repair_n"),
+        F.sum(F.coalesce(F.col("repair_sz"), F.lit(0))
+              + F.coalesce(F.col("repair_nulls") * F.col("msg_size"), F.lit(0)))
+        .alias("repair_b"),
+    ))
+    agg.append(msgs.groupBy(*_KEYS).agg(
+        F.count(F.when(F.col("lamport_differs"), 1)).alias("lamport_inconsistent"),
+        F.count(F.when(~F.col("send_logged"), 1)).alias("send_not_logged"),
+        F.count(F.when(F.col("sender_disagrees"), 1)).alias("sender_disagreements"),
+    ))
+    ack_t = F.when(F.col("sent_ms").isNotNull(), F.col("ack_ms") - F.col("sent_ms"))
+    agg.append(pairs.groupBy(*_KEYS).agg(
+        F.sum(F.when(F.col("times") > 0, F.col("times") - 1)).alias("duplicates"),
+        F.count(F.when(F.col("times") > 0, 1)).alias("held_pairs"),
+        F.count("lost_ms").alias("lost_pairs"),
+        F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
+        .alias("lost_pairs_recovered"),
+        F.percentile_approx(ack_t, [0.5, 0.9, 0.99], 10_000).alias("ack_p"),
+        F.max(ack_t).alias("ack_max"), F.count(ack_t).alias("acknowledged"),
+        F.count(F.when(ack_t.isNotNull() & F.col("ack_by_causal"), 1)).alias("ack_by_causal"),
+        F.count(F.when(F.col("sent_ms").isNotNull() & F.col("ack_ms").isNull()
+                       & (F.col("failed_n") == 0), 1)).alias("unacked"),
     ))
     dl = ev.filter(F.col("kind") == "MessageDelivered").select(
         "run", "channel", "node_id", "message_id", "time_ms"
-    ).join(sent_first.select(*mkey, "sent_ms"), mkey).select(
+    ).join(sent_first, mkey).select(
         "run", "channel", "node_id", (F.col("time_ms") - F.col("sent_ms")).alias("lat"))
     agg.append(dl.groupBy(*_KEYS).agg(
         F.percentile_approx("lat", [0.5, 0.9, 0.99], 10_000).alias("lat_p"),
@@ -287,60 +381,10 @@ def compute_channels(
         dl.select(*_KEYS, F.floor(F.log2(F.greatest(F.col("lat"), F.lit(0)) + 1) * 2)
                   .cast("int").alias("b")).groupBy(*_KEYS, "b").count(),
         "b", "count", "lat_hist"))
-    acks = ev.filter(F.col("kind") == "MessageAcknowledged").select(
-        "run", "channel", "message_id", F.col("node_id").alias("sender"),
-        F.col("time_ms").alias("ack_ms"),
-        F.get_json_object("detail", "$.by_causal_history").alias("by_causal"),
-    )
-    agg.append(sent.join(acks, [*mkey, "sender"]).select(
-        *_KEYS, (F.col("ack_ms") - F.col("sent_ms")).alias("t"), "by_causal",
-    ).groupBy(*_KEYS).agg(
-        F.percentile_approx("t", [0.5, 0.9, 0.99], 10_000).alias("ack_p"),
-        F.max("t").alias("ack_max"), F.count(F.lit(1)).alias("acknowledged"),
-        F.sum(F.when(F.col("by_causal") == "true", 1).otherwise(0)).alias("ack_by_causal"),
-    ))
-    failed = ev.filter(F.col("kind") == "MessageSendFailed").select(
-        "run", "channel", "message_id", F.col("node_id").alias("sender"), "reason")
-    agg.append(as_map(
-        failed.groupBy(*_KEYS, F.coalesce("reason", F.lit("unknown")).alias("r")).count(),
-        "r", "count", "failed"))
-    agg.append(
-        sent.select(*mkey, "sender")
-        .join(acks.select(*mkey, "sender"), [*mkey, "sender"], "left_anti")
-        .join(failed.select(*mkey, "sender"), [*mkey, "sender"], "left_anti")
-        .groupBy(*_KEYS).agg(F.count(F.lit(1)).alias("unacked")))
-    agg.append(sent.groupBy(*_KEYS).agg(
-        F.count(F.lit(1)).alias("content_messages"), F.sum("content_bytes").alias("content_b"),
-        F.sum("metadata_bytes").alias("metadata_b"), F.sum("size_bytes").alias("size_b"),
-    ))
-    agg.append(ev.filter(F.col("kind") == "SyncSent").groupBy(*_KEYS).agg(
-        F.count(F.lit(1)).alias("sync_n"), F.count("size_bytes").alias("sync_known"),
-        F.sum("size_bytes").alias("sync_b"),
-    ))
-    sizes = msgs.select(*mkey, "msg_size")
-    for kind, name in (("MessageResent", "resend"), ("RepairSent", "repair")):
-        agg.append(
-            ev.filter(F.col("kind") == kind).select(*mkey, "size_bytes")
-            .join(sizes, mkey, "left").groupBy(*_KEYS).agg(
-                F.count(F.lit(1)).alias(f"{name}_n"),
-                F.sum(F.coalesce("size_bytes", "msg_size")).alias(f"{name}_b"),
-            ))
-
-    def bucketed(df: Any, col: str, name: str) -> Any:
-        b = F.least(
-            F.lit(TIME_BUCKETS - 1),
-            F.floor((F.col(col) - F.col("t0")) * TIME_BUCKETS
-                    / (F.col("t1") - F.col("t0") + 1)).cast("int"),
-        )
-        return as_map(
-            df.select(*_KEYS, col).join(F.broadcast(span), _KEYS).select(*_KEYS, b.alias("b"))
-            .groupBy(*_KEYS, "b").count(), "b", "count", name)
-
-    agg.append(bucketed(held_first, "held_ms", "held_time"))
-    agg.append(bucketed(msgs, "sent_ms", "sent_time"))
     # ONE collect: every per-channel aggregate as (run, channel, metric, JSON) rows,
     # unioned (a union does not shuffle; joining them did, once per aggregate)
-    fields: list[str] = []
+    fields: list[str] = ["t0", "t1", "rows", "sources", "repair_ids", "content_messages",
+                         "content_b", "metadata_b", "size_b", "sync_n", "sync_known", "sync_b"]
     parts = []
     for i, a in enumerate([base, *agg]):
         if "metric" in a.columns:
@@ -356,32 +400,76 @@ def compute_channels(
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
     for r in union.collect():
         key = (r["run"], r["channel"])
-        b = per_channel.setdefault(key, {**dict.fromkeys(fields), **{m: {} for m in maps}})
+        b = per_channel.setdefault(key, {**dict.fromkeys(fields), **{m: {} for m in maps},
+                                         "kinds": {}, "drops": {}, "failed": {}})
         value = json.loads(r["value"])
-        if r["metric"] in maps:
+        if r["metric"] == "kind":
+            _merge_kind(b, value)
+        elif r["metric"] in maps:
             b[r["metric"]][value["k"]] = value["v"]
         else:
             b.update(value)
     for key, b in per_channel.items():
+        if not b["kinds"].get("MessageResent"):
+            b["resend_n"] = None
+        if not b["kinds"].get("RepairSent"):
+            b["repair_n"] = None
         if (b["message_keys"] or 0) != (b["messages"] or 0):
             raise InputError(
                 f"{key[0]}/{key[1]}: two message ids share a 64-bit hash; cannot intern ids")
 
     # ---------------------------------------------------------------- job 3: causal
-    causal = _causal(spark, raw, run_col, ev, held_first, detail)
+    causal = _causal(
+        spark, raw, run_col, ev, held_first, detail,
+        from_delivery=any(b["hist_from_delivery"] for b in per_channel.values()),
+        any_lost=any(b["lost_pairs"] for b in per_channel.values()))
+    for key, d in causal["per_channel"].items():
+        d["duplicates"] = per_channel[key]["duplicates"] or 0
 
     # ---------------------------------------------------------------- job 4
-    receivers = [
-        r.asDict()
-        for r in dl.groupBy(*_KEYS, "node_id").agg(
-            F.count(F.lit(1)).alias("deliveries"),
-            F.percentile_approx("lat", [0.5, 0.9, 0.99], 1_000).alias("p"),
-            F.max("lat").alias("max"),
-        ).orderBy(*_KEYS, "node_id").collect()
-    ]
-    for r in receivers:
-        p = r.pop("p", None) or [None, None, None]
-        r.update({"p50": p[0], "p90": p[1], "p99": p[2]})
+    # per receiver latency and the convergence-over-time buckets, in one collect
+    # (the channels' time spans are known now: sent as a small table)
+    from pyspark.sql import types as T
+
+    span = spark.createDataFrame(
+        [(key[0], key[1], b["t0"], max(b["t1"], b["t0"] + 1)) for key, b in per_channel.items()],
+        T.StructType([T.StructField("run", T.StringType()), T.StructField("channel",
+                      T.StringType()), T.StructField("t0", T.LongType()),
+                      T.StructField("t1", T.LongType())]))
+
+    def bucketed(df: Any, col: str, name: str) -> Any:
+        b = F.least(
+            F.lit(TIME_BUCKETS - 1),
+            F.floor((F.col(col) - F.col("t0")) * TIME_BUCKETS
+                    / (F.col("t1") - F.col("t0") + 1)).cast("int"),
+        )
+        return df.select(*_KEYS, col).join(F.broadcast(span), _KEYS).select(
+            *_KEYS, b.alias("b")).groupBy(*_KEYS, "b").count().select(
+            *_KEYS, F.lit(name).alias("metric"), F.lit(None).cast("string").alias("node_id"),
+            F.to_json(F.struct(F.col("b").alias("k"), F.col("count").alias("v"))).alias("value"))
+
+    per_receiver = dl.groupBy(*_KEYS, "node_id").agg(
+        F.count(F.lit(1)).alias("deliveries"),
+        F.percentile_approx("lat", [0.5, 0.9, 0.99], 1_000).alias("p"),
+        F.max("lat").alias("max"),
+    ).select(*_KEYS, F.lit("receiver").alias("metric"), "node_id",
+             F.to_json(F.struct("deliveries", "p", "max")).alias("value"))
+    receivers: list[dict[str, Any]] = []
+    for b in per_channel.values():
+        b["held_time"], b["sent_time"], b["order"] = {}, {}, {}
+    for r in per_receiver.unionByName(bucketed(held_first, "held_ms", "held_time")).unionByName(
+            bucketed(msgs, "sent_ms", "sent_time")).unionByName(_log_orders(held_first)).collect():
+        value = json.loads(r["value"])
+        if r["metric"] == "order":
+            per_channel[(r["run"], r["channel"])]["order"] = value
+        elif r["metric"] == "receiver":
+            p = value.get("p") or [None, None, None]
+            receivers.append({"run": r["run"], "channel": r["channel"], "node_id": r["node_id"],
+                              "deliveries": value["deliveries"], "p50": p[0], "p90": p[1],
+                              "p99": p[2], "max": value.get("max")})
+        else:
+            per_channel[(r["run"], r["channel"])][r["metric"]][value["k"]] = value["v"]
+    receivers.sort(key=lambda r: (r["run"], r["channel"], r["node_id"]))
 
     # ---------------------------------------------------------------- job 5: missing
     missing_total = sum(
@@ -393,7 +481,7 @@ def compute_channels(
         missing_rows, miss_msgs = _missing(spark, ev, msgs, held_first, lost, detail)
     ev.unpersist()
     msgs.unpersist()
-    held_first.unpersist()
+    pairs.unpersist()
 
     channels = [
         _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key))
@@ -412,7 +500,7 @@ def compute_channels(
 
 
 def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
-            detail: str) -> dict[str, Any]:
+            detail: str, from_delivery: bool, any_lost: bool) -> dict[str, Any]:
     """Causal order at every participant, on ONE history per message.
 
     A message's history is taken from its ``MessageSent`` row (from a delivery
@@ -441,77 +529,43 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
         *mkey, "causal_history").dropDuplicates(mkey)
     need = n_hist.select("m").join(
         hist.select(k("run", "channel", "message_id").alias("m")), "m", "left_anti")
-    n_need = need.count()
-    if n_need:
-        lookup = F.broadcast(need) if n_need < 2_000_000 else need
+    if from_delivery:
         hist = hist.unionByName(
             hist_rows.filter(F.col("kind") == "MessageDelivered")
             .withColumn("m", k("run", "channel", "message_id"))
-            .join(lookup, "m", "left_semi").select(*mkey, "causal_history")
+            .join(need, "m", "left_semi").select(*mkey, "causal_history")
             .dropDuplicates(mkey))
     edges = hist.select(
         "run", "channel", k("run", "channel", "message_id").alias("m"),
         F.explode("causal_history").alias("dep"), "message_id",
     ).filter(F.col("dep") != F.col("message_id")).select(
         "run", "channel", "m", "dep", k("run", "channel", "dep").alias("d"))
-    # Both sides of the big join are partitioned by the receiver only (n): the
-    # (receiver, message, dependency) rows made by the broadcast edges then meet
-    # the receiver's positions without a shuffle (and are counted per receiver
-    # without one): the check's bulk never crosses a partition.
-    parts_n = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    spark.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
     pos = held_first.select(
         "run", "channel", "node_id", k("run", "channel", "node_id").alias("n"),
         k("run", "channel", "message_id").alias("m"), "message_id",
         F.col("held_seq").alias("m_seq"),
     )
     has_hist = n_hist
-    dep_pos = held_first.select(
-        k("run", "channel", "node_id").alias("n"), k("run", "channel", "message_id").alias("d"),
-        F.col("held_seq").alias("d_seq"), F.lit(None).cast("long").alias("l_seq"),
-    ).unionByName(
-        ev.filter(F.col("kind") == "MessageLost").select(
-            k("run", "channel", "node_id").alias("n"),
-            k("run", "channel", "message_id").alias("d"),
-            F.lit(None).cast("long").alias("d_seq"), F.col("seq").alias("l_seq"))
-    ).repartition(parts_n, "n").groupBy("n", "d").agg(
-        F.min("d_seq").alias("d_seq"), F.min("l_seq").alias("l_seq"))
-    checks = (
-        pos.select("n", "m", "m_seq").repartition(parts_n, "n")
-        .join(F.broadcast(edges.select("m", "d")), "m")
-        .join(dep_pos.hint("shuffle_hash"), ["n", "d"], "left")
-    )
-    bad = (F.col("m_seq") < F.coalesce("d_seq", F.lit(_BIG))) & (
-        F.col("m_seq") < F.coalesce("l_seq", F.lit(_BIG)))
-    checks = checks.withColumn("bad", bad)
-    names = pos.select("n", "run", "channel", "node_id").dropDuplicates(["n"])
-    totals = checks.groupBy("n").agg(
-        F.count(F.lit(1)).alias("deps"),
-        F.sum(F.when(F.col("bad"), 1).otherwise(0)).alias("violations"),
-        F.sum(F.when(F.col("bad") & F.col("d_seq").isNotNull(), 1).otherwise(0))
-        .alias("delivered_after"),
-    ).join(names, "n").groupBy("run", "channel").agg(
-        F.sum("deps").alias("checked_dependencies"), F.sum("violations").alias("violations"),
-        F.sum("delivered_after").alias("delivered_after"),
-        F.sum(F.when(F.col("violations") > 0, 1).otherwise(0)).alias("participants_violating"),
-    )
+    lost_pos = ev.filter(F.col("kind") == "MessageLost").select(
+        "run", "channel", "node_id", k("run", "channel", "message_id").alias("m"),
+        F.col("seq").alias("l_seq"))
+    totals, per_receiver = _causal_totals(pos, edges, lost_pos if any_lost else None)
     held_stats = pos.join(has_hist, "m", "left").groupBy("run", "channel").agg(
         F.sum(F.when(F.col("n_hist").isNotNull(), 1).otherwise(0)).alias("checked_messages"),
         F.sum(F.when(F.col("n_hist").isNull(), 1).otherwise(0)).alias("unverifiable"),
         F.sum(F.when(F.col("n_hist") > 1, 1).otherwise(0)).alias("history_disagreements"),
     )
-    dup = held_first.groupBy("run", "channel").agg(
-        F.sum(F.col("times") - 1).alias("duplicates"))
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in held_stats.join(totals, _KEYS, "left").join(dup, _KEYS, "left").collect():
+    for r in held_stats.join(totals, _KEYS, "left").collect():
         d = {name: int(r[name] or 0) for name in (
             "checked_messages", "checked_dependencies", "violations", "delivered_after",
-            "participants_violating", "duplicates", "unverifiable", "history_disagreements")}
+            "participants_violating", "unverifiable", "history_disagreements")}
         d["never_held"] = d["violations"] - d["delivered_after"]
         per_channel[(r["run"], r["channel"])] = d
     rows: list[dict[str, Any]] = []
     if any(d["violations"] for d in per_channel.values()):
         path = f"{detail.rstrip('/')}/causal_violations"
+        checks, names = _causal_pairs(spark, pos, edges, held_first, lost_pos, per_receiver)
         dep_names = edges.select("m", "d", "dep").dropDuplicates(["m", "d"])
         checks.filter(F.col("bad")).join(names, "n").join(
             pos.select("n", "m", "message_id"), ["n", "m"]).join(dep_names, ["m", "d"]).select(
@@ -533,6 +587,149 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
             v = r.asDict()
             per_channel[(v["run"], v["channel"])].setdefault("violations_listed", []).append(v)
     return {"per_channel": per_channel, "rows": rows}
+
+
+def _log_orders(held_first: Any) -> Any:
+    """Each participant's log order replayed from its logged positions, compared.
+
+    A participant's held messages in ``seq`` order, each inserted at its logged
+    ``position`` (the number of messages before it in the log at that moment),
+    give its final log. When every position equals the number of messages held
+    before (appends only, the normal case) that is the ``seq`` order, without a
+    replay; otherwise the inserts are replayed (quadratic in that participant's
+    messages). Per channel: how many participants, how many distinct final logs,
+    how many needed a replay, how many logged no position for some message.
+    """
+    from pyspark.sql import functions as F
+
+    keys = ["run", "channel"]
+    per_node = held_first.groupBy(*keys, "node_id").agg(F.array_sort(F.collect_list(F.struct(
+        F.col("held_seq").alias("s"), F.col("held_pos").alias("p"),
+        F.xxhash64("message_id").alias("m")))).alias("l"))
+    unknown = F.exists("l", lambda x: x["p"].isNull())
+    appends = F.size(F.filter("l", lambda x, k: x["p"] != k)) == 0
+    replay = F.expr(
+        "aggregate(l, cast(array() as array<bigint>), (acc, x) -> concat("
+        "slice(acc, 1, least(cast(x.p as int), size(acc))), array(x.m), "
+        "slice(acc, least(cast(x.p as int), size(acc)) + 1, size(acc))))")
+    order = F.when(appends, F.transform("l", lambda x: x["m"])).otherwise(replay)
+    nodes = per_node.select(
+        *keys, unknown.alias("unknown"), (~unknown & ~appends).alias("replayed"),
+        F.when(~unknown, F.xxhash64(order)).alias("h"))
+    return nodes.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("participants"), F.countDistinct("h").alias("orders"),
+        F.count(F.when(F.col("replayed"), 1)).alias("replayed"),
+        F.count(F.when(F.col("unknown"), 1)).alias("unknown"),
+    ).select(*keys, F.lit("order").alias("metric"), F.lit(None).cast("string").alias("node_id"),
+             F.to_json(F.struct("participants", "orders", "replayed", "unknown")).alias("value"))
+
+
+def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any]:
+    """The causal check's counts, one row per receiver, no per-edge rows.
+
+    The ids of a channel (held, named as a dependency, declared lost) get dense
+    indexes 0..U-1; every channel becomes one row holding each message's
+    dependencies as an array of indexes (``deps[i]``), every receiver one row
+    holding its first holding position of each id (``hpos[i]``, ``_BIG`` if never
+    held) and its first ``MessageLost`` position (``lpos``). The check is then a
+    loop over arrays inside one row (SQL higher-order functions): the
+    ``receivers x messages x history`` checks never become rows, are never
+    shuffled or joined. Returns (per-channel totals, per-receiver counts).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys = ["run", "channel"]
+    ids = pos.select(*keys, "m").unionByName(edges.select(*keys, F.col("d").alias("m")))
+    if lost_pos is not None:
+        ids = ids.unionByName(lost_pos.select(*keys, "m"))
+    ids = ids.distinct()
+    ids = ids.withColumn(
+        "i", (F.row_number().over(Window.partitionBy(*keys).orderBy("m")) - 1).cast("int"))
+    ids = ids.persist()
+    size = ids.groupBy(*keys).agg(F.count(F.lit(1)).cast("int").alias("u"))
+    dep_lists = (
+        edges.join(ids.withColumnRenamed("i", "mi"), [*keys, "m"])
+        .join(ids.withColumnRenamed("m", "d").withColumnRenamed("i", "di"), [*keys, "d"])
+        .groupBy(*keys, "mi").agg(F.collect_list("di").alias("deps"))
+    )
+    chan = (
+        ids.select(*keys, F.col("i").alias("mi")).join(dep_lists, [*keys, "mi"], "left")
+        .groupBy(*keys).agg(F.array_sort(F.collect_list(F.struct("mi", "deps"))).alias("l"))
+        .select(*keys, F.transform("l", lambda x: x["deps"]).alias("deps"))
+        .join(size, keys)
+    )
+
+    def dense(df: Any, seq: str, name: str) -> Any:
+        # one row per receiver: its positions as a dense array over the channel's ids
+        # (the sorted (i, seq) pairs plus (i, _BIG) for every i, first per i kept)
+        per = df.join(ids, [*keys, "m"]).groupBy(*keys, "node_id").agg(
+            F.collect_list(F.struct(F.col("i"), F.col(seq).cast("long").alias("s"))).alias("p"))
+        filled = per.join(size, keys).select(
+            *keys, "node_id", F.array_sort(F.concat("p", F.transform(
+                F.sequence(F.lit(0), F.col("u") - 1),
+                lambda j: F.struct(j.alias("i"), F.lit(_BIG).cast("long").alias("s"))),
+            )).alias("q"))
+        return filled.select(*keys, "node_id", F.transform(F.filter(
+            "q", lambda x, j: (j == 0) | (x["i"] != F.col("q")[j - 1]["i"])),
+            lambda x: x["s"]).alias(name))
+
+    hpos = dense(pos, "m_seq", "hpos")
+    if lost_pos is None:  # nothing declared lost in the input
+        rec = hpos.withColumn("lpos", F.lit(None).cast("array<long>"))
+    else:
+        lpos = dense(lost_pos.groupBy("run", "channel", "node_id", "m").agg(
+            F.min("l_seq").alias("l_seq")), "l_seq", "lpos")
+        rec = hpos.join(lpos, [*keys, "node_id"], "left")
+    rec = rec.join(F.broadcast(chan), keys)
+    # one long per receiver: violations in the low 32 bits, those whose dependency
+    # was held later (delivered_after) in the high bits
+    count = F.expr(
+        f"""aggregate(sequence(0, u - 1), 0L, (acc, j) ->
+            IF(hpos[j] >= {_BIG}L OR deps[j] IS NULL, acc,
+               aggregate(deps[j], acc, (a, d) ->
+                   IF(hpos[j] < hpos[d] AND (lpos IS NULL OR hpos[j] < lpos[d]),
+                      a + IF(hpos[d] < {_BIG}L, 4294967297L, 1L), a))))""")
+    deps_n = F.expr(
+        f"""aggregate(sequence(0, u - 1), 0L, (acc, j) ->
+            IF(hpos[j] >= {_BIG}L OR deps[j] IS NULL, acc, acc + size(deps[j])))""")
+    per_receiver = rec.select(*keys, "node_id", count.alias("c"), deps_n.alias("deps")).select(
+        *keys, "node_id", "deps",
+        F.col("c").bitwiseAND(F.lit(4294967295)).alias("violations"),
+        F.shiftright("c", 32).alias("delivered_after"),
+    )
+    totals = per_receiver.groupBy(*keys).agg(
+        F.sum("deps").alias("checked_dependencies"), F.sum("violations").alias("violations"),
+        F.sum("delivered_after").alias("delivered_after"),
+        F.sum(F.when(F.col("violations") > 0, 1).otherwise(0)).alias("participants_violating"),
+    )
+    return totals, per_receiver
+
+
+def _causal_pairs(spark: Any, pos: Any, edges: Any, held_first: Any, lost_pos: Any,
+                  per_receiver: Any) -> tuple[Any, Any]:
+    """The (receiver, message, dependency) checks of the receivers with a violation
+    (for the detail): each receiver's positions joined to the broadcast edges."""
+    from pyspark.sql import functions as F
+
+    k = F.xxhash64
+    bad_n = per_receiver.filter(F.col("violations") > 0).select(
+        k("run", "channel", "node_id").alias("n"))
+    mine = pos.join(bad_n, "n", "left_semi")
+    dep_pos = mine.select("n", F.col("m").alias("d"), F.col("m_seq").alias("d_seq"),
+                          F.lit(None).cast("long").alias("l_seq")).unionByName(
+        lost_pos.select(k("run", "channel", "node_id").alias("n"), F.col("m").alias("d"),
+                        F.lit(None).cast("long").alias("d_seq"), "l_seq")
+        .join(bad_n, "n", "left_semi")
+    ).groupBy("n", "d").agg(F.min("d_seq").alias("d_seq"), F.min("l_seq").alias("l_seq"))
+    checks = (
+        mine.select("n", "m", "m_seq").join(F.broadcast(edges.select("m", "d")), "m")
+        .join(dep_pos, ["n", "d"], "left")
+    )
+    bad = (F.col("m_seq") < F.coalesce("d_seq", F.lit(_BIG))) & (
+        F.col("m_seq") < F.coalesce("l_seq", F.lit(_BIG)))
+    names = mine.select("n", "run", "channel", "node_id").dropDuplicates(["n"])
+    return checks.withColumn("bad", bad), names
 
 
 def _missing(spark: Any, ev: Any, msgs: Any, held_first: Any, lost: Any,
@@ -663,6 +860,13 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
         for m in miss["top"]
     ]
     sources = list(b["sources"] or [])
+    order = b.get("order") or {}
+    if order.get("unknown") or not order:
+        order_from = "lamport order (positions not logged)"
+        identical = converged
+    else:
+        order_from = "logged positions"
+        identical = None if converged is None else bool(converged and order["orders"] == 1)
     return {
         "run": key[0], "channel": key[1],
         "source": sources[0] if len(sources) == 1 else "mixed",
@@ -671,9 +875,13 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
         "duration_ms": b["t1"] - t0,
         "convergence": {
             "converged": converged,
-            # inferred: the log order is (lamport, message_id), so identical sets with
-            # one Lamport timestamp per message are identical logs in identical order
-            "identical_logs_in_identical_order": converged,
+            # identical sets, and one final log order: replayed from every
+            # participant's logged positions (inferred from the (lamport, message_id)
+            # order only where positions were not logged)
+            "identical_logs_in_identical_order": identical,
+            "order_from": order_from,
+            "distinct_log_orders": order.get("orders"),
+            "participants_replayed": order.get("replayed", 0),
             "missing_pairs": miss["pairs"],
             "messages_missing_somewhere": miss["messages"],
             "participants_missing_something": miss["participants"],

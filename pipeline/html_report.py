@@ -246,6 +246,24 @@ def _channel_section(c: dict[str, Any]) -> str:
 </section>"""
 
 
+def _comparison(runs: list[dict[str, Any]]) -> str:
+    """The runs side by side (only when the report covers more than one run)."""
+    if len(runs) < 2:
+        return ""
+    rows = [{
+        "run": r["run"], "participants": r["participants"], "messages": r["messages"],
+        "converged": {None: "-", True: "yes", False: "NO"}[r["converged"]],
+        "missing pairs": r["missing_pairs"], "lost": r["lost_messages"],
+        "duplicates": r["duplicate_deliveries"], "causal violations": r["causal_violations"],
+        "latency p99 ms": r["latency_p99_ms"], "ack p50 ms": r["ack_p50_ms"],
+        "ack p99 ms": r["ack_p99_ms"], "resends": r["resends"], "repairs": r["repairs_sent"],
+        "bytes per delivered message": r["bytes_per_delivered_message"],
+    } for r in runs]
+    return ("<h2>Runs compared</h2><p>One row per run (runs.csv, runs.parquet); a run with "
+            "several channels: counts summed, percentiles of its worst channel.</p>"
+            + _table(rows, list(rows[0])))
+
+
 def render_html(summary: dict[str, Any]) -> str:
     """The whole report page."""
     rows = []
@@ -264,6 +282,7 @@ def render_html(summary: dict[str, Any]) -> str:
             "lost": c["counts"]["lost"]["messages_never_received"],
         })
     cols = list(rows[0]) if rows else []
+    comparison = _comparison(summary.get("comparison") or [])
     caveats = "".join(f"<li>{_e(n)}</li>" for n in summary.get("caveats", []))
     sections = "".join(_channel_section(c) for c in summary["channels"])
     return f"""<!DOCTYPE html>
@@ -284,6 +303,7 @@ td {{ max-width: 420px; overflow-wrap: anywhere; }}
 Computed on Spark ({_e(summary.get('master', '?'))}) in {_e(summary.get('spark_seconds', '?'))} s.
 This report is complete: every channel in the input is below.</p>
 {_table(rows, cols)}
+{comparison}
 {'<h3>Notes</h3><ul>' + caveats + '</ul>' if caveats else ''}
 {sections}
 </body></html>

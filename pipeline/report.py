@@ -9,10 +9,8 @@ as ``label#<id>`` for each. Per ``(run, channel)`` the job computes:
 * **convergence** - every participant (anyone with a row in the channel) should
   hold every message anyone sent or delivered; which messages are missing
   where, since when (first noticed missing by that participant, or else sent),
-  and whether they were declared lost; exactly-once delivery. Logs are ordered
-  by ``(lamport, message_id)``, so identical sets with one Lamport timestamp per
-  message are identical logs in identical order (inferred, not replayed from
-  the logged positions);
+  and whether they were declared lost; exactly-once delivery; identical logs in
+  identical order, replayed from every participant's logged positions;
 * **causal order** - at every participant every held message came after the
   causal history it named (:mod:`pipeline.compute`: one history per message,
   joined to each receiver's positions);
@@ -27,7 +25,8 @@ as ``label#<id>`` for each. Per ``(run, channel)`` the job computes:
   sender or history reported.
 
 Writes ``DIR/summary.json``, ``DIR/report.html`` (inline SVG charts, no
-network), ``DIR/missing.csv`` and ``DIR/causal_violations.csv`` (the first
+network), ``DIR/runs.csv`` and ``DIR/runs.parquet`` (the runs compared, one row
+each), ``DIR/missing.csv`` and ``DIR/causal_violations.csv`` (the first
 :data:`CSV_LIMIT` rows; ``DIR/missing/`` and ``DIR/causal_violations/`` hold all
 of them as Parquet), ``DIR/latency_by_receiver.csv``, and prints a short table.
 Everything is computed before anything is moved into ``DIR``: a failed run
@@ -185,7 +184,58 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
         **result,
     }
     summary["caveats"] = notes + _run_caveats(summary["runs"]) + _caveats(summary["channels"])
+    summary["comparison"] = compare_runs(summary)
     return summary
+
+
+#: Columns of the comparison across runs (runs.csv, runs.parquet, the HTML table).
+COMPARISON_COLUMNS = (
+    "run", "run_id", "channels", "participants", "messages", "converged", "missing_pairs",
+    "lost_messages", "duplicate_deliveries", "causal_violations", "latency_p50_ms",
+    "latency_p99_ms", "ack_p50_ms", "ack_p99_ms", "resends", "repairs_sent",
+    "bytes_sent", "deliveries", "bytes_per_delivered_message",
+)
+
+
+def compare_runs(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per run, for a study of several runs reported together: convergence,
+    loss, duplicates, latency and acknowledgement percentiles, bytes per delivered
+    message. A run with several channels sums its counts and gives the worst
+    channel's percentiles (percentiles of different channels do not add up)."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for c in summary["channels"]:
+        by_run.setdefault(c["run"], []).append(c)
+    ids = {r["run"]: r.get("run_id") for r in summary.get("runs", [])}
+    out = []
+    for run, chans in sorted(by_run.items()):
+        def worst(section: str, key: str, chans: list[dict[str, Any]] = chans) -> Any:
+            values = [c[section].get(key) for c in chans if c[section].get(key) is not None]
+            return max(values) if values else None
+
+        conv = [c["convergence"]["converged"] for c in chans]
+        bytes_sent = sum(c["overhead"].get("total_sent_bytes", 0) for c in chans)
+        deliveries = sum(c["counts"]["deliveries"] for c in chans)
+        out.append({
+            "run": run, "run_id": ids.get(run), "channels": len(chans),
+            "participants": max(c["participants"] for c in chans),
+            "messages": sum(c["messages"] for c in chans),
+            "converged": None if all(v is None for v in conv) else all(v is not False
+                                                                       for v in conv),
+            "missing_pairs": sum(c["convergence"]["missing_pairs"] for c in chans),
+            "lost_messages": sum(c["counts"]["lost"]["messages_never_received"] for c in chans),
+            "duplicate_deliveries": sum(c["convergence"]["duplicate_deliveries"] for c in chans),
+            "causal_violations": sum(c["causal_order"]["violations"] for c in chans),
+            "latency_p50_ms": worst("latency_ms", "p50"),
+            "latency_p99_ms": worst("latency_ms", "p99"),
+            "ack_p50_ms": worst("acknowledgement", "p50"),
+            "ack_p99_ms": worst("acknowledgement", "p99"),
+            "resends": sum(c["counts"]["resends"] for c in chans),
+            "repairs_sent": sum(c["counts"]["repairs_sent"] for c in chans),
+            "bytes_sent": bytes_sent, "deliveries": deliveries,
+            "bytes_per_delivered_message": round(bytes_sent / deliveries, 1) if deliveries
+            else None,
+        })
+    return out
 
 
 def _run_caveats(runs: list[dict[str, Any]]) -> list[str]:
@@ -281,6 +331,9 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
                     "dependency_seq"))
         _write_csv(staging / "latency_by_receiver.csv", receiver_rows,
                    ("run", "channel", "node_id", "deliveries", "p50", "p90", "p99", "max"))
+        comparison = summary.get("comparison") or compare_runs(summary)
+        _write_csv(staging / "runs.csv", comparison, COMPARISON_COLUMNS)
+        _write_comparison_parquet(staging / "runs.parquet", comparison)
         summary["detail"] = {
             "missing.csv": {"rows": len(missing_rows),
                             "of": sum(c["convergence"]["missing_pairs"]
@@ -304,7 +357,7 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
             if src is not None and src.is_dir():
                 shutil.move(str(src), str(out / name))
         for name in ("missing.csv", "causal_violations.csv", "latency_by_receiver.csv",
-                     "report.html", "summary.json"):
+                     "runs.csv", "runs.parquet", "report.html", "summary.json"):
             (staging / name).replace(out / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -313,6 +366,17 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
     return out
+
+
+def _write_comparison_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+
+    types = {"run": pa.string(), "run_id": pa.string(), "converged": pa.bool_(),
+             "bytes_per_delivered_message": pa.float64()}
+    schema = pa.schema([(c, types.get(c, pa.int64() if not c.endswith("_ms")
+                                      else pa.float64())) for c in COMPARISON_COLUMNS])
+    pq.write_table(pa.Table.from_pylist(
+        [{c: r.get(c) for c in COMPARISON_COLUMNS} for r in rows], schema=schema), path)
 
 
 def _yes_no(v: bool | None) -> str:

@@ -1,6 +1,6 @@
 """``sdschat export DATA_DIR... --out DIR``: real nodes' SQLite event logs as Parquet.
 
-Writes ``DIR/events/part-*.parquet`` in :data:`pipeline.schema.EVENT_SCHEMA`
+Writes ``DIR/events/part-*.parquet`` in :data:`storage.events_schema.EVENT_SCHEMA`
 (the schema ``sdschat sim`` writes too) and ``DIR/export.json`` (what was
 exported from where). ``sdschat report DIR`` reads it.
 
@@ -24,7 +24,7 @@ The output appears only when complete: it is written to a staging directory
 next to ``DIR`` and renamed into place at the end.
 
 This module is part of the ``sdschat[report]`` extra: it imports pyarrow (through
-:mod:`pipeline.schema`) at import time, so nothing on the chat's paths imports
+:mod:`storage.events_schema`) at import time, so nothing on the chat's paths imports
 it; ``sdschat export`` checks that pyarrow is installed before importing it and
 otherwise says ``pip install 'sdschat[report]'`` (exit 2).
 """
@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.schema import SCHEMA_VERSION, EventRecords, EventWriter
 from storage.database import DB_FILENAME
+from storage.events_schema import SCHEMA_VERSION, EventRecords, EventWriter
 from storage.records import EventRow, decode_causal_history
 from storage.schema import APPLICATION_ID
 from storage.schema import SCHEMA_VERSION as DB_SCHEMA_VERSION

@@ -114,3 +114,57 @@ def test_missing_detail_is_parquet_and_the_csv_is_the_top(
     assert f"<th>overhead share of bytes sent</th><td>{ratio:.1%}</td>" in page
     assert "<th>send failures</th><td>none</td>" in page and "{}" not in page
     assert f"The first 2 of {c['convergence']['messages_missing_somewhere']}" in page
+
+
+def test_runs_reported_together_are_compared_one_row_per_run(
+    small_run: Path, spark: Any, tmp_path: Path
+) -> None:
+    """A study of several runs in one report: runs.csv / runs.parquet and an HTML table
+    with one row per run (convergence, loss, duplicates, ack p50/p99, bytes per
+    delivered message)."""
+    cut = simulate(tmp_path, "cut", participants=4, messages=10, seed=7, latency_ms=(20, 80),
+                   partitions=[PartitionSpec(0, None, ((0, 1), (2, 3)))])
+    summary = report(spark, [small_run, cut], tmp_path / "report")
+    rows = {r["run"]: r for r in summary["comparison"]}
+    assert len(rows) == 2 == len(summary["channels"])
+    for c in summary["channels"]:
+        r = rows[c["run"]]
+        assert r["converged"] == c["convergence"]["converged"]
+        assert r["missing_pairs"] == c["convergence"]["missing_pairs"]
+        assert r["ack_p99_ms"] == c["acknowledgement"].get("p99")
+        assert r["bytes_per_delivered_message"] == round(
+            c["overhead"]["total_sent_bytes"] / c["counts"]["deliveries"], 1)
+    assert sorted(r["converged"] for r in rows.values()) == [False, True]
+    with (tmp_path / "report" / "runs.csv").open() as fh:
+        assert [r["run"] for r in csv.DictReader(fh)] == sorted(rows)
+    table = pq.read_table(tmp_path / "report" / "runs.parquet").to_pylist()
+    assert [(r["run"], r["missing_pairs"]) for r in table] == [
+        (r["run"], r["missing_pairs"]) for r in summary["comparison"]]
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Runs compared</h2>" in page and "<th>bytes per delivered message</th>" in page
+
+
+def test_log_order_is_replayed_from_the_logged_positions(
+    small_run: Path, spark: Any, tmp_path: Path
+) -> None:
+    """'Identical logs in identical order' comes from each participant's logged
+    positions, not from the Lamport order: one participant that logged its last
+    message at position 0 (the front of its log) holds the same set, the same
+    Lamport timestamps, but another order. Before, it was reported identical."""
+    table = pq.read_table(small_run / "events")
+    rows = table.to_pylist()
+    node = rows[0]["node_id"]
+    held = [r for r in rows if r["node_id"] == node
+            and r["kind"] in ("MessageSent", "MessageDelivered")]
+    last = max(held, key=lambda r: r["seq"])
+    assert last["position"] > 0
+    last["position"] = 0
+    out = tmp_path / "in"
+    out.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out / "x.parquet")
+    c = channel(report(spark, [out], tmp_path / "report"))
+    conv = c["convergence"]
+    assert conv["converged"]  # same sets, same Lamport timestamps
+    assert conv["order_from"] == "logged positions"
+    assert conv["distinct_log_orders"] == 2 and conv["participants_replayed"] >= 1
+    assert conv["identical_logs_in_identical_order"] is False
