@@ -145,6 +145,8 @@ def test_sighup_stops_a_relay_without_tls() -> None:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
+            # as from a terminal: under nohup (SIGHUP ignored, inherited) it rightly stays
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
         )  # fmt: skip
         assert proc.stderr is not None
         try:
