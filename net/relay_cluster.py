@@ -332,10 +332,11 @@ class RelayCluster:
         finally:
             if failure is not None or not connecting.done():
                 connecting.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await connecting
+                # bounded: nats-py's connect loop (reconnecting for ever) may swallow
+                # the cancellation; an unbounded await here hung a test for 600 s
+                await asyncio.wait({connecting}, timeout=2.0)
                 with contextlib.suppress(Exception):
-                    await nc.close()
+                    await asyncio.wait_for(nc.close(), 2.0)
             self._fatal = None
         if failure is not None:
             raise ClusterUnavailable(failure)
