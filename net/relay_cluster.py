@@ -362,9 +362,8 @@ class RelayCluster:
         self._closing = True
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._tasks:  # bounded: a nats-py call inside may swallow the cancellation
+            await asyncio.wait(self._tasks, timeout=3.0)
         nc = self._nc
         if nc is not None:
             with contextlib.suppress(Exception):

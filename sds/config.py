@@ -181,8 +181,11 @@ class Config:
     #: Repair responses one requester may cause per ``repair_response_window_ms``
     #: (rebroadcasts of messages we hold); requests beyond it are ignored.
     repair_responses_per_sender: int = 200
-    #: The window of :attr:`repair_responses_per_sender`.
-    repair_response_window_ms: int = 60_000
+    #: The window of :attr:`repair_responses_per_sender` (200 per 10 s: a node back
+    #: from a restart that asks for hundreds of ids is answered within seconds; one
+    #: member asking for everything costs each holder at most 20 rebroadcasts a second,
+    #: and the first answer on the wire cancels the others').
+    repair_response_window_ms: int = 10_000
     #: A dependency declared lost stays wanted: it is asked for again by SDS-R
     #: (and reported in ``MessagesMissing`` reminders, for the store) with a
     #: backoff that doubles from ``repair_t_max_ms`` (stretched) up to this period, until it
@@ -300,6 +303,7 @@ class Config:
             lost_timeout_ms=20 * scale_ms,
             repair_t_min_ms=scale_ms // 2,
             repair_t_max_ms=2 * scale_ms,
+            repair_response_window_ms=2 * scale_ms,
         )
 
     @classmethod
