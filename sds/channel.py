@@ -317,8 +317,12 @@ class Channel:
         #: Adaptive causal history (causal_history_floor): ids logged from others
         #: that none of our messages named yet, in arrival order.
         self._unnamed: OrderedDict[str, None] = OrderedDict()
-        #: sender id -> when its bloom filter was last checked for what it lacks.
-        self._lack_checked: OrderedDict[str, int] = OrderedDict()
+        #: Ids to name again (a peer's filter lacks them, or a resend said our naming
+        #: was lost): named first, before the unnamed ones, oldest first.
+        self._rename: OrderedDict[str, None] = OrderedDict()
+        #: sender id -> (when its bloom filter was last checked for what it lacks, the
+        #: arrival time up to which our entries were checked against it then).
+        self._lack_checked: OrderedDict[str, tuple[int, int]] = OrderedDict()
         #: sender id -> when we last heard it (oldest first): the participants that
         #: size the SDS-R windows (Config.repair_window_participants).
         self._heard: OrderedDict[str, int] = OrderedDict()
@@ -532,9 +536,12 @@ class Channel:
         """The causal history to send (Config.causal_history_floor).
 
         Fixed: the newest ``causal_history_size`` log entries. Adaptive: the newest
-        ``causal_history_floor`` log entries, then the ids logged from others that
-        none of our messages named yet, oldest arrival first, up to
-        ``causal_history_size`` in all. Every id we deliver is so named by at least
+        ``causal_history_floor`` log entries, then the ids to name again (a peer's
+        filter lacks them: :meth:`_name_what_they_lack`, :meth:`note_copy`), then the
+        ids logged from others that none of our messages named yet, latest arrival
+        first, up to ``causal_history_size`` in all. The ids to name again go first:
+        behind a burst of newly arrived ids (a returning peer's republished messages)
+        they would otherwise wait for a dozen messages. Every id we deliver is so named by at least
         one of our messages (content or sync), even one delivered long after it
         was sent (a released dependency, a slow link): others notice a gap, the
         sender gets its acknowledgement, however busy the channel.
@@ -548,11 +555,18 @@ class Channel:
         floor = min(floor, cfg.causal_history_size)
         top = [mid for _, mid in log.islice(-floor)] if floor else []
         unnamed = self._unnamed
+        rename = self._rename
         for mid in top:
             unnamed.pop(mid, None)
+            rename.pop(mid, None)
         room = cfg.causal_history_size - len(top)
         entries = self._entries
         extra: list[str] = []
+        while rename and len(extra) < room:
+            mid, _ = rename.popitem(last=False)
+            if mid in entries:
+                unnamed.pop(mid, None)
+                extra.append(mid)
         while unnamed and len(extra) < room:
             mid, _ = unnamed.popitem(last=True)
             if mid in entries:
@@ -597,24 +611,35 @@ class Channel:
             or message_id not in self._entries
         ):
             return
-        self._unnamed[message_id] = None
-        self._unnamed.move_to_end(message_id)
+        self._note_rename(message_id)
         self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
 
     def _name_what_they_lack(self, pb: sds_pb2.SdsMessage, sender_id: str, now_ms: int) -> None:
-        """Adaptive history: a peer's message whose bloom filter lacks some of our newest
-        ``causal_history_size`` log entries makes us name those again, soon.
+        """Adaptive history: ids a peer's bloom filter lacks are named again, soon.
 
         Each delivered id is named once; a peer that was offline then (restarted,
         partitioned) would otherwise hear of only the newest ``causal_history_floor``
         ids and never ask for the rest. Its filter says what it holds; naming what it
-        lacks lets it notice the gap and ask (SDS-R). Entries logged in the last
-        sixteenth of ``sync_interval_ms`` are left out: they may still be on their way
-        to it, and naming them again would only make messages longer on slow links
-        (without this the CI profile study measured ack p99 1.42x the waku profile's;
-        1.25x is the bound). At most once per sender every quarter
-        ``sync_interval_ms``, so the check (a few bit tests per id) stays off a busy
-        channel's per-message path. A filter of another size says nothing here.
+        lacks lets it notice the gap and ask (SDS-R). Two sets of our entries are
+        checked against the filter:
+
+        * the newest ``causal_history_size`` log entries;
+        * every entry that entered our log since this peer's filter was last checked
+          (not its own messages), oldest arrival last, at most ``bloom_capacity // 2``
+          of them. Each entry is so checked once against each peer we keep hearing,
+          early, while the peer's rolling filter still holds it if the peer has it.
+          For a peer back after an absence these are the entries logged while it was
+          away, wherever their Lamport timestamps put them in the log: a burst of
+          older messages republished on its return cannot hide them from the check.
+
+        Entries logged in the last sixteenth of ``sync_interval_ms`` are left out:
+        they may still be on their way to it, and naming them again would only make
+        messages longer on slow links (without this the CI profile study measured ack
+        p99 1.42x the waku profile's; 1.25x is the bound). At most once per sender every
+        quarter ``sync_interval_ms``, so the check (a few bit tests per id) stays off a
+        busy channel's per-message path. A filter of another size says nothing here.
+        The last 1,024 senders heard are remembered; one forgotten counts as new (its
+        first check covers the newest entries only).
         """
         cfg = self.config
         if (
@@ -625,19 +650,19 @@ class Channel:
         ):
             return
         checked = self._lack_checked
+        settled = now_ms - cfg.sync_interval_ms // 16  # newer ones may still be on the way
         last = checked.get(sender_id)
-        if last is not None and now_ms - last < cfg.sync_interval_ms // 4:
+        if last is not None and now_ms - last[0] < cfg.sync_interval_ms // 4:
             return
-        checked[sender_id] = now_ms
+        checked[sender_id] = (now_ms, settled)
         checked.move_to_end(sender_id)
         while len(checked) > 1_024:  # peers recently heard from
             checked.popitem(last=False)
         bloom = pb.bloom_filter
         entries = self._entries
-        unnamed = self._unnamed
+        rename = self._note_rename
         params = self._filter.params
         lacking = False
-        settled = now_ms - cfg.sync_interval_ms // 16  # newer ones may still be on the way
         for _, mid in self._log.islice(-cfg.causal_history_size):
             le = entries[mid]
             if le.logged_ms > settled:
@@ -646,10 +671,36 @@ class Channel:
             if pos is None:
                 pos = le.positions = positions_in(mid, params)
             if not contains_positions(bloom, pos):
-                unnamed[mid] = None
+                rename(mid)
                 lacking = True
+        if last is not None:
+            since = last[1]
+            budget = max(cfg.bloom_capacity // 2, cfg.causal_history_size)
+            for mid in reversed(entries):  # newest arrival first
+                le = entries[mid]
+                if le.logged_ms <= since:
+                    break
+                if le.logged_ms > settled or le.sender_id == sender_id:
+                    continue
+                budget -= 1
+                if budget < 0:
+                    break
+                pos = le.positions
+                if pos is None:
+                    pos = le.positions = positions_in(mid, params)
+                if not contains_positions(bloom, pos):
+                    rename(mid)
+                    lacking = True
         if lacking:
             self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+
+    def _note_rename(self, message_id: str) -> None:
+        """Name ``message_id`` again in our next messages (before the unnamed ids)."""
+        rename = self._rename
+        if message_id not in rename:
+            rename[message_id] = None
+            if len(rename) > self.config.log_window:
+                rename.popitem(last=False)
 
     def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None) -> None:
         """Process wire bytes from a peer (spec "Receive Message").
