@@ -6,7 +6,9 @@ Precedence: the protocol profile (``--profile`` or the file's ``profile``:
 ``--fast`` (``sds.Config.fast(1000)``: second-scale timings for demos and
 tests), then the config file, then the individual flags.
 
-Config file (``--config FILE``, TOML)::
+Config file (``--config FILE``, TOML; without ``--config`` the file
+``$XDG_CONFIG_HOME/sdschat/config.toml`` (``~/.config/sdschat/config.toml``) is read
+when it exists, unless ``--no-config``)::
 
     # Node settings (all optional)
     relay = "ws://127.0.0.1:8765"   # without a relay here or --relay: LAN gossip
@@ -36,6 +38,7 @@ Unknown keys are errors (a typo must not silently keep a default).
 from __future__ import annotations
 
 import argparse
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,7 @@ from storage.schema import DEFAULT_RECENT_WINDOW
 __all__ = [
     "NodeSettings",
     "add_join_arguments",
+    "default_config_path",
     "load_config_file",
     "settings_from_args",
 ]
@@ -137,6 +141,13 @@ class NodeSettings:
     new_history: bool = False
 
 
+def default_config_path() -> Path:
+    """``$XDG_CONFIG_HOME/sdschat/config.toml``, else ``~/.config/sdschat/config.toml``."""
+    base = os.environ.get("XDG_CONFIG_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
+    return root / "sdschat" / "config.toml"
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Parse and check a node config file (see the module docstring).
 
@@ -208,7 +219,15 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         help="also join this channel (repeatable; same passphrase)",
     )
     p.add_argument("--headless", action="store_true", help="no TUI: lines on stdin, JSON on stdout")
-    p.add_argument("--config", default=None, metavar="FILE", help="TOML settings file")
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="TOML settings file (default: ~/.config/sdschat/config.toml when it exists)",
+    )
+    p.add_argument(
+        "--no-config", action="store_true", help="read no config file, not even the default"
+    )
     p.add_argument(
         "--profile",
         choices=sds.PROFILES,
@@ -262,6 +281,13 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     """
     for channel in [args.channel, *(getattr(args, "extra_channels", None) or [])]:
         check_channel_name(channel)  # all of them before any is joined
+    if getattr(args, "no_config", False):
+        if args.config:
+            raise ValueError("--config and --no-config cannot be used together")
+    elif not args.config:
+        default = default_config_path()
+        if default.is_file():
+            args.config = str(default)  # read by the TUI's keymap and the transport too
     data: dict[str, Any] = load_config_file(args.config) if args.config else {}
     fast = bool(args.fast or data.get("fast", False))
     scale = int(data.get("fast_scale_ms", 1000))

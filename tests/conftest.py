@@ -19,6 +19,12 @@ from collections.abc import Iterator
 import pytest
 from aiosqlite import core as aiosqlite_core
 
+# A developer's own ~/.config/sdschat/config.toml must not change what the suite's
+# nodes do: every process the tests start reads the default config from an empty dir.
+os.environ["XDG_CONFIG_HOME"] = os.path.join(
+    os.environ.get("TMPDIR", "/tmp"), f"sdschat-tests-no-config-{os.getpid()}"
+)
+
 
 def _sqlite_workers() -> set[threading.Thread]:
     return {

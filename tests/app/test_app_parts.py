@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,12 @@ from app.chat_content import ChatContent, decode_content, encode_content, visibl
 from app.commands import Command, parse_line
 from app.headless import PassphraseFileError, read_passphrase_file
 from app.node_events import Delivered, OwnMessage, event_to_json
-from app.node_settings import add_join_arguments, load_config_file, settings_from_args
+from app.node_settings import (
+    add_join_arguments,
+    default_config_path,
+    load_config_file,
+    settings_from_args,
+)
 from app.transport import LossyTransport, MemoryHub
 from net.envelope import seal
 from net.identity import Identity
@@ -255,3 +264,71 @@ def test_unknown_flag_shows_the_commands_own_usage(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         main(["--bogus"])
     assert "usage: sdschat [-h]" in capsys.readouterr().err
+
+
+def test_the_default_config_file_is_read_unless_no_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --config, $XDG_CONFIG_HOME/sdschat/config.toml is read when it exists;
+    --no-config skips it; a bad one is reported with its path."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert settings_from_args(_parse(["room"])).config == sds.Config()  # no file: defaults
+    path = tmp_path / "sdschat" / "config.toml"
+    path.parent.mkdir()
+    path.write_text("[protocol]\nsync_interval_ms = 4321\n")
+    args = _parse(["room"])
+    assert settings_from_args(args).config.sync_interval_ms == 4321
+    assert args.config == str(path)  # the TUI's keymap and the transport read it too
+    assert settings_from_args(_parse(["room", "--no-config"])).config == sds.Config()
+    other = tmp_path / "other.toml"
+    other.write_text("[protocol]\nsync_interval_ms = 999\n")
+    given = settings_from_args(_parse(["room", "--config", str(other)]))
+    assert given.config.sync_interval_ms == 999
+    with pytest.raises(ValueError, match="cannot be used together"):
+        settings_from_args(_parse(["room", "--config", str(other), "--no-config"]))
+    path.write_text("sync = 1\n")
+    with pytest.raises(ValueError, match=f"config file {path}: unknown keys sync"):
+        settings_from_args(_parse(["room"]))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/dir")  # not absolute: ignored (XDG spec)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_config_path() == tmp_path / "home" / ".config" / "sdschat" / "config.toml"
+
+
+def test_a_headless_node_takes_its_name_from_the_default_config_file(tmp_path: Path) -> None:
+    """The real command: ``sdschat join`` without --name or --config uses the name in
+    ~/.config/sdschat/config.toml (here under XDG_CONFIG_HOME)."""
+    conf = tmp_path / "xdg" / "sdschat"
+    conf.mkdir(parents=True)
+    (conf / "config.toml").write_text('name = "zed"\n')
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    argv = [sys.executable, "-m", "app.cli", "join", "room", "--headless", "--fast",
+            "--relay", "ws://127.0.0.1:9"]
+    root = Path(__file__).resolve().parents[2]
+    for extra, name in (([], "zed"), (["--no-config"], None)):
+        data = ["--data-dir", str(tmp_path / f"d{len(extra)}")]  # a data dir keeps its name
+        p = subprocess.Popen([*argv, *data, *extra], cwd=root, env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert p.stdout is not None
+            ready = None
+            for _ in range(50):
+                line = p.stdout.readline()
+                if not line:
+                    break
+                ev = json.loads(line)
+                if ev.get("event") == "ready":
+                    ready = ev
+                    break
+            assert ready is not None, p.stderr.read() if p.stderr else ""
+            if name is None:
+                assert ready["name"] != "zed"
+            else:
+                assert ready["name"] == name
+        finally:
+            assert p.stdin is not None
+            p.stdin.close()  # end of input: the node closes
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(30)
