@@ -1525,11 +1525,13 @@ class Channel:
         def retry(mid: str) -> int:
             # The same spread as the first request, and at least half the time the
             # id has been missing (so an id nobody holds is asked for ever more
-            # rarely: 1-5 s, then ~every 1.5x the age), capped at the stretched limit.
+            # rarely: 1-5 s, then ~every 1.5x the age), capped at four times the
+            # current T_max (20 s at the base window): a streak of answers lost on a
+            # lossy link must not leave a causal chain blocked for minutes.
             spread = t_req(self.sender_id, mid, 0, lo, hi)
             info = self._missing.get(mid)
             age = 0 if info is None else max(0, rec - info.noticed_ms)
-            return max(spread, min(age // 2, cfg.repair_t_max_limit_ms))
+            return max(spread, min(age // 2, 4 * hi, cfg.repair_t_max_limit_ms))
 
         out = self._repair_out.take_due(now_ms, limit, retry)
         if len(out) < limit and self._lost_wanted:
