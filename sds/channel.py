@@ -658,39 +658,34 @@ class Channel:
         checked.move_to_end(sender_id)
         while len(checked) > 1_024:  # peers recently heard from
             checked.popitem(last=False)
-        bloom = pb.bloom_filter
         entries = self._entries
-        rename = self._note_rename
+        # the newest log entries, then (newest arrival first) what arrived since
+        # this peer's last check: not its own, at most bloom_capacity // 2
+        candidates = [
+            (mid, entries[mid]) for _, mid in self._log.islice(-cfg.causal_history_size)
+        ]
+        if last is not None:
+            since = last[1]
+            budget = max(cfg.bloom_capacity // 2, cfg.causal_history_size)
+            for mid in reversed(entries):
+                le = entries[mid]
+                if le.logged_ms <= since or budget <= 0:
+                    break
+                if le.logged_ms <= settled and le.sender_id != sender_id:
+                    candidates.append((mid, le))
+                    budget -= 1
+        bloom = pb.bloom_filter
         params = self._filter.params
         lacking = False
-        for _, mid in self._log.islice(-cfg.causal_history_size):
-            le = entries[mid]
+        for mid, le in candidates:
             if le.logged_ms > settled:
                 continue
             pos = le.positions
             if pos is None:
                 pos = le.positions = positions_in(mid, params)
             if not contains_positions(bloom, pos):
-                rename(mid)
+                self._note_rename(mid)
                 lacking = True
-        if last is not None:
-            since = last[1]
-            budget = max(cfg.bloom_capacity // 2, cfg.causal_history_size)
-            for mid in reversed(entries):  # newest arrival first
-                le = entries[mid]
-                if le.logged_ms <= since:
-                    break
-                if le.logged_ms > settled or le.sender_id == sender_id:
-                    continue
-                budget -= 1
-                if budget < 0:
-                    break
-                pos = le.positions
-                if pos is None:
-                    pos = le.positions = positions_in(mid, params)
-                if not contains_positions(bloom, pos):
-                    rename(mid)
-                    lacking = True
         if lacking:
             self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
 
