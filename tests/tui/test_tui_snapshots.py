@@ -58,6 +58,17 @@ def test_search_all(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-un
     assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)
 
 
+def test_search_80_columns(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The find bar and the all-channel results in the narrowest supported pane."""
+    app, before = search_screen(tmp_path)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
+def test_search_all_80_columns(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, before = search_all_screen(tmp_path)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
 @pytest.mark.parametrize(("width", "theme"), [(80, "dark"), (120, "light")])
 def test_replies_reactions_edits_80_and_120(  # type: ignore[no-untyped-def]
     snap_compare, tmp_path: Path, width: int, theme: str
