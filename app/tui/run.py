@@ -120,5 +120,18 @@ def run_tui(args: argparse.Namespace) -> int:
         tui_config=keys_and_colours,
     )
     app_box.append(app)
-    app.run()
-    return int(app.return_code or 0)
+    from app.tui.hangup import EXIT_HANGUP, watch_terminal
+
+    hung_up = False
+
+    def request_exit() -> None:
+        nonlocal hung_up
+        hung_up = True
+        app.call_from_thread(app.exit, EXIT_HANGUP)
+
+    watching = watch_terminal(request_exit)
+    try:
+        app.run()
+    finally:
+        watching.set()
+    return EXIT_HANGUP if hung_up else int(app.return_code or 0)
