@@ -347,7 +347,8 @@ def test_what_arrived_since_a_peers_last_check_is_checked_however_deep_in_the_lo
     entries: carol's lines, named once while alice was away and now below 40 newer
     lines of dave's, are named again for her."""
     bob = make_channel("bob", now=0)
-    bob.receive(msg("alice", "a1", 50, bloom=bloom_with("a1")), 1_000)  # first check
+    bob.receive(msg("erin", "e1", 10), 0)  # settled by the time alice is first checked
+    bob.receive(msg("alice", "a1", 50, bloom=bloom_with("a1")), 1_900)  # first check
     carol = [f"c{i}" for i in range(10)]
     dave = [f"d{i}" for i in range(40)]
     for i, mid in enumerate(carol):
