@@ -10,17 +10,20 @@ per-pair and per-violation detail is written as Parquet (``missing/``,
 
 Jobs (actions) of a report:
 
-1. input check, per run and participant: malformed rows, duplicate
-   ``(run_id, node_id, seq)``, ``seq`` gaps, run ids per label;
-2. every per-channel figure, in one collect of unioned aggregates: one pass over
-   the message events per (participant, message) (cached) feeds the held, lost,
-   acknowledged, resent and repaired figures and the per-message table; one
-   aggregate per (kind, reason) the counts and bytes;
+1. input check and counts (:func:`check_rows`): one aggregate of all rows,
+   combined on the map side, gives per run malformed rows, duplicate
+   ``(run_id, node_id, seq)`` and ``seq`` gaps (distinct seqs as bitmaps), run ids
+   per label, and per channel the counts and bytes per (kind, reason), the time
+   span and the participants;
+2. every other per-channel figure, in one collect of unioned aggregates: one
+   pass over the message events per (participant, message) (cached, the only
+   pass that reads the causal histories) feeds the held, lost, acknowledged,
+   resent and repaired figures, the per-message table, per-receiver latency, the
+   convergence-over-time buckets and the log orders replayed from the logged
+   positions;
 3. the causal check's counts: loops over integer arrays inside one row per
    receiver (:func:`_causal_totals`), no row per (receiver, message, dependency);
-4. per receiver latency, the convergence-over-time buckets and the log orders
-   replayed from the logged positions (bounded by participants and buckets);
-5. only when something is missing / violated: the detail written as Parquet and
+4. only when something is missing / violated: the detail written as Parquet and
    its top entries read back.
 
 Ids are interned as 64-bit integers (``xxhash64`` of run, channel and id) for the
@@ -106,7 +109,9 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
         F.sum(F.when(F.col("kind") == "RepairRequested", F.greatest(F.size(F.from_json(
             "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0))))
         .alias("repair_ids"),
-    )
+    ).persist()
+    # cached (small: per participant, kind and bucket): the three aggregates below
+    # prune different columns, so without it each would scan the rows again
     per_node = groups.groupBy("run", "run_id", "node_id", "bucket").agg(
         F.sum("n").alias("rows"), F.bitmap_count(F.bitmap_or_agg("bits")).alias("seqs"),
         F.max("max_seq").alias("max_seq"), F.sum("bad").alias("bad"),
@@ -155,7 +160,9 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
     per_run: list[dict[str, Any]] = []
     kinds: list[dict[str, Any]] = []
     parts: dict[tuple[str, str | None, str], int] = {}
-    for row in out.collect():
+    collected = out.collect()
+    groups.unpersist()
+    for row in collected:
         if row["what"] == "run":
             per_run.append({"run": row["run"], "run_id": row["run_id"],
                             **json.loads(row["value"])})
@@ -273,7 +280,7 @@ def compute_channels(
     base_cols = [
         run_col.alias("run"), "channel", "node_id", "seq", "time_ms", "kind", "message_id",
         "sender_id", "lamport", "size_bytes", "content_bytes", "metadata_bytes", "reason",
-        "source", F.col("causal_history").isNotNull().alias("has_hist"), "position",
+        "source", "position",
         F.when(F.col("kind").isin(_DETAIL_KINDS), F.col("detail")).alias("detail"),
     ]
     # The event rows are not cached: each pass reads the Parquet columns it needs
@@ -296,11 +303,9 @@ def compute_channels(
     # (first time and seq, how often), declared lost, sent, had acknowledged, failed
     # to send, resent, repaired; held_first, lost, the acks and the per-message
     # table below are all read from it (a single shuffle of the event rows)
-    hist_hash = F.when(held_k & F.col("causal_history").isNotNull(),
-                       F.xxhash64("causal_history"))
-    pairs = raw.filter(F.col("channel").isNotNull() & F.col("kind").isin(
+    pairs = ev.filter(F.col("kind").isin(
         *_HELD, "MessageLost", "MessageAcknowledged", "MessageSendFailed", "MessageResent",
-        "RepairSent")).select(*base_cols, "causal_history").groupBy(*pair).agg(
+        "RepairSent")).groupBy(*pair).agg(
         F.min(when(None, F.col("time_ms"))).alias("held_ms"),
         F.min(when(None, F.col("seq"))).alias("held_seq"),
         # the logged position of the first holding row
@@ -311,8 +316,6 @@ def compute_channels(
         F.min(when(None, F.col("sender_id"))).alias("sender_min"),
         F.max(when(None, F.col("sender_id"))).alias("sender_max"),
         F.max(when(None, F.col("size_bytes"))).alias("msg_size"),
-        F.max(when(None, F.col("has_hist"))).alias("any_hist"),
-        F.max(when("MessageSent", F.col("has_hist"))).alias("sent_hist"),
         F.min(when("MessageSent", F.col("time_ms"))).alias("sent_ms"),
         F.min(when("MessageLost", F.col("time_ms"))).alias("lost_ms"),
         F.min(when("MessageLost", F.col("seq"))).alias("lost_seq"),
@@ -328,12 +331,17 @@ def compute_channels(
         F.sum(when("RepairSent", F.col("size_bytes"))).alias("repair_sz"),
         F.count(when("RepairSent", F.when(F.col("size_bytes").isNull(), 1)))
         .alias("repair_nulls"),
-        # the histories the rows carry (as hashes: how many different ones), and
-        # the sender's own history
-        F.min(hist_hash).alias("h_min"), F.max(hist_hash).alias("h_max"),
-        F.first(when("MessageSent", F.col("causal_history")), ignorenulls=True)
-        .alias("sent_history"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
+    # the histories a message's rows carry, as 64-bit hashes: how many different
+    # ones (an aggregate per message, combined on the map side; only here and in
+    # the causal check are the histories, the bulk of the data, read)
+    hist_stats = raw.filter(
+        F.col("channel").isNotNull() & F.col("kind").isin(_HELD)
+        & F.col("causal_history").isNotNull()
+    ).select(run_col.alias("run"), "channel", "message_id", "kind",
+             F.xxhash64("causal_history").alias("h")).groupBy(*mkey).agg(
+        F.min("h").alias("h_min"), F.max("h").alias("h_max"),
+        F.max(F.col("kind") == "MessageSent").alias("sent_h"))
     held_first = pairs.filter(F.col("times") > 0).select(
         *pair, "held_ms", "held_seq", "held_pos", "times")
     lost = pairs.filter(F.col("lost_ms").isNotNull()).select(*pair, "lost_ms", "lost_seq")
@@ -350,17 +358,15 @@ def compute_channels(
         F.count("lost_ms").alias("lost_pairs"),
         F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
         .alias("lost_recovered"),
-        F.max("any_hist").alias("any_hist"), F.max("sent_hist").alias("sent_hist"),
         F.sum("resend_n").alias("resend_n"), F.sum("resend_sz").alias("resend_sz"),
         F.sum("resend_nulls").alias("resend_nulls"),
         F.sum("repair_n").alias("repair_n"), F.sum("repair_sz").alias("repair_sz"),
         F.sum("repair_nulls").alias("repair_nulls"),
-        F.min("h_min").alias("h_min"), F.max("h_max").alias("h_max"),
-        F.first("sent_history", ignorenulls=True).alias("history"),
     )
-    msgs = per_msg.filter(F.col("holders") > 0).select(
-        *mkey, "lamport", "msg_size", "holders", "history",
+    msgs = per_msg.filter(F.col("holders") > 0).join(hist_stats, mkey, "left").select(
+        *mkey, "lamport", "msg_size", "holders",
         F.col("h_min").isNotNull().alias("has_h"),
+        F.coalesce("sent_h", F.lit(False)).alias("sent_h"),
         (F.col("h_min") != F.col("h_max")).alias("h_differs"),
         F.coalesce("sent_by", "sender_id").alias("sender"),
         F.coalesce("sent_ms_logged", "first_held_ms").alias("sent_ms"),
@@ -391,9 +397,6 @@ def compute_channels(
         F.countDistinct(F.when(F.col("holders") > 0, F.xxhash64("message_id")))
         .alias("message_keys"),
         F.count(F.when(F.col("lost_pairs") > 0, 1)).alias("lost_messages"),
-        # histories known only from deliveries (the sender's log is not in the input)
-        F.count(F.when(F.col("any_hist") & ~F.coalesce("sent_hist", F.lit(False)), 1))
-        .alias("hist_from_delivery"),
         F.count(F.when(F.col("lost_pairs") > F.col("lost_recovered"), 1))
         .alias("lost_messages_never_received"),
         F.sum("resend_n").alias("resend_n"),
@@ -412,6 +415,8 @@ def compute_channels(
         F.sum(F.when(~F.col("has_h"), F.col("holders")).otherwise(0)).alias("unverifiable"),
         F.sum(F.when(F.col("h_differs"), F.col("holders")).otherwise(0))
         .alias("history_disagreements"),
+        # histories known only from deliveries (the sender's log is not in the input)
+        F.count(F.when(F.col("has_h") & ~F.col("sent_h"), 1)).alias("hist_from_delivery"),
         F.count(F.when(F.col("lamport_differs"), 1)).alias("lamport_inconsistent"),
         F.count(F.when(~F.col("send_logged"), 1)).alias("send_not_logged"),
         F.count(F.when(F.col("sender_disagrees"), 1)).alias("sender_disagreements"),
@@ -585,17 +590,20 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, msgs: Any, held_first: 
 
     mkey = ["run", "channel", "message_id"]
     k = F.xxhash64
-    hist = msgs.filter(F.col("history").isNotNull()).select(
-        *mkey, F.col("history").alias("causal_history"))
+    hist_rows = raw.filter(
+        F.col("channel").isNotNull() & F.col("kind").isin(_HELD)
+        & F.col("causal_history").isNotNull()
+    ).select(run_col.alias("run"), "channel", "kind", "message_id", "causal_history")
+    hist = hist_rows.filter(F.col("kind") == "MessageSent").select(
+        *mkey, "causal_history").dropDuplicates(mkey)
     if from_delivery:
         # messages whose rows name a history but whose sender's log is not in the
         # input (rare): one delivery's history, looked up for those ids only
-        need = msgs.filter(F.col("has_h") & F.col("history").isNull()).select(
-            k("run", "channel", "message_id").alias("m"))
+        need = msgs.filter(F.col("has_h")).select(
+            k("run", "channel", "message_id").alias("m")).join(
+            hist.select(k("run", "channel", "message_id").alias("m")), "m", "left_anti")
         hist = hist.unionByName(
-            raw.filter(F.col("channel").isNotNull() & (F.col("kind") == "MessageDelivered")
-                       & F.col("causal_history").isNotNull())
-            .select(run_col.alias("run"), "channel", "message_id", "causal_history")
+            hist_rows.filter(F.col("kind") == "MessageDelivered")
             .withColumn("m", k("run", "channel", "message_id"))
             .join(need, "m", "left_semi").select(*mkey, "causal_history")
             .dropDuplicates(mkey))
