@@ -15,12 +15,11 @@ Jobs (actions) of a report:
    ``(run_id, node_id, seq)`` and ``seq`` gaps (distinct seqs as bitmaps), run ids
    per label, and per channel the counts and bytes per (kind, reason), the time
    span and the participants;
-2. every other per-channel figure, in one collect of unioned aggregates: one
-   pass over the message events per (participant, message) (cached, the only
-   pass that reads the causal histories) feeds the held, lost, acknowledged,
-   resent and repaired figures, the per-message table, per-receiver latency, the
-   convergence-over-time buckets and the log orders replayed from the logged
-   positions;
+2. every other per-channel figure, in one collect of unioned aggregates: one pass
+   over the message events per (participant, message) (cached) feeds the held,
+   lost, acknowledged, resent and repaired figures, the per-message table,
+   per-receiver latency, the convergence-over-time buckets and the log orders
+   replayed from the logged positions;
 3. the causal check's counts: loops over integer arrays inside one row per
    receiver (:func:`_causal_totals`), no row per (receiver, message, dependency);
 4. only when something is missing / violated: the detail written as Parquet and
@@ -578,9 +577,9 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, msgs: Any, held_first: 
             from_delivery: bool, any_lost: bool) -> dict[str, Any]:
     """Causal order at every participant, on ONE history per message.
 
-    A message's history is the one of its ``MessageSent`` row (kept by the pass
-    per (participant, message); from a delivery when the sender's log is not in
-    the input); rows whose history differs from it were counted by that pass
+    A message's history is the one of its ``MessageSent`` row (from a delivery
+    when the sender's log is not in the input); rows whose history differs from
+    it were counted in job 2 by a per-message aggregate of history hashes
     (``history_disagreements``, with ``checked_messages`` and ``unverifiable``,
     read from ``figures``). Every history is exploded once into integer edges
     ``(message, dependency)``; the counts are loops over per-receiver arrays
