@@ -70,15 +70,15 @@ def _pct(values: Sequence[Any] | None) -> dict[str, Any]:
 
 
 def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
-    """Job 1: malformed rows, duplicate keys, seq gaps and run ids, per run; and,
-    from the same aggregate, every per-(kind, reason) count and the participants
-    per channel.
+    """Job 1: malformed rows, duplicate keys, seq gaps and run ids, per run; every
+    per-(kind, reason) count and the participants per channel; in one collect.
 
-    One aggregate of all rows per (run, run id, participant, channel, kind,
-    reason, bucket of ``seq``), combined on the map side (no shuffle of the rows),
-    feeds three small aggregates collected together. Returns ``{"rows", "runs":
-    [{run, run_id, rows, participants, seq_missing, participants_with_gaps,
-    gaps}], "kinds": [per (run, run_id, channel, kind, reason)], "participants":
+    Hash aggregates combined on the map side (no sort, no shuffle of the rows):
+    per (run, run id, participant, ``seq`` div 64) the distinct seqs as a 64-bit
+    word; per (run, run id, channel, kind, reason) the counts and bytes; per
+    channel the participants. Returns ``{"rows", "runs": [{run, run_id, rows,
+    participants, seq_missing, participants_with_gaps, gaps}], "kinds": [per (run,
+    run_id, channel, kind, reason)], "participants":
     {(run, run_id, channel): n}}``; raises :class:`InputError`.
     """
     from pyspark.sql import functions as F
@@ -90,33 +90,20 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
     no_id = F.col("kind").isin(_NEED_ID) & F.col("message_id").isNull()
     reason = F.when(F.col("kind").isin("MessageDropped", "MessageSendFailed"),
                     F.coalesce("reason", F.lit("unknown")))
-    # distinct seqs as bitmaps (32,768 seqs per bucket): duplicate keys are rows -
-    # distinct seqs, gaps max seq - distinct seqs
-    groups = raw.groupBy(
-        "run", "run_id", "node_id", "channel", "kind", reason.alias("r"),
-        F.bitmap_bucket_number("seq").alias("bucket"),
+    # distinct seqs as 64-bit words: per (participant, seq div 64) the OR of
+    # 1 << (seq mod 64), a hash aggregate (fixed-width buffers) combined on the map
+    # side, no sort and no shuffle of the rows; duplicate keys are rows - distinct
+    # seqs, gaps max seq - distinct seqs
+    per_node = raw.groupBy(
+        "run", "run_id", "node_id", F.shiftright("seq", 6).alias("w"),
     ).agg(
         F.count(F.lit(1)).alias("n"),
-        F.bitmap_construct_agg(F.bitmap_bit_position("seq")).alias("bits"),
+        F.bit_or(F.expr("shiftleft(1L, cast(seq & 63 AS int))")).alias("bits"),
         F.max("seq").alias("max_seq"),
         F.sum(F.when(lacking, 1).otherwise(0)).alias("bad"),
         F.sum(F.when(no_id, 1).otherwise(0)).alias("no_id"),
-        F.min("time_ms").alias("t0"), F.max("time_ms").alias("t1"),
-        F.collect_set("source").alias("sources"),
-        F.count("size_bytes").alias("sized"), F.sum("size_bytes").alias("size_b"),
-        F.sum("content_bytes").alias("content_b"), F.sum("metadata_bytes").alias("metadata_b"),
-        F.sum(F.when(F.col("kind") == "RepairRequested", F.greatest(F.size(F.from_json(
-            "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0))))
-        .alias("repair_ids"),
-    ).persist()
-    # cached (small: per participant, kind and bucket): the three aggregates below
-    # prune different columns, so without it each would scan the rows again
-    per_node = groups.groupBy("run", "run_id", "node_id", "bucket").agg(
-        F.sum("n").alias("rows"), F.bitmap_count(F.bitmap_or_agg("bits")).alias("seqs"),
-        F.max("max_seq").alias("max_seq"), F.sum("bad").alias("bad"),
-        F.sum("no_id").alias("no_id"),
     ).groupBy("run", "run_id", "node_id").agg(
-        F.sum("rows").alias("rows"), F.sum("seqs").alias("seqs"),
+        F.sum("n").alias("rows"), F.sum(F.bit_count("bits")).alias("seqs"),
         F.max("max_seq").alias("max_seq"), F.sum("bad").alias("bad"),
         F.sum("no_id").alias("no_id"),
     ).withColumn("dup_rows", F.col("rows") - F.col("seqs")).withColumn(
@@ -133,13 +120,17 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
             ))), 1, 20,
         ).alias("gaps"),
     )
-    chan = groups.filter(F.col("channel").isNotNull())
-    per_kind = chan.groupBy("run", "run_id", "channel", "kind", "r").agg(
-        F.sum("n").alias("n"), F.min("t0").alias("t0"), F.max("t1").alias("t1"),
-        F.sort_array(F.array_distinct(F.flatten(F.collect_list("sources")))).alias("sources"),
-        F.sum("sized").alias("sized"), F.sum("size_b").alias("size_b"),
-        F.sum("content_b").alias("content_b"), F.sum("metadata_b").alias("metadata_b"),
-        F.sum("repair_ids").alias("repair_ids"),
+    # per (kind, reason) and participants: few groups, hash aggregates over the
+    # columns each needs (three scans in one action, side by side)
+    chan = raw.filter(F.col("channel").isNotNull())
+    per_kind = chan.groupBy("run", "run_id", "channel", "kind", reason.alias("r")).agg(
+        F.count(F.lit(1)).alias("n"), F.min("time_ms").alias("t0"),
+        F.max("time_ms").alias("t1"), F.sort_array(F.collect_set("source")).alias("sources"),
+        F.count("size_bytes").alias("sized"), F.sum("size_bytes").alias("size_b"),
+        F.sum("content_bytes").alias("content_b"), F.sum("metadata_bytes").alias("metadata_b"),
+        F.sum(F.when(F.col("kind") == "RepairRequested", F.greatest(F.size(F.from_json(
+            "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0))))
+        .alias("repair_ids"),
     )
     participants = chan.groupBy("run", "run_id", "channel").agg(
         F.countDistinct("node_id").alias("n"))
@@ -159,9 +150,7 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
     per_run: list[dict[str, Any]] = []
     kinds: list[dict[str, Any]] = []
     parts: dict[tuple[str, str | None, str], int] = {}
-    collected = out.collect()
-    groups.unpersist()
-    for row in collected:
+    for row in out.collect():
         if row["what"] == "run":
             per_run.append({"run": row["run"], "run_id": row["run_id"],
                             **json.loads(row["value"])})
