@@ -10,17 +10,19 @@ per-pair and per-violation detail is written as Parquet (``missing/``,
 
 Jobs (actions) of a report:
 
-1. input check, per run and participant: malformed rows, duplicate
-   ``(run_id, node_id, seq)``, ``seq`` gaps, run ids per label;
-2. every per-channel figure, in one collect of unioned aggregates: one pass over
-   the message events per (participant, message) (cached) feeds the held, lost,
-   acknowledged, resent and repaired figures and the per-message table; one
-   aggregate per (kind, reason) the counts and bytes;
+1. input check and counts (:func:`check_rows`): one aggregate of all rows,
+   combined on the map side, gives per run malformed rows, duplicate
+   ``(run_id, node_id, seq)`` and ``seq`` gaps (distinct seqs as bitmaps), run ids
+   per label, and per channel the counts and bytes per (kind, reason), the time
+   span and the participants;
+2. every other per-channel figure, in one collect of unioned aggregates: one pass
+   over the message events per (participant, message) (cached) feeds the held,
+   lost, acknowledged, resent and repaired figures, the per-message table,
+   per-receiver latency, the convergence-over-time buckets and the log orders
+   replayed from the logged positions;
 3. the causal check's counts: loops over integer arrays inside one row per
    receiver (:func:`_causal_totals`), no row per (receiver, message, dependency);
-4. per receiver latency, the convergence-over-time buckets and the log orders
-   replayed from the logged positions (bounded by participants and buckets);
-5. only when something is missing / violated: the detail written as Parquet and
+4. only when something is missing / violated: the detail written as Parquet and
    its top entries read back.
 
 Ids are interned as 64-bit integers (``xxhash64`` of run, channel and id) for the
@@ -68,10 +70,16 @@ def _pct(values: Sequence[Any] | None) -> dict[str, Any]:
 
 
 def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
-    """Job 1: malformed rows, duplicate keys, seq gaps and run ids, per run.
+    """Job 1: malformed rows, duplicate keys, seq gaps and run ids, per run; every
+    per-(kind, reason) count and the participants per channel; in one collect.
 
-    Returns ``{"rows", "runs": [{run, run_id, rows, participants, seq_missing,
-    participants_with_gaps, gaps}]}``; raises :class:`InputError`.
+    Hash aggregates combined on the map side (no sort, no shuffle of the rows):
+    per (run, run id, participant, ``seq`` div 64) the distinct seqs as a 64-bit
+    word; per (run, run id, channel, kind, reason) the counts and bytes; per
+    channel the participants. Returns ``{"rows", "runs": [{run, run_id, rows,
+    participants, seq_missing, participants_with_gaps, gaps}], "kinds": [per (run,
+    run_id, channel, kind, reason)], "participants":
+    {(run, run_id, channel): n}}``; raises :class:`InputError`.
     """
     from pyspark.sql import functions as F
 
@@ -80,22 +88,30 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
         | F.col("time_ms").isNull() | F.col("kind").isNull()
     )
     no_id = F.col("kind").isin(_NEED_ID) & F.col("message_id").isNull()
-    per_seq = raw.groupBy("run", "run_id", "node_id", "seq").agg(
+    reason = F.when(F.col("kind").isin("MessageDropped", "MessageSendFailed"),
+                    F.coalesce("reason", F.lit("unknown")))
+    # distinct seqs as 64-bit words: per (participant, seq div 64) the OR of
+    # 1 << (seq mod 64), a hash aggregate (fixed-width buffers) combined on the map
+    # side, no sort and no shuffle of the rows; duplicate keys are rows - distinct
+    # seqs, gaps max seq - distinct seqs
+    per_node = raw.groupBy(
+        "run", "run_id", "node_id", F.shiftright("seq", 6).alias("w"),
+    ).agg(
         F.count(F.lit(1)).alias("n"),
+        F.bit_or(F.expr("shiftleft(1L, cast(seq & 63 AS int))")).alias("bits"),
+        F.max("seq").alias("max_seq"),
         F.sum(F.when(lacking, 1).otherwise(0)).alias("bad"),
         F.sum(F.when(no_id, 1).otherwise(0)).alias("no_id"),
-    )
-    per_node = per_seq.groupBy("run", "run_id", "node_id").agg(
-        F.sum("n").alias("rows"), F.count(F.lit(1)).alias("seqs"),
-        F.max("seq").alias("max_seq"), F.sum("bad").alias("bad"),
+    ).groupBy("run", "run_id", "node_id").agg(
+        F.sum("n").alias("rows"), F.sum(F.bit_count("bits")).alias("seqs"),
+        F.max("max_seq").alias("max_seq"), F.sum("bad").alias("bad"),
         F.sum("no_id").alias("no_id"),
-        F.sum(F.when(F.col("n") > 1, 1).otherwise(0)).alias("dup_keys"),
-        F.sum(F.when(F.col("n") > 1, F.col("n")).otherwise(0)).alias("dup_rows"),
-    ).withColumn("gap", F.greatest(F.col("max_seq") - F.col("seqs"), F.lit(0)))
-    per_run = per_node.groupBy("run", "run_id").agg(
+    ).withColumn("dup_rows", F.col("rows") - F.col("seqs")).withColumn(
+        "gap", F.greatest(F.col("max_seq") - F.col("seqs"), F.lit(0)))
+    run_agg = per_node.groupBy("run", "run_id").agg(
         F.sum("rows").alias("rows"), F.count(F.lit(1)).alias("participants"),
         F.sum("bad").alias("bad"), F.sum("no_id").alias("no_id"),
-        F.sum("dup_keys").alias("dup_keys"), F.sum("dup_rows").alias("dup_rows"),
+        F.sum("dup_rows").alias("dup_rows"),
         F.sum("gap").alias("seq_missing"),
         F.sum(F.when(F.col("gap") > 0, 1).otherwise(0)).alias("participants_with_gaps"),
         F.slice(
@@ -103,36 +119,77 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
                 F.col("gap") > 0, F.struct((-F.col("gap")).alias("g"), F.col("node_id"))
             ))), 1, 20,
         ).alias("gaps"),
-    ).collect()
+    )
+    # per (kind, reason) and participants: few groups, hash aggregates over the
+    # columns each needs (three scans in one action, side by side)
+    chan = raw.filter(F.col("channel").isNotNull())
+    per_kind = chan.groupBy("run", "run_id", "channel", "kind", reason.alias("r")).agg(
+        F.count(F.lit(1)).alias("n"), F.min("time_ms").alias("t0"),
+        F.max("time_ms").alias("t1"), F.sort_array(F.collect_set("source")).alias("sources"),
+        F.count("size_bytes").alias("sized"), F.sum("size_bytes").alias("size_b"),
+        F.sum("content_bytes").alias("content_b"), F.sum("metadata_bytes").alias("metadata_b"),
+        F.sum(F.when(F.col("kind") == "RepairRequested", F.greatest(F.size(F.from_json(
+            "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0))))
+        .alias("repair_ids"),
+    )
+    participants = chan.groupBy("run", "run_id", "channel").agg(
+        F.countDistinct("node_id").alias("n"))
+    # ONE collect: the three as (what, run, run_id, channel, JSON) rows
+    out = run_agg.select(
+        F.lit("run").alias("what"), "run", "run_id", F.lit(None).cast("string").alias("channel"),
+        F.to_json(F.struct(*[c for c in run_agg.columns if c not in ("run", "run_id")]))
+        .alias("value"),
+    ).unionByName(per_kind.select(
+        F.lit("kind").alias("what"), "run", "run_id", "channel", F.to_json(F.struct(
+            "kind", "r", "n", "t0", "t1", "sources", "sized", "size_b", "content_b",
+            "metadata_b", "repair_ids")).alias("value"),
+    )).unionByName(participants.select(
+        F.lit("participants").alias("what"), "run", "run_id", "channel",
+        F.col("n").cast("string").alias("value"),
+    ))
+    per_run: list[dict[str, Any]] = []
+    kinds: list[dict[str, Any]] = []
+    parts: dict[tuple[str, str | None, str], int] = {}
+    for row in out.collect():
+        if row["what"] == "run":
+            per_run.append({"run": row["run"], "run_id": row["run_id"],
+                            **json.loads(row["value"])})
+        elif row["what"] == "kind":
+            kinds.append({"run": row["run"], "run_id": row["run_id"],
+                          "channel": row["channel"], **json.loads(row["value"])})
+        else:
+            parts[(row["run"], row["run_id"], row["channel"])] = int(row["value"])
     rows = sum(int(r["rows"]) for r in per_run)
-    bad = sum(int(r["bad"] or 0) for r in per_run)
+    bad = sum(int(r.get("bad") or 0) for r in per_run)
     if bad:
         raise InputError(
             f"{bad} of {rows} rows lack run, node_id, seq, time_ms or kind: malformed input"
         )
-    no_ids = sum(int(r["no_id"] or 0) for r in per_run)
+    no_ids = sum(int(r.get("no_id") or 0) for r in per_run)
     if no_ids:
         # a null id would join as a message nobody holds: "missing" everywhere
         raise InputError(
             f"{no_ids} {', '.join(_NEED_ID)} rows have no message_id: malformed input"
         )
-    dup_keys = sum(int(r["dup_keys"] or 0) for r in per_run)
-    if dup_keys:
-        dup_rows = sum(int(r["dup_rows"] or 0) for r in per_run)
+    dup_rows = sum(int(r.get("dup_rows") or 0) for r in per_run)
+    if dup_rows:
         raise InputError(
-            f"{dup_rows} rows share {dup_keys} (run, node_id, seq) keys: the same event log "
-            "was given twice, or the input is malformed"
+            f"{dup_rows} rows repeat the (run, node_id, seq) key of another row: the same "
+            "event log was given twice, or the input is malformed"
         )
     runs = [
         {
             "run": r["run"], "run_id": r["run_id"], "rows": int(r["rows"]),
-            "participants": int(r["participants"]), "seq_missing": int(r["seq_missing"] or 0),
-            "participants_with_gaps": int(r["participants_with_gaps"] or 0),
-            "gaps": [{"node_id": g["node_id"], "missing_events": -g["g"]} for g in r["gaps"]],
+            "participants": int(r["participants"]),
+            "seq_missing": int(r.get("seq_missing") or 0),
+            "participants_with_gaps": int(r.get("participants_with_gaps") or 0),
+            "gaps": [{"node_id": g["node_id"], "missing_events": -g["g"]}
+                     for g in r.get("gaps") or []],
         }
         for r in sorted(per_run, key=lambda r: (r["run"], r["run_id"] or ""))
     ]
-    return {"rows": rows if total_rows is None else total_rows, "runs": runs}
+    return {"rows": rows if total_rows is None else total_rows, "runs": runs,
+            "kinds": kinds, "participants": parts}
 
 
 def resolve_labels(runs: list[dict[str, Any]]) -> tuple[dict[str, list[str | None]], list[str]]:
@@ -211,14 +268,14 @@ def compute_channels(
     base_cols = [
         run_col.alias("run"), "channel", "node_id", "seq", "time_ms", "kind", "message_id",
         "sender_id", "lamport", "size_bytes", "content_bytes", "metadata_bytes", "reason",
-        "source", F.col("causal_history").isNotNull().alias("has_hist"), "position",
+        "source", "position",
         F.when(F.col("kind").isin(_DETAIL_KINDS), F.col("detail")).alias("detail"),
     ]
-    # Causal histories (the bulk of the data) stay out of the cache: only the
-    # causal stage reads them, and only from MessageSent rows unless a sender's
-    # log is absent.
-    ev = raw.filter(F.col("channel").isNotNull()).select(*base_cols).persist(
-        StorageLevel.MEMORY_AND_DISK)
+    # The event rows are not cached: each pass reads the Parquet columns it needs
+    # (deliveries for latency; declared losses and "missing" notices only when the
+    # input has any). Causal histories (the bulk of the data) are read once, by the
+    # pass per (participant, message): a hash per row, the sender's history kept.
+    ev = raw.filter(F.col("channel").isNotNull()).select(*base_cols)
     pair = ["run", "channel", "node_id", "message_id"]
     mkey = ["run", "channel", "message_id"]
 
@@ -247,8 +304,6 @@ def compute_channels(
         F.min(when(None, F.col("sender_id"))).alias("sender_min"),
         F.max(when(None, F.col("sender_id"))).alias("sender_max"),
         F.max(when(None, F.col("size_bytes"))).alias("msg_size"),
-        F.max(when(None, F.col("has_hist"))).alias("any_hist"),
-        F.max(when("MessageSent", F.col("has_hist"))).alias("sent_hist"),
         F.min(when("MessageSent", F.col("time_ms"))).alias("sent_ms"),
         F.min(when("MessageLost", F.col("time_ms"))).alias("lost_ms"),
         F.min(when("MessageLost", F.col("seq"))).alias("lost_seq"),
@@ -265,6 +320,16 @@ def compute_channels(
         F.count(when("RepairSent", F.when(F.col("size_bytes").isNull(), 1)))
         .alias("repair_nulls"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
+    # the histories a message's rows carry, as 64-bit hashes: how many different
+    # ones (an aggregate per message, combined on the map side; only here and in
+    # the causal check are the histories, the bulk of the data, read)
+    hist_stats = raw.filter(
+        F.col("channel").isNotNull() & F.col("kind").isin(_HELD)
+        & F.col("causal_history").isNotNull()
+    ).select(run_col.alias("run"), "channel", "message_id", "kind",
+             F.xxhash64("causal_history").alias("h")).groupBy(*mkey).agg(
+        F.min("h").alias("h_min"), F.max("h").alias("h_max"),
+        F.max(F.col("kind") == "MessageSent").alias("sent_h"))
     held_first = pairs.filter(F.col("times") > 0).select(
         *pair, "held_ms", "held_seq", "held_pos", "times")
     lost = pairs.filter(F.col("lost_ms").isNotNull()).select(*pair, "lost_ms", "lost_seq")
@@ -281,14 +346,16 @@ def compute_channels(
         F.count("lost_ms").alias("lost_pairs"),
         F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
         .alias("lost_recovered"),
-        F.max("any_hist").alias("any_hist"), F.max("sent_hist").alias("sent_hist"),
         F.sum("resend_n").alias("resend_n"), F.sum("resend_sz").alias("resend_sz"),
         F.sum("resend_nulls").alias("resend_nulls"),
         F.sum("repair_n").alias("repair_n"), F.sum("repair_sz").alias("repair_sz"),
         F.sum("repair_nulls").alias("repair_nulls"),
     )
-    msgs = per_msg.filter(F.col("holders") > 0).select(
-        *mkey, "lamport", "msg_size",
+    msgs = per_msg.filter(F.col("holders") > 0).join(hist_stats, mkey, "left").select(
+        *mkey, "lamport", "msg_size", "holders",
+        F.col("h_min").isNotNull().alias("has_h"),
+        F.coalesce("sent_h", F.lit(False)).alias("sent_h"),
+        (F.col("h_min") != F.col("h_max")).alias("h_differs"),
         F.coalesce("sent_by", "sender_id").alias("sender"),
         F.coalesce("sent_ms_logged", "first_held_ms").alias("sent_ms"),
         F.col("sent_ms_logged").isNotNull().alias("send_logged"),
@@ -313,32 +380,11 @@ def compute_channels(
         return df.select(*_KEYS, F.lit(name).alias("metric"), F.to_json(F.struct(
             F.col(key).alias("k"), F.col(value).alias("v"))).alias("value"))
 
-    # every per-kind figure in one aggregate, per (run, channel, kind, reason);
-    # merged per channel on the driver (bounded by kinds and reasons)
-    reason = F.when(F.col("kind").isin("MessageDropped", "MessageSendFailed"),
-                    F.coalesce("reason", F.lit("unknown")))
-    per_kind = ev.groupBy(*_KEYS, "kind", reason.alias("r")).agg(
-        F.count(F.lit(1)).alias("n"), F.min("time_ms").alias("t0"),
-        F.max("time_ms").alias("t1"), F.sort_array(F.collect_set("source")).alias("sources"),
-        F.count("size_bytes").alias("sized"), F.sum("size_bytes").alias("size_b"),
-        F.sum("content_bytes").alias("content_b"), F.sum("metadata_bytes").alias("metadata_b"),
-        F.sum(F.when(F.col("kind") == "RepairRequested", F.greatest(F.size(F.from_json(
-            "detail", "struct<message_ids:array<string>>").message_ids), F.lit(0))))
-        .alias("repair_ids"),
-    )
-    agg.append(per_kind.select(*_KEYS, F.lit("kind").alias("metric"), F.to_json(F.struct(
-        "kind", "r", "n", "t0", "t1", "sources", "sized", "size_b", "content_b", "metadata_b",
-        "repair_ids")).alias("value")))
-    base = ev.groupBy(*_KEYS, "node_id").agg(F.min("time_ms").alias("t")).groupBy(*_KEYS).agg(
-        F.count(F.lit(1)).alias("participants"))
     agg.append(per_msg.groupBy(*_KEYS).agg(
         F.count(F.when(F.col("holders") > 0, 1)).alias("messages"),
         F.countDistinct(F.when(F.col("holders") > 0, F.xxhash64("message_id")))
         .alias("message_keys"),
         F.count(F.when(F.col("lost_pairs") > 0, 1)).alias("lost_messages"),
-        # histories known only from deliveries (the sender's log is not in the input)
-        F.count(F.when(F.col("any_hist") & ~F.coalesce("sent_hist", F.lit(False)), 1))
-        .alias("hist_from_delivery"),
         F.count(F.when(F.col("lost_pairs") > F.col("lost_recovered"), 1))
         .alias("lost_messages_never_received"),
         F.sum("resend_n").alias("resend_n"),
@@ -351,6 +397,14 @@ def compute_channels(
         .alias("repair_b"),
     ))
     agg.append(msgs.groupBy(*_KEYS).agg(
+        # held pairs whose message names a history (checked), names none
+        # (unverifiable), or whose rows name different histories
+        F.sum(F.when(F.col("has_h"), F.col("holders")).otherwise(0)).alias("checked_messages"),
+        F.sum(F.when(~F.col("has_h"), F.col("holders")).otherwise(0)).alias("unverifiable"),
+        F.sum(F.when(F.col("h_differs"), F.col("holders")).otherwise(0))
+        .alias("history_disagreements"),
+        # histories known only from deliveries (the sender's log is not in the input)
+        F.count(F.when(F.col("has_h") & ~F.col("sent_h"), 1)).alias("hist_from_delivery"),
         F.count(F.when(F.col("lamport_differs"), 1)).alias("lamport_inconsistent"),
         F.count(F.when(~F.col("send_logged"), 1)).alias("send_not_logged"),
         F.count(F.when(F.col("sender_disagrees"), 1)).alias("sender_disagreements"),
@@ -381,54 +435,24 @@ def compute_channels(
         dl.select(*_KEYS, F.floor(F.log2(F.greatest(F.col("lat"), F.lit(0)) + 1) * 2)
                   .cast("int").alias("b")).groupBy(*_KEYS, "b").count(),
         "b", "count", "lat_hist"))
-    # ONE collect: every per-channel aggregate as (run, channel, metric, JSON) rows,
-    # unioned (a union does not shuffle; joining them did, once per aggregate)
+    # the per-kind figures and participants of job 1, under the runs' resolved labels
     fields: list[str] = ["t0", "t1", "rows", "sources", "repair_ids", "content_messages",
                          "content_b", "metadata_b", "size_b", "sync_n", "sync_known", "sync_b"]
-    parts = []
-    for i, a in enumerate([base, *agg]):
-        if "metric" in a.columns:
-            parts.append(a)
-            continue
-        cols = [c for c in a.columns if c not in _KEYS]
-        fields.extend(cols)
-        parts.append(a.select(*_KEYS, F.lit(f"agg{i}").alias("metric"),
-                              F.to_json(F.struct(*cols)).alias("value")))
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
+    label = {(r.get("label", r["run"]), r["run_id"]): r["run"] for r in checked["runs"]}
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in union.collect():
-        key = (r["run"], r["channel"])
-        b = per_channel.setdefault(key, {**dict.fromkeys(fields), **{m: {} for m in maps},
-                                         "kinds": {}, "drops": {}, "failed": {}})
-        value = json.loads(r["value"])
-        if r["metric"] == "kind":
-            _merge_kind(b, value)
-        elif r["metric"] in maps:
-            b[r["metric"]][value["k"]] = value["v"]
-        else:
-            b.update(value)
-    for key, b in per_channel.items():
-        if not b["kinds"].get("MessageResent"):
-            b["resend_n"] = None
-        if not b["kinds"].get("RepairSent"):
-            b["repair_n"] = None
-        if (b["message_keys"] or 0) != (b["messages"] or 0):
-            raise InputError(
-                f"{key[0]}/{key[1]}: two message ids share a 64-bit hash; cannot intern ids")
 
-    # ---------------------------------------------------------------- job 3: causal
-    causal = _causal(
-        spark, raw, run_col, ev, held_first, detail,
-        from_delivery=any(b["hist_from_delivery"] for b in per_channel.values()),
-        any_lost=any(b["lost_pairs"] for b in per_channel.values()))
-    for key, d in causal["per_channel"].items():
-        d["duplicates"] = per_channel[key]["duplicates"] or 0
+    def figures(key: tuple[str, str]) -> dict[str, Any]:
+        return per_channel.setdefault(key, {
+            **dict.fromkeys(fields), "kinds": {}, "drops": {}, "failed": {},
+            "participants": 0, "held_time": {}, "sent_time": {}, "order": {}})
 
-    # ---------------------------------------------------------------- job 4
-    # per receiver latency and the convergence-over-time buckets, in one collect
-    # (the channels' time spans are known now: sent as a small table)
+    for v in checked["kinds"]:
+        _merge_kind(figures((label[(v["run"], v["run_id"])], v["channel"])), v)
+    for (run, run_id, channel), n in checked["participants"].items():
+        figures((label[(run, run_id)], channel))["participants"] += n
+
+    # per receiver latency and the convergence-over-time buckets (the channels' time
+    # spans are known from job 1: sent as a small table)
     from pyspark.sql import types as T
 
     span = spark.createDataFrame(
@@ -454,22 +478,61 @@ def compute_channels(
         F.max("lat").alias("max"),
     ).select(*_KEYS, F.lit("receiver").alias("metric"), "node_id",
              F.to_json(F.struct("deliveries", "p", "max")).alias("value"))
-    receivers: list[dict[str, Any]] = []
+
+    # ONE collect: every per-channel aggregate as (run, channel, metric, JSON) rows,
+    # unioned (a union does not shuffle; joining them did, once per aggregate)
+    parts = [per_receiver, bucketed(held_first, "held_ms", "held_time"),
+             bucketed(msgs, "sent_ms", "sent_time"), _log_orders(held_first)]
+    for i, a in enumerate(agg):
+        if "metric" in a.columns:
+            parts.append(a.select(*_KEYS, "metric", F.lit(None).cast("string").alias("node_id"),
+                                  "value"))
+            continue
+        cols = [c for c in a.columns if c not in _KEYS]
+        fields.extend(cols)
+        parts.append(a.select(*_KEYS, F.lit(f"agg{i}").alias("metric"),
+                              F.lit(None).cast("string").alias("node_id"),
+                              F.to_json(F.struct(*cols)).alias("value")))
     for b in per_channel.values():
-        b["held_time"], b["sent_time"], b["order"] = {}, {}, {}
-    for r in per_receiver.unionByName(bucketed(held_first, "held_ms", "held_time")).unionByName(
-            bucketed(msgs, "sent_ms", "sent_time")).unionByName(_log_orders(held_first)).collect():
+        for name in fields:
+            b.setdefault(name, None)
+        for name in maps:
+            b.setdefault(name, {})
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    receivers: list[dict[str, Any]] = []
+    for r in union.collect():
+        b = figures((r["run"], r["channel"]))
         value = json.loads(r["value"])
         if r["metric"] == "order":
-            per_channel[(r["run"], r["channel"])]["order"] = value
+            b["order"] = value
         elif r["metric"] == "receiver":
             p = value.get("p") or [None, None, None]
             receivers.append({"run": r["run"], "channel": r["channel"], "node_id": r["node_id"],
                               "deliveries": value["deliveries"], "p50": p[0], "p90": p[1],
                               "p99": p[2], "max": value.get("max")})
+        elif r["metric"] in (*maps, "held_time", "sent_time"):
+            b[r["metric"]][value["k"]] = value["v"]
         else:
-            per_channel[(r["run"], r["channel"])][r["metric"]][value["k"]] = value["v"]
+            b.update(value)
     receivers.sort(key=lambda r: (r["run"], r["channel"], r["node_id"]))
+    for key, b in per_channel.items():
+        if not b["kinds"].get("MessageResent"):
+            b["resend_n"] = None
+        if not b["kinds"].get("RepairSent"):
+            b["repair_n"] = None
+        if (b["message_keys"] or 0) != (b["messages"] or 0):
+            raise InputError(
+                f"{key[0]}/{key[1]}: two message ids share a 64-bit hash; cannot intern ids")
+
+    # ---------------------------------------------------------------- job 3: causal
+    causal = _causal(
+        spark, raw, run_col, ev, msgs, held_first, detail, per_channel,
+        from_delivery=any(b["hist_from_delivery"] for b in per_channel.values()),
+        any_lost=any(b["lost_pairs"] for b in per_channel.values()))
+    for key, d in causal["per_channel"].items():
+        d["duplicates"] = per_channel[key]["duplicates"] or 0
 
     # ---------------------------------------------------------------- job 5: missing
     missing_total = sum(
@@ -479,7 +542,6 @@ def compute_channels(
     miss_msgs: dict[tuple[str, str], dict[str, Any]] = {}
     if missing_total:
         missing_rows, miss_msgs = _missing(spark, ev, msgs, held_first, lost, detail)
-    ev.unpersist()
     msgs.unpersist()
     pairs.unpersist()
 
@@ -499,16 +561,18 @@ def compute_channels(
     }
 
 
-def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
-            detail: str, from_delivery: bool, any_lost: bool) -> dict[str, Any]:
+def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, msgs: Any, held_first: Any,
+            detail: str, figures: dict[tuple[str, str], dict[str, Any]],
+            from_delivery: bool, any_lost: bool) -> dict[str, Any]:
     """Causal order at every participant, on ONE history per message.
 
-    A message's history is taken from its ``MessageSent`` row (from a delivery
+    A message's history is the one of its ``MessageSent`` row (from a delivery
     when the sender's log is not in the input); rows whose history differs from
-    it are counted (``history_disagreements``). Every history is exploded once
-    into integer edges ``(message, dependency)``; each receiver's first holding
-    position of a message is joined to the edges and then to the receiver's first
-    holding (and ``MessageLost``) position of the dependency.
+    it were counted in job 2 by a per-message aggregate of history hashes
+    (``history_disagreements``, with ``checked_messages`` and ``unverifiable``,
+    read from ``figures``). Every history is exploded once into integer edges
+    ``(message, dependency)``; the counts are loops over per-receiver arrays
+    (:func:`_causal_totals`).
     """
     from pyspark.sql import functions as F
 
@@ -517,19 +581,15 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
     hist_rows = raw.filter(
         F.col("channel").isNotNull() & F.col("kind").isin(_HELD)
         & F.col("causal_history").isNotNull()
-    ).select(run_col.alias("run"), "channel", "node_id", "kind", "message_id",
-             "causal_history")
-    # how many different histories the rows of a message carry (integers only)
-    n_hist = hist_rows.select(
-        k("run", "channel", "message_id").alias("m"), k("causal_history").alias("h"),
-    ).groupBy("m").agg(F.countDistinct("h").alias("n_hist"))
-    # one history per message: the sender's MessageSent row; a delivery's only when
-    # the sender's log is not in the input (rare: looked up for those ids only)
+    ).select(run_col.alias("run"), "channel", "kind", "message_id", "causal_history")
     hist = hist_rows.filter(F.col("kind") == "MessageSent").select(
         *mkey, "causal_history").dropDuplicates(mkey)
-    need = n_hist.select("m").join(
-        hist.select(k("run", "channel", "message_id").alias("m")), "m", "left_anti")
     if from_delivery:
+        # messages whose rows name a history but whose sender's log is not in the
+        # input (rare): one delivery's history, looked up for those ids only
+        need = msgs.filter(F.col("has_h")).select(
+            k("run", "channel", "message_id").alias("m")).join(
+            hist.select(k("run", "channel", "message_id").alias("m")), "m", "left_anti")
         hist = hist.unionByName(
             hist_rows.filter(F.col("kind") == "MessageDelivered")
             .withColumn("m", k("run", "channel", "message_id"))
@@ -545,23 +605,23 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, held_first: Any,
         k("run", "channel", "message_id").alias("m"), "message_id",
         F.col("held_seq").alias("m_seq"),
     )
-    has_hist = n_hist
     lost_pos = ev.filter(F.col("kind") == "MessageLost").select(
         "run", "channel", "node_id", k("run", "channel", "message_id").alias("m"),
         F.col("seq").alias("l_seq"))
     totals, per_receiver = _causal_totals(pos, edges, lost_pos if any_lost else None)
-    held_stats = pos.join(has_hist, "m", "left").groupBy("run", "channel").agg(
-        F.sum(F.when(F.col("n_hist").isNotNull(), 1).otherwise(0)).alias("checked_messages"),
-        F.sum(F.when(F.col("n_hist").isNull(), 1).otherwise(0)).alias("unverifiable"),
-        F.sum(F.when(F.col("n_hist") > 1, 1).otherwise(0)).alias("history_disagreements"),
-    )
+    counts = {(r["run"], r["channel"]): r for r in totals.collect()}
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in held_stats.join(totals, _KEYS, "left").collect():
-        d = {name: int(r[name] or 0) for name in (
-            "checked_messages", "checked_dependencies", "violations", "delivered_after",
-            "participants_violating", "unverifiable", "history_disagreements")}
+    for key, b in figures.items():
+        if not b["held_pairs"]:
+            continue
+        r = counts.get(key)
+        d = {name: int((r[name] if r is not None else 0) or 0) for name in (
+            "checked_dependencies", "violations", "delivered_after", "participants_violating")}
+        d = {"checked_messages": int(b["checked_messages"] or 0), **d,
+             "unverifiable": int(b["unverifiable"] or 0),
+             "history_disagreements": int(b["history_disagreements"] or 0)}
         d["never_held"] = d["violations"] - d["delivered_after"]
-        per_channel[(r["run"], r["channel"])] = d
+        per_channel[key] = d
     rows: list[dict[str, Any]] = []
     if any(d["violations"] for d in per_channel.values()):
         path = f"{detail.rstrip('/')}/causal_violations"
