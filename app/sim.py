@@ -287,7 +287,9 @@ def sim_config(spec: SimSpec) -> sds.Config:
     # REPAIR_SPREAD_MS_PER_PARTICIPANT x N between T_min and T_max, the lost timeout
     # scaled alike. The fast preset's 0.5-2 s suits up to 1,000 participants.
     # The core stretches T_max itself with the participants it hears
-    # (sds.Config.repair_window_participants): count that stretch first.
+    # (sds.Config.repair_window_participants), from the start at least as far as the
+    # response groups set below stand for (128 per group beyond the first): count
+    # that stretch first.
     t_min, t_max = base.repair_t_min_ms, base.repair_t_max_ms
     per = base.repair_window_participants
     core_t_max = t_max
