@@ -34,6 +34,7 @@ import heapq
 import json
 import operator
 import random
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -719,6 +720,12 @@ class Channel:
                 f"message_id {len(message_id)}, sender_id {len(sender_id)} characters",
             )
             return
+        # One string per id for every channel that keeps it: protobuf makes a new str
+        # at each access, and a simulated broadcast (one parse, N receivers) would
+        # otherwise store N copies in the logs (and the senders in _heard): ~170
+        # bytes per message held per participant.
+        message_id = sys.intern(message_id)
+        sender_id = sys.intern(sender_id)
         has_lamport = pb.HasField("lamport_timestamp")
         content = pb.content
         if not has_lamport and not content:
