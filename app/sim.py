@@ -90,7 +90,7 @@ fast timings, Parquet written, with the sizes of the time: history 50, filter
 525,474 deliveries in 23 s (23k/s), peak 0.7 GB; N = 10,000: 1,539,846
 deliveries in 123 s (12.5k/s), peak 1.8 GB. With loss, SDS-R dominates: every
 request and every answer reaches all N; at N = 10,000 and 5% loss 200 messages
-cost 17.7 million deliveries (~88,000 each), 1,386 CPU s and 3.9 GB
+cost 17.7 million deliveries (~88,000 each), 1,064 CPU s and 2.8 GB
 (docs/sim.md has the figures and why).
 
 Output: ``DIR/events/part-*.parquet`` and ``DIR/run.json`` (parameters, the
@@ -131,7 +131,7 @@ __all__ = [
 ]
 
 START_MS = 1_700_000_000_000
-#: Largest ``--participants``: 10,000 with 200 messages at 5% loss peaked at 3.9 GB
+#: Largest ``--participants``: 10,000 with 200 messages at 5% loss peaked at 2.8 GB
 #: (docs/sim.md); far past this a run ends in MemoryError after minutes instead of a
 #: usage error.
 MAX_PARTICIPANTS = 50_000
