@@ -89,8 +89,9 @@ fast timings, Parquet written, with the sizes of the time: history 50, filter
 2,000): N = 100: 60,489 deliveries in 2.4 s (25k/s), peak 240 MB; N = 1,000:
 525,474 deliveries in 23 s (23k/s), peak 0.7 GB; N = 10,000: 1,539,846
 deliveries in 123 s (12.5k/s), peak 1.8 GB. With loss, SDS-R dominates: every
-request and every answer reaches all N; at N = 10,000 and 5% loss each content
-message costs ~91,000 deliveries (docs/sim.md has the figures and why).
+request and every answer reaches all N; at N = 10,000 and 5% loss 200 messages
+cost 17.7 million deliveries (~88,000 each), 1,064 CPU s and 2.8 GB
+(docs/sim.md has the figures and why).
 
 Output: ``DIR/events/part-*.parquet`` and ``DIR/run.json`` (parameters, the
 protocol configuration, network counters, wall time, peak memory). Both
@@ -130,8 +131,9 @@ __all__ = [
 ]
 
 START_MS = 1_700_000_000_000
-#: Largest ``--participants``: 10,000 peak at ~1.8 GB (README); far past this a run
-#: ends in MemoryError after minutes instead of a usage error.
+#: Largest ``--participants``: 10,000 with 200 messages at 5% loss peaked at 2.8 GB
+#: (docs/sim.md); far past this a run ends in MemoryError after minutes instead of a
+#: usage error.
 MAX_PARTICIPANTS = 50_000
 #: Largest ``--content-bytes``: what the core accepts (``sds.Config.max_content_bytes``).
 MAX_CONTENT_BYTES = 64 * 1024
@@ -287,7 +289,9 @@ def sim_config(spec: SimSpec) -> sds.Config:
     # REPAIR_SPREAD_MS_PER_PARTICIPANT x N between T_min and T_max, the lost timeout
     # scaled alike. The fast preset's 0.5-2 s suits up to 1,000 participants.
     # The core stretches T_max itself with the participants it hears
-    # (sds.Config.repair_window_participants): count that stretch first.
+    # (sds.Config.repair_window_participants), from the start at least as far as the
+    # response groups set below stand for (128 per group beyond the first): count
+    # that stretch first.
     t_min, t_max = base.repair_t_min_ms, base.repair_t_max_ms
     per = base.repair_window_participants
     core_t_max = t_max

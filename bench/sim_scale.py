@@ -12,7 +12,8 @@ alternating baseline and current per size, in one invocation::
         --baseline c6fd7fb --timeout 1800
 
 Per run: deliveries (by what was delivered: content, sync, repair, ...), repair
-requests sent, repair rebroadcasts, duplicate deliveries, wall time,
+requests sent, repair rebroadcasts (and per repaired message: the rebroadcasts
+over the distinct ids rebroadcast, and the most for one id), duplicate deliveries, wall time,
 deliveries/s, peak RSS, and whether every participant holds every message. A run
 past ``--timeout`` seconds is stopped and reported as not finished, with how far
 it got (virtual seconds, deliveries: from its progress line).
@@ -39,13 +40,16 @@ spec = SimSpec(participants={n}, messages={m}, loss={loss}, seed={seed}, rate={r
 r = run_sim(spec, {out!r}, progress=True)
 m = r.meta
 import pyarrow.compute as pc, pyarrow.parquet as pq
-t = pq.read_table({out!r} + "/events", columns=["kind", "detail"])
+t = pq.read_table({out!r} + "/events", columns=["kind", "detail", "message_id"])
 kinds = {{k["values"]: k["counts"] for k in pc.value_counts(t.column("kind")).to_pylist()}}
 drops = t.filter(pc.equal(t.column("kind"), "MessageDropped")).column("detail")
 dup = pc.sum(pc.match_substring(drops, '"reason":"duplicate"')).as_py() or 0
 out = {{k: m[k] for k in ("network", "rows", "wall_seconds", "deliveries_per_second",
     "peak_rss_mb", "participants_holding_every_message", "virtual_seconds", "messages_sent")}}
-out.update(kinds=kinds, duplicates=dup)
+rep = t.filter(pc.equal(t.column("kind"), "RepairSent")).column("message_id")
+per = pc.value_counts(rep).to_pylist()
+out.update(kinds=kinds, duplicates=dup, repaired_messages=len(per),
+           max_repairs_per_message=max((c["counts"] for c in per), default=0))
 print(json.dumps(out))
 """
 
@@ -90,7 +94,10 @@ def line(label: str, n: int, m: dict[str, Any], timeout: float) -> str:
         f"{label:>9} N={n:>6,}  deliveries {net['deliveries']:>11,} (sync "
         f"{k.get('SyncReceived', 0):>10,}, dup {m['duplicates']:>10,})  broadcasts "
         f"{net['broadcasts']:>7,} (syncs {k.get('SyncSent', 0):>6,}, requests "
-        f"{k.get('RepairRequested', 0):>6,}, repairs {k.get('RepairSent', 0):>6,})  "
+        f"{k.get('RepairRequested', 0):>6,}, repairs {k.get('RepairSent', 0):>6,} for "
+        f"{m.get('repaired_messages', 0):,} messages: "
+        f"{k.get('RepairSent', 0) / max(1, m.get('repaired_messages', 0)):.2f} each, "
+        f"at most {m.get('max_repairs_per_message', 0)})  "
         f"wall {m['wall_seconds']:7.1f}s  {m['deliveries_per_second']:>7,.0f}/s  "
         f"peak {m['peak_rss_mb']:5.0f} MB  converged "
         f"{m['participants_holding_every_message']}/{n}"

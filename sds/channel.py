@@ -34,6 +34,7 @@ import heapq
 import json
 import operator
 import random
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -195,9 +196,27 @@ causal history names nothing that can arrive and is not waited or asked for.
 
 #: Own messages given up on that a late acknowledgement can still resolve.
 FAILED_KEPT = 1_000
-#: Senders remembered for :meth:`Channel.active_participants` (beyond, the
-#: stretched SDS-R window is at its limit anyway).
+#: Most senders remembered for :meth:`Channel.active_participants`. A channel
+#: remembers only as many as its stretched SDS-R window needs to reach its limit
+#: (``repair_window_participants x repair_t_max_limit_ms / repair_t_max_ms``: 600
+#: with the fast preset, 240 by default) and none with fixed windows: beyond, the
+#: count changes nothing, and at 10,000 participants 4,096 remembered senders
+#: each cost ~4 GB (~100 bytes an entry) in ``sdschat sim``.
 HEARD_KEPT = 4_096
+
+#: SDS-R's recommendation: one response group per 128 participants (js-waku's
+#: ``PARTICIPANTS_PER_RESPONSE_GROUP``); ``Config.repair_response_groups`` = g thus
+#: stands for a channel of at least ``128 x (g - 1)`` participants.
+PARTICIPANTS_PER_RESPONSE_GROUP = 128
+
+
+def _heard_kept(cfg: Config) -> int:
+    """Senders a channel remembers for its SDS-R window (see :data:`HEARD_KEPT`)."""
+    per = cfg.repair_window_participants
+    if per is None:
+        return 0
+    rounds = -(-cfg.repair_t_max_limit_ms // cfg.repair_t_max_ms)  # ceil
+    return min(HEARD_KEPT, per * max(1, rounds))
 
 
 def _message_id(channel_id: str, sender_id: str, lamport: int, nonce: bytes, content: bytes) -> str:
@@ -266,6 +285,10 @@ class Channel:
         # Local log window, ordered by (lamport, message_id) ("Resolve Conflicts").
         self._log: SortedList = SortedList()
         self._entries: dict[str, _LogEntry] = {}
+        #: Smallest ``logged_ms`` of any entry ever logged (never grows): while
+        #: nothing logged is older than the settling time, no bloom filter is checked
+        #: for what its sender lacks (:meth:`_name_what_they_lack`).
+        self._earliest_logged_ms = MAX_LAMPORT
         self._evicted = 0
         # Ids the application vouched for (storage beyond the window) or declared lost.
         self._met_elsewhere: OrderedDict[str, None] = OrderedDict()
@@ -326,6 +349,7 @@ class Channel:
         #: sender id -> when we last heard it (oldest first): the participants that
         #: size the SDS-R windows (Config.repair_window_participants).
         self._heard: OrderedDict[str, int] = OrderedDict()
+        self._heard_kept = _heard_kept(cfg)
 
         # Sync scheduling.
         self._next_sync_ms = now_ms + self._sync_delay(1.0)
@@ -649,8 +673,14 @@ class Channel:
             or len(pb.bloom_filter) != self._filter_nbytes
         ):
             return
-        checked = self._lack_checked
         settled = now_ms - cfg.sync_interval_ms // 16  # newer ones may still be on the way
+        if settled < self._earliest_logged_ms:
+            # Nothing we logged is settled yet: the check below would skip every entry.
+            # (sdschat sim scales the sync interval with N²: a whole run stays here,
+            # and the loop over the newest entries of every received message took 23%
+            # of its CPU at 2,000 participants, the per-sender times ~100 bytes each.)
+            return
+        checked = self._lack_checked
         last = checked.get(sender_id)
         if last is not None and now_ms - last[0] < cfg.sync_interval_ms // 4:
             return
@@ -736,6 +766,12 @@ class Channel:
                 f"message_id {len(message_id)}, sender_id {len(sender_id)} characters",
             )
             return
+        # One string per id for every channel that keeps it: protobuf makes a new str
+        # at each access, and a simulated broadcast (one parse, N receivers) would
+        # otherwise store N copies in the logs (and the senders in _heard): ~170
+        # bytes per message held per participant.
+        message_id = sys.intern(message_id)
+        sender_id = sys.intern(sender_id)
         has_lamport = pb.HasField("lamport_timestamp")
         content = pb.content
         if not has_lamport and not content:
@@ -1208,15 +1244,21 @@ class Channel:
         return max(1, base + spread)
 
     def _note_heard(self, sender_id: str, now_ms: int) -> None:
+        kept = self._heard_kept
+        if not kept:
+            return
         heard = self._heard
         heard[sender_id] = now_ms
         heard.move_to_end(sender_id)
-        while len(heard) > HEARD_KEPT:
+        while len(heard) > kept:
             heard.popitem(last=False)
 
     def active_participants(self, now_ms: int) -> int:
         """Participants heard from in the last three sync intervals, ourselves included
-        (every online participant sends at least a sync per interval)."""
+        (every online participant sends at least a sync per interval), counted as far
+        as the SDS-R windows need: up to the number that stretches ``repair_t_max_ms``
+        to its limit, and only ourselves with fixed windows
+        (``repair_window_participants`` None)."""
         horizon = now_ms - 3 * self.config.sync_interval_ms
         heard = self._heard
         while heard:  # oldest first: drop those not heard since the horizon
@@ -1228,13 +1270,26 @@ class Channel:
 
     def _repair_window(self, now_ms: int) -> tuple[int, int]:
         """SDS-R ``(T_min, T_max)`` for this channel now: ``repair_t_max_ms`` stretched
-        by participants beyond ``repair_window_participants`` (up to the limit)."""
+        by participants beyond ``repair_window_participants`` (up to the limit).
+
+        The participants are those heard from, but at least what the configured
+        response groups stand for (``PARTICIPANTS_PER_RESPONSE_GROUP`` per group
+        beyond the first: ``participants / 128 + 1`` groups is the recommendation).
+        Before we have heard the channel (its first seconds, or after a restart) a
+        group of ~128 holders would otherwise spread its answers over the base
+        ``T_max`` and answer within one latency of each other: sdschat sim, 1,000
+        participants, 5% loss: 25 of the 48 rebroadcasts of the first 10 s came
+        within 150 ms of another copy of the same message.
+        """
         cfg = self.config
         lo, hi = cfg.repair_t_min_ms, cfg.repair_t_max_ms
         per = cfg.repair_window_participants
         if per is None:
             return lo, hi
-        n = self.active_participants(now_ms)
+        n = max(
+            self.active_participants(now_ms),
+            PARTICIPANTS_PER_RESPONSE_GROUP * (cfg.repair_response_groups - 1),
+        )
         if n <= per:
             return lo, hi
         return lo, max(hi, min(cfg.repair_t_max_limit_ms, hi * n // per))
@@ -1408,6 +1463,8 @@ class Channel:
         key = (lamport, message_id)
         self._log.add(key)
         self._entries[message_id] = _LogEntry(lamport, sender_id, hint, logged_ms=self._last_now)
+        if self._last_now < self._earliest_logged_ms:
+            self._earliest_logged_ms = self._last_now
         if sender_id != self.sender_id and self.config.causal_history_floor is not None:
             unnamed = self._unnamed
             unnamed[message_id] = None
@@ -1893,6 +1950,7 @@ class Channel:
         for lamport, mid, sender, hint in d["log"]:
             ch._log.add((int(lamport), mid))
             ch._entries[mid] = _LogEntry(int(lamport), sender, bx(hint))
+            ch._earliest_logged_ms = 0
         for item in d["bloom"]:
             ch._filter.add(item)
         ch._met_elsewhere.update((m, None) for m in d["met_elsewhere"])

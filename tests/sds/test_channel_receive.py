@@ -15,7 +15,7 @@ from sds_helpers import (
 )
 
 import sds
-from sds import DropReason
+from sds import DropReason, sds_pb2
 
 
 def test_deliver_lamport_is_max_of_clock_and_message() -> None:
@@ -334,3 +334,21 @@ def test_bad_filter_counted_even_when_history_acks_everything() -> None:
     assert [x.message_id for x in of(evs, sds.MessageAcknowledged)] == [mine]
     assert [d.message_id for d in drops(evs, DropReason.BAD_FILTER)] == ["m-b"]
     assert delivered_ids(evs) == ["m-b"]
+
+
+def test_channels_receiving_one_parsed_message_share_its_id_strings() -> None:
+    """A simulated broadcast is parsed once and handed to every receiver; protobuf makes
+    a new str at each field access, so each channel kept its own copy of the message id
+    and sender id (~170 bytes per message held per participant: ~340 MB for 200
+    messages at 10,000 participants). The ids are interned: one string for all."""
+    data = make_channel("author-0001").send(b"hello", 2_000)
+    pb = sds_pb2.SdsMessage.FromString(data)
+    receivers = [make_channel(f"r{i}") for i in range(3)]
+    for ch in receivers:
+        ch.receive_parsed(pb, data, 2_100)
+    keys = [next(iter(ch._entries)) for ch in receivers]
+    senders = [ch._entries[k].sender_id for ch, k in zip(receivers, keys, strict=True)]
+    assert keys[0] == pb.message_id and senders[0] == "author-0001"
+    assert all(k is keys[0] for k in keys) and all(s is senders[0] for s in senders)
+    heard = [next(iter(ch._heard)) for ch in receivers]
+    assert all(h is senders[0] for h in heard)

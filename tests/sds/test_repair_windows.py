@@ -61,6 +61,35 @@ def test_windows_stretch_with_the_participants_heard_up_to_the_limit() -> None:
     assert ch._repair_window(2_000) == (CFG.repair_t_min_ms, CFG.repair_t_max_limit_ms)
 
 
+def test_response_groups_size_the_windows_before_the_channel_is_heard() -> None:
+    """g response groups stand for at least 128 x (g - 1) participants: a channel
+    configured for 1,000 (8 groups) stretches its windows from the first request,
+    before it has heard anyone; otherwise ~125 holders of a group spread their
+    answers over the base T_max (2 s in the fast preset) and several answer within
+    one latency of each other."""
+    fast = sds.Config.fast(repair_response_groups=1_000 // 128 + 1)
+    ch = make_channel("c", now=0, config=fast)
+    assert ch.active_participants(1_000) == 1
+    hi = min(fast.repair_t_max_limit_ms, fast.repair_t_max_ms * 896 // 10)
+    assert hi == 120_000
+    assert ch._repair_window(1_000) == (fast.repair_t_min_ms, hi)
+    # a holder in the group schedules its answer in [0, 120 s): the holders of the
+    # group are spread over the stretched window, not over the base 2 s
+    held = [f"held{i}" for i in range(40)]
+    for i, m in enumerate(held):
+        ch.receive(msg("peer0001", m, 20 + i), 1_000)
+    ch.events()
+    ch.receive(msg("peer0002", "ask", 100, content=None,
+                   repair=[entry(m, None, "peer0001") for m in held]), 1_000)
+    dues = {e.message_id: d - 1_000 for e, d, _ in ch._repair_in.entries()}
+    assert dues, "in the group for some of 40 ids (1 in 8 each)"
+    assert dues == {m: t_resp("c", "peer0001", m, 0, hi) for m in dues}
+    assert max(dues.values()) > fast.repair_t_max_ms  # stretched, not the base window
+    # one group: nothing implied, the base window until participants are heard
+    one = make_channel("c", now=0, config=sds.Config.fast())
+    assert one._repair_window(1_000) == (fast.repair_t_min_ms, fast.repair_t_max_ms)
+
+
 def test_participants_not_heard_for_three_sync_intervals_stop_counting() -> None:
     ch = make_channel("c", now=0)
     _hear(ch, 50, 1_000)
@@ -142,3 +171,25 @@ def test_a_restored_state_asks_for_its_lost_ids_when_connected() -> None:
     back.set_connected(True, 2_000_500)
     (due,) = [d for _, d, _ in back._lost_wanted.entries()]
     assert due < 2_000_500 + CFG.repair_t_max_ms
+
+
+def test_a_channel_remembers_only_the_senders_its_window_needs() -> None:
+    """Past the count that stretches T_max to its limit, more remembered senders
+    change nothing: a fast-preset channel (T_max 2 s, limit 120 s, 10 per step)
+    keeps 600 of the 2,000 it heard and its window stays at the limit; with fixed
+    windows (js-waku) it keeps none. (At 10,000 simulated participants the 4,096
+    kept before cost ~4 GB.)"""
+    fast = sds.Config.fast()
+    ch = make_channel("c", now=0, config=fast)
+    _hear(ch, 2_000, 1_000)
+    assert len(ch._heard) == 600
+    assert ch.active_participants(1_000) == 601
+    assert ch._repair_window(1_000) == (fast.repair_t_min_ms, fast.repair_t_max_limit_ms)
+    # the newest are kept: those still heard keep counting, the quiet ones expire
+    later = 1_000 + 3 * fast.sync_interval_ms + 1
+    _hear(ch, 50, later)
+    assert ch.active_participants(later) == 51
+    waku = make_channel("c", now=0, config=sds.Config.waku())
+    _hear(waku, 300, 1_000)
+    assert not waku._heard
+    assert waku._repair_window(1_000) == (30_000, 120_000)
