@@ -31,9 +31,10 @@ joins; a hash collision between two ids of one channel is detected and refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,47 @@ def _pct(values: Sequence[Any] | None) -> dict[str, Any]:
     if not values:
         return {"p50": None, "p90": None, "p99": None}
     return {"p50": values[0], "p90": values[1], "p99": values[2]}
+
+
+@contextlib.contextmanager
+def _sql_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """SQL settings for the plans made inside the block (restored after it)."""
+    saved = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def _percentiles(counts: Any, total: Any) -> Any:
+    """p50, p90, p99 of (value ``v``, count ``n``) structs: per percentile the
+    smallest value whose cumulative count reaches it (one pass over the sorted
+    counts, evaluated in the JVM)."""
+    from pyspark.sql import functions as F
+
+    def step(acc: Any, x: Any) -> Any:
+        c = acc["c"] + x["n"]
+        return F.struct(c.alias("c"), *[
+            F.coalesce(acc[f"p{q}"], F.when(c >= total * (q / 100), x["v"])).alias(f"p{q}")
+            for q in (50, 90, 99)])
+
+    start = F.struct(F.lit(0).cast("long").alias("c"), *[
+        F.lit(None).cast("long").alias(f"p{q}") for q in (50, 90, 99)])
+    return F.aggregate(F.array_sort(counts), start, step,
+                       lambda acc: F.array(acc["p50"], acc["p90"], acc["p99"]))
+
+
+def _hash_id(col: str) -> Any:
+    """A non-null id as a 64-bit integer (``xxhash64``; null stays null)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col(col).isNotNull(), F.xxhash64(col))
 
 
 def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
@@ -123,9 +165,12 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
     # per (kind, reason) and participants: few groups, hash aggregates over the
     # columns each needs (three scans in one action, side by side)
     chan = raw.filter(F.col("channel").isNotNull())
-    per_kind = chan.groupBy("run", "run_id", "channel", "kind", reason.alias("r")).agg(
+    # (the source is a key, not a collected set: fixed-width buffers keep it a hash
+    # aggregate; the driver merges the few rows per kind)
+    per_kind = chan.groupBy("run", "run_id", "channel", "kind", reason.alias("r"),
+                            "source").agg(
         F.count(F.lit(1)).alias("n"), F.min("time_ms").alias("t0"),
-        F.max("time_ms").alias("t1"), F.sort_array(F.collect_set("source")).alias("sources"),
+        F.max("time_ms").alias("t1"),
         F.count("size_bytes").alias("sized"), F.sum("size_bytes").alias("size_b"),
         F.sum("content_bytes").alias("content_b"), F.sum("metadata_bytes").alias("metadata_b"),
         F.sum(F.when(F.col("kind") == "RepairRequested", F.greatest(F.size(F.from_json(
@@ -141,7 +186,7 @@ def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
         .alias("value"),
     ).unionByName(per_kind.select(
         F.lit("kind").alias("what"), "run", "run_id", "channel", F.to_json(F.struct(
-            "kind", "r", "n", "t0", "t1", "sources", "sized", "size_b", "content_b",
+            "kind", "r", "n", "t0", "t1", "source", "sized", "size_b", "content_b",
             "metadata_b", "repair_ids")).alias("value"),
     )).unionByName(participants.select(
         F.lit("participants").alias("what"), "run", "run_id", "channel",
@@ -224,19 +269,29 @@ def _merge_kind(b: dict[str, Any], v: dict[str, Any]) -> None:
     b["rows"] = (b["rows"] or 0) + n
     b["t0"] = v["t0"] if b["t0"] is None else min(b["t0"], v["t0"])
     b["t1"] = v["t1"] if b["t1"] is None else max(b["t1"], v["t1"])
-    b["sources"] = sorted(set(b["sources"] or []) | set(v["sources"] or []))
+    if v.get("source") is not None:
+        b["sources"] = sorted(set(b["sources"] or []) | {v["source"]})
+
+    def add(name: str, value: Any) -> None:
+        # a kind comes in one row per source: sums (None while nothing was summed)
+        if value is not None:
+            b[name] = (b[name] or 0) + value
+
     if kind == "MessageDropped":
         b["drops"][v["r"]] = b["drops"].get(v["r"], 0) + n
     elif kind == "MessageSendFailed":
         b["failed"][v["r"]] = b["failed"].get(v["r"], 0) + n
     elif kind == "RepairRequested":
-        b["repair_ids"] = (b["repair_ids"] or 0) + (v.get("repair_ids") or 0)
+        add("repair_ids", v.get("repair_ids") or 0)
     elif kind == "MessageSent":
-        b["content_messages"] = n
-        b["content_b"], b["metadata_b"] = v.get("content_b"), v.get("metadata_b")
-        b["size_b"] = v.get("size_b")
+        add("content_messages", n)
+        add("content_b", v.get("content_b"))
+        add("metadata_b", v.get("metadata_b"))
+        add("size_b", v.get("size_b"))
     elif kind == "SyncSent":
-        b["sync_n"], b["sync_known"], b["sync_b"] = n, v.get("sized") or 0, v.get("size_b")
+        add("sync_n", n)
+        add("sync_known", v.get("sized") or 0)
+        add("sync_b", v.get("size_b"))
 
 
 def compute_channels(
@@ -301,8 +356,10 @@ def compute_channels(
         F.count(when(None, F.lit(1))).alias("times"),
         F.min(when(None, F.col("lamport"))).alias("lamport_min"),
         F.max(when(None, F.col("lamport"))).alias("lamport_max"),
-        F.min(when(None, F.col("sender_id"))).alias("sender_min"),
-        F.max(when(None, F.col("sender_id"))).alias("sender_max"),
+        # senders as 64-bit hashes (named below): fixed-width buffers keep this a
+        # hash aggregate (a string min/max makes Spark sort every row)
+        F.min(when(None, _hash_id("sender_id"))).alias("sender_min"),
+        F.max(when(None, _hash_id("sender_id"))).alias("sender_max"),
         F.max(when(None, F.col("size_bytes"))).alias("msg_size"),
         F.min(when("MessageSent", F.col("time_ms"))).alias("sent_ms"),
         F.min(when("MessageLost", F.col("time_ms"))).alias("lost_ms"),
@@ -319,7 +376,13 @@ def compute_channels(
         F.sum(when("RepairSent", F.col("size_bytes"))).alias("repair_sz"),
         F.count(when("RepairSent", F.when(F.col("size_bytes").isNull(), 1)))
         .alias("repair_nulls"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    # every (participant, message) is one group: a partial aggregate before the
+    # shuffle would reduce nothing; the cache is read by half a dozen aggregates and
+    # not compressed (both settings are read when the cached plan is made)
+    with _sql_conf(spark, {"spark.sql.execution.bypassPartialAggregation": "true",
+                           "spark.sql.inMemoryColumnarStorage.compressed": "false"}):
+        pairs = pairs.persist(StorageLevel.MEMORY_AND_DISK)
     # the histories a message's rows carry, as 64-bit hashes: how many different
     # ones (an aggregate per message, combined on the map side; only here and in
     # the causal check are the histories, the bulk of the data, read)
@@ -338,10 +401,10 @@ def compute_channels(
         F.count(F.when(F.col("times") > 0, 1)).alias("holders"),
         F.min("lamport_min").alias("lamport"),
         (F.min("lamport_min") != F.max("lamport_max")).alias("lamport_differs"),
-        F.min("sender_min").alias("sender_id"),
+        F.min("sender_min").alias("sender_h"),
         (F.min("sender_min") != F.max("sender_max")).alias("sender_ids_differ"),
         F.min("held_ms").alias("first_held_ms"), F.max("msg_size").alias("msg_size"),
-        F.min(F.when(F.col("sent_ms").isNotNull(), F.col("node_id"))).alias("sent_by"),
+        F.min(F.when(F.col("sent_ms").isNotNull(), _hash_id("node_id"))).alias("sent_by_h"),
         F.count("sent_ms").alias("n_sent_by"), F.min("sent_ms").alias("sent_ms_logged"),
         F.count("lost_ms").alias("lost_pairs"),
         F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
@@ -351,7 +414,20 @@ def compute_channels(
         F.sum("repair_n").alias("repair_n"), F.sum("repair_sz").alias("repair_sz"),
         F.sum("repair_nulls").alias("repair_nulls"),
     )
-    msgs = per_msg.filter(F.col("holders") > 0).join(hist_stats, mkey, "left").select(
+    # the names behind the hashes: every participant and sender of a channel (a hash
+    # aggregate combined on the map side; a collision is refused in job 2)
+    names = ev.select("run", "channel", F.explode(F.array(
+        "node_id", F.when(held_k, F.col("sender_id")))).alias("id")
+    ).filter(F.col("id").isNotNull()).distinct().select(
+        "run", "channel", "id", _hash_id("id").alias("h")).persist()
+    named = per_msg.filter(F.col("holders") > 0).join(
+        F.broadcast(names.select("run", "channel", F.col("h").alias("sender_h"),
+                                 F.col("id").alias("sender_id"))),
+        ["run", "channel", "sender_h"], "left").join(
+        F.broadcast(names.select("run", "channel", F.col("h").alias("sent_by_h"),
+                                 F.col("id").alias("sent_by"))),
+        ["run", "channel", "sent_by_h"], "left")
+    msgs = named.join(hist_stats, mkey, "left").select(
         *mkey, "lamport", "msg_size", "holders",
         F.col("h_min").isNotNull().alias("has_h"),
         F.coalesce("sent_h", F.lit(False)).alias("sent_h"),
@@ -362,8 +438,8 @@ def compute_channels(
         "lamport_differs",
         # the rows do not agree on who sent it: reported, not picked
         (F.col("sender_ids_differ") | (F.col("n_sent_by") > 1)
-         | (F.col("sent_by").isNotNull() & F.col("sender_id").isNotNull()
-            & (F.col("sent_by") != F.col("sender_id")))).alias("sender_disagrees"),
+         | (F.col("sent_by_h").isNotNull() & F.col("sender_h").isNotNull()
+            & (F.col("sent_by_h") != F.col("sender_h")))).alias("sender_disagrees"),
         F.col("sent_ms_logged").alias("logged_sent_ms"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     sent_first = msgs.filter(F.col("send_logged")).select(
@@ -396,6 +472,8 @@ def compute_channels(
               + F.coalesce(F.col("repair_nulls") * F.col("msg_size"), F.lit(0)))
         .alias("repair_b"),
     ))
+    agg.append(names.groupBy(*_KEYS).agg(
+        F.count(F.lit(1)).alias("id_names"), F.countDistinct("h").alias("id_keys")))
     agg.append(msgs.groupBy(*_KEYS).agg(
         # held pairs whose message names a history (checked), names none
         # (unverifiable), or whose rows name different histories
@@ -426,15 +504,29 @@ def compute_channels(
         "run", "channel", "node_id", "message_id", "time_ms"
     ).join(sent_first, mkey).select(
         "run", "channel", "node_id", (F.col("time_ms") - F.col("sent_ms")).alias("lat"))
-    agg.append(dl.groupBy(*_KEYS).agg(
-        F.percentile_approx("lat", [0.5, 0.9, 0.99], 10_000).alias("lat_p"),
-        F.min("lat").alias("lat_min"), F.max("lat").alias("lat_max"),
-        F.avg("lat").alias("lat_mean"), F.count(F.lit(1)).alias("lat_count"),
+    # ONE pass over the deliveries: per (receiver, latency) how many, a hash aggregate
+    # combined on the map side (latencies repeat: exact below 1 s, 3 significant
+    # digits above); the channel's and each receiver's percentiles, the histogram,
+    # min, max and mean are all read from these counts (cached, small)
+    lat = F.col("lat")
+    step = F.pow(F.lit(10), F.floor(F.log10(F.greatest(lat, F.lit(1)))) - 2).cast("long")
+    lat_n = dl.select(
+        *_KEYS, "node_id", lat,
+        F.when(lat < 1000, lat).otherwise(F.round(lat / step) * step).cast("long").alias("v"),
+        F.floor(F.log2(F.greatest(lat, F.lit(0)) + 1) * 2).cast("int").alias("b"),
+    ).groupBy(*_KEYS, "node_id", "v", "b").agg(
+        F.count(F.lit(1)).alias("n"), F.min("lat").alias("lo"), F.max("lat").alias("hi"),
+        F.sum("lat").alias("sum")).persist()
+    lat_per_channel = lat_n.groupBy(*_KEYS, "v").agg(
+        F.sum("n").alias("n"), F.min("lo").alias("lo"), F.max("hi").alias("hi"),
+        F.sum("sum").alias("sum"))
+    agg.append(lat_per_channel.groupBy(*_KEYS).agg(
+        _percentiles(F.collect_list(F.struct("v", "n")), F.sum("n")).alias("lat_p"),
+        F.min("lo").alias("lat_min"), F.max("hi").alias("lat_max"),
+        (F.sum("sum") / F.sum("n")).alias("lat_mean"), F.sum("n").alias("lat_count"),
     ))
-    agg.append(as_map(
-        dl.select(*_KEYS, F.floor(F.log2(F.greatest(F.col("lat"), F.lit(0)) + 1) * 2)
-                  .cast("int").alias("b")).groupBy(*_KEYS, "b").count(),
-        "b", "count", "lat_hist"))
+    agg.append(as_map(lat_n.groupBy(*_KEYS, "b").agg(F.sum("n").alias("count")),
+                      "b", "count", "lat_hist"))
     # the per-kind figures and participants of job 1, under the runs' resolved labels
     fields: list[str] = ["t0", "t1", "rows", "sources", "repair_ids", "content_messages",
                          "content_b", "metadata_b", "size_b", "sync_n", "sync_known", "sync_b"]
@@ -452,14 +544,17 @@ def compute_channels(
         figures((label[(run, run_id)], channel))["participants"] += n
 
     # per receiver latency and the convergence-over-time buckets (the channels' time
-    # spans are known from job 1: sent as a small table)
-    from pyspark.sql import types as T
-
-    span = spark.createDataFrame(
-        [(key[0], key[1], b["t0"], max(b["t1"], b["t0"] + 1)) for key, b in per_channel.items()],
-        T.StructType([T.StructField("run", T.StringType()), T.StructField("channel",
-                      T.StringType()), T.StructField("t0", T.LongType()),
-                      T.StructField("t1", T.LongType())]))
+    # spans are known from job 1: sent as a small table of literals; createDataFrame
+    # from Python rows would start Python workers on the executors)
+    span = spark.range(1).select(F.explode(F.array(*[
+        F.struct(F.lit(key[0]).cast("string").alias("run"),
+                 F.lit(key[1]).cast("string").alias("channel"),
+                 F.lit(b["t0"]).cast("long").alias("t0"),
+                 F.lit(max(b["t1"], b["t0"] + 1)).cast("long").alias("t1"))
+        for key, b in per_channel.items() if b["t0"] is not None
+    ] or [F.struct(*[F.lit(None).cast(t).alias(c) for c, t in (
+        ("run", "string"), ("channel", "string"), ("t0", "long"), ("t1", "long"))])]
+    )).alias("s")).select("s.*").filter(F.col("run").isNotNull())
 
     def bucketed(df: Any, col: str, name: str) -> Any:
         b = F.least(
@@ -472,10 +567,10 @@ def compute_channels(
             *_KEYS, F.lit(name).alias("metric"), F.lit(None).cast("string").alias("node_id"),
             F.to_json(F.struct(F.col("b").alias("k"), F.col("count").alias("v"))).alias("value"))
 
-    per_receiver = dl.groupBy(*_KEYS, "node_id").agg(
-        F.count(F.lit(1)).alias("deliveries"),
-        F.percentile_approx("lat", [0.5, 0.9, 0.99], 1_000).alias("p"),
-        F.max("lat").alias("max"),
+    per_receiver = lat_n.groupBy(*_KEYS, "node_id").agg(
+        F.sum("n").alias("deliveries"),
+        _percentiles(F.collect_list(F.struct("v", "n")), F.sum("n")).alias("p"),
+        F.max("hi").alias("max"),
     ).select(*_KEYS, F.lit("receiver").alias("metric"), "node_id",
              F.to_json(F.struct("deliveries", "p", "max")).alias("value"))
 
@@ -522,6 +617,9 @@ def compute_channels(
             b["resend_n"] = None
         if not b["kinds"].get("RepairSent"):
             b["repair_n"] = None
+        if (b["id_keys"] or 0) != (b["id_names"] or 0):
+            raise InputError(
+                f"{key[0]}/{key[1]}: two participant ids share a 64-bit hash; cannot intern ids")
         if (b["message_keys"] or 0) != (b["messages"] or 0):
             raise InputError(
                 f"{key[0]}/{key[1]}: two message ids share a 64-bit hash; cannot intern ids")
@@ -543,6 +641,8 @@ def compute_channels(
     if missing_total:
         missing_rows, miss_msgs = _missing(spark, ev, msgs, held_first, lost, detail)
     msgs.unpersist()
+    names.unpersist()
+    lat_n.unpersist()
     pairs.unpersist()
 
     channels = [
@@ -609,7 +709,10 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, msgs: Any, held_first: 
         "run", "channel", "node_id", k("run", "channel", "message_id").alias("m"),
         F.col("seq").alias("l_seq"))
     totals, per_receiver = _causal_totals(pos, edges, lost_pos if any_lost else None)
-    counts = {(r["run"], r["channel"]): r for r in totals.collect()}
+    # the receiver rows are few but each loops over all its checks: adaptive
+    # execution would pack them into fewer tasks than there are cores
+    with _sql_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
+        counts = {(r["run"], r["channel"]): r for r in totals.collect()}
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
     for key, b in figures.items():
         if not b["held_pairs"]:

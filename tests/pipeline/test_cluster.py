@@ -153,10 +153,11 @@ def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: summary[k] for k in ("rows", "runs", "channels", "caveats")}
 
 
-def _cli(args: list[str], cwd: Path = ROOT,
-         timeout: float = 420) -> subprocess.CompletedProcess[str]:
+def _cli(args: list[str], cwd: Path = ROOT, timeout: float = 420,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "app.cli", "report", *args], cwd=cwd,
-                          env=_env(), capture_output=True, text=True, timeout=timeout)
+                          env={**_env(), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.mark.slow
@@ -167,8 +168,11 @@ def test_cluster_submit_and_connect_give_the_local_summary(
     assert local["channels"][0]["convergence"]["missing_pairs"] > 0
 
     out = tmp_path / "cluster"
+    # the executors run no Python: a Python worker would be started from this
+    # interpreter path, which does not exist
     done = _cli([run_dir.as_uri(), "--out", out.as_uri(), "--master", cluster.master,
-                 "--conf", "spark.cores.max=1", "--executor-memory", "512m"])
+                 "--conf", "spark.cores.max=1", "--executor-memory", "512m"],
+                env={"PYSPARK_PYTHON": "/nonexistent/python3"})
     assert done.returncode == 0, done.stderr[-3000:]
     on_cluster = json.loads((out / "summary.json").read_text())
     assert on_cluster["master"] == cluster.master
