@@ -14,7 +14,9 @@ order, so the report must find full convergence and no causal violation
 In the same run, when ``duckdb`` is importable, the core computations (per
 channel counts, held pairs, missing pairs, latency percentiles, the causal check
 on one history per message) are run in DuckDB SQL on the same Parquet with 2
-threads, as the one-machine reference; its counts must equal the report's.
+threads, as the one-machine reference; its counts must equal the report's
+(DuckDB's memory is capped at ``$BENCH_DUCKDB_MEMORY``, default 6GB, beside the
+Spark driver that is still up).
 
 Spark's event log is on: per report, the jobs, stages and the slowest stages
 (from ``SparkListenerStageCompleted``) are printed.
@@ -178,6 +180,8 @@ def duckdb_reference(data: Path) -> dict[str, Any] | None:
     t = time.monotonic()
     con = duckdb.connect()
     con.execute("SET threads = 2")
+    # the Spark driver JVM is still up beside it: spill rather than take the machine
+    con.execute(f"SET memory_limit = '{os.environ.get('BENCH_DUCKDB_MEMORY', '6GB')}'")
     con.execute(DUCKDB_SQL.format(glob=f"{data}/*.parquet"))
     out: dict[str, Any] = {}
     for name, q in DUCKDB_QUERIES.items():

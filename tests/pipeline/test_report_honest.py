@@ -168,3 +168,30 @@ def test_log_order_is_replayed_from_the_logged_positions(
     assert conv["order_from"] == "logged positions"
     assert conv["distinct_log_orders"] == 2 and conv["participants_replayed"] >= 1
     assert conv["identical_logs_in_identical_order"] is False
+
+
+def test_a_replayed_log_equal_to_the_others_is_one_order(
+    small_run: Path, spark: Any, tmp_path: Path
+) -> None:
+    """A participant that held its last two messages the other way round but
+    logged the later-held one in front (an insert, replayed) ends with the same log
+    as everyone who appended: one order, not two (the appended logs and the
+    replayed one are fingerprinted alike)."""
+    table = pq.read_table(small_run / "events")
+    rows = table.to_pylist()
+    node = rows[0]["node_id"]
+    held = sorted((r for r in rows if r["node_id"] == node
+                   and r["kind"] in ("MessageSent", "MessageDelivered")),
+                  key=lambda r: r["seq"])
+    x, y = held[-2], held[-1]
+    assert (x["position"], y["position"]) == (len(held) - 2, len(held) - 1)
+    # y now held first, appended at x's place; x held after it, inserted before it
+    x["seq"], y["seq"] = y["seq"], x["seq"]
+    y["position"] = len(held) - 2
+    out = tmp_path / "in"
+    out.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out / "x.parquet")
+    conv = channel(report(spark, [out], tmp_path / "report"))["convergence"]
+    assert conv["participants_replayed"] == 1
+    assert conv["distinct_log_orders"] == 1
+    assert conv["identical_logs_in_identical_order"] is True
