@@ -16,7 +16,7 @@ Jobs (actions) of a report:
    per label, and per channel the counts and bytes per (kind, reason), the time
    span and the participants;
 2. every other per-channel figure, in one collect of unioned aggregates: one pass
-   over the message events per (participant, message) (cached) feeds the held,
+   over the message events per (participant, message) (kept) feeds the held,
    lost, acknowledged, resent and repaired figures, the per-message table,
    per-receiver latency, the convergence-over-time buckets and the log orders
    replayed from the logged positions;
@@ -102,6 +102,30 @@ def _percentiles(counts: Any, total: Any) -> Any:
         F.lit(None).cast("long").alias(f"p{q}") for q in (50, 90, 99)])
     return F.aggregate(F.array_sort(counts), start, step,
                        lambda acc: F.array(acc["p50"], acc["p90"], acc["p99"]))
+
+
+def _kept(df: Any) -> Any:
+    """``df`` computed now and kept for the later queries that read it.
+
+    An eager local checkpoint rather than ``persist()``: the plan of every later
+    query refers to the kept rows instead of repeating the plan that made them
+    (over Spark Connect the client sends each query's whole plan tree, and the
+    server analyses it again to find the cache: 3-4x slower). The kept rows keep
+    the column identities of the plan that made them, so they get new ones here
+    (the kept table can then meet its own inputs in a join); a kept table that
+    meets itself in a join needs :func:`_fresh` on one side.
+    """
+    from pyspark import StorageLevel
+
+    return _fresh(df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK))
+
+
+def _fresh(df: Any) -> Any:
+    """The same rows under new column identities, for the second side of a join
+    whose sides both read one kept table (Spark cannot tell them apart)."""
+    from pyspark.sql import functions as F
+
+    return df.select(*[F.col(c).alias(c) for c in df.columns])
 
 
 def _hash_id(col: str) -> Any:
@@ -303,7 +327,6 @@ def compute_channels(
     Returns the summary (JSON-able) with ``_missing_rows``, ``_violation_rows``
     (both at most :data:`CSV_LIMIT`), ``_receiver_rows`` and ``_detail_dir``.
     """
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from pipeline.report import spark_schema
@@ -344,8 +367,8 @@ def compute_channels(
 
     # ONE pass over the message events, per (participant, message): what it held
     # (first time and seq, how often), declared lost, sent, had acknowledged, failed
-    # to send, resent, repaired; held_first, lost, the acks and the per-message
-    # table below are all read from it (a single shuffle of the event rows)
+    # to send, resent, repaired; held_first, the acks, the per-message table and
+    # the missing pairs are all read from it (a single shuffle of the event rows)
     pairs = ev.filter(F.col("kind").isin(
         *_HELD, "MessageLost", "MessageAcknowledged", "MessageSendFailed", "MessageResent",
         "RepairSent")).groupBy(*pair).agg(
@@ -378,24 +401,24 @@ def compute_channels(
         .alias("repair_nulls"),
     )
     # every (participant, message) is one group: a partial aggregate before the
-    # shuffle would reduce nothing; the cache is read by half a dozen aggregates and
-    # not compressed (both settings are read when the cached plan is made)
-    with _sql_conf(spark, {"spark.sql.execution.bypassPartialAggregation": "true",
-                           "spark.sql.inMemoryColumnarStorage.compressed": "false"}):
-        pairs = pairs.persist(StorageLevel.MEMORY_AND_DISK)
-    # the histories a message's rows carry, as 64-bit hashes: how many different
+    # shuffle would reduce nothing (the setting applies to the job run here)
+    with _sql_conf(spark, {"spark.sql.execution.bypassPartialAggregation": "true"}):
+        pairs = _kept(pairs)
+    # the histories a message's rows carry, as hashes: how many different
     # ones (an aggregate per message, combined on the map side; only here and in
     # the causal check are the histories, the bulk of the data, read)
     hist_stats = raw.filter(
         F.col("channel").isNotNull() & F.col("kind").isin(_HELD)
         & F.col("causal_history").isNotNull()
     ).select(run_col.alias("run"), "channel", "message_id", "kind",
-             F.xxhash64("causal_history").alias("h")).groupBy(*mkey).agg(
+             # Murmur3 (32 bits): a differing history goes unnoticed with
+             # probability 2^-32. xxhash64 of a string array took 13-45 s of CPU
+             # at 10M rows (the JIT's luck, run to run) against a steady 7 s
+             F.hash("causal_history").alias("h")).groupBy(*mkey).agg(
         F.min("h").alias("h_min"), F.max("h").alias("h_max"),
         F.max(F.col("kind") == "MessageSent").alias("sent_h"))
     held_first = pairs.filter(F.col("times") > 0).select(
         *pair, "held_ms", "held_seq", "held_pos", "times")
-    lost = pairs.filter(F.col("lost_ms").isNotNull()).select(*pair, "lost_ms", "lost_seq")
     # per message (from the pairs: one row per participant and message)
     per_msg = pairs.groupBy(*mkey).agg(
         F.count(F.when(F.col("times") > 0, 1)).alias("holders"),
@@ -419,12 +442,13 @@ def compute_channels(
     names = ev.select("run", "channel", F.explode(F.array(
         "node_id", F.when(held_k, F.col("sender_id")))).alias("id")
     ).filter(F.col("id").isNotNull()).distinct().select(
-        "run", "channel", "id", _hash_id("id").alias("h")).persist()
+        "run", "channel", "id", _hash_id("id").alias("h"))
+    names = _kept(names)
     named = per_msg.filter(F.col("holders") > 0).join(
         F.broadcast(names.select("run", "channel", F.col("h").alias("sender_h"),
                                  F.col("id").alias("sender_id"))),
         ["run", "channel", "sender_h"], "left").join(
-        F.broadcast(names.select("run", "channel", F.col("h").alias("sent_by_h"),
+        F.broadcast(_fresh(names).select("run", "channel", F.col("h").alias("sent_by_h"),
                                  F.col("id").alias("sent_by"))),
         ["run", "channel", "sent_by_h"], "left")
     msgs = named.join(hist_stats, mkey, "left").select(
@@ -441,7 +465,8 @@ def compute_channels(
          | (F.col("sent_by_h").isNotNull() & F.col("sender_h").isNotNull()
             & (F.col("sent_by_h") != F.col("sender_h")))).alias("sender_disagrees"),
         F.col("sent_ms_logged").alias("logged_sent_ms"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    msgs = _kept(msgs)
     sent_first = msgs.filter(F.col("send_logged")).select(
         *mkey, F.col("logged_sent_ms").alias("sent_ms"))
 
@@ -516,7 +541,8 @@ def compute_channels(
         F.floor(F.log2(F.greatest(lat, F.lit(0)) + 1) * 2).cast("int").alias("b"),
     ).groupBy(*_KEYS, "node_id", "v", "b").agg(
         F.count(F.lit(1)).alias("n"), F.min("lat").alias("lo"), F.max("lat").alias("hi"),
-        F.sum("lat").alias("sum")).persist()
+        F.sum("lat").alias("sum"))
+    lat_n = _kept(lat_n)
     lat_per_channel = lat_n.groupBy(*_KEYS, "v").agg(
         F.sum("n").alias("n"), F.min("lo").alias("lo"), F.max("hi").alias("hi"),
         F.sum("sum").alias("sum"))
@@ -639,11 +665,7 @@ def compute_channels(
     missing_rows: list[dict[str, Any]] = []
     miss_msgs: dict[tuple[str, str], dict[str, Any]] = {}
     if missing_total:
-        missing_rows, miss_msgs = _missing(spark, ev, msgs, held_first, lost, detail)
-    msgs.unpersist()
-    names.unpersist()
-    lat_n.unpersist()
-    pairs.unpersist()
+        missing_rows, miss_msgs = _missing(spark, ev, msgs, pairs, detail)
 
     channels = [
         _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key))
@@ -807,28 +829,31 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any
     if lost_pos is not None:
         ids = ids.unionByName(lost_pos.select(*keys, "m"))
     ids = ids.distinct()
-    ids = ids.withColumn(
-        "i", (F.row_number().over(Window.partitionBy(*keys).orderBy("m")) - 1).cast("int"))
-    ids = ids.persist()
-    size = ids.groupBy(*keys).agg(F.count(F.lit(1)).cast("int").alias("u"))
+    chan_w = Window.partitionBy(*keys)
+    # each id's index i and its channel's number of ids u (one sort per channel)
+    ids = _kept(ids.select(
+        *keys, "m", (F.row_number().over(chan_w.orderBy("m")) - 1).cast("int").alias("i"),
+        F.count(F.lit(1)).over(chan_w).cast("int").alias("u")))
     dep_lists = (
-        edges.join(ids.withColumnRenamed("i", "mi"), [*keys, "m"])
-        .join(ids.withColumnRenamed("m", "d").withColumnRenamed("i", "di"), [*keys, "d"])
+        edges.join(ids.select(*keys, "m", F.col("i").alias("mi")), [*keys, "m"])
+        .join(_fresh(ids).select(*keys, F.col("m").alias("d"), F.col("i").alias("di")),
+              [*keys, "d"])
         .groupBy(*keys, "mi").agg(F.collect_list("di").alias("deps"))
     )
     chan = (
-        ids.select(*keys, F.col("i").alias("mi")).join(dep_lists, [*keys, "mi"], "left")
-        .groupBy(*keys).agg(F.array_sort(F.collect_list(F.struct("mi", "deps"))).alias("l"))
-        .select(*keys, F.transform("l", lambda x: x["deps"]).alias("deps"))
-        .join(size, keys)
+        _fresh(ids).select(*keys, F.col("i").alias("mi"), "u")
+        .join(dep_lists, [*keys, "mi"], "left")
+        .groupBy(*keys).agg(F.array_sort(F.collect_list(F.struct("mi", "deps"))).alias("l"),
+                            F.max("u").alias("u"))
+        .select(*keys, F.transform("l", lambda x: x["deps"]).alias("deps"), "u")
     )
 
     def dense(df: Any, seq: str, name: str) -> Any:
         # one row per receiver: its positions as a dense array over the channel's ids
         # (the sorted (i, seq) pairs plus (i, _BIG) for every i, first per i kept)
-        per = df.join(ids, [*keys, "m"]).groupBy(*keys, "node_id").agg(
-            F.collect_list(F.struct(F.col("i"), F.col(seq).cast("long").alias("s"))).alias("p"))
-        filled = per.join(size, keys).select(
+        filled = df.join(_fresh(ids), [*keys, "m"]).groupBy(*keys, "node_id").agg(
+            F.collect_list(F.struct(F.col("i"), F.col(seq).cast("long").alias("s"))).alias("p"),
+            F.max("u").alias("u")).select(
             *keys, "node_id", F.array_sort(F.concat("p", F.transform(
                 F.sequence(F.lit(0), F.col("u") - 1),
                 lambda j: F.struct(j.alias("i"), F.lit(_BIG).cast("long").alias("s"))),
@@ -895,8 +920,8 @@ def _causal_pairs(spark: Any, pos: Any, edges: Any, held_first: Any, lost_pos: A
     return checks.withColumn("bad", bad), names
 
 
-def _missing(spark: Any, ev: Any, msgs: Any, held_first: Any, lost: Any,
-             detail: str) -> tuple[list[dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
+def _missing(spark: Any, ev: Any, msgs: Any, pairs: Any, detail: str
+             ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
     """Missing (participant, message) pairs: written as Parquet; the top read back."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -917,9 +942,10 @@ def _missing(spark: Any, ev: Any, msgs: Any, held_first: Any, lost: Any,
     (
         parts.join(msgs.select("run", "channel", "message_id", "sender", "lamport", "sent_ms"),
                    _KEYS)
-        .join(held_first.select(*pair), pair, "left_anti")
+        # one join with the pairs: never held (a declared loss is kept)
+        .join(pairs.select(*pair, (F.col("times") > 0).alias("held"), "lost_ms"), pair, "left")
+        .filter(~F.coalesce(F.col("held"), F.lit(False)))
         .join(noticed, pair, "left")
-        .join(lost.select(*pair, "lost_ms"), pair, "left")
         .select("run", "channel", "message_id", "sender", "lamport", "sent_ms", "node_id",
                 "noticed_ms", "lost_ms")
         .write.mode("overwrite").parquet(path)
