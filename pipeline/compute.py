@@ -525,9 +525,12 @@ def compute_channels(
         F.count(F.when(F.col("sent_ms").isNotNull() & F.col("ack_ms").isNull()
                        & (F.col("failed_n") == 0), 1)).alias("unacked"),
     ))
+    # the send times (one row per message) are broadcast by name: Spark sizes a
+    # Parquet scan by its compressed bytes and a kept table by the estimate of the
+    # plan that made it, and would otherwise broadcast the deliveries
     dl = ev.filter(F.col("kind") == "MessageDelivered").select(
         "run", "channel", "node_id", "message_id", "time_ms"
-    ).join(sent_first, mkey).select(
+    ).join(F.broadcast(sent_first), mkey).select(
         "run", "channel", "node_id", (F.col("time_ms") - F.col("sent_ms")).alias("lat"))
     # ONE pass over the deliveries: per (receiver, latency) how many, a hash aggregate
     # combined on the map side (latencies repeat: exact below 1 s, 3 significant
@@ -834,10 +837,12 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any
     ids = _kept(ids.select(
         *keys, "m", (F.row_number().over(chan_w.orderBy("m")) - 1).cast("int").alias("i"),
         F.count(F.lit(1)).over(chan_w).cast("int").alias("u")))
+    # (the ids, one row per message or dependency, are the broadcast side by name:
+    # see the send times in compute_channels)
     dep_lists = (
-        edges.join(ids.select(*keys, "m", F.col("i").alias("mi")), [*keys, "m"])
-        .join(_fresh(ids).select(*keys, F.col("m").alias("d"), F.col("i").alias("di")),
-              [*keys, "d"])
+        edges.join(F.broadcast(ids.select(*keys, "m", F.col("i").alias("mi"))), [*keys, "m"])
+        .join(F.broadcast(_fresh(ids).select(
+            *keys, F.col("m").alias("d"), F.col("i").alias("di"))), [*keys, "d"])
         .groupBy(*keys, "mi").agg(F.collect_list("di").alias("deps"))
     )
     chan = (
@@ -851,7 +856,7 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any
     def dense(df: Any, seq: str, name: str) -> Any:
         # one row per receiver: its positions as a dense array over the channel's ids
         # (the sorted (i, seq) pairs plus (i, _BIG) for every i, first per i kept)
-        filled = df.join(_fresh(ids), [*keys, "m"]).groupBy(*keys, "node_id").agg(
+        filled = df.join(F.broadcast(_fresh(ids)), [*keys, "m"]).groupBy(*keys, "node_id").agg(
             F.collect_list(F.struct(F.col("i"), F.col(seq).cast("long").alias("s"))).alias("p"),
             F.max("u").alias("u")).select(
             *keys, "node_id", F.array_sort(F.concat("p", F.transform(
