@@ -172,23 +172,33 @@ DUCKDB_QUERIES = {
 
 
 def duckdb_reference(data: Path) -> dict[str, Any] | None:
-    """The core computations in DuckDB (2 threads); None when duckdb is not installed."""
+    """The core computations in DuckDB (2 threads); None when duckdb is not installed,
+    ``{"error": reason}`` when it fails (out of memory or spill space)."""
     try:
         import duckdb  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return None
     t = time.monotonic()
     con = duckdb.connect()
-    con.execute("SET threads = 2")
-    # the Spark driver JVM is still up beside it: spill rather than take the machine
-    con.execute(f"SET memory_limit = '{os.environ.get('BENCH_DUCKDB_MEMORY', '6GB')}'")
-    con.execute(DUCKDB_SQL.format(glob=f"{data}/*.parquet"))
-    out: dict[str, Any] = {}
-    for name, q in DUCKDB_QUERIES.items():
-        row = con.execute(q).fetchone()
-        out[name] = list(row) if row is not None and len(row) > 1 else (row or [None])[0]
+    spill = tempfile.mkdtemp(prefix="bench-duckdb-spill-")
+    try:
+        con.execute("SET threads = 2")
+        # the Spark driver JVM is still up beside it: spill rather than take the
+        # machine, into a directory removed afterwards (not the working directory)
+        con.execute(f"SET memory_limit = '{os.environ.get('BENCH_DUCKDB_MEMORY', '6GB')}'")
+        con.execute(f"SET temp_directory = '{spill}'")
+        con.execute(DUCKDB_SQL.format(glob=f"{data}/*.parquet"))
+        out: dict[str, Any] = {}
+        for name, q in DUCKDB_QUERIES.items():
+            row = con.execute(q).fetchone()
+            out[name] = list(row) if row is not None and len(row) > 1 else (row or [None])[0]
+    except duckdb.Error as e:
+        return {"error": f"{type(e).__name__} after {time.monotonic() - t:.0f}s: "
+                         f"{str(e).splitlines()[0]}"}
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
     out["seconds"] = round(time.monotonic() - t, 1)
-    con.close()
     return out
 
 
@@ -318,6 +328,8 @@ def main() -> int:
                     line += "\n    duckdb: not installed (no reference)"
                 elif ref is None:
                     line = f"{line}  (repeat {key.rsplit('#', 1)[1]}: warm JVM)"
+                elif "error" in ref:
+                    line += f"\n    duckdb (2 threads): failed: {ref['error']}"
                 else:
                     same = (ref["messages"] == c["messages"]
                             and ref["held_pairs"] == c["convergence"]["held_pairs"]
