@@ -39,11 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from app.demo import free_port  # noqa: E402
 
 
 def _env() -> dict[str, str]:
@@ -58,7 +54,7 @@ def _env() -> dict[str, str]:
 
 def start_connect(log: Path, driver_memory: str) -> tuple[subprocess.Popen[bytes], str]:
     """A Spark Connect server on local[2]; returns (process, sc:// address)."""
-    port = _free_port()
+    port = free_port()
     env = _env()
     fh = log.open("wb")
     proc = subprocess.Popen(

@@ -110,7 +110,7 @@ def _kept(df: Any) -> Any:
     An eager local checkpoint rather than ``persist()``: the plan of every later
     query refers to the kept rows instead of repeating the plan that made them
     (over Spark Connect the client sends each query's whole plan tree, and the
-    server analyses it again to find the cache: 3-4x slower). The kept rows keep
+    server analyses it again to find the cache: 4-6x slower at 100k events). The kept rows keep
     the column identities of the plan that made them, so they get new ones here
     (the kept table can then meet its own inputs in a join); a kept table that
     meets itself in a join needs :func:`_fresh` on one side.
@@ -535,7 +535,7 @@ def compute_channels(
     # ONE pass over the deliveries: per (receiver, latency) how many, a hash aggregate
     # combined on the map side (latencies repeat: exact below 1 s, 3 significant
     # digits above); the channel's and each receiver's percentiles, the histogram,
-    # min, max and mean are all read from these counts (cached, small)
+    # min, max and mean are all read from these counts (kept, small)
     lat = F.col("lat")
     step = F.pow(F.lit(10), F.floor(F.log10(F.greatest(lat, F.lit(1)))) - 2).cast("long")
     lat_n = dl.select(
