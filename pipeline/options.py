@@ -21,7 +21,8 @@ def add_report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--remote", default=None,
                    help="Spark Connect server sc://HOST:PORT (default: $SPARK_REMOTE if set)")
     p.add_argument("--shuffle-partitions", type=int, default=None,
-                   help="spark.sql.shuffle.partitions (default 4 x local cores)")
+                   help="spark.sql.shuffle.partitions (default 4 x local cores, also on a "
+                   "Spark Connect server running local[N])")
     p.add_argument("--driver-memory", default=None,
                    help="driver memory, e.g. 2g (default 2g; not with --remote: the server's)")
     p.add_argument("--executor-memory", default=None,

@@ -564,20 +564,14 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
             if master in ("", "submit"):
                 master = None
             conf = parse_conf(getattr(args, "conf", None) or [])
-            validate_inputs(args.inputs)  # fail fast, before starting Spark
+            _, rows = validate_inputs(args.inputs)  # fail fast, before starting Spark
             check_reachable(master, remote)
-            shuffle = args.shuffle_partitions
-            if shuffle is None and master and master.startswith("local"):
-                import os
-
-                n = master[6:-1] if master.startswith("local[") else "1"
-                try:
-                    cores = (os.cpu_count() or 2) if n in ("*", "") else int(n.split(",")[0])
-                except ValueError:
-                    cores = 2
-                shuffle = max(2, 4 * cores)
             if own:
-                from pipeline.spark import make_session
+                from pipeline.spark import local_shuffle_partitions, make_session
+
+                shuffle = args.shuffle_partitions
+                if shuffle is None and remote is None:
+                    shuffle = local_shuffle_partitions(master)
 
                 # a failed task is reported once, below, not also as pages of stack traces
                 # (Py4J logs through the root logger)
@@ -586,7 +580,7 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
                     master, remote=remote, shuffle_partitions=shuffle,
                     driver_memory=getattr(args, "driver_memory", None),
                     executor_memory=getattr(args, "executor_memory", None),
-                    extra=conf, quiet=True,
+                    extra=conf, quiet=True, rows=rows,
                 )
                 if remote is None and threading.current_thread() is threading.main_thread():
                     # PySpark's handler calls into the JVM (cancelAllJobs) from inside a

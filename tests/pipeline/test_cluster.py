@@ -97,13 +97,15 @@ class Cluster:
         ])
         _wait_for(log, "Successfully registered with master", proc, 90)
 
-    def start_connect(self) -> None:
+    def start_connect(self, master: str | None = None) -> None:
+        """A Spark Connect server on the cluster (or on ``master``, e.g. local[1])."""
         port = _free_port()
         proc, log = self._start("connect", [
             "org.apache.spark.deploy.SparkSubmit",
             "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master", self.master, "--name", "sdschat-test-connect",
+            "--master", master or self.master, "--name", "sdschat-test-connect",
             "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=512m",
+            *(["--driver-memory", "512m"] if master else []),
             "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf", f"spark.connect.grpc.binding.port={port}",
@@ -212,6 +214,43 @@ def test_cluster_submit_and_connect_give_the_local_summary(
     over_connect = json.loads((out3 / "summary.json").read_text())
     assert over_connect["master"] == cluster.remote
     assert _comparable(over_connect) == _comparable(on_cluster)
+
+
+@pytest.mark.slow
+def test_connect_sessions_get_the_servers_local_shuffle_partitions(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A session on a Connect server running local[1] gets the local default (4), not
+    Spark's 200 (thousands of tasks of a few rows each); on the cluster's server it
+    keeps the cluster's setting; --shuffle-partitions and --conf still win."""
+    if cluster.remote is None:
+        pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
+    on_local = Cluster(tmp_path)
+    try:
+        on_local.start_connect(master="local[1]")
+        code = (
+            "import sys\n"
+            "from pipeline.spark import make_session\n"
+            "remote, *rest = sys.argv[1:]\n"
+            "kw = {'shuffle_partitions': int(rest[0])} if rest[:1] not in ([], ['-']) else {}\n"
+            "extra = {'spark.sql.shuffle.partitions': rest[1]} if len(rest) > 1 else None\n"
+            "s = make_session(remote=remote, extra=extra, **kw)\n"
+            "print(s.conf.get('spark.sql.shuffle.partitions'))\n"
+        )
+
+        def partitions(remote: str, *args: str) -> str:
+            done = subprocess.run([sys.executable, "-c", code, remote, *args], cwd=ROOT,
+                                  env=_env(), capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr[-2000:]
+            return done.stdout.strip().splitlines()[-1]
+
+        assert on_local.remote is not None
+        assert partitions(on_local.remote) == "4"
+        assert partitions(on_local.remote, "3") == "3"
+        assert partitions(on_local.remote, "-", "5") == "5"
+        assert partitions(cluster.remote) == "200"
+    finally:
+        on_local.stop()
 
 
 def test_unreachable_master_is_one_line_exit_2(run_dir: Path, tmp_path: Path) -> None:

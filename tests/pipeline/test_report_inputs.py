@@ -151,3 +151,38 @@ def test_conf_pairs() -> None:
     from pipeline.report import parse_conf
 
     assert parse_conf(["spark.a=1", "spark.b.c=x=y"]) == {"spark.a": "1", "spark.b.c": "x=y"}
+
+
+def test_shuffle_partitions_follow_the_local_cores() -> None:
+    """4 per local core, at least 2; a cluster master keeps its own setting."""
+    import os
+
+    from pipeline.spark import local_shuffle_partitions
+
+    assert local_shuffle_partitions("local[2]") == 8
+    assert local_shuffle_partitions("local[3,2]") == 12
+    assert local_shuffle_partitions("local") == 4
+    assert local_shuffle_partitions("local[*]") == 4 * (os.cpu_count() or 2)
+    for other in ("spark://h:7077", "yarn", None, ""):
+        assert local_shuffle_partitions(other) is None
+
+
+def test_a_small_input_starts_a_quick_local_jvm() -> None:
+    """Up to QUICK_JVM_ROWS events a local driver JVM gets the quick compiler and the
+    serial collector; a larger or unknown input, a cluster's driver, or the user's
+    own Java options keep theirs."""
+    from pipeline.spark import QUICK_JVM_OPTIONS, QUICK_JVM_ROWS, local_conf
+
+    key = "spark.driver.extraJavaOptions"
+    assert local_conf("local[2]", rows=100_000)[key] == QUICK_JVM_OPTIONS
+    assert local_conf("local[2]", rows=QUICK_JVM_ROWS)[key] == QUICK_JVM_OPTIONS
+    assert key not in local_conf("local[2]", rows=QUICK_JVM_ROWS + 1)
+    assert key not in local_conf("local[2]", rows=None)  # hdfs:// input: not counted
+    assert key not in local_conf("spark://127.0.0.1:7077", rows=10)
+    assert key not in local_conf(None, rows=10)  # under spark-submit: its JVM runs already
+    mine = local_conf("local[2]", rows=10, extra={key: "-Xss4m"})
+    assert mine[key] == "-Xss4m"
+    conf = local_conf("local[2]", shuffle_partitions=8, rows=10)
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.driver.memory"] == "2g"
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
