@@ -247,6 +247,30 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=run)
 
 
+def _add_report_server(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "report-server",
+        help="a Spark Connect server that stays up, so reports skip the JVM start "
+        "(sdschat report --remote)",
+        description="Run a Spark Connect server in the foreground (the pip package's Spark, "
+        "Java 17+) on 127.0.0.1:15002 by default; 'sdschat report INPUT --out DIR --remote "
+        "sc://127.0.0.1:15002' then runs on it, without starting and warming a JVM of its "
+        "own (100k events: about 6 s instead of 13 s). Ctrl+C stops it.",
+    )
+    from pipeline.options import add_server_arguments
+
+    add_server_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        if (status := _missing_extra("report-server", ("pyspark",))) is not None:
+            return status
+        from pipeline.report import run_report_server
+
+        return run_report_server(args)
+
+    p.set_defaults(func=run)
+
+
 def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "export",
@@ -307,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_doctor(sub)
     _add_sim(sub)
     _add_report(sub)
+    _add_report_server(sub)
     _add_export(sub)
     _add_store(sub)
     for command in _subparsers(parser).values():

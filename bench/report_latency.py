@@ -4,8 +4,8 @@ every time, against a Spark Connect server that stays up.
 A report's Spark work on 100k events is a few seconds once the JVM has compiled
 its code; a fresh ``--master local[2]`` command pays the session start and that
 compilation every time. This benchmark starts one Spark Connect server
-(``local[2]``, bound to 127.0.0.1, from the pip package's ``spark-class``; stopped by
-PID at the end), generates the synthetic logs of ``bench/pipeline_report.py`` and
+(``sdschat report-server --master local[2]``, on 127.0.0.1; stopped by PID at the
+end), generates the synthetic logs of ``bench/pipeline_report.py`` and
 alternates the two commands, ``--repeat`` times each, timing each command from
 process start to exit (the report written):
 
@@ -43,30 +43,20 @@ from app.demo import free_port  # noqa: E402
 
 
 def _env() -> dict[str, str]:
-    import pyspark
-
     env = dict(os.environ)
-    env.update({"SPARK_HOME": str(Path(pyspark.__file__).resolve().parent),
-                "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"})
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env.pop("SPARK_REMOTE", None)
     return env
 
 
 def start_connect(log: Path, driver_memory: str) -> tuple[subprocess.Popen[bytes], str]:
-    """A Spark Connect server on local[2]; returns (process, sc:// address)."""
+    """``sdschat report-server`` on local[2]; returns (process, sc:// address)."""
     port = free_port()
-    env = _env()
     fh = log.open("wb")
     proc = subprocess.Popen(
-        [str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"),
-         "org.apache.spark.deploy.SparkSubmit",
-         "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-         "--master", "local[2]", "--driver-memory", driver_memory,
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
-         "--conf", "spark.driver.bindAddress=127.0.0.1",
-         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-         "--conf", f"spark.connect.grpc.binding.port={port}", "spark-internal"],
-        stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        [str(Path(sys.executable).parent / "sdschat"), "report-server", "--master", "local[2]",
+         "--port", str(port), "--driver-memory", driver_memory],
+        cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:

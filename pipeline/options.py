@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_report_arguments"]
+__all__ = ["add_report_arguments", "add_server_arguments"]
 
 
 def add_report_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,3 +30,18 @@ def add_report_arguments(p: argparse.ArgumentParser) -> None:
                    "in the driver: use --driver-memory)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="any Spark setting, repeatable (e.g. --conf spark.executor.cores=2)")
+
+
+def add_server_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``sdschat report-server`` options."""
+    p.add_argument("--master", default="local[*]",
+                   help="where the server runs the reports: local[*] (default), local[N], "
+                   "spark://HOST:PORT, yarn, k8s://...")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1). Spark Connect has no "
+                   "authentication: listen elsewhere only on a network you trust")
+    p.add_argument("--port", type=int, default=15002, help="port to listen on (default 15002)")
+    p.add_argument("--driver-memory", default="2g",
+                   help="the server's driver memory, e.g. 6g for 10M events (default 2g)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="any Spark setting, repeatable")

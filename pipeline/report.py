@@ -67,7 +67,8 @@ from pipeline.schema import (
     iter_parquet_files,
 )
 
-__all__ = ["ReportError", "add_report_arguments", "compute_report", "main", "run_report"]
+__all__ = ["ReportError", "add_report_arguments", "compute_report", "main", "run_report",
+           "run_report_server"]
 
 __all__ += ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS"]
 
@@ -626,6 +627,52 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
     print(f"report: {Path(args.out) / 'report.html'}  summary: "
           f"{Path(args.out) / 'summary.json'}", file=out)
     return 0
+
+
+def run_report_server(args: argparse.Namespace) -> int:
+    """``sdschat report-server``: checks the options (2 and one line if bad), then
+    becomes a Spark Connect server in the foreground (this process is replaced by
+    the server's JVM: Ctrl+C or SIGTERM to its PID stops it)."""
+    import os
+    import shutil
+    import socket
+
+    from pipeline.spark import connect_server_command
+
+    try:
+        master = args.master
+        if master.startswith("sc://") or not _MASTER.fullmatch(master):
+            raise ReportError(
+                f"--master {master!r} is not a Spark master (local, local[N], local[*], "
+                "spark://HOST:PORT, yarn, k8s://...)")
+        if not _MEMORY.fullmatch(args.driver_memory):
+            raise ReportError(f"--driver-memory {args.driver_memory!r} is not a size like "
+                              "512m or 2g")
+        if not 1 <= args.port <= 65535:
+            raise ReportError(f"--port {args.port} is not a port (1-65535)")
+        conf = parse_conf(args.conf)
+        java_home = os.environ.get("JAVA_HOME")
+        if not (shutil.which("java") or (java_home and Path(java_home, "bin", "java").exists())):
+            raise ReportError("Java 17 or newer is needed (no java on PATH, no JAVA_HOME)")
+        try:
+            family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((args.host, args.port))
+        except OSError as exc:
+            raise ReportError(
+                f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
+    except ReportError as exc:
+        print(f"sdschat report-server: {exc}", file=sys.stderr)
+        return 2
+    argv, env = connect_server_command(master, host=args.host, port=args.port,
+                                       driver_memory=args.driver_memory, conf=conf)
+    where = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"sdschat report-server: Spark Connect on sc://{where}:{args.port} ({master}, "
+          f"driver {args.driver_memory}); report with: sdschat report INPUT --out DIR "
+          f"--remote sc://{where}:{args.port}; Ctrl+C stops it", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os.execve(argv[0], argv, env)
+    return 0  # not reached: execve replaces this process
 
 
 def _master_of(spark: Any) -> str | None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["CONNECT_MODULES", "QUICK_JVM_OPTIONS", "QUICK_JVM_ROWS", "connect_missing",
-           "local_conf", "local_shuffle_partitions", "make_session"]
+__all__ = ["CONNECT_MODULES", "CONNECT_PORT", "QUICK_JVM_OPTIONS", "QUICK_JVM_ROWS",
+           "connect_missing", "connect_server_command", "local_conf",
+           "local_shuffle_partitions", "make_session", "spark_home"]
 
 #: Python modules the Spark Connect client imports (distribution names differ).
 CONNECT_MODULES = {
@@ -103,6 +105,56 @@ def local_conf(
         conf["spark.executor.memory"] = executor_memory
     conf.update(extra or {})
     return conf
+
+
+#: Spark Connect's usual port.
+CONNECT_PORT = 15002
+
+
+def spark_home() -> Path:
+    """The Spark that the pyspark package ships (``bin/spark-class``, the jars)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def connect_server_command(
+    master: str = "local[2]",
+    *,
+    host: str = "127.0.0.1",
+    port: int = CONNECT_PORT,
+    driver_memory: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of a Spark Connect server in the foreground: the pip
+    package's ``spark-class`` running ``SparkConnectServer`` on ``master``,
+    listening on ``host:port``, no UI, warnings and errors only in its log (at
+    INFO it logs every plan it receives). ``conf`` (``spark.*``) wins over these
+    settings."""
+    home = spark_home()
+    env = dict(os.environ)
+    env["SPARK_HOME"] = str(home)
+    env.pop("SPARK_REMOTE", None)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.log.level": "WARN",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": str(port),
+    }
+    if master.startswith("local") or _loopback(master):
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    settings.update(conf or {})
+    argv = [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.SparkSubmit",
+            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--name", "sdschat-report-server", "--master", master]
+    if driver_memory:
+        argv += ["--driver-memory", driver_memory]
+    for k, v in settings.items():
+        argv += ["--conf", f"{k}={v}"]
+    return [*argv, "spark-internal"], env
 
 
 def _loopback(master: str) -> bool:

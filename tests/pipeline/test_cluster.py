@@ -2,7 +2,8 @@
 
 One master, one worker (and, when the Connect client's packages are installed, one
 Spark Connect server on that cluster) are started for the module from the pip
-package's ``spark-class`` on 127.0.0.1, and stopped by PID. The same run is
+package's ``spark-class`` on 127.0.0.1, and stopped by PID; ``sdschat
+report-server`` is started the same way. The same run is
 reported on ``local[2]`` (the test session), with ``sdschat report --master
 spark://...``, with the README's spark-submit line, and with ``--remote sc://...``:
 the summaries must be identical. Inputs and outputs are ``file://`` URIs.
@@ -25,7 +26,7 @@ import pytest
 from pipeline_helpers import report, simulate
 
 from app.sim import PartitionSpec
-from pipeline.spark import connect_missing
+from pipeline.spark import connect_missing, connect_server_command, spark_home
 
 ROOT = Path(__file__).resolve().parents[2]
 #: README.md's cluster line (docs/report.md): run verbatim but for HOST:7077.
@@ -33,12 +34,6 @@ SUBMIT_LINE = (
     ". .venv/bin/activate && zip -qr pipeline.zip pipeline storage && spark-submit "
     "--master spark://HOST:7077 --py-files pipeline.zip pipeline/report.py runs/a --out report/"
 )
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
 
 
 def _free_port() -> int:
@@ -49,7 +44,7 @@ def _free_port() -> int:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"SPARK_HOME": str(_spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
+    env.update({"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
                 "SPARK_NO_DAEMONIZE": "1", "PYTHONPATH": str(ROOT)})
     env.pop("SPARK_REMOTE", None)
     return env
@@ -74,11 +69,13 @@ class Cluster:
         self.master = f"spark://127.0.0.1:{self.port}"
         self.remote: str | None = None
 
-    def _start(self, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
+    def _start(self, name: str, args: list[str],
+               command: list[str] | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+        """``spark-class ARGS`` (or ``command``) in its own session, logging to NAME.log."""
         log = self.tmp / f"{name}.log"
         fh = log.open("wb")
         proc = subprocess.Popen(
-            [str(_spark_home() / "bin" / "spark-class"), *args],
+            command or [str(spark_home() / "bin" / "spark-class"), *args],
             stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True,
         )
         self.procs.append(proc)
@@ -97,20 +94,18 @@ class Cluster:
         ])
         _wait_for(log, "Successfully registered with master", proc, 90)
 
-    def start_connect(self, master: str | None = None) -> None:
-        """A Spark Connect server on the cluster (or on ``master``, e.g. local[1])."""
+    def start_connect(self, local: str | None = None) -> None:
+        """A Spark Connect server on the cluster; with ``local`` (e.g. local[1]),
+        ``sdschat report-server --master LOCAL`` instead."""
         port = _free_port()
-        proc, log = self._start("connect", [
-            "org.apache.spark.deploy.SparkSubmit",
-            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--master", master or self.master, "--name", "sdschat-test-connect",
-            "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=512m",
-            *(["--driver-memory", "512m"] if master else []),
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
-            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-            "--conf", f"spark.connect.grpc.binding.port={port}",
-            "spark-internal",
-        ])
+        if local is None:
+            argv, _ = connect_server_command(self.master, port=port, conf={
+                "spark.cores.max": "1", "spark.executor.memory": "512m"})
+            proc, log = self._start("connect", [], argv)
+        else:
+            proc, log = self._start("connect", [], [
+                sys.executable, "-m", "app.cli", "report-server", "--master", local,
+                "--port", str(port), "--driver-memory", "512m"])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
@@ -217,17 +212,18 @@ def test_cluster_submit_and_connect_give_the_local_summary(
 
 
 @pytest.mark.slow
-def test_connect_sessions_get_the_servers_local_shuffle_partitions(
+def test_report_server_sessions_get_the_local_shuffle_partitions(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """A session on a Connect server running local[1] gets the local default (4), not
-    Spark's 200 (thousands of tasks of a few rows each); on the cluster's server it
-    keeps the cluster's setting; --shuffle-partitions and --conf still win."""
+    """``sdschat report-server --master local[1]`` serves Spark Connect; a session on it
+    gets the local default of shuffle partitions (4), not Spark's 200 (thousands of
+    tasks of a few rows each); on the cluster's server it keeps the cluster's setting;
+    --shuffle-partitions and --conf still win."""
     if cluster.remote is None:
         pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
     on_local = Cluster(tmp_path)
     try:
-        on_local.start_connect(master="local[1]")
+        on_local.start_connect(local="local[1]")
         code = (
             "import sys\n"
             "from pipeline.spark import make_session\n"
@@ -249,8 +245,12 @@ def test_connect_sessions_get_the_servers_local_shuffle_partitions(
         assert partitions(on_local.remote, "3") == "3"
         assert partitions(on_local.remote, "-", "5") == "5"
         assert partitions(cluster.remote) == "200"
+        banner = (tmp_path / "connect.log").read_text().splitlines()[0]
+        assert banner.startswith(f"sdschat report-server: Spark Connect on {on_local.remote} ")
     finally:
         on_local.stop()
+    # SIGTERM to the command's PID stopped the server (the command became its JVM)
+    assert all(proc.returncode is not None for proc in on_local.procs)
 
 
 def test_unreachable_master_is_one_line_exit_2(run_dir: Path, tmp_path: Path) -> None:

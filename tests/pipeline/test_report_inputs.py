@@ -186,3 +186,31 @@ def test_a_small_input_starts_a_quick_local_jvm() -> None:
     assert conf["spark.sql.shuffle.partitions"] == "8"
     assert conf["spark.driver.memory"] == "2g"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--port", "0"], "--port 0 is not a port (1-65535)"),
+        (["--master", "sc://h:1"], "--master 'sc://h:1' is not a Spark master"),
+        (["--driver-memory", "lots"], "--driver-memory 'lots' is not a size like 512m or 2g"),
+        (["--conf", "x=1"], "--conf 'x=1' is not KEY=VALUE with a spark.* key"),
+    ],
+)
+def test_report_server_refuses_bad_options_in_one_line(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    assert main(["report-server", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_server_refuses_a_port_in_use(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["report-server", "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
