@@ -67,8 +67,8 @@ from pipeline.schema import (
     iter_parquet_files,
 )
 
-__all__ = ["ReportError", "add_report_arguments", "compute_report", "main", "run_report",
-           "run_report_server"]
+__all__ = ["ReportError", "add_report_arguments", "check_server_options", "compute_report",
+           "main", "run_report", "run_report_server"]
 
 __all__ += ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS"]
 
@@ -629,6 +629,21 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
     return 0
 
 
+def check_server_options(args: argparse.Namespace) -> dict[str, str]:
+    """``sdschat report-server``'s flags checked (ReportError); returns its ``--conf``."""
+    master = args.master
+    if master.startswith("sc://") or not _MASTER.fullmatch(master):
+        raise ReportError(
+            f"--master {master!r} is not a Spark master (local, local[N], local[*], "
+            "spark://HOST:PORT, yarn, k8s://...)")
+    if not _MEMORY.fullmatch(args.driver_memory):
+        raise ReportError(f"--driver-memory {args.driver_memory!r} is not a size like "
+                          "512m or 2g")
+    if not 1 <= args.port <= 65535:
+        raise ReportError(f"--port {args.port} is not a port (1-65535)")
+    return parse_conf(args.conf)
+
+
 def run_report_server(args: argparse.Namespace) -> int:
     """``sdschat report-server``: checks the options (2 and one line if bad), then
     becomes a Spark Connect server in the foreground (this process is replaced by
@@ -640,17 +655,8 @@ def run_report_server(args: argparse.Namespace) -> int:
     from pipeline.spark import connect_server_command
 
     try:
+        conf = check_server_options(args)
         master = args.master
-        if master.startswith("sc://") or not _MASTER.fullmatch(master):
-            raise ReportError(
-                f"--master {master!r} is not a Spark master (local, local[N], local[*], "
-                "spark://HOST:PORT, yarn, k8s://...)")
-        if not _MEMORY.fullmatch(args.driver_memory):
-            raise ReportError(f"--driver-memory {args.driver_memory!r} is not a size like "
-                              "512m or 2g")
-        if not 1 <= args.port <= 65535:
-            raise ReportError(f"--port {args.port} is not a port (1-65535)")
-        conf = parse_conf(args.conf)
         java_home = os.environ.get("JAVA_HOME")
         if not (shutil.which("java") or (java_home and Path(java_home, "bin", "java").exists())):
             raise ReportError("Java 17 or newer is needed (no java on PATH, no JAVA_HOME)")

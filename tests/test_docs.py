@@ -155,10 +155,10 @@ UNIT_BLOCKS = [
 ]
 
 
-def test_the_deploy_guide_has_both_units() -> None:
+def test_the_deploy_guide_has_its_units() -> None:
     unit = re.compile(r"sdschat-(\w+)\.service")
     names = {m.group(1) for b in UNIT_BLOCKS for m in unit.finditer(b.code)}
-    assert {"relay", "store"} <= names
+    assert {"relay", "store", "reports"} <= names
 
 
 def _exec_start(unit: str) -> list[str]:
@@ -175,7 +175,7 @@ def test_systemd_unit(block: Block, tmp_path: Path) -> None:
 
     argv = _exec_start(block.code)
     assert Path(argv[0]).name == "sdschat", argv[0]
-    assert argv[1] in ("relay", "store"), argv
+    assert argv[1] in ("relay", "store", "report-server"), argv
     try:
         args = build_parser().parse_args(argv[1:])  # every flag exists, every value parses
     except SystemExit as exc:
@@ -184,6 +184,10 @@ def test_systemd_unit(block: Block, tmp_path: Path) -> None:
         from net.relay_config import config_from_args as relay_config
 
         relay_config(args)  # the values together make a valid configuration
+    elif argv[1] == "report-server":
+        from pipeline.report import check_server_options
+
+        check_server_options(args)
     else:
         from app.store_cmd import config_from_args as store_config
 
