@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 __all__ = ["CONNECT_MODULES", "CONNECT_PORT", "QUICK_JVM_OPTIONS", "QUICK_JVM_ROWS",
-           "connect_missing", "connect_server_command", "local_conf",
-           "local_shuffle_partitions", "make_session", "spark_home"]
+           "connect_missing", "connect_server_command", "connect_shuffle_partitions",
+           "local_conf", "local_shuffle_partitions", "make_session", "spark_home"]
 
 #: Python modules the Spark Connect client imports (distribution names differ).
 CONNECT_MODULES = {
@@ -69,6 +69,23 @@ def local_shuffle_partitions(master: str | None) -> int | None:
     except ValueError:
         cores = 2
     return max(2, 4 * cores)
+
+
+#: Spark's own default of ``spark.sql.shuffle.partitions``.
+SPARK_DEFAULT_SHUFFLE_PARTITIONS = "200"
+
+
+def connect_shuffle_partitions(server_master: str | None, current: str | None) -> int | None:
+    """The shuffle partitions a report sets for its session on a Connect server:
+    the local default when the server runs ``local[N]`` (or ``local``) and was left
+    at Spark's default of 200; ``None`` (the server's setting stands) otherwise:
+    a cluster, ``local[*]`` (its cores are the server's, unknown here), or a server
+    given its own value (``sdschat report-server`` sets 4 x its cores)."""
+    if current != SPARK_DEFAULT_SHUFFLE_PARTITIONS or not server_master:
+        return None
+    if "*" in server_master:
+        return None
+    return local_shuffle_partitions(server_master)
 
 
 def local_conf(
@@ -129,8 +146,8 @@ def connect_server_command(
     """(argv, environment) of a Spark Connect server in the foreground: the pip
     package's ``spark-class`` running ``SparkConnectServer`` on ``master``,
     listening on ``host:port``, no UI, warnings and errors only in its log (at
-    INFO it logs every plan it receives). ``conf`` (``spark.*``) wins over these
-    settings."""
+    INFO it logs every plan it receives), on ``local[N]`` 4 x N shuffle partitions
+    for every session. ``conf`` (``spark.*``) wins over these settings."""
     home = spark_home()
     env = dict(os.environ)
     env["SPARK_HOME"] = str(home)
@@ -142,6 +159,9 @@ def connect_server_command(
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
     }
+    partitions = local_shuffle_partitions(master)  # this machine's cores: the server's
+    if partitions is not None:
+        settings["spark.sql.shuffle.partitions"] = str(partitions)
     if master.startswith("local") or _loopback(master):
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         settings["spark.driver.host"] = "127.0.0.1"
@@ -179,8 +199,8 @@ def make_session(
 
     ``master=None`` leaves the master (and addresses) to ``spark-submit``;
     ``remote`` makes a Spark Connect session (master, memory and JVM settings are
-    then the server's; without ``shuffle_partitions``, a server on ``local[N]``
-    gets the local default for this session). ``driver_memory`` applies whenever
+    then the server's; without ``shuffle_partitions``, see
+    :func:`connect_shuffle_partitions`). ``driver_memory`` applies whenever
     this process starts the driver JVM (default 2g for local masters);
     ``executor_memory`` to cluster masters.
     ``rows``: the input's events, when known (a small input on a local master
@@ -198,7 +218,9 @@ def make_session(
         session = builder.getOrCreate()
         runtime = {"spark.sql.session.timeZone": "UTC", "spark.sql.adaptive.enabled": "true"}
         if shuffle_partitions is None:
-            shuffle_partitions = local_shuffle_partitions(session.conf.get("spark.master", None))
+            shuffle_partitions = connect_shuffle_partitions(
+                session.conf.get("spark.master", None),
+                session.conf.get("spark.sql.shuffle.partitions", None))
         if shuffle_partitions is not None:
             runtime["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
         runtime.update(extra or {})

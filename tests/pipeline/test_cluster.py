@@ -216,9 +216,9 @@ def test_report_server_sessions_get_the_local_shuffle_partitions(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     """``sdschat report-server --master local[1]`` serves Spark Connect; a session on it
-    gets the local default of shuffle partitions (4), not Spark's 200 (thousands of
+    has the local default of shuffle partitions (4), not Spark's 200 (thousands of
     tasks of a few rows each); on the cluster's server it keeps the cluster's setting;
-    --shuffle-partitions and --conf still win."""
+    the report's --shuffle-partitions and --conf win."""
     if cluster.remote is None:
         pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
     on_local = Cluster(tmp_path)

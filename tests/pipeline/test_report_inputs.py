@@ -167,6 +167,28 @@ def test_shuffle_partitions_follow_the_local_cores() -> None:
         assert local_shuffle_partitions(other) is None
 
 
+def test_a_connect_session_takes_the_local_default_only_from_an_untuned_local_server() -> None:
+    from pipeline.spark import connect_server_command, connect_shuffle_partitions
+
+    assert connect_shuffle_partitions("local[2]", "200") == 8
+    assert connect_shuffle_partitions("local", "200") == 4
+    assert connect_shuffle_partitions("local[2]", "16") is None  # the operator's value
+    assert connect_shuffle_partitions("local[*]", "200") is None  # the server's cores
+    assert connect_shuffle_partitions("spark://h:7077", "200") is None
+    assert connect_shuffle_partitions(None, "200") is None
+    # sdschat report-server sets the local default itself, for every session
+    argv, env = connect_server_command("local[3]", port=15010)
+    assert "spark.sql.shuffle.partitions=12" in argv
+    assert "spark.connect.grpc.binding.port=15010" in argv
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    argv, _ = connect_server_command("local[3]", conf={"spark.sql.shuffle.partitions": "5"})
+    assert "spark.sql.shuffle.partitions=5" in argv
+    assert "spark.sql.shuffle.partitions=12" not in argv
+    argv, _ = connect_server_command("spark://10.0.0.1:7077", host="0.0.0.0")
+    assert not any(a.startswith("spark.sql.shuffle.partitions=") for a in argv)
+    assert not any(a.startswith("spark.driver.host=") for a in argv)
+
+
 def test_a_small_input_starts_a_quick_local_jvm() -> None:
     """Up to QUICK_JVM_ROWS events a local driver JVM gets the quick compiler and the
     serial collector; a larger or unknown input, a cluster's driver, or the user's
