@@ -84,10 +84,13 @@ def generate(out: Path, rows: int, participants: int, history: int, seed: int = 
                                   np.repeat(ms, participants - 1)])
         t_col = np.concatenate([sent_t, (sent_t[:, None] + lat).ravel(),
                                 (sent_t[:, None] + lat + 5).ravel()])
-        # seq: per node, events in time order. Message m's rows at a node come in
-        # message order, 2 per message for receivers, 1 for the sender: use
-        # (message index * 3 + kind) as a monotonic per-node sequence.
-        seq_col = msg_col * 3 + kind_idx + 1
+        # seq: per node 1, 2, 3... in time order, no gaps (messages are 500 ms apart,
+        # latencies at most 125 ms). Before message m a node has logged 2 rows per
+        # earlier message (delivered, sync received) but 1 for each it sent itself:
+        # 2m - (its sends before m); then MessageSent or MessageDelivered is +1 and
+        # SyncReceived +2.
+        sends_before = np.maximum(0, (msg_col - node_col + participants - 1) // participants)
+        seq_col = 2 * msg_col - sends_before + np.where(kind_idx == 2, 2, 1)
         total = len(node_col)
         kinds = pa.DictionaryArray.from_arrays(
             pa.array(kind_idx, pa.int32()),
