@@ -9,7 +9,7 @@ With ``--json`` each line is one object::
 
     {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
-     "digest": "…", "conflict": false}
+     "digest": "…", "conflict": false, "was_lost": false}
 
 The log is shown *folded* (:mod:`app.history_fold`, ``docs/content.md``): reactions,
 edits, deletions and file segments are not lines of their own but change the line they
@@ -28,7 +28,10 @@ author's display name, kind and text as sent), so comparing two participants'
 histories line by line (id, sender, digest) catches any divergence of text or
 author, not only of ids. ``conflict`` is true when this participant received
 another message under the same id that differed in author or content (a
-``MessageConflict`` in its event log): the line shows the one it kept.
+``MessageConflict`` in its event log): the line shows the one it kept. ``was_lost`` is
+true when the message arrived after the protocol had declared it lost (stored with
+it, so it reads the same after a restart); a human-readable line then ends with
+``↺ recovered after it was reported lost``, as the TUI marks it.
 
 The command reads the database file read-only (SQLite WAL allows a reader
 beside the writer), without the data-dir lock, so participants can be compared
@@ -62,7 +65,11 @@ from storage import (
 from storage.database import translate_error
 from storage.store import log_entry
 
-__all__ = ["LogLine", "log_line", "print_history", "read_history"]
+__all__ = ["RECOVERED_MARK", "LogLine", "log_line", "print_history", "read_history"]
+
+#: What follows a message that arrived after the protocol had declared it lost (the
+#: TUI's mark for it, ``app/tui/render.py``).
+RECOVERED_MARK = "↺ recovered after it was reported lost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +87,7 @@ class LogLine:
     digest: str = ""
     conflict: bool = False
     content: bytes = b""  # the stored content bytes (what fold_lines folds)
+    was_lost: bool = False
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -94,6 +102,7 @@ class LogLine:
             "state": self.state,
             "digest": self.digest,
             "conflict": self.conflict,
+            "was_lost": self.was_lost,
         }
 
 
@@ -112,6 +121,7 @@ def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLi
         text=content.text,
         lamport=entry.lamport,
         state=None if entry.state is None else entry.state.value,
+        was_lost=entry.was_lost,
     )
 
 
@@ -130,7 +140,8 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
         raise LookupError(f"channel {channel!r} was never joined in {where}")
     for row in db.execute(
         "SELECT channel, message_id, sender_id, lamport, content, state, delivered_at, "
-        "received_at, digest FROM messages WHERE channel = ? ORDER BY lamport, message_id",
+        "received_at, digest, was_lost FROM messages WHERE channel = ? "
+        "ORDER BY lamport, message_id",
         (channel,),
     ):
         yield log_entry(row)
@@ -219,7 +230,8 @@ def print_history(
 
     A line reads ``2026-11-24 13:31:05  1a2b3c4d  <alice> hello  [acknowledged]``: the
     author's send time (the SDS Lamport timestamp, wall-clock ms) in ``tz`` (default:
-    local time), the sender id's first 8 characters, the text, an own message's state.
+    local time), the sender id's first 8 characters, the text, :data:`RECOVERED_MARK`
+    for a message that arrived after it was declared lost, an own message's state.
     ``--json`` keeps the Lamport timestamp as it is."""
     out = out or sys.stdout
     try:
@@ -242,8 +254,9 @@ def print_history(
                 body = visible(line.text)
                 text = _human(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""
+                late = f"  {RECOVERED_MARK}" if line.was_lost else ""
                 when = _when(line.lamport, tz)
-                out.write(f"{when}  {line.sender_id[:8]}  {text}{state}\n")
+                out.write(f"{when}  {line.sender_id[:8]}  {text}{late}{state}\n")
         out.flush()
     except BrokenPipeError:
         # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point

@@ -54,6 +54,7 @@ def fold_lines(lines: list[LogLine]) -> list[LogLine]:
                 digest=line.digest,
                 conflict=line.conflict,
                 content=line.content,
+                was_lost=line.was_lost,
                 item=item,
             )
         )

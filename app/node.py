@@ -1531,6 +1531,7 @@ class Node:
                 retrieval_hint=ev.retrieval_hint,
                 envelope=env,
                 delivered_at=self._now(),
+                was_lost=ev.was_lost,
             )
         )
         content = decode_content(ev.content)

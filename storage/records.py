@@ -155,7 +155,8 @@ class StoredMessage:
 
     ``state`` is set for our own messages only. ``received_at`` defaults to the
     commit's wall-clock time when ``None``. ``envelope`` is the exact bytes
-    sent or received (for repair and store-peer service).
+    sent or received (for repair and store-peer service). ``was_lost``: it arrived
+    after the protocol had declared it lost (``MessageDelivered.was_lost``).
     """
 
     channel: str
@@ -169,6 +170,7 @@ class StoredMessage:
     state: OwnState | None = None
     delivered_at: int | None = None
     received_at: int | None = None
+    was_lost: bool = False
 
     def __post_init__(self) -> None:
         check_lamport(self.lamport)
@@ -187,6 +189,8 @@ class LogEntry:
 
     ``damaged`` is True when the stored row fails its digest (file damage): its
     ``content`` is then :data:`DAMAGED_CONTENT`, never the damaged bytes.
+    ``was_lost`` is True when it arrived after the protocol had declared it lost
+    (a UI marks it recovered, as it did when it came).
     """
 
     channel: str
@@ -198,6 +202,7 @@ class LogEntry:
     delivered_at: int | None
     received_at: int
     damaged: bool = False
+    was_lost: bool = False
 
     @property
     def cursor(self) -> Cursor:

@@ -22,6 +22,10 @@ repair, resends and the store client need (the envelope and the causal
 history) lives in ``recent``, a bounded window of each channel's newest
 messages (plus our own messages not yet acknowledged, ``pinned``), pruned as
 new ones arrive (:func:`storage.batch.prune_recent`).
+
+Version 3: ``messages.was_lost`` (0 or 1) records that a message arrived after the
+protocol had declared it lost (``MessageDelivered.was_lost``), so a log read back
+after a restart shows it recovered as it was shown when it came.
 """
 
 from __future__ import annotations
@@ -195,8 +199,33 @@ def _migration_2(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE messages DROP COLUMN causal_history")
 
 
+def _migration_3(db: sqlite3.Connection) -> None:
+    """Version 3: ``messages.was_lost``, set when a message arrived after it had been
+    declared lost. Filled for the messages whose ``MessageDelivered`` event (its
+    detail says ``"was_lost":true``) is still in the event log; 0 for the others
+    (their events were exported and deleted: nothing else recorded it)."""
+    db.execute(
+        "ALTER TABLE messages ADD COLUMN "
+        "was_lost INTEGER NOT NULL DEFAULT 0 CHECK (was_lost IN (0, 1))"
+    )
+    # event details are compact JSON (storage.events._dumps): instr() spares the parse
+    # of every ordinary delivery; CASE keeps json_extract off a damaged detail
+    db.execute(
+        """
+        UPDATE messages SET was_lost = 1
+        WHERE (channel, message_id) IN (
+            SELECT channel, message_id FROM events
+            WHERE kind = 'MessageDelivered' AND channel IS NOT NULL
+              AND message_id IS NOT NULL
+              AND CASE WHEN instr(detail, '"was_lost":true') > 0 AND json_valid(detail)
+                       THEN json_extract(detail, '$.was_lost') END = 1
+        )
+        """
+    )
+
+
 #: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
-MIGRATIONS: tuple[Migration, ...] = (_migration_1, _migration_2)
+MIGRATIONS: tuple[Migration, ...] = (_migration_1, _migration_2, _migration_3)
 
 #: The version this sdschat writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -71,11 +71,12 @@ from .schema import DEFAULT_RECENT_WINDOW
 T = TypeVar("T")
 
 _LOG_COLUMNS = (
-    "channel, message_id, sender_id, lamport, content, state, delivered_at, received_at, digest"
+    "channel, message_id, sender_id, lamport, content, state, delivered_at, received_at, digest, "
+    "was_lost"
 )
 _FULL_COLUMNS = (
     "m.channel, m.message_id, m.sender_id, m.lamport, m.state, m.delivered_at, m.received_at, "
-    "m.content, m.retrieval_hint, m.digest, r.causal_history, r.envelope"
+    "m.content, m.retrieval_hint, m.digest, r.causal_history, r.envelope, m.was_lost"
 )
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ def log_entry(row: tuple[Any, ...]) -> LogEntry:
     text. A row whose state is not a valid state is damaged too.
     """
     content = bytes(row[4])
+    was_lost = row[9] == 1
     try:
         intact = row_intact(row[0], row[1], row[2], row[3], content, row[8])
         state = None if row[5] is None else OwnState(row[5])
@@ -117,6 +119,7 @@ def log_entry(row: tuple[Any, ...]) -> LogEntry:
             delivered_at=row[6] if isinstance(row[6], int) else None,
             received_at=row[7] if isinstance(row[7], int) else 0,
             damaged=True,
+            was_lost=was_lost,
         )
     return LogEntry(
         channel=row[0],
@@ -127,6 +130,7 @@ def log_entry(row: tuple[Any, ...]) -> LogEntry:
         state=state,
         delivered_at=row[6],
         received_at=row[7],
+        was_lost=was_lost,
     )
 
 
@@ -598,6 +602,7 @@ class Store:
                     retrieval_hint=r[8],
                     causal_history=decode_causal_history(r[10]) if intact else (),
                     envelope=r[11] if intact else None,
+                    was_lost=r[12] == 1,
                 )
             return out
 

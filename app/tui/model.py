@@ -743,6 +743,9 @@ class ChatModel:
             time_ms=time_ms,
             message_id=entry.message_id,
             own_state=(entry.state.value if entry.state is not None else "sent") if own else None,
+            # stored with it: marked after a restart as it was when it came
+            recovered=entry.was_lost,
+            after_lost=entry.was_lost,
         )
         row.mention = not own and not row.hidden and self.mentions(row.text)
         return row

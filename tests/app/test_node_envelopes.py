@@ -298,9 +298,12 @@ def test_a_history_of_unknown_ids_is_one_lost_report(tmp_path: Path) -> None:
 
 def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path) -> None:
     """Issue 15 defect 4: the node passes the core's flag on (``Delivered.was_lost``,
-    headless JSON ``"was_lost": true``) so the UI can mark the message recovered."""
+    headless JSON ``"was_lost": true``) so the UI can mark the message recovered; and
+    stores it with the message (``LogEntry.was_lost``), so it survives a restart."""
+    from app.chat_content import decode_content
     from app.node import wall_ms
     from app.node_events import event_to_json
+    from storage import Store
 
     async def main() -> None:
         hub = MemoryHub()
@@ -332,5 +335,11 @@ def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path
             assert event_to_json(b.delivered()[1])["was_lost"] is True
         finally:
             await b.node.close()
+        # stored with the message: a restarted node's log reads it back
+        async with await Store.open(tmp_path / "b") as store:
+            page = await store.page("general")
+            assert [(decode_content(e.content).text, e.was_lost) for e in page] == [
+                ("late", True), ("waits for it", False)
+            ]
 
     run(main())
