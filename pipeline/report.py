@@ -46,13 +46,14 @@ their clock offsets.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import re
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -311,6 +312,28 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -
 DETAIL_DIRS = ("missing", "causal_violations")
 
 
+class InterruptedAfterWriting(KeyboardInterrupt):
+    """Ctrl+C came while the finished report was being moved into place: the move
+    was completed first (a report directory is never left half-replaced)."""
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[list[int]]:
+    """SIGINT held for the block (main thread only); the list says whether one came."""
+    import signal
+    import threading
+
+    pending: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield pending
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def write_report(summary: dict[str, Any], out: str | Path) -> Path:
     """Write summary.json, report.html, the CSVs (top rows) and move the Parquet
     detail into ``out`` (all or nothing)."""
@@ -349,17 +372,22 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
         }
         (staging / "report.html").write_text(render_html(summary))
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-        out.mkdir(parents=True, exist_ok=True)
-        # summary.json last: its presence marks a complete report.
-        (out / "summary.json").unlink(missing_ok=True)
-        for name in DETAIL_DIRS:
-            shutil.rmtree(out / name, ignore_errors=True)
-            src = None if detail is None else local_path(f"{str(detail).rstrip('/')}/{name}")
-            if src is not None and src.is_dir():
-                shutil.move(str(src), str(out / name))
-        for name in ("missing.csv", "causal_violations.csv", "latency_by_receiver.csv",
-                     "runs.csv", "runs.parquet", "report.html", "summary.json"):
-            (staging / name).replace(out / name)
+        # the move into place is not interrupted half-way: a Ctrl+C waits for its end
+        with _sigint_deferred() as pending:
+            out.mkdir(parents=True, exist_ok=True)
+            # summary.json last: its presence marks a complete report.
+            (out / "summary.json").unlink(missing_ok=True)
+            for name in DETAIL_DIRS:
+                shutil.rmtree(out / name, ignore_errors=True)
+                src = None if detail is None else local_path(
+                    f"{str(detail).rstrip('/')}/{name}")
+                if src is not None and src.is_dir():
+                    shutil.move(str(src), str(out / name))
+            for name in ("missing.csv", "causal_violations.csv", "latency_by_receiver.csv",
+                         "runs.csv", "runs.parquet", "report.html", "summary.json"):
+                (staging / name).replace(out / name)
+        if pending:
+            raise InterruptedAfterWriting
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if detail is not None:
@@ -612,10 +640,12 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
             return 2
         finally:
             if own and spark is not None:
-                import contextlib
-
                 with contextlib.suppress(Exception):  # already failing or interrupted
                     spark.stop()
+    except InterruptedAfterWriting:
+        print(f"sdschat report: interrupted as the report was written; it is complete: "
+              f"{Path(args.out) / 'summary.json'}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("sdschat report: interrupted, nothing written", file=sys.stderr)
         return 130

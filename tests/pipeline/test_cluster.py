@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_helpers import report, simulate
+from pipeline_helpers import bench_module, report, simulate
 
 from app.sim import PartitionSpec
 from pipeline.spark import connect_missing, connect_server_command, spark_home
@@ -263,9 +263,13 @@ def test_unreachable_master_is_one_line_exit_2(run_dir: Path, tmp_path: Path) ->
     assert not (tmp_path / "r").exists()
 
 
-def test_ctrl_c_during_a_report_is_one_line_exit_130(run_dir: Path, tmp_path: Path) -> None:
+def test_ctrl_c_during_a_report_is_one_line_exit_130(tmp_path: Path) -> None:
+    # 1M synthetic events: about 27 s of report on local[1] (JVM up after 3-4 s), so
+    # the Ctrl+C at 12 s lands in the middle of the computation
+    data = tmp_path / "events"
+    bench_module().generate(data, 1_000_000, 200, 10)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "report", str(run_dir), "--out", str(tmp_path / "r"),
+        [sys.executable, "-m", "app.cli", "report", str(data), "--out", str(tmp_path / "r"),
          "--master", "local[1]", "--driver-memory", "512m"],
         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,

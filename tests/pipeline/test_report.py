@@ -295,3 +295,42 @@ def test_a_run_without_messages_is_neither_converged_nor_not(
     (line,) = [x for x in table.getvalue().splitlines() if x.startswith("run-") or "/sim" in x]
     assert line.split()[3] == "-", line
     assert "no messages" in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_ctrl_c_while_the_report_moves_into_place_waits_for_the_move(
+    spark: Any, clean_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGINT that lands while the finished report is moved into its directory does
+    not leave it half-replaced: the move completes, then InterruptedAfterWriting."""
+    import os
+    import signal
+
+    from pipeline.report import InterruptedAfterWriting, compute_report, write_report
+
+    out = tmp_path / "report"
+    write_report(compute_report(spark, [clean_run]), out)  # an older report to replace
+    old = (out / "summary.json").read_text()
+    summary = compute_report(spark, [clean_run])
+    real_replace = Path.replace
+    sent: list[str] = []
+
+    def replace_and_interrupt(self: Path, target: Any) -> Path:
+        if not sent:  # the first file moved: the SIGINT arrives mid-move
+            sent.append(self.name)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_replace(self, target)
+
+    handler = signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(Path, "replace", replace_and_interrupt)
+    with pytest.raises(InterruptedAfterWriting):
+        write_report(summary, out)
+    monkeypatch.undo()
+    assert sent == ["missing.csv"]
+    assert signal.getsignal(signal.SIGINT) is handler  # restored
+    new = json.loads((out / "summary.json").read_text())
+    assert new["channels"] == json.loads(old)["channels"]
+    assert (out / "summary.json").read_text() != old  # written again, not left
+    for name in ("missing.csv", "causal_violations.csv", "latency_by_receiver.csv",
+                 "runs.csv", "runs.parquet", "report.html"):
+        assert (out / name).exists(), name
+    assert not list(tmp_path.glob(".report.report-partial-*"))
