@@ -9,7 +9,7 @@ Run with that version's ``storage`` and ``sds`` importable, outside this tree::
 state, and the node's event log as schema-3 nodes wrote it: one ``MessageDelivered``
 row per message of the others; messages 7 and 21 arrived after the core had declared
 them lost (``MessageLost`` rows, ``was_lost`` in the stored message and in the
-delivery's detail), and messages 8 and 22, which had waited for them, were delivered
+delivery's detail), and messages 9 and 22, which had waited for them, were delivered
 with ``missing_before`` 1; a ``MessagesMissing`` row (message 13 waiting) names
 messages 10 and 11 before their delivery (they arrived late), and one written after
 message 3's delivery names it (the node had it in storage: not late).
@@ -26,7 +26,7 @@ from storage import Identity, OwnState, Store, StoredMessage
 from storage.events import event_row
 
 LATE = (7, 21)
-AFTER_LOST = {8: 1, 22: 1}
+WAITED = {7: 9, 21: 22}  # lost -> the message delivered without it
 NAMED = (10, 11)
 NAMED_AFTER = 3
 
@@ -72,10 +72,10 @@ async def main(d: Path) -> None:
         if own:
             continue
         if i in LATE:
-            events.append(event_row(MessageLost("general", mid(i), (mid(i + 1),)), 2500 + i))
+            events.append(event_row(MessageLost("general", mid(i), (mid(WAITED[i]),)), 2500 + i))
         delivered = MessageDelivered(
             "general", m.message_id, m.sender_id, m.lamport, m.content, i,
-            m.causal_history, m.retrieval_hint, m.envelope or b"", AFTER_LOST.get(i, 0),
+            m.causal_history, m.retrieval_hint, m.envelope or b"", int(i in WAITED.values()),
             i in LATE,
         )
         events.append(event_row(delivered, 3000 + i))
