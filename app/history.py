@@ -9,7 +9,8 @@ With ``--json`` each line is one object::
 
     {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
-     "digest": "…", "conflict": false, "was_lost": false}
+     "digest": "…", "conflict": false, "was_lost": false, "recovered": false,
+     "missing_before": 0}
 
 The log is shown *folded* (:mod:`app.history_fold`, ``docs/content.md``): reactions,
 edits, deletions and file segments are not lines of their own but change the line they
@@ -31,7 +32,13 @@ another message under the same id that differed in author or content (a
 ``MessageConflict`` in its event log): the line shows the one it kept. ``was_lost`` is
 true when the message arrived after the protocol had declared it lost (stored with
 it, so it reads the same after a restart); a human-readable line then ends with
-``↺ recovered after it was reported lost``, as the TUI marks it.
+``↺ recovered after it was reported lost``, as the TUI marks it. ``recovered`` is true
+when it arrived late (named missing before it came, declared lost, or older than a
+message of its author that came first): the line ends with ``↺ recovered``.
+``missing_before`` counts the messages declared lost before it was delivered (its
+causal dependencies that never came): a human-readable listing says ``✗ N messages
+lost`` on a line of its own above it, as the TUI does. All three are stored with the
+message by the participant that received it (``docs/chat.md``).
 
 The command reads the database file read-only (SQLite WAL allows a reader
 beside the writer), without the data-dir lock, so participants can be compared
@@ -65,11 +72,21 @@ from storage import (
 from storage.database import translate_error
 from storage.store import log_entry
 
-__all__ = ["RECOVERED_MARK", "LogLine", "log_line", "print_history", "read_history"]
+__all__ = [
+    "LATE_MARK",
+    "RECOVERED_MARK",
+    "LogLine",
+    "log_line",
+    "lost_line",
+    "print_history",
+    "read_history",
+]
 
 #: What follows a message that arrived after the protocol had declared it lost (the
 #: TUI's mark for it, ``app/tui/render.py``).
 RECOVERED_MARK = "↺ recovered after it was reported lost"
+#: What follows any other message that arrived late (``LogLine.recovered``).
+LATE_MARK = "↺ recovered"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +105,8 @@ class LogLine:
     conflict: bool = False
     content: bytes = b""  # the stored content bytes (what fold_lines folds)
     was_lost: bool = False
+    recovered: bool = False
+    missing_before: int = 0
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -103,6 +122,8 @@ class LogLine:
             "digest": self.digest,
             "conflict": self.conflict,
             "was_lost": self.was_lost,
+            "recovered": self.recovered,
+            "missing_before": self.missing_before,
         }
 
 
@@ -122,7 +143,15 @@ def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLi
         lamport=entry.lamport,
         state=None if entry.state is None else entry.state.value,
         was_lost=entry.was_lost,
+        recovered=entry.recovered or entry.was_lost,
+        missing_before=entry.missing_before,
     )
+
+
+def lost_line(n: int) -> str:
+    """What stands above a message delivered after ``n`` of its dependencies were
+    declared lost (the TUI's line, ``app/tui/render.py``)."""
+    return f"✗ {n} message{'' if n == 1 else 's'} lost"
 
 
 async def _read_with_store(data_dir: Path, channel: str) -> list[LogLine]:
@@ -140,7 +169,7 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
         raise LookupError(f"channel {channel!r} was never joined in {where}")
     for row in db.execute(
         "SELECT channel, message_id, sender_id, lamport, content, state, delivered_at, "
-        "received_at, digest, was_lost FROM messages WHERE channel = ? "
+        "received_at, digest, was_lost, recovered, missing_before FROM messages WHERE channel = ? "
         "ORDER BY lamport, message_id",
         (channel,),
     ):
@@ -231,7 +260,9 @@ def print_history(
     A line reads ``2026-11-24 13:31:05  1a2b3c4d  <alice> hello  [acknowledged]``: the
     author's send time (the SDS Lamport timestamp, wall-clock ms) in ``tz`` (default:
     local time), the sender id's first 8 characters, the text, :data:`RECOVERED_MARK`
-    for a message that arrived after it was declared lost, an own message's state.
+    for a message that arrived after it was declared lost (:data:`LATE_MARK` for one
+    that arrived late otherwise), an own message's state. A message delivered after
+    lost ones has :func:`lost_line` above it, under its text's column.
     ``--json`` keeps the Lamport timestamp as it is."""
     out = out or sys.stdout
     try:
@@ -254,9 +285,15 @@ def print_history(
                 body = visible(line.text)
                 text = _human(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""
-                late = f"  {RECOVERED_MARK}" if line.was_lost else ""
+                late = (
+                    f"  {RECOVERED_MARK}" if line.was_lost
+                    else f"  {LATE_MARK}" if line.recovered else ""
+                )
                 when = _when(line.lamport, tz)
-                out.write(f"{when}  {line.sender_id[:8]}  {text}{late}{state}\n")
+                head = f"{when}  {line.sender_id[:8]}  "
+                if line.missing_before:
+                    out.write(" " * len(head) + lost_line(line.missing_before) + "\n")
+                out.write(f"{head}{text}{late}{state}\n")
         out.flush()
     except BrokenPipeError:
         # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point

@@ -55,6 +55,8 @@ def fold_lines(lines: list[LogLine]) -> list[LogLine]:
                 conflict=line.conflict,
                 content=line.content,
                 was_lost=line.was_lost,
+                recovered=line.recovered,
+                missing_before=line.missing_before,
                 item=item,
             )
         )

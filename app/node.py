@@ -92,6 +92,7 @@ from typing import Any, TypeVar
 import sds
 from app.chat_content import KINDS, decode_content, encode_content
 from app.history import LogLine, log_line
+from app.late_arrivals import LateArrivals
 from app.node_events import (
     CatchUp,
     ChannelJoined,
@@ -405,6 +406,10 @@ _NOT_FATAL_DROPS = frozenset(
     }
 )
 
+#: Stored messages read at join to seed the late-arrival rule (the TUI's first page).
+_SEED_PAGE = 200
+
+
 def _coalesce_lost(events: list[NodeEvent]) -> list[NodeEvent]:
     """One :class:`Lost` per channel per round, at the place of its first one, listing
     every id given up in the round (the core reports them one by one)."""
@@ -517,6 +522,7 @@ class Node:
         # typed content (app.content) of own unacknowledged messages: resent as is
         self._own_typed: dict[tuple[str, str], bytes] = {}
         self._failed: list[tuple[str, str, bytes]] = []
+        self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -1401,13 +1407,19 @@ class Node:
             ids = tuple(e.message_id for e in ev.missing)
             if self.store_sync is not None:
                 self.store_sync.note_missing(ch, ev.missing)
+            self._late.named_missing(ch, ids)
             if ids:
                 out.missing.setdefault(ch, set()).update(ids)
                 preview = self._waiting_preview(ch, ev.message_id, out)
+                if preview:
+                    preview["recovered"] = self._late.arrived_waiting(
+                        ch, ev.message_id, ev.sender_id, preview["lamport"]
+                    )
                 out.events.append(
                     Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
                 )
         elif isinstance(ev, sds.MessageLost):
+            self._late.named_missing(ch, (ev.message_id,))
             out.events.append(Lost(ch, ev.message_id, ev.waiting, (ev.message_id,)))
             self.counters["lost"] += 1
         elif isinstance(ev, sds.SyncReceived):
@@ -1520,6 +1532,7 @@ class Node:
             env = self._waiting_envelopes.pop((ch, hint), None)
         if env is not None:
             self._remember_envelope(ch, mid, env)
+        late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
         out.batch.insert_message(
             StoredMessage(
                 channel=ch,
@@ -1532,6 +1545,8 @@ class Node:
                 envelope=env,
                 delivered_at=self._now(),
                 was_lost=ev.was_lost,
+                recovered=late,  # stored: marked after a restart as it is now
+                missing_before=ev.missing_before,
             )
         )
         content = decode_content(ev.content)
@@ -1547,6 +1562,7 @@ class Node:
             ev.position,
             ev.missing_before,
             ev.was_lost,
+            recovered=late,
         )
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
@@ -1859,6 +1875,9 @@ class Node:
                     },
                 )
             )
+        # the newest stored lines: an older message of their authors coming now is late
+        newest = await self.store.page(name, limit=_SEED_PAGE)
+        self._late.seed(name, ((e.sender_id, e.lamport) for e in newest))
         info = ChannelInfo(name, key, key.is_public, key.topic)
         self._channels[name] = info
         self._by_topic[key.topic] = name
@@ -1903,6 +1922,7 @@ class Node:
         self._participant.leave(channel)
         await self._round_now()  # events the channel still had
         del self._channels[channel]
+        self._late.forget(channel)
         await self.store.leave_channel(channel)
         await self.transport.unsubscribe([info.topic])
         for key in [k for k in self._own_state if k[0] == channel]:

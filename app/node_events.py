@@ -108,6 +108,9 @@ class Delivered:
     ``missing_before`` counts dependencies given up as lost before it;
     ``was_lost`` is true when this message itself had been reported lost
     (a ``lost`` event) and arrived afterwards: show it as recovered.
+    ``recovered`` is true when it arrived late (named missing before it came, lost,
+    or older than a message of its author that came first: ``app/late_arrivals.py``);
+    the node stores it with the message, so a log read back marks it the same.
     ``name`` is the author's claimed display name (``None`` for foreign
     content); ``sender_id`` is the authenticated author.
     """
@@ -122,6 +125,7 @@ class Delivered:
     position: int
     missing_before: int = 0
     was_lost: bool = False
+    recovered: bool = False
     ts: float = field(default_factory=_now_s)
 
 
@@ -154,7 +158,8 @@ class Missing:
 
     When ``waiting`` is a content message that has just arrived, ``lamport``,
     ``name``, ``kind`` and ``text`` describe it (a UI shows it at once, marked
-    as waiting); they are ``None`` for sync messages and reminders.
+    as waiting); they are ``None`` for sync messages and reminders. ``recovered``: that
+    message arrived late (``app/late_arrivals.py``; false without a preview).
     """
 
     channel: str
@@ -166,6 +171,7 @@ class Missing:
     name: str | None = None
     kind: str | None = None
     text: str | None = None
+    recovered: bool = False
     ts: float = field(default_factory=_now_s)
 
 

@@ -84,10 +84,10 @@ from .schema import DEFAULT_RECENT_WINDOW, PINNED_STATES
 
 MESSAGE_COLUMNS = (
     "channel, message_id, sender_id, lamport, state, delivered_at, received_at, "
-    "content, retrieval_hint, digest, was_lost"
+    "content, retrieval_hint, digest, was_lost, recovered, missing_before"
 )
 _INSERT_MESSAGE = (
-    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _INSERT_RECENT = (
     "INSERT OR REPLACE INTO recent (channel, message_id, pinned, causal_history, envelope) "
@@ -359,6 +359,8 @@ def _insert_messages(
                 m.retrieval_hint,
                 message_digest(m.channel, m.message_id, m.sender_id, m.lamport, content),
                 int(m.was_lost),
+                int(m.recovered or m.was_lost),
+                m.missing_before,
             )
         )
         recent.append(

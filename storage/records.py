@@ -157,6 +157,10 @@ class StoredMessage:
     commit's wall-clock time when ``None``. ``envelope`` is the exact bytes
     sent or received (for repair and store-peer service). ``was_lost``: it arrived
     after the protocol had declared it lost (``MessageDelivered.was_lost``).
+    ``recovered``: it arrived late (named missing before it came, declared lost, or
+    older than a message of its author that came first; ``app/late_arrivals.py``).
+    ``missing_before``: dependencies declared lost before it was delivered
+    (``MessageDelivered.missing_before``, 0 or more).
     """
 
     channel: str
@@ -171,9 +175,13 @@ class StoredMessage:
     delivered_at: int | None = None
     received_at: int | None = None
     was_lost: bool = False
+    recovered: bool = False
+    missing_before: int = 0
 
     def __post_init__(self) -> None:
         check_lamport(self.lamport)
+        if not isinstance(self.missing_before, int) or self.missing_before < 0:
+            raise ValueError(f"missing_before must be an int >= 0, not {self.missing_before!r}")
         if self.state is not None and not isinstance(self.state, OwnState):
             object.__setattr__(self, "state", OwnState(self.state))
 
@@ -190,7 +198,9 @@ class LogEntry:
     ``damaged`` is True when the stored row fails its digest (file damage): its
     ``content`` is then :data:`DAMAGED_CONTENT`, never the damaged bytes.
     ``was_lost`` is True when it arrived after the protocol had declared it lost
-    (a UI marks it recovered, as it did when it came).
+    (a UI marks it recovered, as it did when it came); ``recovered`` when it arrived
+    late (``↺ recovered``; also true when ``was_lost``); ``missing_before`` counts
+    the dependencies declared lost before it (a UI says "N messages lost" above it).
     """
 
     channel: str
@@ -203,6 +213,8 @@ class LogEntry:
     received_at: int
     damaged: bool = False
     was_lost: bool = False
+    recovered: bool = False
+    missing_before: int = 0
 
     @property
     def cursor(self) -> Cursor:

@@ -26,6 +26,11 @@ new ones arrive (:func:`storage.batch.prune_recent`).
 Version 3: ``messages.was_lost`` (0 or 1) records that a message arrived after the
 protocol had declared it lost (``MessageDelivered.was_lost``), so a log read back
 after a restart shows it recovered as it was shown when it came.
+
+Version 4: ``messages.recovered`` (0 or 1: it arrived late, the ``↺ recovered`` mark,
+decided by the node as it stores the message) and ``messages.missing_before`` (the
+dependencies declared lost before it, ``MessageDelivered.missing_before``: the "✗ N
+messages lost" line above it), so both read the same after a restart.
 """
 
 from __future__ import annotations
@@ -224,8 +229,77 @@ def _migration_3(db: sqlite3.Connection) -> None:
     )
 
 
+def _migration_4(db: sqlite3.Connection) -> None:
+    """Version 4: ``messages.recovered`` (it arrived late) and ``messages.missing_before``
+    (dependencies declared lost before it). Filled from what is still in the event log:
+    ``missing_before`` from each ``MessageDelivered`` detail; ``recovered`` for every
+    ``was_lost`` message and for a message that a ``MessagesMissing`` event named at or
+    before its ``MessageDelivered`` event (one named after it had been delivered was in
+    storage, not late). The rule's third case, older than a message of its author that
+    came first, was never recorded: those, and messages whose events were exported and
+    deleted, keep 0."""
+    db.execute(
+        "ALTER TABLE messages ADD COLUMN "
+        "recovered INTEGER NOT NULL DEFAULT 0 CHECK (recovered IN (0, 1))"
+    )
+    db.execute(
+        "ALTER TABLE messages ADD COLUMN "
+        "missing_before INTEGER NOT NULL DEFAULT 0 CHECK (missing_before >= 0)"
+    )
+    db.execute("UPDATE messages SET recovered = 1 WHERE was_lost = 1")
+    # compact JSON (storage.events._dumps): instr() spares the parse of every ordinary
+    # delivery ("missing_before":0); CASE keeps json_extract off a damaged detail
+    db.execute(
+        """
+        WITH counted AS MATERIALIZED (
+            SELECT channel, message_id, MAX(n) AS n FROM (
+                SELECT channel, message_id,
+                       CASE WHEN instr(detail, '"missing_before":') > 0
+                                 AND instr(detail, '"missing_before":0,') = 0
+                                 AND instr(detail, '"missing_before":0}') = 0
+                                 AND json_valid(detail)
+                            THEN json_extract(detail, '$.missing_before') END AS n
+                FROM events
+                WHERE kind = 'MessageDelivered' AND channel IS NOT NULL
+                  AND message_id IS NOT NULL
+            )
+            WHERE typeof(n) = 'integer' AND n > 0
+            GROUP BY channel, message_id
+        )
+        UPDATE messages SET missing_before = counted.n
+        FROM counted
+        WHERE messages.channel = counted.channel AND messages.message_id = counted.message_id
+        """
+    )
+    db.execute(
+        """
+        WITH named AS MATERIALIZED (
+            SELECT e.channel AS channel, json_extract(j.value, '$.message_id') AS message_id,
+                   MIN(e.wall_ms) AS at
+            FROM events e,
+                 json_each(CASE WHEN json_valid(e.detail) THEN e.detail ELSE '{}' END,
+                           '$.missing') j
+            WHERE e.kind = 'MessagesMissing' AND e.channel IS NOT NULL AND j.type = 'object'
+            GROUP BY 1, 2
+        ),
+        delivered AS MATERIALIZED (
+            SELECT channel, message_id, MAX(wall_ms) AS at FROM events
+            WHERE kind = 'MessageDelivered' AND channel IS NOT NULL
+              AND message_id IS NOT NULL
+            GROUP BY channel, message_id
+        )
+        UPDATE messages SET recovered = 1
+        WHERE recovered = 0 AND (channel, message_id) IN (
+            SELECT n.channel, n.message_id FROM named n
+            JOIN delivered d ON d.channel = n.channel AND d.message_id = n.message_id
+            WHERE n.at <= d.at
+        )
+        """
+    )
+
+
 #: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
-MIGRATIONS: tuple[Migration, ...] = (_migration_1, _migration_2, _migration_3)
+MIGRATIONS: tuple[Migration, ...] = (_migration_1, _migration_2, _migration_3, _migration_4)
 
 #: The version this sdschat writes.
 SCHEMA_VERSION = len(MIGRATIONS)

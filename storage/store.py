@@ -72,11 +72,12 @@ T = TypeVar("T")
 
 _LOG_COLUMNS = (
     "channel, message_id, sender_id, lamport, content, state, delivered_at, received_at, digest, "
-    "was_lost"
+    "was_lost, recovered, missing_before"
 )
 _FULL_COLUMNS = (
     "m.channel, m.message_id, m.sender_id, m.lamport, m.state, m.delivered_at, m.received_at, "
-    "m.content, m.retrieval_hint, m.digest, r.causal_history, r.envelope, m.was_lost"
+    "m.content, m.retrieval_hint, m.digest, r.causal_history, r.envelope, m.was_lost, "
+    "m.recovered, m.missing_before"
 )
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ def log_entry(row: tuple[Any, ...]) -> LogEntry:
     """
     content = bytes(row[4])
     was_lost = row[9] == 1
+    recovered, missing_before = row[10] == 1, _count(row[11])
     try:
         intact = row_intact(row[0], row[1], row[2], row[3], content, row[8])
         state = None if row[5] is None else OwnState(row[5])
@@ -120,6 +122,8 @@ def log_entry(row: tuple[Any, ...]) -> LogEntry:
             received_at=row[7] if isinstance(row[7], int) else 0,
             damaged=True,
             was_lost=was_lost,
+            recovered=recovered,
+            missing_before=missing_before,
         )
     return LogEntry(
         channel=row[0],
@@ -131,7 +135,14 @@ def log_entry(row: tuple[Any, ...]) -> LogEntry:
         delivered_at=row[6],
         received_at=row[7],
         was_lost=was_lost,
+        recovered=recovered,
+        missing_before=missing_before,
     )
+
+
+def _count(value: object) -> int:
+    """A stored count (``missing_before``): 0 for anything but an int >= 0 (damage)."""
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 _log_entry = log_entry
@@ -603,6 +614,8 @@ class Store:
                     causal_history=decode_causal_history(r[10]) if intact else (),
                     envelope=r[11] if intact else None,
                     was_lost=r[12] == 1,
+                    recovered=r[13] == 1,
+                    missing_before=_count(r[14]),
                 )
             return out
 

@@ -147,11 +147,14 @@ class Row:
     """Those of ``waiting_for`` that arrived and wait themselves (shown, dimmed): not
     missing any more, but not delivered yet."""
     lost: int = 0
-    """Dependencies given up as lost before it."""
+    """Dependencies given up as lost before it (at delivery ``Delivered.missing_before``,
+    stored with the message: ``LogEntry.missing_before``)."""
     recovered: bool = False
     """It arrived late: after it was reported missing (by any later message, a sync
     message or a reminder), or after a later message of its author (repair, resend,
-    sync or the store filled the gap)."""
+    sync or the store filled the gap). The node decides it (``app/late_arrivals.py``:
+    ``Delivered.recovered``, ``Missing.recovered``) and stores it with the message
+    (``LogEntry.recovered``), so a row read back from SQLite is marked the same."""
     after_lost: bool = False
     """It arrived after the protocol had reported it lost."""
     disputed: str | None = None
@@ -282,13 +285,6 @@ class ChannelView:
     """Changes whenever rows are added, removed or re-keyed."""
     by_id: dict[str, Row] = field(default_factory=dict)
     """message id -> row, for the rows in the window."""
-    reported: dict[str, bool] = field(default_factory=dict)
-    """Ids reported missing (True: then given up as lost) that have not arrived, whatever
-    reported them (a content message shown or not, a sync message, a reminder); oldest
-    first, at most :data:`MAX_REPORTED`. Their arrival is marked recovered."""
-    latest: dict[str, int] = field(default_factory=dict)
-    """sender id -> highest Lamport timestamp of theirs seen here: an older message of
-    theirs arriving after it is late (recovered), even if nothing named it missing."""
     hide_events: bool = False
     """Join, leave and nick lines are hidden (F4)."""
     topic: str = ""
@@ -421,21 +417,6 @@ class ChannelView:
                     reply.quote = quote_of(row)
                     reply.touch()
 
-    def note_sender(self, row: Row) -> None:
-        """Remember ``row``'s author's newest Lamport timestamp (see :attr:`latest`)."""
-        lamport = row.key[0]
-        newer = lamport > self.latest.get(row.sender_id, -1)
-        if row.message_id is not None and not row.own and lamport < PENDING_LAMPORT and newer:
-            self.latest[row.sender_id] = lamport
-
-    def report_missing(self, ids: Iterable[str], *, lost: bool = False) -> None:
-        reported = self.reported
-        for mid in ids:
-            if mid not in self.by_id:
-                reported[mid] = lost or reported.get(mid, False)
-        while len(reported) > MAX_REPORTED:
-            del reported[next(iter(reported))]
-
     # ------------------------------------------------------------------ lookup
 
     def index_of(self, key: Key) -> int | None:
@@ -526,7 +507,6 @@ class ChannelView:
         self.keys = [r.key for r in self.rows]
         self._reindex()
         for r in self.rows:
-            self.note_sender(r)
             self._adopt(r)
         self.at_tail = at_tail
         self.more_before = more_before
@@ -744,7 +724,8 @@ class ChatModel:
             message_id=entry.message_id,
             own_state=(entry.state.value if entry.state is not None else "sent") if own else None,
             # stored with it: marked after a restart as it was when it came
-            recovered=entry.was_lost,
+            lost=entry.missing_before,
+            recovered=entry.recovered or entry.was_lost,
             after_lost=entry.was_lost,
         )
         row.mention = not own and not row.hidden and self.mentions(row.text)
@@ -800,20 +781,10 @@ class ChatModel:
                 ch.channels.add(ev.channel)  # a file line's progress moved
             view.recheck_files(ev.text)  # stored now: a complete file can be checked
         key = (ev.lamport, ev.message_id)
-        # late: reported missing (by whatever), or older than a message of its author
-        # already seen (nothing had named it yet: the end of a burst, found by a resend)
-        # (a line shown while it waited was judged by order when it arrived, not now)
-        was_lost = view.reported.pop(ev.message_id, None)
-        if ev.was_lost:  # the core reported this very message lost before it came
-            was_lost = True
-        arrives_now = view.find_message(ev.message_id) is None
-        recovered = (
-            ev.message_id in view.missing
-            or was_lost is not None
-            or (arrives_now and ev.lamport < view.latest.get(ev.sender_id, -1))
-        ) and ev.sender_id != self.sender_id
-        if ev.sender_id != self.sender_id and ev.lamport > view.latest.get(ev.sender_id, -1):
-            view.latest[ev.sender_id] = ev.lamport
+        # late or not, the node decided (app/late_arrivals.py) and stored it: a row read
+        # back after a restart is marked the same
+        was_lost = ev.was_lost  # the core reported this very message lost before it came
+        recovered = (ev.recovered or was_lost) and ev.sender_id != self.sender_id
         waiters = view.missing.pop(ev.message_id, set())
         for wid in waiters:
             w = view.find_message(wid)
@@ -832,9 +803,9 @@ class ChatModel:
                             del view.missing[dep]
                 row.waiting_for = set()
                 row.arrived = set()
-            row.lost = max(row.lost, ev.missing_before)
+            row.lost = ev.missing_before  # exact now, and as stored
             row.recovered = row.recovered or recovered  # shown while waiting: marked alike
-            row.after_lost = row.after_lost or bool(was_lost)
+            row.after_lost = row.after_lost or was_lost
             row.set_content(ev.name, ev.kind, ev.text)
             if row.key != key:
                 view.rekey(row, key)
@@ -867,7 +838,7 @@ class ChatModel:
                     message_id=ev.message_id,
                     lost=ev.missing_before,
                     recovered=recovered,
-                    after_lost=bool(was_lost),
+                    after_lost=was_lost,
                     mention=mention,
                 )
             )
@@ -948,9 +919,6 @@ class ChatModel:
         if view is None:
             return
         ch.status = True
-        # whatever named them (a content message, a sync message, a reminder): when
-        # they arrive they are marked recovered, all of them alike
-        view.report_missing(ev.ids)
         arrived = ev.kind == "segment" and ev.text is not None
         if arrived and view.note_segment(ev.sender_id, ev.text or ""):  # waits its turn
             ch.channels.add(ev.channel)
@@ -980,13 +948,9 @@ class ChatModel:
                 time_ms=now_ms,
                 message_id=ev.waiting,
                 mention=self.mentions(ev.text),
-                # late as it arrives: reported missing, or older than a line of its author
-                recovered=ev.waiting in view.missing
-                or ev.waiting in view.reported
-                or ev.lamport < view.latest.get(ev.sender_id, -1),
+                recovered=ev.recovered,  # late as it arrives: the node judged it
             )
             view.insert(row)
-            view.note_sender(row)
             if ev.channel != self.current:
                 view.unread += 1
                 ch.channel_list = True
@@ -1018,7 +982,6 @@ class ChatModel:
         ids = ev.message_ids or (ev.message_id,)
         for mid in ids:
             view.missing.pop(mid, None)
-        view.report_missing(ids, lost=True)  # if one turns up after all: marked
         for wid in ev.waiting:
             row = view.find_message(wid)
             if row is None:

@@ -330,16 +330,18 @@ def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path
             assert [e for e in b.events if type(e).__name__ == "Lost"]
             await b.node._on_envelope(late_env)
             await wait_until(lambda: b.texts() == ["waits for it", "late"], 10, "late one")
-            flags = [(d.text, d.was_lost) for d in b.delivered()]
-            assert flags == [("waits for it", False), ("late", True)]
+            flags = [(d.text, d.was_lost, d.recovered, d.missing_before) for d in b.delivered()]
+            assert flags == [("waits for it", False, False, 1), ("late", True, True, 0)]
             assert event_to_json(b.delivered()[1])["was_lost"] is True
+            assert event_to_json(b.delivered()[1])["recovered"] is True
         finally:
             await b.node.close()
         # stored with the message: a restarted node's log reads it back
         async with await Store.open(tmp_path / "b") as store:
             page = await store.page("general")
-            assert [(decode_content(e.content).text, e.was_lost) for e in page] == [
-                ("late", True), ("waits for it", False)
-            ]
+            assert [
+                (decode_content(e.content).text, e.was_lost, e.recovered, e.missing_before)
+                for e in page
+            ] == [("late", True, True, 0), ("waits for it", False, False, 1)]
 
     run(main())

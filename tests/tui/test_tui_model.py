@@ -18,8 +18,17 @@ def model() -> ChatModel:
     return m
 
 
-def delivered(mid: str, lamport: int, text: str = "", channel: str = "general", lost: int = 0):  # type: ignore[no-untyped-def]
-    return Delivered(channel, mid, BOB, "bob", "msg", text or mid, lamport, 0, lost)
+def delivered(
+    mid: str,
+    lamport: int,
+    text: str = "",
+    channel: str = "general",
+    lost: int = 0,
+    recovered: bool = False,
+) -> Delivered:
+    return Delivered(
+        channel, mid, BOB, "bob", "msg", text or mid, lamport, 0, lost, recovered=recovered
+    )
 
 
 def texts(m: ChatModel, channel: str = "general") -> list[str]:
@@ -42,10 +51,11 @@ def test_waiting_message_then_dependencies_in_causal_order() -> None:
     view = m.channels["general"]
     row = view.find_message("m4")
     assert row is not None and row.waiting_for == {"m2", "m3"}
-    m.apply(delivered("m3", 3), 0)
+    m.apply(delivered("m3", 3, recovered=True), 0)  # late: the node says so
     assert row.waiting_for == {"m2"}
     assert view.find_message("m3").recovered  # type: ignore[union-attr]
-    m.apply(delivered("m2", 2), 0)
+    assert not view.find_message("m1").recovered  # type: ignore[union-attr]
+    m.apply(delivered("m2", 2, recovered=True), 0)
     m.apply(delivered("m4", 4, "four"), 0)
     assert not row.waiting and row.lost == 0
     assert texts(m) == ["m1", "m2", "m3", "four"]

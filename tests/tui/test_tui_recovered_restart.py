@@ -84,8 +84,13 @@ async def test_the_recovered_mark_reads_the_same_after_a_restart(tmp_path: Path)
     out = io.StringIO()
     assert print_history(data_dir, "general", as_json=False, out=out) == 0
     lines = out.getvalue().splitlines()
-    assert [ln.endswith(MARK) for ln in lines] == [True, False]  # SDS order: late one first
+    # SDS order: late one first; "it waited" was delivered without it: the line above
+    assert [ln.endswith(MARK) for ln in lines] == [True, False, False]
+    assert lines[1].strip() == "✗ 1 message lost" and "it waited" in lines[2]
     out = io.StringIO()
     assert print_history(data_dir, "general", as_json=True, out=out) == 0
-    flags = [(o["content"], o["was_lost"]) for o in map(json.loads, out.getvalue().splitlines())]
-    assert flags == [("the late one", True), ("it waited", False)]
+    flags = [
+        (o["content"], o["was_lost"], o["recovered"], o["missing_before"])
+        for o in map(json.loads, out.getvalue().splitlines())
+    ]
+    assert flags == [("the late one", True, True, 0), ("it waited", False, False, 1)]
