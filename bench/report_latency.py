@@ -49,13 +49,16 @@ def _env() -> dict[str, str]:
     return env
 
 
-def start_connect(log: Path, driver_memory: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``sdschat report-server`` on local[2]; returns (process, sc:// address)."""
+def start_connect(log: Path, driver_memory: str,
+                  conf: list[str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """``sdschat report-server`` on local[2] (``conf``: its KEY=VALUE settings);
+    returns (process, sc:// address)."""
     port = free_port()
     fh = log.open("wb")
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "sdschat"), "report-server", "--master", "local[2]",
-         "--port", str(port), "--driver-memory", driver_memory],
+         "--port", str(port), "--driver-memory", driver_memory,
+         *[arg for kv in conf or [] for arg in ("--conf", kv)]],
         cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

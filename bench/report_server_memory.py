@@ -65,6 +65,8 @@ def main() -> int:
     ap.add_argument("--reports", type=int, default=100)
     ap.add_argument("--every", type=int, default=10, help="print every N-th report")
     ap.add_argument("--driver-memory", default="2g")
+    ap.add_argument("--server-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the report server (repeatable)")
     ap.add_argument("--timeout", type=float, default=300, help="per report command")
     ap.add_argument("--max-minutes", type=float, default=30, help="stop after this long")
     args = ap.parse_args()
@@ -79,8 +81,10 @@ def main() -> int:
     try:
         data = base / "events"
         n = generate(data, args.rows, args.participants, args.history)
-        server, remote = start_connect(base / "server.log", args.driver_memory)
-        print(f"{n:,} rows; sdschat report-server --driver-memory {args.driver_memory} "
+        server, remote = start_connect(base / "server.log", args.driver_memory,
+                                       args.server_conf)
+        extra = "".join(f" --conf {kv}" for kv in args.server_conf)
+        print(f"{n:,} rows; sdschat report-server --driver-memory {args.driver_memory}{extra} "
               f"({remote}); server RSS at start {rss_mb(server.pid):,.0f} MB", flush=True)
         seen: set[str] = set()
         times: list[float] = []
