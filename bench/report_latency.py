@@ -71,6 +71,18 @@ def start_connect(log: Path, driver_memory: str,
     raise RuntimeError(f"Spark Connect server did not start:\n{log.read_text()[-2000:]}")
 
 
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the server started by :func:`start_connect` (its own process group), by PID."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
 def run_report(data: Path, out: Path, target: list[str], timeout: float) -> tuple[float, dict]:
     shutil.rmtree(out, ignore_errors=True)
     env = _env()
@@ -130,13 +142,8 @@ def main() -> int:
         print(f"summaries {'identical' if len(seen) == 1 else 'DIFFER'}", flush=True)
         return 0 if len(seen) == 1 else 1
     finally:
-        if server is not None and server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(10)
+        if server is not None:
+            stop_server(server)
         shutil.rmtree(base, ignore_errors=True)
 
 

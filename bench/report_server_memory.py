@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report_latency import comparable, run_report, start_connect
+from report_latency import comparable, run_report, start_connect, stop_server
 
 
 def rss_mb(pid: int) -> float:
@@ -118,13 +117,8 @@ def main() -> int:
         print(f"summaries {'identical' if len(seen) == 1 else 'DIFFER'}", flush=True)
         return 0 if len(seen) == 1 else 1
     finally:
-        if server is not None and server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(10)
+        if server is not None:
+            stop_server(server)
         shutil.rmtree(base, ignore_errors=True)
 
 
