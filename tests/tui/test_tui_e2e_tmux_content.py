@@ -196,6 +196,9 @@ def history(data_dir: Path) -> list[dict[str, Any]]:
     for row in rows:
         row.pop("position")  # the place in this node's log: arrival order
         row.pop("state")  # delivery state of own messages
+        # how the message arrived HERE (late, after a loss, after given-up dependencies)
+        for arrival in ("recovered", "was_lost", "missing_before"):
+            row.pop(arrival)
     return rows
 
 
