@@ -485,6 +485,19 @@ def resolve_target(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return master, None
 
 
+def _check_master(master: str, also: str = "") -> None:
+    """ReportError unless ``master`` is a Spark master; ``also`` lists more accepted forms."""
+    if not _MASTER.fullmatch(master):
+        raise ReportError(f"--master {master!r} is not a Spark master (local, local[N], "
+                          f"local[*], spark://HOST:PORT, yarn, k8s://...{also})")
+
+
+def _check_memory(flag: str, memory: str | None) -> None:
+    """ReportError unless ``memory`` (the value of ``--FLAG``, if given) is a JVM size."""
+    if memory is not None and not _MEMORY.fullmatch(memory):
+        raise ReportError(f"--{flag.replace('_', '-')} {memory!r} is not a size like 512m or 2g")
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse bad ``--out``/``--master``/``--remote``/``--driver-memory``/``--conf``/
     ``--shuffle-partitions`` before any work (Spark would fail later with a Java
@@ -498,16 +511,10 @@ def check_options(args: argparse.Namespace) -> None:
     if out_path.exists() and not out_path.is_dir():
         raise ReportError(f"--out {out_path} is a file, not a directory")
     master, remote = resolve_target(args)
-    if master not in (None, "", "submit") and not _MASTER.fullmatch(master):
-        raise ReportError(
-            f"--master {master!r} is not a Spark master (local, local[N], local[*], "
-            "spark://HOST:PORT, yarn, k8s://..., sc://HOST:PORT)"
-        )
+    if master not in (None, "", "submit"):
+        _check_master(master, ", sc://HOST:PORT")
     for flag in ("driver_memory", "executor_memory"):
-        memory = getattr(args, flag, None)
-        if memory is not None and not _MEMORY.fullmatch(memory):
-            raise ReportError(
-                f"--{flag.replace('_', '-')} {memory!r} is not a size like 512m or 2g")
+        _check_memory(flag, getattr(args, flag, None))
     if remote is not None and getattr(args, "driver_memory", None):
         raise ReportError("--driver-memory does not apply over Spark Connect (the server's "
                           "driver is already running)")
@@ -661,14 +668,8 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
 
 def check_server_options(args: argparse.Namespace) -> dict[str, str]:
     """``sdschat report-server``'s flags checked (ReportError); returns its ``--conf``."""
-    master = args.master
-    if master.startswith("sc://") or not _MASTER.fullmatch(master):
-        raise ReportError(
-            f"--master {master!r} is not a Spark master (local, local[N], local[*], "
-            "spark://HOST:PORT, yarn, k8s://...)")
-    if not _MEMORY.fullmatch(args.driver_memory):
-        raise ReportError(f"--driver-memory {args.driver_memory!r} is not a size like "
-                          "512m or 2g")
+    _check_master(args.master)
+    _check_memory("driver_memory", args.driver_memory)
     if not 1 <= args.port <= 65535:
         raise ReportError(f"--port {args.port} is not a port (1-65535)")
     return parse_conf(args.conf)

@@ -107,7 +107,7 @@ def local_conf(
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.adaptive.enabled": "true",
     }
-    if local or (master is not None and _loopback(master)):
+    if _loopback(master):
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
     if shuffle_partitions is not None:
@@ -170,7 +170,7 @@ def connect_server_command(
     partitions = local_shuffle_partitions(master)  # this machine's cores: the server's
     if partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(partitions)
-    if master.startswith("local") or _loopback(master):
+    if _loopback(master):
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
@@ -185,7 +185,13 @@ def connect_server_command(
     return [*argv, "spark-internal"], env
 
 
-def _loopback(master: str) -> bool:
+def _loopback(master: str | None) -> bool:
+    """Whether a driver for ``master`` binds to 127.0.0.1: a local master, or a
+    cluster master on the loopback address."""
+    if master is None:
+        return False
+    if master.startswith("local"):
+        return True
     host = urlparse(master.split(",")[0]).hostname or ""
     return host in ("127.0.0.1", "localhost", "::1")
 
@@ -236,9 +242,7 @@ def make_session(
             session.conf.set(k, v)
         return session
 
-    local = master is not None and master.startswith("local")
-    loopback = local or (master is not None and _loopback(master))
-    if loopback:
+    if _loopback(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
