@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -12,17 +10,12 @@ import pyarrow.parquet as pq
 
 from app.sim import SimSpec, run_sim
 from pipeline.report import compute_report, write_report
+from tests.procs import load_bench
 
 
 def bench_module() -> ModuleType:
     """bench/pipeline_report.py (its synthetic event-log generator, ``generate``)."""
-    path = Path(__file__).resolve().parents[2] / "bench" / "pipeline_report.py"
-    spec = importlib.util.spec_from_file_location("pipeline_report_bench", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["pipeline_report_bench"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("pipeline_report")
 
 
 def simulate(tmp: Path, name: str, **spec: Any) -> Path:

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.procs import load_bench
 
 
 def _study() -> ModuleType:
-    path = ROOT / "bench" / "profile_study.py"
-    spec = importlib.util.spec_from_file_location("profile_study", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["profile_study"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("profile_study")
 
 
 def test_default_profile_sends_fewer_bytes_and_converges_where_waku_does(tmp_path: Path) -> None:
