@@ -66,7 +66,7 @@ MAX_WINDOW = 1200
 """Most rows a channel's window holds; the far end is dropped (and paged in again)."""
 
 MAX_REPORTED = 10_000
-"""Most ids per channel remembered as reported missing (to mark them when they arrive)."""
+"""Most disputed ids per channel remembered (to mark their rows when they are shown)."""
 
 PENDING_LAMPORT = 2**63 - 1
 """Sort key of own lines the core has not logged yet: after everything."""
