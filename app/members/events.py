@@ -1,0 +1,199 @@
+"""The control messages of a members channel on the wire: framing, encoding, decoding.
+
+A control message is an SDS content message whose content bytes are
+:data:`CONTROL_MAGIC` followed by a serialised ``Control`` (``members.proto``):
+a membership event (create, add, remove, set role, share key) or a key share.
+The author of a control message is the envelope's authenticated sender; the
+bytes claim no author of their own.
+
+:func:`decode_control` never raises for bad bytes: it returns a
+:class:`BadControl` with a stable ``reason`` so that the roster can count it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from app.members import members_pb2 as pb
+from net.identity import PUBLIC_KEY_BYTES, sender_id_for
+
+__all__ = [
+    "CONTROL_MAGIC",
+    "CONTROL_VERSION",
+    "ROLE_ADMIN",
+    "ROLE_MEMBER",
+    "SHARE_KEY_BYTES",
+    "BadControl",
+    "MemberInfo",
+    "decode_control",
+    "encode_add",
+    "encode_create",
+    "encode_key_share",
+    "encode_remove",
+    "encode_set_role",
+    "encode_share_key",
+    "is_control",
+]
+
+CONTROL_MAGIC: Final = b"\xffSM\x01"
+"""First bytes of a control message's SDS content (0xFF never starts UTF-8 text)."""
+
+CONTROL_VERSION: Final = 1
+"""The ``Control.version`` this code writes and accepts."""
+
+SHARE_KEY_BYTES: Final = 32
+"""Length of an X25519 public key (the key shares are sealed to)."""
+
+ROLE_MEMBER: Final = "member"
+ROLE_ADMIN: Final = "admin"
+
+_ROLE_NAMES: Final[dict[int, str]] = {pb.ROLE_UNSPECIFIED: ROLE_MEMBER, pb.ROLE_MEMBER: ROLE_MEMBER,
+                      pb.ROLE_ADMIN: ROLE_ADMIN}  # fmt: skip
+_ROLE_VALUES: Final = {ROLE_MEMBER: pb.ROLE_MEMBER, ROLE_ADMIN: pb.ROLE_ADMIN}
+
+MAX_NAME_CHARS: Final = 64
+"""Longest display name a member event may carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    """A member as an event names it: identity key, share key, display name."""
+
+    identity_key: bytes
+    share_key: bytes
+    name: str
+
+    @property
+    def member_id(self) -> str:
+        """The member's id: the sender id of its identity key."""
+        return sender_id_for(self.identity_key)
+
+
+@dataclass(frozen=True, slots=True)
+class BadControl:
+    """Control bytes that cannot be used; ``reason`` is stable, for counters."""
+
+    reason: str
+    detail: str = ""
+
+
+def is_control(content: bytes) -> bool:
+    """Whether SDS content bytes are a members-channel control message."""
+    return content[: len(CONTROL_MAGIC)] == CONTROL_MAGIC
+
+
+def _member_pb(m: MemberInfo) -> pb.Member:
+    return pb.Member(identity_key=m.identity_key, share_key=m.share_key, name=m.name)
+
+
+def _frame(msg: pb.Control) -> bytes:
+    msg.version = CONTROL_VERSION
+    return CONTROL_MAGIC + msg.SerializeToString()
+
+
+def _check_member(m: MemberInfo) -> None:
+    problem = _member_problem(m)
+    if problem:
+        raise ValueError(problem)
+
+
+def encode_create(channel: str, channel_id: bytes, creator: MemberInfo) -> bytes:
+    """The first event of a members channel, made by its first admin."""
+    _check_member(creator)
+    if len(channel_id) != 32:
+        raise ValueError(f"a channel id is 32 bytes, got {len(channel_id)}")
+    return _frame(pb.Control(create=pb.Create(channel=channel, channel_id=channel_id,
+                                              creator=_member_pb(creator))))  # fmt: skip
+
+
+def encode_add(member: MemberInfo, *, invite_id: bytes = b"", role: str = ROLE_MEMBER) -> bytes:
+    """An admin adds ``member`` (``invite_id``: the invite it redeemed, if any)."""
+    _check_member(member)
+    return _frame(pb.Control(add=pb.Add(member=_member_pb(member), invite_id=invite_id,
+                                        role=_ROLE_VALUES[role])))  # fmt: skip
+
+
+def encode_remove(member_id: str) -> bytes:
+    """An admin removes a member, or a member removes itself."""
+    return _frame(pb.Control(remove=pb.Remove(member_id=member_id)))
+
+
+def encode_set_role(member_id: str, role: str) -> bytes:
+    """An admin makes a member an admin (``"admin"``) or a plain member (``"member"``)."""
+    return _frame(pb.Control(set_role=pb.SetRole(member_id=member_id, role=_ROLE_VALUES[role])))
+
+
+def encode_share_key(share_key: bytes) -> bytes:
+    """A member replaces its own share key."""
+    if len(share_key) != SHARE_KEY_BYTES:
+        raise ValueError(f"a share key is {SHARE_KEY_BYTES} bytes, got {len(share_key)}")
+    return _frame(pb.Control(share_key=pb.ShareKey(share_key=share_key)))
+
+
+def encode_key_share(session_id: str, first_index: int, sealed: dict[str, bytes]) -> bytes:
+    """One sender's Megolm session key, sealed to each recipient (id -> sealed box)."""
+    keys = [pb.SealedKey(recipient_id=rid, sealed=box) for rid, box in sorted(sealed.items())]
+    share = pb.KeyShare(session_id=session_id, first_index=first_index, keys=keys)
+    return _frame(pb.Control(key_share=share))
+
+
+def _member_problem(m: MemberInfo) -> str:
+    if len(m.identity_key) != PUBLIC_KEY_BYTES:
+        return f"identity key of {len(m.identity_key)} bytes"
+    if len(m.share_key) != SHARE_KEY_BYTES:
+        return f"share key of {len(m.share_key)} bytes"
+    if not m.name or len(m.name) > MAX_NAME_CHARS or not m.name.isprintable():
+        return "display name empty, too long or holding control characters"
+    return ""
+
+
+def _member(m: pb.Member) -> MemberInfo | BadControl:
+    info = MemberInfo(identity_key=bytes(m.identity_key), share_key=bytes(m.share_key),
+                      name=m.name)  # fmt: skip
+    problem = _member_problem(info)
+    return BadControl("malformed", problem) if problem else info
+
+
+ControlBody = pb.Create | pb.Add | pb.Remove | pb.SetRole | pb.ShareKey | pb.KeyShare
+
+
+def decode_control(content: bytes) -> pb.Control | BadControl:
+    """Parse control bytes; a :class:`BadControl` (never an exception) for bad ones."""
+    if not is_control(content):
+        return BadControl("not_control")
+    msg = pb.Control()
+    try:
+        msg.ParseFromString(content[len(CONTROL_MAGIC) :])
+    except Exception:
+        return BadControl("malformed", "not a Control message")
+    if msg.version != CONTROL_VERSION:
+        return BadControl("unsupported_version", f"version {msg.version}")
+    body = msg.WhichOneof("body")
+    if body is None:
+        return BadControl("unknown_body")
+    for member in _members_of(msg):
+        checked = _member(member)
+        if isinstance(checked, BadControl):
+            return checked
+    return msg
+
+
+def _members_of(msg: pb.Control) -> list[pb.Member]:
+    body = msg.WhichOneof("body")
+    if body == "create":
+        return [msg.create.creator]
+    if body == "add":
+        return [msg.add.member]
+    return []
+
+
+def member_info(m: pb.Member) -> MemberInfo:
+    """A checked ``Member`` (from :func:`decode_control`) as a :class:`MemberInfo`."""
+    return MemberInfo(identity_key=bytes(m.identity_key), share_key=bytes(m.share_key),
+                      name=m.name)  # fmt: skip
+
+
+def role_name(role: int) -> str:
+    """``"admin"`` or ``"member"`` for a ``Role`` value (unknown values: member)."""
+    return _ROLE_NAMES.get(role, ROLE_MEMBER)

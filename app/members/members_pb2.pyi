@@ -1,0 +1,115 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_MEMBER: _ClassVar[Role]
+    ROLE_ADMIN: _ClassVar[Role]
+ROLE_UNSPECIFIED: Role
+ROLE_MEMBER: Role
+ROLE_ADMIN: Role
+
+class Member(_message.Message):
+    __slots__ = ("identity_key", "share_key", "name")
+    IDENTITY_KEY_FIELD_NUMBER: _ClassVar[int]
+    SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    identity_key: bytes
+    share_key: bytes
+    name: str
+    def __init__(self, identity_key: _Optional[bytes] = ..., share_key: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
+
+class Create(_message.Message):
+    __slots__ = ("channel", "channel_id", "creator")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATOR_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    channel_id: bytes
+    creator: Member
+    def __init__(self, channel: _Optional[str] = ..., channel_id: _Optional[bytes] = ..., creator: _Optional[_Union[Member, _Mapping]] = ...) -> None: ...
+
+class Add(_message.Message):
+    __slots__ = ("member", "invite_id", "role")
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    INVITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    member: Member
+    invite_id: bytes
+    role: Role
+    def __init__(self, member: _Optional[_Union[Member, _Mapping]] = ..., invite_id: _Optional[bytes] = ..., role: _Optional[_Union[Role, str]] = ...) -> None: ...
+
+class Remove(_message.Message):
+    __slots__ = ("member_id",)
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    def __init__(self, member_id: _Optional[str] = ...) -> None: ...
+
+class SetRole(_message.Message):
+    __slots__ = ("member_id", "role")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    role: Role
+    def __init__(self, member_id: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ...) -> None: ...
+
+class ShareKey(_message.Message):
+    __slots__ = ("share_key",)
+    SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
+    share_key: bytes
+    def __init__(self, share_key: _Optional[bytes] = ...) -> None: ...
+
+class KeyShare(_message.Message):
+    __slots__ = ("session_id", "first_index", "keys")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    first_index: int
+    keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
+    def __init__(self, session_id: _Optional[str] = ..., first_index: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ...) -> None: ...
+
+class SealedKey(_message.Message):
+    __slots__ = ("recipient_id", "sealed")
+    RECIPIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    recipient_id: str
+    sealed: bytes
+    def __init__(self, recipient_id: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
+
+class SessionKeyPlain(_message.Message):
+    __slots__ = ("channel_id", "sender_id", "session_id", "session_key")
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    SENDER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    channel_id: bytes
+    sender_id: str
+    session_id: str
+    session_key: bytes
+    def __init__(self, channel_id: _Optional[bytes] = ..., sender_id: _Optional[str] = ..., session_id: _Optional[str] = ..., session_key: _Optional[bytes] = ...) -> None: ...
+
+class Control(_message.Message):
+    __slots__ = ("version", "create", "add", "remove", "set_role", "share_key", "key_share")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    ADD_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    SET_ROLE_FIELD_NUMBER: _ClassVar[int]
+    SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_SHARE_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    create: Create
+    add: Add
+    remove: Remove
+    set_role: SetRole
+    share_key: ShareKey
+    key_share: KeyShare
+    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ...) -> None: ...
