@@ -1,0 +1,435 @@
+"""Group keys of a members channel: one Megolm session per sender, shared with the members.
+
+Every member encrypts what it sends to a members channel with its own outbound
+Megolm session (vodozemac ``GroupSession``) and hands the session key to each
+current member in a key share (``KeyShare`` in members.proto): one PyNaCl
+``SealedBox`` per recipient, sealed to that member's X25519 *share key*, inside a
+control message signed by the sender's identity (the envelope signature). A
+receiver imports the key as an inbound session (vodozemac ``InboundGroupSession``)
+bound to the share's author, and decrypts that sender's messages with it.
+
+Why Megolm fits SDS: an inbound session decrypts any message index at or after
+the index it was shared at, in any order and any number of times. SDS resends and
+SDS-R repairs re-send the identical stored envelope, late and more than once, so a
+scheme that consumed a key per message (a double ratchet) would break repair.
+
+Rotation (:class:`RotationPolicy`): a sender starts a new session, shared only with
+the members of that moment, when a member is removed (at once: the removed member
+holds the old session key, so nothing after the removal may use it), after
+``max_messages`` messages, or when the session is ``max_age_ms`` old. A member
+added later gets the current session from its current index: it reads from the
+moment it was added, not before.
+
+Forward secrecy, bounded (:meth:`GroupKeys.advance`): an inbound session is kept
+as an export at its *low-water index*, the lowest index not yet read, so the key
+material for messages already read is gone from memory and from the data
+directory; a session superseded by a newer one from the same sender is dropped
+``keep_superseded_ms`` after that, and any session after ``max_keep_ms``. A share
+key is replaced by a new one (:meth:`GroupKeys.rotate_share_key`) and the old
+private key deleted once shares sealed to it can no longer be needed, so that a
+stolen data directory cannot open key shares captured long before.
+
+Pure apart from randomness (vodozemac and libsodium draw their own keys): no I/O,
+no clock; ``now_ms`` comes from the caller. State is exported with
+:meth:`GroupKeys.export` (vodozemac pickles encrypted with a 32-byte key).
+"""
+
+from __future__ import annotations
+
+import json
+from base64 import b64decode, b64encode
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import vodozemac
+from nacl.exceptions import CryptoError
+from nacl.public import PrivateKey, PublicKey, SealedBox
+
+from app.members import members_pb2 as pb
+from app.members.events import SHARE_KEY_BYTES, encode_key_share, encode_share_key
+
+__all__ = [
+    "DECRYPT_REASONS",
+    "Decrypted",
+    "GroupKeys",
+    "RotationPolicy",
+    "ShareResult",
+]
+
+DECRYPT_REASONS = (
+    "unknown_session", "before_share", "already_read", "not_megolm", "bad_megolm")
+"""Why :meth:`GroupKeys.decrypt` could not give plaintext (stable, for counters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RotationPolicy:
+    """When a sender starts a new session, and how long received ones are kept.
+
+    Attributes:
+        max_messages: messages per outbound session (Matrix's default is 100).
+        max_age_ms: age of an outbound session after which the next message
+            starts a new one (24 h).
+        keep_superseded_ms: how long an inbound session is kept after a newer
+            one from the same sender arrived (late messages and repairs of the
+            old session still decrypt within it; 1 h).
+        max_keep_ms: no inbound session is kept longer than this (7 days; a
+            message of an older session that arrives later is unreadable).
+    """
+
+    max_messages: int = 100
+    max_age_ms: int = 24 * 3600 * 1000
+    keep_superseded_ms: int = 3600 * 1000
+    max_keep_ms: int = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Decrypted:
+    """A Megolm message opened: the plaintext, and which session and index it used."""
+
+    plaintext: bytes
+    session_id: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareResult:
+    """What a received key share gave us: a session, or why not (``reason``)."""
+
+    session_id: str = ""
+    reason: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return not self.reason
+
+
+@dataclass(slots=True)
+class _Outbound:
+    session: vodozemac.GroupSession
+    created_ms: int
+    shared_with: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Inbound:
+    session: vodozemac.InboundGroupSession
+    received_ms: int
+    low_water: int
+    shared_from: int
+    read_above: set[int] = field(default_factory=set)
+    superseded_ms: int | None = None
+
+
+class GroupKeys:
+    """One member's group keys for one members channel.
+
+    Args:
+        channel_id: the channel's 32-byte id (bound into every key share).
+        own_id: this member's id (its sender id).
+        policy: rotation and retention.
+        share_secret: this member's current X25519 share key (a fresh one when
+            ``None``).
+    """
+
+    def __init__(
+        self,
+        channel_id: bytes,
+        own_id: str,
+        policy: RotationPolicy | None = None,
+        share_secret: PrivateKey | None = None,
+    ) -> None:
+        self.channel_id = channel_id
+        self.own_id = own_id
+        self.policy = policy or RotationPolicy()
+        self._share_secrets: list[tuple[PrivateKey, int | None]] = [
+            (share_secret or PrivateKey.generate(), None)]  # fmt: skip
+        self._out: _Outbound | None = None
+        self._rotate_next = True
+        self._in: dict[tuple[str, str], _Inbound] = {}
+        self._newest: dict[str, str] = {}  # sender id -> its newest session id
+
+    # -- share keys --------------------------------------------------------
+
+    @property
+    def share_key(self) -> bytes:
+        """The current X25519 public share key (what others seal key shares to)."""
+        return bytes(self._share_secrets[0][0].public_key)
+
+    def rotate_share_key(self, now_ms: int) -> bytes:
+        """Start a new share key; returns the control content announcing it.
+
+        The old private key is kept until :meth:`advance` drops it
+        ``keep_superseded_ms`` later (shares already sealed to it still open).
+        """
+        old, _ = self._share_secrets[0]
+        self._share_secrets[0] = (old, now_ms)
+        self._share_secrets.insert(0, (PrivateKey.generate(), None))
+        return encode_share_key(self.share_key)
+
+    # -- sending -----------------------------------------------------------
+
+    def on_members_removed(self) -> None:
+        """A member left or was removed: the next message starts a new session."""
+        self._rotate_next = True
+
+    def _needs_new(self, now_ms: int) -> bool:
+        out = self._out
+        return (
+            out is None
+            or self._rotate_next
+            or out.session.message_index >= self.policy.max_messages
+            or now_ms - out.created_ms >= self.policy.max_age_ms
+        )
+
+    def outbound_session_id(self, now_ms: int) -> str:
+        """The session the next message will use (starting a new one if due)."""
+        if self._needs_new(now_ms):
+            session = vodozemac.GroupSession()
+            self._out = _Outbound(session, now_ms)
+            self._rotate_next = False
+            # keep an inbound copy: our own envelopes must open for us too
+            self._add_inbound(self.own_id, vodozemac.InboundGroupSession(session.session_key),
+                              now_ms)  # fmt: skip
+        assert self._out is not None
+        return str(self._out.session.session_id)
+
+    def unshared(self, members: Mapping[str, bytes], now_ms: int) -> dict[str, bytes]:
+        """Members (id -> share key) that do not hold the current session yet."""
+        self.outbound_session_id(now_ms)
+        assert self._out is not None
+        return {mid: key for mid, key in members.items()
+                if mid != self.own_id and mid not in self._out.shared_with}  # fmt: skip
+
+    def key_share(self, recipients: Mapping[str, bytes], now_ms: int) -> bytes | None:
+        """The control content sharing the current session with ``recipients``
+        (member id -> X25519 share key), from the session's current index;
+        ``None`` when there is nobody to share with."""
+        session_id = self.outbound_session_id(now_ms)
+        assert self._out is not None
+        session = self._out.session
+        session_key = session.session_key.to_base64().encode()
+        plain = pb.SessionKeyPlain(channel_id=self.channel_id, sender_id=self.own_id,
+                                   session_id=session_id, session_key=session_key)  # fmt: skip
+        data = plain.SerializeToString()
+        sealed = {}
+        for mid, key in recipients.items():
+            if mid == self.own_id or len(key) != SHARE_KEY_BYTES:
+                continue
+            sealed[mid] = SealedBox(PublicKey(key)).encrypt(data)
+        if not sealed:
+            return None
+        self._out.shared_with.update(sealed)
+        return encode_key_share(session_id, session.message_index, sealed)
+
+    def encrypt(self, plaintext: bytes, now_ms: int) -> tuple[str, bytes]:
+        """Encrypt with the current outbound session: ``(session_id, megolm bytes)``.
+
+        Share the session first (:meth:`unshared`, :meth:`key_share`): a
+        member without it cannot read the message.
+        """
+        session_id = self.outbound_session_id(now_ms)
+        assert self._out is not None
+        message = self._out.session.encrypt(plaintext)
+        return session_id, bytes(message.to_bytes())
+
+    # -- receiving ---------------------------------------------------------
+
+    def receive_share(
+        self, author_id: str, share: pb.KeyShare, now_ms: int, *, author_is_member: bool
+    ) -> ShareResult:
+        """Import the session a member shared with us (if we are among its recipients).
+
+        ``author_is_member``: whether the share's author was a member at the
+        share's position (the roster knows). Returns why a share was not used:
+        ``not_a_member``, ``not_for_us`` (normal: a share for others),
+        ``undecryptable`` (sealed to a share key we no longer or never held),
+        ``wrong_channel``, ``wrong_sender`` (the session names another owner
+        than the share's author), ``bad_session``.
+        """
+        if not author_is_member:
+            return ShareResult(reason="not_a_member")
+        box = next((k.sealed for k in share.keys if k.recipient_id == self.own_id), None)
+        if box is None:
+            return ShareResult(reason="not_for_us")
+        data = None
+        for secret, _ in self._share_secrets:
+            try:
+                data = SealedBox(secret).decrypt(bytes(box))
+                break
+            except CryptoError:
+                continue
+        if data is None:
+            return ShareResult(reason="undecryptable")
+        plain = pb.SessionKeyPlain()
+        try:
+            plain.ParseFromString(data)
+        except Exception:
+            return ShareResult(reason="bad_session")
+        if bytes(plain.channel_id) != self.channel_id:
+            return ShareResult(reason="wrong_channel")
+        if plain.sender_id != author_id or plain.session_id != share.session_id:
+            return ShareResult(reason="wrong_sender")
+        try:
+            session = vodozemac.InboundGroupSession(
+                vodozemac.SessionKey(plain.session_key.decode()))
+        except Exception:
+            return ShareResult(reason="bad_session")
+        if session.session_id != plain.session_id:
+            return ShareResult(reason="bad_session")
+        known = self._in.get((author_id, plain.session_id))
+        if known is not None and known.low_water <= session.first_known_index:
+            return ShareResult(session_id=plain.session_id)  # we can read as much already
+        self._add_inbound(author_id, session, now_ms)
+        return ShareResult(session_id=plain.session_id)
+
+    def _add_inbound(self, sender_id: str, session: vodozemac.InboundGroupSession,
+                     now_ms: int) -> None:  # fmt: skip
+        sid = str(session.session_id)
+        first = int(session.first_known_index)
+        self._in[(sender_id, sid)] = _Inbound(session, now_ms, first, first)
+        newest = self._newest.get(sender_id)
+        if newest is not None and newest != sid:
+            old = self._in.get((sender_id, newest))
+            if old is not None and old.superseded_ms is None:
+                old.superseded_ms = now_ms
+        self._newest[sender_id] = sid
+
+    def has_session(self, sender_id: str, session_id: str) -> bool:
+        return (sender_id, session_id) in self._in
+
+    def decrypt(self, sender_id: str, session_id: str, data: bytes) -> Decrypted | str:
+        """Open one of ``sender_id``'s Megolm messages; a reason string when we cannot.
+
+        ``unknown_session``: no share of that session reached us (yet, or ever:
+        a message from before we joined); ``before_share``: the message is older
+        than the index the session was shared with us at (sent before we were
+        added); ``already_read``: its index is below
+        the low-water mark (a copy of a message we read; the key is gone);
+        ``not_megolm``: the bytes are not a Megolm message; ``bad_megolm``: the
+        message does not authenticate under the session.
+        """
+        entry = self._in.get((sender_id, session_id))
+        if entry is None:
+            return "unknown_session"
+        try:
+            message = vodozemac.MegolmMessage.from_bytes(data)
+        except Exception:
+            return "not_megolm"
+        index = int(message.message_index())
+        if index < entry.shared_from:
+            return "before_share"
+        if index < entry.low_water:
+            return "already_read"
+        try:
+            plaintext = bytes(entry.session.decrypt(message).plaintext)
+        except Exception:
+            return "bad_megolm"
+        if index > entry.low_water:
+            entry.read_above.add(index)
+        else:
+            entry.low_water += 1
+            while entry.low_water in entry.read_above:
+                entry.read_above.discard(entry.low_water)
+                entry.low_water += 1
+        return Decrypted(plaintext, session_id, index)
+
+    # -- forward secrecy ---------------------------------------------------
+
+    def advance(self, now_ms: int) -> int:
+        """Forget key material no longer needed; returns how many sessions were dropped.
+
+        Every inbound session is re-imported at its low-water index (what was
+        read below it can no longer be decrypted from this state); superseded
+        sessions are dropped ``keep_superseded_ms`` after they were superseded,
+        every session after ``max_keep_ms``; old share keys likewise.
+        """
+        dropped = 0
+        p = self.policy
+        for key, entry in list(self._in.items()):
+            own_current = key[0] == self.own_id and self._out is not None and (
+                key[1] == self._out.session.session_id)  # fmt: skip
+            expired = now_ms - entry.received_ms >= p.max_keep_ms or (
+                entry.superseded_ms is not None
+                and now_ms - entry.superseded_ms >= p.keep_superseded_ms)
+            if expired and not own_current:
+                del self._in[key]
+                dropped += 1
+                continue
+            if entry.low_water > entry.session.first_known_index:
+                exported = entry.session.export_at(entry.low_water)
+                if exported is None:
+                    continue
+                entry.session = vodozemac.InboundGroupSession.import_session(
+                    vodozemac.ExportedSessionKey(exported.to_base64()))
+        self._share_secrets = [
+            (s, since) for s, since in self._share_secrets
+            if since is None or now_ms - since < p.keep_superseded_ms]  # fmt: skip
+        return dropped
+
+    # -- persistence -------------------------------------------------------
+
+    def export(self, pickle_key: bytes) -> bytes:
+        """This state as bytes, the Megolm sessions encrypted with ``pickle_key`` (32 bytes).
+
+        The share secrets are written as they are: the caller keeps the result
+        where it keeps the identity key (mode 0600).
+        """
+        out = None
+        if self._out is not None:
+            out = {"pickle": self._out.session.pickle(pickle_key),
+                   "created_ms": self._out.created_ms,
+                   "shared_with": sorted(self._out.shared_with)}  # fmt: skip
+        inbound = [
+            {"sender": s, "pickle": e.session.pickle(pickle_key), "received_ms": e.received_ms,
+             "low_water": e.low_water, "shared_from": e.shared_from,
+             "read_above": sorted(e.read_above), "superseded_ms": e.superseded_ms}
+            for (s, _), e in self._in.items()
+        ]  # fmt: skip
+        doc = {
+            "version": 1,
+            "channel_id": self.channel_id.hex(),
+            "own_id": self.own_id,
+            "rotate_next": self._rotate_next,
+            "share_secrets": [[b64encode(bytes(s)).decode(), since]
+                              for s, since in self._share_secrets],
+            "out": out,
+            "in": inbound,
+            "newest": self._newest,
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def restore(cls, data: bytes, pickle_key: bytes,
+                policy: RotationPolicy | None = None) -> GroupKeys:  # fmt: skip
+        """The state :meth:`export` wrote. Raises ``ValueError`` for bytes it did not write."""
+        try:
+            doc = json.loads(data)
+            if doc.get("version") != 1:
+                raise ValueError(f"not a group keys export: version {doc.get('version')!r}")
+            secrets = [(PrivateKey(b64decode(s)), since) for s, since in doc["share_secrets"]]
+            keys = cls(bytes.fromhex(doc["channel_id"]), doc["own_id"], policy, secrets[0][0])
+            keys._share_secrets = secrets
+            keys._rotate_next = bool(doc["rotate_next"])
+            if doc["out"] is not None:
+                o = doc["out"]
+                keys._out = _Outbound(vodozemac.GroupSession.from_pickle(o["pickle"], pickle_key),
+                                      int(o["created_ms"]), set(o["shared_with"]))  # fmt: skip
+            for e in doc["in"]:
+                session = vodozemac.InboundGroupSession.from_pickle(e["pickle"], pickle_key)
+                keys._in[(e["sender"], str(session.session_id))] = _Inbound(
+                    session, int(e["received_ms"]), int(e["low_water"]), int(e["shared_from"]),
+                    set(e["read_above"]), e["superseded_ms"])  # fmt: skip
+            keys._newest = dict(doc["newest"])
+            return keys
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise ValueError(f"not a group keys export: {type(exc).__name__}: {exc}") from exc
+
+    def stats(self) -> dict[str, int]:
+        """Counts for ``/stats``: inbound sessions, share keys held, current index."""
+        return {
+            "inbound_sessions": len(self._in),
+            "share_keys_held": len(self._share_secrets),
+            "outbound_index": int(self._out.session.message_index) if self._out else 0,
+        }

@@ -1,0 +1,184 @@
+"""Megolm group keys of a members channel, with real vodozemac sessions and real sealed boxes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import vodozemac
+
+from app.members import members_pb2 as pb
+from app.members.events import decode_control
+from app.members.group_keys import GroupKeys, RotationPolicy
+
+CHANNEL = os.urandom(32)
+PICKLE_KEY = bytes(32)
+HOUR = 3600 * 1000
+
+
+def share_of(content: bytes | None) -> pb.KeyShare:
+    assert content is not None
+    msg = decode_control(content)
+    assert isinstance(msg, pb.Control)
+    return msg.key_share
+
+
+def team(*names: str, policy: RotationPolicy | None = None) -> dict[str, GroupKeys]:
+    return {n: GroupKeys(CHANNEL, n, policy) for n in names}
+
+
+def members(keys: dict[str, GroupKeys], *names: str) -> dict[str, bytes]:
+    return {n: keys[n].share_key for n in names}
+
+
+def deal(keys: dict[str, GroupKeys], sender: str, now: int = 0) -> pb.KeyShare:
+    """``sender`` shares its current session with every member of ``keys`` that lacks it."""
+    g = keys[sender]
+    share = share_of(g.key_share(g.unshared(members(keys, *keys), now), now))
+    for name, other in keys.items():
+        if name != sender:
+            other.receive_share(sender, share, now, author_is_member=True)
+    return share
+
+
+def test_members_read_a_senders_messages_in_any_order_and_any_number_of_times() -> None:
+    keys = team("alice", "bob", "carol")
+    deal(keys, "alice")
+    sent = [keys["alice"].encrypt(f"line {i}".encode(), 0) for i in range(5)]
+    bob = keys["bob"]
+    for sid, data in [sent[3], sent[0], sent[3], sent[4], sent[1], sent[2], sent[0]]:
+        out = bob.decrypt("alice", sid, data)
+        assert not isinstance(out, str) or out == "already_read"
+    got = keys["carol"].decrypt("alice", *sent[2])
+    assert not isinstance(got, str) and got.plaintext == b"line 2" and got.index == 2
+
+
+def test_a_removed_member_with_its_whole_state_reads_nothing_sent_after_the_removal() -> None:
+    keys = team("alice", "bob", "mallory")
+    deal(keys, "alice")
+    before = keys["alice"].encrypt(b"before", 0)
+    assert not isinstance(keys["mallory"].decrypt("alice", *before), str)
+    stolen = keys["mallory"].export(PICKLE_KEY)  # everything mallory's data dir holds
+
+    keys["alice"].on_members_removed()
+    del keys["mallory"]
+    share = deal(keys, "alice", 10)
+    after = [keys["alice"].encrypt(f"after {i}".encode(), 10) for i in range(3)]
+    assert after[0][0] != before[0]  # a new session
+    assert {k.recipient_id for k in share.keys} == {"bob"}
+
+    mallory = GroupKeys.restore(stolen, PICKLE_KEY)
+    assert mallory.receive_share("alice", share, 10, author_is_member=True).reason == "not_for_us"
+    for sid, data in after:
+        assert mallory.decrypt("alice", sid, data) == "unknown_session"
+        # not even with the old session's key under the new id
+        assert mallory.decrypt("alice", before[0], data) in ("bad_megolm", "already_read")
+    for sid, data in after:
+        assert not isinstance(keys["bob"].decrypt("alice", sid, data), str)
+
+
+def test_a_member_added_later_reads_from_when_it_was_added_not_before() -> None:
+    keys = team("alice", "bob")
+    deal(keys, "alice")
+    early = [keys["alice"].encrypt(b"early", 0) for _ in range(3)]
+    keys["dave"] = GroupKeys(CHANNEL, "dave")
+    deal(keys, "alice", 5)
+    late = keys["alice"].encrypt(b"late", 5)
+    dave = keys["dave"]
+    assert [dave.decrypt("alice", *m) for m in early] == ["before_share"] * 3
+    got = dave.decrypt("alice", *late)
+    assert not isinstance(got, str) and got.plaintext == b"late"
+
+
+def test_a_sender_rotates_after_max_messages_and_max_age() -> None:
+    keys = team("alice", "bob", policy=RotationPolicy(max_messages=3, max_age_ms=HOUR))
+    alice = keys["alice"]
+    first = alice.outbound_session_id(0)
+    for _ in range(3):
+        assert alice.encrypt(b"x", 0)[0] == first
+    second = alice.encrypt(b"x", 1)[0]
+    assert second != first
+    assert alice.encrypt(b"x", HOUR + 1)[0] not in (first, second)
+    assert alice.unshared(members(keys, "alice", "bob"), HOUR + 1) == {"bob": keys["bob"].share_key}
+
+
+def test_after_advance_a_stolen_state_cannot_decrypt_what_was_already_read() -> None:
+    keys = team("alice", "bob")
+    deal(keys, "alice")
+    sent = [keys["alice"].encrypt(f"m{i}".encode(), 0) for i in range(6)]
+    bob = keys["bob"]
+    for m in sent[:4]:
+        assert not isinstance(bob.decrypt("alice", *m), str)
+    bob.advance(1)
+    stolen = GroupKeys.restore(bob.export(PICKLE_KEY), PICKLE_KEY)
+    assert [stolen.decrypt("alice", *m) for m in sent[:4]] == ["already_read"] * 4
+    # the session material itself starts at index 4: the older keys are gone
+    entry = stolen._in[("alice", sent[0][0])]
+    assert entry.session.first_known_index == 4
+    with pytest.raises(vodozemac.MegolmDecryptionException):
+        entry.session.decrypt(vodozemac.MegolmMessage.from_bytes(sent[1][1]))
+    assert not isinstance(stolen.decrypt("alice", *sent[5]), str)  # unread ones still open
+
+
+def test_superseded_sessions_and_old_share_keys_are_dropped_after_their_window() -> None:
+    policy = RotationPolicy(max_messages=1, keep_superseded_ms=HOUR)
+    keys = team("alice", "bob", policy=policy)
+    deal(keys, "alice")
+    old = keys["alice"].encrypt(b"old", 0)
+    deal(keys, "alice", 1)  # a new session (max_messages=1)
+    assert keys["bob"].advance(HOUR // 2) == 0
+    assert not isinstance(keys["bob"].decrypt("alice", *old), str)  # still kept
+    assert keys["bob"].advance(HOUR + 2) == 1
+    assert keys["bob"].decrypt("alice", *old) == "unknown_session"
+
+    bob = keys["bob"]
+    keys["alice"].on_members_removed()
+    bob.rotate_share_key(10)
+    share_to_old_key = share_of(keys["alice"].key_share({"bob": bytes(
+        bob._share_secrets[1][0].public_key)}, 10))  # fmt: skip
+    bob.advance(10 + HOUR)
+    assert bob.receive_share("alice", share_to_old_key, 10 + HOUR,
+                             author_is_member=True).reason == "undecryptable"  # fmt: skip
+
+
+def test_a_share_is_refused_from_a_non_member_or_for_another_senders_session() -> None:
+    keys = team("alice", "bob", "mallory")
+    share = share_of(keys["alice"].key_share(members(keys, "bob", "mallory"), 0))
+    assert keys["bob"].receive_share("alice", share, 0, author_is_member=False).reason == (
+        "not_a_member")
+    # mallory re-publishes alice's share as her own: the sealed plaintext names alice
+    assert keys["bob"].receive_share("mallory", share, 0, author_is_member=True).reason == (
+        "wrong_sender")
+    other_channel = GroupKeys(os.urandom(32), "carol")
+    keys["carol"] = other_channel
+    share = share_of(other_channel.key_share(members(keys, "bob"), 0))
+    assert keys["bob"].receive_share("carol", share, 0, author_is_member=True).reason == (
+        "wrong_channel")
+
+
+def test_export_and_restore_keep_sessions_indexes_and_share_keys() -> None:
+    keys = team("alice", "bob")
+    deal(keys, "alice")
+    deal(keys, "bob")
+    a1 = keys["alice"].encrypt(b"one", 0)
+    alice = GroupKeys.restore(keys["alice"].export(PICKLE_KEY), PICKLE_KEY)
+    bob = GroupKeys.restore(keys["bob"].export(PICKLE_KEY), PICKLE_KEY)
+    a2 = alice.encrypt(b"two", 0)
+    assert a2[0] == a1[0]
+    assert [bob.decrypt("alice", *m).plaintext for m in (a1, a2)] == [b"one", b"two"]  # type: ignore[union-attr]
+    assert bob.share_key == keys["bob"].share_key
+    with pytest.raises(ValueError, match="not a group keys export"):
+        GroupKeys.restore(b"{}", PICKLE_KEY)
+    with pytest.raises(ValueError):
+        GroupKeys.restore(keys["alice"].export(PICKLE_KEY), bytes([1]) * 32)
+
+
+def test_undecodable_and_tampered_megolm_bytes_give_reasons() -> None:
+    keys = team("alice", "bob")
+    deal(keys, "alice")
+    sid, data = keys["alice"].encrypt(b"x", 0)
+    assert keys["bob"].decrypt("alice", sid, b"junk") == "not_megolm"
+    tampered = bytearray(data)
+    tampered[10] ^= 1
+    assert keys["bob"].decrypt("alice", sid, bytes(tampered)) in ("bad_megolm", "not_megolm")
+    assert keys["bob"].decrypt("carol", sid, data) == "unknown_session"
