@@ -65,7 +65,7 @@ import functools
 import hashlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -426,7 +426,8 @@ def _open_parsed(
 
 
 def open_for_topic(
-    envelope_bytes: bytes, key_for_topic: Callable[[bytes], ChannelKey | None]
+    envelope_bytes: bytes,
+    key_for_topic: Callable[[bytes], ChannelKey | Sequence[ChannelKey] | None],
 ) -> Opened:
     """Peek the topic, pick its key, open: for a participant in several channels.
 
@@ -436,15 +437,26 @@ def open_for_topic(
     with the topic's key (so an unjoined topic is :class:`WrongTopic` whatever
     its version), and ``Opened.sds_message`` is always set. Peeking first and
     then opening would decode (and copy) the ciphertext twice.
+
+    A members channel has one key per epoch under one topic: ``key_for_topic``
+    may return several keys, tried in the order given (the current one first);
+    the envelope opens with the first key whose AEAD tag verifies, and fails
+    with :class:`WrongKeyOrTampered` when none does.
     """
     with _only_envelope_errors():
         env = _decode(envelope_bytes)
-        channel_key = key_for_topic(env.topic)
-        if channel_key is None or channel_key.topic != env.topic:
+        found = key_for_topic(env.topic)
+        keys = [found] if isinstance(found, ChannelKey) else list(found or ())
+        if not keys or any(k.topic != env.topic for k in keys):
             raise WrongTopic(f"topic {env.topic[:16].hex()} is not a joined channel")
         _check_canonical(env, envelope_bytes)  # after the topic, as peek then open
         _check_version(env)
-        return _open_parsed(env, envelope_bytes, channel_key.key, None)
+        for channel_key in keys[:-1]:
+            try:
+                return _open_parsed(env, envelope_bytes, channel_key.key, None)
+            except WrongKeyOrTampered:
+                continue
+        return _open_parsed(env, envelope_bytes, keys[-1].key, None)
 
 
 class ReplayGuard:

@@ -21,15 +21,19 @@ from net.identity import PUBLIC_KEY_BYTES, sender_id_for
 __all__ = [
     "CONTROL_MAGIC",
     "CONTROL_VERSION",
+    "ENCRYPTED_MAGIC",
     "ROLE_ADMIN",
     "ROLE_MEMBER",
     "SHARE_KEY_BYTES",
     "BadControl",
     "MemberInfo",
     "decode_control",
+    "decode_encrypted",
     "encode_add",
     "encode_create",
+    "encode_encrypted",
     "encode_key_share",
+    "encode_rekey",
     "encode_remove",
     "encode_set_role",
     "encode_share_key",
@@ -114,9 +118,43 @@ def encode_add(member: MemberInfo, *, invite_id: bytes = b"", role: str = ROLE_M
                                         role=_ROLE_VALUES[role])))  # fmt: skip
 
 
-def encode_remove(member_id: str) -> bytes:
-    """An admin removes a member, or a member removes itself."""
-    return _frame(pb.Control(remove=pb.Remove(member_id=member_id)))
+def _sealed(boxes: dict[str, bytes]) -> list[pb.SealedKey]:
+    return [pb.SealedKey(recipient_id=rid, sealed=box) for rid, box in sorted(boxes.items())]
+
+
+def encode_remove(member_id: str, epoch_keys: dict[str, bytes] | None = None) -> bytes:
+    """An admin removes a member, or a member removes itself; ``epoch_keys``: the
+    next outer key sealed to each remaining member (member id -> sealed box)."""
+    return _frame(pb.Control(remove=pb.Remove(member_id=member_id,
+                                              epoch_keys=_sealed(epoch_keys or {}))))  # fmt: skip
+
+
+def encode_rekey(epoch_keys: dict[str, bytes]) -> bytes:
+    """An admin starts a new epoch: the next outer key sealed to each member."""
+    return _frame(pb.Control(rekey=pb.Rekey(epoch_keys=_sealed(epoch_keys))))
+
+
+ENCRYPTED_MAGIC: Final = b"\xffSE\x01"
+"""First bytes of an ordinary message's content in a members channel (Megolm)."""
+
+
+def encode_encrypted(session_id: str, megolm: bytes) -> bytes:
+    """The SDS content of a Megolm-encrypted message."""
+    return ENCRYPTED_MAGIC + pb.Encrypted(session_id=session_id, megolm=megolm).SerializeToString()
+
+
+def decode_encrypted(content: bytes) -> tuple[str, bytes] | None:
+    """``(session_id, megolm bytes)`` of :func:`encode_encrypted` content, else ``None``."""
+    if content[: len(ENCRYPTED_MAGIC)] != ENCRYPTED_MAGIC:
+        return None
+    msg = pb.Encrypted()
+    try:
+        msg.ParseFromString(content[len(ENCRYPTED_MAGIC) :])
+    except Exception:
+        return None
+    if not msg.session_id or not msg.megolm:
+        return None
+    return msg.session_id, bytes(msg.megolm)
 
 
 def encode_set_role(member_id: str, role: str) -> bytes:
@@ -133,8 +171,7 @@ def encode_share_key(share_key: bytes) -> bytes:
 
 def encode_key_share(session_id: str, first_index: int, sealed: dict[str, bytes]) -> bytes:
     """One sender's Megolm session key, sealed to each recipient (id -> sealed box)."""
-    keys = [pb.SealedKey(recipient_id=rid, sealed=box) for rid, box in sorted(sealed.items())]
-    share = pb.KeyShare(session_id=session_id, first_index=first_index, keys=keys)
+    share = pb.KeyShare(session_id=session_id, first_index=first_index, keys=_sealed(sealed))
     return _frame(pb.Control(key_share=share))
 
 

@@ -166,6 +166,15 @@ class GroupKeys:
         self._share_secrets.insert(0, (PrivateKey.generate(), None))
         return encode_share_key(self.share_key)
 
+    def open_sealed(self, box: bytes) -> bytes | None:
+        """Open a sealed box made for one of our share keys (``None`` if none opens it)."""
+        for secret, _ in self._share_secrets:
+            try:
+                return bytes(SealedBox(secret).decrypt(box))
+            except CryptoError:
+                continue
+        return None
+
     # -- sending -----------------------------------------------------------
 
     def on_members_removed(self) -> None:
@@ -251,13 +260,7 @@ class GroupKeys:
         box = next((k.sealed for k in share.keys if k.recipient_id == self.own_id), None)
         if box is None:
             return ShareResult(reason="not_for_us")
-        data = None
-        for secret, _ in self._share_secrets:
-            try:
-                data = SealedBox(secret).decrypt(bytes(box))
-                break
-            except CryptoError:
-                continue
+        data = self.open_sealed(bytes(box))
         if data is None:
             return ShareResult(reason="undecryptable")
         plain = pb.SessionKeyPlain()

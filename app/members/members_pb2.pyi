@@ -47,10 +47,26 @@ class Add(_message.Message):
     def __init__(self, member: _Optional[_Union[Member, _Mapping]] = ..., invite_id: _Optional[bytes] = ..., role: _Optional[_Union[Role, str]] = ...) -> None: ...
 
 class Remove(_message.Message):
-    __slots__ = ("member_id",)
+    __slots__ = ("member_id", "epoch_keys")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
     member_id: str
-    def __init__(self, member_id: _Optional[str] = ...) -> None: ...
+    epoch_keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
+    def __init__(self, member_id: _Optional[str] = ..., epoch_keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ...) -> None: ...
+
+class Rekey(_message.Message):
+    __slots__ = ("epoch_keys",)
+    EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
+    epoch_keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
+    def __init__(self, epoch_keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ...) -> None: ...
+
+class EpochKey(_message.Message):
+    __slots__ = ("channel_id", "key")
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    channel_id: bytes
+    key: bytes
+    def __init__(self, channel_id: _Optional[bytes] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class SetRole(_message.Message):
     __slots__ = ("member_id", "role")
@@ -96,8 +112,16 @@ class SessionKeyPlain(_message.Message):
     session_key: bytes
     def __init__(self, channel_id: _Optional[bytes] = ..., sender_id: _Optional[str] = ..., session_id: _Optional[str] = ..., session_key: _Optional[bytes] = ...) -> None: ...
 
+class Encrypted(_message.Message):
+    __slots__ = ("session_id", "megolm")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEGOLM_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    megolm: bytes
+    def __init__(self, session_id: _Optional[str] = ..., megolm: _Optional[bytes] = ...) -> None: ...
+
 class Control(_message.Message):
-    __slots__ = ("version", "create", "add", "remove", "set_role", "share_key", "key_share")
+    __slots__ = ("version", "create", "add", "remove", "set_role", "share_key", "key_share", "rekey")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     ADD_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +129,7 @@ class Control(_message.Message):
     SET_ROLE_FIELD_NUMBER: _ClassVar[int]
     SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
     KEY_SHARE_FIELD_NUMBER: _ClassVar[int]
+    REKEY_FIELD_NUMBER: _ClassVar[int]
     version: int
     create: Create
     add: Add
@@ -112,4 +137,5 @@ class Control(_message.Message):
     set_role: SetRole
     share_key: ShareKey
     key_share: KeyShare
-    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ...) -> None: ...
+    rekey: Rekey
+    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ...) -> None: ...

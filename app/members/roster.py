@@ -20,7 +20,12 @@ is checked against the list as it stands just before it:
 ``set_role``        author is an admin; target is a member; the last admin
                     cannot be demoted (``last_admin``)
 ``share_key``       author is a member (replaces its own share key)
+``rekey``           author is an admin (starts a new epoch: see below)
 ==================  ===========================================================
+
+Every applied ``remove`` and ``rekey`` starts a new *epoch*: it carries the
+channel's next outer key sealed to each remaining member; :meth:`Roster.epochs`
+lists them in order, so every member agrees which key is current.
 
 An event whose author is not a member at its position is ``not_a_member``; an
 event before any create is ``no_channel``. A rejected event changes nothing and
@@ -67,7 +72,7 @@ __all__ = [
 Position = tuple[int, str]
 """Where a message sits in the channel's total order: ``(lamport_timestamp, message_id)``."""
 
-MEMBERSHIP_BODIES = frozenset({"create", "add", "remove", "set_role", "share_key"})
+MEMBERSHIP_BODIES = frozenset({"create", "add", "remove", "set_role", "share_key", "rekey"})
 """Control bodies that change the member list (a ``key_share`` does not)."""
 
 REJECTION_REASONS = (
@@ -141,6 +146,8 @@ class _State:
     invites_used: set[bytes] = field(default_factory=set)
     # member id -> [[start, end or None], ...] membership intervals, in order
     spans: dict[str, list[list[Position | None]]] = field(default_factory=dict)
+    # applied removes and rekeys: (position, member id -> sealed next outer key)
+    epochs: list[tuple[Position, dict[str, bytes]]] = field(default_factory=list)
 
 
 class Roster:
@@ -220,7 +227,7 @@ class Roster:
             target = msg.remove.member_id
         elif body == "set_role":
             target = msg.set_role.member_id
-        elif body == "share_key":
+        elif body in ("share_key", "rekey"):
             target = ev.author_id
         reason = self._check(st, ev, body, target)
         outcome = Outcome(ev.position, ev.author_id, body, target, reason)
@@ -246,6 +253,8 @@ class Roster:
             return "not_a_member"
         if body == "share_key":
             return "" if len(msg.share_key.share_key) == 32 else "malformed"
+        if body == "rekey":
+            return "" if author.is_admin else "not_admin"
         if body == "remove" and target == ev.author_id:
             return "last_admin" if self._last_admin(st, target) else ""
         if not author.is_admin:
@@ -288,6 +297,11 @@ class Roster:
         elif body == "remove":
             del st.members[target]
             st.spans[target][-1][1] = ev.position
+            st.epochs.append((ev.position, {k.recipient_id: bytes(k.sealed)
+                                            for k in msg.remove.epoch_keys}))  # fmt: skip
+        elif body == "rekey":
+            st.epochs.append((ev.position, {k.recipient_id: bytes(k.sealed)
+                                            for k in msg.rekey.epoch_keys}))  # fmt: skip
         elif body == "set_role":
             old = st.members[target]
             st.members[target] = Member(target, old.info, role_name(msg.set_role.role), old.since)
@@ -350,6 +364,11 @@ class Roster:
             if start < position and (end is None or position < end):
                 return True
         return False
+
+    def epochs(self) -> list[tuple[Position, dict[str, bytes]]]:
+        """Applied removes and rekeys in order: where each started an epoch, and the
+        next outer key sealed to each member it was meant for."""
+        return list(self._state.epochs)
 
     def outcome(self, message_id: str) -> Outcome | None:
         """What became of the membership event with this message id, if seen."""

@@ -1,0 +1,228 @@
+"""A members channel's two key layers with real envelopes, sealed boxes and Megolm sessions.
+
+Each member here is a MembersChannel plus an identity; messages are real SDS
+protobufs sealed into real envelopes (net/envelope.py). No SDS core and no
+network: what reaches whom is chosen by the test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from app.members import secrets_file
+from app.members.channel import BEFORE_JOINED, MembersChannel, members_topic
+from app.members.events import MemberInfo, encode_add, is_control
+from app.members.group_keys import GroupKeys
+from net.envelope import EnvelopeError, WrongKeyOrTampered, open_for_topic, seal
+from net.identity import Identity
+from sds import sds_pb2
+
+_ids = itertools.count(1)
+
+
+class Person:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.identity = Identity.generate()
+        self.id = self.identity.sender_id
+        self.mc: MembersChannel | None = None
+        self.lamport = 0
+        self.shown: list[bytes] = []  # plaintexts of ordinary messages received
+        self.outbox: list[bytes] = []  # key shares sent before a message
+
+    def info(self) -> MemberInfo:
+        assert self.mc is not None
+        return MemberInfo(self.identity.public_key, self.mc.group_keys.share_key, self.name)
+
+    def send(self, content: bytes, now: int = 0) -> bytes:
+        """Seal ``content`` (with any key share due before it); returns its envelope.
+
+        The key shares' envelopes go to ``self.outbox`` (what the node publishes)."""
+        assert self.mc is not None
+        *due, last = self.mc.outgoing(content, now)
+        self.outbox.extend(self._send(c, now) for c in due)
+        return self._send(last, now)
+
+    def _send(self, content: bytes, now: int) -> bytes:
+        mc = self.mc
+        assert mc is not None
+        self.lamport += 1
+        mid = f"{self.lamport:06d}-{next(_ids):06d}-{self.name}"
+        body = content
+        msg = sds_pb2.SdsMessage(sender_id=self.id, message_id=mid, channel_id="team",
+                                 lamport_timestamp=self.lamport, content=body)  # fmt: skip
+        env = seal(msg.SerializeToString(), self.identity, mc.sending_key())
+        if is_control(body):
+            mc.on_control(self.id, self.lamport, mid, body, env, now)
+        return env
+
+    def post_due(self, now: int = 0) -> list[bytes]:
+        assert self.mc is not None
+        return [self._send(c, now) for c in self.mc.due_controls(now)]
+
+    def receive(self, env: bytes, now: int = 0) -> str:
+        """Open and take ``env``; returns what happened ('' when delivered)."""
+        mc = self.mc
+        assert mc is not None
+        try:
+            opened = open_for_topic(env, lambda t: mc.opening_keys() if t == mc.topic else None)
+        except EnvelopeError as exc:
+            return exc.reason
+        if opened.sender_id == self.id:
+            return "own"  # a node never takes its own envelopes back
+        reason = mc.admit(opened.sender_id)
+        if reason:
+            return reason
+        msg = opened.sds_message
+        assert msg is not None
+        self.lamport = max(self.lamport, msg.lamport_timestamp)
+        got = mc.incoming_content(msg.sender_id, msg.lamport_timestamp, msg.message_id,
+                                  msg.content)  # fmt: skip
+        if got.hold:
+            mc.hold(msg.sender_id, mc.session_of(msg.content), env)
+            return "held"
+        if got.content is None:
+            return got.reason
+        if is_control(got.content):
+            _, released = mc.on_control(msg.sender_id, msg.lamport_timestamp, msg.message_id,
+                                        got.content, env, now)  # fmt: skip
+            for again in released:
+                self.receive(again, now)
+            return ""
+        if got.content == BEFORE_JOINED:
+            return "before_joined"
+        self.shown.append(got.content)
+        return ""
+
+
+def broadcast(envs: list[bytes], *people: Person) -> None:
+    for env in envs:
+        for p in people:
+            p.receive(env)
+
+
+def founded_team() -> tuple[Person, Person, Person]:
+    alice, bob, carol = Person("alice"), Person("bob"), Person("carol")
+    mc, create = MembersChannel.create("team", MemberInfo(alice.identity.public_key, b"\0" * 32,
+                                                          "alice"), alice.id)  # fmt: skip
+    alice.mc = mc
+    first = alice.send(create)
+    for p in (bob, carol):  # what an invite hands a newcomer: channel id and outer keys
+        p.mc = MembersChannel("team", mc.channel_id, p.id, mc.epoch_keys,
+                              GroupKeys(mc.channel_id, p.id))  # fmt: skip
+        p.receive(first)
+    adds = [alice.send(encode_add(bob.info())), alice.send(encode_add(carol.info()))]
+    broadcast(adds, bob, carol)
+    broadcast(alice.post_due() + bob.post_due() + carol.post_due(), alice, bob, carol)
+    return alice, bob, carol
+
+
+def test_members_read_each_other_and_outsiders_are_dropped_at_the_gate() -> None:
+    alice, bob, carol = founded_team()
+    assert {m for m, _, _ in alice.mc.roster.listing()} == {alice.id, bob.id, carol.id}  # type: ignore[union-attr]
+    hello, hi = alice.send(b"hello"), bob.send(b"hi")
+    broadcast([hello], bob, carol)
+    broadcast([hi], alice, carol)
+    assert carol.shown == [b"hello", b"hi"] and bob.shown == [b"hello"] and alice.shown == [b"hi"]
+    # someone with the outer key but no membership (a fresh identity of a member)
+    sybil = Person("sybil")
+    sybil.mc = MembersChannel("team", alice.mc.channel_id, sybil.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
+                              GroupKeys(alice.mc.channel_id, sybil.id))  # type: ignore[union-attr]
+    assert bob.receive(sybil.send(b"spam")) == "not_a_member"
+    assert bob.mc.counters["not_a_member"] == 1  # type: ignore[union-attr]
+
+
+def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_removal(
+    tmp_path: Path,
+) -> None:
+    alice, bob, carol = founded_team()
+    before = alice.send(b"before")
+    broadcast([before], bob, carol)
+    secrets_file.save(tmp_path, carol.mc)  # type: ignore[arg-type]
+    removal = alice.send(alice.mc.remove(carol.id))  # type: ignore[union-attr]
+    broadcast([removal], bob, carol)
+    assert not bob.mc.roster.is_member(carol.id)  # type: ignore[union-attr]
+    assert bob.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
+    assert bob.mc.sending_key().key not in carol.mc.epoch_keys  # type: ignore[union-attr]
+    tap = [removal]
+    sent = [alice.send(b"secret 1"), bob.send(b"secret 2"), alice.send(b"secret 3")]
+    tap += alice.outbox + bob.outbox + sent  # new Megolm sessions, shared with the rest first
+    broadcast(alice.outbox + bob.outbox + sent, alice, bob)
+    assert bob.shown[-2:] == [b"secret 1", b"secret 3"] and alice.shown[-1] == b"secret 2"
+    # carol's data directory as it was at the removal, and every envelope since
+    stolen = secrets_file.load(tmp_path, "team")
+    assert stolen is not None
+    opened = 0
+    for env in tap[1:]:
+        try:
+            open_for_topic(env, lambda t: stolen.opening_keys())
+            opened += 1
+        except WrongKeyOrTampered:
+            pass
+    assert opened == 0
+    # and what carol sends now is dropped by the members
+    carol_env = carol.send(b"let me in")
+    assert bob.receive(carol_env) in ("not_a_member", "wrong_key_or_tampered")
+
+
+def test_a_message_that_outruns_its_key_share_is_held_then_read() -> None:
+    alice, bob, carol = founded_team()
+    alice.mc.group_keys.on_members_removed()  # type: ignore[union-attr]  # a new session
+    msg = alice.send(b"early")
+    shares = alice.outbox[-1:]  # its key share went first, but arrives after it
+    assert bob.receive(msg) == "held" and bob.mc.held == 1  # type: ignore[union-attr]
+    broadcast(shares, bob)
+    assert bob.shown[-1] == b"early" and bob.mc.held == 0  # type: ignore[union-attr]
+
+
+def test_a_newcomer_gets_a_marker_not_a_loss_for_messages_from_before_it_was_added() -> None:
+    alice, bob, carol = founded_team()
+    old = [alice.send(b"old 1"), bob.send(b"old 2")]
+    dave = Person("dave")
+    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
+                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
+    for mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
+        assert env is not None
+        dave.receive(env)
+    add = alice.send(encode_add(dave.info()))
+    broadcast([add], bob, carol, dave)
+    broadcast(alice.post_due() + bob.post_due(), dave, carol)
+    assert [dave.receive(e) for e in old] == ["before_joined", "before_joined"]
+    new = alice.send(b"welcome")
+    assert dave.receive(new) == "" and dave.shown == [b"welcome"]
+
+
+def test_the_members_file_restores_keys_list_and_sessions(tmp_path: Path) -> None:
+    alice, bob, _ = founded_team()
+    secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
+    path = secrets_file.members_file(tmp_path, "team")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    restored = secrets_file.load(tmp_path, "team")
+    assert restored is not None
+    assert restored.roster.listing() == bob.mc.roster.listing()  # type: ignore[union-attr]
+    assert restored.sending_key() == bob.mc.sending_key()  # type: ignore[union-attr]
+    bob.mc = restored
+    env = alice.send(b"after restart")
+    assert bob.receive(env) == "" and bob.shown[-1] == b"after restart"
+    assert secrets_file.load(tmp_path, "other") is None
+    os.chmod(path, 0o644)
+    with pytest.raises(secrets_file.MembersFileError, match="chmod 600"):
+        secrets_file.load(tmp_path, "team")
+    os.chmod(path, 0o600)
+    path.write_bytes(b"{not json")
+    with pytest.raises(secrets_file.MembersFileError, match="damaged"):
+        secrets_file.load(tmp_path, "team")
+
+
+def test_the_topic_is_fixed_for_the_channel_whatever_the_epoch() -> None:
+    alice, bob, carol = founded_team()
+    topic = alice.mc.topic  # type: ignore[union-attr]
+    assert topic == members_topic(alice.mc.channel_id)  # type: ignore[union-attr]
+    broadcast([alice.send(alice.mc.remove(carol.id))], bob)  # type: ignore[union-attr]
+    assert alice.mc.sending_key().topic == topic  # type: ignore[union-attr]
+    assert len(alice.mc.epoch_keys) == 2  # type: ignore[union-attr]
