@@ -171,7 +171,7 @@ def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_remo
 
 
 def test_a_message_that_outruns_its_key_share_is_held_then_read() -> None:
-    alice, bob, carol = founded_team()
+    alice, bob, _carol = founded_team()
     alice.mc.group_keys.on_members_removed()  # type: ignore[union-attr]  # a new session
     msg = alice.send(b"early")
     shares = alice.outbox[-1:]  # its key share went first, but arrives after it
@@ -186,7 +186,7 @@ def test_a_newcomer_gets_a_marker_not_a_loss_for_messages_from_before_it_was_add
     dave = Person("dave")
     dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
                              GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
-    for mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
+    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
         assert env is not None
         dave.receive(env)
     add = alice.send(encode_add(dave.info()))
