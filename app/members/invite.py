@@ -56,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+import nacl.bindings
 import nacl.exceptions
 import nacl.public
 from cryptography.exceptions import InvalidTag
@@ -524,6 +525,18 @@ def _check_key(key: bytes, what: str) -> None:
         raise JoinError("malformed", f"{what} is {len(key)} bytes, not 32")
 
 
+_PROBE_SCALAR = hashlib.sha256(b"sdschat-x25519-probe").digest()
+
+
+def _check_x25519(key: bytes) -> None:
+    """Refuse an X25519 key nothing can be sealed to: libsodium refuses keys of small
+    order (the shared secret would be all zeros, whatever the scalar)."""
+    try:
+        nacl.bindings.crypto_scalarmult(_PROBE_SCALAR, key)
+    except (nacl.exceptions.CryptoError, nacl.exceptions.RuntimeError, ValueError):
+        raise JoinError("malformed", "join request: an X25519 key of small order") from None
+
+
 # -- join requests ---------------------------------------------------------------------
 
 
@@ -555,6 +568,12 @@ def make_join_request(
     name = check_nick(name)
     if len(x25519_public) != 32:
         raise ValueError(f"an X25519 public key is 32 bytes, got {len(x25519_public)}")
+    try:
+        _check_x25519(bytes(x25519_public))
+    except JoinError:
+        raise ValueError(
+            "this X25519 public key is of small order: nothing can be sealed to it"
+        ) from None
     body = pb.JoinRequest(
         version=VERSION, invite_id=invite.invite_id, identity_key=identity.public_key,
         x25519_key=bytes(x25519_public), name=name, sent_ms=now_ms,
@@ -588,6 +607,7 @@ def open_join_request(invite: Invite, box: bytes, now_ms: int) -> JoinRequest:
         )  # fmt: skip
     _check_key(request.identity_key, "join request: the identity key")
     _check_key(request.x25519_key, "join request: the X25519 key")
+    _check_x25519(request.x25519_key)
     if not verify_signature(request.identity_key, signature, _REQUEST_SIGN_LABEL + body):
         raise JoinError("bad_signature", "join request: the signature does not match its key")
     if request.invite_id != invite.invite_id:

@@ -339,7 +339,8 @@ def _request_box(invite: Invite, signer: Identity, **changes: object) -> bytes:
     """A request as someone holding the secret could make it, with ``changes``."""
     fields: dict[str, object] = {
         "version": 1, "invite_id": invite.invite_id, "identity_key": signer.public_key,
-        "x25519_key": bytes(32), "name": "bob", "sent_ms": NOW,
+        "x25519_key": nacl.public.PrivateKey.generate().public_key.encode(), "name": "bob",
+        "sent_ms": NOW,
     }  # fmt: skip
     fields.update(changes)
     body = pb.JoinRequest(**fields).SerializeToString()  # type: ignore[arg-type]
@@ -361,6 +362,14 @@ def test_request_checks_name_each_problem() -> None:
     assert reason_of(lambda: open_join_request(invite, newer, NOW)) == "unsupported_version"
     short = _request_box(invite, eve, x25519_key=b"\x01" * 8)
     assert reason_of(lambda: open_join_request(invite, short, NOW)) == "malformed"
+    # a key of small order would make the admin's sealed box fail: refused up front
+    for point in (bytes(32), b"\x01" + bytes(31)):
+        weak = _request_box(invite, eve, x25519_key=point)
+        with pytest.raises(JoinError, match="small order") as info:
+            open_join_request(invite, weak, NOW)
+        assert info.value.reason == "malformed"
+        with pytest.raises(ValueError, match="small order"):
+            make_join_request(invite, eve, point, "eve", NOW)
     for junk in (b"", b"\xff" * 40, os.urandom(20_000)):
         assert reason_of(lambda junk=junk: open_join_request(invite, junk, NOW)) == "malformed"
 
