@@ -400,7 +400,7 @@ def decode_invite(code: str) -> Invite:
                 f"a character is wrong: {ch!r} (character {position}) is never part of an "
                 "invite code; check the code",
             )
-    if len(body) % 8 in (1, 3, 6) or len(body) <= (_CHECKSUM_BYTES * 8 + 4) // 5:
+    if len(body) % 8 in (1, 3, 6) or len(body) < (_CHECKSUM_BYTES * 8 + 4) // 5:
         raise InviteError(
             "bad_checksum", "a character is missing or extra: check the code"
         )

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import nacl.public
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.members import invite as inv
 from app.members import invite_pb2 as pb
@@ -464,3 +466,57 @@ def test_answer_checks_name_each_problem() -> None:
     unknown = _answer_box(invite, bob, box, eve, accepted=None, refused=pb.Refused(reason="full"))
     outcome = bob.open(invite, unknown, box)
     assert isinstance(outcome, JoinRefused) and outcome.message == "refused (full)"
+
+
+# -- anything at all -------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300) | st.builds(lambda t: CODE_PREFIX + t, st.text(max_size=300)))
+def test_any_text_is_an_invite_or_an_invite_error(text: str) -> None:
+    try:
+        decoded = decode_invite(text)
+    except InviteError as exc:
+        assert exc.reason in ("not_an_invite", "bad_checksum")
+        return
+    assert isinstance(decoded, Invite)  # pragma: no cover - a random valid code
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400))
+def test_any_payload_with_a_good_checksum_is_an_invite_or_an_invite_error(
+    payload: bytes,
+) -> None:
+    try:
+        decoded = decode_invite(code_for_payload(payload))
+    except InviteError as exc:
+        assert exc.reason in ("malformed", "unsupported_version")
+        return
+    assert len(decoded.secret) == 32 and len(decoded.channel_id) == 32
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=600), st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255))))
+def test_any_bytes_or_damaged_message_is_a_join_error(
+    junk: bytes, flips: list[tuple[int, int]]
+) -> None:
+    invite, admin, bob = fixed_invite(), Identity.generate(), Newcomer()
+    for opener in (
+        lambda data: open_join_request(invite, data, NOW),
+        lambda data: bob.open(invite, data, data),
+    ):
+        with pytest.raises(JoinError):
+            opener(junk)
+    box = bob.request(invite)
+    request = open_join_request(invite, box, NOW)
+    answer = make_join_accepted(invite, request, admin, CHANNEL_KEY, NOW)
+    for data, opener in (
+        (box, lambda data: open_join_request(invite, data, NOW)),
+        (answer, lambda data: bob.open(invite, data, box)),
+    ):
+        damaged = bytearray(data)
+        for at, mask in flips:
+            damaged[at % len(damaged)] ^= mask
+        if bytes(damaged) != data:
+            with pytest.raises(JoinError):
+                opener(bytes(damaged))
