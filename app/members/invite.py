@@ -137,6 +137,7 @@ _REQUEST_SIGN_LABEL = b"sdschat-join-request-v1\x00"
 _ANSWER_SIGN_LABEL = b"sdschat-join-answer-v1\x00"
 _BOX_AAD_LABEL = b"sdschat-invite-box-v1\x00"
 _BASE32_ALPHABET = frozenset("abcdefghijklmnopqrstuvwxyz234567")
+_LOOKALIKES = {"0": " (the letter o?)", "1": " (the letter l or i?)", "8": " (the letter b?)"}
 
 InviteErrorReason = Literal[
     "not_an_invite", "bad_checksum", "unsupported_version", "malformed", "expired"
@@ -395,10 +396,11 @@ def decode_invite(code: str) -> Invite:
     body = text[len(CODE_PREFIX) :]
     for position, ch in enumerate(body, start=len(CODE_PREFIX) + 1):
         if ch not in _BASE32_ALPHABET:
+            hint = _LOOKALIKES.get(ch, "")
             raise InviteError(
                 "bad_checksum",
-                f"a character is wrong: {ch!r} (character {position}) is never part of an "
-                "invite code; check the code",
+                f"a character is wrong: {ch!r} (character {position} of the code) is never "
+                f"part of an invite code{hint}; check the code",
             )
     if len(body) % 8 in (1, 3, 6) or len(body) < (_CHECKSUM_BYTES * 8 + 4) // 5:
         raise InviteError(

@@ -145,6 +145,7 @@ def test_a_character_outside_the_alphabet_is_named() -> None:
         decode_invite(typo)
     assert info.value.reason == "bad_checksum"
     assert "'0'" in info.value.message and "character 41" in info.value.message
+    assert "the letter o?" in info.value.message
 
 
 @pytest.mark.parametrize(
