@@ -55,6 +55,7 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Inet/lan --python_out=net/lan --pyi_out=net/lan net/lan/gossip.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp --python_out=app --pyi_out=app app/chat_content.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/members.proto
+	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/invite.proto
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
