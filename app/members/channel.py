@@ -44,6 +44,7 @@ from nacl.public import PublicKey, SealedBox
 from app.members import members_pb2 as pb
 from app.members.events import (
     MemberInfo,
+    channel_id_for,
     decode_control,
     decode_encrypted,
     encode_create,
@@ -145,11 +146,13 @@ class MembersChannel:
                policy: RotationPolicy | None = None) -> tuple[MembersChannel, bytes]:  # fmt: skip
         """A new members channel with ``own`` as its first admin; returns it and the
         control content of its ``create`` event (post it first)."""
-        channel_id = os.urandom(32)
+        nonce = os.urandom(32)
+        channel_id = channel_id_for(own.identity_key, nonce)
         keys = GroupKeys(channel_id, own_id, policy)
         own = MemberInfo(own.identity_key, keys.share_key, own.name)
+        _, create = encode_create(channel, own, nonce)
         mc = cls(channel, channel_id, own_id, [os.urandom(KEY_BYTES)], keys)
-        return mc, encode_create(channel, channel_id, own)
+        return mc, create
 
     def _count(self, reason: str) -> None:
         self.counters[reason] = self.counters.get(reason, 0) + 1

@@ -12,6 +12,7 @@ bytes claim no author of their own.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -27,6 +28,7 @@ __all__ = [
     "SHARE_KEY_BYTES",
     "BadControl",
     "MemberInfo",
+    "channel_id_for",
     "decode_control",
     "decode_encrypted",
     "encode_add",
@@ -102,13 +104,24 @@ def _check_member(m: MemberInfo) -> None:
         raise ValueError(problem)
 
 
-def encode_create(channel: str, channel_id: bytes, creator: MemberInfo) -> bytes:
-    """The first event of a members channel, made by its first admin."""
+_CHANNEL_ID_LABEL: Final = b"sdschat-members-channel-v1"
+
+
+def channel_id_for(creator_identity_key: bytes, nonce: bytes) -> bytes:
+    """A members channel's id: ``sha256(label || creator's identity key || nonce)``."""
+    return hashlib.sha256(_CHANNEL_ID_LABEL + creator_identity_key + nonce).digest()
+
+
+def encode_create(channel: str, creator: MemberInfo, nonce: bytes) -> tuple[bytes, bytes]:
+    """The first event of a members channel, made by its first admin: returns the
+    channel id and the event's content."""
     _check_member(creator)
-    if len(channel_id) != 32:
-        raise ValueError(f"a channel id is 32 bytes, got {len(channel_id)}")
-    return _frame(pb.Control(create=pb.Create(channel=channel, channel_id=channel_id,
-                                              creator=_member_pb(creator))))  # fmt: skip
+    if len(nonce) != 32:
+        raise ValueError(f"a create nonce is 32 bytes, got {len(nonce)}")
+    channel_id = channel_id_for(creator.identity_key, nonce)
+    create = pb.Create(channel=channel, channel_id=channel_id, creator=_member_pb(creator),
+                       nonce=nonce)  # fmt: skip
+    return channel_id, _frame(pb.Control(create=create))
 
 
 def encode_add(member: MemberInfo, *, invite_id: bytes = b"", role: str = ROLE_MEMBER) -> bytes:

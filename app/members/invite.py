@@ -126,8 +126,9 @@ MAX_RELAYS = 8
 MAX_URL_CHARS = 512
 MAX_CODE_CHARS = 8192
 """Longer pasted text is not an invite (a maximal code is about 7,000 characters)."""
-MAX_BOX_BYTES = 16 * 1024
-"""Longer handshake messages are refused before any decryption."""
+MAX_BOX_BYTES = 200 * 1024
+"""Longer handshake messages are refused before any decryption (an answer carries a
+members channel's control history; the envelope limit is 256 KiB)."""
 
 _CHECKSUM_BYTES = 4
 _CHECKSUM_LABEL = b"sdschat-invite-checksum-v1"
@@ -249,6 +250,8 @@ class JoinAccepted:
     admin_key: bytes
     admin_sender_id: str
     sent_ms: int
+    epoch_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    controls: tuple[bytes, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -659,11 +662,14 @@ def make_join_accepted(
     now_ms: int,
     *,
     relays: Sequence[str] | None = None,
+    epoch_keys: Sequence[bytes] = (),
+    controls: Sequence[bytes] = (),
     rng: Callable[[int], bytes] = os.urandom,
 ) -> bytes:
     """The admin's answer letting ``request``'s newcomer in, to publish on the invite
     topic. Carries the invite's channel name and id, ``channel_key`` and the relays
-    (the invite's unless ``relays`` is given).
+    (the invite's unless ``relays`` is given), and for a members channel its earlier
+    outer keys and its control messages' envelopes.
 
     Raises:
         ValueError: a channel key that is not 32 bytes, or a bad relay URL.
@@ -673,8 +679,11 @@ def make_join_accepted(
     urls = invite.relays if relays is None else _check_relays(relays, "relay URL")
     accepted = pb.Accepted(
         channel=invite.channel, channel_key=bytes(channel_key), channel_id=invite.channel_id,
-        relays=list(urls),
+        relays=list(urls), epoch_keys=[bytes(k) for k in epoch_keys],
+        controls=[bytes(c) for c in controls],
     )  # fmt: skip
+    if any(len(k) != CHANNEL_KEY_BYTES for k in epoch_keys):
+        raise ValueError("an outer key is 32 bytes")
     return _make_answer(invite, request, admin, now_ms, rng, accepted=accepted)
 
 
@@ -758,10 +767,13 @@ def open_join_answer(
             relays = _check_relays(list(acc.relays), "relay URL in the join answer")
         except ValueError as exc:
             raise JoinError("malformed", f"join answer: {exc}") from None
+        if any(len(k) != CHANNEL_KEY_BYTES for k in acc.epoch_keys):
+            raise JoinError("malformed", "join answer: an outer key that is not 32 bytes")
         return JoinAccepted(
             channel=acc.channel, channel_key=acc.channel_key, channel_id=acc.channel_id,
             relays=relays, admin_key=answer.admin_key, admin_sender_id=admin_id,
-            sent_ms=answer.sent_ms,
+            sent_ms=answer.sent_ms, epoch_keys=tuple(bytes(k) for k in acc.epoch_keys),
+            controls=tuple(bytes(c) for c in acc.controls),
         )  # fmt: skip
     if which == "refused":
         reason = answer.refused.reason

@@ -94,16 +94,20 @@ class JoinAnswer(_message.Message):
     def __init__(self, version: _Optional[int] = ..., invite_id: _Optional[bytes] = ..., newcomer_key: _Optional[bytes] = ..., request_digest: _Optional[bytes] = ..., admin_key: _Optional[bytes] = ..., sent_ms: _Optional[int] = ..., accepted: _Optional[_Union[Accepted, _Mapping]] = ..., refused: _Optional[_Union[Refused, _Mapping]] = ...) -> None: ...
 
 class Accepted(_message.Message):
-    __slots__ = ("channel", "channel_key", "channel_id", "relays")
+    __slots__ = ("channel", "channel_key", "channel_id", "relays", "epoch_keys", "controls")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_KEY_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
     RELAYS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLS_FIELD_NUMBER: _ClassVar[int]
     channel: str
     channel_key: bytes
     channel_id: bytes
     relays: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, channel: _Optional[str] = ..., channel_key: _Optional[bytes] = ..., channel_id: _Optional[bytes] = ..., relays: _Optional[_Iterable[str]] = ...) -> None: ...
+    epoch_keys: _containers.RepeatedScalarFieldContainer[bytes]
+    controls: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, channel: _Optional[str] = ..., channel_key: _Optional[bytes] = ..., channel_id: _Optional[bytes] = ..., relays: _Optional[_Iterable[str]] = ..., epoch_keys: _Optional[_Iterable[bytes]] = ..., controls: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class Refused(_message.Message):
     __slots__ = ("reason",)

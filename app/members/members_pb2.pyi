@@ -27,14 +27,16 @@ class Member(_message.Message):
     def __init__(self, identity_key: _Optional[bytes] = ..., share_key: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
 
 class Create(_message.Message):
-    __slots__ = ("channel", "channel_id", "creator")
+    __slots__ = ("channel", "channel_id", "creator", "nonce")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
     CREATOR_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
     channel: str
     channel_id: bytes
     creator: Member
-    def __init__(self, channel: _Optional[str] = ..., channel_id: _Optional[bytes] = ..., creator: _Optional[_Union[Member, _Mapping]] = ...) -> None: ...
+    nonce: bytes
+    def __init__(self, channel: _Optional[str] = ..., channel_id: _Optional[bytes] = ..., creator: _Optional[_Union[Member, _Mapping]] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class Add(_message.Message):
     __slots__ = ("member", "invite_id", "role")

@@ -10,7 +10,9 @@ is checked against the list as it stands just before it:
 ==================  ===========================================================
 ``create``          must be the first event, made by the creator it names; any
                     later create is ``duplicate_create``; a create for another
-                    channel id is ``wrong_channel``
+                    channel id, or whose id is not ``sha256(label || creator's
+                    key || nonce)``, is ``wrong_channel`` (only the creator can
+                    make the create of a channel id an invite names)
 ``add``             author is an admin (``not_admin``), the member is not one
                     already (``already_member``), its invite was not redeemed
                     before (``invite_used``)
@@ -54,6 +56,7 @@ from app.members.events import (
     ROLE_MEMBER,
     BadControl,
     MemberInfo,
+    channel_id_for,
     decode_control,
     member_info,
     role_name,
@@ -243,8 +246,10 @@ class Roster:
                 return "duplicate_create"
             if st.channel_id is not None and bytes(msg.create.channel_id) != st.channel_id:
                 return "wrong_channel"
-            if len(msg.create.channel_id) != 32:
-                return "malformed"
+            creator = msg.create.creator
+            if bytes(msg.create.channel_id) != channel_id_for(bytes(creator.identity_key),
+                                                              bytes(msg.create.nonce)):  # fmt: skip
+                return "wrong_channel"
             return "" if target == ev.author_id else "not_self"
         if not st.created:
             return "no_channel"

@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl.public import PrivateKey
 
+from app.members import members_pb2 as pb
 from app.members.events import (
     CONTROL_MAGIC,
     MemberInfo,
+    decode_control,
     encode_add,
     encode_create,
     encode_key_share,
@@ -23,7 +25,7 @@ from app.members.events import (
 from app.members.roster import Roster
 from net.identity import Identity
 
-CHANNEL_ID = bytes(range(32))
+NONCE = bytes(range(32))
 
 
 def person(name: str) -> MemberInfo:
@@ -34,6 +36,7 @@ def person(name: str) -> MemberInfo:
 
 ALICE, BOB, CAROL, DAVE = (person(n) for n in ("alice", "bob", "carol", "dave"))
 A, B, C, D = (m.member_id for m in (ALICE, BOB, CAROL, DAVE))
+CHANNEL_ID, CREATE = encode_create("team", ALICE, NONCE)
 
 
 class Log:
@@ -57,7 +60,7 @@ class Log:
 
 def founded() -> Log:
     log = Log()
-    log.add(A, 10, encode_create("team", CHANNEL_ID, ALICE))
+    log.add(A, 10, CREATE)
     log.add(A, 20, encode_add(BOB))
     return log
 
@@ -87,8 +90,8 @@ def test_events_from_non_admins_and_non_members_are_rejected_with_a_reason() -> 
 def test_events_before_the_create_and_a_second_create_are_rejected() -> None:
     log = Log()
     early = log.add(A, 5, encode_add(BOB))
-    log.add(A, 10, encode_create("team", CHANNEL_ID, ALICE))
-    second = log.add(B, 11, encode_create("team", CHANNEL_ID, BOB))
+    log.add(A, 10, CREATE)
+    second = log.add(B, 11, encode_create("team", BOB, NONCE)[1])
     r = log.roster()
     assert r.outcome(early).reason == "no_channel"  # type: ignore[union-attr]
     assert r.outcome(second).reason == "duplicate_create"  # type: ignore[union-attr]
@@ -97,11 +100,17 @@ def test_events_before_the_create_and_a_second_create_are_rejected() -> None:
 
 def test_a_create_must_be_made_by_its_creator_and_for_this_channel() -> None:
     log = Log()
-    forged = log.add(B, 10, encode_create("team", CHANNEL_ID, ALICE))
-    other = log.add(A, 11, encode_create("team", bytes(32), ALICE))
+    forged = log.add(B, 10, CREATE)  # bob replays alice's create as his own
+    other = log.add(A, 11, encode_create("team", ALICE, bytes(32))[1])  # another channel
+    # bob makes a create naming alice's channel id with himself as creator
+    msg = decode_control(encode_create("team", BOB, NONCE)[1])
+    assert isinstance(msg, pb.Control)
+    msg.create.channel_id = CHANNEL_ID
+    stolen_id = log.add(B, 12, CONTROL_MAGIC + msg.SerializeToString())
     r = log.roster()
     assert r.outcome(forged).reason == "not_self"  # type: ignore[union-attr]
     assert r.outcome(other).reason == "wrong_channel"  # type: ignore[union-attr]
+    assert r.outcome(stolen_id).reason == "wrong_channel"  # type: ignore[union-attr]
     assert not r.created
 
 
@@ -217,7 +226,7 @@ PEOPLE = [ALICE, BOB, CAROL, DAVE]
 def histories(draw: st.DrawFn) -> list[tuple[str, int, str, bytes]]:
     """A create by alice, then events by anyone about anyone, some concurrent."""
     n = draw(st.integers(min_value=1, max_value=14))
-    events = [(A, 1, "0000-create", encode_create("team", CHANNEL_ID, ALICE))]
+    events = [(A, 1, "0000-create", CREATE)]
     for i in range(n):
         author = draw(st.sampled_from(PEOPLE)).member_id
         target = draw(st.sampled_from(PEOPLE))
