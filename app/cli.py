@@ -133,7 +133,8 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         from app.chat_content import channel_arg, check_nick
 
         try:  # one rule for '#' and spaces in channel names (as /join applies it)
-            args.channel = channel_arg(args.channel)
+            if args.channel is not None:
+                args.channel = channel_arg(args.channel)
             args.extra_channels = [channel_arg(c) for c in args.extra_channels or ()]
             if args.name is not None:  # the rule /nick applies: one word, at most 64
                 args.name = check_nick(args.name)

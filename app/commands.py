@@ -17,6 +17,11 @@
 ``/send PATH``         send a file (at most 16 MiB)
 ``/save ID [PATH]``    save received file ID (default: DATA_DIR/files/)
 ``/retry``             send again the messages that failed
+``/create NAME``       create members channel NAME, with you as its admin
+``/invite [TTL]``      a one-line invite code to the current members channel
+``/members``           the current channel's members (role, fingerprint, online)
+``/remove NAME``       remove a member (admin); the others get new keys
+``/verify NAME``       a safety number to compare with NAME out of band
 ``/stats``             show counters
 ``/help``              show this help
 ``/quit``              leave the program (everything is saved)
@@ -45,6 +50,11 @@ text           send text to the current channel (//text sends /text)
 /send PATH     send a file (at most 16 MiB)
 /save ID [PATH]  save received file ID (default: DATA_DIR/files/)
 /retry         send again the messages that failed
+/create NAME   create members channel NAME (you are its admin)
+/invite [TTL]  a one-line invite code to this members channel (TTL e.g. 2h; default 24h)
+/members       the members of this channel: role, fingerprint, online
+/remove NAME   remove a member (admin): the others get new keys
+/verify NAME   a safety number to compare with NAME out of band
 /stats         counters
 /help          this help
 /quit          exit (everything is saved)"""
@@ -64,6 +74,11 @@ _COMMANDS = {
     "send": True,
     "save": True,
     "retry": False,
+    "create": True,
+    "invite": False,
+    "members": False,
+    "remove": True,
+    "verify": True,
     "stats": False,
     "help": False,
     "quit": False,

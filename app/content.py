@@ -41,6 +41,8 @@ from google.protobuf.message import DecodeError
 from app import chat_content_pb2 as cpb
 from app import content_pb2 as pb
 from app.chat_content import ChatContent, clean_name, decode_content
+from app.members.display import describe as describe_members_content
+from app.members.display import is_members_content
 
 __all__ = [
     "MAGIC",
@@ -151,6 +153,9 @@ def _unsupported(type_number: int, version: int, name: str | None) -> Decoded:
 
 def decode(content: bytes) -> Decoded:
     """Decode any content bytes; never raises (see the module docstring)."""
+    if is_members_content(content):  # a members channel's own contents (app/members)
+        kind, text = describe_members_content(content)
+        return Decoded(kind, text)
     if content.startswith(TYPED_MAGIC):
         return _decode_typed(content)
     if not is_typed(content):

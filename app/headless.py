@@ -40,6 +40,7 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -48,6 +49,8 @@ import orjson
 from app.chat_content import channel_arg, check_nick, json_visible, nick_text
 from app.commands import HELP, parse_line
 from app.content_commands import CONTENT_COMMANDS, run_content_command
+from app.members import secrets_file as members_file
+from app.members.commands import MEMBERS_COMMANDS, run_members_command
 from app.node import (
     IdentityMismatchError,
     Node,
@@ -264,6 +267,13 @@ async def _serve(
         await node.start()
         channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
         try:
+            first = args.channel
+            if node.members_channel(first) is None and not members_file.members_file(
+                    data_dir, first).exists():  # fmt: skip
+                if getattr(args, "create", False):
+                    await node.create_channel(first)
+                elif getattr(args, "invite", None):
+                    await node.join_by_invite(args.invite)
             for ch in channels:
                 await node.join(ch, passphrase)
         except PassphraseMismatchError as exc:
@@ -283,7 +293,8 @@ async def _serve(
                 continue
             if cmd.name == "quit":
                 break
-            current = await _command(node, cmd.name, cmd.arg, current, passphrase, out)
+            current = await _command(node, cmd.name, cmd.arg, current, passphrase, out,
+                                     relays=settings.relays or settings.relay)
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -301,9 +312,14 @@ async def _command(
     current: str | None,
     passphrase: bytes | None,
     out: JsonLines,
+    *,
+    relays: Sequence[str] | str | None = None,
 ) -> str | None:
     """Run one parsed command; returns the (possibly new) current channel."""
     try:
+        if name in MEMBERS_COMMANDS:
+            urls = [relays] if isinstance(relays, str) else list(relays or ())
+            return await run_members_command(node, name, arg, current, out.event, urls)
         if name in ("say", "me"):
             if current is None:
                 out.event(NodeError("no current channel: /join one first"))
@@ -376,6 +392,11 @@ _default_data_dir = default_data_dir
 
 
 def _passphrase(args: argparse.Namespace) -> bytes | None:
+    if getattr(args, "create", False) or getattr(args, "invite", None):
+        return None  # a members channel: keys come from its admin, not a passphrase
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else _default_data_dir()
+    if members_file.members_file(data_dir, args.channel).exists():
+        return None  # a members channel joined before: its keys are in the data directory
     if args.passphrase_file:
         return read_passphrase_file(args.passphrase_file)
     if sys.stdin.isatty():

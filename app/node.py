@@ -84,7 +84,7 @@ import logging
 import random
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -93,6 +93,28 @@ import sds
 from app.chat_content import KINDS, decode_content, encode_content
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
+from app.members import secrets_file as members_file
+from app.members.channel import MembersChannel
+from app.members.events import MemberInfo, encode_add, is_control
+from app.members.group_keys import GroupKeys
+from app.members.invite import (
+    DEFAULT_TTL_MS,
+    Invite,
+    JoinAccepted,
+    JoinError,
+    JoinRefused,
+    check_not_expired,
+    decode_invite,
+    encode_invite,
+    make_invite,
+    make_join_accepted,
+    make_join_refused,
+    make_join_request,
+    open_join_answer,
+    open_join_request,
+    request_digest,
+)
+from app.members.invites import InviteBook, unwrap, wrap
 from app.node_events import (
     CatchUp,
     ChannelJoined,
@@ -103,7 +125,9 @@ from app.node_events import (
     Delivered,
     Ephemeral,
     Info,
+    InviteMade,
     Lost,
+    MembersEvent,
     Missing,
     NodeError,
     NodeEvent,
@@ -124,6 +148,7 @@ from net.channel_key import (
 )
 from net.envelope import (
     EnvelopeError,
+    Opened,
     ReplayGuard,
     envelope_hash,
     open_envelope,
@@ -344,6 +369,11 @@ class _Inbox:
         self._items.extendleft(reversed(items))
         self._wake.set()
 
+    def requeue_envelopes(self, envelopes: Sequence[bytes]) -> None:
+        """Envelopes to receive again first (a members channel's held messages)."""
+        self._envelopes += len(envelopes)
+        self.put_front([_Envelope(e) for e in envelopes])
+
     async def put_envelope(self, item: _Envelope) -> None:
         while self._envelopes >= self._max:  # bounded: woken when the worker takes some
             self._space.clear()
@@ -548,6 +578,14 @@ class Node:
         """Outbox id of the next typed line (numbered here: see ``_send_typed``)."""
         self.store_sync: StoreSync | None = None
         """The store peer in use (:meth:`use_store`), if any."""
+        self._members: dict[str, MembersChannel] = {}
+        """Members channels by name (app/members): keys, member list, gate."""
+        self._members_dirty: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # invite answers under way
+        self._invites: InviteBook | None = None  # opened with the store (open invites)
+        self._invite_topics: set[bytes] = set()  # subscribed for invites (ours or ours to redeem)
+        self._invite_waiters: dict[bytes, tuple[Invite, GroupKeys, bytes,
+                                                asyncio.Future[JoinAccepted | JoinRefused]]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -826,6 +864,12 @@ class Node:
         """
         self._check_open()
         check_channel_name(channel)
+        if key is None and channel not in self._members:
+            mc = await asyncio.to_thread(members_file.load, self.store.data_dir, channel)
+            if mc is not None:  # a members channel: its keys are in the data directory
+                self._members[channel] = mc
+        if key is None and channel in self._members:
+            key = self._members[channel].sending_key()
         if key is None:
             key = await asyncio.to_thread(
                 derive_channel_key, channel, passphrase, params=self.options.kdf
@@ -838,6 +882,8 @@ class Node:
             return await self._join(chosen)
 
         info: ChannelInfo = await self._call_in_worker(do_join)
+        if channel in self._members:
+            await self._subscribe_invites(channel)
         return info
 
     async def leave(self, channel: str) -> bool:
@@ -934,9 +980,10 @@ class Node:
             raise KeyError(f"channel {channel!r} is not joined")
         if not self.transport.connected:
             return False
-        data = self._participant.channel(channel).send_ephemeral(content, self._now())
+        now = self._now()  # (members channels: under the outer layer only)
+        data = self._participant.channel(channel).send_ephemeral(content, now)
         self.counters["ephemeral_sent"] += 1
-        return await self._publish(seal(data, self.identity, info.key))
+        return await self._publish(seal(data, self.identity, self._seal_key(channel)))
 
     async def set_name(self, name: str) -> None:
         """Change the display name carried by our next messages (stored)."""
@@ -985,6 +1032,10 @@ class Node:
         self._inbox.put(_Call(fn, future))
         result: T = await future
         return result
+
+    def now_ms(self) -> int:
+        """The node's wall clock in milliseconds (what ``last_seen_ms`` is measured in)."""
+        return self._clock()
 
     def _now(self) -> int:
         return self._clock()
@@ -1196,6 +1247,9 @@ class Node:
                 save_requested = True
         self._drain(now, out)
         await self._follow_ups(now, out)
+        if self._members_dirty:
+            self._members_round(now, out)
+            await self._follow_ups(now, out)
         if out.core_called:
             self._state_dirty = True
         self._complete_batch(out, now, force_state=save_requested)
@@ -1229,6 +1283,11 @@ class Node:
         if channel not in self._channels:
             self._emit(NodeError(f"line {local_id} is for channel {channel!r}, not joined"))
             return
+        mc = self._members.get(channel)
+        if mc is not None:  # key shares due go first, then the line, encrypted
+            *due, content = mc.outgoing(content, now)
+            for control in due:
+                self._send_control(channel, control, now, out)
         out.local_id = local_id
         try:
             self._participant.channel(channel).send(content, now)
@@ -1248,17 +1307,31 @@ class Node:
     def _receive(self, data: bytes, now: int, out: _Round) -> None:
         self.counters["received"] += 1
         channel: str | None = None
+        if self._invite_topics:
+            framed = unwrap(data)
+            if framed is not None and framed[0] in self._invite_topics:
+                self._invite_frame(framed[0], framed[1], now)
+                return
 
-        def key_for_topic(topic: bytes) -> ChannelKey | None:
+        def key_for_topic(topic: bytes) -> ChannelKey | list[ChannelKey] | None:
             nonlocal channel  # a refusal after the topic matched names the channel
             channel = self._by_topic.get(topic)
-            return None if channel is None else self._channels[channel].key
+            if channel is None:
+                return None
+            mc = self._members.get(channel)
+            return self._channels[channel].key if mc is None else mc.opening_keys()
 
         try:
             opened = open_for_topic(data, key_for_topic)
         except EnvelopeError as exc:
             self._reject(exc.reason, channel, exc.detail, out)
             return
+        members = self._members.get(channel) if channel is not None else None
+        if members is not None:
+            why = members.admit(opened.sender_id)
+            if why:  # before the replay guard: a member added later resends these bytes
+                self._reject(why, channel, opened.sender_id, out)
+                return
         if not self._replay.check_and_remember(opened.envelope_hash):
             # The same bytes again (a restarted sender republishing, a relay or store
             # redelivering): verified and harmless, a counted duplicate, not a rejection.
@@ -1270,10 +1343,20 @@ class Node:
                 out.core_called = True
             return
         assert channel is not None  # opened: its topic named a joined channel
+        id_content = None  # a members channel's ciphertext: what the message id covers
+        if members is not None:
+            id_content = opened.sds_message.content if opened.sds_message is not None else None
+            if not self._members_content(members, opened, data, out):
+                return
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         core = self._participant.channel(channel)
         if opened.sds_message is not None:  # decoded once, by open_envelope
-            core.receive_parsed(opened.sds_message, opened.sds_bytes, now, opened.envelope_hash)
+            if id_content is None:
+                core.receive_parsed(opened.sds_message, opened.sds_bytes, now,
+                                    opened.envelope_hash)  # fmt: skip
+            else:  # a members channel: the content was decrypted, the id covers the ciphertext
+                core.receive_parsed(opened.sds_message, opened.sds_bytes, now,
+                                    opened.envelope_hash, id_content=id_content)  # fmt: skip
         else:
             core.receive(opened.sds_bytes, now, opened.envelope_hash)
         out.core_called = True
@@ -1304,6 +1387,312 @@ class Node:
             peer.name = name
         if first or renamed:
             out.events.append(PeerSeen(channel, sender_id, peer.name, first))
+
+    # ------------------------------------------------------------------ members channels
+
+    def _seal_key(self, channel: str) -> ChannelKey:
+        """The key envelopes of ``channel`` are sealed with now (a members channel's
+        current epoch key, else the channel key)."""
+        mc = self._members.get(channel)
+        return self._channels[channel].key if mc is None else mc.sending_key()
+
+    def _members_content(
+        self, mc: MembersChannel, opened: Opened, data: bytes, out: _Round
+    ) -> bool:
+        """Decrypt a members channel's content before the core sees it; False when the
+        message does not go to the core now (held for its key share, or refused)."""
+        pb = opened.sds_message
+        assert pb is not None  # open_for_topic decodes it
+        if not pb.content:
+            return True  # a sync message: only the outer layer
+        ephemeral = not pb.HasField("lamport_timestamp")
+        got = mc.incoming_content(pb.sender_id, pb.lamport_timestamp, pb.message_id,
+                                  pb.content, ephemeral=ephemeral)  # fmt: skip
+        if got.hold:  # its sender's key share has not arrived: open it again then
+            self._replay.forget(opened.envelope_hash)
+            if not ephemeral and mc.hold(pb.sender_id, mc.session_of(pb.content), data):
+                self.counters["members_held"] += 1
+            return False
+        if got.content is None:
+            if got.reason == "already_read":
+                self.counters["duplicate_envelopes"] += 1
+            else:
+                self._reject(got.reason, mc.channel, pb.message_id, out)
+            return False
+        pb.content = got.content
+        return True
+
+    def _on_control(self, mc: MembersChannel, author: str, lamport: int, mid: str,
+                    content: bytes, env: bytes | None) -> None:  # fmt: skip
+        """A control message delivered (or sent by us): the member list and keys move."""
+        was_member = mc.roster.is_member(self.sender_id)
+        change, released = mc.on_control(author, lamport, mid, content, env, self._now())
+        if released:
+            assert self._inbox is not None
+            self._inbox.requeue_envelopes(released)
+        self._members_dirty.add(mc.channel)
+        outcome = mc.roster.outcome(mid)
+        if outcome is not None and outcome.reason:
+            self.counters[f"members_rejected_{outcome.reason}"] += 1
+            self._emit(MembersEvent(mc.channel, "rejected",
+                                    f"membership event refused: {outcome.reason}",
+                                    {"id": mid, "author": author, "reason": outcome.reason,
+                                     "body": outcome.body}))  # fmt: skip
+        if change:
+            self._emit(MembersEvent(mc.channel, "changed", "the member list changed", {
+                "added": sorted(change.added), "removed": sorted(change.removed),
+                "rekeyed": sorted(change.share_keys_changed), "members": len(mc.roster)}))
+        if was_member and not mc.roster.is_member(self.sender_id):
+            self._emit(MembersEvent(mc.channel, "removed_me",
+                                    f"you were removed from #{mc.channel}"))  # fmt: skip
+
+    def _send_control(self, channel: str, content: bytes, now: int, out: _Round) -> None:
+        """Send a control message of ours inside a round (before the line being made)."""
+        local_id, typed_at = out.local_id, out.typed_at
+        out.local_id = out.typed_at = None
+        try:
+            self._participant.channel(channel).send(content, now)
+            out.core_called = True
+            self._drain(now, out)
+        except ValueError as exc:
+            self._emit(NodeError(f"{channel}: a control message could not be sent: {exc}"))
+        finally:
+            out.local_id, out.typed_at = local_id, typed_at
+
+    def _members_round(self, now: int, out: _Round) -> None:
+        """After a round that moved a members channel: send the key shares and rekeys
+        due, and save the channel's keys and control messages (before the commit)."""
+        for _ in range(3):  # sending may apply our own control messages: settle
+            dirty, self._members_dirty = self._members_dirty, set()
+            for channel in dirty:
+                mc = self._members.get(channel)
+                if mc is None or channel not in self._channels:
+                    continue
+                for control in mc.due_controls(now):
+                    self._send_control(channel, control, now, out)
+            for channel in dirty:
+                mc = self._members.get(channel)
+                if mc is not None:
+                    members_file.save(self.store.data_dir, mc)
+            if not self._members_dirty:
+                return
+
+    def members_channel(self, channel: str) -> MembersChannel | None:
+        """The members-channel state of ``channel`` (``None`` for another kind)."""
+        return self._members.get(channel)
+
+    async def create_channel(self, channel: str) -> ChannelInfo:
+        """Create members channel ``channel`` with us as its first admin, and join it.
+
+        Raises:
+            ValueError: a channel of that name is joined or known here already, or
+                the name is not one a person may use.
+        """
+        self._check_open()
+        check_channel_name(channel)
+        data_dir = self.store.data_dir
+        if channel in self._channels or await self.store.get_channel(channel) is not None:
+            raise ValueError(f"#{channel} exists in this data directory already; "
+                             "pick another name (or /forget it first)")  # fmt: skip
+        if members_file.members_file(data_dir, channel).exists():
+            raise ValueError(f"#{channel} is a members channel here already")
+        own = MemberInfo(self.identity.public_key, b"\0" * 32, self.name)
+        mc, create = MembersChannel.create(channel, own, self.sender_id)
+        members_file.save(data_dir, mc)
+        self._members[channel] = mc
+        info = await self.join(channel, key=mc.sending_key())
+        await self.post_content(channel, create)
+        self._emit(MembersEvent(channel, "created", f"created members channel #{channel}",
+                                {"channel_id": mc.channel_id.hex()}))  # fmt: skip
+        return info
+
+    def _invite_book(self) -> InviteBook:
+        if self._invites is None:
+            self._invites = InviteBook(self.store.data_dir)
+        return self._invites
+
+    async def _subscribe_invites(self, channel: str) -> None:
+        topics = [t for t in self._invite_book().topics(self._now(), channel)
+                  if t not in self._invite_topics]  # fmt: skip
+        if topics:
+            self._invite_topics.update(topics)
+            await self.transport.subscribe(topics)
+
+    async def make_invite(
+        self, channel: str, relays: Sequence[str] = (), ttl_ms: int = DEFAULT_TTL_MS
+    ) -> str:
+        """A one-line invite code to members channel ``channel`` (admins only); this
+        node answers its join request while it is open.
+
+        Raises:
+            KeyError: not a members channel here.
+            ValueError: not an admin; a bad relay URL or lifetime.
+        """
+        self._check_open()
+        mc = self._members.get(channel)
+        if mc is None:
+            raise KeyError(f"#{channel} is not a members channel (create one with /create)")
+        if not mc.roster.is_admin(self.sender_id):
+            raise ValueError(f"only an admin of #{channel} can invite")
+        invite = make_invite(channel, mc.channel_id, tuple(relays), now_ms=self._now(),
+                             ttl_ms=ttl_ms)  # fmt: skip
+        self._invite_book().add(invite)
+        await self._subscribe_invites(channel)
+        code = encode_invite(invite)
+        self._emit(InviteMade(channel, code, invite.expires_ms))
+        return code
+
+    def _invite_frame(self, topic: bytes, box: bytes, now: int) -> None:
+        """A handshake message on an invite topic: a request (we made the invite) or
+        an answer (we are redeeming it)."""
+        waiter = self._invite_waiters.get(topic)
+        if waiter is not None:
+            invite, keys, digest, future = waiter
+            try:
+                answer = open_join_answer(invite, box, keys.share_secret,
+                                          self.identity.public_key, digest)  # fmt: skip
+            except JoinError as exc:  # our own request echoed, another newcomer's answer
+                self.counters[f"invite_ignored_{exc.reason}"] += 1
+                return
+            if not future.done():
+                future.set_result(answer)
+            return
+        entry = self._invite_book().get(topic)
+        if entry is None:
+            return
+        try:
+            request = open_join_request(entry.invite, box, now)
+        except JoinError as exc:
+            self.counters[f"invite_rejected_{exc.reason}"] += 1
+            if exc.reason == "expired" and exc.request is not None:
+                refusal = make_join_refused(entry.invite, exc.request, self.identity,
+                                            "expired", now)  # fmt: skip
+                self._spawn(self._publish(wrap(topic, refusal)))
+            return
+        if entry.used_by and entry.used_by != request.sender_id:
+            refusal = make_join_refused(entry.invite, request, self.identity, "used", now)
+            self.counters["invite_refused_used"] += 1
+            self._spawn(self._publish(wrap(topic, refusal)))
+            return
+        self._spawn(self._admit(topic, entry.invite, request))
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _admit(self, topic: bytes, invite: Invite, request: Any) -> None:
+        """Add the newcomer of a valid join request, then answer with the keys."""
+        mc = self._members.get(invite.channel)
+        if mc is None or self._closing:
+            return
+        try:
+            if not mc.roster.is_member(request.sender_id):
+                if mc.roster.invite_used(invite.invite_id):
+                    refusal = make_join_refused(invite, request, self.identity, "used",
+                                                self._now())  # fmt: skip
+                    await self._publish(wrap(topic, refusal))
+                    return
+                member = MemberInfo(request.identity_key, request.x25519_key, request.name)
+                await self.post_content(invite.channel,
+                                        encode_add(member, invite_id=invite.invite_id))  # fmt: skip
+            self._invite_book().mark_used(topic, request.sender_id)
+            controls = [env for _, (_, _, _, env) in sorted(
+                mc.controls.items(), key=lambda kv: (kv[1][1], kv[0])) if env is not None]
+            current = mc.sending_key().key
+            answer = make_join_accepted(
+                invite, request, self.identity, current, self._now(),
+                epoch_keys=[k for k in mc.epoch_keys if k != current], controls=controls)
+            await self._publish(wrap(topic, answer))
+            text = f"{request.name} joined #{invite.channel} by invite"
+            data = {"member": request.sender_id, "name": request.name}
+            self._emit(MembersEvent(invite.channel, "admitted", text, data))
+        except (NodeClosedError, KeyError):
+            return
+        except ValueError as exc:
+            self._emit(NodeError(f"could not admit {request.name}: {exc}"))
+
+    async def join_by_invite(self, code: str, *, timeout_s: float = 60.0,
+                             resend_s: float = 2.0) -> ChannelInfo:  # fmt: skip
+        """Redeem an invite code: ask the inviting admin's node, then join the channel.
+
+        Raises:
+            ValueError: a bad or expired code (``InviteError``), a refusal, no answer
+                within ``timeout_s``, a channel of that name here already, or an answer
+                whose history does not make its sender an admin.
+        """
+        self._check_open()
+        invite = check_not_expired(decode_invite(code), self._now())
+        channel = invite.channel
+        if channel in self._channels or await self.store.get_channel(channel) is not None:
+            raise ValueError(f"#{channel} exists in this data directory already")
+        keys = GroupKeys(invite.channel_id, self.sender_id)
+        request = make_join_request(invite, self.identity, keys.share_key, self.name,
+                                    self._now())  # fmt: skip
+        future: asyncio.Future[JoinAccepted | JoinRefused] = (
+            asyncio.get_running_loop().create_future())
+        self._invite_waiters[invite.topic] = (invite, keys, request_digest(request), future)
+        self._invite_topics.add(invite.topic)
+        await self.transport.subscribe([invite.topic])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            while not future.done() and loop.time() < deadline:  # bounded by timeout_s
+                await self._publish(wrap(invite.topic, request))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(future),
+                                           min(resend_s, max(0.0, deadline - loop.time())))
+        finally:
+            self._invite_waiters.pop(invite.topic, None)
+            self._invite_topics.discard(invite.topic)
+            await self.transport.unsubscribe([invite.topic])
+        if not future.done():
+            raise ValueError(f"no admin of #{channel} answered within {timeout_s:.0f} s "
+                             "(an admin's node must be online to let you in)")  # fmt: skip
+        answer = future.result()
+        if isinstance(answer, JoinRefused):
+            raise ValueError(f"the invite to #{channel} was refused: {answer.message}")
+        mc = MembersChannel(channel, invite.channel_id, self.sender_id,
+                            [*answer.epoch_keys, answer.channel_key], keys)  # fmt: skip
+        now = self._now()
+        for env in answer.controls:
+            try:
+                opened = open_for_topic(env, lambda _t: mc.opening_keys())
+            except EnvelopeError:
+                continue
+            pb = opened.sds_message
+            if pb is None or not is_control(pb.content) or pb.sender_id != opened.sender_id:
+                continue
+            mc.on_control(opened.sender_id, pb.lamport_timestamp, pb.message_id, pb.content,
+                          env, now)  # fmt: skip
+        mc.set_current(answer.channel_key)
+        if not (mc.roster.is_admin(answer.admin_sender_id)
+                and mc.roster.is_member(self.sender_id)):  # fmt: skip
+            raise ValueError(f"the answer to the invite to #{channel} does not show its "
+                             "sender as an admin who added you; not joined")  # fmt: skip
+        members_file.save(self.store.data_dir, mc)
+        self._members[channel] = mc
+        info = await self.join(channel, key=mc.sending_key())
+        self._emit(MembersEvent(channel, "joined", f"joined members channel #{channel}",
+                                {"admin": answer.admin_sender_id,
+                                 "members": len(mc.roster)}))  # fmt: skip
+        return info
+
+    async def remove_member(self, channel: str, member_id: str) -> None:
+        """Remove a member (admin), with new outer keys for the others.
+
+        Raises:
+            KeyError: not a members channel here.
+            ValueError: not an admin, or no such member.
+        """
+        mc = self._members.get(channel)
+        if mc is None:
+            raise KeyError(f"#{channel} is not a members channel")
+        if member_id != self.sender_id and not mc.roster.is_admin(self.sender_id):
+            raise ValueError(f"only an admin of #{channel} can remove members")
+        if not mc.roster.is_member(member_id):
+            raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
+        await self.post_content(channel, mc.remove(member_id))
 
     def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
         cache = self._envelopes
@@ -1342,7 +1731,8 @@ class Node:
             if info is None:
                 continue
             if dg.kind == "sync":
-                out.publish.append((channel, None, seal(dg.data, self.identity, info.key)))
+                sync = seal(dg.data, self.identity, self._seal_key(channel))
+                out.publish.append((channel, None, sync))
                 self.counters["sync_sent"] += 1
                 continue
             self.counters[f"{dg.kind}_datagrams"] += 1
@@ -1479,9 +1869,15 @@ class Node:
 
     def _on_sent(self, ev: sds.MessageSent, out: _Round) -> None:
         ch, mid = ev.channel_id, ev.message_id
-        info = self._channels[ch]
-        env = seal(ev.data, self.identity, info.key)
+        env = seal(ev.data, self.identity, self._seal_key(ch))
         digest = envelope_hash(env)
+        plain = ev.content
+        mc = self._members.get(ch)
+        if mc is not None:
+            if is_control(plain):
+                self._on_control(mc, self.sender_id, ev.lamport, mid, plain, env)
+            else:
+                plain = mc.own_plaintext(plain)
         self._participant.channel(ch).set_retrieval_hint(mid, digest)
         self._replay.remember(digest)
         msg = StoredMessage(
@@ -1489,7 +1885,7 @@ class Node:
             message_id=mid,
             sender_id=self.sender_id,
             lamport=ev.lamport,
-            content=ev.content,
+            content=plain,
             causal_history=ev.causal_history,
             retrieval_hint=digest,
             envelope=env,
@@ -1508,10 +1904,10 @@ class Node:
             out.batch.insert_message(msg)
         self._remember_envelope(ch, mid, env)
         self._own_state[(ch, mid)] = OwnState.QUEUED
-        content = decode_content(ev.content)
+        content = decode_content(plain)
         self._own_text[(ch, mid)] = (content.text, content.kind)
-        if _is_typed(ev.content):
-            self._own_typed[(ch, mid)] = ev.content
+        if _is_typed(plain):
+            self._own_typed[(ch, mid)] = plain
         out.own_new.append((ch, mid, env))
         out.events.append(
             OwnMessage(
@@ -1532,6 +1928,9 @@ class Node:
             env = self._waiting_envelopes.pop((ch, hint), None)
         if env is not None:
             self._remember_envelope(ch, mid, env)
+        mc = self._members.get(ch)
+        if mc is not None and is_control(ev.content):
+            self._on_control(mc, ev.sender_id, ev.lamport, mid, ev.content, env)
         late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
         out.batch.insert_message(
             StoredMessage(
@@ -1799,8 +2198,12 @@ class Node:
     # ------------------------------------------------------------------ join/leave
 
     def _open_own(self, key: ChannelKey) -> Callable[[bytes], bytes | None]:
+        mc = self._members.get(key.channel)
+
         def open_own(envelope: bytes) -> bytes | None:
             try:
+                if mc is not None:  # any epoch's key
+                    return open_for_topic(envelope, lambda _t: mc.opening_keys()).sds_bytes
                 return open_envelope(envelope, key).sds_bytes
             except EnvelopeError:
                 return None

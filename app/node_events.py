@@ -51,8 +51,10 @@ __all__ = [
     "Delivered",
     "Ephemeral",
     "Info",
+    "InviteMade",
     "LanPeer",
     "Lost",
+    "MembersEvent",
     "Missing",
     "NodeError",
     "NodeEvent",
@@ -356,8 +358,37 @@ class LanPeer:
     ts: float = field(default_factory=_now_s)
 
 
+@dataclass(frozen=True, slots=True)
+class MembersEvent:
+    """A members channel (app/members): what changed, or what a command answered.
+
+    ``what``: ``created``, ``joined`` (by invite), ``changed`` (``data`` has
+    ``added``/``removed``/``rekeyed`` ids), ``members`` (the ``/members`` list in
+    ``data["members"]``), ``removed_me``, ``refused`` (an invite refused,
+    ``data["reason"]``), ``verify`` (a safety number).
+    """
+
+    channel: str
+    what: str
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class InviteMade:
+    """``/invite`` made a one-line code for ``channel`` (valid until ``expires_ms``)."""
+
+    channel: str
+    code: str
+    expires_ms: int
+    ts: float = field(default_factory=_now_s)
+
+
 NodeEvent = (
-    Ready
+    MembersEvent
+    | InviteMade
+    | Ready
     | ChannelJoined
     | ChannelLeft
     | Delivered
@@ -378,6 +409,8 @@ NodeEvent = (
 )
 
 _NAMES: dict[type, str] = {
+    MembersEvent: "members",
+    InviteMade: "invite",
     Ready: "ready",
     ChannelJoined: "channel",
     ChannelLeft: "channel",

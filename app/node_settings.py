@@ -183,7 +183,25 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 def add_join_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``sdschat join``."""
-    p.add_argument("channel", help="channel to join (and to which typed lines go)")
+    p.add_argument(
+        "channel",
+        nargs="?",
+        default=None,
+        help="channel to join (and to which typed lines go); not needed with --invite",
+    )
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="create CHANNEL as a members channel with you as its admin (invite others "
+        "with /invite; no passphrase)",
+    )
+    p.add_argument(
+        "--invite",
+        default=None,
+        metavar="CODE",
+        help="join the members channel of this invite code (from an admin's /invite); "
+        "its relays are used unless --relay is given",
+    )
     p.add_argument(
         "--relay",
         action="append",
@@ -279,6 +297,18 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     Raises:
         ValueError: a bad config file or value (the message says which).
     """
+    if getattr(args, "invite", None):
+        if getattr(args, "create", False):
+            raise ValueError("--invite and --create cannot be used together")
+        from app.members.invite import decode_invite  # checks the code before anything
+
+        invite = decode_invite(args.invite)
+        if args.channel is None:
+            args.channel = invite.channel
+        if args.relay is None and invite.relays:
+            args.relay = list(invite.relays)
+    elif args.channel is None:
+        raise ValueError("name a channel to join (or give --invite CODE)")
     for channel in [args.channel, *(getattr(args, "extra_channels", None) or [])]:
         check_channel_name(channel)  # all of them before any is joined
     if getattr(args, "no_config", False):

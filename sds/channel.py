@@ -749,8 +749,14 @@ class Channel:
         data: bytes,
         now_ms: int,
         retrieval_hint: bytes | None = None,
+        id_content: bytes | None = None,
     ) -> None:
-        """As :meth:`receive`, for a message the caller already parsed (``Participant`` does)."""
+        """As :meth:`receive`, for a message the caller already parsed (``Participant`` does).
+
+        ``id_content``: the content the message id was made over, when the caller
+        replaced ``pb.content`` before handing it over (an application that encrypts
+        content inside SDS and decrypts it first; the id covers the ciphertext).
+        """
         message_id = pb.message_id
         sender_id = pb.sender_id
         if pb.channel_id != self.channel_id:
@@ -812,7 +818,8 @@ class Channel:
         if (
             is_content
             and self.config.verify_message_ids
-            and id_form(message_id, pb.channel_id, sender_id, pb.lamport_timestamp, content)
+            and id_form(message_id, pb.channel_id, sender_id, pb.lamport_timestamp,
+                        content if id_content is None else id_content)
             is None
         ):
             # Before anything else uses the id (repair cancels, dedup): a copied id

@@ -190,8 +190,18 @@ class MembersChannel:
     # -- receiving -------------------------------------------------------------------
 
     def incoming_content(self, sender_id: str, lamport: int, message_id: str,
-                         content: bytes) -> Incoming:  # fmt: skip
-        """Decide what the core gets for a received content message (see :class:`Incoming`)."""
+                         content: bytes, *, ephemeral: bool = False) -> Incoming:  # fmt: skip
+        """Decide what the core gets for a received content message (see :class:`Incoming`).
+
+        ``ephemeral``: an SDS ephemeral message (no Lamport time: a typing indicator);
+        its sender must be a member now. Ephemeral content travels under the outer
+        layer only (it would otherwise use up Megolm indexes and force rotations).
+        """
+        if ephemeral:
+            if is_control(content) or not self.roster.is_member(sender_id):
+                self._count("not_a_member")
+                return Incoming(reason="not_a_member")
+            return Incoming(content)
         if is_control(content) or not content:
             return Incoming(content)
         framed = decode_encrypted(content)

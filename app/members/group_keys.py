@@ -151,6 +151,11 @@ class GroupKeys:
     # -- share keys --------------------------------------------------------
 
     @property
+    def share_secret(self) -> PrivateKey:
+        """The current X25519 private share key (to open an invite's answer)."""
+        return self._share_secrets[0][0]
+
+    @property
     def share_key(self) -> bytes:
         """The current X25519 public share key (what others seal key shares to)."""
         return bytes(self._share_secrets[0][0].public_key)

@@ -1,0 +1,187 @@
+"""Members channels with real processes: create, invite, chat, remove, and a relay tap.
+
+The removed member keeps its whole data directory and a tap at the relay records
+every envelope of the channel's topic; nothing sent after the removal opens with
+what that directory holds. Loopback only; every process is killed by PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from e2e_helpers import Cluster, Proc, T, cluster, comparable, history
+from websockets.sync.client import ClientConnection, connect
+
+from app.members import secrets_file
+from net.envelope import EnvelopeError, open_for_topic
+from net.relay_frames import decode_frame, encode_subscribe
+
+
+class Tap:
+    """A relay client that records every envelope of its topics (a thread reads all)."""
+
+    def __init__(self, ws: ClientConnection, topics: list[bytes]) -> None:
+        self.captured: list[bytes] = []
+        self._lock = threading.Lock()
+        self._ws = ws
+        self._ws.send(encode_subscribe(topics))
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):  # ends when the connection closes
+            for raw in self._ws:
+                frame = decode_frame(bytes(raw))  # type: ignore[arg-type]
+                if frame.WhichOneof("body") == "deliver":
+                    with self._lock:
+                        self.captured.append(bytes(frame.deliver.envelope))
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.captured)
+
+    def since(self, mark: int) -> list[bytes]:
+        with self._lock:
+            return list(self.captured[mark:])
+
+    def close(self) -> None:
+        self._ws.close()
+        self._thread.join(T(10))
+
+
+@contextlib.contextmanager
+def tap(url: str, topics: list[bytes]) -> Iterator[Tap]:
+    with connect(url, max_size=None, proxy=None, ping_interval=None, max_queue=None) as ws:
+        t = Tap(ws, topics)
+        try:
+            yield t
+        finally:
+            t.close()
+
+
+def _joined(p: Proc, what: str) -> None:
+    p.wait_for(lambda: bool(p.select("members", what=what)), 60, f"members channel {what}")
+    p.wait_for(lambda: bool(p.select("connection", state="connected")), 20, "connected")
+
+
+def _invite(admin: Proc) -> str:
+    before = len(admin.select("invite"))
+    admin.send("/invite")
+    admin.wait_for(lambda: len(admin.select("invite")) > before, 20, "an invite code")
+    code: str = admin.select("invite")[-1]["code"]
+    return code
+
+
+def _join_by_invite(c: Cluster, name: str, code: str, url: str) -> Proc:
+    argv = [sys.executable, "-m", "app.cli", "join", "--invite", code, "--data-dir",
+            str(c.tmp / name), "--name", name, "--headless", "--fast", "--relay", url]  # fmt: skip
+    p = c.start(argv, name)
+    _joined(p, "joined")
+    return p
+
+
+def _texts(p: Proc) -> list[str]:
+    return [e["text"] for e in p.select("delivered") if e.get("kind") == "msg"]
+
+
+def _sees(p: Proc, *texts: str) -> None:
+    p.wait_for(lambda: set(texts) <= set(_texts(p)), 60, f"delivered {texts}")
+
+
+def test_invite_chat_remove_and_the_removed_member_opens_nothing_captured_after(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url, channel="team", extra=["--create"])
+        _joined(alice, "created")
+        channel = alice.select("channel")[0]
+        assert channel["public"] is False
+        topic = bytes.fromhex(channel["topic"])
+        with tap(url, [topic]) as relay_tap:
+            bob = _join_by_invite(c, "bob", _invite(alice), url)
+            carol = _join_by_invite(c, "carol", _invite(alice), url)
+            alice.send("hello team")
+            bob.send("hi from bob")
+            carol.send("hi from carol")
+            _sees(alice, "hi from bob", "hi from carol")
+            _sees(bob, "hello team", "hi from carol")
+            _sees(carol, "hello team", "hi from bob")
+            alice.send("/members")
+            alice.wait_for(lambda: bool(alice.select("members", what="members")), 20, "/members")
+            rows = alice.select("members", what="members")[-1]["data"]["members"]
+            assert sorted((r["name"], r["role"]) for r in rows) == [
+                ("alice", "admin"), ("bob", "member"), ("carol", "member")]  # fmt: skip
+
+            # a used invite is refused with its reason, and changes nothing
+            used = _invite(alice)
+            dave = _join_by_invite(c, "dave", used, url)
+            argv = [sys.executable, "-m", "app.cli", "join", "--invite", used, "--data-dir",
+                    str(tmp_path / "eve"), "--name", "eve", "--headless", "--fast",
+                    "--relay", url]  # fmt: skip
+            eve = c.start(argv, "eve")
+            assert eve.wait(T(60)) != 0
+            assert any("refused" in e.get("message", "") for e in eve.select("error")), eve.tail()
+
+            removal_ms = int(time.time() * 1000)  # Lamport times are wall-clock ms here
+            alice.send("/remove carol")
+            for p in (alice, bob, dave):
+                p.wait_for(lambda p=p: any(carol_id(carol) in e["data"].get("removed", ())
+                                           for e in p.select("members", what="changed")),
+                           30, "carol removed")  # fmt: skip
+            carol.wait_for(lambda: bool(carol.select("members", what="removed_me")), 30,
+                           "told of the removal")  # fmt: skip
+            # what carol sends now is dropped by the members before their core
+            carol.send("still here?")
+            bob.wait_for(lambda: any(e["reason"] == "not_a_member" for e in bob.select("rejected")),
+                         30, "carol's line dropped as not_a_member")  # fmt: skip
+            carol.close_stdin()
+            assert carol.wait(T(30)) == 0, carol.tail()
+
+            mark = relay_tap.count()
+            for i in range(5):
+                alice.send(f"after removal from alice {i}")
+                bob.send(f"after removal from bob {i}")
+            _sees(bob, *(f"after removal from alice {i}" for i in range(5)))
+            _sees(alice, *(f"after removal from bob {i}" for i in range(5)))
+            _sees(dave, *(f"after removal from bob {i}" for i in range(5)))
+            after = relay_tap.since(mark)
+            assert len(after) >= 10
+
+            # carol's whole data directory: every outer key and Megolm session it holds
+            stolen = secrets_file.load(tmp_path / "carol", "team")
+            assert stolen is not None and len(stolen.epoch_keys) >= 1
+            opened = []
+            for env in after:
+                try:
+                    msg = open_for_topic(env, lambda _t: stolen.opening_keys()).sds_message
+                except EnvelopeError:
+                    continue
+                assert msg is not None
+                opened.append((msg.lamport_timestamp, msg.message_id[:8], len(msg.content)))
+            # Only resends and repairs of messages from before the removal open (the
+            # identical bytes, sealed then): nothing sent after it.
+            late = [o for o in opened if o[0] >= removal_ms]
+            assert not late, f"{late} of {len(after)} captured envelopes opened"
+            assert len(opened) < len(after)
+            # ... while bob's opens them all
+            bobs = secrets_file.load(tmp_path / "bob", "team")
+            assert bobs is not None
+            assert all(open_for_topic(env, lambda _t: bobs.opening_keys()) for env in after)
+        for p in (alice, bob, dave):
+            p.close_stdin()
+        for p in (alice, bob, dave):
+            assert p.wait(T(30)) == 0, p.tail()
+        hists = [comparable(history(tmp_path / n, "team")) for n in ("alice", "bob")]
+        assert hists[0] == hists[1]
+        assert len(hists[0]) >= 13  # 3 greetings, 10 lines after the removal, control messages
+
+
+def carol_id(carol: Proc) -> str:
+    ready = carol.select("ready")[0]
+    return str(ready["sender"])
