@@ -1460,15 +1460,16 @@ class Node:
             out.local_id, out.typed_at = local_id, typed_at
 
     def _members_round(self, now: int, out: _Round) -> None:
-        """After a round that moved a members channel: send the key shares and rekeys
-        due, and save the channel's keys and control messages (before the commit)."""
+        """After a round that moved a members channel: send the rekeys due (key shares
+        go before our next message), and save the channel's keys and control
+        messages (before the commit)."""
         for _ in range(3):  # sending may apply our own control messages: settle
             dirty, self._members_dirty = self._members_dirty, set()
             for channel in dirty:
                 mc = self._members.get(channel)
                 if mc is None or channel not in self._channels:
                     continue
-                for control in mc.due_controls(now):
+                for control in mc.due_controls(now, shares=False):  # shares: lazily
                     self._send_control(channel, control, now, out)
             for channel in dirty:
                 mc = self._members.get(channel)
@@ -1877,7 +1878,7 @@ class Node:
             if is_control(plain):
                 self._on_control(mc, self.sender_id, ev.lamport, mid, plain, env)
             else:
-                plain = mc.own_plaintext(plain)
+                plain = mc.own_plaintext(plain, (ev.lamport, mid))
         self._participant.channel(ch).set_retrieval_hint(mid, digest)
         self._replay.remember(digest)
         msg = StoredMessage(
@@ -2014,6 +2015,10 @@ class Node:
             force_state or now - self._last_state_save >= self._state_interval
         ):
             self._add_states(batch)
+            for mc in self._members.values():  # forward secrecy: forget what was read
+                mc.group_keys.advance(now)
+                if mc.group_keys.changes != mc.saved_changes:
+                    members_file.save(self.store.data_dir, mc)
 
     def _commits_inline(self, batch: Batch) -> bool:
         """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""

@@ -61,6 +61,7 @@ __all__ = [
     "BEFORE_JOINED",
     "HELD_PER_CHANNEL",
     "HELD_PER_SENDER",
+    "SHARE_CHUNK",
     "Incoming",
     "MembersChannel",
     "members_topic",
@@ -76,6 +77,10 @@ HELD_PER_SENDER = 256
 
 HELD_PER_CHANNEL = 2048
 """Messages held per channel while their senders' key shares have not arrived."""
+
+SHARE_CHUNK = 200
+"""Recipients per key-share message (about 580 bytes each: 116 KB, under the
+256 KiB envelope limit)."""
 
 _TOPIC_DOMAIN = b"sdschat-members-topic-v1"
 
@@ -138,8 +143,12 @@ class MembersChannel:
         self._held: dict[tuple[str, str], _Held] = {}
         self._held_count = 0
         self._own_plain: OrderedDict[bytes, bytes] = OrderedDict()
+        self._own_index: dict[bytes, tuple[str, int]] = {}
+        # our messages per outbound session: (position, Megolm index), the newest 256
+        self._sent: dict[str, list[tuple[Position, int]]] = {}
         self.counters: dict[str, int] = {}
         self._rekey_due = False
+        self.saved_changes = -1  # group_keys.changes when last saved (secrets_file)
 
     @classmethod
     def create(cls, channel: str, own: MemberInfo, own_id: str,
@@ -357,36 +366,67 @@ class MembersChannel:
         first: :meth:`outgoing`)."""
         if is_control(content):
             return content
+        index = self.group_keys.next_index(now_ms)
         session_id, megolm = self.group_keys.encrypt(content, now_ms)
         framed = encode_encrypted(session_id, megolm)
         self._own_plain[framed] = content
+        self._own_index[framed] = (session_id, index)
         while len(self._own_plain) > 1024:
-            self._own_plain.popitem(last=False)
+            old, _ = self._own_plain.popitem(last=False)
+            self._own_index.pop(old, None)
         return framed
 
-    def own_plaintext(self, framed: bytes) -> bytes:
-        """The plaintext of content :meth:`outgoing_content` encrypted (or ``framed``)."""
+    def own_plaintext(self, framed: bytes, position: Position | None = None) -> bytes:
+        """The plaintext of content :meth:`outgoing_content` encrypted (or ``framed``);
+        ``position``: where the core put the message (kept to share the session
+        from there with a member added concurrently)."""
+        where = self._own_index.pop(framed, None)
+        if where is not None and position is not None:
+            sent = self._sent.setdefault(where[0], [])
+            sent.append((position, where[1]))
+            del sent[:-256]
         plain = self._own_plain.pop(framed, None)
         if plain is not None:
             return plain
         out = self.incoming_content(self.own_id, 0, "", framed)
         return out.content if out.content is not None else framed
 
-    def due_controls(self, now_ms: int) -> list[bytes]:
-        """Control contents to post now: our session's key share for members that lack
-        it, and (admins) a rekey when a member has no key of the current epoch."""
+    def due_controls(self, now_ms: int, *, shares: bool = True) -> list[bytes]:
+        """Control contents to post now: (admins) a rekey when a member has no key of
+        the current epoch, and with ``shares`` our session's key share for members
+        that lack it (at most :data:`SHARE_CHUNK` recipients per message).
+
+        The node posts rekeys at once and key shares lazily, just before our next
+        message (:meth:`outgoing`): in a large channel most members are silent, and
+        a removal then costs each of them nothing until they speak.
+        """
         out: list[bytes] = []
         if not self.roster.is_member(self.own_id):
             return out
         if self._rekey_due and self.roster.is_admin(self.own_id):
             out.append(self.rekey())
             self._rekey_due = False
+        if not shares:
+            return out
         members = {mid: m.info.share_key for mid, m in self.roster.members.items()}
         recipients = self.group_keys.unshared(members, now_ms)
-        if recipients:
-            share = self.group_keys.key_share(recipients, now_ms)
-            if share is not None:
-                out.append(share)
+        if not recipients:
+            return out
+        # each from the first of our messages after its add (sent before we knew of it)
+        sent = self._sent.get(self.group_keys.outbound_session_id(now_ms), [])
+        by_index: dict[int | None, dict[str, bytes]] = {}
+        for mid, key in recipients.items():
+            member = self.roster.member(mid)
+            since = member.since if member is not None else None
+            first = next((i for pos, i in sent if since is not None and pos > since), None)
+            by_index.setdefault(first, {})[mid] = key
+        for first, group in by_index.items():
+            ids = sorted(group)
+            for start in range(0, len(ids), SHARE_CHUNK):
+                chunk = {mid: group[mid] for mid in ids[start : start + SHARE_CHUNK]}
+                share = self.group_keys.key_share(chunk, now_ms, from_index=first)
+                if share is not None:
+                    out.append(share)
         return out
 
     def _seal_epoch(self, members: dict[str, bytes]) -> tuple[bytes, dict[str, bytes]]:

@@ -147,6 +147,8 @@ class GroupKeys:
         self._rotate_next = True
         self._in: dict[tuple[str, str], _Inbound] = {}
         self._newest: dict[str, str] = {}  # sender id -> its newest session id
+        self.changes = 0
+        """Counts every change of this state (the caller saves it when this moved)."""
 
     # -- share keys --------------------------------------------------------
 
@@ -214,16 +216,26 @@ class GroupKeys:
         return {mid: key for mid, key in members.items()
                 if mid != self.own_id and mid not in self._out.shared_with}  # fmt: skip
 
-    def key_share(self, recipients: Mapping[str, bytes], now_ms: int) -> bytes | None:
+    def key_share(self, recipients: Mapping[str, bytes], now_ms: int,
+                  from_index: int | None = None) -> bytes | None:  # fmt: skip
         """The control content sharing the current session with ``recipients``
-        (member id -> X25519 share key), from the session's current index;
-        ``None`` when there is nobody to share with."""
+        (member id -> X25519 share key), from the session's current index or from
+        ``from_index`` (an earlier one); ``None`` when there is nobody to share with."""
         session_id = self.outbound_session_id(now_ms)
         assert self._out is not None
         session = self._out.session
+        first = int(session.message_index)
+        exported = False
         session_key = session.session_key.to_base64().encode()
+        own = self._in.get((self.own_id, session_id))
+        if from_index is not None and from_index < first and own is not None:
+            earlier = own.session.export_at(max(from_index, int(own.session.first_known_index)))
+            if earlier is not None:
+                session_key, exported = earlier.to_base64().encode(), True
+                first = max(from_index, int(own.session.first_known_index))
         plain = pb.SessionKeyPlain(channel_id=self.channel_id, sender_id=self.own_id,
-                                   session_id=session_id, session_key=session_key)  # fmt: skip
+                                   session_id=session_id, session_key=session_key,
+                                   exported=exported)  # fmt: skip
         data = plain.SerializeToString()
         sealed = {}
         for mid, key in recipients.items():
@@ -233,7 +245,13 @@ class GroupKeys:
         if not sealed:
             return None
         self._out.shared_with.update(sealed)
-        return encode_key_share(session_id, session.message_index, sealed)
+        return encode_key_share(session_id, first, sealed)
+
+    def next_index(self, now_ms: int) -> int:
+        """The Megolm index the next :meth:`encrypt` will use."""
+        self.outbound_session_id(now_ms)
+        assert self._out is not None
+        return int(self._out.session.message_index)
 
     def encrypt(self, plaintext: bytes, now_ms: int) -> tuple[str, bytes]:
         """Encrypt with the current outbound session: ``(session_id, megolm bytes)``.
@@ -243,6 +261,7 @@ class GroupKeys:
         """
         session_id = self.outbound_session_id(now_ms)
         assert self._out is not None
+        self.changes += 1
         message = self._out.session.encrypt(plaintext)
         return session_id, bytes(message.to_bytes())
 
@@ -278,8 +297,12 @@ class GroupKeys:
         if plain.sender_id != author_id or plain.session_id != share.session_id:
             return ShareResult(reason="wrong_sender")
         try:
-            session = vodozemac.InboundGroupSession(
-                vodozemac.SessionKey(plain.session_key.decode()))
+            text = plain.session_key.decode()
+            if plain.exported:
+                session = vodozemac.InboundGroupSession.import_session(
+                    vodozemac.ExportedSessionKey(text))
+            else:
+                session = vodozemac.InboundGroupSession(vodozemac.SessionKey(text))
         except Exception:
             return ShareResult(reason="bad_session")
         if session.session_id != plain.session_id:
@@ -294,6 +317,7 @@ class GroupKeys:
                      now_ms: int) -> None:  # fmt: skip
         sid = str(session.session_id)
         first = int(session.first_known_index)
+        self.changes += 1
         self._in[(sender_id, sid)] = _Inbound(session, now_ms, first, first)
         newest = self._newest.get(sender_id)
         if newest is not None and newest != sid:
@@ -332,6 +356,7 @@ class GroupKeys:
             plaintext = bytes(entry.session.decrypt(message).plaintext)
         except Exception:
             return "bad_megolm"
+        self.changes += 1
         if index > entry.low_water:
             entry.read_above.add(index)
         else:
@@ -362,6 +387,7 @@ class GroupKeys:
             if expired and not own_current:
                 del self._in[key]
                 dropped += 1
+                self.changes += 1
                 continue
             if entry.low_water > entry.session.first_known_index:
                 exported = entry.session.export_at(entry.low_water)
@@ -369,9 +395,12 @@ class GroupKeys:
                     continue
                 entry.session = vodozemac.InboundGroupSession.import_session(
                     vodozemac.ExportedSessionKey(exported.to_base64()))
+                self.changes += 1
+        held = len(self._share_secrets)
         self._share_secrets = [
             (s, since) for s, since in self._share_secrets
             if since is None or now_ms - since < p.keep_superseded_ms]  # fmt: skip
+        self.changes += held - len(self._share_secrets)
         return dropped
 
     # -- persistence -------------------------------------------------------

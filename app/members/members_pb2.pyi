@@ -103,16 +103,18 @@ class SealedKey(_message.Message):
     def __init__(self, recipient_id: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
 
 class SessionKeyPlain(_message.Message):
-    __slots__ = ("channel_id", "sender_id", "session_id", "session_key")
+    __slots__ = ("channel_id", "sender_id", "session_id", "session_key", "exported")
     CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
     SENDER_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPORTED_FIELD_NUMBER: _ClassVar[int]
     channel_id: bytes
     sender_id: str
     session_id: str
     session_key: bytes
-    def __init__(self, channel_id: _Optional[bytes] = ..., sender_id: _Optional[str] = ..., session_id: _Optional[str] = ..., session_key: _Optional[bytes] = ...) -> None: ...
+    exported: bool
+    def __init__(self, channel_id: _Optional[bytes] = ..., sender_id: _Optional[str] = ..., session_id: _Optional[str] = ..., session_key: _Optional[bytes] = ..., exported: _Optional[bool] = ...) -> None: ...
 
 class Encrypted(_message.Message):
     __slots__ = ("session_id", "megolm")

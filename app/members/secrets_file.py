@@ -51,6 +51,7 @@ def _unb64(text: str | None) -> bytes | None:
 
 def save(data_dir: Path, mc: MembersChannel) -> None:
     """Write ``mc``'s state (atomically, mode 0600)."""
+    mc.saved_changes = mc.group_keys.changes
     pickle_key = mc.pickle_key
     doc = {
         "version": _VERSION,

@@ -90,7 +90,11 @@ def _texts(p: Proc) -> list[str]:
 
 
 def _sees(p: Proc, *texts: str) -> None:
-    p.wait_for(lambda: set(texts) <= set(_texts(p)), 60, f"delivered {texts}")
+    try:
+        p.wait_for(lambda: set(texts) <= set(_texts(p)), 150, f"delivered {texts}")
+    except AssertionError:
+        Path(f"/tmp/mtry/dump-{p.name}.jsonl").write_text("\n".join(p.raw))
+        raise
 
 
 def test_invite_chat_remove_and_the_removed_member_opens_nothing_captured_after(
@@ -185,3 +189,56 @@ def test_invite_chat_remove_and_the_removed_member_opens_nothing_captured_after(
 def carol_id(carol: Proc) -> str:
     ready = carol.select("ready")[0]
     return str(ready["sender"])
+
+
+def test_a_removal_with_30_percent_loss_and_a_member_killed_mid_rekey_converges(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url, channel="team", extra=["--create"])
+        _joined(alice, "created")
+        lossy = ["--drop-rate", "0.3", "--drop-seed", "7", "--lost-timeout-ms", "120000"]
+        bob_argv = ["--data-dir", str(tmp_path / "bob"), "--name", "bob", "--headless",
+                    "--fast", "--relay", url, *lossy]  # fmt: skip
+        bob = c.start([sys.executable, "-m", "app.cli", "join", "--invite", _invite(alice),
+                       *bob_argv], "bob")  # fmt: skip
+        _joined(bob, "joined")
+        carol = _join_by_invite(c, "carol", _invite(alice), url)
+        dave = _join_by_invite(c, "dave", _invite(alice), url)
+        for p in (alice, bob, carol, dave):
+            p.send(f"before from {p.name}")
+        for p in (alice, bob, dave):
+            _sees(p, *(f"before from {q.name}" for q in (alice, bob, carol, dave) if q is not p))
+
+        alice.send("/remove carol")
+        bob.wait_for(lambda: bool(bob.select("members", what="changed")) or bob.popen.poll()
+                     is not None, 30, "bob hears of a change")  # fmt: skip
+        bob.kill9()  # mid-rekey: new outer key applied, new Megolm sessions being shared
+        lines: dict[str, list[str]] = {"alice": [], "bob": [], "dave": []}
+        for i in range(3):
+            lines["alice"].append(f"alice while bob is down {i}")
+            lines["dave"].append(f"dave while bob is down {i}")
+            alice.send(lines["alice"][-1])
+            dave.send(lines["dave"][-1])
+        bob = c.start([sys.executable, "-m", "app.cli", "join", "team", *bob_argv], "bob")
+        bob.wait_for(lambda: bool(bob.select("channel")), 30, "bob back")
+        for i in range(3):
+            for p in (alice, bob, dave):
+                lines[p.name].append(f"after from {p.name} {i}")
+                p.send(lines[p.name][-1])
+        for p in (alice, dave):
+            others = {t for n, ts in lines.items() if n != p.name for t in ts}
+            _sees(p, *others)
+        # bob, restarted: everything the others sent after the removal (some before his
+        # restart, through his 30% loss) ends in his log
+        others = {t for n, ts in lines.items() if n != "bob" for t in ts}
+        bob.wait_for(lambda: others <= {h["content"] for h in history(tmp_path / "bob", "team")},
+                     180, "bob holds every line")  # fmt: skip
+        carol.close_stdin()
+        for p in (alice, bob, dave, carol):
+            p.close_stdin()
+        for p in (alice, bob, dave):
+            assert p.wait(T(60)) == 0, p.tail()
+        hists = [comparable(history(tmp_path / n, "team")) for n in ("alice", "bob", "dave")]
+        assert hists[0] == hists[1] == hists[2]
