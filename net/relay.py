@@ -384,6 +384,9 @@ class RelayServer:
                 certfile=cfg.cluster_certfile,
                 keyfile=cfg.cluster_keyfile,
                 token_file=cfg.cluster_token_file,
+                publisher_rate=cfg.rate,
+                publisher_burst=cfg.burst,
+                publisher_bytes=cfg.cluster_publisher_bytes,
             )
             await cluster.start()  # ClusterUnavailable (an OSError) if NATS is unreachable
             self._cluster = cluster
@@ -776,10 +779,8 @@ class RelayServer:
             return
         self.stats.published += 1
         cluster = self._cluster
-        if cluster is not None:
-            if not cluster.admit(envelope):
-                return  # the same bytes passed this relay moments ago
-            cluster.publish(topic, envelope)
+        if cluster is not None:  # every publish, a resend of the same bytes too
+            cluster.publish(topic, envelope, conn.cid)
         self._fan_out(topic, envelope, conn)
 
     def _deliver_from_cluster(self, topic: bytes, envelope: bytes) -> None:

@@ -88,6 +88,12 @@ class RelayConfig:
         cluster_keyfile: its private key (None: it is in ``cluster_certfile``).
         cluster_token_file: a file holding the NATS authentication token (kept
             out of the command line, where ``ps`` shows it).
+        cluster_publisher_bytes: bytes per second one publisher (a client of
+            another relay, or anything publishing on NATS without the relays'
+            header) may send this relay through NATS, twice that at once; and
+            like a client connection, at most ``rate`` frames/s (``burst`` at
+            once). Beyond it envelopes are dropped (``shed_publisher``), not
+            the local clients (``net/relay_cluster.py``).
         trusted_proxies: addresses/networks (CIDR) of reverse proxies in front
             of the relay: for a connection from one of them, the client's
             address (for ``max_clients_per_ip`` and the logs) is read from
@@ -122,6 +128,7 @@ class RelayConfig:
     cluster_certfile: str | None = None
     cluster_keyfile: str | None = None
     cluster_token_file: str | None = None
+    cluster_publisher_bytes: int = 4 * 1024 * 1024
 
     def __post_init__(self) -> None:
         parse_networks(self.trusted_proxies)
@@ -167,6 +174,11 @@ class RelayConfig:
             raise ValueError(
                 f"--memory-budget ({self.memory_budget}) must be at least --queue-bytes "
                 f"({self.queue_bytes})"
+            )
+        if self.cluster_publisher_bytes < self.max_frame:
+            raise ValueError(
+                f"--cluster-publisher-bytes ({self.cluster_publisher_bytes}) must be at least "
+                f"--max-frame ({self.max_frame}): a publisher must be able to send one frame"
             )
         if self.max_clients_per_ip < 0:
             raise ValueError("max_clients_per_ip must be >= 0 (0 = no limit)")
@@ -342,6 +354,15 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         help="NATS authentication token, read from this file (user and password go in the "
         "URL: nats://USER:PASSWORD@HOST:4222)",
     )
+    parser.add_argument(
+        "--cluster-publisher-bytes",
+        type=_size,
+        default=d.cluster_publisher_bytes,
+        metavar="SIZE",
+        help=f"bytes per second one publisher may send this relay through NATS (twice that "
+        f"at once); beyond it its envelopes are dropped, not the clients "
+        f"(default {d.cluster_publisher_bytes // 2**20}M)",
+    )
     add_tls_arguments(parser)
 
 
@@ -394,4 +415,7 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         cluster_certfile=getattr(args, "cluster_certfile", None),
         cluster_keyfile=getattr(args, "cluster_keyfile", None),
         cluster_token_file=getattr(args, "cluster_token_file", None),
+        cluster_publisher_bytes=getattr(
+            args, "cluster_publisher_bytes", d.cluster_publisher_bytes
+        ),
     )
