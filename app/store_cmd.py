@@ -108,6 +108,22 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help=f"simultaneous query connections (default {d.max_clients})",
     )
     p.add_argument(
+        "--max-clients-per-ip",
+        type=int,
+        default=d.max_clients_per_ip,
+        metavar="N",
+        help=f"query connections from one host (an IPv4 address, an IPv6 /64), 0 = no limit "
+        f"(default {d.max_clients_per_ip})",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d.idle_timeout_s,
+        metavar="SECONDS",
+        help=f"close a query connection that sends no request this long, 0 = never "
+        f"(default {d.idle_timeout_s:g})",
+    )
+    p.add_argument(
         "--lan",
         action="store_true",
         help="also receive envelopes by LAN gossip (zeroconf discovery) and announce this "
@@ -193,6 +209,8 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         max_page_size=args.max_page_size,
         default_page_size=min(200, args.max_page_size),
         max_clients=args.max_clients,
+        max_clients_per_ip=args.max_clients_per_ip,
+        idle_timeout_s=args.idle_timeout,
         log_format=args.log_format,
         stats_interval_s=args.stats_interval,
         certfile=args.certfile,

@@ -26,6 +26,11 @@ message, answered in order per connection):
 
 Refusals are ``Error`` frames with a stable ``code`` (see store.proto); the
 connection stays open. Frames above ``max_frame`` close it with 1009.
+Connections beyond ``max_clients``, or beyond ``max_clients_per_ip`` from one
+host (an IPv4 address, an IPv6 /64), are closed with 1013 at once; a
+connection that sends no request for ``idle_timeout_s`` is closed with 1008,
+so idle sockets cannot hold every slot (clients reconnect when they next ask,
+and a node's catch-up retries while the store is full: ``net/store_sync.py``).
 
 Retention by age and by size runs at start and every ``retention_interval_s``
 (:mod:`net.store_config` documents the flags). Logs are JSON lines on stderr
@@ -60,7 +65,7 @@ from websockets.protocol import State
 
 from net import envelope_pb2, runner, store_pb2
 from net.envelope import ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, NONCE_BYTES, envelope_hash
-from net.relay import TokenBucket
+from net.relay import TokenBucket, host_group
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
@@ -79,6 +84,7 @@ from storage import ArchivedEnvelope, Store
 
 __all__ = [
     "CLOSE_FULL",
+    "CLOSE_IDLE",
     "CLOSE_SHUTDOWN",
     "EnvelopeFeed",
     "StorePeer",
@@ -94,7 +100,41 @@ CLOSE_FULL = 1013
 CLOSE_SHUTDOWN = 1001
 """Close code used when the store shuts down."""
 
+CLOSE_IDLE = 1008
+"""Close code for a query connection that sent no request within ``idle_timeout_s``."""
+
 _HASH_CHUNK = 32  # hashes per database call of a by-hash query
+
+
+def _incremental_vacuum_mode(db: sqlite3.Connection) -> None:
+    """Make the archive's file able to shrink: ``auto_vacuum = INCREMENTAL`` (a store
+    made before it is rewritten once, by VACUUM, which that setting needs)."""
+    if int(db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        db.execute("VACUUM")
+
+
+def _file_bytes(db: sqlite3.Connection) -> int:
+    page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
+    return page_size * int(db.execute("PRAGMA page_count").fetchone()[0])
+
+
+def _give_back_free_pages(db: sqlite3.Connection) -> tuple[int, int]:
+    """After retention deleted envelopes: return the free pages to the file system
+    (incremental vacuum) and truncate the WAL; ``(file bytes before, after)``."""
+    before = _file_bytes(db)
+    # executescript steps the pragma to the end; execute() would free one page per call
+    db.executescript("PRAGMA incremental_vacuum;")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return before, _file_bytes(db)
+
+
+def _peer_ip(ws: ServerConnection) -> str:
+    try:
+        addr = ws.remote_address
+    except Exception:  # transport already gone
+        return "?"
+    return str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
 
 
 def wall_ms() -> int:
@@ -150,7 +190,12 @@ class StoreStats:
         served_envelopes, served_bytes: envelopes sent in answers.
         errors: ``Error`` answers, by code.
         retention_deleted: envelopes deleted by retention.
-        connections_total, connections_rejected: query connections.
+        vacuumed_bytes: bytes the database file gave back to the file system after
+            retention (incremental vacuum).
+        connections_total, connections_rejected: query connections (rejected:
+            ``max_clients`` or ``max_clients_per_ip``).
+        rejected_per_ip: query connections refused by ``max_clients_per_ip``.
+        idle_closed: query connections closed after ``idle_timeout_s`` without a request.
     """
 
     received: int = 0
@@ -163,8 +208,11 @@ class StoreStats:
     served_bytes: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     retention_deleted: int = 0
+    vacuumed_bytes: int = 0
     connections_total: int = 0
     connections_rejected: int = 0
+    rejected_per_ip: int = 0
+    idle_closed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -179,8 +227,11 @@ class StoreStats:
             "served_bytes": self.served_bytes,
             "errors": dict(sorted(self.errors.items())),
             "retention_deleted": self.retention_deleted,
+            "vacuumed_bytes": self.vacuumed_bytes,
             "connections_total": self.connections_total,
             "connections_rejected": self.connections_rejected,
+            "rejected_per_ip": self.rejected_per_ip,
+            "idle_closed": self.idle_closed,
         }
 
 
@@ -252,6 +303,8 @@ class StorePeer:
         self._pending_hashes: set[bytes] = set()
         self._last_arrival = 0
         self._flush_wake = asyncio.Event()
+        self._retention_wake = asyncio.Event()
+        self._since_retention = 0  # envelope bytes written since retention last ran
         self._space = asyncio.Event()
         self._space.set()
         self._flushed = asyncio.Event()
@@ -261,6 +314,7 @@ class StorePeer:
         self._server: Server | None = None
         self._port: int | None = None
         self._conns: set[ServerConnection] = set()
+        self._per_host: Counter[str] = Counter()
         self._ids = itertools.count(1)
         self._closing = False
         self._closed = asyncio.Event()
@@ -322,6 +376,7 @@ class StorePeer:
         cfg = self.config
         self._store = await Store.open(cfg.data_dir)
         try:
+            await self._store._call(_incremental_vacuum_mode)
             count, size = await self._store.archive.stats()
             self.log.info(
                 "store_opened",
@@ -466,9 +521,13 @@ class StorePeer:
             _count, size = await archive.stats()
             if size > cfg.max_bytes:
                 deleted += await archive.trim_to_size(cfg.max_bytes)
+        self._since_retention = 0
         if deleted:
             self.stats.retention_deleted += deleted
-            self.log.info("store_retention", deleted=deleted)
+            before, after = await self.store._call(_give_back_free_pages)
+            self.stats.vacuumed_bytes += max(0, before - after)
+            self.log.info("store_retention", deleted=deleted, file_bytes_before=before,
+                          file_bytes=after)
         return deleted
 
     # ------------------------------------------------------------ ingest
@@ -489,6 +548,12 @@ class StorePeer:
         self.stats.flushes += 1
         self.stats.archived += new
         self.stats.duplicates += len(batch) - new
+        if new and self.config.max_bytes > 0:
+            # retention runs at once when an eighth of --max-bytes arrived since the
+            # last run: a flood cannot grow the file far past the limit in between
+            self._since_retention += sum(len(a.envelope) for a in batch)
+            if self._since_retention > max(self.config.max_bytes // 8, 1):
+                self._retention_wake.set()
 
     async def _write_loop(self) -> None:
         interval = self.config.flush_interval_s
@@ -504,7 +569,10 @@ class StorePeer:
 
     async def _retention_loop(self) -> None:
         while True:  # ends when close() cancels it
-            await asyncio.sleep(self.config.retention_interval_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.retention_interval_s):
+                    await self._retention_wake.wait()
+            self._retention_wake.clear()
             try:
                 await self.run_retention()
             except Exception as exc:
@@ -519,25 +587,54 @@ class StorePeer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         cfg = self.config
+        host = host_group(_peer_ip(ws))
+        refusal = None
         if self._closing or len(self._conns) >= cfg.max_clients:
+            refusal = "store full"
+        elif cfg.max_clients_per_ip and self._per_host[host] >= cfg.max_clients_per_ip:
+            refusal = "too many connections from your address"
+            self.stats.rejected_per_ip += 1
+            if self.stats.rejected_per_ip & (self.stats.rejected_per_ip - 1) == 0:
+                self.log.warning("query_connection_rejected", host=host,
+                                 reason="too many from address",
+                                 rejected_per_ip=self.stats.rejected_per_ip)
+        if refusal is not None:
             self.stats.connections_rejected += 1
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2.0):
-                    await ws.close(CLOSE_FULL, "store full")
+                    await ws.close(CLOSE_FULL, refusal)
+            if ws.state is not State.CLOSED:
+                ws.transport.abort()
             return
         self._conns.add(ws)
+        self._per_host[host] += 1
         self.stats.connections_total += 1
         cid = next(self._ids)
         loop = asyncio.get_running_loop()
         bucket = TokenBucket(cfg.rate, cfg.burst, loop.time())
+        idle = cfg.idle_timeout_s or None
         self.log.debug("query_connection_opened", conn=cid, open=len(self._conns))
         try:
-            async for message in ws:
+            while True:  # ends when the connection closes or idles out
+                try:
+                    async with asyncio.timeout(idle):
+                        message = await ws.recv()
+                except TimeoutError:
+                    self.stats.idle_closed += 1
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(2.0):
+                            await ws.close(CLOSE_IDLE, "idle")
+                    if ws.state is not State.CLOSED:
+                        ws.transport.abort()
+                    break
                 await self._answer(ws, message, bucket, loop.time())
         except ConnectionClosed:
             pass
         finally:
             self._conns.discard(ws)
+            self._per_host[host] -= 1
+            if self._per_host[host] <= 0:
+                del self._per_host[host]
             self.log.debug("query_connection_closed", conn=cid, open=len(self._conns))
 
     async def _error(self, ws: ServerConnection, request_id: int, code: str, reason: str) -> None:

@@ -132,7 +132,11 @@ class StoreSync:
         fetch_attempts: tries per id before leaving it to SDS-R.
         backoff_base, backoff_max: seconds between tries of one id.
         stale_s: an id not asked for again within this long is forgotten.
-        catchup_attempts: tries of a catch-up while the store is unreachable.
+        catchup_attempts: tries of a catch-up while the store is unreachable (or
+            full); after that it reports ``failed``.
+        catchup_retry_s: a background catch-up (:meth:`catch_up_soon`) that
+            failed so is tried again after this long (doubling up to 8 times
+            that) until it succeeds or the sync is closed; 0: never.
         clock: wall-clock milliseconds.
     """
 
@@ -152,6 +156,7 @@ class StoreSync:
         backoff_max: float = 8.0,
         stale_s: float = 60.0,
         catchup_attempts: int = 5,
+        catchup_retry_s: float = 15.0,
         progress_interval_s: float = 0.25,
         clock: Callable[[], int] = _wall_ms,
         rng: random.Random | None = None,
@@ -169,11 +174,13 @@ class StoreSync:
         self._backoff = (backoff_base, backoff_max)
         self.stale_s = stale_s
         self.catchup_attempts = catchup_attempts
+        self.catchup_retry_s = catchup_retry_s
         self.progress_interval_s = progress_interval_s
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self.counters: Counter[str] = Counter()
-        """``catchup_envelopes``, ``catchups``, ``catchup_failures``, ``fetched``,
+        """``catchup_envelopes``, ``catchups``, ``catchup_failures``, ``catchup_retries``,
+        ``fetched``,
         ``fetch_misses``, ``fetch_given_up``, ``fetch_queries``, ``store_unavailable``."""
         self._state: dict[str, dict[str, Any]] = self._load()
         self._skew_ms = 0
@@ -183,6 +190,8 @@ class StoreSync:
         self._fetcher: asyncio.Task[None] | None = None
         self._online: asyncio.Task[None] | None = None
         self._catchups: dict[bytes, asyncio.Task[int]] = {}
+        self._retrying: set[bytes] = set()  # topics whose catch-up waits to retry
+        self._unavailable: set[bytes] = set()  # topics whose last catch-up found no store
         self._savers: set[asyncio.Task[None]] = set()
         self._topics: dict[bytes, str] = {}
         self._closed = False
@@ -240,18 +249,25 @@ class StoreSync:
     def catch_up_soon(self, channel: str, topic: bytes) -> None:
         """Start :meth:`catch_up` in the background unless one runs for ``topic``."""
         running = self._catchups.get(topic)
-        if self._closed or (running is not None and not running.done()):
+        if running is not None and not running.done() and topic in self._retrying:
+            running.cancel()  # it only waits to retry: start afresh now
+            self._retrying.discard(topic)
+        elif self._closed or (running is not None and not running.done()):
             return
-        task = asyncio.create_task(self.catch_up(channel, topic), name=f"catch-up {channel}")
+        task = asyncio.create_task(
+            self._catch_up_until_done(channel, topic), name=f"catch-up {channel}"
+        )
         self._catchups[topic] = task
 
     async def catch_up(self, channel: str, topic: bytes) -> int:
         """Feed everything the store has for ``topic`` since last time; returns how many.
 
-        Retries with backoff while the store is unreachable (``catchup_attempts``),
-        then reports ``failed`` (the next connection tries again).
+        Retries with backoff while the store is unreachable or full
+        (``catchup_attempts``), then reports ``failed``. (Started by
+        :meth:`catch_up_soon`, a catch-up that failed so is tried again later.)
         """
         self._topics[topic] = channel
+        self._unavailable.discard(topic)
         done = 0
         last = "store unavailable"
         for attempt in range(max(1, self.catchup_attempts)):
@@ -262,11 +278,31 @@ class StoreSync:
                 last = str(exc)
                 if attempt + 1 < self.catchup_attempts:
                     await asyncio.sleep(backoff_delay(attempt, *self._backoff, self._rng))
+                else:
+                    self._unavailable.add(topic)
             except StoreError as exc:
                 last = f"{exc.code}: {exc}"
                 break
         self.counters["catchup_failures"] += 1
         self._report(CatchUpProgress(channel, "failed", done, 0, self.url, last))
+        return 0
+
+    async def _catch_up_until_done(self, channel: str, topic: bytes) -> int:
+        """:meth:`catch_up`, tried again every ``catchup_retry_s`` (doubling, at most 8
+        times that) while it fails because the store is unreachable or full, until it
+        succeeds or :meth:`close`: a catch-up refused while every slot of the store
+        was taken completes once one frees."""
+        for round_ in range(1_000_000):  # bounded: ends on success, refusal or close()
+            done = await self.catch_up(channel, topic)
+            if topic not in self._unavailable or self._closed or self.catchup_retry_s <= 0:
+                return done
+            self.counters["catchup_retries"] += 1
+            delay = self.catchup_retry_s * 2 ** min(round_, 3)
+            self._retrying.add(topic)
+            try:
+                await asyncio.sleep(delay * (0.75 + 0.5 * self._rng.random()))
+            finally:
+                self._retrying.discard(topic)
         return 0
 
     async def _catch_up_once(self, channel: str, topic: bytes) -> int:
