@@ -158,6 +158,10 @@ class StorePeerConfig:
         certfile: PEM certificate chain: the query listener serves ``wss://``;
             read again on SIGHUP (see :mod:`net.tls`).
         keyfile: PEM private key of ``certfile`` (None: it is in ``certfile``).
+        write_keys: ``(topic, write key)`` pairs (``--write-key``): those topics
+            are archived only from ``Put`` frames with a valid write proof
+            (``net/store_proof.py``); their envelopes from relays and the LAN
+            are refused (``unproven``).
     """
 
     data_dir: Path
@@ -186,6 +190,7 @@ class StorePeerConfig:
     stats_interval_s: float = 60.0
     certfile: str | None = None
     keyfile: str | None = None
+    write_keys: tuple[tuple[bytes, bytes], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("max_hashes", "max_page_size", "default_page_size", "max_request_bytes",
@@ -222,6 +227,16 @@ class StorePeerConfig:
             check_ws_url(url, "relay URL")
         if self.keyfile is not None and self.certfile is None:
             raise ValueError("--keyfile needs --certfile")
+        for topic, key in self.write_keys:
+            if topic not in self.topics:
+                raise ValueError(
+                    f"--write-key for topic {topic.hex()}, which this store does not archive "
+                    f"(add --topic {topic.hex()})"
+                )
+            if len(key) != 32:
+                raise ValueError("a write key is 32 bytes")
+        if self.write_keys and self.listen is None:
+            raise ValueError("--write-key needs a query listener (nodes send proofs there)")
         if self.certfile is not None and self.listen is None:
             raise ValueError("--certfile needs a query listener (not --listen none)")
 
@@ -236,6 +251,8 @@ class StorePeerConfig:
             value = getattr(self, f.name)
             if f.name == "topics":
                 value = [t.hex() for t in value]
+            elif f.name == "write_keys":
+                value = [t.hex() for t, _key in value]  # which topics, never the keys
             elif isinstance(value, Path):
                 value = str(value)
             elif isinstance(value, tuple):

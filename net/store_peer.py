@@ -78,7 +78,9 @@ from net.store_frames import (
     encode_envelopes,
     encode_error,
     encode_info,
+    encode_put_result,
 )
+from net.store_proof import proof_checks
 from net.tls import ServerTLS, reload_on_sighup
 from storage import ArchivedEnvelope, Store
 
@@ -127,6 +129,10 @@ def _give_back_free_pages(db: sqlite3.Connection) -> tuple[int, int]:
     db.executescript("PRAGMA incremental_vacuum;")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     return before, _file_bytes(db)
+
+
+def _oversized(message: bytes, cfg: StorePeerConfig) -> str:
+    return f"request of {len(message)} bytes > {cfg.max_request_bytes}"
 
 
 def _peer_ip(ws: ServerConnection) -> str:
@@ -294,6 +300,7 @@ class StorePeer:
         self.config = config
         self.log = logger if logger is not None else RelayLogger(config.log_format)
         self.topics: frozenset[bytes] = frozenset(config.topics)
+        self._write_keys: dict[bytes, bytes] = dict(config.write_keys)
         self.stats = StoreStats()
         self._clock = clock
         self._store: Store | None = None
@@ -476,17 +483,22 @@ class StorePeer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def ingest(self, data: bytes) -> None:
+    async def ingest(self, data: bytes, *, proven: bool = False) -> None:
         """Archive one received envelope (checked; buffered; written within ``flush_interval_s``).
 
-        Waits only when ``ingest_limit`` envelopes are already waiting to be
-        written (backpressure for the feed that called it).
+        An envelope of a topic with a write key (``config.write_keys``) is
+        refused (``unproven``) unless ``proven`` (a ``Put`` whose write proof
+        was checked). Waits only when ``ingest_limit`` envelopes are already
+        waiting to be written (backpressure for the feed that called it).
         """
         self.stats.received += 1
         topic, reason = check_envelope(data, self.topics)
         if topic is None:
             assert reason is not None
             self.stats.rejected[reason] += 1
+            return
+        if not proven and topic in self._write_keys:
+            self.stats.rejected["unproven"] += 1
             return
         digest = envelope_hash(data)
         if digest in self._pending_hashes:
@@ -650,21 +662,20 @@ class StorePeer:
         if isinstance(message, str):
             await self._error(ws, 0, "malformed", "text frames are not accepted")
             return
-        if len(message) > self.config.max_request_bytes:
-            await self._error(
-                ws,
-                0,
-                "oversized",
-                f"request of {len(message)} bytes > {self.config.max_request_bytes}",
-            )
-            return
         try:
             frame = decode_store_frame(message)
         except StoreFrameError as exc:
-            await self._error(ws, 0, exc.code, exc.reason)
+            if len(message) > self.config.max_request_bytes:
+                await self._error(ws, 0, "oversized", _oversized(message, self.config))
+            else:
+                await self._error(ws, 0, exc.code, exc.reason)
             return
         rid = frame.request_id
         kind = frame.WhichOneof("body")
+        if kind != "put" and len(message) > self.config.max_request_bytes:
+            # a Put carries envelopes: it may use the whole frame (max_frame)
+            await self._error(ws, 0, "oversized", _oversized(message, self.config))
+            return
         try:
             if kind == "info_request":
                 await self._info(ws, rid)
@@ -672,6 +683,8 @@ class StorePeer:
                 await self._by_hash(ws, rid, frame.query_by_hash)
             elif kind == "query_by_time":
                 await self._by_time(ws, rid, frame.query_by_time)
+            elif kind == "put":
+                await self._put(ws, rid, frame.put)
             else:
                 raise _RejectedRequest("unexpected_frame", f"clients may not send {kind}")
         except _RejectedRequest as exc:
@@ -697,6 +710,7 @@ class StorePeer:
             default_page_size=cfg.default_page_size,
             max_request_bytes=cfg.max_request_bytes,
             oldest_arrival_ms=oldest,
+            proven_topics=sorted(self._write_keys),
         )
         self.stats.queries["info"] += 1
         await ws.send(encode_info(rid, info))
@@ -731,6 +745,33 @@ class StorePeer:
                 frame.append((item.envelope, item.arrival_ms))
                 size += len(item.envelope)
         await self._send_items(ws, rid, frame, final=True, store_time_ms=self._clock())
+
+    async def _put(self, ws: ServerConnection, rid: int, put: store_pb2.Put) -> None:
+        """Archive envelopes sent with write proofs (``net/store_proof.py``)."""
+        items = put.envelopes
+        if not items:
+            raise _RejectedRequest("malformed", "no envelopes")
+        if len(items) > self.config.max_hashes:
+            raise _RejectedRequest(
+                "too_many_hashes", f"{len(items)} envelopes > {self.config.max_hashes}"
+            )
+        self.stats.queries["put"] += 1
+        accepted = 0
+        refused: list[str] = []
+        for item in items:
+            topic, reason = check_envelope(item.envelope, self.topics)
+            if topic is not None:
+                key = self._write_keys.get(topic)
+                if key is not None and not proof_checks(key, topic, item.envelope, item.proof):
+                    reason = "bad_proof"
+            if reason is not None:
+                self.stats.received += 1
+                self.stats.rejected[reason] += 1
+                refused.append(reason)
+                continue
+            await self.ingest(item.envelope, proven=True)
+            accepted += 1
+        await ws.send(encode_put_result(rid, accepted, refused))
 
     async def _by_time(self, ws: ServerConnection, rid: int, query: store_pb2.QueryByTime) -> None:
         cfg = self.config
