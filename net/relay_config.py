@@ -132,7 +132,7 @@ class RelayConfig:
     cluster_certfile: str | None = None
     cluster_keyfile: str | None = None
     cluster_token_file: str | None = None
-    cluster_publisher_bytes: int = 4 * 1024 * 1024
+    cluster_publisher_bytes: int = 8 * 1024 * 1024
     cluster_insecure: bool = False
 
     def __post_init__(self) -> None:
