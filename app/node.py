@@ -2138,6 +2138,10 @@ class Node:
         envelopes.extend(out.publish)
         if not envelopes:
             return
+        if self.store_sync is not None:  # a store that archives only with write proofs
+            for ch, _mid, env in out.own_new:
+                key = self._channels[ch].key
+                self.store_sync.offer(key.key, key.topic, env)
         sent_events: list[NodeEvent] = []
         for ch, mid, env in envelopes:
             if await self._publish(env) and mid is not None:

@@ -40,8 +40,31 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--data-dir",
-        required=True,
-        help="the store's data directory (SQLite archive; one store per directory)",
+        default=None,
+        help="the store's data directory (SQLite archive; one store per directory); required",
+    )
+    p.add_argument(
+        "--write-key",
+        action="append",
+        default=[],
+        metavar="TOPIC:KEY",
+        help="archive this topic only from nodes that prove they hold its channel key "
+        "(write proofs; refuses its envelopes from relays and the LAN); TOPIC:KEY as printed "
+        "by --print-write-key (repeatable)",
+    )
+    p.add_argument(
+        "--print-write-key",
+        default=None,
+        metavar="CHANNEL",
+        help="print TOPIC:KEY for --write-key of this passphrase channel and exit (the "
+        "passphrase from --passphrase-file, or asked); the key lets a store check write "
+        "proofs, never read or sign messages",
+    )
+    p.add_argument(
+        "--passphrase-file",
+        default=None,
+        metavar="FILE",
+        help="with --print-write-key: read the channel passphrase from FILE (first line)",
     )
     p.add_argument(
         "--topic",
@@ -108,6 +131,22 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help=f"simultaneous query connections (default {d.max_clients})",
     )
     p.add_argument(
+        "--max-clients-per-ip",
+        type=int,
+        default=d.max_clients_per_ip,
+        metavar="N",
+        help=f"query connections from one host (an IPv4 address, an IPv6 /64), 0 = no limit "
+        f"(default {d.max_clients_per_ip})",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d.idle_timeout_s,
+        metavar="SECONDS",
+        help=f"close a query connection that sends no request this long, 0 = never "
+        f"(default {d.idle_timeout_s:g})",
+    )
+    p.add_argument(
         "--lan",
         action="store_true",
         help="also receive envelopes by LAN gossip (zeroconf discovery) and announce this "
@@ -159,8 +198,9 @@ def add_cafile_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _topics(args: argparse.Namespace) -> tuple[bytes, ...]:
+def _topics(args: argparse.Namespace, extra: tuple[bytes, ...] = ()) -> tuple[bytes, ...]:
     topics: list[bytes] = [parse_topic(t) for t in args.topic]
+    topics += extra  # the topics of --write-key are archived too
     if args.channel:
         from net.channel_key import check_channel_name, derive_channel_key  # Argon2id: when needed
 
@@ -168,8 +208,47 @@ def _topics(args: argparse.Namespace) -> tuple[bytes, ...]:
             check_channel_name(name)
             topics.append(derive_channel_key(name, None).topic)
     if not topics:
-        raise ValueError("nothing to archive: give --topic HEX and/or --channel NAME")
+        raise ValueError(
+            "nothing to archive: give --topic HEX, --channel NAME and/or --write-key TOPIC:KEY"
+        )
     return tuple(dict.fromkeys(topics))
+
+
+def _public_topics(args: argparse.Namespace) -> set[bytes]:
+    if not args.channel:
+        return set()
+    from net.channel_key import derive_channel_key
+
+    return {derive_channel_key(name, None).topic for name in args.channel}
+
+
+def print_write_key(args: argparse.Namespace) -> int:
+    """``sdschat store --print-write-key CHANNEL``: ``TOPIC:KEY`` on stdout, exit 0."""
+    import getpass
+
+    from net.channel_key import check_channel_name, derive_channel_key
+    from net.store_proof import write_key
+
+    name = args.print_write_key
+    try:
+        check_channel_name(name)
+        if args.passphrase_file is not None:
+            with open(args.passphrase_file, encoding="utf-8") as f:
+                passphrase = f.readline().rstrip("\r\n")
+        elif sys.stdin.isatty():
+            passphrase = getpass.getpass(f"passphrase of {name}: ")
+        else:
+            passphrase = sys.stdin.readline().rstrip("\r\n")
+    except (OSError, ValueError) as exc:
+        print(f"sdschat store: {exc}", file=sys.stderr)
+        return 2
+    if not passphrase:
+        print(f"sdschat store: {name} has no passphrase: a public channel's key is derivable "
+              f"by anyone, so it has no write key", file=sys.stderr)
+        return 2
+    key = derive_channel_key(name, passphrase)
+    print(f"{key.topic.hex()}:{write_key(key.key, key.topic).hex()}")
+    return 0
 
 
 def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
@@ -181,9 +260,21 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
     listen = None if args.listen.strip().lower() == "none" else parse_host_port(args.listen)
     if args.interface and not args.lan:
         raise ValueError("--interface needs --lan")
+    if args.data_dir is None:
+        raise ValueError("--data-dir is required")
+    from net.store_proof import parse_write_key
+
+    write_keys = tuple(parse_write_key(w) for w in args.write_key)
+    public = _public_topics(args)
+    for topic, _key in write_keys:
+        if topic in public:
+            raise ValueError(
+                f"--write-key for the public channel of topic {topic.hex()}: anyone can derive "
+                f"its key from the name, so a write proof would prove nothing"
+            )
     return StorePeerConfig(
         data_dir=Path(args.data_dir).expanduser(),
-        topics=_topics(args),
+        topics=_topics(args, tuple(t for t, _k in write_keys)),
         relays=tuple(args.relay),
         listen=listen,
         max_age_ms=parse_duration_ms(args.max_age),
@@ -193,10 +284,13 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         max_page_size=args.max_page_size,
         default_page_size=min(200, args.max_page_size),
         max_clients=args.max_clients,
+        max_clients_per_ip=args.max_clients_per_ip,
+        idle_timeout_s=args.idle_timeout,
         log_format=args.log_format,
         stats_interval_s=args.stats_interval,
         certfile=args.certfile,
         keyfile=args.keyfile,
+        write_keys=write_keys,
     )
 
 
@@ -205,6 +299,8 @@ def run_store_command(args: argparse.Namespace) -> int:
     3 data dir in use, 4 database unusable."""
     from net.tls import set_default_cafile
 
+    if args.print_write_key is not None:
+        return print_write_key(args)
     try:
         config = config_from_args(args)
         set_default_cafile(args.cafile)

@@ -23,8 +23,18 @@ Defences, all set by :class:`~net.relay_config.RelayConfig`:
   most are disconnected (``memory_budget``). While a connection keeps up
   (nothing queued, write buffer <= 32 KiB) frames skip the queue and are
   written at once with ``websockets.broadcast``;
-* ``max_clients``: extra connections are closed with 1013 after the handshake;
-  so are connections beyond ``max_clients_per_ip`` from one address;
+* ``max_clients_per_ip``: connections beyond it from one host are closed with
+  1013 after the handshake. A host is one IPv4 address (/32: an IPv4 address
+  is scarce, a household or a NAT already shares one) or one IPv6 /64 (the
+  block one host or link is given; its 2**64 addresses cost nothing), see
+  :func:`host_group`;
+* ``max_clients``: when that many connections are open, a newcomer takes the
+  slot of the connection that costs most and carries least
+  (:meth:`RelayServer._shed_for_newcomer`: open and without traffic for at
+  least ``idle_timeout``; first those whose topics no other host subscribes
+  to, then those of the host with the most connections, the most topics,
+  the longest silence), closed with 1013 (``shed``). Only when no
+  connection qualifies is the newcomer closed with 1013;
 * ``idle_timeout``: a connection that has subscribed to nothing that long
   after opening is closed with 1008 (``idle``);
 * malformed input (undecodable frame, text frame, bad envelope, bad topic,
@@ -62,6 +72,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import itertools
 import os
 from collections import Counter, deque
@@ -101,6 +112,7 @@ __all__ = [
     "RelayServer",
     "RelayStats",
     "TokenBucket",
+    "host_group",
     "run_relay",
 ]
 
@@ -122,6 +134,25 @@ CLOSE_SHUTDOWN = 1001
 DIRECT_WRITE_LIMIT = 2**15
 """A frame bypasses a connection's queue only while its socket write buffer
 holds at most this many bytes (websockets' default write high-water mark)."""
+
+
+IPV6_HOST_PREFIX = 64
+"""The IPv6 prefix length counted as one host by ``max_clients_per_ip``."""
+
+
+def host_group(ip: str) -> str:
+    """What ``max_clients_per_ip`` counts as one host: an IPv4 address as it is, an
+    IPv6 address as its /64 (``2001:db8:1:2::/64``; an IPv4-mapped one as its IPv4
+    address). Anything that is not an IP address (a Unix socket) is its own group."""
+    try:
+        addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return ip
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(ipaddress.IPv6Network((addr, IPV6_HOST_PREFIX), strict=False))
+    return str(addr)
 
 
 def _rss_kib() -> int | None:
@@ -179,10 +210,12 @@ class RelayStats:
             ``unsupported_version``, ``bad_topic``, ``too_many_topics``,
             ``oversized``, ``rate_limited``, ``unexpected_frame`` count frames;
             ``slow_consumer``, ``lagging``, ``memory_budget``, ``idle``,
-            ``abuse``, ``frame_too_large`` count closed connections;
+            ``abuse``, ``frame_too_large``, ``shed`` (to make room for a
+            newcomer) count closed connections;
             ``queue_discarded`` counts frames thrown away from the queues of
             disconnected connections).
-        rejected_per_ip: connections refused by ``max_clients_per_ip``.
+        rejected_per_ip: connections refused by ``max_clients_per_ip`` (per host:
+            an IPv4 address, an IPv6 /64).
         queued_bytes_peak: the most bytes queued for all connections at once.
     """
 
@@ -222,7 +255,9 @@ class _Conn:
         "close_task",
         "closing",
         "ever_subscribed",
+        "group",
         "ip",
+        "last_carried",
         "opened",
         "peer",
         "queue",
@@ -247,7 +282,9 @@ class _Conn:
         self.ws = ws
         # (ip, peer) of the client behind a trusted proxy, else the socket's
         self.ip, self.peer = client if client is not None else (_peer_ip(ws), _peer_name(ws))
+        self.group = host_group(self.ip)  # what max_clients_per_ip counts
         self.opened = now
+        self.last_carried = now  # the last publish from it or delivery to it
         # (time queued, frame), oldest first; bounded by config.queue and config.queue_bytes
         self.queue: deque[tuple[float, bytes]] = deque()
         self.queued_bytes = 0
@@ -384,6 +421,9 @@ class RelayServer:
                 certfile=cfg.cluster_certfile,
                 keyfile=cfg.cluster_keyfile,
                 token_file=cfg.cluster_token_file,
+                publisher_rate=cfg.rate,
+                publisher_burst=cfg.burst,
+                publisher_bytes=cfg.cluster_publisher_bytes,
             )
             await cluster.start()  # ClusterUnavailable (an OSError) if NATS is unreachable
             self._cluster = cluster
@@ -510,28 +550,35 @@ class RelayServer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         """One connection's lifetime: admit, read frames in order, clean up."""
-        if self._closing or len(self._conns) >= self.config.max_clients:
-            self.stats.connections_rejected += 1
-            self.log.warning("connection_rejected", peer=_peer_name(ws), reason="relay full")
-            await self._close_ws(ws, CLOSE_FULL, "relay full")
+        if self._closing:
+            await self._close_ws(ws, CLOSE_SHUTDOWN, "relay shutting down")
             return
         ip, peer = self._client(ws)
+        group = host_group(ip)
         per_ip = self.config.max_clients_per_ip
-        if per_ip and self._per_ip[ip] >= per_ip:
+        if per_ip and self._per_ip[group] >= per_ip:
             self.stats.connections_rejected += 1
             self.stats.rejected_per_ip += 1
             if self.stats.rejected_per_ip & (self.stats.rejected_per_ip - 1) == 0:
                 # logged at the 1st, 2nd, 4th, 8th... refusal: a flood must not flood the log
                 self.log.warning(
                     "connection_rejected", peer=peer, reason="too many from address",
-                    max_clients_per_ip=per_ip, rejected_per_ip=self.stats.rejected_per_ip,
+                    host=group, max_clients_per_ip=per_ip,
+                    rejected_per_ip=self.stats.rejected_per_ip,
                 )
             await self._close_ws(ws, CLOSE_FULL, "too many connections from your address")
+            return
+        if self._open_count() >= self.config.max_clients and not self._shed_for_newcomer(
+            asyncio.get_running_loop().time()
+        ):
+            self.stats.connections_rejected += 1
+            self.log.warning("connection_rejected", peer=peer, reason="relay full")
+            await self._close_ws(ws, CLOSE_FULL, "relay full")
             return
         loop = asyncio.get_running_loop()
         conn = _Conn(next(self._ids), ws, self.config, loop.time(), (ip, peer))
         self._conns[conn.cid] = conn
-        self._per_ip[conn.ip] += 1
+        self._per_ip[conn.group] += 1
         self.stats.connections_total += 1
         conn.writer = asyncio.create_task(self._write_loop(conn))
         self.log.info("connection_opened", conn=conn.cid, peer=conn.peer, open=len(self._conns))
@@ -559,6 +606,50 @@ class RelayServer:
                     await conn.close_task
             self.log.info("connection_closed", conn=conn.cid, reason=reason, open=len(self._conns))
 
+    def _open_count(self) -> int:
+        """Connections open and not being closed (a shed one no longer takes a slot)."""
+        return sum(1 for c in self._conns.values() if not c.closing)
+
+    def _shed_for_newcomer(self, now: float) -> bool:
+        """The relay is full: close the connection that costs most and carries least, so
+        a newcomer gets its slot; False if none qualifies (the newcomer is refused).
+
+        A connection qualifies once it has been open, and has neither published nor
+        been delivered anything, for ``idle_timeout`` seconds (never when it is 0):
+        a member of a live channel is delivered its peers' messages and syncs. Of
+        those, first the ones whose topics no other host subscribes to here (they
+        carry nothing to anyone), then those of the host with the most
+        connections, with the most topics, silent the longest.
+        """
+        grace = self.config.idle_timeout
+        if grace <= 0:
+            return False
+        candidates = [
+            c for c in self._conns.values()
+            if not c.closing and now - c.opened >= grace and now - c.last_carried >= grace
+        ]
+        if not candidates:
+            return False
+
+        def shared(c: _Conn) -> bool:
+            topics = self._topics
+            return any(
+                any(o.group != c.group for o in topics.get(t, ())) for t in c.topics
+            )
+
+        per_host = self._per_ip
+        victim = min(
+            candidates,
+            key=lambda c: (shared(c), -per_host[c.group], -len(c.topics), c.last_carried),
+        )
+        self.log.info(
+            "connection_shed", conn=victim.cid, peer=victim.peer, host=victim.group,
+            topics=len(victim.topics), shared=shared(victim),
+            silent_s=round(now - victim.last_carried, 1),
+        )
+        self._disconnect(victim, CLOSE_FULL, "relay full: idle connection shed", "shed")
+        return True
+
     def _client(self, ws: ServerConnection) -> tuple[str, str]:
         """``(ip, peer)`` of the client: the socket's, or behind a trusted proxy the
         address ``X-Forwarded-For`` names (``peer`` then says ``IP via PROXY:PORT``)."""
@@ -574,9 +665,9 @@ class RelayServer:
 
     def _forget(self, conn: _Conn) -> None:
         if self._conns.pop(conn.cid, None) is not None:
-            self._per_ip[conn.ip] -= 1
-            if self._per_ip[conn.ip] <= 0:
-                del self._per_ip[conn.ip]
+            self._per_ip[conn.group] -= 1
+            if self._per_ip[conn.group] <= 0:
+                del self._per_ip[conn.group]
         for topic in conn.topics:
             subs = self._topics.get(topic)
             if subs is not None:
@@ -776,11 +867,11 @@ class RelayServer:
             return
         self.stats.published += 1
         cluster = self._cluster
-        if cluster is not None:
-            if not cluster.admit(envelope):
-                return  # the same bytes passed this relay moments ago
-            cluster.publish(topic, envelope)
-        self._fan_out(topic, envelope, conn)
+        if cluster is not None:  # every publish, a resend of the same bytes too
+            cluster.publish(topic, envelope, conn.cid)
+        if self._fan_out(topic, envelope, conn) or cluster is not None:
+            # it carried something to someone (in a cluster, perhaps to another relay)
+            conn.last_carried = asyncio.get_running_loop().time()
 
     def _deliver_from_cluster(self, topic: bytes, envelope: bytes) -> None:
         """An envelope another relay of the cluster forwarded: to every local subscriber."""
@@ -791,33 +882,33 @@ class RelayServer:
             await self._cluster.wait_settled()
         self._enqueue(conn, encode_pong(nonce))
 
-    def _fan_out(self, topic: bytes, envelope: bytes, conn: _Conn | None) -> None:
-        """Deliver ``envelope`` to the local subscribers of ``topic`` except ``conn``."""
+    def _fan_out(self, topic: bytes, envelope: bytes, conn: _Conn | None) -> bool:
+        """Deliver ``envelope`` to the local subscribers of ``topic`` except ``conn``;
+        False if there was nobody to deliver it to."""
         subscribers = self._topics.get(topic)
         if not subscribers or (len(subscribers) == 1 and conn in subscribers):
             self.stats.unrouted += 1
-            return
+            return False
         # Encode once; every subscriber's queue holds the same bytes object.
         data = encode_deliver(envelope)
         # Subscribers that keep up get the frame written at once, all in one
         # websockets.broadcast call; the others get it through their queue.
         direct: list[ServerConnection] = []
         queued = 0
-        now: float | None = None
+        now = asyncio.get_running_loop().time()
         for other in tuple(subscribers):
             if other is conn or other.closing:
                 continue
+            other.last_carried = now
             if self._can_write_now(other):
                 direct.append(other.ws)
-            else:
-                if now is None:
-                    now = asyncio.get_running_loop().time()
-                if self._enqueue(other, data, now):
-                    queued += 1
+            elif self._enqueue(other, data, now):
+                queued += 1
         if direct:
             broadcast(direct, data)
             self.stats.frames_sent += len(direct)
         self.stats.deliveries += queued + len(direct)
+        return True
 
     def _subscribe(self, conn: _Conn, topics: Iterable[bytes]) -> None:
         wanted = list(topics)

@@ -16,17 +16,38 @@ a client on relay B of the same cluster chat as if on one relay:
   to a topic and dropped when the last one leaves (or disconnects). NATS then
   forwards an envelope only to the relays (and, inside a NATS cluster, only
   over the routes) that have interest in it.
-* **Each envelope once per client.** A relay publishes what its clients
-  publish (after its own local fan-out) and delivers what arrives from NATS to
-  its local subscribers. Its own publications never come back: the NATS
-  connection is made with ``no_echo``. And every envelope entering the relay,
-  from a client or from NATS, is remembered by its :func:`dedup_key` for
-  :data:`DEDUP_WINDOW_S` seconds (at most :data:`DEDUP_CAPACITY` keys): a copy
-  arriving again in that window by another path (the same bytes republished
-  by a client that failed over from another relay, a NATS reconnect, a
-  misconfigured subject) is dropped and counted (``duplicate``). Resends by
-  SDS are sealed again (a fresh nonce, so another key) and are never taken
-  for duplicates.
+* **Every publish once per client, repairs included.** A relay publishes what
+  its clients publish (after its own local fan-out) and delivers what arrives
+  from NATS to its local subscribers; it never publishes again what came from
+  NATS, so nothing loops between relays. Each NATS message carries one header,
+  :data:`PUBLISH_HEADER` = ``"RELAY CONN SEQ"``: the publishing relay's random
+  id, the client connection's number on it and a per-relay sequence number.
+  Its own publications never come back (the NATS connection is made with
+  ``no_echo``, and a message stamped with this relay's id is dropped and
+  counted ``echo``). A copy of one publish arriving again (a NATS reconnect, a
+  misconfigured subject) is dropped and counted ``duplicate``: each message's
+  header plus its nonce and AEAD tag (:func:`dedup_key`) is remembered for
+  :data:`DEDUP_WINDOW_S` seconds (at most :data:`DEDUP_CAPACITY` keys). Two
+  publishes of the same bytes are two publishes, as on a lone relay: an SDS
+  resend or an SDS-R answer re-sends the identical stored envelope (it is
+  *not* sealed again), and every relay carries it to every subscriber, so a
+  lossy client is repaired through a cluster as through one relay (the
+  receiving nodes drop what they already hold, by message id). Only a
+  message without the header (not published by an sdschat relay) is still
+  deduplicated on its bytes alone.
+* **Floods through NATS are shed per publisher.** Before fan-out, what
+  arrives from NATS is charged to its publisher (the header's ``RELAY CONN``;
+  every message without the header shares one budget): at most ``rate``
+  frames per second (``burst`` at once), as a client connection on a lone
+  relay, and at most ``publisher_bytes`` bytes per second (two seconds' worth
+  at once). Beyond it a message is dropped and counted ``shed_publisher``, so
+  a flood from one publisher costs that publisher's envelopes, not the
+  local clients' connections (SDS resends anything shed). At most
+  :data:`MAX_PUBLISHERS` publishers are tracked; the least recently seen is
+  forgotten first. The header is declared by the publisher: someone who can
+  publish on NATS can forge it and spread a flood over many names. That is
+  why ``sdschat relay --cluster`` refuses NATS without credentials or TLS
+  (``--cluster-insecure`` aside): whoever can publish on NATS is an operator.
 * **Defences stay per relay.** Client frames are rate limited, size limited
   and queued per connection by ``net/relay.py`` exactly as on a lone relay;
   what arrives from NATS goes to local clients through the same bounded
@@ -77,9 +98,12 @@ __all__ = [
     "BACKLOG_BYTES",
     "DEDUP_CAPACITY",
     "DEDUP_WINDOW_S",
+    "MAX_PUBLISHERS",
+    "PUBLISH_HEADER",
     "SUBJECT_PREFIX",
     "SUB_PENDING_BYTES",
     "ClusterUnavailable",
+    "PublisherBudgets",
     "RecentDigests",
     "RelayCluster",
     "dedup_key",
@@ -102,6 +126,18 @@ BACKLOG_BYTES = 8 * 1024 * 1024
 
 SUB_PENDING_BYTES = 16 * 1024 * 1024
 """Bytes one NATS subscription may buffer before NATS-py drops (slow consumer)."""
+
+PUBLISH_HEADER = "Sdschat-Publish"
+"""The NATS header naming a publish: ``"RELAY CONN SEQ"`` (see the module docstring)."""
+
+MAX_PUBLISHERS = 4096
+"""Publishers whose NATS budget is tracked at once (the least recently seen go first)."""
+
+DEFAULT_PUBLISHER_BYTES = 8 * 1024 * 1024
+"""Bytes/s one publisher may send a relay through NATS (``--cluster-publisher-bytes``).
+
+A node publishes at most 160 envelopes/s (320 at once): a file's 48 KB segments
+make 7.7 MB/s and a 15 MB burst, which 8 MiB/s with 16 MiB at once carries unshed."""
 
 SETTLE_TIMEOUT_S = 2.0
 """Longest a Pong waits for this relay's NATS subscriptions to be in place."""
@@ -186,6 +222,68 @@ class RecentDigests:
         return False
 
 
+class _Budget:
+    """Two token buckets (frames and bytes) of one publisher; time passed in."""
+
+    __slots__ = ("bytes", "frames", "stamp")
+
+    def __init__(self, frames: float, nbytes: float, now: float) -> None:
+        self.frames = frames
+        self.bytes = nbytes
+        self.stamp = now
+
+
+class PublisherBudgets:
+    """What each publisher may still send through NATS: ``rate`` frames/s (``burst`` at
+    once) and ``byte_rate`` bytes/s (``byte_burst`` at once), per publisher key.
+
+    At most ``capacity`` publishers are tracked (least recently seen forgotten
+    first). Time is passed in (monotonic seconds), so it is testable without
+    sleeping.
+    """
+
+    __slots__ = ("_budgets", "burst", "byte_burst", "byte_rate", "capacity", "rate")
+
+    def __init__(
+        self,
+        rate: float,
+        burst: float,
+        byte_rate: float,
+        byte_burst: float,
+        capacity: int = MAX_PUBLISHERS,
+    ) -> None:
+        if min(rate, burst, byte_rate, byte_burst) <= 0 or capacity < 1:
+            raise ValueError("publisher budgets must be positive")
+        self.rate, self.burst = rate, burst
+        self.byte_rate, self.byte_burst = byte_rate, byte_burst
+        self.capacity = capacity
+        self._budgets: OrderedDict[str, _Budget] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._budgets)
+
+    def take(self, publisher: str, size: int, now: float) -> bool:
+        """Charge one frame of ``size`` bytes to ``publisher``; False: over its budget."""
+        budgets = self._budgets
+        b = budgets.get(publisher)
+        if b is None:
+            b = budgets[publisher] = _Budget(self.burst, self.byte_burst, now)
+            if len(budgets) > self.capacity:
+                budgets.popitem(last=False)
+        else:
+            budgets.move_to_end(publisher)
+            elapsed = now - b.stamp
+            if elapsed > 0:
+                b.frames = min(self.burst, b.frames + elapsed * self.rate)
+                b.bytes = min(self.byte_burst, b.bytes + elapsed * self.byte_rate)
+                b.stamp = now
+        if b.frames < 1.0 or b.bytes < size:
+            return False
+        b.frames -= 1.0
+        b.bytes -= size
+        return True
+
+
 DeliverCallback = Callable[[bytes, bytes], None]
 """``deliver(topic, envelope)``: hand an envelope from the cluster to local subscribers."""
 
@@ -194,9 +292,10 @@ class RelayCluster:
     """One relay's membership in the cluster (see the module docstring).
 
     The relay calls :meth:`want` / :meth:`unwant` when a topic gets its first
-    local subscriber / loses its last one, :meth:`admit` for every envelope a
-    client publishes (False: a duplicate, drop it), then :meth:`publish`.
-    Envelopes from other relays come back through ``deliver(topic, envelope)``.
+    local subscriber / loses its last one, and :meth:`publish` for every
+    envelope a client publishes (each publish, a resend too, goes to the
+    other relays). Envelopes from other relays come back through
+    ``deliver(topic, envelope)``.
 
     Args:
         servers: ``nats://HOST:PORT`` URLs of NATS servers (one cluster).
@@ -207,6 +306,9 @@ class RelayCluster:
         cafile: PEM CA certificates to verify NATS servers with (TLS).
         certfile: PEM client certificate (TLS), ``keyfile`` its key.
         token_file: a file holding the NATS authentication token.
+        publisher_rate: frames per second one publisher may send us through NATS.
+        publisher_burst: frames one publisher may send at once.
+        publisher_bytes: bytes per second one publisher may send us (twice that at once).
 
     Credentials (``USER:PASSWORD@`` or ``TOKEN@`` in a URL, the token file) are
     never logged: URLs are logged through :func:`net.urls.redact_url`.
@@ -224,6 +326,9 @@ class RelayCluster:
         certfile: str | None = None,
         keyfile: str | None = None,
         token_file: str | None = None,
+        publisher_rate: float = 200.0,
+        publisher_burst: float = 400.0,
+        publisher_bytes: int = DEFAULT_PUBLISHER_BYTES,
     ) -> None:
         self.servers = list(servers)
         self._cafile, self._certfile, self._keyfile = cafile, certfile, keyfile
@@ -239,6 +344,10 @@ class RelayCluster:
         self._reconnect_wait = reconnect_wait
         self._nc: NatsClient | None = None
         self._dedup = RecentDigests()
+        self._budgets = PublisherBudgets(
+            publisher_rate, publisher_burst, publisher_bytes, 2 * publisher_bytes
+        )
+        self._seq = 0  # numbers this relay's publishes (the header's SEQ)
         self._wanted: set[bytes] = set()
         self._subjects: dict[bytes, str] = {}
         self._subs: dict[bytes, Subscription] = {}
@@ -246,7 +355,7 @@ class RelayCluster:
         self._settled_changes = 0  # changes the subscriber task has put in place
         self._progress = asyncio.Condition()
         self._dirty = asyncio.Event()
-        self._out: deque[tuple[str, bytes]] = deque()
+        self._out: deque[tuple[str, bytes, str]] = deque()
         self._out_bytes = 0
         self._out_ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -407,23 +516,15 @@ class RelayCluster:
             self._changes += 1
             self._dirty.set()
 
-    def admit(self, envelope: bytes) -> bool:
-        """A client published ``envelope``: False if the same bytes passed here recently."""
-        try:
-            key = dedup_key(envelope)
-        except EnvelopeError:
-            return True  # the relay has parsed it already; nothing to compare
-        if self._dedup.seen_before(key, time.monotonic()):
-            self.counters["duplicate"] += 1
-            return False
-        return True
-
-    def publish(self, topic: bytes, envelope: bytes) -> None:
-        """Send a client's envelope to the other relays (never blocks; see BACKLOG_BYTES)."""
+    def publish(self, topic: bytes, envelope: bytes, conn: int = 0) -> None:
+        """Send an envelope that local connection ``conn`` published to the other relays
+        (never blocks; see BACKLOG_BYTES). Every call is a new publish, a resend too."""
         if self._out_bytes + len(envelope) > BACKLOG_BYTES:
             self.counters["backlog_full"] += 1
             return
-        self._out.append((self._subject(topic), envelope))
+        self._seq += 1
+        stamp = f"{self.relay_id} {conn} {self._seq}"
+        self._out.append((self._subject(topic), envelope, stamp))
         self._out_bytes += len(envelope)
         self._out_ready.set()
 
@@ -461,10 +562,10 @@ class RelayCluster:
             await self._out_ready.wait()
             self._out_ready.clear()
             while out:
-                subject, data = out.popleft()
+                subject, data, stamp = out.popleft()
                 self._out_bytes -= len(data)
                 try:
-                    await nc.publish(subject, data)
+                    await nc.publish(subject, data, headers={PUBLISH_HEADER: stamp})
                 except (nats.errors.Error, OSError) as exc:
                     self.counters["publish_failed"] += 1
                     self.log.debug("cluster_publish_failed", error=type(exc).__name__)
@@ -525,8 +626,23 @@ class RelayCluster:
         if msg.subject != self._subject(topic):
             counters["dropped_wrong_subject"] += 1
             return
-        if self._dedup.seen_before(_key(env), time.monotonic()):
+        headers = msg.headers
+        stamp = headers.get(PUBLISH_HEADER) if headers else None
+        now = time.monotonic()
+        if stamp is None:  # not from an sdschat relay: one budget, bytes-only dedup
+            publisher, key = "", _key(env)
+        else:
+            origin, _, rest = stamp.partition(" ")
+            if origin == self.relay_id:
+                counters["echo"] += 1
+                return
+            publisher = f"{origin} {rest.partition(' ')[0]}"
+            key = stamp.encode("utf-8", "replace") + b"\0" + _key(env)
+        if self._dedup.seen_before(key, now):
             counters["duplicate"] += 1
+            return
+        if not self._budgets.take(publisher, len(data), now):
+            counters["shed_publisher"] += 1
             return
         self._deliver(topic, data)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from net.forwarded import parse_networks
 from net.relay_log import LogFormat
-from net.urls import check_nats_url
+from net.urls import check_nats_url, redact_url
 
 __all__ = [
     "DEFAULT_MAX_FRAME",
@@ -22,6 +22,7 @@ __all__ = [
     "add_relay_arguments",
     "add_tls_arguments",
     "config_from_args",
+    "insecure_nats_urls",
 ]
 
 DEFAULT_MAX_FRAME = 256 * 1024 + 1024
@@ -88,6 +89,15 @@ class RelayConfig:
         cluster_keyfile: its private key (None: it is in ``cluster_certfile``).
         cluster_token_file: a file holding the NATS authentication token (kept
             out of the command line, where ``ps`` shows it).
+        cluster_insecure: allow a ``cluster`` URL that is neither TLS nor
+            authenticated on a host other than loopback (``--cluster-insecure``);
+            without it such a URL is refused (:func:`insecure_nats_urls`).
+        cluster_publisher_bytes: bytes per second one publisher (a client of
+            another relay, or anything publishing on NATS without the relays'
+            header) may send this relay through NATS, twice that at once; and
+            like a client connection, at most ``rate`` frames/s (``burst`` at
+            once). Beyond it envelopes are dropped (``shed_publisher``), not
+            the local clients (``net/relay_cluster.py``).
         trusted_proxies: addresses/networks (CIDR) of reverse proxies in front
             of the relay: for a connection from one of them, the client's
             address (for ``max_clients_per_ip`` and the logs) is read from
@@ -122,6 +132,8 @@ class RelayConfig:
     cluster_certfile: str | None = None
     cluster_keyfile: str | None = None
     cluster_token_file: str | None = None
+    cluster_publisher_bytes: int = 8 * 1024 * 1024
+    cluster_insecure: bool = False
 
     def __post_init__(self) -> None:
         parse_networks(self.trusted_proxies)
@@ -168,6 +180,25 @@ class RelayConfig:
                 f"--memory-budget ({self.memory_budget}) must be at least --queue-bytes "
                 f"({self.queue_bytes})"
             )
+        if self.cluster and not self.cluster_insecure:
+            open_urls = insecure_nats_urls(
+                self.cluster,
+                tls=self.cluster_cafile is not None or self.cluster_certfile is not None,
+                token_file=self.cluster_token_file is not None,
+            )
+            if open_urls:
+                raise ValueError(
+                    f"--cluster {', '.join(redact_url(u) for u in open_urls)} has neither "
+                    f"TLS nor credentials: anyone who reaches that NATS port could read every "
+                    f"topic's ciphertext and inject envelopes. Use tls:// or --cluster-cafile, "
+                    f"or credentials (nats://USER:PASSWORD@HOST:4222, --cluster-token-file), "
+                    f"or, on a network you trust, --cluster-insecure"
+                )
+        if self.cluster_publisher_bytes < self.max_frame:
+            raise ValueError(
+                f"--cluster-publisher-bytes ({self.cluster_publisher_bytes}) must be at least "
+                f"--max-frame ({self.max_frame}): a publisher must be able to send one frame"
+            )
         if self.max_clients_per_ip < 0:
             raise ValueError("max_clients_per_ip must be >= 0 (0 = no limit)")
 
@@ -176,6 +207,31 @@ class RelayConfig:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)
         return RelayConfig(**values)
+
+
+_LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
+
+
+def insecure_nats_urls(urls: tuple[str, ...], *, tls: bool, token_file: bool) -> list[str]:
+    """The NATS URLs of ``urls`` that would carry the cluster in the open: neither TLS
+    (``tls://``, or ``tls`` for a CA or client certificate given) nor credentials
+    (``USER:PASSWORD@`` or ``TOKEN@`` in the URL, ``token_file``), on a host that is
+    not loopback (``127.0.0.0/8``, ``::1``, ``localhost``)."""
+    if tls or token_file:
+        return []
+    out = []
+    for url in urls:
+        scheme, _, rest = url.partition("://")
+        authority = rest.partition("/")[0]
+        userinfo, at, hostport = authority.rpartition("@")
+        if scheme == "tls" or (at and userinfo):
+            continue
+        host = hostport.rpartition(":")[0] if not hostport.endswith("]") else hostport
+        host = host or hostport
+        if host in _LOOPBACK_HOSTS or host.startswith("127."):
+            continue
+        out.append(url)
+    return out
 
 
 def _size(text: str) -> int:
@@ -342,6 +398,21 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         help="NATS authentication token, read from this file (user and password go in the "
         "URL: nats://USER:PASSWORD@HOST:4222)",
     )
+    parser.add_argument(
+        "--cluster-insecure",
+        action="store_true",
+        help="allow a --cluster NATS URL with neither TLS nor credentials (refused by "
+        "default unless on loopback: anyone reaching that port reads and injects envelopes)",
+    )
+    parser.add_argument(
+        "--cluster-publisher-bytes",
+        type=_size,
+        default=d.cluster_publisher_bytes,
+        metavar="SIZE",
+        help=f"bytes per second one publisher may send this relay through NATS (twice that "
+        f"at once); beyond it its envelopes are dropped, not the clients "
+        f"(default {d.cluster_publisher_bytes // 2**20}M)",
+    )
     add_tls_arguments(parser)
 
 
@@ -394,4 +465,8 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         cluster_certfile=getattr(args, "cluster_certfile", None),
         cluster_keyfile=getattr(args, "cluster_keyfile", None),
         cluster_token_file=getattr(args, "cluster_token_file", None),
+        cluster_insecure=bool(getattr(args, "cluster_insecure", False)),
+        cluster_publisher_bytes=getattr(
+            args, "cluster_publisher_bytes", d.cluster_publisher_bytes
+        ),
     )

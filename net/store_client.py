@@ -49,6 +49,7 @@ from net.store_frames import (
     StoreFrameError,
     decode_store_frame,
     encode_info_request,
+    encode_put,
     encode_query_by_hash,
     encode_query_by_time,
 )
@@ -106,6 +107,8 @@ class StoreInfo:
     default_page_size: int
     max_request_bytes: int
     oldest_arrival_ms: int
+    proven_topics: frozenset[bytes] = frozenset()
+    """Topics the store archives only from :meth:`StoreClient.put` with write proofs."""
 
 
 class StoredItem:
@@ -259,8 +262,28 @@ class StoreClient:
             i.default_page_size,
             i.max_request_bytes,
             i.oldest_arrival_ms,
+            frozenset(i.proven_topics),
         )
         return self._info
+
+    async def put(self, items: list[tuple[bytes, bytes]]) -> tuple[int, list[str]]:
+        """Send envelopes with their write proofs (``net/store_proof.py``) to be archived;
+        returns ``(accepted, reasons of the refused ones)``. At most the store's
+        ``max_hashes`` items per call.
+
+        Raises:
+            ValueError: no items, or more than the store's ``max_hashes``.
+            StoreUnavailable, StoreRequestError: see the module docstring.
+        """
+        info = await self.info()
+        if not 1 <= len(items) <= max(1, info.max_hashes):
+            raise ValueError(f"1 to {info.max_hashes} envelopes per put, got {len(items)}")
+        req = await self._send(lambda rid: encode_put(rid, items))
+        frame = await self._next(req)
+        self._done(req)
+        if frame.WhichOneof("body") != "put_result":
+            raise StoreError(f"expected put_result, got {frame.WhichOneof('body')}")
+        return frame.put_result.accepted, list(frame.put_result.refused)
 
     async def by_hash(self, hashes: Iterable[bytes]) -> dict[bytes, StoredItem]:
         """The envelopes among ``hashes`` that the store has, by hash.

@@ -9,10 +9,11 @@ Retention (both limits apply; 0 disables one):
   (``--max-age``, default 30 days);
 * ``max_bytes``: when the archived envelopes total more, the oldest are deleted
   until they fit (``--max-bytes``, default 1 GiB). Sizes are envelope bytes,
-  not the SQLite file's size: the file does not shrink, SQLite reuses the freed
-  pages for new envelopes.
+  not the SQLite file's size; after deleting, the file gives its free pages
+  back (incremental vacuum, ``net/store_peer.py``).
 
-Retention runs at start and then every ``retention_interval_s`` seconds.
+Retention runs at start, every ``retention_interval_s`` seconds, and at once
+when an eighth of ``max_bytes`` was written since it last ran.
 """
 
 from __future__ import annotations
@@ -139,6 +140,12 @@ class StorePeerConfig:
         max_page_bytes: a by-time page stops early once it holds this many
             envelope bytes (its ``next`` cursor continues the range).
         max_clients: open query connections allowed (extra: closed with 1013).
+        max_clients_per_ip: open query connections allowed from one host (an
+            IPv4 address or an IPv6 /64, as on the relay: ``net.relay.host_group``);
+            extra ones are closed with 1013. 0: no limit.
+        idle_timeout_s: a query connection that sends no request for this many
+            seconds is closed with 1008 (``idle``); clients reconnect when they
+            next ask. 0: never.
         rate, burst: requests per second (token bucket) per query connection;
             excess requests get ``Error{rate_limited}``.
         flush_interval_s, flush_max: received envelopes are written in one
@@ -151,6 +158,10 @@ class StorePeerConfig:
         certfile: PEM certificate chain: the query listener serves ``wss://``;
             read again on SIGHUP (see :mod:`net.tls`).
         keyfile: PEM private key of ``certfile`` (None: it is in ``certfile``).
+        write_keys: ``(topic, write key)`` pairs (``--write-key``): those topics
+            are archived only from ``Put`` frames with a valid write proof
+            (``net/store_proof.py``); their envelopes from relays and the LAN
+            are refused (``unproven``).
     """
 
     data_dir: Path
@@ -168,6 +179,8 @@ class StorePeerConfig:
     response_frame_bytes: int = 1024 * 1024
     max_page_bytes: int = 32 * 1024 * 1024
     max_clients: int = 256
+    max_clients_per_ip: int = 16
+    idle_timeout_s: float = 60.0
     rate: float = 200.0
     burst: int = 400
     flush_interval_s: float = 0.05
@@ -177,6 +190,7 @@ class StorePeerConfig:
     stats_interval_s: float = 60.0
     certfile: str | None = None
     keyfile: str | None = None
+    write_keys: tuple[tuple[bytes, bytes], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("max_hashes", "max_page_size", "default_page_size", "max_request_bytes",
@@ -194,6 +208,12 @@ class StorePeerConfig:
             value = getattr(self, name)
             if not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value}")
+        if self.max_clients_per_ip < 0:
+            raise ValueError("max_clients_per_ip must be >= 0 (0 = no limit)")
+        if not math.isfinite(self.idle_timeout_s) or self.idle_timeout_s < 0:
+            raise ValueError(
+                f"idle_timeout_s must be a number of seconds >= 0, got {self.idle_timeout_s}"
+            )
         if self.stats_interval_s < 0:
             raise ValueError("stats_interval_s must be >= 0 (0 disables)")
         if self.retention_interval_s <= 0 or self.flush_interval_s <= 0 or self.rate <= 0:
@@ -207,6 +227,16 @@ class StorePeerConfig:
             check_ws_url(url, "relay URL")
         if self.keyfile is not None and self.certfile is None:
             raise ValueError("--keyfile needs --certfile")
+        for topic, key in self.write_keys:
+            if topic not in self.topics:
+                raise ValueError(
+                    f"--write-key for topic {topic.hex()}, which this store does not archive "
+                    f"(add --topic {topic.hex()})"
+                )
+            if len(key) != 32:
+                raise ValueError("a write key is 32 bytes")
+        if self.write_keys and self.listen is None:
+            raise ValueError("--write-key needs a query listener (nodes send proofs there)")
         if self.certfile is not None and self.listen is None:
             raise ValueError("--certfile needs a query listener (not --listen none)")
 
@@ -221,6 +251,8 @@ class StorePeerConfig:
             value = getattr(self, f.name)
             if f.name == "topics":
                 value = [t.hex() for t in value]
+            elif f.name == "write_keys":
+                value = [t.hex() for t, _key in value]  # which topics, never the keys
             elif isinstance(value, Path):
                 value = str(value)
             elif isinstance(value, tuple):

@@ -20,6 +20,8 @@ __all__ = [
     "encode_error",
     "encode_info",
     "encode_info_request",
+    "encode_put",
+    "encode_put_result",
     "encode_query_by_hash",
     "encode_query_by_time",
 ]
@@ -149,4 +151,22 @@ def encode_error(request_id: int, code: str, reason: str = "") -> bytes:
         version=STORE_PROTOCOL_VERSION,
         request_id=request_id,
         error=store_pb2.Error(code=code, reason=reason),
+    ).SerializeToString()
+
+
+def encode_put(request_id: int, items: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """A Put: ``items`` are ``(envelope bytes, write proof)`` (``net/store_proof.py``)."""
+    frame = StoreFrame(version=STORE_PROTOCOL_VERSION, request_id=request_id)
+    add = frame.put.envelopes.add
+    for envelope, proof in items:
+        add(envelope=envelope, proof=proof)
+    return frame.SerializeToString()
+
+
+def encode_put_result(request_id: int, accepted: int, refused: Iterable[str]) -> bytes:
+    """The answer to a Put: how many were archived, and why the others were refused."""
+    return StoreFrame(
+        version=STORE_PROTOCOL_VERSION,
+        request_id=request_id,
+        put_result=store_pb2.PutResult(accepted=accepted, refused=list(refused)),
     ).SerializeToString()

@@ -19,7 +19,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Info(_message.Message):
-    __slots__ = ("protocol_version", "store_time_ms", "max_hashes", "max_page_size", "default_page_size", "max_request_bytes", "oldest_arrival_ms")
+    __slots__ = ("protocol_version", "store_time_ms", "max_hashes", "max_page_size", "default_page_size", "max_request_bytes", "oldest_arrival_ms", "proven_topics")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_HASHES_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class Info(_message.Message):
     DEFAULT_PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     MAX_REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
     OLDEST_ARRIVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    PROVEN_TOPICS_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     store_time_ms: int
     max_hashes: int
@@ -34,7 +35,30 @@ class Info(_message.Message):
     default_page_size: int
     max_request_bytes: int
     oldest_arrival_ms: int
-    def __init__(self, protocol_version: _Optional[int] = ..., store_time_ms: _Optional[int] = ..., max_hashes: _Optional[int] = ..., max_page_size: _Optional[int] = ..., default_page_size: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., oldest_arrival_ms: _Optional[int] = ...) -> None: ...
+    proven_topics: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, protocol_version: _Optional[int] = ..., store_time_ms: _Optional[int] = ..., max_hashes: _Optional[int] = ..., max_page_size: _Optional[int] = ..., default_page_size: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., oldest_arrival_ms: _Optional[int] = ..., proven_topics: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class Put(_message.Message):
+    __slots__ = ("envelopes",)
+    ENVELOPES_FIELD_NUMBER: _ClassVar[int]
+    envelopes: _containers.RepeatedCompositeFieldContainer[ProvenEnvelope]
+    def __init__(self, envelopes: _Optional[_Iterable[_Union[ProvenEnvelope, _Mapping]]] = ...) -> None: ...
+
+class ProvenEnvelope(_message.Message):
+    __slots__ = ("envelope", "proof")
+    ENVELOPE_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
+    envelope: bytes
+    proof: bytes
+    def __init__(self, envelope: _Optional[bytes] = ..., proof: _Optional[bytes] = ...) -> None: ...
+
+class PutResult(_message.Message):
+    __slots__ = ("accepted", "refused")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    refused: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, accepted: _Optional[int] = ..., refused: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueryByHash(_message.Message):
     __slots__ = ("hashes",)
@@ -89,7 +113,7 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class StoreFrame(_message.Message):
-    __slots__ = ("version", "request_id", "info_request", "info", "query_by_hash", "query_by_time", "envelopes", "error")
+    __slots__ = ("version", "request_id", "info_request", "info", "query_by_hash", "query_by_time", "envelopes", "error", "put", "put_result")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     INFO_REQUEST_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +122,8 @@ class StoreFrame(_message.Message):
     QUERY_BY_TIME_FIELD_NUMBER: _ClassVar[int]
     ENVELOPES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    PUT_FIELD_NUMBER: _ClassVar[int]
+    PUT_RESULT_FIELD_NUMBER: _ClassVar[int]
     version: int
     request_id: int
     info_request: InfoRequest
@@ -106,4 +132,6 @@ class StoreFrame(_message.Message):
     query_by_time: QueryByTime
     envelopes: Envelopes
     error: Error
-    def __init__(self, version: _Optional[int] = ..., request_id: _Optional[int] = ..., info_request: _Optional[_Union[InfoRequest, _Mapping]] = ..., info: _Optional[_Union[Info, _Mapping]] = ..., query_by_hash: _Optional[_Union[QueryByHash, _Mapping]] = ..., query_by_time: _Optional[_Union[QueryByTime, _Mapping]] = ..., envelopes: _Optional[_Union[Envelopes, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+    put: Put
+    put_result: PutResult
+    def __init__(self, version: _Optional[int] = ..., request_id: _Optional[int] = ..., info_request: _Optional[_Union[InfoRequest, _Mapping]] = ..., info: _Optional[_Union[Info, _Mapping]] = ..., query_by_hash: _Optional[_Union[QueryByHash, _Mapping]] = ..., query_by_time: _Optional[_Union[QueryByTime, _Mapping]] = ..., envelopes: _Optional[_Union[Envelopes, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., put: _Optional[_Union[Put, _Mapping]] = ..., put_result: _Optional[_Union[PutResult, _Mapping]] = ...) -> None: ...

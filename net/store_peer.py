@@ -26,6 +26,11 @@ message, answered in order per connection):
 
 Refusals are ``Error`` frames with a stable ``code`` (see store.proto); the
 connection stays open. Frames above ``max_frame`` close it with 1009.
+Connections beyond ``max_clients``, or beyond ``max_clients_per_ip`` from one
+host (an IPv4 address, an IPv6 /64), are closed with 1013 at once; a
+connection that sends no request for ``idle_timeout_s`` is closed with 1008,
+so idle sockets cannot hold every slot (clients reconnect when they next ask,
+and a node's catch-up retries while the store is full: ``net/store_sync.py``).
 
 Retention by age and by size runs at start and every ``retention_interval_s``
 (:mod:`net.store_config` documents the flags). Logs are JSON lines on stderr
@@ -60,7 +65,7 @@ from websockets.protocol import State
 
 from net import envelope_pb2, runner, store_pb2
 from net.envelope import ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, NONCE_BYTES, envelope_hash
-from net.relay import TokenBucket
+from net.relay import TokenBucket, host_group
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
@@ -73,12 +78,15 @@ from net.store_frames import (
     encode_envelopes,
     encode_error,
     encode_info,
+    encode_put_result,
 )
+from net.store_proof import proof_checks
 from net.tls import ServerTLS, reload_on_sighup
 from storage import ArchivedEnvelope, Store
 
 __all__ = [
     "CLOSE_FULL",
+    "CLOSE_IDLE",
     "CLOSE_SHUTDOWN",
     "EnvelopeFeed",
     "StorePeer",
@@ -94,7 +102,45 @@ CLOSE_FULL = 1013
 CLOSE_SHUTDOWN = 1001
 """Close code used when the store shuts down."""
 
+CLOSE_IDLE = 1008
+"""Close code for a query connection that sent no request within ``idle_timeout_s``."""
+
 _HASH_CHUNK = 32  # hashes per database call of a by-hash query
+
+
+def _incremental_vacuum_mode(db: sqlite3.Connection) -> None:
+    """Make the archive's file able to shrink: ``auto_vacuum = INCREMENTAL`` (a store
+    made before it is rewritten once, by VACUUM, which that setting needs)."""
+    if int(db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        db.execute("VACUUM")
+
+
+def _file_bytes(db: sqlite3.Connection) -> int:
+    page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
+    return page_size * int(db.execute("PRAGMA page_count").fetchone()[0])
+
+
+def _give_back_free_pages(db: sqlite3.Connection) -> tuple[int, int]:
+    """After retention deleted envelopes: return the free pages to the file system
+    (incremental vacuum) and truncate the WAL; ``(file bytes before, after)``."""
+    before = _file_bytes(db)
+    # executescript steps the pragma to the end; execute() would free one page per call
+    db.executescript("PRAGMA incremental_vacuum;")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return before, _file_bytes(db)
+
+
+def _oversized(message: bytes, cfg: StorePeerConfig) -> str:
+    return f"request of {len(message)} bytes > {cfg.max_request_bytes}"
+
+
+def _peer_ip(ws: ServerConnection) -> str:
+    try:
+        addr = ws.remote_address
+    except Exception:  # transport already gone
+        return "?"
+    return str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
 
 
 def wall_ms() -> int:
@@ -150,7 +196,12 @@ class StoreStats:
         served_envelopes, served_bytes: envelopes sent in answers.
         errors: ``Error`` answers, by code.
         retention_deleted: envelopes deleted by retention.
-        connections_total, connections_rejected: query connections.
+        vacuumed_bytes: bytes the database file gave back to the file system after
+            retention (incremental vacuum).
+        connections_total, connections_rejected: query connections (rejected:
+            ``max_clients`` or ``max_clients_per_ip``).
+        rejected_per_ip: query connections refused by ``max_clients_per_ip``.
+        idle_closed: query connections closed after ``idle_timeout_s`` without a request.
     """
 
     received: int = 0
@@ -163,8 +214,11 @@ class StoreStats:
     served_bytes: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     retention_deleted: int = 0
+    vacuumed_bytes: int = 0
     connections_total: int = 0
     connections_rejected: int = 0
+    rejected_per_ip: int = 0
+    idle_closed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -179,8 +233,11 @@ class StoreStats:
             "served_bytes": self.served_bytes,
             "errors": dict(sorted(self.errors.items())),
             "retention_deleted": self.retention_deleted,
+            "vacuumed_bytes": self.vacuumed_bytes,
             "connections_total": self.connections_total,
             "connections_rejected": self.connections_rejected,
+            "rejected_per_ip": self.rejected_per_ip,
+            "idle_closed": self.idle_closed,
         }
 
 
@@ -243,6 +300,7 @@ class StorePeer:
         self.config = config
         self.log = logger if logger is not None else RelayLogger(config.log_format)
         self.topics: frozenset[bytes] = frozenset(config.topics)
+        self._write_keys: dict[bytes, bytes] = dict(config.write_keys)
         self.stats = StoreStats()
         self._clock = clock
         self._store: Store | None = None
@@ -252,6 +310,8 @@ class StorePeer:
         self._pending_hashes: set[bytes] = set()
         self._last_arrival = 0
         self._flush_wake = asyncio.Event()
+        self._retention_wake = asyncio.Event()
+        self._since_retention = 0  # envelope bytes written since retention last ran
         self._space = asyncio.Event()
         self._space.set()
         self._flushed = asyncio.Event()
@@ -261,6 +321,7 @@ class StorePeer:
         self._server: Server | None = None
         self._port: int | None = None
         self._conns: set[ServerConnection] = set()
+        self._per_host: Counter[str] = Counter()
         self._ids = itertools.count(1)
         self._closing = False
         self._closed = asyncio.Event()
@@ -322,6 +383,7 @@ class StorePeer:
         cfg = self.config
         self._store = await Store.open(cfg.data_dir)
         try:
+            await self._store._call(_incremental_vacuum_mode)
             count, size = await self._store.archive.stats()
             self.log.info(
                 "store_opened",
@@ -421,17 +483,22 @@ class StorePeer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def ingest(self, data: bytes) -> None:
+    async def ingest(self, data: bytes, *, proven: bool = False) -> None:
         """Archive one received envelope (checked; buffered; written within ``flush_interval_s``).
 
-        Waits only when ``ingest_limit`` envelopes are already waiting to be
-        written (backpressure for the feed that called it).
+        An envelope of a topic with a write key (``config.write_keys``) is
+        refused (``unproven``) unless ``proven`` (a ``Put`` whose write proof
+        was checked). Waits only when ``ingest_limit`` envelopes are already
+        waiting to be written (backpressure for the feed that called it).
         """
         self.stats.received += 1
         topic, reason = check_envelope(data, self.topics)
         if topic is None:
             assert reason is not None
             self.stats.rejected[reason] += 1
+            return
+        if not proven and topic in self._write_keys:
+            self.stats.rejected["unproven"] += 1
             return
         digest = envelope_hash(data)
         if digest in self._pending_hashes:
@@ -466,9 +533,13 @@ class StorePeer:
             _count, size = await archive.stats()
             if size > cfg.max_bytes:
                 deleted += await archive.trim_to_size(cfg.max_bytes)
+        self._since_retention = 0
         if deleted:
             self.stats.retention_deleted += deleted
-            self.log.info("store_retention", deleted=deleted)
+            before, after = await self.store._call(_give_back_free_pages)
+            self.stats.vacuumed_bytes += max(0, before - after)
+            self.log.info("store_retention", deleted=deleted, file_bytes_before=before,
+                          file_bytes=after)
         return deleted
 
     # ------------------------------------------------------------ ingest
@@ -489,6 +560,12 @@ class StorePeer:
         self.stats.flushes += 1
         self.stats.archived += new
         self.stats.duplicates += len(batch) - new
+        if new and self.config.max_bytes > 0:
+            # retention runs at once when an eighth of --max-bytes arrived since the
+            # last run: a flood cannot grow the file far past the limit in between
+            self._since_retention += sum(len(a.envelope) for a in batch)
+            if self._since_retention > max(self.config.max_bytes // 8, 1):
+                self._retention_wake.set()
 
     async def _write_loop(self) -> None:
         interval = self.config.flush_interval_s
@@ -504,7 +581,10 @@ class StorePeer:
 
     async def _retention_loop(self) -> None:
         while True:  # ends when close() cancels it
-            await asyncio.sleep(self.config.retention_interval_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.retention_interval_s):
+                    await self._retention_wake.wait()
+            self._retention_wake.clear()
             try:
                 await self.run_retention()
             except Exception as exc:
@@ -519,25 +599,54 @@ class StorePeer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         cfg = self.config
+        host = host_group(_peer_ip(ws))
+        refusal = None
         if self._closing or len(self._conns) >= cfg.max_clients:
+            refusal = "store full"
+        elif cfg.max_clients_per_ip and self._per_host[host] >= cfg.max_clients_per_ip:
+            refusal = "too many connections from your address"
+            self.stats.rejected_per_ip += 1
+            if self.stats.rejected_per_ip & (self.stats.rejected_per_ip - 1) == 0:
+                self.log.warning("query_connection_rejected", host=host,
+                                 reason="too many from address",
+                                 rejected_per_ip=self.stats.rejected_per_ip)
+        if refusal is not None:
             self.stats.connections_rejected += 1
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2.0):
-                    await ws.close(CLOSE_FULL, "store full")
+                    await ws.close(CLOSE_FULL, refusal)
+            if ws.state is not State.CLOSED:
+                ws.transport.abort()
             return
         self._conns.add(ws)
+        self._per_host[host] += 1
         self.stats.connections_total += 1
         cid = next(self._ids)
         loop = asyncio.get_running_loop()
         bucket = TokenBucket(cfg.rate, cfg.burst, loop.time())
+        idle = cfg.idle_timeout_s or None
         self.log.debug("query_connection_opened", conn=cid, open=len(self._conns))
         try:
-            async for message in ws:
+            while True:  # ends when the connection closes or idles out
+                try:
+                    async with asyncio.timeout(idle):
+                        message = await ws.recv()
+                except TimeoutError:
+                    self.stats.idle_closed += 1
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(2.0):
+                            await ws.close(CLOSE_IDLE, "idle")
+                    if ws.state is not State.CLOSED:
+                        ws.transport.abort()
+                    break
                 await self._answer(ws, message, bucket, loop.time())
         except ConnectionClosed:
             pass
         finally:
             self._conns.discard(ws)
+            self._per_host[host] -= 1
+            if self._per_host[host] <= 0:
+                del self._per_host[host]
             self.log.debug("query_connection_closed", conn=cid, open=len(self._conns))
 
     async def _error(self, ws: ServerConnection, request_id: int, code: str, reason: str) -> None:
@@ -553,21 +662,20 @@ class StorePeer:
         if isinstance(message, str):
             await self._error(ws, 0, "malformed", "text frames are not accepted")
             return
-        if len(message) > self.config.max_request_bytes:
-            await self._error(
-                ws,
-                0,
-                "oversized",
-                f"request of {len(message)} bytes > {self.config.max_request_bytes}",
-            )
-            return
         try:
             frame = decode_store_frame(message)
         except StoreFrameError as exc:
-            await self._error(ws, 0, exc.code, exc.reason)
+            if len(message) > self.config.max_request_bytes:
+                await self._error(ws, 0, "oversized", _oversized(message, self.config))
+            else:
+                await self._error(ws, 0, exc.code, exc.reason)
             return
         rid = frame.request_id
         kind = frame.WhichOneof("body")
+        if kind != "put" and len(message) > self.config.max_request_bytes:
+            # a Put carries envelopes: it may use the whole frame (max_frame)
+            await self._error(ws, 0, "oversized", _oversized(message, self.config))
+            return
         try:
             if kind == "info_request":
                 await self._info(ws, rid)
@@ -575,6 +683,8 @@ class StorePeer:
                 await self._by_hash(ws, rid, frame.query_by_hash)
             elif kind == "query_by_time":
                 await self._by_time(ws, rid, frame.query_by_time)
+            elif kind == "put":
+                await self._put(ws, rid, frame.put)
             else:
                 raise _RejectedRequest("unexpected_frame", f"clients may not send {kind}")
         except _RejectedRequest as exc:
@@ -600,6 +710,7 @@ class StorePeer:
             default_page_size=cfg.default_page_size,
             max_request_bytes=cfg.max_request_bytes,
             oldest_arrival_ms=oldest,
+            proven_topics=sorted(self._write_keys),
         )
         self.stats.queries["info"] += 1
         await ws.send(encode_info(rid, info))
@@ -634,6 +745,33 @@ class StorePeer:
                 frame.append((item.envelope, item.arrival_ms))
                 size += len(item.envelope)
         await self._send_items(ws, rid, frame, final=True, store_time_ms=self._clock())
+
+    async def _put(self, ws: ServerConnection, rid: int, put: store_pb2.Put) -> None:
+        """Archive envelopes sent with write proofs (``net/store_proof.py``)."""
+        items = put.envelopes
+        if not items:
+            raise _RejectedRequest("malformed", "no envelopes")
+        if len(items) > self.config.max_hashes:
+            raise _RejectedRequest(
+                "too_many_hashes", f"{len(items)} envelopes > {self.config.max_hashes}"
+            )
+        self.stats.queries["put"] += 1
+        accepted = 0
+        refused: list[str] = []
+        for item in items:
+            topic, reason = check_envelope(item.envelope, self.topics)
+            if topic is not None:
+                key = self._write_keys.get(topic)
+                if key is not None and not proof_checks(key, topic, item.envelope, item.proof):
+                    reason = "bad_proof"
+            if reason is not None:
+                self.stats.received += 1
+                self.stats.rejected[reason] += 1
+                refused.append(reason)
+                continue
+            await self.ingest(item.envelope, proven=True)
+            accepted += 1
+        await ws.send(encode_put_result(rid, accepted, refused))
 
     async def _by_time(self, ws: ServerConnection, rid: int, query: store_pb2.QueryByTime) -> None:
         cfg = self.config

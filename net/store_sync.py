@@ -35,6 +35,15 @@ later. An id the node stops asking for (it arrived some other way, for
 instance by SDS-R repair, or was declared lost) is forgotten after
 ``stale_s``. SDS-R repair from peers stays the fallback; the core declares a
 message lost only after ``lost_timeout_ms``, when all of this has failed.
+
+**Write proofs** (:meth:`offer`, ``net/store_proof.py``): a store may archive a
+topic only from ``Put`` frames with a write proof (its ``Info`` lists those
+topics). The node offers every own envelope it sends; for such a topic the
+sync sends it to the store with its proof (in batches, in the background,
+kept and retried while the store is unreachable: at most
+:data:`MAX_OFFERED` envelopes or :data:`MAX_OFFERED_BYTES` wait, the oldest
+dropped first). For other topics nothing is sent: the store hears them on
+the relay or the LAN.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ import logging
 import os
 import random
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +63,17 @@ from typing import Any, Protocol
 
 from net.relay_client import backoff_delay
 from net.store_client import StoreClient, StoredItem, StoreError, StoreUnavailable
+from net.store_proof import make_proof, write_key
 
-__all__ = ["STATE_FILE", "CatchUpProgress", "StoreSync"]
+__all__ = ["MAX_OFFERED", "MAX_OFFERED_BYTES", "STATE_FILE", "CatchUpProgress", "StoreSync"]
+
+MAX_OFFERED = 4096
+"""Own envelopes waiting to be sent to a store with write proofs (oldest dropped first)."""
+
+MAX_OFFERED_BYTES = 32 * 1024 * 1024
+"""Bytes of own envelopes waiting to be sent to a store with write proofs."""
+
+_PUT_BYTES = 768 * 1024  # envelope bytes per Put frame (a store reads frames up to 1 MiB)
 
 logger = logging.getLogger("sdschat.store_sync")
 
@@ -132,7 +150,11 @@ class StoreSync:
         fetch_attempts: tries per id before leaving it to SDS-R.
         backoff_base, backoff_max: seconds between tries of one id.
         stale_s: an id not asked for again within this long is forgotten.
-        catchup_attempts: tries of a catch-up while the store is unreachable.
+        catchup_attempts: tries of a catch-up while the store is unreachable (or
+            full); after that it reports ``failed``.
+        catchup_retry_s: a background catch-up (:meth:`catch_up_soon`) that
+            failed so is tried again after this long (doubling up to 8 times
+            that) until it succeeds or the sync is closed; 0: never.
         clock: wall-clock milliseconds.
     """
 
@@ -152,6 +174,7 @@ class StoreSync:
         backoff_max: float = 8.0,
         stale_s: float = 60.0,
         catchup_attempts: int = 5,
+        catchup_retry_s: float = 15.0,
         progress_interval_s: float = 0.25,
         clock: Callable[[], int] = _wall_ms,
         rng: random.Random | None = None,
@@ -169,11 +192,13 @@ class StoreSync:
         self._backoff = (backoff_base, backoff_max)
         self.stale_s = stale_s
         self.catchup_attempts = catchup_attempts
+        self.catchup_retry_s = catchup_retry_s
         self.progress_interval_s = progress_interval_s
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self.counters: Counter[str] = Counter()
-        """``catchup_envelopes``, ``catchups``, ``catchup_failures``, ``fetched``,
+        """``catchup_envelopes``, ``catchups``, ``catchup_failures``, ``catchup_retries``,
+        ``fetched``,
         ``fetch_misses``, ``fetch_given_up``, ``fetch_queries``, ``store_unavailable``."""
         self._state: dict[str, dict[str, Any]] = self._load()
         self._skew_ms = 0
@@ -183,9 +208,16 @@ class StoreSync:
         self._fetcher: asyncio.Task[None] | None = None
         self._online: asyncio.Task[None] | None = None
         self._catchups: dict[bytes, asyncio.Task[int]] = {}
+        self._retrying: set[bytes] = set()  # topics whose catch-up waits to retry
+        self._unavailable: set[bytes] = set()  # topics whose last catch-up found no store
         self._savers: set[asyncio.Task[None]] = set()
         self._topics: dict[bytes, str] = {}
         self._closed = False
+        self._offered: deque[tuple[bytes, bytes, bytes]] = deque()  # (topic, envelope, proof)
+        self._offered_bytes = 0
+        self._write_keys: dict[tuple[bytes, bytes], bytes] = {}
+        self._put_wake = asyncio.Event()
+        self._putter: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -193,6 +225,8 @@ class StoreSync:
         """Start the fetcher task (inside the running loop)."""
         if self._fetcher is None:
             self._fetcher = asyncio.create_task(self._fetch_loop(), name="store-fetch")
+        if self._putter is None:
+            self._putter = asyncio.create_task(self._put_loop(), name="store-put")
 
     async def close(self) -> None:
         """Stop everything, remember positions, close the connection. Idempotent."""
@@ -200,7 +234,9 @@ class StoreSync:
             return
         self._closed = True
         self.set_connected(False)
-        tasks: list[asyncio.Task[Any]] = [t for t in (self._fetcher, self._online) if t is not None]
+        tasks: list[asyncio.Task[Any]] = [
+            t for t in (self._fetcher, self._online, self._putter) if t is not None
+        ]
         tasks += list(self._catchups.values())
         tasks += list(self._savers)
         for task in tasks:
@@ -210,6 +246,69 @@ class StoreSync:
                 await task
         self._save()
         await self.client.close()
+
+    # ------------------------------------------------------------------ write proofs
+
+    def offer(self, channel_key: bytes, topic: bytes, envelope: bytes) -> None:
+        """An own envelope of ``topic`` was sent: if the store archives that topic only
+        with write proofs, send it there with its proof (in the background)."""
+        if self._closed:
+            return
+        wkey = self._write_keys.get((channel_key, topic))
+        if wkey is None:
+            if len(self._write_keys) > 256:
+                self._write_keys.clear()
+            wkey = self._write_keys[(channel_key, topic)] = write_key(channel_key, topic)
+        self._offered.append((topic, envelope, make_proof(wkey, topic, envelope)))
+        self._offered_bytes += len(envelope)
+        while len(self._offered) > MAX_OFFERED or self._offered_bytes > MAX_OFFERED_BYTES:
+            _t, dropped, _p = self._offered.popleft()
+            self._offered_bytes -= len(dropped)
+            self.counters["put_dropped"] += 1
+        self._put_wake.set()
+
+    async def _put_loop(self) -> None:
+        """The one task that sends offered envelopes to the store (see :meth:`offer`)."""
+        offered = self._offered
+        failures = 0
+        while not self._closed:  # ends when close() cancels it
+            await self._put_wake.wait()
+            self._put_wake.clear()
+            while offered:
+                try:
+                    proven = (await self.client.info()).proven_topics
+                    batch: list[tuple[bytes, bytes, bytes]] = []
+                    size = 0
+                    while offered and len(batch) < 64:
+                        topic, env, proof = offered[0]
+                        if batch and size + len(env) > _PUT_BYTES:
+                            break
+                        offered.popleft()
+                        self._offered_bytes -= len(env)
+                        if topic in proven:
+                            batch.append((topic, env, proof))
+                            size += len(env)
+                    if not batch:
+                        continue
+                    try:
+                        accepted, refused = await self.client.put([(e, p) for _t, e, p in batch])
+                    except StoreUnavailable:
+                        for item in reversed(batch):  # keep them, in order
+                            offered.appendleft(item)
+                            self._offered_bytes += len(item[1])
+                        raise
+                except StoreUnavailable:
+                    failures += 1
+                    self.counters["put_unavailable"] += 1
+                    await asyncio.sleep(backoff_delay(failures - 1, *self._backoff, self._rng))
+                    continue
+                except StoreError as exc:
+                    self.counters["put_failed"] += 1
+                    logger.warning("store put failed: %s", exc)
+                    continue
+                failures = 0
+                self.counters["put_accepted"] += accepted
+                self.counters["put_refused"] += len(refused)
 
     # ------------------------------------------------------------------ online tracking
 
@@ -240,18 +339,25 @@ class StoreSync:
     def catch_up_soon(self, channel: str, topic: bytes) -> None:
         """Start :meth:`catch_up` in the background unless one runs for ``topic``."""
         running = self._catchups.get(topic)
-        if self._closed or (running is not None and not running.done()):
+        if running is not None and not running.done() and topic in self._retrying:
+            running.cancel()  # it only waits to retry: start afresh now
+            self._retrying.discard(topic)
+        elif self._closed or (running is not None and not running.done()):
             return
-        task = asyncio.create_task(self.catch_up(channel, topic), name=f"catch-up {channel}")
+        task = asyncio.create_task(
+            self._catch_up_until_done(channel, topic), name=f"catch-up {channel}"
+        )
         self._catchups[topic] = task
 
     async def catch_up(self, channel: str, topic: bytes) -> int:
         """Feed everything the store has for ``topic`` since last time; returns how many.
 
-        Retries with backoff while the store is unreachable (``catchup_attempts``),
-        then reports ``failed`` (the next connection tries again).
+        Retries with backoff while the store is unreachable or full
+        (``catchup_attempts``), then reports ``failed``. (Started by
+        :meth:`catch_up_soon`, a catch-up that failed so is tried again later.)
         """
         self._topics[topic] = channel
+        self._unavailable.discard(topic)
         done = 0
         last = "store unavailable"
         for attempt in range(max(1, self.catchup_attempts)):
@@ -262,11 +368,31 @@ class StoreSync:
                 last = str(exc)
                 if attempt + 1 < self.catchup_attempts:
                     await asyncio.sleep(backoff_delay(attempt, *self._backoff, self._rng))
+                else:
+                    self._unavailable.add(topic)
             except StoreError as exc:
                 last = f"{exc.code}: {exc}"
                 break
         self.counters["catchup_failures"] += 1
         self._report(CatchUpProgress(channel, "failed", done, 0, self.url, last))
+        return 0
+
+    async def _catch_up_until_done(self, channel: str, topic: bytes) -> int:
+        """:meth:`catch_up`, tried again every ``catchup_retry_s`` (doubling, at most 8
+        times that) while it fails because the store is unreachable or full, until it
+        succeeds or :meth:`close`: a catch-up refused while every slot of the store
+        was taken completes once one frees."""
+        for round_ in range(1_000_000):  # bounded: ends on success, refusal or close()
+            done = await self.catch_up(channel, topic)
+            if topic not in self._unavailable or self._closed or self.catchup_retry_s <= 0:
+                return done
+            self.counters["catchup_retries"] += 1
+            delay = self.catchup_retry_s * 2 ** min(round_, 3)
+            self._retrying.add(topic)
+            try:
+                await asyncio.sleep(delay * (0.75 + 0.5 * self._rng.random()))
+            finally:
+                self._retrying.discard(topic)
         return 0
 
     async def _catch_up_once(self, channel: str, topic: bytes) -> int:

@@ -85,6 +85,19 @@ CLOSE_GOING_AWAY = 1001
 
 MAX_TOPIC_BYTES = 64
 
+KEEPALIVE_S = 10.0
+"""A link that heard nothing for this long is pinged (a websocket ping)."""
+
+DEAD_AFTER_S = 90.0
+"""A link that heard nothing at all for this long is closed as dead.
+
+"Heard" is any frame from the peer, a pong, or one of our own frames written
+to the socket (the peer's TCP acknowledgements made room for it). A
+websocket keepalive (a pong within 10 s) closed links on a slow or congested
+link, where the ping waits behind the data already queued: at 64 kbit/s
+behind a deep queue every link dropped and redialled again and again
+(``tests/lan/test_lan_slow_link.py``)."""
+
 _Ws = ServerConnection | ClientConnection
 
 
@@ -177,8 +190,10 @@ class _Link:
     since: float = field(default_factory=time.time)
     topics: set[bytes] = field(default_factory=set)
     writer: asyncio.Task[None] | None = None
+    keepalive: asyncio.Task[None] | None = None
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     registered: bool = False
+    heard: float = field(default_factory=time.monotonic)  # see DEAD_AFTER_S
 
 
 @dataclass
@@ -308,8 +323,8 @@ class GossipMesh:
                     port,
                     max_size=MAX_ENVELOPE_BYTES + 4096,
                     compression=None,
-                    ping_interval=10.0,
-                    ping_timeout=10.0,
+                    ping_interval=None,  # liveness is _keepalive's (slow links)
+                    ping_timeout=None,
                     close_timeout=2.0,
                 )
                 self._servers.append(server)
@@ -489,8 +504,8 @@ class GossipMesh:
                         compression=None,
                         open_timeout=None,
                         max_size=MAX_ENVELOPE_BYTES + 4096,
-                        ping_interval=10.0,
-                        ping_timeout=10.0,
+                        ping_interval=None,  # liveness is _keepalive's (slow links)
+                        ping_timeout=None,
                         close_timeout=2.0,
                         proxy=None,
                     )
@@ -593,6 +608,7 @@ class GossipMesh:
         self._links[link.peer_id] = link
         link.registered = True
         link.writer = self._spawn(self._write_loop(link))
+        link.keepalive = self._spawn(self._keepalive(link))
         self._peer_event("connected", link.peer_id, link.address, link.role)
         self._links_changed()
         return True
@@ -601,6 +617,7 @@ class GossipMesh:
         reason = "closed"
         try:
             async for message in link.ws:
+                link.heard = time.monotonic()
                 if isinstance(message, str):
                     self.counters["bad_frame_text"] += 1
                     continue
@@ -614,8 +631,9 @@ class GossipMesh:
             if rcvd is not None:
                 reason = f"closed by peer ({rcvd.code}{' ' + rcvd.reason if rcvd.reason else ''})"
         finally:
-            if link.writer is not None:
-                link.writer.cancel()
+            for task in (link.writer, link.keepalive):
+                if task is not None:
+                    task.cancel()
             if self._links.get(link.peer_id) is link:
                 del self._links[link.peer_id]
                 self._links_changed()
@@ -628,7 +646,30 @@ class GossipMesh:
         try:
             while True:  # ends on ConnectionClosed or cancellation
                 data = await link.queue.get()
-                await link.ws.send(data)
+                await link.ws.send(data)  # returns once the socket took it: the peer ACKs
+                link.heard = time.monotonic()
+        except (ConnectionClosed, OSError):
+            return
+
+    async def _keepalive(self, link: _Link) -> None:
+        """Ping a link that heard nothing for :data:`KEEPALIVE_S`; close it as dead after
+        :data:`DEAD_AFTER_S` without hearing anything (frames, pongs, our writes)."""
+
+        def pong(f: asyncio.Future[float]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                link.heard = time.monotonic()
+
+        ws = link.ws
+        try:
+            while True:  # ends on cancellation (the link closed) or a dead peer
+                await asyncio.sleep(KEEPALIVE_S)
+                silent = time.monotonic() - link.heard
+                if silent >= DEAD_AFTER_S:
+                    self.counters["dead_links"] += 1
+                    ws.transport.abort()  # the reader ends and reports "disconnected"
+                    return
+                if silent >= KEEPALIVE_S:
+                    asyncio.ensure_future(await ws.ping()).add_done_callback(pong)
         except (ConnectionClosed, OSError):
             return
 

@@ -14,7 +14,14 @@ from net_helpers import Peer, T, channel, envelope, run, start_relay
 
 from net.envelope import MalformedEnvelope
 from net.relay import RelayServer
-from net.relay_cluster import SUBJECT_PREFIX, RecentDigests, dedup_key, subject_for
+from net.relay_cluster import (
+    PUBLISH_HEADER,
+    SUBJECT_PREFIX,
+    PublisherBudgets,
+    RecentDigests,
+    dedup_key,
+    subject_for,
+)
 from net.relay_frames import encode_publish, encode_subscribe, encode_unsubscribe
 from tests.procs import ROOT, sdschat
 
@@ -165,30 +172,83 @@ def test_subjects_are_hashes_of_topics_never_names(nats: NatsServers) -> None:
     run(main())
 
 
-def test_same_envelope_by_two_paths_is_delivered_once(nats: NatsServers) -> None:
+def test_a_resend_of_the_same_envelope_crosses_the_cluster_like_a_lone_relay(
+    nats: NatsServers,
+) -> None:
+    """SDS resends and SDS-R answers re-send the identical stored envelope: each one is
+    a new publish, carried to every subscriber on every relay (issue 26, item 1)."""
+
     async def main() -> None:
         r1, r2 = await relays(nats, 2)
-        injector = await nats_py.connect(nats.urls[0])
         try:
-            a1, a2 = await Peer.open(r1.url), await Peer.open(r2.url)
+            a, c = await Peer.open(r1.url), await Peer.open(r1.url)
+            b = await Peer.open(r2.url)
+            for p in (a, b, c):
+                await p.subscribe([TOPIC_A])
+            env = envelope(key=KEY_A)
+            for _ in range(3):  # the original and two resends, within the old window
+                await a.publish(env)
+            got_a, got_b, got_c = await settle(a, b, c)
+            assert got_c == [env] * 3  # the same relay: as a lone relay does
+            assert got_b == [env] * 3  # the other relay: likewise
+            assert got_a == []
+            # a client that failed over to r2 and publishes the same bytes there
+            await b.publish(env)
+            got_a, got_b, got_c = await settle(a, b, c)
+            assert (got_a, got_b, got_c) == ([env], [], [env])
+            assert r1.cluster is not None and r2.cluster is not None
+            for r in (r1, r2):
+                assert r.cluster is not None
+                assert r.cluster.stats().get("duplicate", 0) == 0
+        finally:
+            await close_all(r1, r2)
+
+    run(main())
+
+
+def test_one_publish_arriving_twice_through_nats_is_delivered_once(nats: NatsServers) -> None:
+    """The duplicate check is per publish (origin relay, sequence, nonce and tag), so a
+    copy of one publish that comes back by another path never loops, and an envelope
+    stamped with this relay's own origin (an echo) is dropped."""
+
+    async def main() -> None:
+        r1, r2 = await relays(nats, 2)
+        sniffer = await nats_py.connect(nats.urls[0])
+        injector = await nats_py.connect(nats.urls[0])
+        seen: list[Any] = []
+
+        async def cb(msg: Any) -> None:
+            seen.append(msg)
+
+        try:
+            await sniffer.subscribe(subject_for(TOPIC_A), cb=cb)
+            await sniffer.flush()
+            a = await Peer.open(r1.url)
             b = await Peer.open(r2.url)
             await b.subscribe([TOPIC_A])
             env = envelope(key=KEY_A)
-            await a1.publish(env)
+            await a.publish(env)
             assert (await settle(b)) == [[env]]
-            # the same bytes again: republished on another relay (a client that
-            # failed over), and straight into NATS (a second path)
-            await a2.publish(env)
-            await injector.publish(subject_for(TOPIC_A), env)
+            await wait_until(lambda: len(seen) == 1)
+            copy = seen[0]
+            assert copy.data == env  # the payload is the envelope, byte for byte
+            assert copy.headers and PUBLISH_HEADER in copy.headers
+            # the very same publish again (same header): a copy, dropped
+            await injector.publish(copy.subject, copy.data, headers=copy.headers)
             await injector.flush()
             assert (await settle(b)) == [[]]
-            assert r2.cluster is not None
-            assert r2.cluster.stats()["duplicate"] == 2
-            fresh = envelope(key=KEY_A)
-            await injector.publish(subject_for(TOPIC_A), fresh)
-            assert (await settle(b)) == [[fresh]]
+            assert r2.cluster is not None and r2.cluster.stats()["duplicate"] == 1
+            # r2's own stamp coming back to it: an echo, dropped
+            assert r1.cluster is not None
+            echo = {PUBLISH_HEADER: f"{r2.cluster.relay_id} 1 7"}
+            await injector.publish(copy.subject, envelope(key=KEY_A), headers=echo)
+            await injector.flush()
+            assert (await settle(b)) == [[]]
+            await wait_until(lambda: r2.cluster is not None
+                             and r2.cluster.stats().get("echo", 0) == 1)
         finally:
             await injector.close()
+            await sniffer.close()
             await close_all(r1, r2)
 
     run(main())
@@ -296,6 +356,64 @@ def test_rate_and_queue_limits_hold_per_relay(nats: NatsServers) -> None:
             await close_all(r1, r2, r3)
 
     run(main(), base_timeout=60)
+
+
+def test_a_flood_through_nats_is_shed_per_publisher_not_by_dropping_clients(
+    nats: NatsServers,
+) -> None:
+    """Someone publishing straight into NATS floods a topic (issue 26, item 7): the relay
+    sheds that publisher's envelopes before fan-out, so a client that reads slowly is
+    not disconnected, and an honest client's envelope still arrives."""
+
+    async def main() -> None:
+        limits = {"queue_bytes": 2**20, "cluster_publisher_bytes": 300_000}
+        r1, r2 = await relays(nats, 2, **limits)
+        injector = await nats_py.connect(nats.urls[0])
+        try:
+            a = await Peer.open(r1.url)
+            b = await Peer.open(r2.url, max_size=2**20)
+            await b.subscribe([TOPIC_A])
+            b.ws.transport.pause_reading()  # a client on a slow link
+            from net.identity import Identity
+
+            flooder = Identity.generate()
+            junk = [envelope(flooder, KEY_A, b"z" * 100_000) for _ in range(200)]
+            for env in junk:  # 20 MB, as fast as NATS takes it
+                await injector.publish(subject_for(TOPIC_A), env)
+            await injector.flush()
+            honest = envelope(key=KEY_A)
+            await a.publish(honest)
+            assert r2.cluster is not None
+            await wait_until(lambda: r2.cluster is not None
+                             and r2.cluster.stats().get("received", 0) >= 201, 20)
+            stats = r2.cluster.stats()
+            assert stats["shed_publisher"] >= 150, stats
+            assert r2.stats.dropped["slow_consumer"] == 0, r2.stats.as_dict()
+            assert r2.stats.dropped["lagging"] == 0, r2.stats.as_dict()
+            b.ws.transport.resume_reading()
+            frames: list[bytes] = []
+            async with asyncio.timeout(T(10)):
+                while honest not in frames:  # b is still connected and gets it
+                    frames.extend(delivered([await b.recv_frame()]))
+        finally:
+            await injector.close()
+            await close_all(r1, r2)
+
+    run(main(), base_timeout=60)
+
+
+def test_publisher_budgets() -> None:
+    budgets = PublisherBudgets(rate=2.0, burst=2.0, byte_rate=100.0, byte_burst=200.0,
+                               capacity=2)
+    assert budgets.take("a", 150, 0.0)
+    assert not budgets.take("a", 100, 0.0)  # 50 bytes left
+    assert budgets.take("b", 100, 0.0)  # another publisher: its own budget
+    assert budgets.take("a", 100, 1.0)  # refilled 100 bytes in a second
+    assert budgets.take("a", 1, 1.0) and not budgets.take("a", 1, 1.0)  # 2 frames at most
+    budgets.take("c", 1, 1.0)
+    assert len(budgets) == 2  # the least recently seen publisher was forgotten
+    with pytest.raises(ValueError):
+        PublisherBudgets(rate=0, burst=1, byte_rate=1, byte_burst=1)
 
 
 def test_relay_without_reachable_nats_exits_1_with_a_clear_log() -> None:

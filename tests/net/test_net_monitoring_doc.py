@@ -86,15 +86,23 @@ async def _refused(ws: ClientConnection) -> int:
 
 
 async def _connections(port: int, ctx: ssl.SSLContext, relay: Proc) -> None:
-    """relay full, too many from address, an idle client dropped (limits: 2 and 1 per IP)."""
+    """relay full, too many from address, an idle client dropped, a silent one shed for
+    a newcomer (limits: 2 and 1 per IP, idle timeout 3 s)."""
     idle = await _client(port, "127.0.0.1", ctx)  # never subscribes: dropped as idle
     assert await _refused(await _client(port, "127.0.0.1", ctx)) == 1013  # 2nd from .1
     other = await _client(port, "127.0.0.2", ctx)
     await other.send(encode_subscribe([channel("monitor").topic]))
-    assert await _refused(await _client(port, "127.0.0.3", ctx)) == 1013  # full
+    # full, and both are younger than the idle timeout: refused
+    assert await _refused(await _client(port, "127.0.0.3", ctx)) == 1013
     await asyncio.to_thread(relay.wait_log, "connection_dropped", 20)
-    await idle.close()
-    await other.close()
+    third = await _client(port, "127.0.0.3", ctx)  # takes the idle one's slot
+    await third.send(encode_subscribe([channel("monitor").topic]))
+    await asyncio.sleep(1.0)  # "other" is now silent for longer than the idle timeout
+    newcomer = await _client(port, "127.0.0.4", ctx)  # full: "other" is shed for it
+    await asyncio.to_thread(relay.wait_log, "connection_shed", 20)
+    await newcomer.send(encode_subscribe([channel("monitor").topic]))
+    for ws in (idle, other, third, newcomer):
+        await ws.close()
 
 
 def _records(p: Proc, event: str) -> list[dict[str, Any]]:
@@ -115,7 +123,7 @@ def test_every_event_and_field_the_deploy_guide_names_is_in_real_log_lines(
         relay = c.start(
             sdschat("relay", "--port", "0", "--certfile", str(cert), "--keyfile", str(key),
                     "--stats-interval", "0.5", "--max-clients", "2", "--max-clients-per-ip", "1",
-                    "--idle-timeout", "1"),
+                    "--idle-timeout", "3"),
             "relay", stdin=False,
         )
         port = int(relay.wait_log("relay_listening")["port"])
@@ -174,7 +182,7 @@ def test_every_event_and_field_the_deploy_guide_names_is_in_real_log_lines(
     assert {r["reason"] for r in by_event["connection_rejected"]} == {
         "relay full", "too many from address"
     }
-    assert [r["reason"] for r in by_event["connection_dropped"]] == ["idle"]
+    assert [r["reason"] for r in by_event["connection_dropped"]] == ["idle", "shed"]
 
     stats = by_event["relay_stats"]
     assert any(r.get("final") for r in stats) and any(not r.get("final") for r in stats)

@@ -317,3 +317,109 @@ def test_one_host_cannot_take_every_slot_of_a_relay_process(tmp_path: Path) -> N
         assert served == 16 and refused == 14 and closed == 16
         dropped = [r for r in relay.log_records() if r.get("event") == "connection_dropped"]
         assert sum(r["reason"] == "idle" for r in dropped) >= 16
+
+
+def test_a_host_is_an_ipv4_address_or_an_ipv6_slash_64() -> None:
+    from net.relay import host_group
+
+    assert host_group("203.0.113.5") == "203.0.113.5"
+    assert host_group("203.0.113.6") != host_group("203.0.113.5")  # IPv4: /32
+    a, b = host_group("2001:db8:1:2::1"), host_group("2001:db8:1:2:ffff:1:2:3")
+    assert a == b == "2001:db8:1:2::/64"  # one /64 is one host
+    assert host_group("2001:db8:1:3::1") != a
+    assert host_group("::ffff:203.0.113.5") == "203.0.113.5"
+    assert host_group("fe80::1%lo") == "fe80::/64"
+    assert host_group("?") == "?"
+
+
+def test_addresses_of_one_ipv6_slash_64_share_the_per_host_limit() -> None:
+    """Behind a trusted proxy the client addresses are IPv6: two of one /64 count as one
+    host (issue 26, item 11), another /64 is another host."""
+    from test_net_relay_proxy import _served
+
+    async def main() -> None:
+        server, _log = await start_relay(max_clients_per_ip=2, trusted_proxies=("127.0.0.1",))
+        try:
+            url = server.url
+            assert await _served(url, "2001:db8:0:1::1")
+            assert await _served(url, "2001:db8:0:1::2")
+            assert not await _served(url, "2001:db8:0:1:abcd::3")  # its /64's 3rd
+            assert await _served(url, "2001:db8:0:2::1")  # the next /64
+            assert server.stats.rejected_per_ip == 1
+        finally:
+            await server.close()
+
+    run(main())
+
+
+async def _lone_subscriber(port: int, source: str, n: int) -> ClientConnection:
+    """A connection from ``source`` subscribed to a topic nobody else uses (it reads)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((source, 0))
+    sock.setblocking(False)
+    await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port)), T(5))
+    ws = await asyncio.wait_for(
+        connect(f"ws://127.0.0.1:{port}", sock=sock, proxy=None, compression=None), T(5)
+    )
+    await ws.send(encode_subscribe([f"lonely-{source}-{n}".encode()[:64]]))
+    return ws
+
+
+def test_a_full_relay_sheds_idle_lone_subscribers_for_newcomers() -> None:
+    """The audit's attack, scaled down (issue 26, item 11): connections from several
+    loopback addresses, each subscribed to a topic nobody else uses, fill the relay and
+    stay past the idle timeout. Honest newcomers get in (the lone idle ones are shed)
+    and chat; connections carrying traffic are never shed."""
+
+    async def main() -> None:
+        server, log = await start_relay(max_clients=12, max_clients_per_ip=4, idle_timeout=1.0)
+        try:
+            # two honest members talking, from 127.0.0.1
+            a, b = await Peer.open(server.url), await Peer.open(server.url)
+            await a.subscribe([TOPIC])
+            await b.subscribe([TOPIC])
+            hosts = [(h, i) for h in range(2, 5) for i in range(4)][:10]  # 4 + 4 + 2
+            squatters = [await _lone_subscriber(server.port, f"127.0.0.{h}", i)
+                         for h, i in hosts]
+            await _subscribed(log, 12)
+            assert server.connection_count == 12
+            await asyncio.sleep(1.2)  # past the idle timeout: the squatters qualify
+            for _ in range(3):  # a and b keep talking, so they carry traffic
+                env = envelope(key=KEY)
+                await a.publish(env)
+                assert (await b.recv_frame()).deliver.envelope == env
+            c, d = await Peer.open(server.url), await Peer.open(server.url)
+            assert await c.subscribe([TOPIC]) == []  # served, not refused with 1013
+            assert await d.subscribe([TOPIC]) == []
+            env = envelope(key=KEY)
+            await c.publish(env)
+            for p in (a, b, d):
+                assert (await p.recv_frame()).deliver.envelope == env
+            shed = log.events("connection_shed")
+            assert len(shed) == 2 and all(not r["shared"] for r in shed)
+            assert server.stats.dropped["shed"] == 2
+            assert server.stats.connections_rejected == 0
+            for ws in squatters:
+                ws.transport.abort()
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_a_full_relay_of_fresh_or_busy_connections_still_refuses_newcomers() -> None:
+    async def main() -> None:
+        server, _log = await start_relay(max_clients=2, idle_timeout=30.0)
+        try:
+            a, b = await Peer.open(server.url), await Peer.open(server.url)
+            await a.subscribe([TOPIC])
+            await b.subscribe([TOPIC])
+            extra = await Peer.open(server.url)
+            with pytest.raises(ConnectionClosed) as info:
+                await extra.recv_frame()
+            assert info.value.rcvd is not None and info.value.rcvd.code == 1013
+            assert server.stats.dropped["shed"] == 0 and server.connection_count == 2
+        finally:
+            await server.close()
+
+    run(main())
