@@ -182,6 +182,27 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.set_defaults(func=run)
 
 
+def _add_invite(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.members.invite_cmd import add_invite_arguments
+
+    p = sub.add_parser(
+        "invite",
+        help="a one-line invite code to a members channel (you must be its admin)",
+        description="Print a one-line invite code to members channel CHANNEL of this data "
+        "directory. The newcomer runs 'sdschat join --invite CODE'; the node of this data "
+        "directory (running now or later) lets them in. A code is single use and expires "
+        "(24 h by default). Exit status 0, or 2 with one line on stderr.",
+    )
+    add_invite_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from app.members.invite_cmd import run_invite
+
+        return run_invite(args)
+
+    p.set_defaults(func=run)
+
+
 def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "doctor",
@@ -328,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_relay(sub)
     _add_join(sub)
+    _add_invite(sub)
     _add_history(sub)
     _add_doctor(sub)
     _add_sim(sub)

@@ -22,6 +22,7 @@
 ``/members``           the current channel's members (role, fingerprint, online)
 ``/remove NAME``       remove a member (admin); the others get new keys
 ``/verify NAME``       a safety number to compare with NAME out of band
+``/forget NAME``       forget a channel you left (its history and keys)
 ``/stats``             show counters
 ``/help``              show this help
 ``/quit``              leave the program (everything is saved)
@@ -55,6 +56,7 @@ text           send text to the current channel (//text sends /text)
 /members       the members of this channel: role, fingerprint, online
 /remove NAME   remove a member (admin): the others get new keys
 /verify NAME   a safety number to compare with NAME out of band
+/forget NAME   forget a channel you left (its history and keys); your identity stays
 /stats         counters
 /help          this help
 /quit          exit (everything is saved)"""
@@ -79,6 +81,7 @@ _COMMANDS = {
     "members": False,
     "remove": True,
     "verify": True,
+    "forget": True,
     "stats": False,
     "help": False,
     "quit": False,

@@ -344,6 +344,8 @@ async def _command(
             elif gone == current:
                 remaining = sorted(node.channels)
                 return remaining[0] if remaining else None
+        elif name == "forget":
+            await node.forget(channel_arg(arg))
         elif name == "switch":
             arg = channel_arg(arg)
             if arg not in node.channels:

@@ -1679,6 +1679,24 @@ class Node:
                                  "members": len(mc.roster)}))  # fmt: skip
         return info
 
+    async def forget(self, channel: str) -> int:
+        """Forget channel ``channel`` (left before): its history, keys and passphrase
+        binding go; the identity stays, so the same name can be joined anew. Returns
+        the number of messages deleted.
+
+        Raises:
+            ValueError: it is joined (leave it first) or unknown here.
+        """
+        self._check_open()
+        if channel in self._channels:
+            raise ValueError(f"#{channel} is joined: /leave it first")
+        n = await self.store.forget_channel(channel)
+        self._members.pop(channel, None)
+        members_file.members_file(self.store.data_dir, channel).unlink(missing_ok=True)
+        self._emit(Info(f"forgot #{channel} ({n} messages); your identity is unchanged",
+                        {"channel": channel, "messages": n}))  # fmt: skip
+        return n
+
     async def remove_member(self, channel: str, member_id: str) -> None:
         """Remove a member (admin), with new outer keys for the others.
 
@@ -2015,6 +2033,9 @@ class Node:
             force_state or now - self._last_state_save >= self._state_interval
         ):
             self._add_states(batch)
+            if self._members and self._invite_book().reload():  # `sdschat invite` wrote
+                for channel in self._members:
+                    self._spawn(self._subscribe_invites(channel))
             for mc in self._members.values():  # forward secrecy: forget what was read
                 mc.group_keys.advance(now)
                 if mc.group_keys.changes != mc.saved_changes:
@@ -2232,7 +2253,8 @@ class Node:
         if stored is not None and stored.topic != key.topic:
             raise PassphraseMismatchError(
                 f"this data directory joined {name!r} with a different passphrase "
-                "(its key and topic differ); use the original passphrase, or another "
+                "(its key and topic differ); use the original passphrase, or /forget "
+                f"{name} (its history here goes, your identity stays), or another "
                 "--data-dir for a different channel of the same name"
             )
         await self.store.join_channel(name, key.topic, is_public=key.is_public)

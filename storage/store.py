@@ -447,6 +447,30 @@ class Store:
 
         return await self._call(leave)
 
+    async def forget_channel(self, name: str) -> int:
+        """Delete everything stored of channel ``name`` (it must have been left):
+        messages, outbox, core state, its events, the channel row. Returns the number
+        of messages deleted. The identity stays.
+
+        Raises:
+            ValueError: ``name`` is joined now (leave it first) or unknown here.
+        """
+
+        def forget(db: sqlite3.Connection) -> int:
+            with transaction(db):
+                row = db.execute("SELECT left_at FROM channels WHERE name = ?", (name,)).fetchone()
+                if row is None:
+                    raise ValueError(f"this data directory holds no channel {name!r}")
+                if row[0] is None:
+                    raise ValueError(f"#{name} is joined: /leave it first")
+                n = db.execute("DELETE FROM messages WHERE channel = ?", (name,)).rowcount
+                for table in ("recent", "outbox", "core_state", "events"):
+                    db.execute(f"DELETE FROM {table} WHERE channel = ?", (name,))
+                db.execute("DELETE FROM channels WHERE name = ?", (name,))
+                return int(n)
+
+        return await self._call(forget)
+
     async def list_channels(self, *, include_left: bool = False) -> list[Channel]:
         """Joined channels by name (and, with ``include_left``, those left)."""
         sql = "SELECT name, topic, is_public, joined_at, left_at FROM channels"

@@ -59,13 +59,29 @@ class InviteBook:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / "members" / "invites.json"
         self._open: dict[bytes, OpenInvite] = {}  # topic -> invite
-        if self.path.exists():
-            doc = json.loads(self.path.read_bytes())
-            for item in doc.get("invites", []):
-                inv = decode_invite(item["code"])
-                self._open[inv.topic] = OpenInvite(inv, item.get("used_by", ""))
+        self._mtime_ns = -1
+        self.reload()
+
+    def reload(self) -> bool:
+        """Read the file again if another program (``sdschat invite``) changed it;
+        True when it did. Invites this book holds are kept."""
+        try:
+            mtime = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return False
+        if mtime == self._mtime_ns:
+            return False
+        self._mtime_ns = mtime
+        doc = json.loads(self.path.read_bytes())
+        for item in doc.get("invites", []):
+            inv = decode_invite(item["code"])
+            known = self._open.get(inv.topic)
+            used = item.get("used_by", "") or (known.used_by if known else "")
+            self._open[inv.topic] = OpenInvite(inv, used)
+        return True
 
     def add(self, invite: Invite) -> None:
+        self.reload()
         self._open[invite.topic] = OpenInvite(invite)
         self.save()
 
@@ -105,3 +121,4 @@ class InviteBook:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._mtime_ns = self.path.stat().st_mtime_ns

@@ -8,6 +8,7 @@ what that directory holds. Loopback only; every process is killed by PID.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 import threading
 import time
@@ -109,7 +110,12 @@ def test_invite_chat_remove_and_the_removed_member_opens_nothing_captured_after(
         topic = bytes.fromhex(channel["topic"])
         with tap(url, [topic]) as relay_tap:
             bob = _join_by_invite(c, "bob", _invite(alice), url)
-            carol = _join_by_invite(c, "carol", _invite(alice), url)
+            # carol's code comes from the command line, beside alice's running node
+            argv = [sys.executable, "-m", "app.cli", "invite", "team",
+                    "--data-dir", str(tmp_path / "alice"), "--relay", url]  # fmt: skip
+            made = subprocess.run(argv, capture_output=True, text=True, timeout=T(60),
+                                  check=True)  # fmt: skip
+            carol = _join_by_invite(c, "carol", made.stdout.strip(), url)
             alice.send("hello team")
             bob.send("hi from bob")
             carol.send("hi from carol")
@@ -242,3 +248,75 @@ def test_a_removal_with_30_percent_loss_and_a_member_killed_mid_rekey_converges(
             assert p.wait(T(60)) == 0, p.tail()
         hists = [comparable(history(tmp_path / n, "team")) for n in ("alice", "bob", "dave")]
         assert hists[0] == hists[1] == hists[2]
+
+
+def test_sdschat_invite_refuses_what_it_cannot_do_in_one_line(tmp_path: Path) -> None:
+    def invite(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app.cli", "invite", *args],
+                              capture_output=True, text=True, timeout=T(60))  # fmt: skip
+
+    r = invite("team", "--data-dir", str(tmp_path / "nobody"))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        f"sdschat invite: #team is not a members channel in {tmp_path / 'nobody'}"]
+    r = invite("team", "--data-dir", str(tmp_path), "--ttl", "forever")
+    assert r.returncode == 2 and "30m, 2h, 7d" in r.stderr
+
+
+def _readable_memory(pid: int) -> Iterator[bytes]:
+    """Every readable mapping of process ``pid`` (we are root, and its parent)."""
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            fields = line.split()
+            if "r" not in fields[1] or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                yield mem.read(end - start)
+            except OSError:
+                continue
+
+
+def test_the_relay_and_the_store_hold_no_key_and_no_text_of_a_members_channel(
+    tmp_path: Path,
+) -> None:
+    secret_line = "the-launch-code-is-7D1F3A9C"
+    with cluster(tmp_path) as c:
+        relay, url = c.relay()
+        alice = c.node("alice", url, channel="team", extra=["--create"])
+        _joined(alice, "created")
+        topic = alice.select("channel")[0]["topic"]
+        store, _store_url = c.store(url, tmp_path / "store", topics=(bytes.fromhex(topic),),
+                                    extra=["--stats-interval", "1"])  # fmt: skip
+        bob = _join_by_invite(c, "bob", _invite(alice), url)
+        alice.send(secret_line)
+        bob.send(secret_line + "-reply")
+        _sees(bob, secret_line)
+        _sees(alice, secret_line + "-reply")
+        archived = len(alice.select("own", state="logged")) + len(bob.select("own", state="logged"))
+        store.wait_for(lambda: any(r.get("archived", 0) >= archived for r in store.log_records()
+                                   if r.get("event") == "store_stats"),
+                       30, "every envelope archived")  # fmt: skip
+        mc_a = secrets_file.load(tmp_path / "alice", "team")
+        mc_b = secrets_file.load(tmp_path / "bob", "team")
+        assert mc_a is not None and mc_b is not None
+        needles = {"the text": secret_line.encode()}
+        for i, key in enumerate(mc_a.epoch_keys):
+            needles[f"outer key {i}"] = key
+        needles["alice's share key"] = bytes(mc_a.group_keys.share_secret)
+        needles["bob's share key"] = bytes(mc_b.group_keys.share_secret)
+        needles["alice's pickle key"] = mc_a.pickle_key
+        ident = (tmp_path / "alice" / "identity.pem").read_bytes()
+        needles["alice's identity file"] = ident[40:80]
+        assert bob.select("delivered")  # the line really crossed the relay and the store saw it
+        for who, proc in (("relay", relay), ("store", store)):
+            for chunk in _readable_memory(proc.pid):
+                for what, needle in needles.items():
+                    assert needle not in chunk, f"the {who}'s memory holds {what}"
+        for path in (tmp_path / "store").rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                for what, needle in needles.items():
+                    assert needle not in data, f"{path} holds {what}"
