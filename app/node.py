@@ -261,6 +261,9 @@ class NodeOptions:
             (:meth:`storage.Store.commit_batch_now`) instead of aiosqlite's: the
             two thread switches cost more latency than the small commit; larger
             rounds (a catch-up) overlap their commit with the next round. 0: never.
+        nobody_heard_ms: after the first join of a passphrase channel, how long to wait
+            for anyone to be heard before saying so (a mistyped passphrase makes a
+            different, empty channel).
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -279,6 +282,7 @@ class NodeOptions:
     recent_window: int = DEFAULT_RECENT_WINDOW
     new_history: bool = False
     inline_commit_messages: int = 8
+    nobody_heard_ms: int = 8000
 
 
 @dataclass(frozen=True, slots=True)
@@ -1390,6 +1394,20 @@ class Node:
 
     # ------------------------------------------------------------------ members channels
 
+    def _nobody_heard(self, channel: str, topic: bytes) -> None:
+        """The first join of a passphrase channel heard nobody: say so plainly."""
+        info = self._channels.get(channel)
+        if self._closing or info is None or info.topic != topic:
+            return
+        self.counters["nobody_heard_checks"] += 1
+        if any(channel in p.channels for p in self._peers.values()):
+            return
+        self._emit(Info(
+            f"nobody has been heard in #{channel} with this passphrase yet; if others are "
+            "there, check the passphrase with them (a typo makes another, empty channel; "
+            f"/leave {channel} and /forget {channel} to try again)",
+            {"channel": channel, "nobody_heard": True}))
+
     def _seal_key(self, channel: str) -> ChannelKey:
         """The key envelopes of ``channel`` are sealed with now (a members channel's
         current epoch key, else the channel key)."""
@@ -2258,6 +2276,9 @@ class Node:
                 "--data-dir for a different channel of the same name"
             )
         await self.store.join_channel(name, key.topic, is_public=key.is_public)
+        if stored is None and not key.is_public and name not in self._members:
+            asyncio.get_running_loop().call_later(
+                self.options.nobody_heard_ms / 1000, self._nobody_heard, name, key.topic)
         now = self._now()
         state: sds.ChannelState | None = None
         raw = await self.store.load_core_state(name)
