@@ -8,6 +8,7 @@ what that directory holds. Loopback only; every process is killed by PID.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import threading
@@ -19,8 +20,12 @@ from e2e_helpers import Cluster, Proc, T, cluster, comparable, history
 from websockets.sync.client import ClientConnection, connect
 
 from app.members import secrets_file
-from net.envelope import EnvelopeError, open_for_topic
-from net.relay_frames import decode_frame, encode_subscribe
+from app.members.events import encode_share_key
+from net.envelope import EnvelopeError, open_for_topic, seal
+from net.identity import Identity
+from net.relay_frames import decode_frame, encode_publish, encode_subscribe
+from sds import sds_pb2
+from sds.ids import message_id_for
 
 
 class Tap:
@@ -320,3 +325,42 @@ def test_the_relay_and_the_store_hold_no_key_and_no_text_of_a_members_channel(
                 data = path.read_bytes()
                 for what, needle in needles.items():
                     assert needle not in data, f"{path} holds {what}"
+
+
+def test_a_member_flooding_with_fresh_identities_costs_the_others_nothing_in_the_core(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url, channel="team", extra=["--create"])
+        _joined(alice, "created")
+        bob = _join_by_invite(c, "bob", _invite(alice), url)
+        bob.send("bob is here")
+        _sees(alice, "bob is here")
+        stolen = secrets_file.load(tmp_path / "bob", "team")  # bob turns hostile
+        assert stolen is not None
+        fake_ids = [os.urandom(32).hex() for _ in range(50)]
+        flood = []
+        ident = Identity.generate()
+        for n in range(300):  # 100 fresh identities, 3 envelopes each, 50 unknown ids named
+            if n % 3 == 0:
+                ident = Identity.generate()
+            lamport, content = int(time.time() * 1000) + n, encode_share_key(os.urandom(32))
+            mid = message_id_for("team", ident.sender_id, lamport, content, os.urandom(8))
+            msg = sds_pb2.SdsMessage(
+                sender_id=ident.sender_id, message_id=mid, channel_id="team",
+                lamport_timestamp=lamport, content=content,
+                causal_history=[sds_pb2.HistoryEntry(message_id=m) for m in fake_ids])  # fmt: skip
+            flood.append(seal(msg.SerializeToString(), ident, stolen.sending_key()))
+        with contextlib.ExitStack() as stack:
+            ws = stack.enter_context(connect(url, max_size=None, proxy=None))
+            for env in flood:
+                ws.send(encode_publish(env))
+        for i in range(10):
+            bob.send(f"honest {i}")
+        _sees(alice, *(f"honest {i}" for i in range(10)))
+        alice.wait_for(lambda: len([e for e in alice.select("rejected")
+                                    if e["reason"] == "not_a_member"]) == len(flood),
+                       60, "every flooded envelope dropped at the gate")  # fmt: skip
+        named = {i for e in alice.select("missing") for i in e["ids"]}
+        assert not named & set(fake_ids), "the core tracked ids only fresh identities named"
