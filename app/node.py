@@ -91,6 +91,7 @@ from typing import Any, TypeVar
 
 import sds
 from app.chat_content import KINDS, decode_content, encode_content
+from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
 from app.node_events import (
@@ -523,6 +524,7 @@ class Node:
         self._own_typed: dict[tuple[str, str], bytes] = {}
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
+        self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -925,13 +927,17 @@ class Node:
 
         Raises:
             KeyError: ``channel`` is not joined.
-            ValueError: empty or oversized content.
+            ValueError: empty content, or above MAX_EPHEMERAL_BYTES (1 KiB).
             NodeClosedError: the node is closing.
         """
         self._check_open()
         info = self._channels.get(channel)
         if info is None:
             raise KeyError(f"channel {channel!r} is not joined")
+        if len(content) > MAX_EPHEMERAL_BYTES:
+            raise ValueError(
+                f"ephemeral content is {len(content)} bytes; the limit is {MAX_EPHEMERAL_BYTES}"
+            )
         if not self.transport.connected:
             return False
         data = self._participant.channel(channel).send_ephemeral(content, self._now())
@@ -1430,7 +1436,11 @@ class Node:
             if out.current is not None:
                 out.current.settled = True
             self._seen(ch, ev.sender_id, None, now, out, content=False)
-            out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
+            refused = self._ephemeral.admit(ch, ev.sender_id, len(ev.content), now)
+            if refused is None:
+                out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
+            else:
+                self.counters[f"ephemeral_dropped_{refused}"] += 1
         elif isinstance(ev, sds.MessageDropped):
             self.counters[f"dropped_{ev.reason.value}"] += 1
             if ev.reason is sds.DropReason.UNVERIFIABLE_ID:
