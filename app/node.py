@@ -91,6 +91,7 @@ from typing import Any, TypeVar
 
 import sds
 from app.chat_content import KINDS, decode_content, encode_content
+from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
@@ -102,6 +103,7 @@ from app.node_events import (
     Conflict,
     ConnectionChanged,
     Delivered,
+    DiskFull,
     Ephemeral,
     Info,
     Lost,
@@ -395,6 +397,7 @@ class _Round:
     typed: list[_Send] = field(default_factory=list)  # futures resolved after the commit
     current: _Receiving | None = None  # the envelope being received
     core_called: bool = False
+    received: list[bytes] = field(default_factory=list)  # envelope hashes taken in
 
 
 #: Drops that do not discard the message being received (a bad filter is only
@@ -525,6 +528,8 @@ class Node:
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
+        self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
+        self._disk_probe: asyncio.TimerHandle | None = None
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -723,8 +728,15 @@ class Node:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await worker
             self._cancel_timers()
-            async with asyncio.timeout(timeout):
-                await self._save_all_states(durable=True)
+            if not self._disk.full:  # else the core holds what was never stored
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._save_all_states(durable=True)
+                except Exception as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    self._emit(NodeError("disk full: protocol state not saved (rebuilt "
+                                         "from the stored log at the next start)"))
         finally:
             self._closed = True
             self._emit(Closed(dict(self.counters)))
@@ -1020,10 +1032,10 @@ class Node:
     # ------------------------------------------------------------------ timers
 
     def _cancel_timers(self) -> None:
-        for handle in (self._timer, self._save_timer):
+        for handle in (self._timer, self._save_timer, self._disk_probe):
             if handle is not None:
                 handle.cancel()
-        self._timer = self._save_timer = None
+        self._timer = self._save_timer = self._disk_probe = None
         self._timer_at = None
 
     def _rearm(self) -> None:
@@ -1121,8 +1133,16 @@ class Node:
         (``_commits_inline``) commits on the loop's thread and finishes here.
         """
         try:
+            if self._disk.full:  # nothing is stored: refuse until there is room again
+                await self._finish_tail()
+                if not await self._recover_disk():
+                    self._refuse_while_full(items)
+                    return
             out = await self._round(items)
             await self._finish_tail()
+            if self._disk.full:  # the previous round was not stored: nor is this one
+                self._disk_round_failed(out, items, DiskFullLineError("previous round"))
+                return
             if self._commits_inline(out.batch):
                 # committed on this thread (see _commit): no task and no extra pass
                 # of the loop between the round and its events (each pass of a busy
@@ -1164,7 +1184,13 @@ class Node:
 
     async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
         try:
-            await self._commit(out)
+            try:
+                await self._commit(out)
+            except Exception as exc:
+                if not is_disk_full(exc):
+                    raise
+                self._disk_round_failed(out, items, exc)
+                return
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
                     it.future.set_result(it.local_id)
@@ -1276,6 +1302,7 @@ class Node:
                 out.core_called = True
             return
         assert channel is not None  # opened: its topic named a joined channel
+        out.received.append(opened.envelope_hash)  # forgotten if the round is not stored
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         core = self._participant.channel(channel)
         if opened.sds_message is not None:  # decoded once, by open_envelope
@@ -1640,13 +1667,18 @@ class Node:
             return
         result = None
         if self._commits_inline(batch):
-            with contextlib.suppress(Exception):  # failed: retried below, as before
+            try:
                 result = self.store.commit_batch_now(batch, now_ms=self._now())
+            except Exception as exc:  # failed: retried below, as before
+                if is_disk_full(exc):
+                    raise
         for attempt in range(0 if result is not None else 3):
             try:
                 result = await self.store.commit_batch(batch, now_ms=self._now())
                 break
             except Exception as exc:
+                if is_disk_full(exc):  # retrying at once does not help: app.disk_guard
+                    raise
                 if attempt == 2:
                     self._emit(NodeError(f"storage commit failed: {exc}"))
                     raise
@@ -1834,39 +1866,7 @@ class Node:
                 "--data-dir for a different channel of the same name"
             )
         await self.store.join_channel(name, key.topic, is_public=key.is_public)
-        now = self._now()
-        state: sds.ChannelState | None = None
-        raw = await self.store.load_core_state(name)
-        if raw is not None:
-            try:
-                state = sds.ChannelState.from_bytes(raw)
-            except ValueError as exc:
-                self._emit(NodeError(f"saved core state of {name!r} unreadable ({exc}); rebuilt"))
-        config = self.options.config
-        state, report = await reconcile_state(
-            self.store,
-            name,
-            state,
-            sender_id=self.sender_id,
-            config=config,
-            now_ms=now,
-            open_own=self._open_own(key),
-        )
-        try:
-            self._participant.join(name, now, state)
-        except ValueError as exc:
-            self._emit(NodeError(f"saved core state of {name!r} unusable ({exc}); rebuilt"))
-            state, report = await reconcile_state(
-                self.store,
-                name,
-                None,
-                sender_id=self.sender_id,
-                config=config,
-                now_ms=now,
-                open_own=self._open_own(key),
-            )
-            self._participant.join(name, now, state)
-        self._participant.channel(name).set_connected(self._connected, now)
+        report = await self._restore_core(key)
         for note in report.notes:
             self._emit(Info(f"{name}: {note}"))
         if report.rebuilt or report.changed:
@@ -1919,6 +1919,108 @@ class Node:
             await self._republish()
         await self._round_now()  # events of the restore (deliverable waiters), first save
         return info
+
+    async def _restore_core(self, key: ChannelKey) -> Any:
+        """Join ``key``'s channel in the core from its saved state reconciled with the
+        stored log (at join, and after a full disk: :mod:`app.disk_guard`)."""
+        name = key.channel
+        now = self._now()
+        state: sds.ChannelState | None = None
+        raw = await self.store.load_core_state(name)
+        if raw is not None:
+            try:
+                state = sds.ChannelState.from_bytes(raw)
+            except ValueError as exc:
+                self._emit(NodeError(f"saved core state of {name!r} unreadable ({exc}); rebuilt"))
+        config = self.options.config
+        state, report = await reconcile_state(
+            self.store,
+            name,
+            state,
+            sender_id=self.sender_id,
+            config=config,
+            now_ms=now,
+            open_own=self._open_own(key),
+        )
+        try:
+            self._participant.join(name, now, state)
+        except ValueError as exc:
+            self._emit(NodeError(f"saved core state of {name!r} unusable ({exc}); rebuilt"))
+            state, report = await reconcile_state(
+                self.store,
+                name,
+                None,
+                sender_id=self.sender_id,
+                config=config,
+                now_ms=now,
+                open_own=self._open_own(key),
+            )
+            self._participant.join(name, now, state)
+        self._participant.channel(name).set_connected(self._connected, now)
+        return report
+
+    # ------------------------------------------------------------------ full disk
+
+    def _disk_round_failed(self, out: _Round, items: Sequence[_Item], exc: Exception) -> None:
+        """A round that could not be stored for a full disk (:mod:`app.disk_guard`): its
+        lines are refused, its envelopes forgotten (taken again later), nothing published."""
+        if self._disk.mark_full():
+            free = self._disk.free_bytes()
+            self._emit(DiskFull("full", free, f"disk full: {exc}"))
+        for h in out.received:
+            self._replay.forget(h)
+        self._refuse_while_full(items)
+
+    def _refuse_while_full(self, items: Sequence[_Item]) -> None:
+        for item in items:
+            if isinstance(item, _Send) and not item.future.done():
+                self._disk.refused_lines += 1
+                self.counters["lines_refused_disk_full"] += 1
+                item.future.set_exception(
+                    DiskFullLineError("disk full: the line was not stored and not sent")
+                )
+                self._emit(NodeError(f"disk full: line not stored, not sent: {item.text[:60]!r}"))
+            elif isinstance(item, _Envelope):
+                self._disk.dropped_envelopes += 1
+                self.counters["dropped_disk_full"] += 1
+            elif isinstance(item, _Tick):
+                self._tick_queued = False
+        _release_barriers(items)
+        if self._disk_probe is None and not self._closed:
+            def probe() -> None:
+                self._disk_probe = None
+                if self._inbox is not None and not self._tick_queued:
+                    self._tick_queued = True
+                    self._inbox.put(_Tick())
+
+            self._disk_probe = asyncio.get_running_loop().call_later(PROBE_S, probe)
+
+    async def _recover_disk(self) -> bool:
+        """Free space again: rebuild every channel's core from storage (what the failed
+        rounds took in is forgotten); True if the node writes again."""
+        if not self._disk.room():
+            return False
+        self._envelopes.clear()  # own envelopes of refused lines must never leave
+        self._waiting_envelopes.clear()
+        self._carry_states = []
+        for name, info in list(self._channels.items()):
+            if name in self._participant.channels:
+                self._participant.leave(name)
+            self._own_state = {k: v for k, v in self._own_state.items() if k[0] != name}
+            await self._restore_core(info.key)
+            out_ids = self._participant.channel(name).outgoing_ids()
+            if out_ids:
+                for mid, msg in (await self.store.get_messages(name, out_ids)).items():
+                    if msg.state is not None:
+                        self._own_state[(name, mid)] = msg.state
+        self._disk.full = False
+        self._state_dirty = True
+        free = self._disk.free_bytes()
+        self._emit(DiskFull("ok", free, "space freed; state rebuilt from storage"))
+        if self.store_sync is not None:
+            for info in self._channels.values():
+                self.store_sync.catch_up_soon(info.name, info.topic)
+        return True
 
     async def _leave(self, channel: str) -> bool:
         info = self._channels.get(channel)

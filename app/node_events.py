@@ -30,6 +30,9 @@ class                     ``"event"``        when
 :class:`CatchUp`          ``catchup``        catching up from a store peer (progress)
 :class:`LanPeer`          ``lan_peer``       a LAN gossip peer appeared, connected, went
 :class:`NodeError`        ``error``          something failed (the node goes on)
+:class:`DiskFull`         ``disk``           the data directory's disk is ``full`` (lines
+                                             refused, nothing received is kept) or
+                                             ``ok`` again
 :class:`Closed`           ``closed``         the node stopped (final counters)
 ========================  =================  =========================================
 """
@@ -49,6 +52,7 @@ __all__ = [
     "Conflict",
     "ConnectionChanged",
     "Delivered",
+    "DiskFull",
     "Ephemeral",
     "Info",
     "LanPeer",
@@ -356,6 +360,19 @@ class LanPeer:
     ts: float = field(default_factory=_now_s)
 
 
+@dataclass(frozen=True, slots=True)
+class DiskFull:
+    """The data directory's file system is ``full`` (a commit failed with SQLITE_FULL):
+    typed lines are refused ("disk full", nothing of them sent), received envelopes are
+    not kept (the protocol fetches them again); or ``ok`` again (state rebuilt from
+    what is stored). ``free_bytes`` as the file system reported it."""
+
+    state: str
+    free_bytes: int
+    detail: str
+    ts: float = field(default_factory=_now_s)
+
+
 NodeEvent = (
     Ready
     | ChannelJoined
@@ -375,6 +392,7 @@ NodeEvent = (
     | Closed
     | CatchUp
     | LanPeer
+    | DiskFull
 )
 
 _NAMES: dict[type, str] = {
@@ -396,6 +414,7 @@ _NAMES: dict[type, str] = {
     Closed: "closed",
     CatchUp: "catchup",
     LanPeer: "lan_peer",
+    DiskFull: "disk",
 }
 
 _RENAMES = {"sender_id": "sender"}

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import CorruptDatabaseError, NewerSchemaError, StorageError
+from .errors import CorruptDatabaseError, DiskFullError, NewerSchemaError, StorageError
 from .schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 
 DB_FILENAME = "sdschat.db"
@@ -69,6 +69,7 @@ with it every earlier commit; only what power loss may take of the
 
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
+_SQLITE_FULL = 13
 
 
 def wall_ms() -> int:
@@ -131,6 +132,8 @@ def translate_error(error: sqlite3.Error, path: Path) -> StorageError:
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return CorruptDatabaseError(path, str(error))
+    if code is not None and code & 0xFF == _SQLITE_FULL:
+        return DiskFullError(f"{path}: disk full: {error}")
     return StorageError(f"{path}: {type(error).__name__}: {error}")
 
 

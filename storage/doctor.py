@@ -11,7 +11,10 @@ Three checks, all reading only (a node may run beside it; no lock is taken):
 4. every stored envelope and causal history (the ``recent`` table: what resends,
    repair answers and the store client send again) against its checksum
    (:func:`storage.records.recent_checksum`, schema 5), and every envelope of a
-   store peer's archive against its key (its sha256, the retrieval hint).
+   store peer's archive against its key (its sha256, the retrieval hint);
+5. the free space of the data directory's file system: below
+   :data:`MIN_FREE_BYTES` a node cannot store what it receives or what is typed
+   (it refuses lines with "disk full" and fetches the rest again later).
 
 Exit status of the command: 0 healthy, 1 damage found, 2 no database or unusable.
 """
@@ -19,6 +22,7 @@ Exit status of the command: 0 healthy, 1 damage found, 2 no database or unusable
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import sys
 from dataclasses import dataclass, field
@@ -29,7 +33,11 @@ from .database import BUSY_TIMEOUT_MS, DB_FILENAME, inspect_file
 from .errors import CorruptDatabaseError
 from .records import message_digest, recent_checksum
 
-__all__ = ["DoctorReport", "diagnose", "main_doctor"]
+__all__ = ["MIN_FREE_BYTES", "DoctorReport", "diagnose", "main_doctor"]
+
+MIN_FREE_BYTES = 2 * 1024 * 1024
+"""Free space below which a node cannot keep writing (``app.disk_guard`` waits for as
+much before it writes again)."""
 
 
 @dataclass(slots=True)
@@ -54,9 +62,21 @@ class DoctorReport:
     """``recent`` rows without a checksum (none in a database this version wrote or
     migrated)."""
 
+    free_bytes: int | None = None
+    """Free space on the data directory's file system (``None``: unknown)."""
+
+    @property
+    def disk_full(self) -> bool:
+        return self.free_bytes is not None and self.free_bytes < MIN_FREE_BYTES
+
     @property
     def healthy(self) -> bool:
-        return not self.structure and not self.damaged_rows and not self.damaged_envelopes
+        return (
+            not self.structure
+            and not self.damaged_rows
+            and not self.damaged_envelopes
+            and not self.disk_full
+        )
 
 
 def _verify_rows(db: sqlite3.Connection, report: DoctorReport) -> None:
@@ -110,6 +130,11 @@ def diagnose(data_dir: str | Path) -> DoctorReport:
         raise FileNotFoundError(f"no sdschat database in {data_dir}")
     inspect_file(path)
     report = DoctorReport(path)
+    try:
+        st = os.statvfs(path.parent)
+        report.free_bytes = st.f_bavail * st.f_frsize
+    except OSError:
+        pass
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as e:
@@ -166,6 +191,13 @@ def main_doctor(data_dir: str | Path, out: TextIO | None = None) -> int:
         )
     if len(report.damaged_envelopes) > 50:
         print(f"... {len(report.damaged_envelopes) - 50} more damaged envelopes", file=out)
+    if report.disk_full:
+        print(
+            f"disk full: {report.free_bytes} bytes free on the data directory's file system "
+            f"(a node needs {MIN_FREE_BYTES}); it refuses typed lines and drops what it "
+            "receives until space is freed",
+            file=out,
+        )
     if report.unchecked_rows:
         print(f"{report.unchecked_rows} rows have no digest (not checked)", file=out)
     if report.unchecked_envelopes:
@@ -178,9 +210,12 @@ def main_doctor(data_dir: str | Path, out: TextIO | None = None) -> int:
             file=out,
         )
         return 0
-    print(
-        "DAMAGED: restore the data directory from a backup, or move sdschat.db away and "
-        "start with --new-history (peers and the store peer hold the channel's messages)",
-        file=out,
-    )
+    if report.structure or report.damaged_rows or report.damaged_envelopes:
+        print(
+            "DAMAGED: restore the data directory from a backup, or move sdschat.db away and "
+            "start with --new-history (peers and the store peer hold the channel's messages)",
+            file=out,
+        )
+    else:
+        print("FULL: free space on the data directory's file system", file=out)
     return 1
