@@ -91,6 +91,14 @@ from typing import Any, TypeVar
 
 import sds
 from app.chat_content import KINDS, decode_content, encode_content
+from app.clock_guard import (
+    ClockEstimate,
+    ClockHold,
+    Correction,
+    LamportMemory,
+    describe_offset,
+    implausible_time,
+)
 from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.history import LogLine, log_line
@@ -99,6 +107,7 @@ from app.node_events import (
     CatchUp,
     ChannelJoined,
     ChannelLeft,
+    ClockSkew,
     Closed,
     Conflict,
     ConnectionChanged,
@@ -347,6 +356,11 @@ class _Inbox:
         self._items.extendleft(reversed(items))
         self._wake.set()
 
+    def put_envelope_now(self, item: _Envelope) -> None:
+        """An envelope the node itself gives back (held ones): counted, never waits."""
+        self._envelopes += 1
+        self.put(item)
+
     async def put_envelope(self, item: _Envelope) -> None:
         while self._envelopes >= self._max:  # bounded: woken when the worker takes some
             self._space.clear()
@@ -530,6 +544,11 @@ class Node:
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
+        # a skewed wall clock: app/clock_guard.py
+        self._clock_est = ClockEstimate(self.options.config.max_clock_skew_ms)
+        self._clock_hold = ClockHold()
+        self._hold_timer: asyncio.TimerHandle | None = None
+        self._lamports = LamportMemory()
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -1005,7 +1024,7 @@ class Node:
         return result
 
     def _now(self) -> int:
-        return self._clock()
+        return self._clock() + self._clock_est.offset_ms  # corrected: app/clock_guard.py
 
     async def _on_envelope(self, data: bytes) -> None:
         if self._inbox is None or self._closed:
@@ -1032,10 +1051,10 @@ class Node:
     # ------------------------------------------------------------------ timers
 
     def _cancel_timers(self) -> None:
-        for handle in (self._timer, self._save_timer, self._disk_probe):
+        for handle in (self._timer, self._save_timer, self._disk_probe, self._hold_timer):
             if handle is not None:
                 handle.cancel()
-        self._timer = self._save_timer = self._disk_probe = None
+        self._timer = self._save_timer = self._disk_probe = self._hold_timer = None
         self._timer_at = None
 
     def _rearm(self) -> None:
@@ -1303,6 +1322,13 @@ class Node:
             return
         assert channel is not None  # opened: its topic named a joined channel
         out.received.append(opened.envelope_hash)  # forgotten if the round is not stored
+        pb0 = opened.sds_message
+        if pb0 is not None and not pb0.content and pb0.HasField("lamport_timestamp"):
+            # a sync: its time is its author's clock now (app/clock_guard.py)
+            fix = self._clock_est.observe(pb0.sender_id, pb0.lamport_timestamp, self._clock())
+            if fix is not None:
+                self._clock_corrected(fix)
+                now = self._now()
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         core = self._participant.channel(channel)
         if opened.sds_message is not None:  # decoded once, by open_envelope
@@ -1479,6 +1505,8 @@ class Node:
                 out.current.settled = True
                 if ev.reason in _REFUSED_FOR_NOW:  # its resend is welcome later
                     self._replay.forget(out.current.hash)
+                if ev.reason is sds.DropReason.CLOCK_AHEAD:  # held, not lost
+                    self._hold_clock_ahead(ev.sender_id or "", out.current)
         elif isinstance(ev, sds.MessageConflict):
             self._conflict(ch, ev.message_id, ev.kept_sender_id, ev.other_sender_id, ev.reason,
                            out.events)  # fmt: skip
@@ -1544,6 +1572,7 @@ class Node:
         else:
             out.batch.insert_message(msg)
         self._remember_envelope(ch, mid, env)
+        self._lamports.remember(ch, mid, ev.lamport)
         self._own_state[(ch, mid)] = OwnState.QUEUED
         content = decode_content(ev.content)
         self._own_text[(ch, mid)] = (content.text, content.kind)
@@ -1588,6 +1617,8 @@ class Node:
         )
         content = decode_content(ev.content)
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
+        odd = implausible_time(ev.lamport, self._lamports.newest_of(ch, ev.causal_history))
+        self._lamports.remember(ch, mid, ev.lamport)
         delivered = Delivered(
             ch,
             mid,
@@ -1600,6 +1631,7 @@ class Node:
             ev.missing_before,
             ev.was_lost,
             recovered=late,
+            implausible_time=odd,
         )
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
@@ -1958,6 +1990,74 @@ class Node:
             self._participant.join(name, now, state)
         self._participant.channel(name).set_connected(self._connected, now)
         return report
+
+    # ------------------------------------------------------------------ skewed clock
+
+    def _clock_corrected(self, fix: Correction) -> None:
+        """The members heard agree our wall clock is off (app/clock_guard.py): tell the
+        person; the node runs on the corrected time from now on."""
+        if fix.offset_ms == 0:
+            state = "ok"
+            text = ("your clock agrees with the others' again: sdschat uses it as it is "
+                    f"({fix.voters} of {fix.heard} members heard agree)")
+        else:
+            state = "behind" if fix.offset_ms > 0 else "ahead"
+            text = (f"your clock is {describe_offset(fix.offset_ms)} the others' "
+                    f"({fix.voters} of {fix.heard} members heard agree): sdschat uses "
+                    "their time for your messages; fix your system clock")
+        self.counters["clock_corrections"] += 1
+        self._emit(ClockSkew(state, fix.offset_ms, fix.voters, fix.heard, text))
+        if fix.offset_ms < fix.previous_ms and self._inbox is not None:
+            # our time went back: bring each core's Lamport clock back too (the rule a
+            # restored state follows), so our next messages are not refused
+            loop = asyncio.get_running_loop()
+            self._inbox.put(_Call(self._clamp_lamport, loop.create_future()))
+        self._arm_hold(at_once=True)
+
+    async def _clamp_lamport(self) -> None:
+        now = self._now()
+        for name in list(self._channels):
+            if name not in self._participant.channels:
+                continue
+            state = self._participant.channel(name).export_state()
+            self._participant.leave(name)
+            self._participant.join(name, now, state)
+            self._participant.channel(name).set_connected(self._connected, now)
+        self._state_dirty = True
+
+    def _hold_clock_ahead(self, sender_id: str, cur: _Receiving) -> None:
+        try:
+            pb = parse_pb(cur.sds_bytes)
+        except Exception:
+            return
+        if not pb.content:  # a sync: the next one says the same
+            return
+        self._clock_hold.hold(sender_id, pb.lamport_timestamp, cur.envelope)
+        self.counters["held_clock_ahead"] += 1
+        self._arm_hold()
+
+    def _arm_hold(self, *, at_once: bool = False) -> None:
+        """Give held envelopes back to the core when their time is within bound."""
+        if self._closed or self._inbox is None:
+            return
+        due = self._clock_hold.next_due(self.options.config.max_clock_skew_ms)
+        if due is None:
+            return
+        if self._hold_timer is not None:
+            if not at_once:
+                return
+            self._hold_timer.cancel()
+        delay = 0.0 if at_once else max(0.0, (due - self._now()) / 1000.0)
+
+        def release() -> None:
+            self._hold_timer = None
+            if self._inbox is None or self._closed:
+                return
+            for env in self._clock_hold.due(self._now(), self.options.config.max_clock_skew_ms):
+                self._inbox.put_envelope_now(_Envelope(env))
+            self._arm_hold()
+
+        self._hold_timer = asyncio.get_running_loop().call_later(delay, release)
 
     # ------------------------------------------------------------------ full disk
 

@@ -30,6 +30,8 @@ class                     ``"event"``        when
 :class:`CatchUp`          ``catchup``        catching up from a store peer (progress)
 :class:`LanPeer`          ``lan_peer``       a LAN gossip peer appeared, connected, went
 :class:`NodeError`        ``error``          something failed (the node goes on)
+:class:`ClockSkew`        ``clock``          our wall clock is far off the others' (or
+                                             right again): ``text`` says so plainly
 :class:`DiskFull`         ``disk``           the data directory's disk is ``full`` (lines
                                              refused, nothing received is kept) or
                                              ``ok`` again
@@ -48,6 +50,7 @@ __all__ = [
     "CatchUp",
     "ChannelJoined",
     "ChannelLeft",
+    "ClockSkew",
     "Closed",
     "Conflict",
     "ConnectionChanged",
@@ -116,7 +119,9 @@ class Delivered:
     or older than a message of its author that came first: ``app/late_arrivals.py``);
     the node stores it with the message, so a log read back marks it the same.
     ``name`` is the author's claimed display name (``None`` for foreign
-    content); ``sender_id`` is the authenticated author.
+    content); ``sender_id`` is the authenticated author. ``implausible_time`` says
+    why its send time (``lamport``) cannot be true (before 2020, or not after a
+    message it names: backdated), else ``None`` (:mod:`app.clock_guard`).
     """
 
     channel: str
@@ -130,6 +135,7 @@ class Delivered:
     missing_before: int = 0
     was_lost: bool = False
     recovered: bool = False
+    implausible_time: str | None = None
     ts: float = field(default_factory=_now_s)
 
 
@@ -361,6 +367,20 @@ class LanPeer:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockSkew:
+    """Our wall clock is ``offset_ms`` off the time of the members heard (``state``:
+    ``behind`` or ``ahead``), or right again (``ok``, offset 0). The node now runs on
+    the corrected time (:mod:`app.clock_guard`); ``text`` tells the person."""
+
+    state: str
+    offset_ms: int
+    voters: int
+    heard: int
+    text: str
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
 class DiskFull:
     """The data directory's file system is ``full`` (a commit failed with SQLITE_FULL):
     typed lines are refused ("disk full", nothing of them sent), received envelopes are
@@ -393,6 +413,7 @@ NodeEvent = (
     | CatchUp
     | LanPeer
     | DiskFull
+    | ClockSkew
 )
 
 _NAMES: dict[type, str] = {
@@ -415,6 +436,7 @@ _NAMES: dict[type, str] = {
     CatchUp: "catchup",
     LanPeer: "lan_peer",
     DiskFull: "disk",
+    ClockSkew: "clock",
 }
 
 _RENAMES = {"sender_id": "sender"}
