@@ -927,6 +927,46 @@ class Node:
         self._inbox.put(_Send(channel, content, summary.text, summary.kind, future))
         return future
 
+    async def post_contents(self, channel: str, contents: Sequence[bytes]) -> list[int]:
+        """Queue several typed contents (a file's manifest and segments) durably in ONE
+        fsynced commit before any of them is made or sent; their ``local_id`` s.
+
+        A sender killed mid-send then finishes at its next start (the outbox holds every
+        part as pending: ``pending_outgoing``), instead of leaving receivers with part of
+        a file for ever (issue 26 §12).
+
+        Raises:
+            KeyError: ``channel`` is not joined.
+            ValueError: an empty part or one above the limit.
+            NodeClosedError: the node is closing.
+        """
+        self._check_open()
+        if channel not in self._channels:
+            raise KeyError(f"channel {channel!r} is not joined")
+        limit = self.options.config.max_content_bytes
+        parts = [bytes(c) for c in contents]
+        for c in parts:
+            if not c or len(c) > limit:
+                raise ValueError(f"content is {len(c)} bytes; it must be 1..{limit}")
+
+        async def enqueue() -> list[int]:
+            if self._disk.full:
+                raise DiskFullLineError("disk full: nothing was stored or sent")
+            first = self._next_local_id
+            ids = list(range(first, first + len(parts)))
+            batch = Batch(durable=True)
+            now = self._now()
+            for local_id, content in zip(ids, parts, strict=True):
+                batch.enqueue_numbered(local_id, channel, content, now)
+            await self.store.commit_batch(batch, now_ms=now)
+            self._next_local_id = first + len(parts)
+            assert self._inbox is not None
+            for local_id, content in zip(ids, parts, strict=True):
+                self._inbox.put(_Pending(channel, content, local_id))
+            return ids
+
+        return await self._call_in_worker(enqueue)
+
     async def send(self, channel: str, text: str, kind: str = "msg") -> int:
         """:meth:`post` and wait until the line is durable; returns its ``local_id``."""
         return await self.post(channel, text, kind)
