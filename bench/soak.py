@@ -912,7 +912,14 @@ class Soak:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         c.popen.wait(STOP_GRACE_S)
                     exits[c.name] = c.popen.returncode
-            hists = {s.name: history(s.data_dir) for s in self.nodes}
+            hists = {}
+            for s in self.nodes:
+                try:
+                    hists[s.name] = history(s.data_dir)
+                except subprocess.CalledProcessError as exc:
+                    notes.append(f"history of {s.name} failed (exit {exc.returncode}): "
+                                 f"{(exc.stderr or b'').decode(errors='replace')[-300:]}")
+                    hists[s.name] = []
             lists = [comparable(h) for h in hists.values()]
             identical = all(x == lists[0] for x in lists[1:])
             lost_all = self._lost_total()
