@@ -101,6 +101,7 @@ from app.clock_guard import (
 )
 from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
+from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, FileQuota
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
 from app.node_events import (
@@ -248,6 +249,9 @@ class NodeOptions:
             (:meth:`storage.Store.commit_batch_now`) instead of aiosqlite's: the
             two thread switches cost more latency than the small commit; larger
             rounds (a catch-up) overlap their commit with the next round. 0: never.
+        file_quota_bytes: file segment bytes kept per sender and channel in this run;
+            beyond it (and for files above the 16 MiB limit) segments are stored as
+            empty placeholders (:mod:`app.file_quota`).
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -266,6 +270,7 @@ class NodeOptions:
     recent_window: int = DEFAULT_RECENT_WINDOW
     new_history: bool = False
     inline_commit_messages: int = 8
+    file_quota_bytes: int = DEFAULT_FILE_QUOTA_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,6 +547,7 @@ class Node:
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
+        self._files = FileQuota(self.options.file_quota_bytes)  # app/file_quota.py
         self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
         # a skewed wall clock: app/clock_guard.py
@@ -1636,6 +1642,11 @@ class Node:
             cur.consumed = True
         elif hint is not None:
             env = self._waiting_envelopes.pop((ch, hint), None)
+        kept, refused = self._files.check(ch, ev.sender_id, ev.content)
+        if refused is not None:  # a file's bytes not kept (app/file_quota.py)
+            self.counters["file_refused_too_large" if refused == "too_large"
+                          else "file_segments_refused"] += 1  # fmt: skip
+            env = None  # not kept either: we do not serve what we refused
         if env is not None:
             self._remember_envelope(ch, mid, env)
         late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
@@ -1645,7 +1656,7 @@ class Node:
                 message_id=mid,
                 sender_id=ev.sender_id,
                 lamport=ev.lamport,
-                content=ev.content,
+                content=kept,
                 causal_history=ev.causal_history,
                 retrieval_hint=ev.retrieval_hint,
                 envelope=env,
@@ -1655,7 +1666,7 @@ class Node:
                 missing_before=ev.missing_before,
             )
         )
-        content = decode_content(ev.content)
+        content = decode_content(kept)
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
         odd = implausible_time(ev.lamport, self._lamports.newest_of(ch, ev.causal_history))
         self._lamports.remember(ch, mid, ev.lamport)
