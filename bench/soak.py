@@ -45,8 +45,9 @@ along while the run goes through a **quiet** phase (35% of ``--minutes``), a
 * **identities flooding**: a raw relay client built from the project's modules
   (``FLOOD``) signs with ``--flood-keys`` (11) fresh identities, each sending every
   2 s a content message naming 1,000 ids nobody has;
-* **a disk filling and emptying** (as root): node ``n0``'s data directory is a 20 MiB
-  tmpfs, filled to the last byte 20% into the phase and emptied at 50%;
+* **a disk filling and emptying** (as root): node ``n0``'s data directory is a tmpfs
+  (``--disk-mib``, 128: the flood's own messages fill 20 MiB within a minute), filled
+  to the last byte 20% into the phase and emptied at 50%;
 * **a clock jump**: node ``n1`` is restarted under libfaketime (``FAKETIME=+1h``,
   Debian's ``faketime``) 30% into the phase and restarted with the right clock at 70%.
 
@@ -840,7 +841,7 @@ class Soak:
         mounted = False
         if os.geteuid() == 0 and shutil.which("mount"):
             disk.mkdir(parents=True, exist_ok=True)
-            mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs",
+            mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={o.disk_mib}m", "tmpfs",
                                       str(disk)], check=False).returncode == 0  # fmt: skip
         clock_node = self.nodes[1] if len(self.nodes) > 1 else self.nodes[0]
         notes: list[str] = []
@@ -1064,6 +1065,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hostile", action="store_true",
                     help="quiet phase, then identities flooding, a full disk and a clock "
                     "jump (issue 26), then convergence; no process faults")
+    ap.add_argument("--disk-mib", type=int, default=128,
+                    help="size of n0's tmpfs in --hostile mode (the flood's messages are "
+                    "stored too: 20 MiB fill up without the ballast)")
     ap.add_argument("--flood-keys", type=int, default=11,
                     help="fresh identities flooding in --hostile mode (each 1,000 unknown "
                     "ids every 2 s)")
