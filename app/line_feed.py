@@ -11,7 +11,8 @@ What a script piping lines into ``sdschat join --headless`` can count on (issue 
   ``failed`` (``buffer_full``) with exit status 0.
 * **EOF (or ``/quit``) drains.** The node exits only once every line it read is durable
   (in the outbox, fsynced) and sent (handed to the transport at least once), or when
-  no line has made progress for :data:`DRAIN_IDLE_S` seconds (disconnected, say): then
+  no line has made progress for :data:`DRAIN_IDLE_S` seconds (:data:`OFFLINE_WAIT_S`
+  while disconnected): then
   it writes an ``error`` event naming each line not sent (its stdin line number and
   ``local_id``) and exits with status :data:`EXIT_UNSENT` (6). Lines that were durable
   but not sent are still in the outbox: the next start sends them.
@@ -36,6 +37,10 @@ EXIT_UNSENT = 6
 
 DRAIN_IDLE_S = 30.0
 """At EOF, give up waiting once no line has made progress for this long."""
+
+OFFLINE_WAIT_S = 10.0
+"""At EOF while the transport is disconnected, give up after this long without progress
+(a reconnection within it sends the lines, and the idle bound applies again)."""
 
 MAX_UNDURABLE = 1024
 """Lines handed to the node and not yet durable (its inbox stays bounded)."""
@@ -198,7 +203,8 @@ class LineFeed:
         ``idle_s`` seconds; returns the lines that did not leave."""
         self._last_progress = time.monotonic()
         while not self.stopping and not self._settled():  # bounded by idle_s without progress
-            left = self._last_progress + self.idle_s - time.monotonic()
+            idle = self.idle_s if self.node.connected else min(self.idle_s, OFFLINE_WAIT_S)
+            left = self._last_progress + idle - time.monotonic()
             if left <= 0:
                 break
             self._changed.clear()
