@@ -10,9 +10,10 @@ received nothing; neither was told. Now:
 * **The person is told** (:class:`~app.node_events.ClockSkew`, in headless a ``clock``
   event; the TUI shows its text). :class:`ClockEstimate` compares the Lamport time of the
   freshest sync message of each member heard in the last :data:`WINDOW_MS` with our wall
-  clock: when a majority of them (at least one) agree that our clock is more than
-  ``max_clock_skew_ms`` off, and with each other within half of it, the offset is their
-  median.
+  clock: when a majority of them (at least :data:`MIN_VOTERS`, 2) agree that our clock
+  is more than ``max_clock_skew_ms`` off, and with each other within half of it, the
+  offset is their median. With one other member heard nobody can tell whose clock is
+  wrong: the event says so (``state="differs"``) and nothing is corrected.
 * **The node corrects its time**: from then on the core's ``now`` is the wall clock plus
   that offset (so a clock 1 day behind takes the others' messages again and its own carry
   their time); a clock found ahead also brings the core's Lamport clock back (as a restart
@@ -26,7 +27,9 @@ received nothing; neither was told. Now:
   gives the ``Delivered`` event an ``implausible_time`` reason.
 
 Limits: the estimate trusts the majority of members heard; someone holding most of the
-identities of a small channel can move it (as they could outvote any member). Old sync
+identities of a small channel can move it (as they could outvote any member). In a
+channel of two, a skewed clock is reported to both and its messages are held, not
+corrected. Old sync
 messages replayed by a store peer count as votes for "ahead" only while no fresher one of
 that member is heard.
 """
@@ -65,14 +68,22 @@ LAMPORTS_KEPT = 8192
 """Recent messages whose Lamport time is remembered (for :func:`implausible_time`)."""
 
 
+MIN_VOTERS = 2
+"""Members who must agree before our clock is corrected. With one other member heard,
+nobody can tell whose clock is wrong: both are told, neither is corrected (correcting
+both ways at once would make each adopt the other's error)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Correction:
-    """A new clock offset: ``offset_ms`` added to the wall clock; ``voters`` agreed."""
+    """A new clock offset: ``offset_ms`` added to the wall clock; ``voters`` agreed.
+    ``applied`` False: a warning only (fewer than :data:`MIN_VOTERS` members heard)."""
 
     offset_ms: int
     previous_ms: int
     voters: int
     heard: int
+    applied: bool = True
 
 
 def describe_offset(offset_ms: int) -> str:
@@ -97,6 +108,7 @@ class ClockEstimate:
     def __init__(self, max_skew_ms: int) -> None:
         self.max_skew_ms = max_skew_ms
         self.offset_ms = 0
+        self._warned = False
         self._votes: OrderedDict[str, tuple[int, int]] = OrderedDict()  # sender -> (d, at)
 
     def observe(self, sender_id: str, lamport: int, wall_ms: int) -> Correction | None:
@@ -123,6 +135,11 @@ class ClockEstimate:
         target = 0 if abs(median) <= self.max_skew_ms else median
         if target == self.offset_ms:
             return None
+        if target and len(recent) < MIN_VOTERS:
+            if self._warned:
+                return None
+            self._warned = True  # told once; corrected only when more members agree
+            return Correction(target, self.offset_ms, agree, len(recent), applied=False)
         if target and self.offset_ms and abs(target - self.offset_ms) <= self.max_skew_ms // 2:
             return None  # the same correction, measured again
         previous, self.offset_ms = self.offset_ms, target

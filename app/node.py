@@ -2047,6 +2047,14 @@ class Node:
     def _clock_corrected(self, fix: Correction) -> None:
         """The members heard agree our wall clock is off (app/clock_guard.py): tell the
         person; the node runs on the corrected time from now on."""
+        if not fix.applied:
+            self._emit(ClockSkew(
+                "differs", fix.offset_ms, fix.voters, fix.heard,
+                f"your clock is {describe_offset(fix.offset_ms)} the only other member "
+                "heard: one of the two clocks is wrong; check your system clock "
+                "(messages from a clock ahead are held until they are within 10 min)",
+            ))
+            return
         if fix.offset_ms == 0:
             state = "ok"
             text = ("your clock agrees with the others' again: sdschat uses it as it is "

@@ -369,8 +369,10 @@ class LanPeer:
 @dataclass(frozen=True, slots=True)
 class ClockSkew:
     """Our wall clock is ``offset_ms`` off the time of the members heard (``state``:
-    ``behind`` or ``ahead``), or right again (``ok``, offset 0). The node now runs on
-    the corrected time (:mod:`app.clock_guard`); ``text`` tells the person."""
+    ``behind`` or ``ahead``: the node now runs on the corrected time), right again
+    (``ok``, offset 0), or off the only other member heard (``differs``: nothing
+    corrected, nobody can tell whose clock is wrong) (:mod:`app.clock_guard`); ``text``
+    tells the person."""
 
     state: str
     offset_ms: int

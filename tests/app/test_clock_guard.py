@@ -52,3 +52,10 @@ def test_implausible_send_times_and_wording() -> None:
     assert implausible_time(PLAUSIBLE_MIN_MS + 1, PLAUSIBLE_MIN_MS) is None
     assert describe_offset(DAY) == "1 d 0 h 0 min behind"
     assert describe_offset(-3_600_000) == "1 h 0 min ahead of"
+
+
+def test_with_one_other_member_heard_both_are_told_and_nothing_is_corrected() -> None:
+    est = ClockEstimate(SKEW)
+    warn = est.observe("only", NOW + 3_600_000, NOW)
+    assert warn is not None and not warn.applied and est.offset_ms == 0
+    assert est.observe("only", NOW + 3_600_500, NOW + 500) is None  # told once

@@ -43,9 +43,12 @@ def test_a_member_with_a_skewed_clock_is_told_and_messages_flow(
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
         bob = c.node("bob", url)
+        carol = c.node("carol", url)  # two members agree: alice's clock is the odd one
         alice = _skewed(c, "alice", url, offset)
-        for p in (alice, bob):
+        for p in (alice, bob, carol):
             p.wait_for(lambda p=p: _connected(p), 30, "connected")  # type: ignore[attr-defined]
+        carol.send("hello from carol")
+        bob.wait_for(lambda: "hello from carol" in _texts(bob), 30, "carol's line")
         bob.send("hello from bob")
         alice.wait_for(  # type: ignore[attr-defined]
             lambda: bool(alice.select("clock", state=state)), 30, f"told: clock {state}"  # type: ignore[attr-defined]
@@ -57,3 +60,5 @@ def test_a_member_with_a_skewed_clock_is_told_and_messages_flow(
         bob.wait_for(lambda: "hello from alice" in _texts(bob), 60, "alice's line")
         mine = [e for e in bob.select("delivered") if e["text"] == "hello from alice"]
         assert mine[0]["implausible_time"] is None
+        for p in (bob, carol):  # the right clocks were never "corrected"
+            assert not [e for e in p.select("clock") if e["state"] in ("ahead", "behind")]
