@@ -62,3 +62,20 @@ def test_a_member_with_a_skewed_clock_is_told_and_messages_flow(
         assert mine[0]["implausible_time"] is None
         for p in (bob, carol):  # the right clocks were never "corrected"
             assert not [e for e in p.select("clock") if e["state"] in ("ahead", "behind")]
+
+
+def test_with_two_members_both_are_told_and_neither_clock_is_corrected(tmp_path: Path) -> None:
+    """Nobody can tell whose clock is wrong: both get ``state: "differs"``."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        bob = c.node("bob", url)
+        alice = _skewed(c, "alice", url, "+1h")
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: _connected(p), 30, "connected")  # type: ignore[attr-defined]
+        bob.send("hello from bob")
+        alice.wait_for(lambda: "hello from bob" in _texts(alice), 30, "bob's line")  # type: ignore[attr-defined]
+        alice.send("hello from alice")  # type: ignore[attr-defined]
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: bool(p.select("clock", state="differs")), 30, "told")  # type: ignore[attr-defined]
+            assert not [e for e in p.select("clock") if e["state"] != "differs"]  # type: ignore[attr-defined]
+        assert "one of the two clocks is wrong" in bob.select("clock")[0]["text"]
