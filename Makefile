@@ -30,6 +30,8 @@ tools:
 	  $(call APT_INSTALL,openjdk-17-jre-headless); }
 	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium (apt-get; the HTML report's screenshot test)"; \
 	  $(call APT_INSTALL,chromium); }
+	@command -v faketime >/dev/null 2>&1 || { echo "installing faketime (apt-get; the skewed-clock tests)"; \
+	  $(call APT_INSTALL,faketime); }
 	@for t in openssl sqlite3 jq; do command -v $$t >/dev/null 2>&1 || { \
 	  echo "installing $$t (apt-get; docs/deploy.md's runnable examples use it)"; \
 	  $(call APT_INSTALL,$$t); }; done

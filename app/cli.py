@@ -121,7 +121,7 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "message (or a /command, see /help) and every event is printed as one JSON object per "
         "line. Without a passphrase the channel is PUBLIC: anyone who knows its name can read "
         "it. Exit status: 0 clean, 2 usage, 3 data dir in use, 4 database/identity unusable, "
-        "5 passphrase problem.",
+        "5 passphrase problem, 6 (--headless) lines read were not all sent.",
     )
     add_join_arguments(p)
     from net.lan.flags import add_join_network_arguments  # light: stdlib only

@@ -162,8 +162,7 @@ async def run_content_command(
             raise ValueError("usage: /send PATH")
         file_name, data = await asyncio.to_thread(read_file_to_send, arg.strip())
         parts = split_file(file_name, data, node.name)
-        futures = [node.post_content(channel, p) for p in parts]
-        await asyncio.gather(*futures)
+        await node.post_contents(channel, parts)  # one durable commit: a restart finishes it
         emit(
             Info(
                 f"sending {file_name} ({len(data)} bytes, {len(parts) - 1} segments)",

@@ -1,8 +1,12 @@
 """``sdschat join … --headless``: a node driven by stdin, reporting JSON lines on stdout.
 
 Input: one line per message (UTF-8); slash commands as in :mod:`app.commands`.
-End of input or ``/quit`` (or SIGTERM/SIGINT) shuts the node down cleanly:
-queued work finishes, the protocol state is saved, exit status 0.
+Lines are read with backpressure and drained at the end (:mod:`app.line_feed` says
+what a script can count on): a line is handed to the node when its outgoing buffer
+has room (stdin is not read meanwhile); end of input or ``/quit`` waits until every
+line read is durable and sent, then shuts the node down cleanly (protocol state
+saved, exit status 0), or exits 6 naming the lines that did not leave. SIGTERM or
+SIGINT stops without waiting for lines to leave (they are durable in the outbox).
 
 Output: one JSON object per line for every node event (:mod:`app.node_events`
 documents them: ``ready``, ``channel`` (with ``"public": true`` for a channel
@@ -19,11 +23,12 @@ Network: LAN gossip when no relay is chosen, the relay with ``--relay``, both
 (bridged) with ``--relay … --lan`` (:mod:`net.lan.flags`); ``--store URL`` (or a
 store announced on the LAN) to catch up after being away.
 
-Exit status: 0 clean exit; 2 bad usage or settings; 3 the data directory is
-in use by another instance; 4 the database or identity file is unusable
+Exit status: 0 clean exit (every line read was sent); 2 bad usage or settings;
+3 the data directory is in use by another instance; 4 the database or identity file is unusable
 (written by a newer sdschat, corrupt, key file of another identity);
 5 passphrase problem (unreadable or empty passphrase file, or a passphrase
-that differs from the one this data directory joined the channel with).
+that differs from the one this data directory joined the channel with);
+6 lines read were not all sent (:data:`app.line_feed.EXIT_UNSENT`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import orjson
 from app.chat_content import channel_arg, check_nick, json_visible, nick_text
 from app.commands import HELP, parse_line
 from app.content_commands import CONTENT_COMMANDS, run_content_command
+from app.line_feed import EXIT_UNSENT, LineFeed
 from app.members import secrets_file as members_file
 from app.members.commands import MEMBERS_COMMANDS, run_members_command
 from app.node import (
@@ -72,6 +78,7 @@ __all__ = [
     "EXIT_DATABASE",
     "EXIT_LOCKED",
     "EXIT_PASSPHRASE",
+    "EXIT_UNSENT",
     "EXIT_USAGE",
     "PassphraseFileError",
     "read_passphrase_file",
@@ -84,6 +91,11 @@ EXIT_DATABASE = 4
 EXIT_PASSPHRASE = 5
 
 MAX_PASSPHRASE_FILE = 64 * 1024
+
+STDIN_HIGH = 512
+"""Lines read ahead of the node before stdin stops being read (a pipe, or the thread)."""
+STDIN_LOW = 128
+"""Stdin is read again once the lines read ahead are down to this many."""
 
 
 class PassphraseFileError(ValueError):
@@ -154,6 +166,11 @@ class _PipeLines(asyncio.Protocol):
     def __init__(self, queue: asyncio.Queue[str | None]) -> None:
         self.queue = queue
         self.buf = b""
+        self.transport: asyncio.BaseTransport | None = None
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # a read pipe (uvloop's is no asyncio.ReadTransport)
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -162,6 +179,16 @@ class _PipeLines(asyncio.Protocol):
         *lines, self.buf = self.buf.split(b"\n")
         for raw in lines:
             self.queue.put_nowait((raw + b"\n").decode("utf-8", errors="replace"))
+        if self.queue.qsize() >= STDIN_HIGH and self.transport is not None and not self.paused:
+            self.paused = True  # backpressure: the writer's pipe fills and it blocks
+            self.transport.pause_reading()  # type: ignore[attr-defined]
+
+    def resume_if_room(self) -> None:
+        """Read stdin again once the lines read ahead are down to :data:`STDIN_LOW`."""
+        if self.paused and self.queue.qsize() <= STDIN_LOW and self.transport is not None:
+            self.paused = False
+            with contextlib.suppress(RuntimeError):  # already closed (EOF)
+                self.transport.resume_reading()  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:  # EOF or a read error
         if self.buf:
@@ -170,39 +197,76 @@ class _PipeLines(asyncio.Protocol):
         self.queue.put_nowait(None)
 
 
-async def _stdin_lines(
-    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
-) -> asyncio.BaseTransport | None:
-    """Feed stdin lines (then ``None`` at EOF) into ``queue``: read by the loop when stdin
-    is a pipe (:class:`_PipeLines`; its transport is returned, to close at the end),
-    else (a terminal, a file) by a daemon thread."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        fd = sys.stdin.fileno()
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            pipe = os.fdopen(os.dup(fd), "rb", buffering=0)  # the transport closes its copy
-            try:
-                transport, _ = await loop.connect_read_pipe(lambda: _PipeLines(queue), pipe)
-                return transport
-            except (OSError, ValueError, NotImplementedError):
-                pipe.close()
+class _ThreadLines:
+    """Stdin read by a daemon thread (a terminal, a file): at most :data:`STDIN_HIGH`
+    lines ahead of the node (the thread waits for room)."""
 
-    def pump() -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]):
+        self.loop = loop
+        self.queue = queue
+        self.room = threading.Semaphore(STDIN_HIGH)
+
+    def pump(self) -> None:
         stream = sys.stdin.buffer
         while True:  # ends at EOF
+            self.room.acquire()  # released as the node takes lines (resume_if_room)
             try:
                 raw = stream.readline()
             except (OSError, ValueError):
                 raw = b""
             item = raw.decode("utf-8", errors="replace") if raw else None
             try:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
+                self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
             except RuntimeError:
                 return  # the loop is gone
             if item is None:
                 return
 
-    threading.Thread(target=pump, name="stdin", daemon=True).start()
-    return None
+    def resume_if_room(self) -> None:
+        self.room.release()
+
+
+class _StdinReader:
+    """Where stdin lines come from: :meth:`taken` after each line taken from the queue."""
+
+    def __init__(self, pipe: _PipeLines | None, thread: _ThreadLines | None,
+                 transport: asyncio.BaseTransport | None) -> None:  # fmt: skip
+        self.pipe, self.thread, self.transport = pipe, thread, transport
+
+    def taken(self) -> None:
+        if self.pipe is not None:
+            self.pipe.resume_if_room()
+        elif self.thread is not None:
+            self.thread.resume_if_room()
+
+
+async def _stdin_lines(
+    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
+) -> asyncio.BaseTransport | None:
+    """Feed stdin lines (then ``None`` at EOF) into ``queue`` (see :func:`_stdin_reader`);
+    returns the pipe's transport (to close at the end), or None for the thread."""
+    return (await _stdin_reader(loop, queue)).transport
+
+
+async def _stdin_reader(
+    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
+) -> _StdinReader:
+    """Feed stdin lines (then ``None`` at EOF) into ``queue``: read by the loop when stdin
+    is a pipe (:class:`_PipeLines`), else (a terminal, a file) by a daemon thread; at
+    most :data:`STDIN_HIGH` lines ahead of the node either way."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = sys.stdin.fileno()
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            pipe = os.fdopen(os.dup(fd), "rb", buffering=0)  # the transport closes its copy
+            try:
+                protocol = _PipeLines(queue)
+                transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
+                return _StdinReader(protocol, None, transport)
+            except (OSError, ValueError, NotImplementedError):
+                pipe.close()
+    reader = _ThreadLines(loop, queue)
+    threading.Thread(target=reader.pump, name="stdin", daemon=True).start()
+    return _StdinReader(None, reader, None)
 
 
 async def _serve(
@@ -256,11 +320,19 @@ async def _serve(
         return _fatal(out, str(exc), EXIT_DATABASE)
     node.subscribe(out.event)
     node_box.append(node)
+    feed = LineFeed(node, out.event)
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
+    signalled: list[int] = []
+
+    def on_signal(sig: int) -> None:  # stop now: no draining (lines are in the outbox)
+        signalled.append(sig)
+        feed.stop()
+        lines.put_nowait(None)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, lines.put_nowait, None)
+            loop.add_signal_handler(sig, on_signal, sig)
     status = 0
     stdin_pipe: asyncio.BaseTransport | None = None
     try:
@@ -282,19 +354,55 @@ async def _serve(
             return _fatal(out, str(exc), EXIT_USAGE)
         except StorageError as exc:  # e.g. a damaged page found only now
             return _fatal(out, str(exc), EXIT_DATABASE)
-        stdin_pipe = await _stdin_lines(loop, lines)
+        reader = await _stdin_reader(loop, lines)
+        stdin_pipe = reader.transport
         current: str | None = args.channel
+        number = 0
         for _ in iter(int, 1):  # until EOF, /quit or a signal
             line = await lines.get()
-            if line is None:
+            reader.taken()
+            if line is None or signalled:
                 break
+            number += 1
             cmd = parse_line(line)
             if cmd is None:
                 continue
             if cmd.name == "quit":
                 break
+            if cmd.name in ("say", "me") and current is not None:
+                await feed.admit(current)  # backpressure: room in the outgoing buffer
+                if signalled:
+                    break
+                try:
+                    feed.post(number, current, cmd.arg, "me" if cmd.name == "me" else "msg")
+                except (ValueError, KeyError) as exc:
+                    out.event(NodeError(str(exc)))
+                except NodeClosedError:
+                    break
+                continue
             current = await _command(node, cmd.name, cmd.arg, current, passphrase, out,
                                      relays=settings.relays or settings.relay)
+        if not signalled:
+            unsent = await feed.drain()
+            if unsent:
+                status = EXIT_UNSENT
+                shown = ", ".join(
+                    f"line {u.number}"
+                    + (f" (local_id {u.local_id})" if u.local_id is not None else "")
+                    + f": {u.state}"
+                    + (f" ({u.error})" if u.error else "")
+                    for u in unsent[:20]
+                )
+                more = f" and {len(unsent) - 20} more" if len(unsent) > 20 else ""
+                message = f"{len(unsent)} line(s) read were not sent: {shown}{more}"
+                print(f"sdschat join: {message}", file=sys.stderr)
+                out.write({
+                    "event": "error", "message": message, "fatal": True, "exit": status,
+                    "unsent": [
+                        {"line": u.number, "local_id": u.local_id, "state": u.state}
+                        for u in unsent
+                    ],
+                })
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):

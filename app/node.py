@@ -91,6 +91,17 @@ from typing import Any, TypeVar
 
 import sds
 from app.chat_content import KINDS, decode_content, encode_content
+from app.clock_guard import (
+    ClockEstimate,
+    ClockHold,
+    Correction,
+    LamportMemory,
+    describe_offset,
+    implausible_time,
+)
+from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
+from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
+from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, FileQuota
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
 from app.members import secrets_file as members_file
@@ -119,10 +130,12 @@ from app.node_events import (
     CatchUp,
     ChannelJoined,
     ChannelLeft,
+    ClockSkew,
     Closed,
     Conflict,
     ConnectionChanged,
     Delivered,
+    DiskFull,
     Ephemeral,
     Info,
     InviteMade,
@@ -264,6 +277,9 @@ class NodeOptions:
         nobody_heard_ms: after the first join of a passphrase channel, how long to wait
             for anyone to be heard before saying so (a mistyped passphrase makes a
             different, empty channel).
+        file_quota_bytes: file segment bytes kept per sender and channel in this run;
+            beyond it (and for files above the 16 MiB limit) segments are stored as
+            empty placeholders (:mod:`app.file_quota`).
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -283,6 +299,7 @@ class NodeOptions:
     new_history: bool = False
     inline_commit_messages: int = 8
     nobody_heard_ms: int = 8000
+    file_quota_bytes: int = DEFAULT_FILE_QUOTA_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +394,10 @@ class _Inbox:
         """Envelopes to receive again first (a members channel's held messages)."""
         self._envelopes += len(envelopes)
         self.put_front([_Envelope(e) for e in envelopes])
+    def put_envelope_now(self, item: _Envelope) -> None:
+        """An envelope the node itself gives back (held ones): counted, never waits."""
+        self._envelopes += 1
+        self.put(item)
 
     async def put_envelope(self, item: _Envelope) -> None:
         while self._envelopes >= self._max:  # bounded: woken when the worker takes some
@@ -428,6 +449,7 @@ class _Round:
     typed: list[_Send] = field(default_factory=list)  # futures resolved after the commit
     current: _Receiving | None = None  # the envelope being received
     core_called: bool = False
+    received: list[bytes] = field(default_factory=list)  # envelope hashes taken in
 
 
 #: Drops that do not discard the message being received (a bad filter is only
@@ -557,6 +579,15 @@ class Node:
         self._own_typed: dict[tuple[str, str], bytes] = {}
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
+        self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
+        self._files = FileQuota(self.options.file_quota_bytes)  # app/file_quota.py
+        self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
+        self._disk_probe: asyncio.TimerHandle | None = None
+        # a skewed wall clock: app/clock_guard.py
+        self._clock_est = ClockEstimate(self.options.config.max_clock_skew_ms)
+        self._clock_hold = ClockHold()
+        self._hold_timer: asyncio.TimerHandle | None = None
+        self._lamports = LamportMemory()
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -763,8 +794,15 @@ class Node:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await worker
             self._cancel_timers()
-            async with asyncio.timeout(timeout):
-                await self._save_all_states(durable=True)
+            if not self._disk.full:  # else the core holds what was never stored
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._save_all_states(durable=True)
+                except Exception as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    self._emit(NodeError("disk full: protocol state not saved (rebuilt "
+                                         "from the stored log at the next start)"))
         finally:
             self._closed = True
             self._emit(Closed(dict(self.counters)))
@@ -944,6 +982,46 @@ class Node:
         self._inbox.put(_Send(channel, content, summary.text, summary.kind, future))
         return future
 
+    async def post_contents(self, channel: str, contents: Sequence[bytes]) -> list[int]:
+        """Queue several typed contents (a file's manifest and segments) durably in ONE
+        fsynced commit before any of them is made or sent; their ``local_id`` s.
+
+        A sender killed mid-send then finishes at its next start (the outbox holds every
+        part as pending: ``pending_outgoing``), instead of leaving receivers with part of
+        a file for ever (issue 26 §12).
+
+        Raises:
+            KeyError: ``channel`` is not joined.
+            ValueError: an empty part or one above the limit.
+            NodeClosedError: the node is closing.
+        """
+        self._check_open()
+        if channel not in self._channels:
+            raise KeyError(f"channel {channel!r} is not joined")
+        limit = self.options.config.max_content_bytes
+        parts = [bytes(c) for c in contents]
+        for c in parts:
+            if not c or len(c) > limit:
+                raise ValueError(f"content is {len(c)} bytes; it must be 1..{limit}")
+
+        async def enqueue() -> list[int]:
+            if self._disk.full:
+                raise DiskFullLineError("disk full: nothing was stored or sent")
+            first = self._next_local_id
+            ids = list(range(first, first + len(parts)))
+            batch = Batch(durable=True)
+            now = self._now()
+            for local_id, content in zip(ids, parts, strict=True):
+                batch.enqueue_numbered(local_id, channel, content, now)
+            await self.store.commit_batch(batch, now_ms=now)
+            self._next_local_id = first + len(parts)
+            assert self._inbox is not None
+            for local_id, content in zip(ids, parts, strict=True):
+                self._inbox.put(_Pending(channel, content, local_id))
+            return ids
+
+        return await self._call_in_worker(enqueue)
+
     async def send(self, channel: str, text: str, kind: str = "msg") -> int:
         """:meth:`post` and wait until the line is durable; returns its ``local_id``."""
         return await self.post(channel, text, kind)
@@ -975,13 +1053,17 @@ class Node:
 
         Raises:
             KeyError: ``channel`` is not joined.
-            ValueError: empty or oversized content.
+            ValueError: empty content, or above MAX_EPHEMERAL_BYTES (1 KiB).
             NodeClosedError: the node is closing.
         """
         self._check_open()
         info = self._channels.get(channel)
         if info is None:
             raise KeyError(f"channel {channel!r} is not joined")
+        if len(content) > MAX_EPHEMERAL_BYTES:
+            raise ValueError(
+                f"ephemeral content is {len(content)} bytes; the limit is {MAX_EPHEMERAL_BYTES}"
+            )
         if not self.transport.connected:
             return False
         now = self._now()  # (members channels: under the outer layer only)
@@ -1042,7 +1124,7 @@ class Node:
         return self._clock()
 
     def _now(self) -> int:
-        return self._clock()
+        return self._clock() + self._clock_est.offset_ms  # corrected: app/clock_guard.py
 
     async def _on_envelope(self, data: bytes) -> None:
         if self._inbox is None or self._closed:
@@ -1069,10 +1151,10 @@ class Node:
     # ------------------------------------------------------------------ timers
 
     def _cancel_timers(self) -> None:
-        for handle in (self._timer, self._save_timer):
+        for handle in (self._timer, self._save_timer, self._disk_probe, self._hold_timer):
             if handle is not None:
                 handle.cancel()
-        self._timer = self._save_timer = None
+        self._timer = self._save_timer = self._disk_probe = self._hold_timer = None
         self._timer_at = None
 
     def _rearm(self) -> None:
@@ -1170,8 +1252,16 @@ class Node:
         (``_commits_inline``) commits on the loop's thread and finishes here.
         """
         try:
+            if self._disk.full:  # nothing is stored: refuse until there is room again
+                await self._finish_tail()
+                if not await self._recover_disk():
+                    self._refuse_while_full(items)
+                    return
             out = await self._round(items)
             await self._finish_tail()
+            if self._disk.full:  # the previous round was not stored: nor is this one
+                self._disk_round_failed(out, items, DiskFullLineError("previous round"))
+                return
             if self._commits_inline(out.batch):
                 # committed on this thread (see _commit): no task and no extra pass
                 # of the loop between the round and its events (each pass of a busy
@@ -1213,7 +1303,13 @@ class Node:
 
     async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
         try:
-            await self._commit(out)
+            try:
+                await self._commit(out)
+            except Exception as exc:
+                if not is_disk_full(exc):
+                    raise
+                self._disk_round_failed(out, items, exc)
+                return
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
                     it.future.set_result(it.local_id)
@@ -1347,6 +1443,14 @@ class Node:
                 out.core_called = True
             return
         assert channel is not None  # opened: its topic named a joined channel
+        out.received.append(opened.envelope_hash)  # forgotten if the round is not stored
+        pb0 = opened.sds_message
+        if pb0 is not None and not pb0.content and pb0.HasField("lamport_timestamp"):
+            # a sync: its time is its author's clock now (app/clock_guard.py)
+            fix = self._clock_est.observe(pb0.sender_id, pb0.lamport_timestamp, self._clock())
+            if fix is not None:
+                self._clock_corrected(fix)
+                now = self._now()
         id_content = None  # a members channel's ciphertext: what the message id covers
         if members is not None:
             id_content = opened.sds_message.content if opened.sds_message is not None else None
@@ -1492,9 +1596,22 @@ class Node:
             for channel in dirty:
                 mc = self._members.get(channel)
                 if mc is not None:
-                    members_file.save(self.store.data_dir, mc)
+                    self._save_members(mc)
             if not self._members_dirty:
                 return
+
+    def _save_members(self, mc: MembersChannel) -> None:
+        """Write a members channel's file; on a full disk (or another OS error) keep it
+        dirty for the next round: its control messages stay in the core's log, and
+        the file is rewritten whole."""
+        try:
+            members_file.save(self.store.data_dir, mc)
+        except OSError as exc:
+            self.counters["members_save_failed"] += 1
+            self._members_dirty.add(mc.channel)
+            if self.counters["members_save_failed"] == 1:
+                self._emit(NodeError(f"#{mc.channel}: its keys could not be saved ({exc}); "
+                                     "retrying"))  # fmt: skip
 
     def members_channel(self, channel: str) -> MembersChannel | None:
         """The members-channel state of ``channel`` (``None`` for another kind)."""
@@ -1857,7 +1974,11 @@ class Node:
             if out.current is not None:
                 out.current.settled = True
             self._seen(ch, ev.sender_id, None, now, out, content=False)
-            out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
+            refused = self._ephemeral.admit(ch, ev.sender_id, len(ev.content), now)
+            if refused is None:
+                out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
+            else:
+                self.counters[f"ephemeral_dropped_{refused}"] += 1
         elif isinstance(ev, sds.MessageDropped):
             self.counters[f"dropped_{ev.reason.value}"] += 1
             if ev.reason is sds.DropReason.UNVERIFIABLE_ID:
@@ -1869,6 +1990,8 @@ class Node:
                 out.current.settled = True
                 if ev.reason in _REFUSED_FOR_NOW:  # its resend is welcome later
                     self._replay.forget(out.current.hash)
+                if ev.reason is sds.DropReason.CLOCK_AHEAD:  # held, not lost
+                    self._hold_clock_ahead(ev.sender_id or "", out.current)
         elif isinstance(ev, sds.MessageConflict):
             self._conflict(ch, ev.message_id, ev.kept_sender_id, ev.other_sender_id, ev.reason,
                            out.events)  # fmt: skip
@@ -1940,6 +2063,7 @@ class Node:
         else:
             out.batch.insert_message(msg)
         self._remember_envelope(ch, mid, env)
+        self._lamports.remember(ch, mid, ev.lamport)
         self._own_state[(ch, mid)] = OwnState.QUEUED
         content = decode_content(plain)
         self._own_text[(ch, mid)] = (content.text, content.kind)
@@ -1963,6 +2087,11 @@ class Node:
             cur.consumed = True
         elif hint is not None:
             env = self._waiting_envelopes.pop((ch, hint), None)
+        kept, refused = self._files.check(ch, ev.sender_id, ev.content)
+        if refused is not None:  # a file's bytes not kept (app/file_quota.py)
+            self.counters["file_refused_too_large" if refused == "too_large"
+                          else "file_segments_refused"] += 1  # fmt: skip
+            env = None  # not kept either: we do not serve what we refused
         if env is not None:
             self._remember_envelope(ch, mid, env)
         mc = self._members.get(ch)
@@ -1975,7 +2104,7 @@ class Node:
                 message_id=mid,
                 sender_id=ev.sender_id,
                 lamport=ev.lamport,
-                content=ev.content,
+                content=kept,
                 causal_history=ev.causal_history,
                 retrieval_hint=ev.retrieval_hint,
                 envelope=env,
@@ -1985,8 +2114,10 @@ class Node:
                 missing_before=ev.missing_before,
             )
         )
-        content = decode_content(ev.content)
+        content = decode_content(kept)
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
+        odd = implausible_time(ev.lamport, self._lamports.newest_of(ch, ev.causal_history))
+        self._lamports.remember(ch, mid, ev.lamport)
         delivered = Delivered(
             ch,
             mid,
@@ -1999,6 +2130,7 @@ class Node:
             ev.missing_before,
             ev.was_lost,
             recovered=late,
+            implausible_time=odd,
         )
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
@@ -2057,7 +2189,7 @@ class Node:
             for mc in self._members.values():  # forward secrecy: forget what was read
                 mc.group_keys.advance(now)
                 if mc.group_keys.changes != mc.saved_changes:
-                    members_file.save(self.store.data_dir, mc)
+                    self._save_members(mc)
 
     def _commits_inline(self, batch: Batch) -> bool:
         """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""
@@ -2073,13 +2205,18 @@ class Node:
             return
         result = None
         if self._commits_inline(batch):
-            with contextlib.suppress(Exception):  # failed: retried below, as before
+            try:
                 result = self.store.commit_batch_now(batch, now_ms=self._now())
+            except Exception as exc:  # failed: retried below, as before
+                if is_disk_full(exc):
+                    raise
         for attempt in range(0 if result is not None else 3):
             try:
                 result = await self.store.commit_batch(batch, now_ms=self._now())
                 break
             except Exception as exc:
+                if is_disk_full(exc):  # retrying at once does not help: app.disk_guard
+                    raise
                 if attempt == 2:
                     self._emit(NodeError(f"storage commit failed: {exc}"))
                     raise
@@ -2281,39 +2418,7 @@ class Node:
         if stored is None and not key.is_public and name not in self._members:
             asyncio.get_running_loop().call_later(
                 self.options.nobody_heard_ms / 1000, self._nobody_heard, name, key.topic)
-        now = self._now()
-        state: sds.ChannelState | None = None
-        raw = await self.store.load_core_state(name)
-        if raw is not None:
-            try:
-                state = sds.ChannelState.from_bytes(raw)
-            except ValueError as exc:
-                self._emit(NodeError(f"saved core state of {name!r} unreadable ({exc}); rebuilt"))
-        config = self.options.config
-        state, report = await reconcile_state(
-            self.store,
-            name,
-            state,
-            sender_id=self.sender_id,
-            config=config,
-            now_ms=now,
-            open_own=self._open_own(key),
-        )
-        try:
-            self._participant.join(name, now, state)
-        except ValueError as exc:
-            self._emit(NodeError(f"saved core state of {name!r} unusable ({exc}); rebuilt"))
-            state, report = await reconcile_state(
-                self.store,
-                name,
-                None,
-                sender_id=self.sender_id,
-                config=config,
-                now_ms=now,
-                open_own=self._open_own(key),
-            )
-            self._participant.join(name, now, state)
-        self._participant.channel(name).set_connected(self._connected, now)
+        report = await self._restore_core(key)
         for note in report.notes:
             self._emit(Info(f"{name}: {note}"))
         if report.rebuilt or report.changed:
@@ -2366,6 +2471,184 @@ class Node:
             await self._republish()
         await self._round_now()  # events of the restore (deliverable waiters), first save
         return info
+
+    async def _restore_core(self, key: ChannelKey) -> Any:
+        """Join ``key``'s channel in the core from its saved state reconciled with the
+        stored log (at join, and after a full disk: :mod:`app.disk_guard`)."""
+        name = key.channel
+        now = self._now()
+        state: sds.ChannelState | None = None
+        raw = await self.store.load_core_state(name)
+        if raw is not None:
+            try:
+                state = sds.ChannelState.from_bytes(raw)
+            except ValueError as exc:
+                self._emit(NodeError(f"saved core state of {name!r} unreadable ({exc}); rebuilt"))
+        config = self.options.config
+        state, report = await reconcile_state(
+            self.store,
+            name,
+            state,
+            sender_id=self.sender_id,
+            config=config,
+            now_ms=now,
+            open_own=self._open_own(key),
+        )
+        try:
+            self._participant.join(name, now, state)
+        except ValueError as exc:
+            self._emit(NodeError(f"saved core state of {name!r} unusable ({exc}); rebuilt"))
+            state, report = await reconcile_state(
+                self.store,
+                name,
+                None,
+                sender_id=self.sender_id,
+                config=config,
+                now_ms=now,
+                open_own=self._open_own(key),
+            )
+            self._participant.join(name, now, state)
+        self._participant.channel(name).set_connected(self._connected, now)
+        return report
+
+    # ------------------------------------------------------------------ skewed clock
+
+    def _clock_corrected(self, fix: Correction) -> None:
+        """The members heard agree our wall clock is off (app/clock_guard.py): tell the
+        person; the node runs on the corrected time from now on."""
+        if not fix.applied:
+            self._emit(ClockSkew(
+                "differs", fix.offset_ms, fix.voters, fix.heard,
+                f"your clock is {describe_offset(fix.offset_ms)} the only other member "
+                "heard: one of the two clocks is wrong; check your system clock "
+                "(messages from a clock ahead are held until they are within 10 min)",
+            ))
+            return
+        if fix.offset_ms == 0:
+            state = "ok"
+            text = ("your clock agrees with the others' again: sdschat uses it as it is "
+                    f"({fix.voters} of {fix.heard} members heard agree)")
+        else:
+            state = "behind" if fix.offset_ms > 0 else "ahead"
+            text = (f"your clock is {describe_offset(fix.offset_ms)} the others' "
+                    f"({fix.voters} of {fix.heard} members heard agree): sdschat uses "
+                    "their time for your messages; fix your system clock")
+        self.counters["clock_corrections"] += 1
+        self._emit(ClockSkew(state, fix.offset_ms, fix.voters, fix.heard, text))
+        if fix.offset_ms < fix.previous_ms and self._inbox is not None:
+            # our time went back: bring each core's Lamport clock back too (the rule a
+            # restored state follows), so our next messages are not refused
+            loop = asyncio.get_running_loop()
+            self._inbox.put(_Call(self._clamp_lamport, loop.create_future()))
+        self._arm_hold(at_once=True)
+
+    async def _clamp_lamport(self) -> None:
+        now = self._now()
+        for name in list(self._channels):
+            if name not in self._participant.channels:
+                continue
+            state = self._participant.channel(name).export_state()
+            self._participant.leave(name)
+            self._participant.join(name, now, state)
+            self._participant.channel(name).set_connected(self._connected, now)
+        self._state_dirty = True
+
+    def _hold_clock_ahead(self, sender_id: str, cur: _Receiving) -> None:
+        try:
+            pb = parse_pb(cur.sds_bytes)
+        except Exception:
+            return
+        if not pb.content:  # a sync: the next one says the same
+            return
+        self._clock_hold.hold(sender_id, pb.lamport_timestamp, cur.envelope)
+        self.counters["held_clock_ahead"] += 1
+        self._arm_hold()
+
+    def _arm_hold(self, *, at_once: bool = False) -> None:
+        """Give held envelopes back to the core when their time is within bound."""
+        if self._closed or self._inbox is None:
+            return
+        due = self._clock_hold.next_due(self.options.config.max_clock_skew_ms)
+        if due is None:
+            return
+        if self._hold_timer is not None:
+            if not at_once:
+                return
+            self._hold_timer.cancel()
+        delay = 0.0 if at_once else max(0.0, (due - self._now()) / 1000.0)
+
+        def release() -> None:
+            self._hold_timer = None
+            if self._inbox is None or self._closed:
+                return
+            for env in self._clock_hold.due(self._now(), self.options.config.max_clock_skew_ms):
+                self._inbox.put_envelope_now(_Envelope(env))
+            self._arm_hold()
+
+        self._hold_timer = asyncio.get_running_loop().call_later(delay, release)
+
+    # ------------------------------------------------------------------ full disk
+
+    def _disk_round_failed(self, out: _Round, items: Sequence[_Item], exc: Exception) -> None:
+        """A round that could not be stored for a full disk (:mod:`app.disk_guard`): its
+        lines are refused, its envelopes forgotten (taken again later), nothing published."""
+        if self._disk.mark_full():
+            free = self._disk.free_bytes()
+            self._emit(DiskFull("full", free, f"disk full: {exc}"))
+        for h in out.received:
+            self._replay.forget(h)
+        self._refuse_while_full(items)
+
+    def _refuse_while_full(self, items: Sequence[_Item]) -> None:
+        for item in items:
+            if isinstance(item, _Send) and not item.future.done():
+                self._disk.refused_lines += 1
+                self.counters["lines_refused_disk_full"] += 1
+                item.future.set_exception(
+                    DiskFullLineError("disk full: the line was not stored and not sent")
+                )
+                self._emit(NodeError(f"disk full: line not stored, not sent: {item.text[:60]!r}"))
+            elif isinstance(item, _Envelope):
+                self._disk.dropped_envelopes += 1
+                self.counters["dropped_disk_full"] += 1
+            elif isinstance(item, _Tick):
+                self._tick_queued = False
+        _release_barriers(items)
+        if self._disk_probe is None and not self._closed:
+            def probe() -> None:
+                self._disk_probe = None
+                if self._inbox is not None and not self._tick_queued:
+                    self._tick_queued = True
+                    self._inbox.put(_Tick())
+
+            self._disk_probe = asyncio.get_running_loop().call_later(PROBE_S, probe)
+
+    async def _recover_disk(self) -> bool:
+        """Free space again: rebuild every channel's core from storage (what the failed
+        rounds took in is forgotten); True if the node writes again."""
+        if not self._disk.room():
+            return False
+        self._envelopes.clear()  # own envelopes of refused lines must never leave
+        self._waiting_envelopes.clear()
+        self._carry_states = []
+        for name, info in list(self._channels.items()):
+            if name in self._participant.channels:
+                self._participant.leave(name)
+            self._own_state = {k: v for k, v in self._own_state.items() if k[0] != name}
+            await self._restore_core(info.key)
+            out_ids = self._participant.channel(name).outgoing_ids()
+            if out_ids:
+                for mid, msg in (await self.store.get_messages(name, out_ids)).items():
+                    if msg.state is not None:
+                        self._own_state[(name, mid)] = msg.state
+        self._disk.full = False
+        self._state_dirty = True
+        free = self._disk.free_bytes()
+        self._emit(DiskFull("ok", free, "space freed; state rebuilt from storage"))
+        if self.store_sync is not None:
+            for info in self._channels.values():
+                self.store_sync.catch_up_soon(info.name, info.topic)
+        return True
 
     async def _leave(self, channel: str) -> bool:
         info = self._channels.get(channel)

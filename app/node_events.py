@@ -30,6 +30,11 @@ class                     ``"event"``        when
 :class:`CatchUp`          ``catchup``        catching up from a store peer (progress)
 :class:`LanPeer`          ``lan_peer``       a LAN gossip peer appeared, connected, went
 :class:`NodeError`        ``error``          something failed (the node goes on)
+:class:`ClockSkew`        ``clock``          our wall clock is far off the others' (or
+                                             right again): ``text`` says so plainly
+:class:`DiskFull`         ``disk``           the data directory's disk is ``full`` (lines
+                                             refused, nothing received is kept) or
+                                             ``ok`` again
 :class:`Closed`           ``closed``         the node stopped (final counters)
 ========================  =================  =========================================
 """
@@ -45,10 +50,12 @@ __all__ = [
     "CatchUp",
     "ChannelJoined",
     "ChannelLeft",
+    "ClockSkew",
     "Closed",
     "Conflict",
     "ConnectionChanged",
     "Delivered",
+    "DiskFull",
     "Ephemeral",
     "Info",
     "InviteMade",
@@ -114,7 +121,9 @@ class Delivered:
     or older than a message of its author that came first: ``app/late_arrivals.py``);
     the node stores it with the message, so a log read back marks it the same.
     ``name`` is the author's claimed display name (``None`` for foreign
-    content); ``sender_id`` is the authenticated author.
+    content); ``sender_id`` is the authenticated author. ``implausible_time`` says
+    why its send time (``lamport``) cannot be true (before 2020, or not after a
+    message it names: backdated), else ``None`` (:mod:`app.clock_guard`).
     """
 
     channel: str
@@ -128,6 +137,7 @@ class Delivered:
     missing_before: int = 0
     was_lost: bool = False
     recovered: bool = False
+    implausible_time: str | None = None
     ts: float = field(default_factory=_now_s)
 
 
@@ -376,12 +386,41 @@ class MembersEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockSkew:
+    """Our wall clock is ``offset_ms`` off the time of the members heard (``state``:
+    ``behind`` or ``ahead``: the node now runs on the corrected time), right again
+    (``ok``, offset 0), or off the only other member heard (``differs``: nothing
+    corrected, nobody can tell whose clock is wrong) (:mod:`app.clock_guard`); ``text``
+    tells the person."""
+
+    state: str
+    offset_ms: int
+    voters: int
+    heard: int
+    text: str
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
 class InviteMade:
     """``/invite`` made a one-line code for ``channel`` (valid until ``expires_ms``)."""
 
     channel: str
     code: str
     expires_ms: int
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class DiskFull:
+    """The data directory's file system is ``full`` (a commit failed with SQLITE_FULL):
+    typed lines are refused ("disk full", nothing of them sent), received envelopes are
+    not kept (the protocol fetches them again); or ``ok`` again (state rebuilt from
+    what is stored). ``free_bytes`` as the file system reported it."""
+
+    state: str
+    free_bytes: int
+    detail: str
     ts: float = field(default_factory=_now_s)
 
 
@@ -406,6 +445,8 @@ NodeEvent = (
     | Closed
     | CatchUp
     | LanPeer
+    | DiskFull
+    | ClockSkew
 )
 
 _NAMES: dict[type, str] = {
@@ -429,6 +470,8 @@ _NAMES: dict[type, str] = {
     Closed: "closed",
     CatchUp: "catchup",
     LanPeer: "lan_peer",
+    DiskFull: "disk",
+    ClockSkew: "clock",
 }
 
 _RENAMES = {"sender_id": "sender"}

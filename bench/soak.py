@@ -38,9 +38,27 @@ the share delivered within 5 s (js-waku's per-message criterion), peak memory
 kill) of every process, the nodes' ``lost``/``conflict``/``rejected``/``error``
 events, unexpected exits, and whether the histories are identical.
 
+**Hostile mode** (``--hostile``, issue 26): no process faults; honest nodes type all
+along while the run goes through a **quiet** phase (35% of ``--minutes``), a
+**hostile** phase (35%) and a bounded convergence (the rest). In the hostile phase:
+
+* **identities flooding**: a raw relay client built from the project's modules
+  (``FLOOD``) signs with ``--flood-keys`` (11) fresh identities, each sending every
+  2 s a content message naming 1,000 ids nobody has;
+* **a disk filling and emptying** (as root): node ``n0``'s data directory is a tmpfs
+  (``--disk-mib``, 128: the flood's own messages fill 20 MiB within a minute), filled
+  to the last byte 20% into the phase and emptied at 50%;
+* **a clock jump**: node ``n1`` is restarted under libfaketime (``FAKETIME=+1h``,
+  Debian's ``faketime``) 30% into the phase and restarted with the right clock at 70%.
+
+Reported per phase: lines confirmed (``queued``), delivered to every honest node by the
+end, delivery p50/p99 over (line, receiver) pairs, ``lost`` events, and the nodes' peak
+RSS; the histories are compared at the end as in the fault mode.
+
 Usage::
 
     .venv/bin/python bench/soak.py --quick                       # ~2.5 min
+    .venv/bin/python bench/soak.py --hostile --minutes 6 --timings fast
     .venv/bin/python bench/soak.py --quick --timings default fast
     .venv/bin/python bench/soak.py --minutes 12 --converge-minutes 8 --json out.json
 
@@ -77,6 +95,46 @@ SAMPLE_EVERY_S = 2.0
 STOP_GRACE_S = 20.0
 
 
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+FLOOD = """
+import os, sys, time
+from websockets.sync.client import connect
+from app.chat_content import encode_content
+from net.channel_key import derive_channel_key
+from net.envelope import seal
+from net.identity import Identity
+from net.relay_frames import encode_publish, encode_subscribe
+from sds import sds_pb2
+from sds.ids import message_id_for
+
+url, channel, keys, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+key = derive_channel_key(channel, None)
+idents = [Identity.generate() for _ in range(keys)]
+sent = 0
+with connect(url, max_size=None, proxy=None) as ws:
+    ws.send(encode_subscribe([key.topic]))
+    end = time.monotonic() + seconds
+    for rnd in range(100_000):  # bounded by ``seconds`` too
+        if time.monotonic() >= end:
+            break
+        for ident in idents:
+            lamport = time.time_ns() // 1_000_000
+            content = encode_content(f"flood {rnd}", "mallory")
+            mid = message_id_for(channel, ident.sender_id, lamport, content, os.urandom(8))
+            msg = sds_pb2.SdsMessage(
+                sender_id=ident.sender_id, message_id=mid, channel_id=channel,
+                lamport_timestamp=lamport, content=content,
+                causal_history=[sds_pb2.HistoryEntry(message_id=os.urandom(32).hex())
+                                for _ in range(1000)],
+            )
+            ws.send(encode_publish(seal(msg.SerializeToString(), ident, key)))
+            sent += 1
+        time.sleep(2.0)
+print(f"flood sent {sent}", file=sys.stderr)
+"""
+
+
 def sdschat(*args: str) -> list[str]:
     return [sys.executable, "-m", "app.cli", *args]
 
@@ -109,6 +167,7 @@ class Child:
         *,
         stdin: bool,
         on_event: Any = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         self.stderr_path = log_dir / f"{name}.stderr"
@@ -120,7 +179,7 @@ class Child:
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         self.pid = self.popen.pid
         self.started = time.monotonic()
@@ -249,6 +308,7 @@ class Tracker:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.local_time = False  # hostile mode: a node's own clock may be skewed
         self.typed: dict[str, float] = {}  # text -> wall time written to stdin
         self.confirmed: set[str] = set()
         self.held: dict[str, dict[str, float]] = {}  # node -> text -> wall time first held
@@ -262,7 +322,7 @@ class Tracker:
 
     def on_event(self, node: str, obj: dict[str, Any]) -> None:
         ev = obj.get("event")
-        ts = float(obj.get("ts") or time.time())
+        ts = time.time() if self.local_time else float(obj.get("ts") or time.time())
         with self.lock:
             if ev == "delivered" and isinstance(obj.get("text"), str):
                 self.held[node].setdefault(obj["text"], ts)
@@ -335,7 +395,15 @@ class Soak:
 
     # ---- processes
 
-    def _spawn(self, slot: Slot, argv: list[str], *, stdin: bool, events: bool) -> Child:
+    def _spawn(
+        self,
+        slot: Slot,
+        argv: list[str],
+        *,
+        stdin: bool,
+        events: bool,
+        env: dict[str, str] | None = None,
+    ) -> Child:
         slot.incarnation += 1
         name = f"{slot.name}.{slot.incarnation}"
 
@@ -343,7 +411,7 @@ class Soak:
             self.tracker.on_event(node, obj)
 
         child = Child(argv, name, self.tmp / "logs", stdin=stdin,
-                      on_event=on_event if events else None)  # fmt: skip
+                      on_event=on_event if events else None, env=env)  # fmt: skip
         self.children.append(child)
         slot.child = child
         slot.history.append(child)
@@ -363,7 +431,9 @@ class Soak:
         rec = child.wait_log("store_listening", 60)
         self.store_url = f"ws://127.0.0.1:{int(rec['port'])}"
 
-    def start_node(self, slot: Slot, *, drop_rate: float | None = None) -> Child:
+    def start_node(
+        self, slot: Slot, *, drop_rate: float | None = None, faketime: str | None = None
+    ) -> Child:
         seed = self.opts.seed * 1000 + int(slot.name[1:]) * 100 + slot.incarnation + 1
         drop = self.opts.drop_rate if drop_rate is None else drop_rate
         argv = sdschat("join", CHANNEL, "--headless", "--relay", self.url, "--data-dir",
@@ -375,7 +445,10 @@ class Soak:
             argv += ["--repair-tmin-ms", "30000", "--repair-tmax-ms", "120000"]
         if self.store_url:
             argv += ["--store", self.store_url]
-        child = self._spawn(slot, argv, stdin=True, events=True)
+        env = None
+        if faketime is not None:  # a clock jump (hostile mode): libfaketime
+            env = {"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME": faketime}
+        child = self._spawn(slot, argv, stdin=True, events=True, env=env)
         slot.next_type = time.monotonic() + self.rng.uniform(0, 1 / self.opts.rate)
         return child
 
@@ -725,10 +798,215 @@ class Soak:
             "load_after": load_after,
         }
 
+    # ---- hostile mode (issue 26)
+
+    def _lost_total(self) -> int:
+        with self.tracker.lock:
+            return sum(c["lost"] for c in self.tracker.counts.values())
+
+    def _type_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        next_sample = 0.0
+        for _ in range(10_000_000):  # bounded by ``end`` too
+            now = time.monotonic()
+            if now >= end:
+                return
+            self.type_due(now)
+            self.check_exits()
+            if now >= next_sample:
+                self.sample_all()
+                next_sample = now + SAMPLE_EVERY_S
+            time.sleep(0.02)
+
+    def _fill(self, mnt: Path) -> Path:
+        ballast = mnt / "ballast"
+        with open(ballast, "wb", buffering=0) as f:
+            for size in [256 * 1024] * 400 + [4096] * 256 + [1] * 4096:  # bounded
+                try:
+                    f.write(b"\0" * size)
+                except OSError:
+                    if size == 1:
+                        break
+        return ballast
+
+    def run_hostile(self) -> dict[str, Any]:
+        o = self.opts
+        total_s = o.minutes * 60
+        quiet_s = hostile_s = total_s * 0.35
+        converge_s = total_s - quiet_s - hostile_s
+        started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        load_before = load_avg()
+        self.tracker.local_time = True
+        disk = self.nodes[0].data_dir
+        mounted = False
+        if os.geteuid() == 0 and shutil.which("mount"):
+            disk.mkdir(parents=True, exist_ok=True)
+            mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={o.disk_mib}m", "tmpfs",
+                                      str(disk)], check=False).returncode == 0  # fmt: skip
+        clock_node = self.nodes[1] if len(self.nodes) > 1 else self.nodes[0]
+        notes: list[str] = []
+        if not mounted:
+            notes.append("disk: not root or no mount: the full-disk fault was skipped")
+        if not LIBFAKETIME.exists():
+            notes.append("clock: libfaketime missing (make tools): the clock jump was skipped")
+        try:
+            self.start_relay().wait_log("relay_listening", 30)
+            for slot in self.nodes:
+                self.start_node(slot)
+            self.wait_all_ready(90)
+            self.t0 = time.monotonic()
+            t_quiet = time.time()
+            print(f"[{self.timings}] hostile mode: quiet phase {quiet_s:.0f} s", flush=True)
+            self._type_for(quiet_s)
+            lost_quiet = self._lost_total()
+            t_hostile = time.time()
+            print(f"[{self.timings}] hostile phase {hostile_s:.0f} s: {o.flood_keys} flooding "
+                  "identities, a full disk, a clock jump", flush=True)  # fmt: skip
+            flood = Slot("flood", self.tmp / "flood")
+            self._spawn(flood, [sys.executable, "-c", FLOOD, self.url, CHANNEL,
+                                str(o.flood_keys), str(hostile_s * 0.8)],
+                        stdin=False, events=False)  # fmt: skip
+            steps = [(0.2, "fill"), (0.3, "clock+"), (0.5, "empty"), (0.7, "clock0"), (1.0, "")]
+            done = 0.0
+            ballast: Path | None = None
+            for at, what in steps:
+                self._type_for(hostile_s * (at - done))
+                done = at
+                rec = {"t": round(time.monotonic() - self.t0, 1), "kind": what}
+                if what == "fill" and mounted:
+                    ballast = self._fill(disk)
+                elif what == "empty" and ballast is not None:
+                    ballast.unlink()
+                elif what in ("clock+", "clock0") and LIBFAKETIME.exists():
+                    c = clock_node.child
+                    if c is not None:
+                        c.close_stdin()
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            c.popen.wait(STOP_GRACE_S)
+                        if c.alive():
+                            c.kill9()
+                    self.start_node(clock_node, faketime="+1h" if what == "clock+" else None)
+                else:
+                    continue
+                self.faults.append(rec)
+            t_end = time.time()
+            typing_stopped = time.monotonic()
+            print(f"[{self.timings}] typing stopped; converging (<= {converge_s:.0f} s)",
+                  flush=True)  # fmt: skip
+            converged_at: float | None = None
+            for _ in range(100_000):  # bounded by converge_s
+                if time.monotonic() > typing_stopped + converge_s:
+                    break
+                self.check_exits()
+                if not any(self.tracker.lacking().values()):
+                    converged_at = time.monotonic()
+                    break
+                time.sleep(0.5)
+            self.sample_all()
+            for slot in self.nodes:
+                if slot.child is not None:
+                    slot.child.close_stdin()
+            exits = {}
+            for slot in self.nodes:
+                c = slot.child
+                if c is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        c.popen.wait(STOP_GRACE_S)
+                    exits[c.name] = c.popen.returncode
+            hists = {}
+            for s in self.nodes:
+                try:
+                    hists[s.name] = history(s.data_dir)
+                except subprocess.CalledProcessError as exc:
+                    notes.append(f"history of {s.name} failed (exit {exc.returncode}): "
+                                 f"{(exc.stderr or b'').decode(errors='replace')[-300:]}")
+                    hists[s.name] = []
+            lists = [comparable(h) for h in hists.values()]
+            identical = all(x == lists[0] for x in lists[1:])
+            lost_all = self._lost_total()
+            report = {
+                "timings": self.timings,
+                "mode": "hostile",
+                "started": started_wall,
+                "nodes": len(self.nodes),
+                "drop_rate": o.drop_rate,
+                "rate_per_node": o.rate,
+                "flood_keys": o.flood_keys,
+                "faults": self.faults,
+                "notes": notes,
+                "quiet": self._phase(t_quiet, t_hostile, lost_quiet),
+                "hostile": self._phase(t_hostile, t_end, lost_all - lost_quiet),
+                "converged": converged_at is not None,
+                "converge_s_after_typing_stopped": (
+                    round(converged_at - typing_stopped, 1) if converged_at else None
+                ),
+                "identical": identical,
+                "history_lengths": {n: len(h) for n, h in hists.items()},
+                "exit_status": exits,
+                "peak_rss_kib": {s.name: s.peak_kib() for s in [self.relay, *self.nodes]},
+                "events": self.tracker.counts,
+                "unexpected_exits": self.unexpected_exits,
+                "load_before": load_before,
+                "load_after": load_avg(),
+            }
+            return report
+        finally:
+            self.close()
+            if mounted:
+                subprocess.run(["umount", "-l", str(disk)], check=False)
+
+    def _phase(self, t_from: float, t_to: float, lost: int) -> dict[str, Any]:
+        """Honest lines typed in [t_from, t_to): confirmed, delivered everywhere, latency."""
+        tr = self.tracker
+        with tr.lock:
+            typed = {t: at for t, at in tr.typed.items() if t_from <= at < t_to}
+            confirmed = set(typed) & tr.confirmed
+            held = {n: dict(h) for n, h in tr.held.items()}
+        lat: list[float] = []
+        everywhere = 0
+        for text in confirmed:
+            author = text.split(".", 1)[0]
+            got = [held[n][text] - typed[text] for n in held if n != author and text in held[n]]
+            lat.extend(got)
+            if len(got) == len(held) - 1:
+                everywhere += 1
+        return {
+            "seconds": round(t_to - t_from),
+            "typed": len(typed),
+            "confirmed": len(confirmed),
+            "delivered_everywhere": everywhere,
+            "not_delivered_everywhere": len(confirmed) - everywhere,
+            "latency_p50_s": round(pct(lat, 0.5) or 0, 2),
+            "latency_p99_s": round(pct(lat, 0.99) or 0, 2),
+            "lost_events": lost,
+        }
+
     def close(self) -> None:
         for c in self.children:
             with contextlib.suppress(Exception):
                 c.release()
+
+
+def print_hostile(r: dict[str, Any]) -> None:
+    print(f"\n=== soak, hostile mode [{r['timings']} timings] started {r['started']} ===")
+    print(f"nodes {r['nodes']}, drop {r['drop_rate']}, {r['rate_per_node']} lines/s/node, "
+          f"{r['flood_keys']} flooding identities; faults {r['faults']}")  # fmt: skip
+    print("| phase | s | typed | confirmed | delivered everywhere | p50 s | p99 s | lost |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in ("quiet", "hostile"):
+        p = r[name]
+        print(f"| {name} | {p['seconds']} | {p['typed']} | {p['confirmed']} | "
+              f"{p['delivered_everywhere']} | {p['latency_p50_s']} | {p['latency_p99_s']} | "
+              f"{p['lost_events']} |")  # fmt: skip
+    print(f"converged: {r['converged']} ({r['converge_s_after_typing_stopped']} s after typing "
+          f"stopped); histories identical: {r['identical']} {r['history_lengths']}")  # fmt: skip
+    print(f"exit status {r['exit_status']}")
+    print("peak RSS (VmHWM) MiB: " + ", ".join(
+        f"{k} {v / 1024:.0f}" for k, v in r["peak_rss_kib"].items()))
+    print(f"events per node: {r['events']}")
+    for x in r["notes"] + r["unexpected_exits"]:
+        print(f"note: {x}")
+    print(f"load average before {r['load_before']} after {r['load_after']}")
 
 
 def print_report(r: dict[str, Any]) -> None:
@@ -784,6 +1062,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heal-minutes", type=float, default=0.0,
                     help="if lines are missing at the end, restart every node without loss "
                     "for up to this long and report what comes back (default 0: off)")
+    ap.add_argument("--hostile", action="store_true",
+                    help="quiet phase, then identities flooding, a full disk and a clock "
+                    "jump (issue 26), then convergence; no process faults")
+    ap.add_argument("--disk-mib", type=int, default=128,
+                    help="size of n0's tmpfs in --hostile mode (the flood's messages are "
+                    "stored too: 20 MiB fill up without the ballast)")
+    ap.add_argument("--flood-keys", type=int, default=11,
+                    help="fresh identities flooding in --hostile mode (each 1,000 unknown "
+                    "ids every 2 s)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="write the reports here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -796,6 +1083,10 @@ def main(argv: list[str] | None = None) -> int:
             and 0 <= opts.drop_rate < 1):  # fmt: skip
         ap.error("out of range: --minutes (0, 1440], --nodes 1..20, --rate (0, 50], "
                  "--drop-rate [0, 1)")  # fmt: skip
+    def on_term(_sig: int, _frame: object) -> None:  # cleanup as on Ctrl+C (children, tmpfs)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     cal = calibrate()
     print(f"{describe(cal)}; load average {load_avg()}", flush=True)
     reports = []
@@ -803,7 +1094,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tempfile.mkdtemp(prefix=f"sdschat-soak-{timings}-"))
         soak = Soak(opts, timings, tmp)
         try:
-            reports.append(soak.run())
+            reports.append(soak.run_hostile() if opts.hostile else soak.run())
         except KeyboardInterrupt:
             print("interrupted: killing every child by PID", file=sys.stderr)
             raise
@@ -813,10 +1104,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"kept {tmp}")
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
-        print_report(reports[-1])
+        (print_hostile if opts.hostile else print_report)(reports[-1])
     if opts.json is not None:
         opts.json.write_text(json.dumps({"machine": cal, "runs": reports}, indent=1))
-    ok = all(r["converged"] and r["identical"] and not r["missing"] for r in reports)
+    ok = all(r["converged"] and r["identical"] and not r.get("missing") for r in reports)
     return 0 if ok else 1
 
 

@@ -79,6 +79,7 @@ from .records import (
     StoredMessage,
     encode_causal_history,
     message_digest,
+    recent_checksum,
 )
 from .schema import DEFAULT_RECENT_WINDOW, PINNED_STATES
 
@@ -90,8 +91,8 @@ _INSERT_MESSAGE = (
     f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _INSERT_RECENT = (
-    "INSERT OR REPLACE INTO recent (channel, message_id, pinned, causal_history, envelope) "
-    "VALUES (?,?,?,?,?)"
+    "INSERT OR REPLACE INTO recent (channel, message_id, pinned, causal_history, envelope, "
+    "checksum) VALUES (?,?,?,?,?,?)"
 )
 _PINNED = frozenset(PINNED_STATES)
 _INSERT_EVENT = (
@@ -363,13 +364,15 @@ def _insert_messages(
                 m.missing_before,
             )
         )
+        history = encode_causal_history(m.causal_history)
         recent.append(
             (
                 m.channel,
                 m.message_id,
                 int(state in _PINNED),
-                encode_causal_history(m.causal_history),
+                history,
                 m.envelope,
+                recent_checksum(history, m.envelope),
             )
         )
         inserted[m.channel] = inserted.get(m.channel, 0) + 1

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import CorruptDatabaseError, NewerSchemaError, StorageError
+from .errors import CorruptDatabaseError, DiskFullError, NewerSchemaError, StorageError
 from .schema import APPLICATION_ID, SCHEMA_VERSION, migrate
 
 DB_FILENAME = "sdschat.db"
@@ -69,6 +69,7 @@ with it every earlier commit; only what power loss may take of the
 
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
+_SQLITE_FULL = 13
 
 
 def wall_ms() -> int:
@@ -105,19 +106,21 @@ def inspect_file(path: Path) -> None:
         page_size = 65536
     if page_size < 512 or page_size & (page_size - 1):
         raise CorruptDatabaseError(path, f"invalid page size {page_size} in header")
-    if size % page_size:
+    # A checkpoint copies WAL pages into the file in page order, page 1 (with
+    # the new page count) first: a crash in the middle leaves a file shorter
+    # than its header says, and a full disk in the middle a last page written in
+    # part (issue 26 §2: seen on a 20 MiB tmpfs); SQLite repairs both from the WAL
+    # and truncates the file to whole pages when a checkpoint completes. So with a
+    # non-empty WAL beside it, a short or ragged file is SQLite's business, not ours.
+    wal = path.with_name(path.name + "-wal")
+    wal_pending = wal.exists() and wal.stat().st_size > 0
+    if size % page_size and not wal_pending:
         raise CorruptDatabaseError(
             path, f"truncated: {size} bytes is not a whole number of {page_size}-byte pages"
         )
     change_counter = header[24:28]
     page_count = int.from_bytes(header[28:32], "big")
     valid_for = header[92:96]
-    # A checkpoint copies WAL pages into the file in page order, page 1 (with
-    # the new page count) first: a crash in the middle leaves a file shorter
-    # than its header says, which SQLite repairs from the WAL. So with a
-    # non-empty WAL beside it, a short file is SQLite's business, not ours.
-    wal = path.with_name(path.name + "-wal")
-    wal_pending = wal.exists() and wal.stat().st_size > 0
     if valid_for == change_counter and page_count * page_size > size and not wal_pending:
         raise CorruptDatabaseError(
             path,
@@ -131,6 +134,8 @@ def translate_error(error: sqlite3.Error, path: Path) -> StorageError:
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return CorruptDatabaseError(path, str(error))
+    if code is not None and code & 0xFF == _SQLITE_FULL:
+        return DiskFullError(f"{path}: disk full: {error}")
     return StorageError(f"{path}: {type(error).__name__}: {error}")
 
 

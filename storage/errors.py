@@ -83,6 +83,11 @@ class DataDirLockedError(StorageError):
         )
 
 
+class DiskFullError(StorageError):
+    """The file system holding the database is full (``SQLITE_FULL``): nothing of the
+    transaction was written; it may be retried once space is freed."""
+
+
 class StoreClosedError(StorageError):
     """The :class:`~storage.store.Store` was used after :meth:`close`."""
 

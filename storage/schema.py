@@ -31,6 +31,11 @@ Version 4: ``messages.recovered`` (0 or 1: it arrived late, the ``↺ recovered`
 decided by the node as it stores the message) and ``messages.missing_before`` (the
 dependencies declared lost before it, ``MessageDelivered.missing_before``: the "✗ N
 messages lost" line above it), so both read the same after a restart.
+
+Version 5: ``recent.checksum``, a CRC-32 of the row's causal history and envelope
+(:func:`storage.records.recent_checksum`), so ``sdschat doctor`` finds a byte flipped
+in the bytes that resends, repair answers and the store client send again (the
+``messages`` digest covers only what a reader shows).
 """
 
 from __future__ import annotations
@@ -298,8 +303,20 @@ def _migration_4(db: sqlite3.Connection) -> None:
     )
 
 
+def _migration_5(db: sqlite3.Connection) -> None:
+    """Version 5: ``recent.checksum`` (CRC-32 of causal history and envelope), filled
+    from the bytes as they are now (damage done before cannot be told apart)."""
+    from .records import recent_checksum  # no import cycle at module load
+
+    db.execute("ALTER TABLE recent ADD COLUMN checksum INTEGER")
+    db.create_function("sdschat_recent_checksum", 2, recent_checksum, deterministic=True)
+    db.execute("UPDATE recent SET checksum = sdschat_recent_checksum(causal_history, envelope)")
+
+
 #: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
-MIGRATIONS: tuple[Migration, ...] = (_migration_1, _migration_2, _migration_3, _migration_4)
+MIGRATIONS: tuple[Migration, ...] = (
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5
+)
 
 #: The version this sdschat writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -60,7 +60,9 @@ from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
 from app.node import PassphraseMismatchError as NodePassphraseMismatch
 from app.node_events import (
     CatchUp,
+    ClockSkew,
     Closed,
+    DiskFull,
     Ephemeral,
     Info,
     NodeError,
@@ -741,6 +743,11 @@ class SdsChatApp(App[None]):
                 self._rejected(ev, changes)
             elif isinstance(ev, Info):
                 changes.notices.append(("information", ev.text))
+            elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
+                changes.notices.append(("warning" if ev.offset_ms else "information", ev.text))
+            elif isinstance(ev, DiskFull):  # issue 26 §2
+                changes.notices.append(("warning" if ev.state == "full" else "information",
+                                        ev.detail))  # fmt: skip
             elif isinstance(ev, CatchUp):
                 self._caught_up(ev, changes)
             else:

@@ -1,0 +1,77 @@
+"""Files on receipt (issue 26 §5): a file declared above the 16 MiB limit is refused where
+it arrives, and a sender's segments beyond the per-sender quota are not kept."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+from app_helpers import run, start_node, wait_until
+
+from app import content_pb2 as pb
+from app.content import MAGIC, SCHEMA_VERSION
+from app.content_commands import channel_view
+from app.file_quota import PLACEHOLDER_INDEX
+from app.files import MAX_FILE_BYTES, SEGMENT_BYTES, split_file
+from app.transport import MemoryHub
+
+
+def _oversized_file(segments: int) -> list[bytes]:
+    """A manifest declaring 40 MiB (the sender's own check bypassed) and some segments."""
+    file_id = secrets.token_hex(16)
+    size = 40 * 1024 * 1024
+    manifest = pb.Content(
+        version=SCHEMA_VERSION, type=pb.TYPE_FILE_MANIFEST, name="mallory",
+        file_manifest=pb.FileManifest(
+            file_id=file_id, name="big.bin", size=size, sha256=hashlib.sha256(b"x").digest(),
+            segment_count=-(-size // SEGMENT_BYTES), segment_size=SEGMENT_BYTES,
+        ),
+    )
+    out = [MAGIC + manifest.SerializeToString()]
+    for i in range(segments):
+        seg = pb.Content(version=SCHEMA_VERSION, type=pb.TYPE_FILE_SEGMENT, name="mallory",
+                         file_segment=pb.FileSegment(file_id=file_id, index=i,
+                                                     data=os.urandom(SEGMENT_BYTES)))
+        out.append(MAGIC + seg.SerializeToString())
+    return out
+
+
+def test_files_above_the_limit_or_the_quota_are_not_kept(tmp_path: Path) -> None:
+    async def body() -> None:
+        hub = MemoryHub()
+        victim = await start_node(tmp_path / "v", hub, name="victim",
+                                  file_quota_bytes=3 * SEGMENT_BYTES)
+        mallory = await start_node(tmp_path / "m", hub, name="mallory")
+        try:
+            parts = _oversized_file(4)
+            small = split_file("ok.txt", os.urandom(2 * SEGMENT_BYTES), "mallory")  # 2 segs
+            second = split_file("two.txt", os.urandom(2 * SEGMENT_BYTES), "mallory")
+            await mallory.node.post_contents("general", parts + small + second)
+            total = len(parts) + len(small) + len(second)
+            await wait_until(lambda: len(victim.delivered()) == total, 30, "every part")
+            c = victim.node.counters
+            assert c["file_refused_too_large"] == 1
+            # 4 segments of the 40 MiB file; of the two 2-segment files, the quota of 3
+            # segments keeps the first file and one segment of the second
+            assert c["file_segments_refused"] == 4 + 1
+            texts = victim.texts()
+            size = 40 * 1024 * 1024
+            assert f"[file big.bin refused: {size} bytes is above the 16 MiB limit]" in texts
+            view = await channel_view(victim.node, "general")
+            files = {i.file.info.name: i.file for i in view.items() if i.file is not None}
+            assert "big.bin" not in files  # shown as the notice, no file to save
+            assert files["ok.txt"].complete and files["ok.txt"].intact
+            assert not files["two.txt"].complete  # over the quota: cannot be saved
+            stored = await victim.node.page("general", limit=100)
+            kept = sum(len(line.content) for line in stored)
+            assert kept < 4 * SEGMENT_BYTES + MAX_FILE_BYTES // 1000
+            assert any(pb.Content.FromString(line.content[1:]).file_segment.index
+                       == PLACEHOLDER_INDEX for line in stored
+                       if line.content[:1] == MAGIC and line.content[1:2] != b"S")
+        finally:
+            for h in (victim, mallory):
+                await h.node.close()
+
+    run(body(), 60)

@@ -1,0 +1,81 @@
+"""A skewed wall clock (issue 26 §3): real relay and headless processes over loopback,
+one of them run under libfaketime (Debian's ``faketime``, ``make tools``). The member
+with the bad clock is told (a ``clock`` event), and messages flow both ways: a clock a
+day behind used to receive nothing, one an hour ahead had every message refused."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from e2e_helpers import cluster
+
+from tests.procs import sdschat
+
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+pytestmark = pytest.mark.skipif(
+    not LIBFAKETIME.exists() or shutil.which("env") is None,
+    reason="libfaketime is not installed (make tools)",
+)
+
+
+def _skewed(c: object, name: str, url: str, offset: str) -> object:
+    argv = sdschat("join", "room", "--data-dir", str(c.tmp / name), "--name", name,  # type: ignore[attr-defined]
+                   "--headless", "--fast", "--relay", url)  # fmt: skip
+    env = ["env", f"LD_PRELOAD={LIBFAKETIME}", f"FAKETIME={offset}"]
+    return c.start(env + argv, name)  # type: ignore[attr-defined]
+
+
+def _connected(p: object) -> bool:
+    return any(e.get("state") == "connected" for e in p.select("connection"))  # type: ignore[attr-defined]
+
+
+def _texts(p: object) -> set[str]:
+    return {e["text"] for e in p.select("delivered")}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("offset", "state"), [("-1d", "behind"), ("+1h", "ahead")])
+def test_a_member_with_a_skewed_clock_is_told_and_messages_flow(
+    tmp_path: Path, offset: str, state: str
+) -> None:
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        bob = c.node("bob", url)
+        carol = c.node("carol", url)  # two members agree: alice's clock is the odd one
+        alice = _skewed(c, "alice", url, offset)
+        for p in (alice, bob, carol):
+            p.wait_for(lambda p=p: _connected(p), 30, "connected")  # type: ignore[attr-defined]
+        carol.send("hello from carol")
+        bob.wait_for(lambda: "hello from carol" in _texts(bob), 30, "carol's line")
+        bob.send("hello from bob")
+        alice.wait_for(  # type: ignore[attr-defined]
+            lambda: bool(alice.select("clock", state=state)), 30, f"told: clock {state}"  # type: ignore[attr-defined]
+        )
+        told = alice.select("clock", state=state)[0]  # type: ignore[attr-defined]
+        assert f"{state} " in told["text"] and "fix your system clock" in told["text"]
+        alice.wait_for(lambda: "hello from bob" in _texts(alice), 30, "bob's line")  # type: ignore[attr-defined]
+        alice.send("hello from alice")  # type: ignore[attr-defined]
+        bob.wait_for(lambda: "hello from alice" in _texts(bob), 60, "alice's line")
+        mine = [e for e in bob.select("delivered") if e["text"] == "hello from alice"]
+        assert mine[0]["implausible_time"] is None
+        for p in (bob, carol):  # the right clocks were never "corrected"
+            assert not [e for e in p.select("clock") if e["state"] in ("ahead", "behind")]
+
+
+def test_with_two_members_both_are_told_and_neither_clock_is_corrected(tmp_path: Path) -> None:
+    """Nobody can tell whose clock is wrong: both get ``state: "differs"``."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        bob = c.node("bob", url)
+        alice = _skewed(c, "alice", url, "+1h")
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: _connected(p), 30, "connected")  # type: ignore[attr-defined]
+        bob.send("hello from bob")
+        alice.wait_for(lambda: "hello from bob" in _texts(alice), 30, "bob's line")  # type: ignore[attr-defined]
+        alice.send("hello from alice")  # type: ignore[attr-defined]
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: bool(p.select("clock", state="differs")), 30, "told")  # type: ignore[attr-defined]
+            assert not [e for e in p.select("clock") if e["state"] != "differs"]  # type: ignore[attr-defined]
+        assert "one of the two clocks is wrong" in bob.select("clock")[0]["text"]
