@@ -23,6 +23,8 @@
 ``/remove NAME``       remove a member (admin); the others get new keys
 ``/verify NAME``       a safety number to compare with NAME out of band
 ``/forget NAME``       forget a channel you left (its history and keys)
+``/msg NAME TEXT``     a direct message to member NAME of the current channel
+``/query NAME``        open the direct conversation with NAME (current channel)
 ``/stats``             show counters
 ``/help``              show this help
 ``/quit``              leave the program (everything is saved)
@@ -57,6 +59,8 @@ text           send text to the current channel (//text sends /text)
 /remove NAME   remove a member (admin): the others get new keys
 /verify NAME   a safety number to compare with NAME out of band
 /forget NAME   forget a channel you left (its history and keys); your identity stays
+/msg NAME TEXT a direct message to NAME, a member of this channel (end-to-end encrypted)
+/query NAME    open the direct conversation with NAME and make it current
 /stats         counters
 /help          this help
 /quit          exit (everything is saved)"""
@@ -82,6 +86,8 @@ _COMMANDS = {
     "remove": True,
     "verify": True,
     "forget": True,
+    "msg": True,
+    "query": True,
     "stats": False,
     "help": False,
     "quit": False,

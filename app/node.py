@@ -104,9 +104,17 @@ from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, FileQuota
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
+from app.members import members_pb2
 from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel
-from app.members.events import MemberInfo, encode_add, is_control
+from app.members.direct import (
+    direct_name,
+    encode_direct_invite,
+    open_direct,
+    prefer,
+    seal_direct,
+)
+from app.members.events import MemberInfo, decode_control, encode_add, is_control
 from app.members.group_keys import GroupKeys
 from app.members.invite import (
     DEFAULT_TTL_MS,
@@ -1564,6 +1572,16 @@ class Node:
             self._emit(MembersEvent(mc.channel, "changed", "the member list changed", {
                 "added": sorted(change.added), "removed": sorted(change.removed),
                 "rekeyed": sorted(change.share_keys_changed), "members": len(mc.roster)}))
+        if author != self.sender_id and is_control(content):
+            body = decode_control(content)
+            if (isinstance(body, members_pb2.Control)
+                    and body.WhichOneof("body") == "direct_invite"
+                    and body.direct_invite.recipient_id == self.sender_id):  # fmt: skip
+                plain = mc.group_keys.open_sealed(bytes(body.direct_invite.sealed))
+                if plain is None:
+                    self.counters["direct_undecryptable"] += 1
+                else:
+                    self._spawn(self._accept_direct(mc.channel, author, plain))
         if was_member and not mc.roster.is_member(self.sender_id):
             self._emit(MembersEvent(mc.channel, "removed_me",
                                     f"you were removed from #{mc.channel}"))  # fmt: skip
@@ -1831,6 +1849,82 @@ class Node:
         self._emit(Info(f"forgot #{channel} ({n} messages); your identity is unchanged",
                         {"channel": channel, "messages": n}))  # fmt: skip
         return n
+
+    async def open_direct(self, via: str, member_id: str) -> ChannelInfo:
+        """The direct conversation with ``member_id``, a member of members channel
+        ``via``: joined if it exists here, else made (a members channel of two) and
+        offered to them in ``via`` (app/members/direct.py).
+
+        Raises:
+            KeyError: ``via`` is not a members channel here.
+            ValueError: ``member_id`` is not a member of ``via``, or is us.
+        """
+        self._check_open()
+        mc = self._members.get(via)
+        if mc is None:
+            raise KeyError(f"#{via} is not a members channel (direct messages go to its members)")
+        peer = mc.roster.member(member_id)
+        if peer is None or member_id == self.sender_id:
+            raise ValueError(f"{member_id[:12]} is not another member of #{via}")
+        name = direct_name(self.sender_id, member_id)
+        if name in self._channels:
+            return self._channels[name]
+        if members_file.members_file(self.store.data_dir, name).exists():
+            return await self.join(name)
+        own = MemberInfo(self.identity.public_key, b"\0" * 32, self.name)
+        dm, create = MembersChannel.create(name, own, self.sender_id)
+        self._save_members(dm)
+        self._members[name] = dm
+        info = await self.join(name, key=dm.sending_key())
+        await self.post_content(name, create)
+        await self.post_content(name, encode_add(peer.info, role="admin"))
+        controls = [env for _, (_, _, _, env) in sorted(
+            dm.controls.items(), key=lambda kv: (kv[1][1], kv[0])) if env is not None]
+        sealed = seal_direct(peer.info.share_key, name, dm.channel_id, dm.epoch_keys, controls)
+        await self.post_content(via, encode_direct_invite(member_id, sealed))
+        self._emit(MembersEvent(name, "direct", f"direct conversation with {peer.name}",
+                                {"peer": member_id, "name": peer.name, "via": via}))  # fmt: skip
+        return info
+
+    async def _accept_direct(self, via: str, inviter: str, plain: bytes) -> None:
+        """A member offered us a direct conversation: check it and join it."""
+        offer = open_direct(plain, inviter, self.sender_id)
+        if isinstance(offer, str):
+            self.counters[f"direct_refused_{offer}"] += 1
+            return
+        name = offer.channel
+        existing = self._members.get(name)
+        if existing is None:
+            existing = await asyncio.to_thread(members_file.load, self.store.data_dir, name)
+        if existing is not None:
+            if prefer(existing.channel_id, offer.channel_id) == existing.channel_id:
+                return  # the same conversation, or ours wins: they switch to ours
+            with contextlib.suppress(ValueError, KeyError):
+                await self.leave(name)
+                await self.forget(name)
+        via_mc = self._members.get(via)
+        if via_mc is None or self._closing:
+            return
+        secret = via_mc.group_keys.share_secret  # the same X25519 key as in ``via``
+        keys = GroupKeys(offer.channel_id, self.sender_id, share_secret=secret)
+        dm = MembersChannel(name, offer.channel_id, self.sender_id, offer.epoch_keys, keys)
+        now = self._now()
+        for author, lamport, mid, content, env in offer.controls:
+            dm.on_control(author, lamport, mid, content, env, now)
+        if not (dm.roster.is_admin(inviter) and dm.roster.is_member(self.sender_id)):
+            self.counters["direct_refused_history"] += 1
+            return
+        self._save_members(dm)
+        self._members[name] = dm
+        try:
+            await self.join(name, key=dm.sending_key())
+        except (ValueError, NodeClosedError) as exc:
+            self._emit(NodeError(f"a direct conversation could not be joined: {exc}"))
+            return
+        peer = via_mc.roster.member(inviter)
+        who = peer.name if peer is not None else inviter[:8]
+        self._emit(MembersEvent(name, "direct", f"{who} opened a direct conversation with you",
+                                {"peer": inviter, "name": who, "via": via}))  # fmt: skip
 
     async def remove_member(self, channel: str, member_id: str) -> None:
         """Remove a member (admin), with new outer keys for the others.

@@ -1,5 +1,5 @@
 """The members-channel commands of headless mode (and the TUI): /create, /invite,
-/members, /remove, /verify.
+/members, /remove, /verify, /msg and /query (direct messages).
 
 Each command reports its result as node events (``members`` and ``invite`` JSON
 lines in headless mode, see app/node_events.py), or an ``error`` event saying what
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MEMBERS_COMMANDS", "find_member", "parse_ttl", "run_members_command"]
 
-MEMBERS_COMMANDS = frozenset({"create", "invite", "members", "remove", "verify"})
+MEMBERS_COMMANDS = frozenset(
+    {"create", "invite", "members", "remove", "verify", "msg", "query"})
 
 ONLINE_MS = 90_000
 """A member heard from within this long is shown online."""
@@ -123,6 +124,16 @@ async def run_members_command(
             f"{'●' if r['online'] else '○'} {r['label']:<24} {r['role']:<6} {r['fingerprint']}"
             + ("  (you)" if r["you"] else "") for r in rows)  # fmt: skip
         emit(MembersEvent(current, "members", text, {"members": rows}))
+    elif name in ("msg", "query"):
+        who, _, text = arg.partition(" ")
+        if name == "msg" and not text.strip():
+            emit(NodeError("/msg needs a member and a text: /msg NAME TEXT"))
+            return current
+        target = find_member(members, who)
+        info = await node.open_direct(current, target.member_id)
+        if name == "query":
+            return info.name
+        await node.post(info.name, text.strip())
     elif name == "remove":
         target = find_member(members, arg)
         await node.remove_member(current, target.member_id)

@@ -47,4 +47,6 @@ def describe(content: bytes) -> tuple[str, str]:
         return "keys", "new key for key shares"
     if body == "rekey":
         return "keys", "new channel keys"
+    if body == "direct_invite":
+        return "keys", f"opened a direct conversation with {msg.direct_invite.recipient_id[:8]}"
     return "keys", "shared keys"

@@ -124,8 +124,28 @@ class Encrypted(_message.Message):
     megolm: bytes
     def __init__(self, session_id: _Optional[str] = ..., megolm: _Optional[bytes] = ...) -> None: ...
 
+class DirectInvite(_message.Message):
+    __slots__ = ("recipient_id", "sealed")
+    RECIPIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    recipient_id: str
+    sealed: bytes
+    def __init__(self, recipient_id: _Optional[str] = ..., sealed: _Optional[bytes] = ...) -> None: ...
+
+class DirectChannel(_message.Message):
+    __slots__ = ("channel", "channel_id", "epoch_keys", "controls")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLS_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    channel_id: bytes
+    epoch_keys: _containers.RepeatedScalarFieldContainer[bytes]
+    controls: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, channel: _Optional[str] = ..., channel_id: _Optional[bytes] = ..., epoch_keys: _Optional[_Iterable[bytes]] = ..., controls: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class Control(_message.Message):
-    __slots__ = ("version", "create", "add", "remove", "set_role", "share_key", "key_share", "rekey")
+    __slots__ = ("version", "create", "add", "remove", "set_role", "share_key", "key_share", "rekey", "direct_invite")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     ADD_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +154,7 @@ class Control(_message.Message):
     SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
     KEY_SHARE_FIELD_NUMBER: _ClassVar[int]
     REKEY_FIELD_NUMBER: _ClassVar[int]
+    DIRECT_INVITE_FIELD_NUMBER: _ClassVar[int]
     version: int
     create: Create
     add: Add
@@ -142,4 +163,5 @@ class Control(_message.Message):
     share_key: ShareKey
     key_share: KeyShare
     rekey: Rekey
-    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ...) -> None: ...
+    direct_invite: DirectInvite
+    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ..., direct_invite: _Optional[_Union[DirectInvite, _Mapping]] = ...) -> None: ...

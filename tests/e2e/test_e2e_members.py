@@ -364,3 +364,41 @@ def test_a_member_flooding_with_fresh_identities_costs_the_others_nothing_in_the
                        60, "every flooded envelope dropped at the gate")  # fmt: skip
         named = {i for e in alice.select("missing") for i in e["ids"]}
         assert not named & set(fake_ids), "the core tracked ids only fresh identities named"
+
+
+def test_direct_messages_between_two_members_stay_between_them(tmp_path: Path) -> None:
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url, channel="team", extra=["--create"])
+        _joined(alice, "created")
+        bob = _join_by_invite(c, "bob", _invite(alice), url)
+        carol = _join_by_invite(c, "carol", _invite(alice), url)
+        alice.send("/msg bob just between us")
+        bob.wait_for(lambda: bool(bob.select("members", what="direct")), 60, "offered a DM")
+        dm = bob.select("members", what="direct")[0]["channel"]
+        assert dm.startswith("dm-") and alice.select("members", what="direct")[0]["channel"] == dm
+
+        def dm_texts(p: Proc) -> list[str]:
+            return [e["text"] for e in p.select("delivered")
+                    if e["channel"] == dm and e.get("kind") == "msg"]  # fmt: skip
+
+        bob.wait_for(lambda: dm_texts(bob) == ["just between us"], 60, "the DM")
+        bob.send("/msg alice got it")
+        alice.wait_for(lambda: dm_texts(alice) == ["got it"], 60, "the answer")
+        alice.send("/query bob")
+        alice.send("second thought")  # the DM is now alice's current channel
+        bob.wait_for(lambda: dm_texts(bob) == ["just between us", "second thought"], 60,
+                     "a line typed in the query")  # fmt: skip
+        alice.send("in the team")  # /query made the DM current: this goes there too
+        alice.send("/switch team")
+        alice.send("back in the team")
+        carol.wait_for(lambda: "back in the team" in _texts(carol), 60, "team line")
+        assert not carol.select("members", what="direct")
+        assert all(e["channel"] == "team" for e in carol.select("delivered"))
+        for p in (alice, bob, carol):
+            p.close_stdin()
+        for p in (alice, bob, carol):
+            assert p.wait(T(60)) == 0, p.tail()
+        kept = {h["content"] for h in history(tmp_path / "bob", dm)}
+        assert kept >= {"just between us", "got it", "second thought", "in the team"}
+        assert "back in the team" not in kept
