@@ -57,7 +57,7 @@ text           send text to the current channel (//text sends /text)
 /invite [TTL]  a one-line invite code to this members channel (TTL e.g. 2h; default 24h)
 /members       the members of this channel: role, fingerprint, online
 /remove NAME   remove a member (admin): the others get new keys
-/verify NAME   a safety number to compare with NAME out of band
+/verify NAME   a safety number to compare with NAME out of band (then /verify NAME yes)
 /forget NAME   forget a channel you left (its history and keys); your identity stays
 /msg NAME TEXT a direct message to NAME, a member of this channel (end-to-end encrypted)
 /query NAME    open the direct conversation with NAME and make it current

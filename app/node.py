@@ -134,6 +134,7 @@ from app.members.invite import (
     request_digest,
 )
 from app.members.invites import InviteBook, unwrap, wrap
+from app.members.verified import Verified
 from app.node_events import (
     CatchUp,
     ChannelJoined,
@@ -626,6 +627,7 @@ class Node:
         self._members_dirty: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()  # invite answers under way
         self._invites: InviteBook | None = None  # opened with the store (open invites)
+        self._verified: Verified | None = None
         self._invite_topics: set[bytes] = set()  # subscribed for invites (ours or ours to redeem)
         self._invite_waiters: dict[bytes, tuple[Invite, GroupKeys, bytes,
                                                 asyncio.Future[JoinAccepted | JoinRefused]]] = {}
@@ -1568,6 +1570,15 @@ class Node:
                                     f"membership event refused: {outcome.reason}",
                                     {"id": mid, "author": author, "reason": outcome.reason,
                                      "body": outcome.body}))  # fmt: skip
+        for mid in change.added:
+            member = mc.roster.member(mid)
+            twin = None if member is None else self.verified.impersonated(mid, member.name)
+            if member is not None and twin is not None:
+                self._emit(MembersEvent(mc.channel, "key_changed",
+                    f"WARNING: a new member calls itself {member.name!r} with another key "
+                    f"({mid[:8]}) than the {member.name} you verified ({twin[:8]}): an "
+                    "impostor, or a new device; check with them before you trust it",
+                    {"member": mid, "verified": twin, "name": member.name}))  # fmt: skip
         if change:
             self._emit(MembersEvent(mc.channel, "changed", "the member list changed", {
                 "added": sorted(change.added), "removed": sorted(change.removed),
@@ -1659,6 +1670,13 @@ class Node:
         self._emit(MembersEvent(channel, "created", f"created members channel #{channel}",
                                 {"channel_id": mc.channel_id.hex()}))  # fmt: skip
         return info
+
+    @property
+    def verified(self) -> Verified:
+        """The members this person verified by safety number (app/members/verified.py)."""
+        if self._verified is None:
+            self._verified = Verified(self.store.data_dir)
+        return self._verified
 
     def _invite_book(self) -> InviteBook:
         if self._invites is None:

@@ -119,9 +119,11 @@ async def run_members_command(
             online = mid == node.sender_id or now - seen.get(mid, -ONLINE_MS) < ONLINE_MS
             you = mid == node.sender_id
             rows.append({"id": mid, "name": m.name, "label": label(m, members), "role": role,
-                         "fingerprint": mid[:8], "online": online, "you": you})  # fmt: skip
+                         "fingerprint": mid[:8], "online": online, "you": you,
+                         "verified": mid in node.verified})  # fmt: skip
         text = "\n".join(
             f"{'●' if r['online'] else '○'} {r['label']:<24} {r['role']:<6} {r['fingerprint']}"
+            + ("  ✓ verified" if r["verified"] else "")
             + ("  (you)" if r["you"] else "") for r in rows)  # fmt: skip
         emit(MembersEvent(current, "members", text, {"members": rows}))
     elif name in ("msg", "query"):
@@ -138,7 +140,16 @@ async def run_members_command(
         target = find_member(members, arg)
         await node.remove_member(current, target.member_id)
     elif name == "verify":
-        target = find_member(members, arg)
+        who, _, confirm = arg.rpartition(" ")
+        if confirm.lower() not in ("yes", "ok"):
+            who, confirm = arg, ""
+        target = find_member(members, who)
+        if confirm:
+            node.verified.mark(target.member_id, target.name)
+            emit(MembersEvent(current, "verified",
+                              f"{label(target, members)} is verified (✓ in /members)",
+                              {"member": target.member_id}))  # fmt: skip
+            return current
         me = node.identity
         number = safety_number(me.public_key, me.sender_id, target.info.identity_key,
                                target.member_id)  # fmt: skip
@@ -146,7 +157,8 @@ async def run_members_command(
                              target.member_id)  # fmt: skip
         emoji = [e for e, _ in pairs]
         emit(MembersEvent(current, "verify",
-                          f"safety number with {label(target, members)}: {number}",
+                          f"safety number with {label(target, members)}: {number} (the same "
+                          f"on both screens? then /verify {who} yes)",
                           {"member": target.member_id, "number": number,
                            "emoji": " ".join(emoji)}))  # fmt: skip
     return current

@@ -1,0 +1,53 @@
+"""Members this person has verified (compared a safety number with, out of band).
+
+``DATA_DIR/members/verified.json`` (mode 0600): member id -> the display name it
+had when verified. A verified member is marked in ``/members``; a member who
+shows up with the same name under another key (another id) while the verified one
+is known is a loud warning: it may be an impostor, or the same person's new device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+__all__ = ["Verified"]
+
+
+class Verified:
+    """The verified members of one data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "members" / "verified.json"
+        self._ids: dict[str, str] = {}
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            doc = json.loads(self.path.read_bytes())
+            self._ids = {str(k): str(v) for k, v in doc.get("verified", {}).items()}
+
+    def __contains__(self, member_id: object) -> bool:
+        return member_id in self._ids
+
+    def mark(self, member_id: str, name: str) -> None:
+        """Remember ``member_id`` (shown as ``name``) as verified."""
+        self._ids[member_id] = name
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"version": 1, "verified": self._ids}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def impersonated(self, member_id: str, name: str) -> str | None:
+        """The verified id whose name ``name`` also is, when ``member_id`` is not it."""
+        if member_id in self._ids:
+            return None
+        for vid, vname in self._ids.items():
+            if vname.casefold() == name.casefold():
+                return vid
+        return None

@@ -1,0 +1,86 @@
+"""Members channels at the node level (in-memory transport): invites, roles, verification."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from app_helpers import MemoryHub, run, start_node, wait_until
+
+from app.members.commands import run_members_command
+from app.node_events import InviteMade, MembersEvent, NodeEvent
+
+
+def _members(events: list[NodeEvent], what: str) -> list[MembersEvent]:
+    return [e for e in events if isinstance(e, MembersEvent) and e.what == what]
+
+
+def test_invite_verify_and_a_second_key_under_a_verified_name_is_a_loud_warning(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "alice", hub, name="alice", channels=())
+        bob = await start_node(tmp_path / "bob", hub, name="bob", channels=())
+        fake = await start_node(tmp_path / "fake", hub, name="bob", channels=())
+        said: list[NodeEvent] = []
+        try:
+            await alice.node.create_channel("team")
+            code = await alice.node.make_invite("team")
+            assert [e.code for e in alice.events if isinstance(e, InviteMade)] == [code]
+            await bob.node.join_by_invite(code, timeout_s=20)
+            await wait_until(lambda: bob.node.members_channel("team") is not None
+                             and alice.node.members_channel("team").roster.is_member(  # type: ignore[union-attr]
+                                 bob.node.sender_id))  # fmt: skip
+
+            # /verify shows the same number on both sides; "yes" marks the member
+            await run_members_command(alice.node, "verify", "bob", "team", said.append)
+            await run_members_command(bob.node, "verify", "alice", "team", said.append)
+            numbers = {e.data["number"] for e in _members(said, "verify")}
+            assert len(numbers) == 1 and len(next(iter(numbers)).split()) == 12
+            await run_members_command(alice.node, "verify", "bob yes", "team", said.append)
+            assert bob.node.sender_id in alice.node.verified
+            await run_members_command(alice.node, "members", "", "team", said.append)
+            rows = _members(said, "members")[-1].data["members"]
+            assert [r["verified"] for r in rows if r["name"] == "bob"] == [True]
+
+            # a second identity calling itself bob joins: a loud warning at alice
+            await fake.node.join_by_invite(await alice.node.make_invite("team"), timeout_s=20)
+            await wait_until(lambda: bool(_members(alice.events, "key_changed")))
+            warning = _members(alice.events, "key_changed")[0]
+            assert "WARNING" in warning.text and warning.data["verified"] == bob.node.sender_id
+            await run_members_command(alice.node, "members", "", "team", said.append)
+            labels = sorted(r["label"] for r in _members(said, "members")[-1].data["members"])
+            assert labels[0] == "alice" and labels[1].startswith("bob (") and labels[2].startswith(
+                "bob (")  # two bobs told apart by their fingerprints
+
+            # a member who is not an admin cannot invite or remove; nobody removes a stranger
+            with pytest.raises(ValueError, match="only an admin"):
+                await bob.node.make_invite("team")
+            with pytest.raises(ValueError, match="only an admin"):
+                await bob.node.remove_member("team", fake.node.sender_id)
+            with pytest.raises(ValueError, match="not a member"):
+                await alice.node.remove_member("team", "0" * 32)
+        finally:
+            for h in (alice, bob, fake):
+                await h.node.close()
+
+    run(main())
+
+
+def test_ambiguous_and_unknown_names_are_refused_with_a_specific_error(tmp_path: Path) -> None:
+    async def main() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "alice", hub, name="alice", channels=())
+        try:
+            await alice.node.create_channel("team")
+            with pytest.raises(ValueError, match="no member called 'zed'"):
+                await run_members_command(alice.node, "verify", "zed", "team", lambda e: None)
+            with pytest.raises(ValueError, match="exists in this data directory already"):
+                await alice.node.create_channel("team")
+            with pytest.raises(KeyError, match="not a members channel"):
+                await alice.node.make_invite("general")
+        finally:
+            await alice.node.close()
+
+    run(main())
