@@ -54,7 +54,9 @@ text           send text to the current channel (//text sends /text)
 /save ID [PATH]  save received file ID (default: DATA_DIR/files/)
 /retry         send again the messages that failed
 /create NAME   create members channel NAME (you are its admin)
-/invite [TTL]  a one-line invite code to this members channel (TTL e.g. 2h; default 24h)
+/invite [TTL] [approve]  a one-line invite code to this members channel (TTL e.g. 2h;
+               default 24h; approve: you let each newcomer in with /approve NAME)
+/approve NAME  let in a newcomer who redeemed an 'approve' invite (/deny NAME refuses)
 /members       the members of this channel: role, fingerprint, online
 /remove NAME   remove a member (admin): the others get new keys
 /verify NAME   a safety number to compare with NAME out of band (then /verify NAME yes)
@@ -88,6 +90,8 @@ _COMMANDS = {
     "forget": True,
     "msg": True,
     "query": True,
+    "approve": True,
+    "deny": True,
     "stats": False,
     "help": False,
     "quit": False,

@@ -628,6 +628,8 @@ class Node:
         self._tasks: set[asyncio.Task[Any]] = set()  # invite answers under way
         self._invites: InviteBook | None = None  # opened with the store (open invites)
         self._verified: Verified | None = None
+        self._join_requests: dict[str, tuple[bytes, Invite, Any]] = {}  # awaiting /approve
+        self._approved: set[str] = set()
         self._invite_topics: set[bytes] = set()  # subscribed for invites (ours or ours to redeem)
         self._invite_waiters: dict[bytes, tuple[Invite, GroupKeys, bytes,
                                                 asyncio.Future[JoinAccepted | JoinRefused]]] = {}
@@ -1691,10 +1693,12 @@ class Node:
             await self.transport.subscribe(topics)
 
     async def make_invite(
-        self, channel: str, relays: Sequence[str] = (), ttl_ms: int = DEFAULT_TTL_MS
+        self, channel: str, relays: Sequence[str] = (), ttl_ms: int = DEFAULT_TTL_MS,
+        *, approve: bool = False,
     ) -> str:
         """A one-line invite code to members channel ``channel`` (admins only); this
-        node answers its join request while it is open.
+        node answers its join request while it is open (with ``approve``, once an
+        admin here says ``/approve``: a ``join_request`` event asks).
 
         Raises:
             KeyError: not a members channel here.
@@ -1708,7 +1712,7 @@ class Node:
             raise ValueError(f"only an admin of #{channel} can invite")
         invite = make_invite(channel, mc.channel_id, tuple(relays), now_ms=self._now(),
                              ttl_ms=ttl_ms)  # fmt: skip
-        self._invite_book().add(invite)
+        self._invite_book().add(invite, approve=approve)
         await self._subscribe_invites(channel)
         code = encode_invite(invite)
         self._emit(InviteMade(channel, code, invite.expires_ms))
@@ -1746,7 +1750,42 @@ class Node:
             self.counters["invite_refused_used"] += 1
             self._spawn(self._publish(wrap(topic, refusal)))
             return
+        mc = self._members.get(entry.invite.channel)
+        known = mc is not None and mc.roster.is_member(request.sender_id)
+        if entry.approve and not known and request.sender_id not in self._approved:
+            fresh = request.sender_id not in self._join_requests
+            self._join_requests[request.sender_id] = (topic, entry.invite, request)
+            if fresh:
+                self._emit(MembersEvent(entry.invite.channel, "join_request",
+                    f"{request.name} ({request.sender_id[:8]}) asks to join "
+                    f"#{entry.invite.channel}: /approve {request.name} or /deny {request.name}",
+                    {"member": request.sender_id, "name": request.name}))  # fmt: skip
+            return
         self._spawn(self._admit(topic, entry.invite, request))
+
+    def pending_joins(self, channel: str) -> list[tuple[str, str]]:
+        """``(sender id, name)`` of the join requests waiting for an admin here."""
+        return [(sid, req.name) for sid, (_t, inv, req) in self._join_requests.items()
+                if inv.channel == channel]  # fmt: skip
+
+    async def decide_join(self, channel: str, sender_id: str, *, approve: bool) -> str:
+        """Let a waiting newcomer in (or refuse it); returns its name.
+
+        Raises:
+            ValueError: no such request waits.
+        """
+        pending = self._join_requests.get(sender_id)
+        if pending is None or pending[1].channel != channel:
+            raise ValueError(f"no join request from {sender_id[:12]} waits in #{channel}")
+        topic, invite, request = self._join_requests.pop(sender_id)
+        if approve:
+            self._approved.add(sender_id)
+            await self._admit(topic, invite, request)
+        else:
+            refusal = make_join_refused(invite, request, self.identity, "refused", self._now())
+            self._invite_book().mark_used(topic, "refused:" + sender_id)
+            await self._publish(wrap(topic, refusal))
+        return str(request.name)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -1784,7 +1823,7 @@ class Node:
         except ValueError as exc:
             self._emit(NodeError(f"could not admit {request.name}: {exc}"))
 
-    async def join_by_invite(self, code: str, *, timeout_s: float = 60.0,
+    async def join_by_invite(self, code: str, *, timeout_s: float = 300.0,
                              resend_s: float = 2.0) -> ChannelInfo:  # fmt: skip
         """Redeem an invite code: ask the inviting admin's node, then join the channel.
 
@@ -1804,6 +1843,9 @@ class Node:
         future: asyncio.Future[JoinAccepted | JoinRefused] = (
             asyncio.get_running_loop().create_future())
         self._invite_waiters[invite.topic] = (invite, keys, request_digest(request), future)
+        self._emit(Info(f"asking an admin of #{channel} to let you in (up to "
+                        f"{timeout_s:.0f} s; their node must be online)",
+                        {"channel": channel, "invite": "asking"}))  # fmt: skip
         self._invite_topics.add(invite.topic)
         await self.transport.subscribe([invite.topic])
         loop = asyncio.get_running_loop()

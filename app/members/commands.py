@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["MEMBERS_COMMANDS", "find_member", "parse_ttl", "run_members_command"]
 
 MEMBERS_COMMANDS = frozenset(
-    {"create", "invite", "members", "remove", "verify", "msg", "query"})
+    {"create", "invite", "members", "remove", "verify", "msg", "query", "approve", "deny"})
 
 ONLINE_MS = 90_000
 """A member heard from within this long is shown online."""
@@ -104,11 +104,28 @@ async def run_members_command(
         return current
     members = list(mc.roster.members.values())
     if name == "invite":
-        ttl = parse_ttl(arg) if arg else None
+        words = arg.split()
+        approve = "approve" in words
+        rest = [w for w in words if w != "approve"]
+        if len(rest) > 1:
+            raise ValueError("/invite [TTL] [approve]: e.g. /invite 2h approve")
+        ttl = parse_ttl(rest[0]) if rest else None
         if ttl is None:
-            await node.make_invite(current, relays)
+            await node.make_invite(current, relays, approve=approve)
         else:
-            await node.make_invite(current, relays, ttl)
+            await node.make_invite(current, relays, ttl, approve=approve)
+    elif name in ("approve", "deny"):
+        waiting = node.pending_joins(current)
+        who = arg.strip().lstrip("@")
+        found = [(sid, n) for sid, n in waiting
+                 if n == who or (len(who) >= 4 and sid.startswith(who))]  # fmt: skip
+        if len(found) != 1:
+            names = ", ".join(f"{n} ({sid[:8]})" for sid, n in waiting) or "none"
+            raise ValueError(f"/{name}: {'several requests match' if found else 'no request from'}"
+                             f" {who!r} (waiting: {names})")  # fmt: skip
+        joined = await node.decide_join(current, found[0][0], approve=name == "approve")
+        verb = "let in" if name == "approve" else "refused"
+        emit(MembersEvent(current, name, f"{joined} {verb}", {"member": found[0][0]}))
     elif name == "members":
         now = node.now_ms()
         seen = {p.sender_id: p.last_seen_ms for p in node.peers(current)}

@@ -51,6 +51,7 @@ class OpenInvite:
 
     invite: Invite
     used_by: str = ""
+    approve: bool = False  # an admin approves each request by hand (/approve, /deny)
 
 
 class InviteBook:
@@ -77,12 +78,12 @@ class InviteBook:
             inv = decode_invite(item["code"])
             known = self._open.get(inv.topic)
             used = item.get("used_by", "") or (known.used_by if known else "")
-            self._open[inv.topic] = OpenInvite(inv, used)
+            self._open[inv.topic] = OpenInvite(inv, used, bool(item.get("approve", False)))
         return True
 
-    def add(self, invite: Invite) -> None:
+    def add(self, invite: Invite, *, approve: bool = False) -> None:
         self.reload()
-        self._open[invite.topic] = OpenInvite(invite)
+        self._open[invite.topic] = OpenInvite(invite, approve=approve)
         self.save()
 
     def get(self, topic: bytes) -> OpenInvite | None:
@@ -109,8 +110,9 @@ class InviteBook:
         return gone
 
     def save(self) -> None:
-        doc = {"version": 1, "invites": [{"code": encode_invite(o.invite), "used_by": o.used_by}
-                                         for o in self._open.values()]}  # fmt: skip
+        doc = {"version": 1, "invites": [
+            {"code": encode_invite(o.invite), "used_by": o.used_by, "approve": o.approve}
+            for o in self._open.values()]}  # fmt: skip
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with contextlib.suppress(FileNotFoundError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -82,5 +83,40 @@ def test_ambiguous_and_unknown_names_are_refused_with_a_specific_error(tmp_path:
                 await alice.node.make_invite("general")
         finally:
             await alice.node.close()
+
+    run(main())
+
+
+def test_an_approve_invite_waits_for_an_admin_who_lets_in_or_refuses(tmp_path: Path) -> None:
+    async def main() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "alice", hub, name="alice", channels=())
+        bob = await start_node(tmp_path / "bob", hub, name="bob", channels=())
+        eve = await start_node(tmp_path / "eve", hub, name="eve", channels=())
+        said: list[NodeEvent] = []
+        try:
+            await alice.node.create_channel("team")
+            await run_members_command(alice.node, "invite", "1h approve", "team", said.append)
+            code = [e.code for e in alice.events if isinstance(e, InviteMade)][-1]
+            joining = asyncio.ensure_future(bob.node.join_by_invite(code, timeout_s=30))
+            await wait_until(lambda: bool(_members(alice.events, "join_request")))
+            assert not alice.node.members_channel("team").roster.is_member(bob.node.sender_id)  # type: ignore[union-attr]
+            with pytest.raises(ValueError, match="no request from 'carol'"):
+                await run_members_command(alice.node, "approve", "carol", "team", said.append)
+            await run_members_command(alice.node, "approve", "bob", "team", said.append)
+            await joining
+            assert alice.node.members_channel("team").roster.is_member(bob.node.sender_id)  # type: ignore[union-attr]
+
+            await run_members_command(alice.node, "invite", "approve", "team", said.append)
+            code = [e.code for e in alice.events if isinstance(e, InviteMade)][-1]
+            joining = asyncio.ensure_future(eve.node.join_by_invite(code, timeout_s=30))
+            await wait_until(lambda: len(_members(alice.events, "join_request")) == 2)
+            await run_members_command(alice.node, "deny", "eve", "team", said.append)
+            with pytest.raises(ValueError, match="refused"):
+                await joining
+            assert not alice.node.members_channel("team").roster.is_member(eve.node.sender_id)  # type: ignore[union-attr]
+        finally:
+            for h in (alice, bob, eve):
+                await h.node.close()
 
     run(main())
