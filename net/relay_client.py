@@ -469,10 +469,18 @@ class RelayClient:
         subscribed = False
         reader = asyncio.create_task(self._read_loop(ws))
         try:
-            frames = [encode_subscribe(sorted(self._topics))] if self._topics else []
+            sent = set(self._topics)
+            frames = [encode_subscribe(sorted(sent))] if sent else []
             if await self._send_confirmed(ws, reader, frames):
                 subscribed = True
                 self._ws, self._reader = ws, reader
+                # topics added while that confirmation was awaited found no connection
+                # to send them on (subscribe() returned False): send them now
+                late = self._topics - sent
+                if late and not await self._send_confirmed(
+                        ws, reader, [encode_subscribe(sorted(late))]):  # fmt: skip
+                    reason = reader.result() if reader.done() else "subscription unconfirmed"
+                    return reason, subscribed
                 via = f"connected to {display_address(self.url)}" if len(self.urls) > 1 else None
                 self._set_state(ConnectionState.CONNECTED, via)
                 reason = await reader

@@ -297,3 +297,40 @@ def test_failure_reasons_are_never_empty() -> None:
         "unreachable: [Errno 111] Connection refused"
     )
     assert _describe_failure(TimeoutError()) == "unreachable: timed out"
+
+
+def test_a_topic_subscribed_while_the_first_subscription_is_being_confirmed_is_subscribed() -> None:
+    """A node that joins a channel while its connection is still being set up (a members
+    channel joins at once: no passphrase to derive) must receive that channel's envelopes
+    on this connection, not only after a reconnection."""
+
+    async def main() -> None:
+        server, _ = await start_relay()
+        try:
+            rec = Recorder()
+            client = fast_client(server.url, rec)
+            late = channel("joined while connecting")
+            real = client._send_confirmed
+            calls = 0
+
+            async def send_confirmed(*args: object) -> bool:
+                nonlocal calls
+                calls += 1
+                if calls == 1:  # the connect-time subscription: a join happens meanwhile
+                    assert await client.subscribe([late.topic]) is False  # no connection yet
+                return await real(*args)  # type: ignore[arg-type]
+
+            client._send_confirmed = send_confirmed  # type: ignore[method-assign]
+            client.start()
+            assert await client.wait_connected(T(5))
+            await rec.until(lambda: calls >= 2)  # the late topic went out on this connection
+            pub = await Peer.open(server.url)
+            env = envelope(key=late)
+            await pub.publish(env)
+            await rec.until(lambda: rec.envelopes == [env])
+            await pub.close()
+            await client.close()
+        finally:
+            await server.close()
+
+    run(main())
