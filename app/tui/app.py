@@ -1050,6 +1050,9 @@ class SdsChatApp(App[None]):
         log = self.chat.query_one(MessageLog)
         log.select(None)
         log.to_bottom()
+        box = self.chat.query_one(ChatInput)
+        if not box.has_focus and not self.chat.query_one(FindBar).display:
+            box.focus()  # typing always lands in the input line
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.tui_config))
@@ -1149,7 +1152,7 @@ class SdsChatApp(App[None]):
             for w in (ChannelList, PeerList, StatusBar, TypingLine):
                 self.chat.query_one(w).refresh()
 
-    def action_search(self, query: str = "") -> None:
+    def action_search(self, query: str = "", at: str | None = None) -> None:
         """Ctrl+F: the find bar over the input, searching this channel's stored history as
         you type; matches highlighted in the log, Up/Down older/newer match, Enter stays,
         Esc leaves (back to the newest), Tab: the same text in every channel."""
@@ -1161,7 +1164,7 @@ class SdsChatApp(App[None]):
         if bar.display and not query:  # open already: back to its text
             box.focus()
             return
-        self._find = FindState(channel)
+        self._find = FindState(channel, start_at=at)
         bar.display = True
         box.focus()
         if box.value != query:
@@ -1195,7 +1198,7 @@ class SdsChatApp(App[None]):
         if channel != self.model.current:
             self._leave_current()
         await self.jump_to(channel, entry)
-        self.action_search(text)
+        self.action_search(text, at=entry.message_id)  # the picked match, not the newest
 
     def on_input_changed_find(self, value: str) -> None:
         """The find bar's text changed: search once typing pauses a moment."""
@@ -1225,7 +1228,8 @@ class SdsChatApp(App[None]):
         state.results, state.searched = results, True
         self._find_status()
         if results:
-            await self._find_show(state, 0)
+            first, state.start_at = state.first_index(), None  # once: later texts, newest
+            await self._find_show(state, first)
 
     async def _find_show(self, state: FindState, index: int) -> None:
         """Show match ``index`` (0: the newest), selected, in the middle of its context."""
@@ -1612,11 +1616,16 @@ class SdsChatApp(App[None]):
 
     async def _typed(self, node: Node, channel: str, name: str, arg: str) -> None:
         """/reply, /react, /edit, /delete: a typed message about the selected message
-        (Ctrl+Up/Down; by default the last one, for /edit your last one)."""
+        (Ctrl+Up/Down; by default the last one, for /edit your last one; /delete only
+        the selected one)."""
         log = self.chat.query_one(MessageLog)
         row = log.selected_row()
         view = self.model.channels.get(channel)
-        if name in ("edit", "delete") and log.selected is None and view is not None:
+        if name == "delete" and log.selected is None:
+            # never a guess: a deletion cannot be taken back
+            self._refuse("/delete: select the message first (Ctrl+Up, or a click), then /delete")
+            return
+        if name == "edit" and log.selected is None and view is not None:
             row = next((r for r in reversed(view.rows) if r.own and not r.hidden), None)
         if row is None:
             self._refuse(f"/{name}: no message to {name} (select one with Ctrl+Up)")

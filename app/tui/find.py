@@ -86,6 +86,16 @@ class FindState:
     index: int = -1
     """The match shown (0: the newest); -1 before the first search."""
     searched: bool = False
+    start_at: str | None = None
+    """The message id to show first (a result picked in the all-channel search), not
+    the newest match."""
+
+    def first_index(self) -> int:
+        """Which match to show when the results come: ``start_at``'s, else the newest."""
+        for i, entry in enumerate(self.results):
+            if entry.message_id == self.start_at:
+                return i
+        return 0
 
     def status(self) -> str:
         if not self.text.strip():

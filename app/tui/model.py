@@ -87,10 +87,13 @@ _STATE_RANK = {"queued": 0, "sent": 1, "possibly_acknowledged": 2, "failed": 3, 
 
 
 def mentions(text: str, name: str) -> bool:
-    """Whether ``text`` mentions ``@name`` (case-insensitive, as a whole word)."""
+    """Whether ``text`` mentions ``name``: ``@name``, ``name:`` (what Tab completes at the
+    start of a line) or the bare name, as a whole word in any case (WeeChat's default
+    highlight); not inside a word, an address (``alice@example.org``) or a path."""
     if not name:
         return False
-    return re.search(rf"(?<![\w@])@{re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+    pattern = rf"(?<![\w@./-])@?{re.escape(name)}(?![\w@/-])"
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 _SEGMENT_TEXT = re.compile(r"file segment (\d+) of ([0-9a-f]{8})")
@@ -896,6 +899,12 @@ class ChatModel:
                 )
                 row.message_id = ev.message_id
                 view.insert(row)
+                return
+            existing = view.find_message(ev.message_id)
+            if existing is not None and existing is not row:
+                # a page read from the store already holds it (a /join reads the
+                # channel's tail while its joined line is being logged): one row
+                view.remove_at(view.rows.index(row))
                 return
             row.message_id = ev.message_id
             view.rekey(row, key)

@@ -41,7 +41,7 @@ PREFETCH_SCREENS = 2
 __all__ = ["MessageLog"]
 
 
-class MessageLog(ScrollView, can_focus=True):
+class MessageLog(ScrollView, can_focus=False):
     """The scrollback of the current channel (see the module docstring)."""
 
     DEFAULT_CSS = """

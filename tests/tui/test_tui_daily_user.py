@@ -1,0 +1,134 @@
+"""Issue 27: the defects a WeeChat or gomuks user hits when the chat stays open all day
+(focus after a click, picking a search result, a bare nick highlights, one joined line,
+/delete only what is selected), each driven through the real app with a pilot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tui_helpers import alice_and_bob, screen_text, texts, type_line, wait_until
+
+from app.tui.screens.search import SearchScreen
+from app.tui.widgets.chat_input import ChatInput
+from app.tui.widgets.message_log import MessageLog
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_typing_after_a_click_in_the_log_lands_in_the_input(tmp_path: Path) -> None:
+    """Item 1: a click selects a message and the keys typed next still reach the input
+    line (and Enter sends them); Esc keeps the input focused."""
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await bob.say("click me")
+        await wait_until(lambda: "click me" in texts(app), what="bob's line")
+        await pilot.pause()
+        log = app.chat.query_one(MessageLog)
+        box = app.chat.query_one(ChatInput)
+        row_y = next(
+            y for y, line in enumerate(screen_text(app).splitlines()) if "click me" in line
+        )
+        await pilot.click(offset=(log.region.x + 12, row_y))
+        await wait_until(lambda: log.selected is not None, what="the click selected a row")
+        assert box.has_focus
+        await pilot.press(*"typed after a click")
+        assert box.value == "typed after a click"
+        await pilot.press("enter")
+        await wait_until(lambda: "typed after a click" in bob.texts(), what="bob got it")
+        await pilot.press("escape")
+        assert box.has_focus and log.selected is None
+
+
+async def test_a_result_picked_in_the_all_channel_search_is_the_one_shown(
+    tmp_path: Path,
+) -> None:
+    """Item 3: /search -a plain -> 3 results; Down, Down, Enter picks the second and
+    the find bar there says 2 of 3 with that message selected (not the newest)."""
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        for word in ("one", "two", "three"):
+            await bob.say(f"plain {word}")
+        await wait_until(lambda: "plain three" in texts(app), what="three lines")
+        await type_line(pilot, "/search -a plain")
+        screen = app.screen
+        assert isinstance(screen, SearchScreen)
+        await wait_until(lambda: len(screen.results) == 3, what="three results")
+        await pilot.press("down", "down", "enter")
+        state = None
+
+        def shown() -> bool:
+            nonlocal state
+            state = app._find
+            return state is not None and state.searched and state.index >= 0
+
+        await wait_until(shown, what="the find bar on the picked result")
+        await pilot.pause()
+        assert state is not None and state.index == 1
+        row = app.chat.query_one(MessageLog).selected_row()
+        assert row is not None and row.text == "plain two"
+        assert "2 of 3" in screen_text(app)
+
+
+async def test_a_bare_nick_and_nick_colon_highlight_like_at_nick(tmp_path: Path) -> None:
+    """Item 4: Tab at the start of a line makes ``alice: ``; that line (and a bare
+    ``alice``) is a mention for alice, like ``@alice``: unread-with-mention, bell."""
+    async with alice_and_bob(tmp_path, channels=("general", "ops")) as (app, _pilot, bob):
+        await bob.say("alice: the deploy is yours", "ops")
+        await wait_until(lambda: app.model.channels["ops"].unread == 1, what="ops line")
+        assert app.model.channels["ops"].mentioned
+        await bob.say("thanks alice", "general")
+        await wait_until(lambda: "thanks alice" in texts(app), what="general line")
+        view = app.model.channels["general"]
+        row = view.find_message(view.rows[-1].message_id or "")
+        assert row is not None and row.text == "thanks alice" and row.mention
+        await bob.say("malice is not a name")
+        await wait_until(lambda: "malice is not a name" in texts(app), what="third line")
+        assert not view.rows[-1].mention
+
+
+async def test_join_shows_your_own_joined_line_once(tmp_path: Path) -> None:
+    """Item 5: /join NAME: one 'alice joined #NAME' line, which leaves the queued state
+    (it was shown twice, the second stuck at ◌)."""
+    async with alice_and_bob(tmp_path) as (app, pilot, _bob):
+        for name in ("side", "more", "third"):
+            await type_line(pilot, f"/join {name}")
+            await wait_until(lambda n=name: app.model.current == n, what=f"in #{name}")  # type: ignore[misc]
+            view = app.model.channels[name]
+            line = f"alice joined #{name}"
+
+            def sent(v=view, line=line) -> bool:  # type: ignore[no-untyped-def]
+                rows = [r for r in v.rows if r.text == line]
+                return bool(rows) and all(r.own_state not in (None, "queued") for r in rows)
+
+            await wait_until(sent, what=f"the joined line of #{name} sent")
+            assert [r.text for r in view.rows].count(line) == 1
+            assert screen_text(app).count(line) == 1
+
+
+async def test_delete_without_a_selection_is_refused_and_deletes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Item 8: /delete acts on the selected message only; with none selected it says
+    so and nothing is deleted; with one selected it deletes that one."""
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await type_line(pilot, "first of mine")
+        await type_line(pilot, "second of mine")
+        view = app.model.channels["general"]
+        await wait_until(
+            lambda: len([r for r in view.rows if r.own and r.message_id]) == 2, what="logged"
+        )
+        await type_line(pilot, "/delete")
+        box = app.chat.query_one(ChatInput)
+        assert box.value == "/delete"  # kept, with the reason under it
+        assert "select the message first" in screen_text(app)
+        await pilot.pause()
+        assert not any(r.deleted for r in view.rows)
+        assert not any("delete" in t for t in bob.texts() if t.startswith("{"))
+        # selected: that one goes
+        await pilot.press("ctrl+a", "ctrl+k")
+        await pilot.press("ctrl+up", "ctrl+up")
+        log = app.chat.query_one(MessageLog)
+        selected = log.selected_row()
+        assert selected is not None and selected.text == "first of mine"
+        await type_line(pilot, "/delete")
+        await wait_until(lambda: selected.deleted, what="the selected message deleted")
+        assert not next(r for r in view.rows if r.text == "second of mine").deleted
