@@ -47,12 +47,20 @@ def _rows(app: SdsChatApp, channel: str = "general") -> list[str]:
 
 
 async def steady(app: SdsChatApp, pilot: Any) -> None:
-    """Cursors that do not blink (a blinking cursor makes screenshots differ)."""
+    """Cursors that do not blink (a blinking cursor makes screenshots differ), and no
+    toast: one shown at the start ("no saved core state: rebuilt...") would still be on
+    screen or gone depending on how fast the machine ran the scenario."""
     from textual.widgets import Input
+    from textual.widgets._toast import Toast
 
     for screen in (app.chat, app.screen):
         for box in screen.query(Input):
             box.cursor_blink = False
+    await pilot.pause()
+    app.clear_notifications()
+    await wait_until(
+        lambda: not any(list(s.query(Toast)) for s in app.screen_stack), what="toasts gone"
+    )
     await pilot.pause()
 
 
