@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.chat_content import KINDS, decode_content, encode_content
+from app.chat_content import decode_content, encode_content
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
 from app.node_events import (
@@ -115,6 +115,7 @@ from app.node_events import (
 )
 from app.state_reconcile import reconcile_state
 from app.transport import Transport, TransportStatus
+from app.unheard import UnheardLines, nobody_heard
 from net.channel_key import (
     DEFAULT_KDF,
     ChannelKey,
@@ -523,6 +524,7 @@ class Node:
         self._own_typed: dict[tuple[str, str], bytes] = {}
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
+        self._unheard = UnheardLines()  # own lines nobody was there to hear (app/unheard.py)
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -899,23 +901,30 @@ class Node:
         return await self.post(channel, text, kind)
 
     async def retry(self, channel: str | None = None) -> int:
-        """Send again (as new messages) the own messages that failed (in this run, or the
-        newest 1,000 per channel of earlier runs) and were not acknowledged since; how many."""
+        """Publish again the identical envelopes of the own messages that failed (in
+        this run, or the newest 1,000 per channel of earlier runs) and were not
+        acknowledged since; how many. The same bytes, so the same message id: a member
+        who had one after all drops the copy (a retry never shows a line twice)."""
         self._check_open()
         again = [f for f in self._failed if channel is None or f[0] == channel]
         self._failed = [f for f in self._failed if f not in again]
-        futures = []
-        for ch, _mid, content in again:
-            if ch not in self._channels:
-                continue
-            if _is_typed(content):
-                futures.append(self.post_content(ch, content))
-                continue
-            c = decode_content(content)
-            futures.append(self.post(ch, c.text, c.kind if c.kind in KINDS else "msg"))
-        for fut in futures:
-            await fut
-        return len(futures)
+        by_channel: dict[str, list[str]] = {}
+        for ch, mid, _content in again:
+            if ch in self._channels:
+                by_channel.setdefault(ch, []).append(mid)
+        count = 0
+        for ch, mids in by_channel.items():
+            cached = {m: self._envelopes.get((ch, m)) for m in mids}
+            stored = await self.store.get_envelopes(ch, [m for m, e in cached.items() if e is None])
+            for mid in mids:
+                env = cached[mid] or stored.get(mid)
+                if env is None:
+                    self.counters["retry_without_envelope"] += 1
+                    continue
+                count += 1
+                await self._publish(env)
+        self.counters["retried"] += count
+        return count
 
     async def send_ephemeral(self, channel: str, content: bytes) -> bool:
         """Broadcast an SDS ephemeral message (typing indicators): not logged, never resent.
@@ -1304,6 +1313,27 @@ class Node:
             peer.name = name
         if first or renamed:
             out.events.append(PeerSeen(channel, sender_id, peer.name, first))
+        if self._unheard and sender_id != self.sender_id:  # someone is back: the same bytes
+            out.need_envelope.extend((channel, m, "unheard") for m in self._unheard.heard(channel))
+
+    def _wait_for_listeners(self, ev: sds.MessageSendFailed, now: int, out: _Round) -> bool:
+        """A message given up on while nobody else was heard in its channel: keep it
+        as sent, to publish again when someone is (app/unheard.py); whether it was."""
+        ch, mid = ev.channel_id, ev.message_id
+        cfg = self.options.config
+        # its resends, and a sync period before them (a member's periodic sync says it is there)
+        since = now - cfg.resend_unacknowledged_ms * (ev.attempts + 1) - cfg.sync_interval_ms
+        heard = ((sid, p.channels, p.last_seen_ms) for sid, p in self._peers.items())
+        if ev.reason != "resends_exhausted" or not nobody_heard(heard, self.sender_id, ch, since):
+            return False
+        self._unheard.hold(ch, mid)
+        self._own_typed.pop((ch, mid), None)
+        self.counters["waiting_for_listeners"] += 1
+        out.events.append(
+            OwnMessage(ch, "waiting", self._local_ids.get((ch, mid)), mid,
+                       detail={"reason": "nobody_heard", "attempts": ev.attempts})
+        )  # fmt: skip
+        return True
 
     def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
         cache = self._envelopes
@@ -1359,6 +1389,8 @@ class Node:
         elif isinstance(ev, sds.MessageDelivered):
             self._on_delivered(ev, now, out)
         elif isinstance(ev, sds.MessageAcknowledged):
+            if self._unheard:
+                self._unheard.acknowledged(ch, ev.message_id)
             if self._failed:  # acknowledged after all: nothing left to retry
                 self._failed = [f for f in self._failed if f[0] != ch or f[1] != ev.message_id]
             if self._set_own(ch, ev.message_id, OwnState.ACKNOWLEDGED, out):
@@ -1383,6 +1415,8 @@ class Node:
                         detail={"hits": ev.hits, "threshold": ev.threshold},
                     )
                 )
+        elif isinstance(ev, sds.MessageSendFailed) and self._wait_for_listeners(ev, now, out):
+            pass  # nobody was there to hear it: it waits (app/unheard.py)
         elif isinstance(ev, sds.MessageSendFailed):
             text = self._own_text.get((ch, ev.message_id))
             if self._set_own(ch, ev.message_id, OwnState.FAILED, out):

@@ -152,3 +152,78 @@ def test_a_snapshot_scenario_ends_without_toasts_however_fast_it_ran(tmp_path: P
             assert not any(list(s.query(Toast)) for s in app.screen_stack)
 
     asyncio.run(asyncio.wait_for(run(), T(90)))
+
+
+async def test_a_line_nobody_heard_waits_and_reaches_the_next_member_once(
+    tmp_path: Path,
+) -> None:
+    """Item 7: alone in the channel, a line outlives its resends as sent (not ✗ failed);
+    when bob comes and speaks, he gets it (the identical envelope: once) and alice's
+    line ends acknowledged."""
+    from tui_helpers import FAST, start_peer, tui
+
+    from app.transport import MemoryHub
+
+    hub = MemoryHub()
+    app = tui(tmp_path / "alice", hub.transport(), config=FAST.with_changes(max_resend_attempts=1))
+    async with app.run_test() as pilot:
+        await app.ready.wait()
+        await type_line(pilot, "anyone here?")
+        node = app.node
+        assert node is not None
+        await wait_until(lambda: node.counters["waiting_for_listeners"] == 1, what="gave up")
+        await pilot.pause()
+        view = app.model.channels["general"]
+        row = next(r for r in view.rows if r.text == "anyone here?")
+        assert row.own_state == "sent" and "not delivered" not in screen_text(app)
+        assert await node.retry() == 0  # nothing failed
+        bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+        try:
+            await bob.say("hello?")
+            await wait_until(lambda: "anyone here?" in bob.texts(), what="bob got it")
+            await bob.say("yes, got it")
+            await wait_until(lambda: row.own_state == "acknowledged", what="acknowledged")
+            assert bob.texts().count("anyone here?") == 1
+            assert [r.text for r in view.rows].count("anyone here?") == 1
+        finally:
+            await bob.close()
+
+
+async def test_retry_of_a_failed_line_never_shows_it_twice(tmp_path: Path) -> None:
+    """Item 7: bob is heard but does not acknowledge (his incoming is held): alice's
+    line fails; Ctrl+R sends the same envelope again, not a new message, so once bob's
+    incoming flows he has the line once, and alice shows one row, acknowledged."""
+    from tui_helpers import FAST, start_peer, tui
+
+    from app.transport import MemoryHub
+
+    config = FAST.with_changes(max_resend_attempts=1)
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, gated=True, config=config)
+    app = tui(tmp_path / "alice", hub.transport(), config=config)
+    try:
+        async with app.run_test() as pilot:
+            await app.ready.wait()
+            await bob.say("I am here")  # a log: his periodic syncs keep him heard
+            await wait_until(lambda: "I am here" in texts(app), what="bob heard")
+            bob.transport.hold = True  # type: ignore[attr-defined]
+            await type_line(pilot, "do you see this?")
+            view = app.model.channels["general"]
+
+            def row_state() -> str | None:
+                row = next((r for r in view.rows if r.text == "do you see this?"), None)
+                return row.own_state if row else None
+
+            await wait_until(lambda: row_state() == "failed", base=20, what="failed")
+            await pilot.press("ctrl+r")
+            await wait_until(lambda: any(r.retried for r in view.rows), what="retried")
+            await bob.transport.release()  # type: ignore[attr-defined]
+            await wait_until(lambda: "do you see this?" in bob.texts(), what="bob got it")
+            await bob.say("I do")
+            await wait_until(lambda: row_state() == "acknowledged", what="late ack")
+            await pilot.pause()
+            assert bob.texts().count("do you see this?") == 1
+            assert [r.text for r in view.rows].count("do you see this?") == 1
+            assert screen_text(app).count("do you see this?") == 1
+    finally:
+        await bob.close()
