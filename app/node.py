@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.chat_content import decode_content, encode_content
+from app.chat_content import decode_content, encode_content, split_typed
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
 from app.node_events import (
@@ -113,6 +113,7 @@ from app.node_events import (
     Ready,
     Rejected,
 )
+from app.redaction import is_tombstone, redact_deleted
 from app.state_reconcile import reconcile_state
 from app.transport import Transport, TransportStatus
 from app.unheard import UnheardLines, nobody_heard
@@ -142,6 +143,7 @@ from storage import (
     Cursor,
     MissingHistoryError,
     OwnState,
+    StorageError,
     Store,
     StoredMessage,
 )
@@ -1168,6 +1170,7 @@ class Node:
     async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
         try:
             await self._commit(out)
+            await self._redact_deleted(out.events)
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
                     it.future.set_result(it.local_id)
@@ -1177,6 +1180,23 @@ class Node:
             await self._publish_round(out)
         except Exception as exc:
             self._round_failed(exc, items)
+
+    async def _redact_deleted(self, events: Sequence[NodeEvent]) -> None:
+        """Deletions delivered or sent this round: their targets' text leaves the disk
+        (app/redaction.py)."""
+        for ev in events:
+            if isinstance(ev, Delivered) and ev.kind == "delete":
+                ch, sender, text = ev.channel, ev.sender_id, ev.text
+            elif isinstance(ev, OwnMessage) and ev.state == "logged" and ev.kind == "delete":
+                ch, sender, text = ev.channel, self.sender_id, ev.text or ""
+            else:
+                continue
+            try:
+                self.counters["redacted"] += await redact_deleted(
+                    self.store, ch, sender, split_typed(text)[0]
+                )
+            except StorageError as exc:  # the deletion stands; its text stays on disk
+                self._emit(NodeError(f"could not erase a deleted message's text: {exc}"))
 
     async def _round(self, items: Sequence[_Item]) -> _Round:
         """The core calls of one round; returns it with its batch ready to commit."""
@@ -1707,6 +1727,9 @@ class Node:
                 kept = stored.get(d.message_id)
                 if kept is not None and kept.sender_id != d.sender_id:
                     reason = "author"
+                elif kept is not None and is_tombstone(kept.content):
+                    self.counters["duplicate_messages"] += 1  # deleted here since: no dispute
+                    continue
                 elif kept is not None and _text_of(kept.content) != (d.name, d.kind, d.text):
                     reason = "content"
                 elif kept is not None and kept.lamport != d.lamport:

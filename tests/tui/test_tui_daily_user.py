@@ -227,3 +227,47 @@ async def test_retry_of_a_failed_line_never_shows_it_twice(tmp_path: Path) -> No
             assert screen_text(app).count("do you see this?") == 1
     finally:
         await bob.close()
+
+
+async def test_a_deleted_message_is_not_found_and_its_text_leaves_the_disk(
+    tmp_path: Path,
+) -> None:
+    """Item 6: bob deletes his line (and his edit of it): alice's Ctrl+F no longer finds
+    it, and neither its text nor the edit's is in any file of her data directory once
+    the app has closed (nor of bob's)."""
+    from app.chat_content import typed_text
+    from app.tui.find import search_channel
+
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await bob.say("the launch code is swordfish")
+        await wait_until(lambda: "the launch code is swordfish" in texts(app), what="line")
+        view = app.model.channels["general"]
+        target = next(r for r in view.rows if r.text == "the launch code is swordfish")
+        assert target.message_id is not None
+        await bob.node.send("general", typed_text(target.message_id, "it is marlin"), "edit")
+        await wait_until(lambda: target.edited, what="edited")
+        await bob.say("keep this one")
+        await bob.node.send("general", typed_text(target.message_id), "delete")
+        await wait_until(lambda: target.deleted, what="deleted at alice")
+        node = app.node
+        assert node is not None
+        await wait_until(lambda: node.counters["redacted"] == 2, what="alice's copy erased")
+        await wait_until(lambda: bob.node.counters["redacted"] == 2, what="bob's copy erased")
+        for word in ("swordfish", "marlin"):
+            assert await search_channel(node.store, "general", word) == []
+        assert [e.message_id for e in await search_channel(node.store, "general", "keep")]
+        stored = await node.store.page("general", limit=50)
+        assert not any(e.damaged for e in stored)  # the digest follows the new content
+        assert b"message deleted" in next(
+            e.content for e in stored if e.message_id == target.message_id
+        )
+        await pilot.press("ctrl+f")
+        await pilot.press(*"swordfish")
+        await wait_until(lambda: app._find is not None and app._find.searched
+                         and app._find.text == "swordfish")  # fmt: skip
+        assert app._find is not None and app._find.results == []
+    for who in ("alice", "bob"):
+        for path in (tmp_path / who).rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert b"swordfish" not in data and b"marlin" not in data, path
