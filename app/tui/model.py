@@ -507,6 +507,16 @@ class ChannelView:
         """
         old = self.rows
         self.rows = list(rows)
+        # an own row's state read from the store can be behind the one shown ("sent"
+        # is written with the next round): keep the furthest (it only moves forward)
+        shown = {r.message_id: r.own_state for r in old if r.message_id and r.own_state}
+        if shown:
+            for r in self.rows:
+                was = shown.get(r.message_id) if r.own_state else None
+                if was is not None and _STATE_RANK.get(was, -1) > _STATE_RANK.get(
+                    r.own_state or "", -1
+                ):
+                    r.own_state = was
         self.keys = [r.key for r in self.rows]
         self._reindex()
         for r in self.rows:

@@ -271,3 +271,27 @@ async def test_a_deleted_message_is_not_found_and_its_text_leaves_the_disk(
             if path.is_file():
                 data = path.read_bytes()
                 assert b"swordfish" not in data and b"marlin" not in data, path
+
+
+async def test_a_quiet_channel_keeps_the_newest_line_just_above_the_input(
+    tmp_path: Path,
+) -> None:
+    """Item 10: with two lines in a 30-row pane, they are drawn at the bottom of the log
+    (the newest on its last row), not under the channel bar with empty rows below."""
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await bob.say("an older line")
+        await bob.say("the newest line")
+        await wait_until(lambda: "the newest line" in texts(app), what="lines")
+        await pilot.pause()
+        log = app.chat.query_one(MessageLog)
+        rows = screen_text(app).splitlines()
+        bottom = log.region.y + log.region.height - 1
+        assert "the newest line" in rows[bottom]
+        assert "an older line" in rows[bottom - 1]
+        assert "This is the start of #general" in "".join(rows[log.region.y:bottom])
+        top = rows[log.region.y][log.region.x : log.region.x + log.region.width]
+        assert top.strip() == ""  # the blank rows are above, not below
+        # a click still selects the line under the pointer
+        await pilot.click(offset=(log.region.x + 12, bottom - 1))
+        row = log.selected_row()
+        assert row is not None and row.text == "an older line"

@@ -9,7 +9,8 @@ the top of the window the widget posts :class:`MessageLog.NeedOlder` (the
 app pages older rows in from SQLite and the view stays where it was); at
 the bottom of a window that does not reach the newest message it posts
 :class:`MessageLog.NeedNewer`. While the view is at the bottom it follows
-new messages.
+new messages. A log shorter than the pane is drawn at its bottom, the newest line
+just above the input.
 """
 
 from __future__ import annotations
@@ -404,9 +405,17 @@ class MessageLog(ScrollView, can_focus=False):
         self._pass = (base, width)
         return super().render_lines(crop)
 
+    @property
+    def bottom_pad(self) -> int:
+        """Blank rows above the first line when the log is shorter than the pane: the
+        newest line sits just above the input (as in WeeChat, irssi, gomuks)."""
+        return max(0, self.scrollable_content_region.height - self._total)
+
     def render_line(self, y: int) -> Strip:
         base, width = self._pass
-        line = y + int(self.scroll_y)
+        line = y + int(self.scroll_y) - self.bottom_pad
+        if line < 0:
+            return Strip.blank(width, base)
         if line < len(self._header):
             return self._header[line].crop_extend(0, width, base).apply_style(base)
         view = self.view
@@ -479,7 +488,9 @@ class MessageLog(ScrollView, can_focus=False):
         view = self.view
         if view is None or not self._offsets:
             return
-        line = event.y + int(self.scroll_y)
+        line = event.y + int(self.scroll_y) - self.bottom_pad
+        if line < len(self._header):
+            return
         i = bisect.bisect_right(self._offsets, line) - 1
         if 0 <= i < len(view.rows):
             self.select(view.rows[i].key)
