@@ -512,7 +512,7 @@ class ChannelView:
         shown = {r.message_id: r.own_state for r in old if r.message_id and r.own_state}
         if shown:
             for r in self.rows:
-                was = shown.get(r.message_id) if r.own_state else None
+                was = shown.get(r.message_id) if r.own_state and r.message_id else None
                 if was is not None and _STATE_RANK.get(was, -1) > _STATE_RANK.get(
                     r.own_state or "", -1
                 ):
