@@ -33,7 +33,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, tzinfo
+from datetime import date, datetime, tzinfo
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -1023,16 +1023,55 @@ class SdsChatApp(App[None]):
 
     def action_log_end(self, direction: int) -> None:
         log = self.chat.query_one(MessageLog)
-        if direction < 0:
-            log.to_top()
-            return
         view = self.model.channels.get(self.model.current or "")
+        if direction < 0:
+            if view is not None and view.more_before:
+                self._to_oldest(view.name)  # the very first message, read at once
+            else:
+                log.to_top()
+            return
         if view is not None and not view.at_tail:
             # the window ends before the newest message (a search result, a long read
             # back): load the newest page at once, not one page per press
             self._to_newest(view.name)
         else:
             log.to_bottom()
+
+    @work(group="page")
+    async def _to_oldest(self, channel: str) -> None:
+        """Ctrl+Home: the channel's first page, read from SQLite by keyset (one query,
+        whatever the history's length), the window starting at its first message."""
+        node = self.node
+        view = self.model.channels.get(channel)
+        if node is None or view is None:
+            return
+        entries = await node.store.page(channel, after=(-1, ""), limit=PAGE)
+        rows = await self._rows(entries)
+        view.set_page(rows, at_tail=len(entries) < PAGE, more_before=False)
+        self._after_page(channel)
+        if channel == self.model.current:
+            log = self.chat.query_one(MessageLog)
+            log.follow = False
+            log.sync(force=True)
+            log.to_top()
+
+    async def _goto_date(self, node: Node, channel: str, arg: str) -> None:
+        """/goto YYYY-MM-DD: the first message sent that day or later (author's clock,
+        this screen's time zone), selected in the middle of its context."""
+        try:
+            day = date.fromisoformat(arg.strip())
+        except ValueError:
+            self._refuse(f"/goto: {arg.strip()!r} is not a date (YYYY-MM-DD, e.g. 2026-11-20)")
+            return
+        start = datetime(day.year, day.month, day.day, tzinfo=self.opts.tz)
+        if self.opts.tz is None:
+            start = start.astimezone()  # this machine's zone
+        ms = int(start.timestamp() * 1000)
+        entries = await node.store.page(channel, after=(max(-1, ms - 1), "\U0010ffff"), limit=1)
+        if not entries:
+            self._refuse(f"/goto: no message in #{channel} on {day.isoformat()} or later")
+            return
+        await self.jump_to(channel, entries[0])
 
     @work(group="page")
     async def _to_newest(self, channel: str) -> None:
@@ -1446,6 +1485,11 @@ class SdsChatApp(App[None]):
                 self._throttle.reset(channel)
                 log = self.chat.query_one(MessageLog)
                 log.follow = True
+            elif name == "goto":
+                if channel is None:
+                    self._refuse("no channel: /join one first")
+                    return
+                await self._goto_date(node, channel, arg)
             elif name == "join":
                 target = channel_arg(arg)
                 if target in self.model.channels:

@@ -53,6 +53,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
     CommandSpec("search", "/search [-a] TEXT", "find in this channel (Ctrl+F); -a: in all "
                 "channels (Alt+F)", False),
+    CommandSpec("goto", "/goto DATE", "the first message of DATE (YYYY-MM-DD) in this "
+                "channel (Ctrl+Home: the very first, Ctrl+End: the newest)", True),
     CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),
     CommandSpec("passphrase", "/passphrase", "set the passphrase for the next /join"),
     CommandSpec("theme", "/theme", "switch between dark and light (also F3)"),

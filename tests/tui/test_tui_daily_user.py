@@ -295,3 +295,72 @@ async def test_a_quiet_channel_keeps_the_newest_line_just_above_the_input(
         await pilot.click(offset=(log.region.x + 12, bottom - 1))
         row = log.selected_row()
         assert row is not None and row.text == "an older line"
+
+
+async def _seed_hourly(data_dir: Path, n: int) -> None:
+    """``n`` messages of someone else in #general, one an hour from 2026-01-01 00:00 UTC."""
+    from tui_helpers import FIXED_MS
+
+    from app.chat_content import encode_content
+    from net.channel_key import TEST_KDF, derive_channel_key
+    from storage import Store, StoredMessage
+
+    key = derive_channel_key("general", None, params=TEST_KDF)
+    async with await Store.open(data_dir) as store:
+        await store.join_channel("general", key.topic, is_public=True)
+        batch = [
+            StoredMessage(
+                channel="general",
+                message_id=f"{i:064x}",
+                sender_id="b" * 32,
+                lamport=FIXED_MS + i * 3_600_000,
+                content=encode_content(f"hourly message {i}", "dave"),
+                delivered_at=FIXED_MS + i * 3_600_000,
+            )
+            for i in range(n)
+        ]
+        for start in range(0, n, 5000):
+            await store.insert_messages(batch[start : start + 5000])
+
+
+async def test_ctrl_home_reaches_the_first_message_at_once_and_goto_a_date(
+    tmp_path: Path,
+) -> None:
+    """Item 11: in a 20,000-message channel, one Ctrl+Home shows the very first message
+    (was: 200 older messages per press, ~100 presses); Ctrl+End the newest; /goto DATE
+    the first message of that day, selected."""
+    from tui_helpers import SIZE, started, tui
+
+    from app.transport import MemoryHub
+
+    n = 20_000
+    await _seed_hourly(tmp_path / "alice", n)
+    app = tui(tmp_path / "alice", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        view = app.model.channels["general"]
+        await wait_until(lambda: view.loaded and view.at_tail, what="the tail")
+        await pilot.press("ctrl+home")
+        await wait_until(lambda: bool(view.rows) and view.rows[0].text == "hourly message 0"
+                         and not view.more_before, what="the first message")  # fmt: skip
+        await pilot.pause()
+        assert "hourly message 0" in screen_text(app)
+        await pilot.press("ctrl+end")
+        await wait_until(lambda: view.at_tail, what="the newest")
+        await pilot.pause()
+        assert f"hourly message {n - 1}" in screen_text(app)
+        await type_line(pilot, "/goto 2026-02-10")  # 40 days after the first: message 960
+        log = app.chat.query_one(MessageLog)
+
+        def at_960() -> bool:
+            row = log.selected_row()
+            return log.selected is not None and row is not None and row.text == "hourly message 960"
+
+        await wait_until(at_960, what="2026-02-10")
+        await pilot.pause()
+        assert "hourly message 960" in screen_text(app)
+        await type_line(pilot, "/goto 2030-01-01")
+        assert "no message in #general on 2030-01-01" in screen_text(app)
+        app.chat.query_one(ChatInput).value = ""
+        await type_line(pilot, "/goto yesterday")
+        assert "is not a date" in screen_text(app)
