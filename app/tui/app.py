@@ -964,7 +964,9 @@ class SdsChatApp(App[None]):
                 entries.append(
                     PeerEntry(
                         p.sender_id,
-                        p.name or "?",
+                        # the name from the history when it has not spoken since a restart;
+                        # a name another member uses too: with its fingerprint
+                        m.label(p.sender_id, p.name),
                         "online" if self._online(p.last_seen_ms)
                         else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
@@ -1347,9 +1349,13 @@ class SdsChatApp(App[None]):
     # ------------------------------------------------------------------ input
 
     def _completion_source(self) -> tuple[list[str], list[str], list[str]]:
-        names = set(self.model.names.values())
+        heard = dict(self.model.names)
         if self.node is not None:
-            names |= {p.name for p in self.node.peers() if p.name}
+            heard.update((p.sender_id, p.name) for p in self.node.peers() if p.name)
+        for sid, name in heard.items():
+            self.model.book.note(sid, name)
+        # a name two members share: each with its fingerprint (issue 25: told apart)
+        names = {self.model.book.label(name, sid) for sid, name in heard.items() if name}
         joined = list(self.model.order)
         known = sorted(self._known_channels | set(self._state.get("last_read", {})))
         return sorted(names), joined, known

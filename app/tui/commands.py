@@ -97,6 +97,12 @@ def parse(line: str) -> Command | None:
     return Command(name, rest)
 
 
+def _bare(candidate: str) -> str:
+    """A completion candidate without the fingerprint of a shared name (``bob (3f9a)``)."""
+    name, sep, rest = candidate.partition(" (")
+    return name if sep and rest.endswith(")") else candidate
+
+
 def _common_prefix(words: list[str]) -> str:
     if not words:
         return ""
@@ -155,10 +161,12 @@ def complete(
         return None
     if after.startswith(" "):
         suffix = suffix.rstrip()
-    if len(candidates) == 1:
-        new_word = candidates[0] + suffix
+    # a name two members share comes as "bob (3f9a)", "bob (77b2)": listed so, typed "bob"
+    inserts = sorted({_bare(c) for c in candidates})
+    if len(inserts) == 1:
+        new_word = inserts[0] + suffix
     else:
-        prefix = _common_prefix(candidates)
+        prefix = _common_prefix(inserts)
         new_word = prefix if len(prefix) > len(word) else word
     new_line = head + new_word + after
     return new_line, len(head + new_word), candidates

@@ -45,6 +45,7 @@ from app.node_events import (
     OwnMessage,
     PeerSeen,
 )
+from app.tui.names import ColourSlots, NameBook, label
 from storage import Cursor, LogEntry
 
 __all__ = [
@@ -181,6 +182,15 @@ class Row:
     deleted: bool = False
     file: FileState | None = None
     """A file line's reassembly (None until its manifest was read from the store)."""
+    shared_name: bool = False
+    """Another sender id uses the same display name: shown as ``name (3f9a)``."""
+    colour: int | None = None
+    """Index of the author's colour in the palette (distinct per author in a channel)."""
+
+    @property
+    def who(self) -> str:
+        """The author as written on the line: ``label`` of :mod:`app.tui.names`."""
+        return label(self.name, self.sender_id, self.shared_name)
 
     def __post_init__(self) -> None:
         self._parse_typed()
@@ -222,7 +232,7 @@ class Row:
 
 def quote_of(row: Row) -> str:
     """A reply's quote of its target: ``name: first line of the text``."""
-    who = row.name or row.sender_id[:8]
+    who = row.who
     if row.deleted:
         return f"{who}: message deleted"
     first = row.text.split("\n", 1)[0]
@@ -309,6 +319,10 @@ class ChannelView:
     files_todo: set[str] = field(default_factory=set)
     """File lines whose manifest must be read, or whose complete bytes must be checked,
     from the store (the app does it: ``app/tui/files.py``)."""
+    book: NameBook = field(default_factory=NameBook)
+    """Who claims which name (shared by the model's views: :mod:`app.tui.names`)."""
+    colours: ColourSlots = field(default_factory=ColourSlots)
+    """This channel's author colours: distinct while the palette lasts."""
 
     def note_segment(self, sender_id: str, text: str) -> bool:
         """A segment of a file arrived (``text``: its summary); True if a file line
@@ -379,7 +393,7 @@ class ChannelView:
         """``row`` (a topic line) is the topic if it is the newest one seen (SDS order)."""
         if self.topic_key is None or row.key > self.topic_key:
             self.topic, self.topic_key = row.original, row.key
-            self.topic_by = row.name or row.sender_id[:8]
+            self.topic_by = row.who
 
     def _adopt(self, row: Row) -> None:
         """A row entered the window: fold a typed effect into its target, give a target
@@ -387,6 +401,10 @@ class ChannelView:
         mark it disputed if a conflict was reported for its id."""
         if row.message_id is not None and row.message_id in self.disputed:
             row.disputed = self.disputed[row.message_id]
+        row.colour = self.colours.slot(row.sender_id)
+        if self.book.note(row.sender_id, row.name) and self.book.on_shared is not None:
+            self.book.on_shared(row.name or "")  # a second id with this name: retag lines
+        row.shared_name = self.book.shared(row.name)
         if row.kind in ("file", "segment"):
             self._adopt_file(row)
         if row.kind in EVENT_KINDS:
@@ -636,6 +654,10 @@ class ChatModel:
         """When the transport tries again (``disconnected``), on the app's clock."""
         self.names: dict[str, str] = {}
         """sender id -> last display name heard."""
+        self.book = NameBook()
+        """Who claims which name, in every channel (:mod:`app.tui.names`)."""
+        self.book.on_shared = self._retag
+        self.book.note(sender_id, name)
         self.hide_events = False
         """Join, leave and nick lines are hidden (F4; kept in tui.json)."""
         self.highlights: list[str] = []
@@ -673,10 +695,28 @@ class ChatModel:
 
     # ------------------------------------------------------------------ channels
 
+    def _retag(self, name: str) -> None:
+        """A second sender id uses ``name``: every line of it shows its fingerprint now."""
+        key = name.casefold()
+        for view in self.channels.values():
+            for row in view.rows:
+                if row.name and row.name.casefold() == key and not row.shared_name:
+                    row.shared_name = True
+                    row.touch()
+                    if row.message_id is not None:
+                        for reply in view.replies.get(row.message_id, ()):
+                            reply.quote = quote_of(row)
+                            reply.touch()
+            view.version += 1
+
+    def label(self, sender_id: str, name: str | None) -> str:
+        """How ``sender_id`` is written (``alice``, or ``alice (3f9a)`` if shared)."""
+        return self.book.label(name or self.names.get(sender_id), sender_id)
+
     def add_channel(self, name: str, public: bool = False) -> ChannelView:
         view = self.channels.get(name)
         if view is None:
-            view = ChannelView(name, public, hide_events=self.hide_events)
+            view = ChannelView(name, public, hide_events=self.hide_events, book=self.book)
             self.channels[name] = view
             self.order.append(name)
         view.public = public
@@ -742,6 +782,8 @@ class ChatModel:
             after_lost=entry.was_lost,
         )
         row.mention = not own and not row.hidden and self.mentions(row.text)
+        if content.name and not own:  # known before it speaks again (F2, completion)
+            self.names.setdefault(entry.sender_id, content.name)
         return row
 
     def rows_from_entries(self, entries: Iterable[LogEntry]) -> list[Row]:

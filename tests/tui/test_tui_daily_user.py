@@ -364,3 +364,57 @@ async def test_ctrl_home_reaches_the_first_message_at_once_and_goto_a_date(
         app.chat.query_one(ChatInput).value = ""
         await type_line(pilot, "/goto yesterday")
         assert "is not a date" in screen_text(app)
+
+
+async def test_two_members_with_one_name_are_told_apart_everywhere(tmp_path: Path) -> None:
+    """Issue 25 item 4: a second identity calling itself "bob" is shown as
+    ``bob (xxxx)`` beside ``bob (yyyy)`` in the log, the peer list (F2) and completion;
+    their colours differ; a leave line names who sent it, not who it claims."""
+    from tui_helpers import start_peer
+
+    from app.tui.names import fingerprint
+    from app.tui.widgets.panels import PeerList
+
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        hub_transport = bob.transport
+        impostor = await start_peer(
+            tmp_path / "impostor", hub_transport._hub, "bob", seed=9  # type: ignore[attr-defined]
+        )
+        mallory = await start_peer(
+            tmp_path / "mallory", hub_transport._hub, "mallory", seed=5  # type: ignore[attr-defined]
+        )
+        try:
+            await bob.say("I am the real bob")
+            await impostor.say("no, I am bob")
+            await mallory.node.send("general", "bob left #general", "leave")
+            await wait_until(lambda: "bob left #general" in texts(app), what="all lines")
+            await pilot.pause()
+            real = f"bob ({fingerprint(bob.node.sender_id)})"
+            fake = f"bob ({fingerprint(impostor.node.sender_id)})"
+            assert real != fake
+            shown = screen_text(app)
+            assert real in shown and fake in shown
+            lines = shown.splitlines()
+            assert any(real in line and "I am the real bob" in line for line in lines)
+            assert any(fake in line and "no, I am bob" in line for line in lines)
+            # the leave line says who sent it
+            assert any("mallory: bob left #general" in line for line in lines)
+            view = app.model.channels["general"]
+            colours = {r.sender_id: r.colour for r in view.rows if r.colour is not None}
+            assert len(set(colours.values())) == len(colours)  # no two authors share one
+            # F2
+            await pilot.press("f2")
+            await wait_until(
+                lambda: {real, fake} <= {e.name for e in app.chat.query_one(PeerList).entries},
+                what="both in the peer list",
+            )
+            # completion: both listed with their fingerprints, "@bob " typed
+            box = app.chat.query_one(ChatInput)
+            box.value = "hi @bo"
+            box.cursor_position = len(box.value)
+            await pilot.press("tab")
+            assert box.value == "hi @bob "
+            assert sorted(box.last_candidates) == sorted([f"@{real}", f"@{fake}"])
+        finally:
+            await impostor.close()
+            await mallory.close()
