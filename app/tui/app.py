@@ -25,6 +25,7 @@ and sent on reconnection.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import gc
 import json
@@ -71,6 +72,7 @@ from app.transport import Transport
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
 from app.tui.config import TuiConfig
+from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.reasons import explain
@@ -1129,6 +1131,13 @@ class SdsChatApp(App[None]):
             driver.write(data)
             driver.flush()
 
+    def copy_to_clipboard_osc52(self, text: str) -> None:
+        """Put ``text`` on the terminal's clipboard: OSC 52, which xterm, kitty, WezTerm,
+        iTerm2, Windows Terminal and tmux (``set -g set-clipboard on``) take, also over
+        ssh. Textual's own copy does the same; it is written here so tests see it."""
+        data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+        self.write_terminal(f"\x1b]52;c;{data}\x07")
+
     def action_hotlist(self) -> None:
         """Alt+A: the next channel with news, as WeeChat's hotlist: mentions first, then
         the most unread, then the next in the list."""
@@ -1451,6 +1460,8 @@ class SdsChatApp(App[None]):
         node = self.node
         channel = self.model.current
         name, arg = cmd.name, cmd.arg
+        if name in ("say", "me", "reply", "react", "edit", "topic"):
+            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/tui/emoji.py)
         if name == "error":
             self._refuse(arg)
             return
@@ -1606,10 +1617,15 @@ class SdsChatApp(App[None]):
             elif name == "names":
                 self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
             elif name == "who":
+                # a dialog only: the peer list (F2) stays as it was
                 self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
-                peers = self.chat.query_one(PeerList)
-                peers.display = True
-                self._refresh_panels()
+            elif name == "copy":
+                row = self.chat.query_one(MessageLog).selected_row()
+                if row is None or row.deleted:
+                    self._refuse("/copy: no message to copy (select one with Ctrl+Up)")
+                    return
+                self.copy_to_clipboard_osc52(row.text)
+                self.notify(f"copied {len(row.text)} characters", timeout=2)
             elif name == "info":
                 row = self.chat.query_one(MessageLog).selected_row()
                 if row is None:
@@ -1629,9 +1645,8 @@ class SdsChatApp(App[None]):
                 stats = node.stats()
                 # connected, the counters, the store, then each channel; keys
                 # sorted: the counters are on the first screen, not below all channels
-                stats_text = json.dumps(
-                    {k: _sorted(v) for k, v in sorted(stats.items(), key=_stats_order)}, indent=1
-                )
+                ordered = {k: _sorted(v) for k, v in sorted(stats.items(), key=_stats_order)}
+                stats_text = "\n".join(_stats_lines(ordered))  # "name: value" (was raw JSON)
                 self.push_screen(TextScreen("Stats", stats_text, id="stats"))
         except NodeClosedError:
             return
@@ -1844,7 +1859,7 @@ class SdsChatApp(App[None]):
 
         sent = datetime.fromtimestamp(row.sent_ms / 1000.0, self.opts.tz)
         arrived = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
-        field("author", f"{row.name or '?'}")
+        field("author", row.who if row.name else "?")
         field("sender id", row.sender_id)
         field("sent", sent.strftime("%Y-%m-%d %H:%M:%S") + "  (author's clock)")
         field(
@@ -1862,6 +1877,14 @@ class SdsChatApp(App[None]):
             field("delivery", "delivered (in causal order)")
         if row.lost:
             field("lost before it", str(row.lost))
+        if row.reactions and not row.deleted:  # who reacted with what (issue 27 item 9)
+            field("reactions", "")
+            me = node.sender_id if node is not None else ""
+            for emoji, who in row.reactions.items():
+                names = ", ".join(
+                    "you" if sid == me else self.model.label(sid, None) for sid in who
+                )
+                out.append(f"  {emoji} {len(who)}  {visible(names)}\n")
         stored = None
         if node is not None and row.message_id:
             with contextlib.suppress(Exception):
@@ -1900,6 +1923,27 @@ _STATS_ORDER = ("connected", "counters", "store", "channels")
 def _stats_order(item: tuple[str, object]) -> tuple[int, str]:
     key = item[0]
     return (_STATS_ORDER.index(key) if key in _STATS_ORDER else len(_STATS_ORDER), key)
+
+
+def _stats_lines(value: dict[str, object], depth: int = 0) -> list[str]:
+    """``/stats`` as readable lines: ``name: value``, a nested table indented below its
+    name, a list on one line."""
+    pad = "  " * depth
+    out: list[str] = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            if item:
+                out.append(f"{pad}{key}:")
+                out += _stats_lines(item, depth + 1)
+            else:
+                out.append(f"{pad}{key}: none")
+        elif isinstance(item, list | tuple):
+            out.append(f"{pad}{key}: {', '.join(str(x) for x in item) or 'none'}")
+        elif item is None:
+            out.append(f"{pad}{key}: -")
+        else:
+            out.append(f"{pad}{key}: {item}")
+    return out
 
 
 def _sorted(value: object) -> object:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from app.tui.emoji import complete_shortcode
+
 __all__ = ["COMMANDS", "Command", "CommandSpec", "complete", "parse"]
 
 
@@ -40,6 +42,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 True),
     CommandSpec("edit", "/edit TEXT", "new text for your selected (or last) message", True),
     CommandSpec("delete", "/delete", "withdraw your selected message: 'message deleted'"),
+    CommandSpec("copy", "/copy", "put the selected (or last) message's text on the clipboard "
+                "(OSC 52: works over ssh; tmux needs set-clipboard on)"),
     CommandSpec("send", "/send PATH", "send a file (at most 16 MiB) to this channel", True),
     CommandSpec("save", "/save [PATH]", "keep the selected (or last) file received, in "
                 "DATA_DIR/files or at PATH"),
@@ -138,6 +142,8 @@ def complete(
     if start == 0 and word.startswith("/") and not word.startswith("//"):
         stem = word[1:].lower()
         candidates = ["/" + c.name for c in COMMANDS if c.name.startswith(stem)]
+    elif word.startswith(":") and complete_shortcode(word):  # :thu -> :thumbs_up:
+        candidates = complete_shortcode(word)
     else:
         cmd = head.split(" ", 1)[0].lower() if head.startswith("/") else ""
         spec = _BY_NAME.get(ALIASES.get(cmd[1:], cmd[1:])) if cmd else None

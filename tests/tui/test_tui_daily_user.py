@@ -418,3 +418,47 @@ async def test_two_members_with_one_name_are_told_apart_everywhere(tmp_path: Pat
         finally:
             await impostor.close()
             await mallory.close()
+
+
+async def test_emoji_shortcodes_copy_and_who_reacted(tmp_path: Path) -> None:
+    """Day one: ``:thumbsup:`` is sent as 👍 (in a line and a reaction), ``:thu`` Tab
+    completes a shortcode; /info lists who reacted with what; /copy puts the selected
+    message on the clipboard with OSC 52."""
+    import base64
+
+    from app.chat_content import typed_text
+
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await type_line(pilot, "ship it :rocket:")
+        await wait_until(lambda: "ship it 🚀" in bob.texts(), what="bob got the emoji")
+        await bob.say("the build is green")
+        await wait_until(lambda: "the build is green" in texts(app), what="bob's line")
+        view = app.model.channels["general"]
+        target = next(r for r in view.rows if r.text == "the build is green")
+        assert target.message_id is not None
+        log = app.chat.query_one(MessageLog)
+        log.select(target.key)
+        await type_line(pilot, "/react :thumbsup:")
+        await bob.node.send("general", typed_text(target.message_id, "👍"), "react")
+        await wait_until(lambda: len(target.reactions.get("👍", [])) == 2, what="two 👍")
+        log.select(target.key)
+        await type_line(pilot, "/info")
+        await wait_until(lambda: app.screen.id == "info", what="info")
+        shown = screen_text(app)
+        assert "reactions" in shown and "👍 2" in shown
+        assert "bob" in shown and "you" in shown
+        await pilot.press("escape")
+        # completion of a shortcode
+        box = app.chat.query_one(ChatInput)
+        box.value = "nice :tad"
+        box.cursor_position = len(box.value)
+        await pilot.press("tab")
+        assert box.value == "nice :tada: "
+        box.value = ""
+        # /copy: OSC 52 with the selected message's text
+        written: list[str] = []
+        app.write_terminal = written.append  # type: ignore[method-assign]
+        log.select(target.key)
+        await type_line(pilot, "/copy")
+        payload = base64.b64encode(b"the build is green").decode()
+        assert f"\x1b]52;c;{payload}\x07" in written
