@@ -74,7 +74,7 @@ from app.tui.commands import Command, parse
 from app.tui.config import TuiConfig
 from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
-from app.tui.model import PAGE, Changes, ChatModel, Row, quote_of
+from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.reasons import explain
 from app.tui.render import palette, set_colours, state_label
 from app.tui.screens.chat import ChatScreen
@@ -303,6 +303,11 @@ class SdsChatApp(App[None]):
         self.model.hide_events = bool(self._state.get("hide_events", False))
         words = self._state.get("highlights", [])
         self.model.set_highlights(w for w in words if isinstance(w, str))
+        levels = self._state.get("notify_levels", {})
+        if isinstance(levels, dict):
+            self.model.levels = {
+                str(c): str(v) for c, v in levels.items() if v in ("mentions", "none")
+            }
         self._histories: dict[str, list[str]] = self._load_histories()
         """channel -> lines typed there (the input's Up/Down list while it is current)."""
         self._history_timer: Any = None
@@ -581,6 +586,7 @@ class SdsChatApp(App[None]):
             "hide_events": self.model.hide_events,
             "desktop_notify": bool(self._state.get("desktop_notify", True)),
             "highlights": self._highlights(),
+            "notify_levels": dict(self.model.levels),
         }
         with contextlib.suppress(OSError):
             tmp = self._state_path().with_suffix(".tmp")
@@ -898,7 +904,10 @@ class SdsChatApp(App[None]):
         self._fit_width(self.size.width)
         chat.query_one(ChannelList).update_entries(
             [
-                ChannelEntry(name, v.unread, v.mentioned, name == m.current, v.public)
+                ChannelEntry(
+                    name, v.unread, v.mentioned, name == m.current, v.public,
+                    m.levels.get(name, "all"),
+                )
                 for name, v in ((n, m.channels[n]) for n in m.order)
             ]
         )
@@ -1130,6 +1139,26 @@ class SdsChatApp(App[None]):
         if driver is not None and not self.is_headless:
             driver.write(data)
             driver.flush()
+
+    def _set_level(self, channel: str | None, level: str) -> None:
+        """/mute [mentions], /unmute: this channel's notification level, kept in tui.json."""
+        if channel is None:
+            self._refuse("no channel: /join one first")
+            return
+        level = level.strip().lower()
+        if level not in NOTIFY_LEVELS:
+            self._refuse("usage: /mute [mentions] (none by default), /unmute")
+            return
+        if level == "all":
+            self.model.levels.pop(channel, None)
+        else:
+            self.model.levels[channel] = level
+        view = self.model.channels.get(channel)
+        if view is not None and level == "none":
+            view.unread, view.mentioned = 0, False
+        self._save_state()
+        self._refresh_panels()
+        self.notify(f"#{channel}: {NOTIFY_LEVELS[level]}", timeout=4)
 
     def copy_to_clipboard_osc52(self, text: str) -> None:
         """Put ``text`` on the terminal's clipboard: OSC 52, which xterm, kitty, WezTerm,
@@ -1572,6 +1601,8 @@ class SdsChatApp(App[None]):
                 self._refresh_panels()
                 self.chat.query_one(MessageLog).sync(force=True)
                 self.notify("every channel marked read", timeout=2)
+            elif name in ("mute", "unmute"):
+                self._set_level(channel, "all" if name == "unmute" else (arg or "none"))
             elif name == "notify":
                 if arg.lower() not in ("", "on", "off"):
                     self._refuse("usage: /notify [on|off]")

@@ -53,6 +53,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("mentions", "/mentions", "the newest lines for you, in every channel"),
     CommandSpec("highlight", "/highlight [WORD]", "add (or remove) a word that highlights a line"),
     CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),
+    CommandSpec("mute", "/mute [mentions]", "this channel: no unread count, bell or "
+                "notification (mentions: only lines for you); marked ⊘ / ⊙"),
+    CommandSpec("unmute", "/unmute", "this channel: every message counts again"),
     CommandSpec("notify", "/notify [on|off]", "desktop notifications of mentions elsewhere"),
     CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
     CommandSpec("search", "/search [-a] TEXT", "find in this channel (Ctrl+F); -a: in all "

@@ -83,6 +83,13 @@ STATE_GLYPHS = {
 
 Key = tuple[int, str]
 
+NOTIFY_LEVELS = {
+    "all": "every message counts as unread; mentions ring and notify",
+    "mentions": "only lines for you count, ring and notify (/mute mentions)",
+    "none": "nothing counts, rings or notifies (/mute); the lines are in the log",
+}
+"""Per-channel notification levels (WeeChat's notify levels, Matrix's room settings)."""
+
 #: Forward only; a late acknowledgement turns "failed" into "acknowledged".
 _STATE_RANK = {"queued": 0, "sent": 1, "possibly_acknowledged": 2, "failed": 3, "acknowledged": 4}
 
@@ -654,6 +661,8 @@ class ChatModel:
         """When the transport tries again (``disconnected``), on the app's clock."""
         self.names: dict[str, str] = {}
         """sender id -> last display name heard."""
+        self.levels: dict[str, str] = {}
+        """channel -> notification level (:data:`NOTIFY_LEVELS`; absent: ``all``)."""
         self.book = NameBook()
         """Who claims which name, in every channel (:mod:`app.tui.names`)."""
         self.book.on_shared = self._retag
@@ -901,7 +910,10 @@ class ChatModel:
                 view.trim(keep_end=True)
         else:
             view.new_below += 1
-        if ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect:
+        level = self.levels.get(ev.channel, "all")
+        if level == "none" or (level == "mentions" and not mention):
+            pass  # /mute: no unread count, no badge, no bell (the line is in the log)
+        elif ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect:
             view.unread += 1  # a name change, a join, a reaction or an edit is no news
             ch.channel_list = True
             if mention:

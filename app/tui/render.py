@@ -30,6 +30,7 @@ from rich.style import Style
 from rich.text import Text
 
 from app.chat_content import EVENT_KINDS, visible
+from app.tui.formatting import formatted
 from app.tui.model import STATE_GLYPHS, Row
 
 __all__ = [
@@ -253,7 +254,7 @@ def _body(row: Row, pal: Palette, color: str, *, marks: bool = True) -> Text:
         else:
             text.append(f": {claimed}", pal.dim)  # a line about someone else
     else:
-        text.append(visible(row.text, newlines=True), style)
+        text.append_text(formatted(visible(row.text, newlines=True), style))  # **bold** ...
     for m in _MENTION.finditer(text.plain):
         text.stylize(pal.mention_word, m.start(), m.end())
     for m in _URL.finditer(text.plain):  # an OSC 8 hyperlink; word wrap keeps it whole

@@ -462,3 +462,54 @@ async def test_emoji_shortcodes_copy_and_who_reacted(tmp_path: Path) -> None:
         await type_line(pilot, "/copy")
         payload = base64.b64encode(b"the build is green").decode()
         assert f"\x1b]52;c;{payload}\x07" in written
+
+
+async def test_mute_and_mentions_only_per_channel(tmp_path: Path) -> None:
+    """Day one: /mute (none) and /mute mentions per channel: a muted channel counts
+    nothing and rings nothing; mentions-only counts only lines for you; marked ⊘ / ⊙
+    in the channel list; /unmute; kept in tui.json across a restart."""
+    from tui_helpers import start_peer, started, tui
+
+    from app.transport import MemoryHub
+    from app.tui.widgets.panels import ChannelList
+
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops", "x"))
+    try:
+        app = tui(tmp_path / "alice", hub.transport(), channels=("general", "ops", "x"))
+        async with app.run_test() as pilot:
+            await started(app)
+            await type_line(pilot, "/switch ops")
+            await type_line(pilot, "/mute")
+            await type_line(pilot, "/switch x")
+            await type_line(pilot, "/mute mentions")
+            await type_line(pilot, "/switch general")
+            entries = {e.name: e for e in app.chat.query_one(ChannelList).entries}
+            assert entries["ops"].level == "none" and entries["x"].level == "mentions"
+            shown = screen_text(app)
+            assert "#ops" in shown and "⊘" in shown and "⊙" in shown
+            for ch in ("ops", "x"):
+                await bob.say(f"chatter in {ch}", ch)
+                await bob.say(f"@alice look at {ch}", ch)
+
+            def arrived() -> bool:
+                return all(
+                    f"@alice look at {c}" in [r.text for r in app.model.channels[c].rows]
+                    for c in ("ops", "x")
+                )
+
+            await wait_until(arrived, what="lines")
+            ops, x = app.model.channels["ops"], app.model.channels["x"]
+            assert ops.unread == 0 and not ops.mentioned  # muted: nothing
+            assert x.unread == 1 and x.mentioned  # mentions only: the mention alone
+            await type_line(pilot, "/switch ops")
+            await type_line(pilot, "/unmute")
+            await type_line(pilot, "/switch general")
+            await bob.say("news in ops", "ops")
+            await wait_until(lambda: ops.unread == 1, what="ops counts again")
+        app = tui(tmp_path / "alice", hub.transport(), channels=("general", "ops", "x"))
+        async with app.run_test():
+            await started(app)
+            assert app.model.levels == {"x": "mentions"}
+    finally:
+        await bob.close()
