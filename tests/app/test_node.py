@@ -563,8 +563,10 @@ def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     assert print_history(tmp_path / "a", "general", as_json=False, out=plain) == 0
     assert print_history(tmp_path / "a", "general", as_json=True, out=as_json) == 0
     line = plain.getvalue()
-    assert line.count("\n") == 1 and "\x1b" not in line and "\r" not in line
-    assert "\\x1b[2J\\x1b[31mred \\x0d\\x0a\\x00 nul \\u202eevil\ttab é \\x9b31m" in line
+    # a line break stays one (issue 27: a readable export), under the text's column
+    assert line.count("\n") == 2 and "\x1b" not in line and "\r" not in line
+    assert "\\x1b[2J\\x1b[31mred \\x0d\n" in line
+    assert line.split("\n")[1].lstrip().startswith("\\x00 nul \\u202eevil\ttab é \\x9b31m")
     raw = as_json.getvalue()  # the same text, and nothing in it a terminal acts on
     assert json.loads(raw)["content"] == evil
     assert not any(c in raw for c in "\x1b\r\x00\u202e\x9b") and "é" in raw

@@ -513,3 +513,47 @@ async def test_mute_and_mentions_only_per_channel(tmp_path: Path) -> None:
             assert app.model.levels == {"x": "mentions"}
     finally:
         await bob.close()
+
+
+def test_history_export_keeps_line_breaks_and_doctor_defaults_its_data_dir(
+    tmp_path: Path,
+) -> None:
+    """Item 9: ``sdschat history`` writes a multi-line message as lines (under the first
+    one's text), not ``\\x0a``; ``sdschat doctor`` without --data-dir checks join's
+    default data directory (it required the flag)."""
+    import asyncio
+    import io
+    import os
+    import subprocess
+    import sys
+
+    from test_tui_commands import seed_history
+
+    from app.history import print_history
+    from storage import Store
+
+    data = tmp_path / "home" / ".local" / "share" / "sdschat"
+    asyncio.run(seed_history(data, 1))
+
+    async def add_multiline() -> None:
+        from app.chat_content import encode_content
+        from storage import StoredMessage
+
+        async with await Store.open(data) as store:
+            await store.insert_messages([StoredMessage(
+                channel="general", message_id="f" * 64, sender_id="b" * 32,
+                lamport=1_800_000_000_000, content=encode_content("one\ntwo\x1b[2J", "dave"),
+                delivered_at=1_800_000_000_000,
+            )])  # fmt: skip
+
+    asyncio.run(add_multiline())
+    out = io.StringIO()
+    assert print_history(data, "general", as_json=False, out=out) == 0
+    lines = out.getvalue().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.endswith("<dave> one"))
+    assert lines[first + 1].strip() == "two\\x1b[2J"  # escaped, on its own line
+    assert lines[first + 1].index("two") == lines[first].index("<dave>")
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "app.cli", "doctor"], capture_output=True,
+                          text=True, env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
