@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterable
 from typing import cast
 
-__all__ = ["use_alt_digits", "use_alt_letters"]
+__all__ = ["use_alt_digits", "use_alt_enter", "use_alt_letters"]
 
 _ESC_DIGITS = tuple(f"\x1b{d}" for d in "0123456789")
 
@@ -69,3 +69,15 @@ def use_alt_letters(bound: Iterable[str]) -> list[str]:
             del keys[seq]
             freed.append(key)
     return freed
+
+
+def use_alt_enter() -> bool:
+    """Make ESC CR (Alt+Enter in xterm and tmux) read as Ctrl+J, the input line's "new
+    line" key, instead of a plain Enter that sends; whether anything changed."""
+    keys = _table()
+    if keys is None or "\x1b\r" in keys:
+        return False
+    from textual.keys import Keys
+
+    keys["\x1b\r"] = (Keys.ControlJ,)
+    return True

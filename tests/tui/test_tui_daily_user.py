@@ -557,3 +557,32 @@ def test_history_export_keeps_line_breaks_and_doctor_defaults_its_data_dir(
     done = subprocess.run([sys.executable, "-m", "app.cli", "doctor"], capture_output=True,
                           text=True, env=env, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout
+
+
+async def test_alt_enter_adds_a_line_and_ctrl_s_sends_both(tmp_path: Path) -> None:
+    """Day one: Alt+Enter (or Shift+Enter, Ctrl+J) starts a second line: the
+    multi-line dialog opens with the text so far; Ctrl+S sends one two-line message.
+    xterm/tmux's ESC CR reads as that key (app/tui/keys.py), not as Enter."""
+    from textual import _ansi_sequences
+    from textual._xterm_parser import XTermParser
+
+    from app.tui.keys import use_alt_enter
+    from app.tui.screens.dialogs import MultiLineScreen
+
+    saved = dict(_ansi_sequences.ANSI_SEQUENCES_KEYS)
+    try:
+        use_alt_enter()
+        parser = XTermParser()
+        keys = [getattr(e, "key", None) for e in [*parser.feed("a\x1b\rb\r"), *parser.feed("")]]
+        assert keys == ["a", "ctrl+j", "b", "enter"]
+    finally:
+        _ansi_sequences.ANSI_SEQUENCES_KEYS.clear()  # type: ignore[attr-defined]
+        _ansi_sequences.ANSI_SEQUENCES_KEYS.update(saved)  # type: ignore[attr-defined]
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await pilot.press(*"first line")
+        await pilot.press("alt+enter")
+        await wait_until(lambda: isinstance(app.screen, MultiLineScreen), what="dialog")
+        await pilot.press(*"second line")
+        await pilot.press("ctrl+s")
+        await wait_until(lambda: "first line\nsecond line" in bob.texts(), what="sent as one")
+        assert app.chat.query_one(ChatInput).value == ""
