@@ -586,3 +586,26 @@ async def test_alt_enter_adds_a_line_and_ctrl_s_sends_both(tmp_path: Path) -> No
         await pilot.press("ctrl+s")
         await wait_until(lambda: "first line\nsecond line" in bob.texts(), what="sent as one")
         assert app.chat.query_one(ChatInput).value == ""
+
+
+def test_headless_rejoins_the_channels_it_joined_with_slash_join(tmp_path: Path) -> None:
+    """Item 9: a bot (headless) that /join'ed a channel and is restarted by its
+    supervisor is in that channel again (as the TUI is); one it /leave'd stays left."""
+    from tests.procs import Cluster, running
+
+    with running(Cluster(tmp_path)) as cluster:
+        _relay, url = cluster.relay()
+        bot = cluster.headless("bot", tmp_path / "bot", relay=url)
+        bot.wait_for(lambda: bool(bot.select("channel", channel="room")), 30, "joined room")
+        bot.send("/join side", "/join gone", "/leave gone")
+        bot.wait_for(lambda: bool(bot.select("channel", channel="side"))
+                     and bool(bot.select("channel", channel="gone", joined=False)), 30,
+                     "joined side, left gone")  # fmt: skip
+        bot.send("/quit")
+        assert bot.wait(30) == 0
+        again = cluster.headless("bot", tmp_path / "bot", relay=url, label="bot2")
+        again.wait_for(lambda: bool(again.select("channel", channel="side")), 30,
+                       "side rejoined")  # fmt: skip
+        again.send("/quit")
+        assert again.wait(30) == 0
+        assert not again.select("channel", channel="gone")
