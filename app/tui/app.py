@@ -1902,6 +1902,8 @@ class SdsChatApp(App[None]):
         field("lamport", str(lamport) if lamport is not None else "—")
         if row.own:
             field("delivery", state_label(row.own_state))
+            if row.seen_by:  # the first member whose causal history named it
+                field("acknowledged by", ", ".join(self.model.label(s, None) for s in row.seen_by))
         elif row.waiting:
             field("delivery", f"waiting for {len(row.waiting_for)} earlier message(s)")
         else:

@@ -189,6 +189,8 @@ class Row:
     deleted: bool = False
     file: FileState | None = None
     """A file line's reassembly (None until its manifest was read from the store)."""
+    seen_by: list[str] = field(default_factory=list)
+    """Own message: the members whose causal history named it (the acknowledgement)."""
     shared_name: bool = False
     """Another sender id uses the same display name: shown as ``name (3f9a)``."""
     colour: int | None = None
@@ -720,7 +722,8 @@ class ChatModel:
 
     def label(self, sender_id: str, name: str | None) -> str:
         """How ``sender_id`` is written (``alice``, or ``alice (3f9a)`` if shared)."""
-        return self.book.label(name or self.names.get(sender_id), sender_id)
+        known = name or self.names.get(sender_id) or self.book.name_of(sender_id)
+        return self.book.label(known, sender_id)
 
     def add_channel(self, name: str, public: bool = False) -> ChannelView:
         view = self.channels.get(name)
@@ -978,6 +981,9 @@ class ChatModel:
         row = view.find_message(ev.message_id)
         if row is None or row.own_state is None:
             return
+        by = ev.detail.get("by") if ev.state == "acknowledged" else None
+        if isinstance(by, str) and by and by not in row.seen_by:
+            row.seen_by.append(by)  # /info: who showed they have it
         if _STATE_RANK.get(ev.state, -1) <= _STATE_RANK.get(row.own_state, -1):
             return
         row.own_state = ev.state

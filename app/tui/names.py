@@ -40,6 +40,8 @@ class NameBook:
 
     def __init__(self) -> None:
         self._ids: dict[str, set[str]] = {}
+        self._last: dict[str, str] = {}
+        """sender id -> the name it was last seen with."""
         self.on_shared: Callable[[str], None] | None = None
         """Called with a name when a second sender id is seen using it."""
 
@@ -47,6 +49,7 @@ class NameBook:
         """``sender_id`` uses ``name``; True if that made the name shared (a second id)."""
         if not name or not sender_id:
             return False
+        self._last[sender_id] = name
         ids = self._ids.setdefault(name.casefold(), set())
         if sender_id in ids:
             return False
@@ -58,6 +61,9 @@ class NameBook:
 
     def label(self, name: str | None, sender_id: str) -> str:
         return label(name, sender_id, self.shared(name))
+
+    def name_of(self, sender_id: str) -> str | None:
+        return self._last.get(sender_id)
 
     def ids_of(self, name: str) -> set[str]:
         return set(self._ids.get(name.casefold(), ()))

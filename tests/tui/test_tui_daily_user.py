@@ -609,3 +609,22 @@ def test_headless_rejoins_the_channels_it_joined_with_slash_join(tmp_path: Path)
         again.send("/quit")
         assert again.wait(30) == 0
         assert not again.select("channel", channel="gone")
+
+
+async def test_info_says_who_acknowledged_an_own_message(tmp_path: Path) -> None:
+    """Day one (who has read): /info of an own message names the member whose causal
+    history acknowledged it."""
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        await type_line(pilot, "did you get this?")
+        await wait_until(lambda: "did you get this?" in bob.texts(), what="bob got it")
+        await bob.say("yes")
+        view = app.model.channels["general"]
+        mine = next(r for r in view.rows if r.text == "did you get this?")
+        await wait_until(lambda: mine.own_state == "acknowledged" and "yes" in texts(app),
+                         what="acknowledged, bob's line shown")  # fmt: skip
+        assert mine.seen_by == [bob.node.sender_id]
+        app.chat.query_one(MessageLog).select(mine.key)
+        await type_line(pilot, "/info")
+        await wait_until(lambda: app.screen.id == "info", what="info")
+        assert any("acknowledged by" in line and "bob" in line
+                   for line in screen_text(app).splitlines())  # fmt: skip
