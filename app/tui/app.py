@@ -62,13 +62,16 @@ from app.node import PassphraseMismatchError as NodePassphraseMismatch
 from app.node_events import (
     CatchUp,
     Closed,
+    Delivered,
     Ephemeral,
     Info,
     NodeError,
     NodeEvent,
+    OwnMessage,
     Rejected,
 )
 from app.transport import Transport
+from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
 from app.tui.config import TuiConfig
@@ -275,6 +278,8 @@ class SdsChatApp(App[None]):
         self.opts = opts
         self.clock = opts.clock
         self.tui_config = opts.config or TuiConfig()
+        self.chatlog = logger_for(self.tui_config.log, opts.data_dir, opts.tz)
+        """Continuous logging to files (``[log]``, app/tui/chatlog.py), or None."""
         set_colours(self.tui_config.colours)  # the log's colours: the config file's
         if self.tui_config.keymap:
             self.set_keymap(self.tui_config.textual_keymap())
@@ -740,6 +745,8 @@ class SdsChatApp(App[None]):
         current = self.model.channels.get(self.model.current or "")
         if current is not None:
             current.following = log.follow
+        if self.chatlog is not None:
+            self._log_to_files(batch)
         for ev in batch:
             if isinstance(ev, Ephemeral):
                 self._ephemeral(ev, changes)
@@ -754,6 +761,22 @@ class SdsChatApp(App[None]):
             else:
                 changes.merge(self.model.apply(ev, now_ms))
         self._apply(changes)
+
+    def _log_to_files(self, batch: Sequence[NodeEvent]) -> None:
+        """Messages delivered and own lines made, to the channels' log files."""
+        log, node = self.chatlog, self.node
+        if log is None or node is None:
+            return
+        for ev in batch:
+            if isinstance(ev, Delivered) and ev.kind != "segment":
+                log.write(ev.channel, ev.lamport, ev.sender_id, ev.kind, ev.name, ev.text)
+            elif (isinstance(ev, OwnMessage) and ev.state == "logged" and ev.lamport is not None
+                  and ev.kind != "segment"):  # fmt: skip
+                log.write(ev.channel, ev.lamport, node.sender_id, ev.kind or "msg", node.name,
+                          ev.text or "")  # fmt: skip
+        if log.failed is not None:
+            self.chatlog = None
+            self.notify(f"logging to {log.dir} stopped: {log.failed}", severity="error")
 
     def _caught_up(self, ev: CatchUp, changes: Changes) -> None:
         if ev.state in ("started", "running"):

@@ -628,3 +628,41 @@ async def test_info_says_who_acknowledged_an_own_message(tmp_path: Path) -> None
         await wait_until(lambda: app.screen.id == "info", what="info")
         assert any("acknowledged by" in line and "bob" in line
                    for line in screen_text(app).splitlines())  # fmt: skip
+
+
+async def test_logging_to_files_per_channel_rotated_and_private(tmp_path: Path) -> None:
+    """Day one (WeeChat's logger): with ``[log] enabled``, every message of a channel
+    is appended to its own plain-text file (mode 0600, dir 0700), as sdschat history
+    writes it; beyond max_bytes the file is rotated; bad entries are refused."""
+    import stat
+
+    from app.tui.chatlog import ChatLogger, LogSettings, log_settings
+    from app.tui.config import TuiConfig, tui_config
+
+    logs = tmp_path / "logs"
+    config = TuiConfig(log=LogSettings(True, str(logs), 4096, 2))
+    async with alice_and_bob(tmp_path, tui_config=config) as (app, pilot, bob):
+        await type_line(pilot, "hello from alice")
+        await bob.say("two\nlines \x1b[2J")
+        await wait_until(lambda: "two\nlines \x1b[2J" in texts(app), what="bob's line")
+        await pilot.pause()
+        path = logs / "general.log"
+        await wait_until(lambda: path.exists() and "<bob> two" in path.read_text(), what="log")
+        text = path.read_text()
+        assert "<alice> hello from alice" in text and "\x1b" not in text
+        assert "\\x1b[2J" in text  # escaped, on the second line, indented
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+    # rotation: the file beyond max_bytes becomes .1, then .2; never more than keep
+    log = ChatLogger(tmp_path / "rot", LogSettings(True, None, 4096, 2))
+    for i in range(400):
+        assert log.write("a/b", 1_767_225_600_000 + i, "b" * 32, "msg", "bob", f"line {i:04d}")
+    files = sorted(p.name for p in (tmp_path / "rot").iterdir())
+    assert len(files) == 3 and files[0].startswith("a_b-") and files[1].endswith(".log.1")
+    assert all((tmp_path / "rot" / f).stat().st_size <= 4096 + 200 for f in files)
+    assert "line 0399" in (tmp_path / "rot" / files[0]).read_text()
+    for bad, why in (({"keep": 0}, "keep"), ({"enabled": "yes"}, "enabled"),
+                     ({"colour": 1}, "unknown"), ({"max_bytes": 10}, "max_bytes")):  # fmt: skip
+        with pytest.raises(ValueError, match=why):
+            log_settings(bad, "config file x.toml")
+    assert tui_config({"log": {"enabled": True}}).log.enabled
