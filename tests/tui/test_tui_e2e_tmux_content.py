@@ -163,7 +163,8 @@ _RECOVERED = re.compile(r"\s*↺ recovered( after it was reported lost)?")
 def message_area(screen: str) -> list[str]:
     """The message log of a captured TUI screen, without what only this screen shows:
     the state glyph of own messages (◌ ✓ ● …) and the "↺ recovered" marks. Lines
-    between the channel bar and the input box, right of the channel list."""
+    between the channel bar and the input box, right of the channel list, without the
+    blank rows above and below them."""
     out: list[str] = []
     for line in screen.splitlines()[1:]:  # the first line is the channel bar
         if "▕" not in line:
@@ -178,6 +179,8 @@ def message_area(screen: str) -> list[str]:
         out.append(body)
     while out and not out[-1]:
         out.pop()
+    while out and not out[0]:  # the log is bottom-anchored: blank rows above it
+        out.pop(0)
     return out
 
 
