@@ -78,6 +78,7 @@ from app.tui.config import TuiConfig
 from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
+from app.tui.presence import decode_presence, encode_presence
 from app.tui.reasons import explain
 from app.tui.render import palette, set_colours, state_label
 from app.tui.screens.chat import ChatScreen
@@ -279,6 +280,9 @@ class SdsChatApp(App[None]):
         self.clock = opts.clock
         self.tui_config = opts.config or TuiConfig()
         self.chatlog = logger_for(self.tui_config.log, opts.data_dir, opts.tz)
+        self.presence: dict[str, tuple[str, str, int]] = {}
+        """sender id -> (away | offline, text, when on this clock, ms): app/tui/presence.py."""
+        self._away: str | None = None
         """Continuous logging to files (``[log]``, app/tui/chatlog.py), or None."""
         set_colours(self.tui_config.colours)  # the log's colours: the config file's
         if self.tui_config.keymap:
@@ -502,6 +506,7 @@ class SdsChatApp(App[None]):
             await node.close()
 
     async def action_quit(self) -> None:
+        await self._say_presence("offline")  # the others show us offline at once
         await self._close_node()
         self.exit(return_code=self.fatal[1] if self.fatal is not None else 0)
 
@@ -820,6 +825,16 @@ class SdsChatApp(App[None]):
         return text
 
     def _ephemeral(self, ev: Ephemeral, changes: Changes) -> None:
+        presence = decode_presence(ev.content)
+        if presence is not None:  # /away, /away again, or quit (app/tui/presence.py)
+            state, text = presence
+            if state == "back":
+                self.presence.pop(ev.sender_id, None)
+            else:
+                self.presence[ev.sender_id] = (state, text, int(self.clock() * 1000))
+            changes.peers = True
+            changes.channels.add(ev.channel)
+            return
         name = decode_typing(ev.content)
         if name is None:
             return
@@ -966,7 +981,7 @@ class SdsChatApp(App[None]):
                 bar.append_text(self._unread_elsewhere(view.name))
             bar.append(" · public" if view.public else " · encrypted", "dim")
             peers = node.peers(view.name) if node is not None else []
-            here = sum(1 for p in peers if self._online(p.last_seen_ms))
+            here = sum(1 for p in peers if self._online(p.last_seen_ms, p.sender_id))
             # online now (heard within a few sync periods), and all ever heard from
             bar.append(f" · {here} online", "dim")
             if here != len(peers):
@@ -1001,10 +1016,11 @@ class SdsChatApp(App[None]):
                         # the name from the history when it has not spoken since a restart;
                         # a name another member uses too: with its fingerprint
                         m.label(p.sender_id, p.name),
-                        "online" if self._online(p.last_seen_ms)
+                        self._away_text(p.sender_id)
+                        or "online" if self._online(p.last_seen_ms, p.sender_id)
                         else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
-                        online=self._online(p.last_seen_ms),
+                        online=self._online(p.last_seen_ms, p.sender_id),
                     )
                 )
             peer_list.update_entries(entries)
@@ -1018,8 +1034,28 @@ class SdsChatApp(App[None]):
         interval = node.options.config.sync_interval_ms if node is not None else 30_000
         return max(ONLINE_MIN_MS, 3 * interval)
 
-    def _online(self, last_seen_ms: int) -> bool:
+    def _online(self, last_seen_ms: int, sender_id: str = "") -> bool:
+        said = self.presence.get(sender_id) if sender_id else None
+        if said is not None and said[0] == "offline" and said[2] >= last_seen_ms:
+            return False  # it quit (and was not heard since)
         return self.clock() * 1000 - last_seen_ms <= self.online_window_ms()
+
+    def _away_text(self, sender_id: str) -> str | None:
+        said = self.presence.get(sender_id)
+        if said is None or said[0] != "away":
+            return None
+        return f"away: {visible(said[1])}" if said[1] else "away"
+
+    async def _say_presence(self, state: str, text: str = "") -> None:
+        """Tell every joined channel (ephemeral; bounded: a quit never waits long)."""
+        node = self.node
+        if node is None or not self.ready.is_set():
+            return
+        content = encode_presence(state, node.name, text)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                for channel in list(node.channels):
+                    await node.send_ephemeral(channel, content)
 
     # ------------------------------------------------------------------ channels
 
@@ -1624,6 +1660,10 @@ class SdsChatApp(App[None]):
                 self._refresh_panels()
                 self.chat.query_one(MessageLog).sync(force=True)
                 self.notify("every channel marked read", timeout=2)
+            elif name == "away":
+                self._away = arg or None
+                await self._say_presence("away" if arg else "back", arg)
+                self.notify(f"away: {arg}" if arg else "back (not away)", timeout=3)
             elif name in ("mute", "unmute"):
                 self._set_level(channel, "all" if name == "unmute" else (arg or "none"))
             elif name == "notify":
@@ -1872,8 +1912,8 @@ class SdsChatApp(App[None]):
         def name(p: Any) -> str:
             return str(p.name or self.model.names.get(p.sender_id) or p.sender_id[:8])
 
-        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms))
-        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms))
+        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms, p.sender_id))
+        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms, p.sender_id))
         out.append(f"{len(online) + 1} online", "bold")
         out.append(f", {len(away)} heard from earlier\n" if away else "\n")
         out.append(f"● {node.name} (you)\n")
@@ -1893,10 +1933,12 @@ class SdsChatApp(App[None]):
         out.append(f"  {node.sender_id}  (you)\n")
         peers = node.peers(channel)
         for p in peers:
-            out.append(f"{p.name or '?'}", "bold")
+            out.append(self.model.label(p.sender_id, p.name), "bold")
             seen = _ago((now_ms - p.last_seen_ms) / 1000.0)
+            state = "online" if self._online(p.last_seen_ms, p.sender_id) else "away"
+            state = self._away_text(p.sender_id) or state
             out.append(
-                f"  {p.sender_id}  {'online' if self._online(p.last_seen_ms) else 'away'}, "
+                f"  {p.sender_id}  {state}, "
                 f"heard from {seen}, {p.messages} message{'s' if p.messages != 1 else ''}\n"
             )
         if not peers:

@@ -53,6 +53,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("mentions", "/mentions", "the newest lines for you, in every channel"),
     CommandSpec("highlight", "/highlight [WORD]", "add (or remove) a word that highlights a line"),
     CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),
+    CommandSpec("away", "/away [TEXT]", "tell the channels you are away (with TEXT); "
+                "without TEXT: back"),
     CommandSpec("mute", "/mute [mentions]", "this channel: no unread count, bell or "
                 "notification (mentions: only lines for you); marked ⊘ / ⊙"),
     CommandSpec("unmute", "/unmute", "this channel: every message counts again"),

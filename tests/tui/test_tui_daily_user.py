@@ -666,3 +666,39 @@ async def test_logging_to_files_per_channel_rotated_and_private(tmp_path: Path) 
         with pytest.raises(ValueError, match=why):
             log_settings(bad, "config file x.toml")
     assert tui_config({"log": {"enabled": True}}).log.enabled
+
+
+async def test_away_and_quit_are_shown_to_the_others_at_once(tmp_path: Path) -> None:
+    """Day one /away, and item 9 ("online" lingered ~40 s after a member quit): carol's
+    /away TEXT shows in alice's F2; when carol quits, alice counts her offline at once."""
+    from tui_helpers import SIZE, start_peer, started, tui
+
+    from app.transport import MemoryHub
+    from app.tui.widgets.panels import PeerList
+
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    alice = tui(tmp_path / "alice", hub.transport())
+    carol = tui(tmp_path / "carol", hub.transport(), name="carol", seed=3)
+    try:
+        async with alice.run_test(size=SIZE) as pa, carol.run_test(size=SIZE) as pc:
+            await started(alice)
+            await started(carol)
+            await type_line(pc, "hello, carol here")
+            await wait_until(lambda: "hello, carol here" in texts(alice), what="carol heard")
+            await pa.press("f2")
+            peers = alice.chat.query_one(PeerList)
+
+            def carol_entry() -> object:
+                return next((e for e in peers.entries if e.name == "carol"), None)
+
+            await wait_until(lambda: carol_entry() is not None, what="carol in F2")
+            await type_line(pc, "/away lunch")
+            await wait_until(lambda: getattr(carol_entry(), "seen", "") == "away: lunch",
+                             what="away in F2")  # fmt: skip
+            await wait_until(lambda: getattr(carol_entry(), "online", False), what="online")
+            await carol.action_quit()
+            await wait_until(lambda: not getattr(carol_entry(), "online", True),
+                             what="carol offline at once")  # fmt: skip
+    finally:
+        await bob.close()
