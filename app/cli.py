@@ -211,12 +211,17 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "and every stored message against its digest. Reads only; works beside a running "
         "node. Exit status 0 healthy, 1 damaged, 2 no usable database.",
     )
-    p.add_argument("--data-dir", required=True, help="the participant's data directory")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="the participant's data directory (default: join's, ~/.local/share/sdschat)",
+    )
 
     def run(args: argparse.Namespace) -> int:
+        from app.headless import default_data_dir
         from storage.doctor import main_doctor
 
-        return main_doctor(args.data_dir)
+        return main_doctor(args.data_dir or str(default_data_dir()))
 
     p.set_defaults(func=run)
 

@@ -54,6 +54,7 @@ import orjson
 from app.chat_content import channel_arg, check_nick, json_visible, nick_text
 from app.commands import HELP, parse_line
 from app.content_commands import CONTENT_COMMANDS, run_content_command
+from app.joined import forget_channel, load_joined, remember_channel
 from app.line_feed import EXIT_UNSENT, LineFeed
 from app.members import secrets_file as members_file
 from app.members.commands import MEMBERS_COMMANDS, run_members_command
@@ -354,6 +355,7 @@ async def _serve(
             return _fatal(out, str(exc), EXIT_USAGE)
         except StorageError as exc:  # e.g. a damaged page found only now
             return _fatal(out, str(exc), EXIT_DATABASE)
+        await _rejoin(node, data_dir, out)  # channels /join'ed in an earlier run, as the TUI
         reader = await _stdin_reader(loop, lines)
         stdin_pipe = reader.transport
         current: str | None = args.channel
@@ -381,7 +383,7 @@ async def _serve(
                     break
                 continue
             current = await _command(node, cmd.name, cmd.arg, current, passphrase, out,
-                                     relays=settings.relays or settings.relay)
+                                     data_dir, relays=settings.relays or settings.relay)
         if not signalled:
             unsent = await feed.drain()
             if unsent:
@@ -420,6 +422,7 @@ async def _command(
     current: str | None,
     passphrase: bytes | None,
     out: JsonLines,
+    data_dir: Path | None = None,
     *,
     relays: Sequence[str] | str | None = None,
 ) -> str | None:
@@ -443,12 +446,17 @@ async def _command(
                 await run_content_command(node, name, arg, current, out.event)
         elif name == "join":
             target = channel_arg(arg)
-            await node.join(target, passphrase)
+            info = await node.join(target, passphrase)
+            if data_dir is not None:
+                remember(data_dir, info)  # rejoined at the next start (issue 27 item 9)
             return target
         elif name == "leave":
             gone = channel_arg(arg) if arg else current
             if gone is None or not await node.leave(gone):
                 out.event(NodeError(f"not in channel {gone!r}"))
+            elif data_dir is not None:
+                with contextlib.suppress(OSError):
+                    forget_channel(data_dir, gone)  # not rejoined at the next start
             elif gone == current:
                 remaining = sorted(node.channels)
                 return remaining[0] if remaining else None
@@ -490,6 +498,25 @@ def _consume(fut: asyncio.Future[int]) -> None:
     """The node reports a failed enqueue as an ``error`` event; just retrieve it here."""
     if not fut.cancelled():
         fut.exception()
+
+
+def remember(data_dir: Path, info: Any) -> None:
+    """Keep a joined channel's derived key in ``channels.json`` (app/joined.py, as the
+    TUI does), so the next start rejoins it; a write failure only loses that."""
+    with contextlib.suppress(OSError, AttributeError):
+        remember_channel(Path(data_dir), info.key)
+
+
+async def _rejoin(node: Node, data_dir: Path, out: JsonLines) -> None:
+    """Join again the channels of ``channels.json`` not joined yet (a supervisor's
+    restart of a bot keeps the channels it /join'ed), each with its stored key."""
+    for key in load_joined(Path(data_dir)):
+        if key.channel in node.channels:
+            continue
+        try:
+            await node.join(key.channel, None, key=key)
+        except (ValueError, StorageError) as exc:
+            out.event(NodeError(f"could not rejoin #{key.channel}: {exc}"))
 
 
 def default_data_dir() -> Path:

@@ -227,7 +227,8 @@ def _human(kind: str, who: str, body: str) -> str:
     if kind in EVENT_KINDS:
         return f"-- {body}"
     if kind in TYPED_KINDS:
-        target, rest = body.split("\\x0a", 1) if "\\x0a" in body else (body, "")
+        sep = "\n" if "\n" in body else "\\x0a"  # made visible with or without newlines
+        target, _, rest = body.partition(sep)
         about = f"[{target[:8]}]"
         return {
             "reply": f"<{who}> ↪ {about} {rest}",
@@ -282,7 +283,7 @@ def print_history(
                 out.write(json_visible(json.dumps(line.to_json(), ensure_ascii=False)) + "\n")
             else:
                 who = visible(line.name or "?")
-                body = visible(line.text)
+                body = visible(line.text, newlines=True)  # a line break stays one
                 text = _human(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""
                 late = (
@@ -293,6 +294,8 @@ def print_history(
                 head = f"{when}  {line.sender_id[:8]}  "
                 if line.missing_before:
                     out.write(" " * len(head) + lost_line(line.missing_before) + "\n")
+                # the lines of a multi-line message under the first one's text
+                text = text.replace("\n", "\n" + " " * len(head))
                 out.write(f"{head}{text}{late}{state}\n")
         out.flush()
     except BrokenPipeError:

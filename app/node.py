@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.chat_content import KINDS, decode_content, encode_content
+from app.chat_content import decode_content, encode_content, split_typed
 from app.clock_guard import (
     ClockEstimate,
     ClockHold,
@@ -159,8 +159,10 @@ from app.node_events import (
     Ready,
     Rejected,
 )
+from app.redaction import is_tombstone, redact_deleted
 from app.state_reconcile import reconcile_state
 from app.transport import Transport, TransportStatus
+from app.unheard import UnheardLines, nobody_heard
 from net.channel_key import (
     DEFAULT_KDF,
     ChannelKey,
@@ -188,6 +190,7 @@ from storage import (
     Cursor,
     MissingHistoryError,
     OwnState,
+    StorageError,
     Store,
     StoredMessage,
 )
@@ -597,6 +600,7 @@ class Node:
         self._clock_hold = ClockHold()
         self._hold_timer: asyncio.TimerHandle | None = None
         self._lamports = LamportMemory()
+        self._unheard = UnheardLines()  # own lines nobody was there to hear (app/unheard.py)
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -1039,23 +1043,30 @@ class Node:
         return await self.post(channel, text, kind)
 
     async def retry(self, channel: str | None = None) -> int:
-        """Send again (as new messages) the own messages that failed (in this run, or the
-        newest 1,000 per channel of earlier runs) and were not acknowledged since; how many."""
+        """Publish again the identical envelopes of the own messages that failed (in
+        this run, or the newest 1,000 per channel of earlier runs) and were not
+        acknowledged since; how many. The same bytes, so the same message id: a member
+        who had one after all drops the copy (a retry never shows a line twice)."""
         self._check_open()
         again = [f for f in self._failed if channel is None or f[0] == channel]
         self._failed = [f for f in self._failed if f not in again]
-        futures = []
-        for ch, _mid, content in again:
-            if ch not in self._channels:
-                continue
-            if _is_typed(content):
-                futures.append(self.post_content(ch, content))
-                continue
-            c = decode_content(content)
-            futures.append(self.post(ch, c.text, c.kind if c.kind in KINDS else "msg"))
-        for fut in futures:
-            await fut
-        return len(futures)
+        by_channel: dict[str, list[str]] = {}
+        for ch, mid, _content in again:
+            if ch in self._channels:
+                by_channel.setdefault(ch, []).append(mid)
+        count = 0
+        for ch, mids in by_channel.items():
+            cached = {m: self._envelopes.get((ch, m)) for m in mids}
+            stored = await self.store.get_envelopes(ch, [m for m, e in cached.items() if e is None])
+            for mid in mids:
+                env = cached[mid] or stored.get(mid)
+                if env is None:
+                    self.counters["retry_without_envelope"] += 1
+                    continue
+                count += 1
+                await self._publish(env)
+        self.counters["retried"] += count
+        return count
 
     async def send_ephemeral(self, channel: str, content: bytes) -> bool:
         """Broadcast an SDS ephemeral message (typing indicators): not logged, never resent.
@@ -1322,6 +1333,7 @@ class Node:
                     raise
                 self._disk_round_failed(out, items, exc)
                 return
+            await self._redact_deleted(out.events)
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
                     it.future.set_result(it.local_id)
@@ -1331,6 +1343,23 @@ class Node:
             await self._publish_round(out)
         except Exception as exc:
             self._round_failed(exc, items)
+
+    async def _redact_deleted(self, events: Sequence[NodeEvent]) -> None:
+        """Deletions delivered or sent this round: their targets' text leaves the disk
+        (app/redaction.py)."""
+        for ev in events:
+            if isinstance(ev, Delivered) and ev.kind == "delete":
+                ch, sender, text = ev.channel, ev.sender_id, ev.text
+            elif isinstance(ev, OwnMessage) and ev.state == "logged" and ev.kind == "delete":
+                ch, sender, text = ev.channel, self.sender_id, ev.text or ""
+            else:
+                continue
+            try:
+                self.counters["redacted"] += await redact_deleted(
+                    self.store, ch, sender, split_typed(text)[0]
+                )
+            except StorageError as exc:  # the deletion stands; its text stays on disk
+                self._emit(NodeError(f"could not erase a deleted message's text: {exc}"))
 
     async def _round(self, items: Sequence[_Item]) -> _Round:
         """The core calls of one round; returns it with its batch ready to commit."""
@@ -1507,6 +1536,27 @@ class Node:
             peer.name = name
         if first or renamed:
             out.events.append(PeerSeen(channel, sender_id, peer.name, first))
+        if self._unheard and sender_id != self.sender_id:  # someone is back: the same bytes
+            out.need_envelope.extend((channel, m, "unheard") for m in self._unheard.heard(channel))
+
+    def _wait_for_listeners(self, ev: sds.MessageSendFailed, now: int, out: _Round) -> bool:
+        """A message given up on while nobody else was heard in its channel: keep it
+        as sent, to publish again when someone is (app/unheard.py); whether it was."""
+        ch, mid = ev.channel_id, ev.message_id
+        cfg = self.options.config
+        # its resends, and a sync period before them (a member's periodic sync says it is there)
+        since = now - cfg.resend_unacknowledged_ms * (ev.attempts + 1) - cfg.sync_interval_ms
+        heard = ((sid, p.channels, p.last_seen_ms) for sid, p in self._peers.items())
+        if ev.reason != "resends_exhausted" or not nobody_heard(heard, self.sender_id, ch, since):
+            return False
+        self._unheard.hold(ch, mid)
+        self._own_typed.pop((ch, mid), None)
+        self.counters["waiting_for_listeners"] += 1
+        out.events.append(
+            OwnMessage(ch, "waiting", self._local_ids.get((ch, mid)), mid,
+                       detail={"reason": "nobody_heard", "attempts": ev.attempts})
+        )  # fmt: skip
+        return True
 
     # ------------------------------------------------------------------ members channels
 
@@ -2057,6 +2107,8 @@ class Node:
         elif isinstance(ev, sds.MessageDelivered):
             self._on_delivered(ev, now, out)
         elif isinstance(ev, sds.MessageAcknowledged):
+            if self._unheard:
+                self._unheard.acknowledged(ch, ev.message_id)
             if self._failed:  # acknowledged after all: nothing left to retry
                 self._failed = [f for f in self._failed if f[0] != ch or f[1] != ev.message_id]
             if self._set_own(ch, ev.message_id, OwnState.ACKNOWLEDGED, out):
@@ -2081,6 +2133,8 @@ class Node:
                         detail={"hits": ev.hits, "threshold": ev.threshold},
                     )
                 )
+        elif isinstance(ev, sds.MessageSendFailed) and self._wait_for_listeners(ev, now, out):
+            pass  # nobody was there to hear it: it waits (app/unheard.py)
         elif isinstance(ev, sds.MessageSendFailed):
             text = self._own_text.get((ch, ev.message_id))
             if self._set_own(ch, ev.message_id, OwnState.FAILED, out):
@@ -2407,6 +2461,9 @@ class Node:
                 kept = stored.get(d.message_id)
                 if kept is not None and kept.sender_id != d.sender_id:
                     reason = "author"
+                elif kept is not None and is_tombstone(kept.content):
+                    self.counters["duplicate_messages"] += 1  # deleted here since: no dispute
+                    continue
                 elif kept is not None and _text_of(kept.content) != (d.name, d.kind, d.text):
                     reason = "content"
                 elif kept is not None and kept.lamport != d.lamport:

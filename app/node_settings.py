@@ -62,6 +62,7 @@ _TOP_KEYS = {
     "relay", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
     "recent_window", "protocol",
     "keys", "colours", "colors",  # the TUI's keymap and colours (app/tui/config.py)
+    "log",  # the TUI's logging to files (app/tui/chatlog.py)
 }
 
 #: what each top-level key must hold ("number": an integer or a float)
@@ -78,6 +79,7 @@ _TOP_TYPES: dict[str, str] = {
     "keys": "table",
     "colours": "table",
     "colors": "table",
+    "log": "table",
 }
 
 

@@ -673,6 +673,40 @@ class Store:
 
         return await self._call(query)
 
+    async def replace_content(
+        self, channel: str, replacements: Iterable[tuple[str, str, bytes]]
+    ) -> int:
+        """Overwrite the content of stored messages (a deletion by their author: the text
+        must not stay on disk); ``replacements`` are (message id, author's sender id, new
+        content). Only a row of that author changes (its digest follows); the outbox copy
+        of an own message too. ``secure_delete`` zeroes the freed bytes. How many rows."""
+        items = list(replacements)
+
+        def replace(db: sqlite3.Connection) -> int:
+            changed = 0
+            with transaction(db, durable=True):
+                for mid, sender, content in items:
+                    row = db.execute(
+                        "SELECT lamport FROM messages WHERE channel = ? AND message_id = ? "
+                        "AND sender_id = ?",
+                        (channel, mid, sender),
+                    ).fetchone()
+                    if row is None:
+                        continue
+                    digest = message_digest(channel, mid, sender, int(row[0]), content)
+                    changed += db.execute(
+                        "UPDATE messages SET content = ?, digest = ? WHERE channel = ? "
+                        "AND message_id = ? AND sender_id = ?",
+                        (content, digest, channel, mid, sender),
+                    ).rowcount
+                    db.execute(
+                        "UPDATE outbox SET content = ? WHERE channel = ? AND message_id = ?",
+                        (content, channel, mid),
+                    )
+            return changed
+
+        return await self._call(replace) if items else 0
+
     async def update_own_state(
         self, channel: str, message_ids: Iterable[str], state: OwnState | str
     ) -> int:

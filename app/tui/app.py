@@ -25,6 +25,7 @@ and sent on reconnection.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import gc
 import json
@@ -33,7 +34,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, tzinfo
+from datetime import date, datetime, tzinfo
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -62,19 +63,24 @@ from app.node_events import (
     CatchUp,
     ClockSkew,
     Closed,
+    Delivered,
     DiskFull,
     Ephemeral,
     Info,
     NodeError,
     NodeEvent,
+    OwnMessage,
     Rejected,
 )
 from app.transport import Transport
+from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
 from app.tui.commands import Command, parse
 from app.tui.config import TuiConfig
+from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
-from app.tui.model import PAGE, Changes, ChatModel, Row, quote_of
+from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
+from app.tui.presence import decode_presence, encode_presence
 from app.tui.reasons import explain
 from app.tui.render import palette, set_colours, state_label
 from app.tui.screens.chat import ChatScreen
@@ -275,6 +281,11 @@ class SdsChatApp(App[None]):
         self.opts = opts
         self.clock = opts.clock
         self.tui_config = opts.config or TuiConfig()
+        self.chatlog = logger_for(self.tui_config.log, opts.data_dir, opts.tz)
+        self.presence: dict[str, tuple[str, str, int]] = {}
+        """sender id -> (away | offline, text, when on this clock, ms): app/tui/presence.py."""
+        self._away: str | None = None
+        """Continuous logging to files (``[log]``, app/tui/chatlog.py), or None."""
         set_colours(self.tui_config.colours)  # the log's colours: the config file's
         if self.tui_config.keymap:
             self.set_keymap(self.tui_config.textual_keymap())
@@ -303,6 +314,11 @@ class SdsChatApp(App[None]):
         self.model.hide_events = bool(self._state.get("hide_events", False))
         words = self._state.get("highlights", [])
         self.model.set_highlights(w for w in words if isinstance(w, str))
+        levels = self._state.get("notify_levels", {})
+        if isinstance(levels, dict):
+            self.model.levels = {
+                str(c): str(v) for c, v in levels.items() if v in ("mentions", "none")
+            }
         self._histories: dict[str, list[str]] = self._load_histories()
         """channel -> lines typed there (the input's Up/Down list while it is current)."""
         self._history_timer: Any = None
@@ -492,6 +508,7 @@ class SdsChatApp(App[None]):
             await node.close()
 
     async def action_quit(self) -> None:
+        await self._say_presence("offline")  # the others show us offline at once
         await self._close_node()
         self.exit(return_code=self.fatal[1] if self.fatal is not None else 0)
 
@@ -581,6 +598,7 @@ class SdsChatApp(App[None]):
             "hide_events": self.model.hide_events,
             "desktop_notify": bool(self._state.get("desktop_notify", True)),
             "highlights": self._highlights(),
+            "notify_levels": dict(self.model.levels),
         }
         with contextlib.suppress(OSError):
             tmp = self._state_path().with_suffix(".tmp")
@@ -734,6 +752,8 @@ class SdsChatApp(App[None]):
         current = self.model.channels.get(self.model.current or "")
         if current is not None:
             current.following = log.follow
+        if self.chatlog is not None:
+            self._log_to_files(batch)
         for ev in batch:
             if isinstance(ev, Ephemeral):
                 self._ephemeral(ev, changes)
@@ -753,6 +773,22 @@ class SdsChatApp(App[None]):
             else:
                 changes.merge(self.model.apply(ev, now_ms))
         self._apply(changes)
+
+    def _log_to_files(self, batch: Sequence[NodeEvent]) -> None:
+        """Messages delivered and own lines made, to the channels' log files."""
+        log, node = self.chatlog, self.node
+        if log is None or node is None:
+            return
+        for ev in batch:
+            if isinstance(ev, Delivered) and ev.kind != "segment":
+                log.write(ev.channel, ev.lamport, ev.sender_id, ev.kind, ev.name, ev.text)
+            elif (isinstance(ev, OwnMessage) and ev.state == "logged" and ev.lamport is not None
+                  and ev.kind != "segment"):  # fmt: skip
+                log.write(ev.channel, ev.lamport, node.sender_id, ev.kind or "msg", node.name,
+                          ev.text or "")  # fmt: skip
+        if log.failed is not None:
+            self.chatlog = None
+            self.notify(f"logging to {log.dir} stopped: {log.failed}", severity="error")
 
     def _caught_up(self, ev: CatchUp, changes: Changes) -> None:
         if ev.state in ("started", "running"):
@@ -796,6 +832,16 @@ class SdsChatApp(App[None]):
         return text
 
     def _ephemeral(self, ev: Ephemeral, changes: Changes) -> None:
+        presence = decode_presence(ev.content)
+        if presence is not None:  # /away, /away again, or quit (app/tui/presence.py)
+            state, text = presence
+            if state == "back":
+                self.presence.pop(ev.sender_id, None)
+            else:
+                self.presence[ev.sender_id] = (state, text, int(self.clock() * 1000))
+            changes.peers = True
+            changes.channels.add(ev.channel)
+            return
         name = decode_typing(ev.content)
         if name is None:
             return
@@ -903,7 +949,10 @@ class SdsChatApp(App[None]):
         self._fit_width(self.size.width)
         chat.query_one(ChannelList).update_entries(
             [
-                ChannelEntry(name, v.unread, v.mentioned, name == m.current, v.public)
+                ChannelEntry(
+                    name, v.unread, v.mentioned, name == m.current, v.public,
+                    m.levels.get(name, "all"),
+                )
                 for name, v in ((n, m.channels[n]) for n in m.order)
             ]
         )
@@ -939,7 +988,7 @@ class SdsChatApp(App[None]):
                 bar.append_text(self._unread_elsewhere(view.name))
             bar.append(" · public" if view.public else " · encrypted", "dim")
             peers = node.peers(view.name) if node is not None else []
-            here = sum(1 for p in peers if self._online(p.last_seen_ms))
+            here = sum(1 for p in peers if self._online(p.last_seen_ms, p.sender_id))
             # online now (heard within a few sync periods), and all ever heard from
             bar.append(f" · {here} online", "dim")
             if here != len(peers):
@@ -971,11 +1020,14 @@ class SdsChatApp(App[None]):
                 entries.append(
                     PeerEntry(
                         p.sender_id,
-                        p.name or "?",
-                        "online" if self._online(p.last_seen_ms)
+                        # the name from the history when it has not spoken since a restart;
+                        # a name another member uses too: with its fingerprint
+                        m.label(p.sender_id, p.name),
+                        self._away_text(p.sender_id)
+                        or "online" if self._online(p.last_seen_ms, p.sender_id)
                         else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
-                        online=self._online(p.last_seen_ms),
+                        online=self._online(p.last_seen_ms, p.sender_id),
                     )
                 )
             peer_list.update_entries(entries)
@@ -989,8 +1041,28 @@ class SdsChatApp(App[None]):
         interval = node.options.config.sync_interval_ms if node is not None else 30_000
         return max(ONLINE_MIN_MS, 3 * interval)
 
-    def _online(self, last_seen_ms: int) -> bool:
+    def _online(self, last_seen_ms: int, sender_id: str = "") -> bool:
+        said = self.presence.get(sender_id) if sender_id else None
+        if said is not None and said[0] == "offline" and said[2] >= last_seen_ms:
+            return False  # it quit (and was not heard since)
         return self.clock() * 1000 - last_seen_ms <= self.online_window_ms()
+
+    def _away_text(self, sender_id: str) -> str | None:
+        said = self.presence.get(sender_id)
+        if said is None or said[0] != "away":
+            return None
+        return f"away: {visible(said[1])}" if said[1] else "away"
+
+    async def _say_presence(self, state: str, text: str = "") -> None:
+        """Tell every joined channel (ephemeral; bounded: a quit never waits long)."""
+        node = self.node
+        if node is None or not self.ready.is_set():
+            return
+        content = encode_presence(state, node.name, text)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                for channel in list(node.channels):
+                    await node.send_ephemeral(channel, content)
 
     # ------------------------------------------------------------------ channels
 
@@ -1030,16 +1102,55 @@ class SdsChatApp(App[None]):
 
     def action_log_end(self, direction: int) -> None:
         log = self.chat.query_one(MessageLog)
-        if direction < 0:
-            log.to_top()
-            return
         view = self.model.channels.get(self.model.current or "")
+        if direction < 0:
+            if view is not None and view.more_before:
+                self._to_oldest(view.name)  # the very first message, read at once
+            else:
+                log.to_top()
+            return
         if view is not None and not view.at_tail:
             # the window ends before the newest message (a search result, a long read
             # back): load the newest page at once, not one page per press
             self._to_newest(view.name)
         else:
             log.to_bottom()
+
+    @work(group="page")
+    async def _to_oldest(self, channel: str) -> None:
+        """Ctrl+Home: the channel's first page, read from SQLite by keyset (one query,
+        whatever the history's length), the window starting at its first message."""
+        node = self.node
+        view = self.model.channels.get(channel)
+        if node is None or view is None:
+            return
+        entries = await node.store.page(channel, after=(-1, ""), limit=PAGE)
+        rows = await self._rows(entries)
+        view.set_page(rows, at_tail=len(entries) < PAGE, more_before=False)
+        self._after_page(channel)
+        if channel == self.model.current:
+            log = self.chat.query_one(MessageLog)
+            log.follow = False
+            log.sync(force=True)
+            log.to_top()
+
+    async def _goto_date(self, node: Node, channel: str, arg: str) -> None:
+        """/goto YYYY-MM-DD: the first message sent that day or later (author's clock,
+        this screen's time zone), selected in the middle of its context."""
+        try:
+            day = date.fromisoformat(arg.strip())
+        except ValueError:
+            self._refuse(f"/goto: {arg.strip()!r} is not a date (YYYY-MM-DD, e.g. 2026-11-20)")
+            return
+        start = datetime(day.year, day.month, day.day, tzinfo=self.opts.tz)
+        if self.opts.tz is None:
+            start = start.astimezone()  # this machine's zone
+        ms = int(start.timestamp() * 1000)
+        entries = await node.store.page(channel, after=(max(-1, ms - 1), "\U0010ffff"), limit=1)
+        if not entries:
+            self._refuse(f"/goto: no message in #{channel} on {day.isoformat()} or later")
+            return
+        await self.jump_to(channel, entries[0])
 
     @work(group="page")
     async def _to_newest(self, channel: str) -> None:
@@ -1057,6 +1168,9 @@ class SdsChatApp(App[None]):
         log = self.chat.query_one(MessageLog)
         log.select(None)
         log.to_bottom()
+        box = self.chat.query_one(ChatInput)
+        if not box.has_focus and not self.chat.query_one(FindBar).display:
+            box.focus()  # typing always lands in the input line
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.tui_config))
@@ -1091,6 +1205,33 @@ class SdsChatApp(App[None]):
         if driver is not None and not self.is_headless:
             driver.write(data)
             driver.flush()
+
+    def _set_level(self, channel: str | None, level: str) -> None:
+        """/mute [mentions], /unmute: this channel's notification level, kept in tui.json."""
+        if channel is None:
+            self._refuse("no channel: /join one first")
+            return
+        level = level.strip().lower()
+        if level not in NOTIFY_LEVELS:
+            self._refuse("usage: /mute [mentions] (none by default), /unmute")
+            return
+        if level == "all":
+            self.model.levels.pop(channel, None)
+        else:
+            self.model.levels[channel] = level
+        view = self.model.channels.get(channel)
+        if view is not None and level == "none":
+            view.unread, view.mentioned = 0, False
+        self._save_state()
+        self._refresh_panels()
+        self.notify(f"#{channel}: {NOTIFY_LEVELS[level]}", timeout=4)
+
+    def copy_to_clipboard_osc52(self, text: str) -> None:
+        """Put ``text`` on the terminal's clipboard: OSC 52, which xterm, kitty, WezTerm,
+        iTerm2, Windows Terminal and tmux (``set -g set-clipboard on``) take, also over
+        ssh. Textual's own copy does the same; it is written here so tests see it."""
+        data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+        self.write_terminal(f"\x1b]52;c;{data}\x07")
 
     def action_hotlist(self) -> None:
         """Alt+A: the next channel with news, as WeeChat's hotlist: mentions first, then
@@ -1156,7 +1297,7 @@ class SdsChatApp(App[None]):
             for w in (ChannelList, PeerList, StatusBar, TypingLine):
                 self.chat.query_one(w).refresh()
 
-    def action_search(self, query: str = "") -> None:
+    def action_search(self, query: str = "", at: str | None = None) -> None:
         """Ctrl+F: the find bar over the input, searching this channel's stored history as
         you type; matches highlighted in the log, Up/Down older/newer match, Enter stays,
         Esc leaves (back to the newest), Tab: the same text in every channel."""
@@ -1168,7 +1309,7 @@ class SdsChatApp(App[None]):
         if bar.display and not query:  # open already: back to its text
             box.focus()
             return
-        self._find = FindState(channel)
+        self._find = FindState(channel, start_at=at)
         bar.display = True
         box.focus()
         if box.value != query:
@@ -1202,7 +1343,7 @@ class SdsChatApp(App[None]):
         if channel != self.model.current:
             self._leave_current()
         await self.jump_to(channel, entry)
-        self.action_search(text)
+        self.action_search(text, at=entry.message_id)  # the picked match, not the newest
 
     def on_input_changed_find(self, value: str) -> None:
         """The find bar's text changed: search once typing pauses a moment."""
@@ -1232,7 +1373,8 @@ class SdsChatApp(App[None]):
         state.results, state.searched = results, True
         self._find_status()
         if results:
-            await self._find_show(state, 0)
+            first, state.start_at = state.first_index(), None  # once: later texts, newest
+            await self._find_show(state, first)
 
     async def _find_show(self, state: FindState, index: int) -> None:
         """Show match ``index`` (0: the newest), selected, in the middle of its context."""
@@ -1311,9 +1453,13 @@ class SdsChatApp(App[None]):
     # ------------------------------------------------------------------ input
 
     def _completion_source(self) -> tuple[list[str], list[str], list[str]]:
-        names = set(self.model.names.values())
+        heard = dict(self.model.names)
         if self.node is not None:
-            names |= {p.name for p in self.node.peers() if p.name}
+            heard.update((p.sender_id, p.name) for p in self.node.peers() if p.name)
+        for sid, name in heard.items():
+            self.model.book.note(sid, name)
+        # a name two members share: each with its fingerprint (issue 25: told apart)
+        names = {self.model.book.label(name, sid) for sid, name in heard.items() if name}
         joined = list(self.model.order)
         known = sorted(self._known_channels | set(self._state.get("last_read", {})))
         return sorted(names), joined, known
@@ -1409,6 +1555,8 @@ class SdsChatApp(App[None]):
         node = self.node
         channel = self.model.current
         name, arg = cmd.name, cmd.arg
+        if name in ("say", "me", "reply", "react", "edit", "topic"):
+            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/tui/emoji.py)
         if name == "error":
             self._refuse(arg)
             return
@@ -1449,6 +1597,11 @@ class SdsChatApp(App[None]):
                 self._throttle.reset(channel)
                 log = self.chat.query_one(MessageLog)
                 log.follow = True
+            elif name == "goto":
+                if channel is None:
+                    self._refuse("no channel: /join one first")
+                    return
+                await self._goto_date(node, channel, arg)
             elif name == "join":
                 target = channel_arg(arg)
                 if target in self.model.channels:
@@ -1514,6 +1667,12 @@ class SdsChatApp(App[None]):
                 self._refresh_panels()
                 self.chat.query_one(MessageLog).sync(force=True)
                 self.notify("every channel marked read", timeout=2)
+            elif name == "away":
+                self._away = arg or None
+                await self._say_presence("away" if arg else "back", arg)
+                self.notify(f"away: {arg}" if arg else "back (not away)", timeout=3)
+            elif name in ("mute", "unmute"):
+                self._set_level(channel, "all" if name == "unmute" else (arg or "none"))
             elif name == "notify":
                 if arg.lower() not in ("", "on", "off"):
                     self._refuse("usage: /notify [on|off]")
@@ -1559,10 +1718,15 @@ class SdsChatApp(App[None]):
             elif name == "names":
                 self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
             elif name == "who":
+                # a dialog only: the peer list (F2) stays as it was
                 self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
-                peers = self.chat.query_one(PeerList)
-                peers.display = True
-                self._refresh_panels()
+            elif name == "copy":
+                row = self.chat.query_one(MessageLog).selected_row()
+                if row is None or row.deleted:
+                    self._refuse("/copy: no message to copy (select one with Ctrl+Up)")
+                    return
+                self.copy_to_clipboard_osc52(row.text)
+                self.notify(f"copied {len(row.text)} characters", timeout=2)
             elif name == "info":
                 row = self.chat.query_one(MessageLog).selected_row()
                 if row is None:
@@ -1582,9 +1746,8 @@ class SdsChatApp(App[None]):
                 stats = node.stats()
                 # connected, the counters, the store, then each channel; keys
                 # sorted: the counters are on the first screen, not below all channels
-                stats_text = json.dumps(
-                    {k: _sorted(v) for k, v in sorted(stats.items(), key=_stats_order)}, indent=1
-                )
+                ordered = {k: _sorted(v) for k, v in sorted(stats.items(), key=_stats_order)}
+                stats_text = "\n".join(_stats_lines(ordered))  # "name: value" (was raw JSON)
                 self.push_screen(TextScreen("Stats", stats_text, id="stats"))
         except NodeClosedError:
             return
@@ -1619,11 +1782,16 @@ class SdsChatApp(App[None]):
 
     async def _typed(self, node: Node, channel: str, name: str, arg: str) -> None:
         """/reply, /react, /edit, /delete: a typed message about the selected message
-        (Ctrl+Up/Down; by default the last one, for /edit your last one)."""
+        (Ctrl+Up/Down; by default the last one, for /edit your last one; /delete only
+        the selected one)."""
         log = self.chat.query_one(MessageLog)
         row = log.selected_row()
         view = self.model.channels.get(channel)
-        if name in ("edit", "delete") and log.selected is None and view is not None:
+        if name == "delete" and log.selected is None:
+            # never a guess: a deletion cannot be taken back
+            self._refuse("/delete: select the message first (Ctrl+Up, or a click), then /delete")
+            return
+        if name == "edit" and log.selected is None and view is not None:
             row = next((r for r in reversed(view.rows) if r.own and not r.hidden), None)
         if row is None:
             self._refuse(f"/{name}: no message to {name} (select one with Ctrl+Up)")
@@ -1751,8 +1919,8 @@ class SdsChatApp(App[None]):
         def name(p: Any) -> str:
             return str(p.name or self.model.names.get(p.sender_id) or p.sender_id[:8])
 
-        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms))
-        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms))
+        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms, p.sender_id))
+        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms, p.sender_id))
         out.append(f"{len(online) + 1} online", "bold")
         out.append(f", {len(away)} heard from earlier\n" if away else "\n")
         out.append(f"● {node.name} (you)\n")
@@ -1772,10 +1940,12 @@ class SdsChatApp(App[None]):
         out.append(f"  {node.sender_id}  (you)\n")
         peers = node.peers(channel)
         for p in peers:
-            out.append(f"{p.name or '?'}", "bold")
+            out.append(self.model.label(p.sender_id, p.name), "bold")
             seen = _ago((now_ms - p.last_seen_ms) / 1000.0)
+            state = "online" if self._online(p.last_seen_ms, p.sender_id) else "away"
+            state = self._away_text(p.sender_id) or state
             out.append(
-                f"  {p.sender_id}  {'online' if self._online(p.last_seen_ms) else 'away'}, "
+                f"  {p.sender_id}  {state}, "
                 f"heard from {seen}, {p.messages} message{'s' if p.messages != 1 else ''}\n"
             )
         if not peers:
@@ -1792,7 +1962,7 @@ class SdsChatApp(App[None]):
 
         sent = datetime.fromtimestamp(row.sent_ms / 1000.0, self.opts.tz)
         arrived = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
-        field("author", f"{row.name or '?'}")
+        field("author", row.who if row.name else "?")
         field("sender id", row.sender_id)
         field("sent", sent.strftime("%Y-%m-%d %H:%M:%S") + "  (author's clock)")
         field(
@@ -1804,12 +1974,22 @@ class SdsChatApp(App[None]):
         field("lamport", str(lamport) if lamport is not None else "—")
         if row.own:
             field("delivery", state_label(row.own_state))
+            if row.seen_by:  # the first member whose causal history named it
+                field("acknowledged by", ", ".join(self.model.label(s, None) for s in row.seen_by))
         elif row.waiting:
             field("delivery", f"waiting for {len(row.waiting_for)} earlier message(s)")
         else:
             field("delivery", "delivered (in causal order)")
         if row.lost:
             field("lost before it", str(row.lost))
+        if row.reactions and not row.deleted:  # who reacted with what (issue 27 item 9)
+            field("reactions", "")
+            me = node.sender_id if node is not None else ""
+            for emoji, who in row.reactions.items():
+                names = ", ".join(
+                    "you" if sid == me else self.model.label(sid, None) for sid in who
+                )
+                out.append(f"  {emoji} {len(who)}  {visible(names)}\n")
         stored = None
         if node is not None and row.message_id:
             with contextlib.suppress(Exception):
@@ -1848,6 +2028,27 @@ _STATS_ORDER = ("connected", "counters", "store", "channels")
 def _stats_order(item: tuple[str, object]) -> tuple[int, str]:
     key = item[0]
     return (_STATS_ORDER.index(key) if key in _STATS_ORDER else len(_STATS_ORDER), key)
+
+
+def _stats_lines(value: dict[str, object], depth: int = 0) -> list[str]:
+    """``/stats`` as readable lines: ``name: value``, a nested table indented below its
+    name, a list on one line."""
+    pad = "  " * depth
+    out: list[str] = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            if item:
+                out.append(f"{pad}{key}:")
+                out += _stats_lines(item, depth + 1)
+            else:
+                out.append(f"{pad}{key}: none")
+        elif isinstance(item, list | tuple):
+            out.append(f"{pad}{key}: {', '.join(str(x) for x in item) or 'none'}")
+        elif item is None:
+            out.append(f"{pad}{key}: -")
+        else:
+            out.append(f"{pad}{key}: {item}")
+    return out
 
 
 def _sorted(value: object) -> object:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from app.tui.emoji import complete_shortcode
+
 __all__ = ["COMMANDS", "Command", "CommandSpec", "complete", "parse"]
 
 
@@ -40,6 +42,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 True),
     CommandSpec("edit", "/edit TEXT", "new text for your selected (or last) message", True),
     CommandSpec("delete", "/delete", "withdraw your selected message: 'message deleted'"),
+    CommandSpec("copy", "/copy", "put the selected (or last) message's text on the clipboard "
+                "(OSC 52: works over ssh; tmux needs set-clipboard on)"),
     CommandSpec("send", "/send PATH", "send a file (at most 16 MiB) to this channel", True),
     CommandSpec("save", "/save [PATH]", "keep the selected (or last) file received, in "
                 "DATA_DIR/files or at PATH"),
@@ -49,10 +53,17 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("mentions", "/mentions", "the newest lines for you, in every channel"),
     CommandSpec("highlight", "/highlight [WORD]", "add (or remove) a word that highlights a line"),
     CommandSpec("read", "/read", "mark every channel read (Alt+A: next channel with news)"),
+    CommandSpec("away", "/away [TEXT]", "tell the channels you are away (with TEXT); "
+                "without TEXT: back"),
+    CommandSpec("mute", "/mute [mentions]", "this channel: no unread count, bell or "
+                "notification (mentions: only lines for you); marked ⊘ / ⊙"),
+    CommandSpec("unmute", "/unmute", "this channel: every message counts again"),
     CommandSpec("notify", "/notify [on|off]", "desktop notifications of mentions elsewhere"),
     CommandSpec("info", "/info", "details of the selected message (Ctrl+Up/Down select)"),
     CommandSpec("search", "/search [-a] TEXT", "find in this channel (Ctrl+F); -a: in all "
                 "channels (Alt+F)", False),
+    CommandSpec("goto", "/goto DATE", "the first message of DATE (YYYY-MM-DD) in this "
+                "channel (Ctrl+Home: the very first, Ctrl+End: the newest)", True),
     CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),
     CommandSpec("passphrase", "/passphrase", "set the passphrase for the next /join"),
     CommandSpec("theme", "/theme", "switch between dark and light (also F3)"),
@@ -95,6 +106,12 @@ def parse(line: str) -> Command | None:
     return Command(name, rest)
 
 
+def _bare(candidate: str) -> str:
+    """A completion candidate without the fingerprint of a shared name (``bob (3f9a)``)."""
+    name, sep, rest = candidate.partition(" (")
+    return name if sep and rest.endswith(")") else candidate
+
+
 def _common_prefix(words: list[str]) -> str:
     if not words:
         return ""
@@ -130,6 +147,8 @@ def complete(
     if start == 0 and word.startswith("/") and not word.startswith("//"):
         stem = word[1:].lower()
         candidates = ["/" + c.name for c in COMMANDS if c.name.startswith(stem)]
+    elif word.startswith(":") and complete_shortcode(word):  # :thu -> :thumbs_up:
+        candidates = complete_shortcode(word)
     else:
         cmd = head.split(" ", 1)[0].lower() if head.startswith("/") else ""
         spec = _BY_NAME.get(ALIASES.get(cmd[1:], cmd[1:])) if cmd else None
@@ -153,10 +172,12 @@ def complete(
         return None
     if after.startswith(" "):
         suffix = suffix.rstrip()
-    if len(candidates) == 1:
-        new_word = candidates[0] + suffix
+    # a name two members share comes as "bob (3f9a)", "bob (77b2)": listed so, typed "bob"
+    inserts = sorted({_bare(c) for c in candidates})
+    if len(inserts) == 1:
+        new_word = inserts[0] + suffix
     else:
-        prefix = _common_prefix(candidates)
+        prefix = _common_prefix(inserts)
         new_word = prefix if len(prefix) > len(word) else word
     new_line = head + new_word + after
     return new_line, len(head + new_word), candidates

@@ -39,6 +39,8 @@ from typing import Any
 
 from rich.color import Color, ColorParseError
 
+from app.tui.chatlog import LogSettings, log_settings
+
 __all__ = [
     "ACTIONS",
     "COLOUR_NAMES",
@@ -130,6 +132,8 @@ class TuiConfig:
     """action id -> keys (comma-separated, Textual's keymap form), only those set."""
     colours: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``"dark"`` / ``"light"`` -> colour name -> a colour (``authors``: a list)."""
+    log: LogSettings = field(default_factory=LogSettings)
+    """``[log]``: continuous logging to files (app/tui/chatlog.py), off by default."""
 
     def textual_keymap(self) -> dict[str, str]:
         """The keymap for :meth:`textual.app.App.set_keymap` (binding id -> keys)."""
@@ -277,7 +281,8 @@ def tui_config(data: dict[str, Any], path: object = "") -> TuiConfig:
             if colours:
                 raise ValueError(f"{where}: give [colours] or [colors], not both")
             colours = _check_colours(data[section], where, section)
-    return TuiConfig(keymap=keymap, colours=colours)
+    log = log_settings(data["log"], where) if "log" in data else LogSettings()
+    return TuiConfig(keymap=keymap, colours=colours, log=log)
 
 
 _LABELS = {

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.chat_content import decode_content, split_typed, visible
+from app.redaction import is_tombstone
 from storage import Cursor, LogEntry, Store
 
 __all__ = ["FIND_LIMIT", "FindState", "search_all", "search_channel", "shown_text"]
@@ -33,6 +34,8 @@ _NOT_LINES = ("segment", "react", "unreact", "edit", "delete")
 def shown_text(entry: LogEntry) -> str | None:
     """The text the log shows for ``entry`` (as first sent), or None for content that
     is not a line of its own."""
+    if is_tombstone(entry.content):  # deleted by its author: no text left to find
+        return None
     c = decode_content(entry.content)
     if c.kind in _NOT_LINES:
         return None
@@ -86,6 +89,16 @@ class FindState:
     index: int = -1
     """The match shown (0: the newest); -1 before the first search."""
     searched: bool = False
+    start_at: str | None = None
+    """The message id to show first (a result picked in the all-channel search), not
+    the newest match."""
+
+    def first_index(self) -> int:
+        """Which match to show when the results come: ``start_at``'s, else the newest."""
+        for i, entry in enumerate(self.results):
+            if entry.message_id == self.start_at:
+                return i
+        return 0
 
     def status(self) -> str:
         if not self.text.strip():

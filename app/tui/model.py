@@ -45,6 +45,7 @@ from app.node_events import (
     OwnMessage,
     PeerSeen,
 )
+from app.tui.names import ColourSlots, NameBook, label
 from storage import Cursor, LogEntry
 
 __all__ = [
@@ -82,15 +83,25 @@ STATE_GLYPHS = {
 
 Key = tuple[int, str]
 
+NOTIFY_LEVELS = {
+    "all": "every message counts as unread; mentions ring and notify",
+    "mentions": "only lines for you count, ring and notify (/mute mentions)",
+    "none": "nothing counts, rings or notifies (/mute); the lines are in the log",
+}
+"""Per-channel notification levels (WeeChat's notify levels, Matrix's room settings)."""
+
 #: Forward only; a late acknowledgement turns "failed" into "acknowledged".
 _STATE_RANK = {"queued": 0, "sent": 1, "possibly_acknowledged": 2, "failed": 3, "acknowledged": 4}
 
 
 def mentions(text: str, name: str) -> bool:
-    """Whether ``text`` mentions ``@name`` (case-insensitive, as a whole word)."""
+    """Whether ``text`` mentions ``name``: ``@name``, ``name:`` (what Tab completes at the
+    start of a line) or the bare name, as a whole word in any case (WeeChat's default
+    highlight); not inside a word, an address (``alice@example.org``) or a path."""
     if not name:
         return False
-    return re.search(rf"(?<![\w@])@{re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+    pattern = rf"(?<![\w@./-])@?{re.escape(name)}(?![\w@/-])"
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 _SEGMENT_TEXT = re.compile(r"file segment (\d+) of ([0-9a-f]{8})")
@@ -178,6 +189,17 @@ class Row:
     deleted: bool = False
     file: FileState | None = None
     """A file line's reassembly (None until its manifest was read from the store)."""
+    seen_by: list[str] = field(default_factory=list)
+    """Own message: the members whose causal history named it (the acknowledgement)."""
+    shared_name: bool = False
+    """Another sender id uses the same display name: shown as ``name (3f9a)``."""
+    colour: int | None = None
+    """Index of the author's colour in the palette (distinct per author in a channel)."""
+
+    @property
+    def who(self) -> str:
+        """The author as written on the line: ``label`` of :mod:`app.tui.names`."""
+        return label(self.name, self.sender_id, self.shared_name)
 
     def __post_init__(self) -> None:
         self._parse_typed()
@@ -219,7 +241,7 @@ class Row:
 
 def quote_of(row: Row) -> str:
     """A reply's quote of its target: ``name: first line of the text``."""
-    who = row.name or row.sender_id[:8]
+    who = row.who
     if row.deleted:
         return f"{who}: message deleted"
     first = row.text.split("\n", 1)[0]
@@ -306,6 +328,10 @@ class ChannelView:
     files_todo: set[str] = field(default_factory=set)
     """File lines whose manifest must be read, or whose complete bytes must be checked,
     from the store (the app does it: ``app/tui/files.py``)."""
+    book: NameBook = field(default_factory=NameBook)
+    """Who claims which name (shared by the model's views: :mod:`app.tui.names`)."""
+    colours: ColourSlots = field(default_factory=ColourSlots)
+    """This channel's author colours: distinct while the palette lasts."""
 
     def note_segment(self, sender_id: str, text: str) -> bool:
         """A segment of a file arrived (``text``: its summary); True if a file line
@@ -376,7 +402,7 @@ class ChannelView:
         """``row`` (a topic line) is the topic if it is the newest one seen (SDS order)."""
         if self.topic_key is None or row.key > self.topic_key:
             self.topic, self.topic_key = row.original, row.key
-            self.topic_by = row.name or row.sender_id[:8]
+            self.topic_by = row.who
 
     def _adopt(self, row: Row) -> None:
         """A row entered the window: fold a typed effect into its target, give a target
@@ -384,6 +410,10 @@ class ChannelView:
         mark it disputed if a conflict was reported for its id."""
         if row.message_id is not None and row.message_id in self.disputed:
             row.disputed = self.disputed[row.message_id]
+        row.colour = self.colours.slot(row.sender_id)
+        if self.book.note(row.sender_id, row.name) and self.book.on_shared is not None:
+            self.book.on_shared(row.name or "")  # a second id with this name: retag lines
+        row.shared_name = self.book.shared(row.name)
         if row.kind in ("file", "segment"):
             self._adopt_file(row)
         if row.kind in EVENT_KINDS:
@@ -504,6 +534,16 @@ class ChannelView:
         """
         old = self.rows
         self.rows = list(rows)
+        # an own row's state read from the store can be behind the one shown ("sent"
+        # is written with the next round): keep the furthest (it only moves forward)
+        shown = {r.message_id: r.own_state for r in old if r.message_id and r.own_state}
+        if shown:
+            for r in self.rows:
+                was = shown.get(r.message_id) if r.own_state and r.message_id else None
+                if was is not None and _STATE_RANK.get(was, -1) > _STATE_RANK.get(
+                    r.own_state or "", -1
+                ):
+                    r.own_state = was
         self.keys = [r.key for r in self.rows]
         self._reindex()
         for r in self.rows:
@@ -623,6 +663,12 @@ class ChatModel:
         """When the transport tries again (``disconnected``), on the app's clock."""
         self.names: dict[str, str] = {}
         """sender id -> last display name heard."""
+        self.levels: dict[str, str] = {}
+        """channel -> notification level (:data:`NOTIFY_LEVELS`; absent: ``all``)."""
+        self.book = NameBook()
+        """Who claims which name, in every channel (:mod:`app.tui.names`)."""
+        self.book.on_shared = self._retag
+        self.book.note(sender_id, name)
         self.hide_events = False
         """Join, leave and nick lines are hidden (F4; kept in tui.json)."""
         self.highlights: list[str] = []
@@ -660,10 +706,29 @@ class ChatModel:
 
     # ------------------------------------------------------------------ channels
 
+    def _retag(self, name: str) -> None:
+        """A second sender id uses ``name``: every line of it shows its fingerprint now."""
+        key = name.casefold()
+        for view in self.channels.values():
+            for row in view.rows:
+                if row.name and row.name.casefold() == key and not row.shared_name:
+                    row.shared_name = True
+                    row.touch()
+                    if row.message_id is not None:
+                        for reply in view.replies.get(row.message_id, ()):
+                            reply.quote = quote_of(row)
+                            reply.touch()
+            view.version += 1
+
+    def label(self, sender_id: str, name: str | None) -> str:
+        """How ``sender_id`` is written (``alice``, or ``alice (3f9a)`` if shared)."""
+        known = name or self.names.get(sender_id) or self.book.name_of(sender_id)
+        return self.book.label(known, sender_id)
+
     def add_channel(self, name: str, public: bool = False) -> ChannelView:
         view = self.channels.get(name)
         if view is None:
-            view = ChannelView(name, public, hide_events=self.hide_events)
+            view = ChannelView(name, public, hide_events=self.hide_events, book=self.book)
             self.channels[name] = view
             self.order.append(name)
         view.public = public
@@ -729,6 +794,8 @@ class ChatModel:
             after_lost=entry.was_lost,
         )
         row.mention = not own and not row.hidden and self.mentions(row.text)
+        if content.name and not own:  # known before it speaks again (F2, completion)
+            self.names.setdefault(entry.sender_id, content.name)
         return row
 
     def rows_from_entries(self, entries: Iterable[LogEntry]) -> list[Row]:
@@ -846,7 +913,10 @@ class ChatModel:
                 view.trim(keep_end=True)
         else:
             view.new_below += 1
-        if ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect:
+        level = self.levels.get(ev.channel, "all")
+        if level == "none" or (level == "mentions" and not mention):
+            pass  # /mute: no unread count, no badge, no bell (the line is in the log)
+        elif ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect:
             view.unread += 1  # a name change, a join, a reaction or an edit is no news
             ch.channel_list = True
             if mention:
@@ -897,6 +967,12 @@ class ChatModel:
                 row.message_id = ev.message_id
                 view.insert(row)
                 return
+            existing = view.find_message(ev.message_id)
+            if existing is not None and existing is not row:
+                # a page read from the store already holds it (a /join reads the
+                # channel's tail while its joined line is being logged): one row
+                view.remove_at(view.rows.index(row))
+                return
             row.message_id = ev.message_id
             view.rekey(row, key)
             return
@@ -905,6 +981,9 @@ class ChatModel:
         row = view.find_message(ev.message_id)
         if row is None or row.own_state is None:
             return
+        by = ev.detail.get("by") if ev.state == "acknowledged" else None
+        if isinstance(by, str) and by and by not in row.seen_by:
+            row.seen_by.append(by)  # /info: who showed they have it
         if _STATE_RANK.get(ev.state, -1) <= _STATE_RANK.get(row.own_state, -1):
             return
         row.own_state = ev.state

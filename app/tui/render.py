@@ -30,6 +30,7 @@ from rich.style import Style
 from rich.text import Text
 
 from app.chat_content import EVENT_KINDS, visible
+from app.tui.formatting import formatted
 from app.tui.model import STATE_GLYPHS, Row
 
 __all__ = [
@@ -236,18 +237,24 @@ def _body(row: Row, pal: Palette, color: str, *, marks: bool = True) -> Text:
     if row.deleted:
         text.append("message deleted", pal.dim)
     elif row.kind == "me":
-        text.append(row.name or row.sender_id[:8], Style(color=color, bold=True, italic=True))
+        text.append(row.who, Style(color=color, bold=True, italic=True))
         text.append(" ")
         text.append(visible(row.text, newlines=True), style + Style(italic=True))
     elif row.kind == "topic":
-        text.append(f"{row.name or row.sender_id[:8]} set the topic: ", pal.dim)
+        text.append(row.who, Style(color=color) + pal.dim)  # the sender, always
+        text.append(" set the topic: ", pal.dim)
         text.append(visible(row.text), style)
     elif row.kind == "file":  # its segments are hidden lines: /save keeps it
         _file(text, row, pal, style)
-    elif row.kind in EVENT_KINDS:
-        text.append(visible(row.text), pal.dim)
+    elif row.kind in EVENT_KINDS:  # the sender, always: not only the name it claims
+        claimed = visible(row.text)
+        text.append(row.who, Style(color=color) + pal.dim)
+        if row.name and claimed.startswith(f"{row.name} "):
+            text.append(claimed[len(row.name) :], pal.dim)  # "alice joined #x"
+        else:
+            text.append(f": {claimed}", pal.dim)  # a line about someone else
     else:
-        text.append(visible(row.text, newlines=True), style)
+        text.append_text(formatted(visible(row.text, newlines=True), style))  # **bold** ...
     for m in _MENTION.finditer(text.plain):
         text.stylize(pal.mention_word, m.start(), m.end())
     for m in _URL.finditer(text.plain):  # an OSC 8 hyperlink; word wrap keeps it whole
@@ -414,7 +421,11 @@ def row_lines(
     nick_w = nick_width(width)
     prefix_w = 5 + 1 + 1 + 1 + nick_w + 3
     body_w = max(8, width - prefix_w)
-    color = author_color(row.sender_id, pal)
+    color = (
+        pal.authors[row.colour % len(pal.authors)]
+        if row.colour is not None
+        else author_color(row.sender_id, pal)
+    )
     lines: list[Text] = []
     if day is not None:
         lines.append(_rule(day, width, pal.time))
@@ -456,7 +467,7 @@ def row_lines(
         arrow = {"join": "-->", "leave": "<--"}.get(row.kind, "--")
         prefix.append(" " * (nick_w - len(arrow)) + arrow, pal.dim)
     else:
-        prefix.append(_nick(row.name or row.sender_id[:8], nick_w), Style(color=color, bold=True))
+        prefix.append(_nick(row.who, nick_w), Style(color=color, bold=True))
     prefix.append(" │ ", pal.separator)
     cont = Text(" " * (prefix_w - 3))
     cont.append(" │ ", pal.separator)

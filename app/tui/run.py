@@ -101,9 +101,13 @@ def run_tui(args: argparse.Namespace) -> int:
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
 
     from app.tui.app import make_app  # Textual loads only for the TUI
-    from app.tui.keys import use_alt_digits
+    from app.tui.config import ACTIONS
+    from app.tui.keys import use_alt_digits, use_alt_enter, use_alt_letters
 
     use_alt_digits()  # Alt+1..9 switch channels in xterm and tmux (ESC+digit)
+    # Alt+F (and any Alt+letter of the keymap) from xterm and tmux (ESC+letter)
+    use_alt_letters(k for a in ACTIONS for k in keys_and_colours.keys(a).split(","))
+    use_alt_enter()  # Alt+Enter (ESC CR) starts a second line instead of sending
 
     app = make_app(
         data_dir,

@@ -124,3 +124,41 @@ async def crash(node: Node) -> None:
         await node.transport.close()
     node._closed = True
     await node.store.close()
+
+
+class DeafTransport:
+    """Publishes, never receives: a member the others hear (its periodic syncs) who
+    never gets, so never acknowledges, what they send (their lines then fail instead of
+    waiting for someone to be heard, app/unheard.py)."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+
+    @property
+    def connected(self) -> bool:
+        return self.inner.connected
+
+    def start(self, on_envelope: Any, on_status: Any) -> None:
+        async def drop(envelope: bytes) -> None:
+            return None
+
+        self.inner.start(drop, on_status)
+
+    async def publish(self, envelope: bytes) -> bool:
+        return await self.inner.publish(envelope)
+
+    async def subscribe(self, topics: Any) -> None:
+        await self.inner.subscribe(topics)
+
+    async def unsubscribe(self, topics: Any) -> None:
+        await self.inner.unsubscribe(topics)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def start_deaf_listener(data_dir: Path, hub: MemoryHub, **opts: Any) -> Harness:
+    """A node on ``hub`` that is heard in #general (it said a line) but hears nothing."""
+    h = await start_node(data_dir, transport=DeafTransport(hub.transport()), name="deaf", **opts)
+    await h.node.send("general", "I am here but hear nothing")
+    return h

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from app_helpers import FAST, crash, key, run, start_node, wait_until
+from app_helpers import FAST, crash, key, run, start_deaf_listener, start_node, wait_until
 
 import sds
 from app.chat_content import encode_content
@@ -563,8 +563,10 @@ def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     assert print_history(tmp_path / "a", "general", as_json=False, out=plain) == 0
     assert print_history(tmp_path / "a", "general", as_json=True, out=as_json) == 0
     line = plain.getvalue()
-    assert line.count("\n") == 1 and "\x1b" not in line and "\r" not in line
-    assert "\\x1b[2J\\x1b[31mred \\x0d\\x0a\\x00 nul \\u202eevil\ttab é \\x9b31m" in line
+    # a line break stays one (issue 27: a readable export), under the text's column
+    assert line.count("\n") == 2 and "\x1b" not in line and "\r" not in line
+    assert "\\x1b[2J\\x1b[31mred \\x0d\n" in line
+    assert line.split("\n")[1].lstrip().startswith("\\x00 nul \\u202eevil\ttab é \\x9b31m")
     raw = as_json.getvalue()  # the same text, and nothing in it a terminal acts on
     assert json.loads(raw)["content"] == evil
     assert not any(c in raw for c in "\x1b\r\x00\u202e\x9b") and "é" in raw
@@ -613,27 +615,60 @@ def test_join_refuses_names_a_person_may_not_use(tmp_path: Path) -> None:
 
 
 def test_failed_messages_can_be_retried(tmp_path: Path) -> None:
+    """A member is heard but never acknowledges: the line fails; a retry publishes the
+    same envelope (same id), which a member who comes later delivers once."""
+
     async def main() -> None:
         quick_fail = FAST.with_changes(
             max_resend_attempts=1, resend_unacknowledged_ms=100, resend_possibly_acknowledged_ms=200
         )
         hub = MemoryHub()
         a = await start_node(tmp_path / "a", hub, name="alice", config=quick_fail)
+        deaf = await start_deaf_listener(tmp_path / "deaf", hub, config=quick_fail)
         try:
+            await wait_until(lambda: "I am here but hear nothing" in a.texts(), 5, "heard")
             await a.node.send("general", "nobody hears this")
             await wait_until(lambda: len(a.own("failed")) == 1, 5, "failure")
             assert a.own("failed")[0].detail["reason"] == "resends_exhausted"
+            failed_id = a.own("failed")[0].message_id
             b = await start_node(tmp_path / "b", hub, name="bob", config=quick_fail)
             assert await a.node.retry() == 1
-            await wait_until(
-                lambda: b.texts() == ["nobody hears this"] or "nobody hears this" in b.texts(), 5
-            )
+            await wait_until(lambda: "nobody hears this" in b.texts(), 5)
+            assert [e.message_id for e in b.delivered() if e.text == "nobody hears this"] == [
+                failed_id
+            ]  # the same message, not a new one
             await b.node.close()
         finally:
             await a.node.close()
+            await deaf.node.close()
         async with await Store.open(tmp_path / "a") as store:
             states = [e.state async for e in store.iter_log("general")]
-        assert OwnState.FAILED in states
+        own = [st for st in states if st is not None]  # one line: failed, or acked since
+        assert len(own) == 1 and own[0] in (OwnState.FAILED, OwnState.ACKNOWLEDGED)
+
+    run(main())
+
+
+def test_a_line_nobody_heard_waits_for_the_next_member(tmp_path: Path) -> None:
+    """Issue 27 item 7: alone in the channel, a line is not failed after its resends:
+    it waits, and the next member heard gets the identical envelope."""
+
+    async def main() -> None:
+        quick = FAST.with_changes(max_resend_attempts=1, resend_unacknowledged_ms=100)
+        hub = MemoryHub()
+        a = await start_node(tmp_path / "a", hub, name="alice", config=quick)
+        try:
+            await a.node.send("general", "nobody hears this yet")
+            await wait_until(lambda: a.own("waiting"), 5, "given up, waiting")
+            assert not a.own("failed") and await a.node.retry() == 0
+            b = await start_node(tmp_path / "b", hub, name="bob", config=quick)
+            await b.node.send("general", "hello")
+            await wait_until(lambda: "nobody hears this yet" in b.texts(), 5, "delivered")
+            await b.node.send("general", "got it")
+            await wait_until(lambda: a.own("acknowledged"), 5, "acknowledged")
+            await b.node.close()
+        finally:
+            await a.node.close()
 
     run(main())
 
@@ -680,17 +715,23 @@ def test_failed_lines_survive_a_restart_and_an_ack_after_all_clears_them(
     async def main() -> None:
         hub = MemoryHub()
         a = await start_node(tmp_path / "a", hub, name="alice", config=config)
+        deaf = await start_deaf_listener(tmp_path / "deaf", hub, config=config)
+        await wait_until(lambda: "I am here but hear nothing" in a.texts(), 10, "heard")
         await a.node.send("general", "nobody hears this")
         await wait_until(lambda: a.own("failed"), 10, "the line failed")
-        envelope = a.node.transport.sent[0]  # type: ignore[attr-defined]
+        failed_id = a.own("failed")[0].message_id
+        envelope = a.node._envelopes[("general", failed_id)]  # type: ignore[index]
+        heard = list(deaf.node.transport.inner.sent)  # type: ignore[attr-defined]
         await a.node.close()
+        await deaf.node.close()
 
         a2 = await start_node(tmp_path / "a", hub, name="alice", config=config)
         b = await start_node(tmp_path / "b", hub, name="bob", config=config)
         try:
             assert [f[1] for f in a2.node._failed] == [a.own("failed")[0].message_id]
-            await b.node._on_envelope(envelope)  # b has the line after all
-            await wait_until(lambda: b.texts() == ["nobody hears this"])
+            for env in [*heard, envelope]:  # b has the line (and what it follows) after all
+                await b.node._on_envelope(env)
+            await wait_until(lambda: "nobody hears this" in b.texts())
             await b.node.send("general", "got it")  # its causal history names the line
             await wait_until(lambda: a2.own("acknowledged"), 10, "the late ack")
             assert await a2.node.retry() == 0

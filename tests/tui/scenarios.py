@@ -47,12 +47,20 @@ def _rows(app: SdsChatApp, channel: str = "general") -> list[str]:
 
 
 async def steady(app: SdsChatApp, pilot: Any) -> None:
-    """Cursors that do not blink (a blinking cursor makes screenshots differ)."""
+    """Cursors that do not blink (a blinking cursor makes screenshots differ), and no
+    toast: one shown at the start ("no saved core state: rebuilt...") would still be on
+    screen or gone depending on how fast the machine ran the scenario."""
     from textual.widgets import Input
+    from textual.widgets._toast import Toast
 
     for screen in (app.chat, app.screen):
         for box in screen.query(Input):
             box.cursor_blink = False
+    await pilot.pause()
+    app.clear_notifications()
+    await wait_until(
+        lambda: not any(list(s.query(Toast)) for s in app.screen_stack), what="toasts gone"
+    )
     await pilot.pause()
 
 
@@ -463,7 +471,39 @@ def error_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
     return app, run_before
 
 
+def formatting(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
+    """Issue 27: formatted lines (bold, italic, code, a code block), the channel list's
+    notification marks (#random mentions only ⊙, #ops muted ⊘), a quiet channel's lines
+    at the bottom of the log, and two members both called bob, told apart."""
+    hub = MemoryHub()
+    app = tui(
+        base / "alice", hub.transport(), fixed=True, channels=("general", "random", "ops"),
+        theme=theme, remember_state=False,
+    )  # fmt: skip
+    peers: list[Peer] = []
+    _attach(app, peers)
+
+    async def run_before(pilot: Any) -> None:
+        await asyncio.wait_for(app.ready.wait(), 30)
+        app.model.levels.update({"random": "mentions", "ops": "none"})  # as /mute does
+        bob = await start_peer(base / "bob", hub, "bob", seed=2, fixed=True,
+                               channels=("general", "random", "ops"))  # fmt: skip
+        other = await start_peer(base / "bob2", hub, "bob", seed=4, fixed=True)
+        peers.extend([bob, other])
+        await bob.say("chatter nobody needs to see", channel="ops")
+        await bob.say("lunch?", channel="random")
+        await bob.say("@alice the **release** is _tomorrow_, run `make test` first")
+        await other.say("I am *also* bob")
+        await bob.say("the fix:\n```\ndelay = min(cap, base * 2 ** attempt)\n```\nok?")
+        await wait_until(lambda: len(_rows(app)) == 3
+                         and len(_rows(app, "ops")) == 1, what="lines")  # fmt: skip
+        await steady(app, pilot)
+
+    return app, run_before
+
+
 SCENARIOS: dict[str, Callable[[Path], tuple[SdsChatApp, RunBefore]]] = {
+    "tui-formatting": formatting,
     "tui-dark": conversation,
     "tui-light": lambda base: conversation(base, theme="light"),
     "tui-new-line": new_line,

@@ -138,30 +138,36 @@ async def test_own_states_queued_sent_possibly_acknowledged(tmp_path: Path) -> N
 
 
 async def test_failed_then_retry_key(tmp_path: Path) -> None:
+    """bob is heard but never receives (his incoming held): alice's line fails; Ctrl+R
+    publishes the same message again (one row, marked retried)."""
     hub = MemoryHub()
-    app = tui(
-        tmp_path / "alice",
-        hub.transport(),
-        config=FAST.with_changes(max_resend_attempts=1),
-    )
-    async with app.run_test(size=SIZE) as pilot:
-        await started(app)
-        await send_line(pilot, "nobody hears this")
-        await wait_until(
-            lambda: (
-                (r := row_with(app, "nobody hears this")) is not None and r.own_state == "failed"
-            ),
-            base=20,
-            what="failed",
-        )
-        await pilot.pause()
-        line = line_with(app, "nobody hears this")
-        assert STATE_GLYPHS["failed"] in line
-        assert "Ctrl+R retries" in line
-        await pilot.press("ctrl+r")
-        await wait_until(lambda: sum(r.text == "nobody hears this" for r in log_rows(app)) == 2)
-        await pilot.pause()
-        assert "retried" in line_with(app, "nobody hears this  retried")
+    config = FAST.with_changes(max_resend_attempts=1)
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, gated=True, config=config)
+    app = tui(tmp_path / "alice", hub.transport(), config=config)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            await bob.say("here")
+            await wait_until(lambda: row_with(app, "here") is not None, what="bob heard")
+            bob.transport.hold = True  # type: ignore[attr-defined]
+            await send_line(pilot, "nobody hears this")
+            await wait_until(
+                lambda: (
+                    (r := row_with(app, "nobody hears this")) is not None
+                    and r.own_state == "failed"
+                ),
+                base=20,
+                what="failed",
+            )
+            await pilot.pause()
+            line = line_with(app, "nobody hears this")
+            assert STATE_GLYPHS["failed"] in line
+            assert "Ctrl+R retries" in line
+            await pilot.press("ctrl+r")
+            await wait_until(lambda: "retried" in line_with(app, "nobody hears this"))
+            assert sum(r.text == "nobody hears this" for r in log_rows(app)) == 1
+    finally:
+        await bob.close()
 
 
 async def test_missing_marker_appears_then_resolves_in_causal_order(tmp_path: Path) -> None:

@@ -78,7 +78,10 @@ async def test_who_info_stats_help_theme(tmp_path: Path) -> None:
         text = screen_text(app)
         assert "bob" in text and bob.node.sender_id in text and "(you)" in text
         await pilot.press("escape")
-        assert app.chat.query_one("#peers").display  # /who shows the peer list
+        # issue 27 item 9: /who is a dialog; the peer list (F2) stays as it was
+        assert not app.chat.query_one("#peers").display
+        await pilot.press("f2")
+        assert app.chat.query_one("#peers").display
         assert "Peers (2 online)" in screen_text(app)
         await pilot.press("f2")
         assert not app.chat.query_one("#peers").display
@@ -92,7 +95,8 @@ async def test_who_info_stats_help_theme(tmp_path: Path) -> None:
         assert "lamport" in text and "retrieval hint" in text and "depends on" in text
         await pilot.press("escape")
         await type_line(pilot, "/stats")
-        assert app.screen.id == "stats" and "counters" in screen_text(app)
+        assert app.screen.id == "stats" and "counters:" in screen_text(app)
+        assert '"' not in screen_text(app) and "{" not in screen_text(app)  # not raw JSON
         await pilot.press("escape")
         await type_line(pilot, "/help")
         assert isinstance(app.screen, HelpScreen)

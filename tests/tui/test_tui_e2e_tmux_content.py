@@ -163,7 +163,8 @@ _RECOVERED = re.compile(r"\s*↺ recovered( after it was reported lost)?")
 def message_area(screen: str) -> list[str]:
     """The message log of a captured TUI screen, without what only this screen shows:
     the state glyph of own messages (◌ ✓ ● …) and the "↺ recovered" marks. Lines
-    between the channel bar and the input box, right of the channel list."""
+    between the channel bar and the input box, right of the channel list, without the
+    blank rows above and below them."""
     out: list[str] = []
     for line in screen.splitlines()[1:]:  # the first line is the channel bar
         if "▕" not in line:
@@ -178,6 +179,8 @@ def message_area(screen: str) -> list[str]:
         out.append(body)
     while out and not out[-1]:
         out.pop()
+    while out and not out[0]:  # the log is bottom-anchored: blank rows above it
+        out.pop(0)
     return out
 
 
@@ -298,9 +301,9 @@ def test_reply_reaction_edit_and_a_300kb_file_between_two_tuis_over_a_lossy_rela
             # the loss was real and repaired: alice's node sent again what bob missed
             tmux.type("alice", "/stats")
             # counters are sorted: once "sent" shows, resent and repair_sent (if any) do
-            poll(lambda: '"sent"' in tmux.capture("alice"), 20, "alice's stats", screens)
+            poll(lambda: " sent: " in tmux.capture("alice"), 20, "alice's stats", screens)
             stats = tmux.capture("alice")
-            again = sum(int(n) for n in re.findall(r'"(?:resent|repair_sent)": (\d+)', stats))
+            again = sum(int(n) for n in re.findall(r" (?:resent|repair_sent): (\d+)", stats))
             assert again > 0, stats
             tmux.keys("alice", "Escape")
 

@@ -40,7 +40,11 @@ def test_mentions_are_whole_words() -> None:
     assert mentions("@ALICE look", "alice")
     assert not mentions("hey @alicex", "alice")
     assert not mentions("mail alice@example.org", "alice")
-    assert not mentions("hey alice", "alice")
+    # issue 27 item 4: the bare nick and "nick: " (Tab at the start of a line) too
+    assert mentions("hey alice", "alice") and mentions("alice: look", "alice")
+    assert mentions("Alice, look", "alice")
+    assert not mentions("malice", "alice") and not mentions("alice-bob", "alice")
+    assert not mentions("/home/alice/x", "alice")
 
 
 def test_waiting_message_then_dependencies_in_causal_order() -> None:
@@ -275,6 +279,32 @@ def test_alt_digit_from_xterm_and_tmux_is_alt_digit() -> None:
         assert keys("a\x1b2b") == ["a", "alt+2", "b"]
         assert keys("\x1b[A\x1bOP\x1b") == ["up", "f1", "escape"]
         assert not use_alt_digits("linux")  # once is enough
+    finally:
+        _ansi_sequences.ANSI_SEQUENCES_KEYS.clear()  # type: ignore[attr-defined]
+        _ansi_sequences.ANSI_SEQUENCES_KEYS.update(saved)  # type: ignore[attr-defined]
+
+
+def test_alt_f_from_xterm_and_tmux_is_alt_f() -> None:
+    """Issue 27 item 2: ESC+f (Alt+F in xterm and tmux) reaches the app as alt+f (search
+    every channel), not Textual's Ctrl+Right (a word right); letters no action uses keep
+    Textual's reading (ESC+b stays Ctrl+Left)."""
+    from textual import _ansi_sequences
+    from textual._xterm_parser import XTermParser
+
+    from app.tui.keys import use_alt_letters
+
+    def keys(data: str) -> list[str]:
+        parser = XTermParser()
+        events = [*parser.feed(data), *parser.feed("")]
+        return [e.key for e in events if hasattr(e, "key")]
+
+    saved = dict(_ansi_sequences.ANSI_SEQUENCES_KEYS)
+    try:
+        assert keys("\x1bf") == ["ctrl+right"]  # Textual's own reading
+        assert use_alt_letters(["ctrl+f", "alt+f", "alt+a", "f1"]) == ["alt+f"]
+        assert keys("\x1bf") == ["alt+f"] and keys("x\x1bfy") == ["x", "alt+f", "y"]
+        assert keys("\x1bb") == ["ctrl+left"]
+        assert keys("\x1ba") == ["alt+a"]
     finally:
         _ansi_sequences.ANSI_SEQUENCES_KEYS.clear()  # type: ignore[attr-defined]
         _ansi_sequences.ANSI_SEQUENCES_KEYS.update(saved)  # type: ignore[attr-defined]

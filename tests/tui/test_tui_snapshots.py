@@ -17,6 +17,7 @@ from scenarios import (
     conversation,
     error_screen,
     files,
+    formatting,
     help_screen,
     main_screen,
     new_line,
@@ -99,3 +100,14 @@ def test_main_screen_80_and_120_dark_and_light(  # type: ignore[no-untyped-def]
     deletion, a file line and a "↺ recovered" mark, in both widths and themes."""
     app, before = main_screen(tmp_path, theme=theme)
     assert snap_compare(app, terminal_size=(width, 30), run_before=before)
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+def test_formatting_notify_marks_bottom_anchored_and_shared_names(  # type: ignore[no-untyped-def]
+    snap_compare, tmp_path: Path, theme: str
+) -> None:
+    """Issue 27: **bold**, _italic_, `code` and a code block drawn formatted; #random
+    marked ⊙ (mentions only) and #ops ⊘ (muted, no unread count); the three lines at
+    the bottom of the log; two members called bob, each with its fingerprint."""
+    app, before = formatting(tmp_path, theme=theme)
+    assert snap_compare(app, terminal_size=SNAP_SIZE, run_before=before)

@@ -18,6 +18,11 @@ __all__ = ["ChatInput", "CompletionSource"]
 
 MAX_HISTORY = 500
 
+NEW_LINE_KEYS = ("alt+enter", "shift+enter", "ctrl+j")
+"""Keys that start a second line (xterm and tmux send Alt+Enter as ESC CR, which
+:func:`app.tui.keys.use_alt_enter` makes ``ctrl+j``; kitty's protocol sends
+``alt+enter`` / ``shift+enter`` as such)."""
+
 CompletionSource = Callable[[], tuple[list[str], list[str], list[str]]]
 """Returns ``(names, joined channels, known channels)`` for completion."""
 
@@ -71,6 +76,14 @@ class ChatInput(Input):
         super()._watch_value(value)
 
     async def _on_key(self, event: events.Key) -> None:
+        if event.key in NEW_LINE_KEYS:
+            # Alt+Enter (Shift+Enter where the terminal reports it, Ctrl+J): a second
+            # line: the multi-line dialog opens with the text so far and a new line
+            event.stop()
+            event.prevent_default()
+            at = self.cursor_position
+            self.post_message(self.MultiLine(self.value[:at] + "\n" + self.value[at:]))
+            return
         if event.key == "enter":
             # Here, in key order: a binding's action would run after the keys typed next.
             event.stop()

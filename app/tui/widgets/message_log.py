@@ -9,14 +9,15 @@ the top of the window the widget posts :class:`MessageLog.NeedOlder` (the
 app pages older rows in from SQLite and the view stays where it was); at
 the bottom of a window that does not reach the newest message it posts
 :class:`MessageLog.NeedNewer`. While the view is at the bottom it follows
-new messages.
+new messages. A log shorter than the pane is drawn at its bottom, the newest line
+just above the input.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import tzinfo
 
 from rich.style import Style
@@ -35,13 +36,17 @@ SLICE_PAUSE = 0.001
 them ahead): not ``sleep(0)``, since a key takes several event-loop turns from
 the terminal to the frame, and a pause lets all of them run."""
 
+CACHED_ROWS = 300
+"""Beyond this many wrapped rows, the rows far from the viewport are unwrapped (their
+heights kept) when the log is drawn."""
+
 PREFETCH_SCREENS = 2
 """Page in older/newer rows once fewer screens than this are left to the window's edge."""
 
 __all__ = ["MessageLog"]
 
 
-class MessageLog(ScrollView, can_focus=True):
+class MessageLog(ScrollView, can_focus=False):
     """The scrollback of the current channel (see the module docstring)."""
 
     DEFAULT_CSS = """
@@ -111,7 +116,7 @@ class MessageLog(ScrollView, can_focus=True):
         self.selected = None
         self.follow = True
         self._older_requested = self._newer_requested = False
-        self._cache.clear()
+        self._forget(self._cache)
         self._lazy.clear()
         self._layout_version = None
         self.sync(force=True)
@@ -123,16 +128,16 @@ class MessageLog(ScrollView, can_focus=True):
         text = text or None
         if text != self.find:
             self.find = text
-            self._cache.clear()
+            self._forget(self._cache)
             self._lazy.clear()
-            self._pre.clear()
+            self._forget(self._pre)
             self.sync(force=True)
 
     def set_dark(self, dark: bool) -> None:
         if dark != self.dark:
             self.dark = dark
             self._pal = palette(dark)
-            self._cache.clear()
+            self._forget(self._cache)
             self._lazy.clear()
             self.sync(force=True)
 
@@ -140,7 +145,7 @@ class MessageLog(ScrollView, can_focus=True):
         """The app finished a NeedOlder/NeedNewer request (rows may have been added)."""
         self._older_requested = self._newer_requested = False
         self.sync()
-        self._pre.clear()
+        self._forget(self._pre)
         self._check_edges(self._last_direction)
 
     async def prerender(
@@ -177,7 +182,7 @@ class MessageLog(ScrollView, can_focus=True):
         if dark != self.dark:
             self.dark = dark
             self._pal = palette(dark)
-            self._cache.clear()
+            self._forget(self._cache)
             self._lazy.clear()
         view = self.view
         stamp: tuple[object, ...] = (
@@ -278,6 +283,12 @@ class MessageLog(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------------ layout
 
+    @staticmethod
+    def _forget(cache: dict[int, tuple[tuple[object, ...], list[Strip]]]) -> None:
+        for _ident, strips in cache.values():
+            release_strips(strips)
+        cache.clear()
+
     def _wrap(self, row: Row, width: int, ident: tuple[object, ...]) -> list[Strip]:
         _version, _width, selected, is_new, _dark, day = ident
         console = self.app.console
@@ -314,6 +325,7 @@ class MessageLog(ScrollView, can_focus=True):
         self.layouts += 1
         self._width = width
         view = self.view
+        release_strips(self._header)
         self._header = self._header_lines(width)
         offsets: list[int] = []
         y = len(self._header)
@@ -367,6 +379,9 @@ class MessageLog(ScrollView, can_focus=True):
                 strips = self._wrap(row, width, ident)
                 keep[rid] = (ident, strips)
                 y += len(strips)
+        for rid, entry in self._cache.items():  # rows gone, or wrapped anew
+            if keep.get(rid) is not entry:
+                release_strips(entry[1])
         self._cache = keep
         self._lazy = keep_lazy
         self._offsets = offsets
@@ -402,11 +417,36 @@ class MessageLog(ScrollView, can_focus=True):
         base = self.rich_style
         width = self.scrollable_content_region.width
         self._pass = (base, width)
+        if len(self._cache) > CACHED_ROWS:
+            self._unwrap_far()
         return super().render_lines(crop)
+
+    def _unwrap_far(self) -> None:
+        """Keep wrapped lines only for the rows within a few screens of the viewport; the
+        others keep their height and are wrapped again if drawn (memory: a full window of
+        1,200 wrapped rows was ~10 MB of lines nobody looks at)."""
+        height = max(1, self.scrollable_content_region.height)
+        top = int(self.scroll_y) - self.bottom_pad
+        first = max(0, bisect.bisect_right(self._offsets, top - 3 * height) - 1)
+        last = bisect.bisect_right(self._offsets, top + 4 * height)
+        near = {id(r) for r in self._drawn[first:last]}
+        cache, lazy = self._cache, self._lazy
+        for rid in [rid for rid in cache if rid not in near]:
+            ident, strips = cache.pop(rid)
+            lazy[rid] = (ident, len(strips))
+            release_strips(strips)
+
+    @property
+    def bottom_pad(self) -> int:
+        """Blank rows above the first line when the log is shorter than the pane: the
+        newest line sits just above the input (as in WeeChat, irssi, gomuks)."""
+        return max(0, self.scrollable_content_region.height - self._total)
 
     def render_line(self, y: int) -> Strip:
         base, width = self._pass
-        line = y + int(self.scroll_y)
+        line = y + int(self.scroll_y) - self.bottom_pad
+        if line < 0:
+            return Strip.blank(width, base)
         if line < len(self._header):
             return self._header[line].crop_extend(0, width, base).apply_style(base)
         view = self.view
@@ -479,10 +519,48 @@ class MessageLog(ScrollView, can_focus=True):
         view = self.view
         if view is None or not self._offsets:
             return
-        line = event.y + int(self.scroll_y)
+        line = event.y + int(self.scroll_y) - self.bottom_pad
+        if line < len(self._header):
+            return
         i = bisect.bisect_right(self._offsets, line) - 1
         if 0 <= i < len(view.rows):
             self.select(view.rows[i].key)
+
+
+_STRIP_CACHES = (
+    "_divide_cache", "_crop_cache", "_style_cache", "_filter_cache", "_line_length_cache",
+    "_crop_extend_cache", "_offsets_cache",
+)  # fmt: skip
+
+
+def release_strips(strips: Iterable[Strip]) -> None:
+    """Empty the caches of strips the log no longer uses, and of the strips made from them.
+
+    Textual's :class:`~textual.strip.Strip` caches what it derives from itself, and
+    when the result is the strip itself (a crop or a padding to the width it already
+    has) it caches itself: a reference cycle. The app keeps the heap frozen between
+    full collections (:mod:`app.tui.collector`), so every dropped line of the log was
+    garbage that only the next full collection gave back: the TUI grew by ~5 KB per
+    message received (164 MB after 20,000). Emptied caches leave no cycle, and the
+    lines are freed as soon as they are dropped. (Private attributes of Textual's
+    strips: a Textual without them is left alone.)
+    """
+    stack = list(strips)
+    for _ in range(100_000):  # bounded: a strip's caches hold a few strips each
+        if not stack:
+            return
+        strip = stack.pop()
+        for name in _STRIP_CACHES:
+            inner = getattr(getattr(strip, name, None), "_cache", None)
+            if not isinstance(inner, dict) or not inner:
+                continue
+            for value in inner.values():
+                if isinstance(value, Strip):
+                    if value is not strip:
+                        stack.append(value)
+                elif isinstance(value, list):
+                    stack.extend(v for v in value if isinstance(v, Strip) and v is not strip)
+            inner.clear()
 
 
 def _strip(text: Text, console: object, width: int) -> Strip:

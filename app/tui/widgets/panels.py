@@ -39,10 +39,17 @@ class ChannelEntry:
     mentioned: bool
     current: bool
     public: bool
+    level: str = "all"
+    """Notification level: ``all``, ``mentions`` (marked ``⊙``), ``none`` (``⊘``)."""
+
+
+LEVEL_MARKS = {"mentions": " ⊙", "none": " ⊘"}
+"""The channel list's mark of a channel's notification level (/mute, /unmute)."""
 
 
 class ChannelList(Widget):
-    """``1 #general  3 @``: channels with unread counts and a mention badge."""
+    """``1 #general  3 @``: channels with unread counts, a mention badge and the
+    notification level's mark (``⊙`` mentions only, ``⊘`` muted)."""
 
     class Clicked(Message):
         def __init__(self, channel: str) -> None:
@@ -72,6 +79,8 @@ class ChannelList(Widget):
                 badge = f" {e.unread if e.unread < 1000 else '999+'}"
             if e.mentioned:
                 badge += " @"
+            mark = LEVEL_MARKS.get(e.level, "")
+            badge = mark + badge
             label = f"#{e.name}"
             room = width - len(num) - 1 - len(badge)
             if len(label) > room:
@@ -81,6 +90,8 @@ class ChannelList(Widget):
             line.append(label, Style(bold=e.current or bool(e.unread)))
             pad = width - len(num) - 1 - len(label) - len(badge)
             line.append(" " * max(0, pad))
+            if mark:
+                line.append(mark, pal.dim)
             if e.unread:
                 line.append(f" {e.unread if e.unread < 1000 else '999+'}", pal.states["sent"])
             if e.mentioned:

@@ -1,0 +1,279 @@
+"""TUI memory and time to the first message: a chat kept open while 20,000 messages arrive.
+
+A real relay (``sdschat relay``), headless senders (``sdschat join --headless``, their
+own processes, fed lines by feeder processes) and the TUI under test in a process of
+its own (this file's ``_tui`` mode: ``make_app`` over a ``RelayTransport``, Textual
+headless with ``run_test``, 120x40), all on 127.0.0.1. Measured, as the resident
+memory (VmRSS) of the TUI's process:
+
+1. ``idle``: the TUI joined an empty #general, nothing received;
+2. ``live``: after receiving ``--messages`` (20,000) messages live, at the senders' rate;
+3. ``restart``: the same data directory opened again (the 20,000 messages stored),
+   idle; and its **time to the first message**: from the process's start (before
+   Textual and the node are imported) until the newest message is laid out in the
+   log, the first frame that can show it.
+
+The TUI's target (issue 27): under 100 MB whatever it has received.
+
+Usage::
+
+    .venv/bin/python bench/tui_memory.py                      # 20,000 messages
+    .venv/bin/python bench/tui_memory.py --messages 5000 --rate 400
+
+Every child is stopped by its PID; nothing listens beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.perf_counter()  # the process's start, for the time to the first message
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TARGET_MB = 100.0
+
+
+def rss_mb(pid: int | None = None) -> float:
+    """Resident memory of ``pid`` (this process by default), in MB (10^6 bytes)."""
+    status = Path(f"/proc/{pid or os.getpid()}/status").read_text()
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    raise RuntimeError("no VmRSS")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # bounded
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("relay did not start")
+
+
+# ----------------------------------------------------------------------------- the TUI
+
+
+async def run_tui(data_dir: Path, relay: str, expect: int) -> None:
+    """Child: the TUI; JSON lines on stdout (ready, progress, done); ends on stdin EOF."""
+    from app.node import NodeOptions
+    from app.transport import RelayTransport
+    from app.tui import make_app
+    from app.tui.widgets.message_log import MessageLog
+
+    def say(**obj: Any) -> None:
+        print(json.dumps(obj), flush=True)
+
+    app = make_app(data_dir, RelayTransport(relay), name="alice", options=NodeOptions(),
+                   transport_label="relay", remember_state=False)  # fmt: skip
+    async with app.run_test(size=(120, 40)) as pilot:
+        await asyncio.wait_for(app.ready.wait(), 300)
+        log = app.chat.query_one(MessageLog)
+        first = None
+        for _ in range(3000):  # bounded: until a row is laid out (or there is none)
+            view = log.view
+            if view is not None and view.loaded and (not view.rows or log._offsets):
+                first = time.perf_counter() - _T0 if view.rows else None
+                break
+            await pilot.pause()
+        trace = os.environ.get("TUI_MEMORY_TRACE")  # where the growth is (slows it down)
+        if trace:
+            import tracemalloc
+
+            tracemalloc.start(int(trace))
+            before = tracemalloc.take_snapshot()
+        say(event="ready", rss_mb=rss_mb(), first_message_s=first,
+            rows=len(log.view.rows) if log.view else 0)  # fmt: skip
+        node = app.node
+        assert node is not None
+        got = 0
+        last = time.monotonic()
+        while expect and got < expect:  # bounded by the stall check below
+            await asyncio.sleep(1.0)
+            now_got = node.counters["delivered"]
+            if now_got != got:
+                if trace and got < expect // 2 <= now_got:  # the window is full by then
+                    before = tracemalloc.take_snapshot()
+                got, last = now_got, time.monotonic()
+                say(event="progress", received=got, rss_mb=rss_mb())
+            elif time.monotonic() - last > 60:  # some never came: report what did
+                say(event="progress", received=got, rss_mb=rss_mb(), stalled=True)
+                break
+        await pilot.pause()
+        if trace:
+            import gc
+
+            gc.collect()
+            group = "lineno" if trace == "1" else "traceback"
+            diff = tracemalloc.take_snapshot().compare_to(before, group)
+            total = sum(d.size_diff for d in diff) / 1e6
+            print(f"traced Python allocations grew by {total:.1f} MB", file=sys.stderr)
+            for stat in diff[:15]:
+                print(stat, file=sys.stderr)
+                for line in stat.traceback.format()[-int(trace) * 2 :]:
+                    print("   ", line, file=sys.stderr)
+        say(event="done", received=got, rss_mb=rss_mb(),
+            window_rows=len(log.view.rows) if log.view else 0)  # fmt: skip
+        reader = asyncio.StreamReader()
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        await reader.read()  # until the parent closes stdin
+        await app.action_quit()
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class Tui:
+    def __init__(self, data_dir: Path, relay: str, expect: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "_tui", str(data_dir), relay, str(expect)],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=None if os.environ.get("TUI_MEMORY_TRACE") else subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def next(self, event: str, timeout: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # bounded (a line per second at least)
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the TUI exited before {event!r}")
+            obj = json.loads(line)
+            if obj["event"] == "progress":
+                print(f"  ... {obj['received']:>6} received, {obj['rss_mb']:.1f} MB", flush=True)
+            if obj["event"] == event:
+                return dict(obj)
+        raise RuntimeError(f"no {event!r} in {timeout} s")
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def feeder(rate: float, count: int, tag: str) -> int:
+    """Child: print ``count`` lines at ``rate`` per second, then wait for the last to go."""
+    start = time.perf_counter()
+    for i in range(count):  # bounded
+        pause = start + i / rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        sys.stdout.write(f"{tag} message {i}: the relay patch is up, have a look\n")
+        sys.stdout.flush()
+    time.sleep(600)  # stdin stays open until the run ends (the parent stops us by PID)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "_tui":
+        asyncio.run(run_tui(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "_feed":
+        return feeder(float(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--rate", type=float, default=300.0, help="messages/s, all senders")
+    parser.add_argument("--senders", type=int, default=2)
+    args = parser.parse_args(argv)
+    from machine import describe
+
+    print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load", os.getloadavg())
+    print(describe())
+    port = free_port()
+    url = f"ws://127.0.0.1:{port}"
+    tmp = tempfile.mkdtemp(prefix="sdschat-bench-mem-")
+    procs: list[subprocess.Popen[bytes]] = []
+    tui: Tui | None = None
+    try:
+        relay = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "relay", "--host", "127.0.0.1", "--port", str(port),
+             "--rate", "5000", "--burst", "10000", "--queue", "8192", "--log-format", "text",
+             "--stats-interval", "0"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        procs.append(relay)
+        wait_port(port, 20)
+        data_dir = Path(tmp) / "alice"
+        tui = Tui(data_dir, url, args.messages)
+        idle = tui.next("ready", 300)
+        per = args.messages // args.senders
+        for k in range(args.senders):
+            name = f"sender{k}"
+            feed = subprocess.Popen(
+                [sys.executable, __file__, "_feed", str(args.rate / args.senders), str(per), name],
+                cwd=ROOT, stdout=subprocess.PIPE,
+            )  # fmt: skip
+            node = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "join", "general", "--headless", "--relay", url,
+                 "--data-dir", f"{tmp}/{name}", "--name", name, "--no-config"],
+                cwd=ROOT, stdin=feed.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            assert feed.stdout is not None
+            feed.stdout.close()
+            procs += [feed, node]
+        t = time.perf_counter()
+        live = tui.next("done", 60 + 4 * args.messages / args.rate)
+        took = time.perf_counter() - t
+        tui.stop()
+        tui = None
+        tui = Tui(data_dir, url, 0)
+        restart = tui.next("ready", 300)
+        tui.next("done", 60)
+        tui.stop()
+        tui = None
+    finally:
+        if tui is not None:
+            tui.stop()
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+    n = live["received"]
+    print(f"\nTUI process memory (VmRSS), #general, {args.senders} senders at "
+          f"{args.rate:.0f} msg/s")  # fmt: skip
+    print(f"  idle, nothing received:              {idle['rss_mb']:6.1f} MB")
+    print(f"  after receiving {n:,} live ({took:.0f} s):  {live['rss_mb']:6.1f} MB "
+          f"(window {live['window_rows']} rows)")  # fmt: skip
+    print(f"  restarted with them stored, idle:    {restart['rss_mb']:6.1f} MB")
+    first = restart["first_message_s"]
+    shown = f"{first:.2f} s from process start" if first is not None else "none shown"
+    print(f"  time to the first message after a restart ({n:,} stored): {shown}")
+    worst = max(idle["rss_mb"], live["rss_mb"], restart["rss_mb"])
+    print(f"  target: under {TARGET_MB:.0f} MB: {'met' if worst < TARGET_MB else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
