@@ -356,6 +356,11 @@ async def _serve(
         except StorageError as exc:  # e.g. a damaged page found only now
             return _fatal(out, str(exc), EXIT_DATABASE)
         await _rejoin(node, data_dir, out)  # channels /join'ed in an earlier run, as the TUI
+        from net.lan.flags import relay_given
+
+        # the relays an /invite code names: those chosen, none for LAN gossip
+        invite_relays = ((settings.relays or (settings.relay,))
+                         if relay_given(args, config_file) else ())  # fmt: skip
         reader = await _stdin_reader(loop, lines)
         stdin_pipe = reader.transport
         current: str | None = args.channel
@@ -383,7 +388,7 @@ async def _serve(
                     break
                 continue
             current = await _command(node, cmd.name, cmd.arg, current, passphrase, out,
-                                     data_dir, relays=settings.relays or settings.relay)
+                                     data_dir, relays=invite_relays)
         if not signalled:
             unsent = await feed.drain()
             if unsent:

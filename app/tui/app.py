@@ -57,6 +57,8 @@ from app.chat_content import (
 )
 from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.joined import forget_channel, load_joined, remember_channel
+from app.members import secrets_file as members_file
+from app.members.commands import MEMBERS_COMMANDS, run_members_command
 from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
 from app.node import PassphraseMismatchError as NodePassphraseMismatch
 from app.node_events import (
@@ -67,6 +69,8 @@ from app.node_events import (
     DiskFull,
     Ephemeral,
     Info,
+    InviteMade,
+    MembersEvent,
     NodeError,
     NodeEvent,
     OwnMessage,
@@ -182,6 +186,12 @@ class TuiOptions:
     extra: dict[str, Any] = field(default_factory=dict)
     config: TuiConfig | None = None
     """The config file's ``[keys]`` and ``[colours]`` (app/tui/config.py), checked."""
+    create: bool = False
+    """Create the first channel as a members channel (``sdschat join NAME --create``)."""
+    invite: str | None = None
+    """Join by this invite code first (``sdschat join --invite CODE``)."""
+    relays: tuple[str, ...] = ()
+    """Relay URLs an ``/invite`` code names (the newcomer uses them)."""
 
 
 def make_app(
@@ -204,6 +214,9 @@ def make_app(
     lan_transport: Any | None = None,
     relay_url: str | None = None,
     tui_config: TuiConfig | None = None,
+    create: bool = False,
+    invite: str | None = None,
+    relays: Sequence[str] = (),
 ) -> SdsChatApp:
     """Build the app.
 
@@ -232,6 +245,9 @@ def make_app(
             what is wrong with it: :func:`app.tui.reasons.explain`).
         tui_config: the keymap and colours of the config file
             (:func:`app.tui.config.tui_config`, checked before).
+        create: create the first channel as a members channel, with us as admin.
+        invite: join by this invite code first (the channel is the code's).
+        relays: the relay URLs an ``/invite`` code names.
     """
     return SdsChatApp(
         TuiOptions(
@@ -253,6 +269,9 @@ def make_app(
             lan_transport=lan_transport,
             relay_url=relay_url,
             config=tui_config,
+            create=create,
+            invite=invite,
+            relays=tuple(relays),
         )
     )
 
@@ -407,6 +426,8 @@ class SdsChatApp(App[None]):
         await node.start()
         if self._store_later is not None:
             self.use_lan_store(self._store_later)
+        if (opts.create or opts.invite) and not await self._members_first(node):
+            return
         for channel in opts.channels:
             joined_ok = await self._join(channel, fatal=True, ask_again=opts.ask_passphrase)
             while joined_ok is None:  # a wrong passphrase typed at the prompt: ask again
@@ -443,6 +464,27 @@ class SdsChatApp(App[None]):
         gc.freeze()
         self.ready.set()
         self._refresh_panels()
+
+    async def _members_first(self, node: Node) -> bool:
+        """``--create`` or ``--invite``: make the members channel, or redeem the code,
+        before the channels are joined; False (said on screen) when that failed."""
+        opts = self.opts
+        first = opts.channels[0]
+        if node.members_channel(first) is not None or members_file.members_file(
+                opts.data_dir, first).exists():  # fmt: skip
+            return True  # made or redeemed in an earlier run: joined below, as any channel
+        try:
+            if opts.create:
+                await node.create_channel(first)
+            elif opts.invite:
+                self.notify(f"asking an admin of #{first} to let you in…", timeout=10)
+                await node.join_by_invite(opts.invite)
+        except (ValueError, KeyError) as exc:
+            title = "Invite not accepted" if opts.invite else "Channel not created"
+            hint = "Nothing was joined. Ask an admin for a new code, or pick another name."
+            self._fatal_screen(title, str(exc), hint, EXIT_USAGE)
+            return False
+        return True
 
     async def _join(
         self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False
@@ -763,6 +805,19 @@ class SdsChatApp(App[None]):
                 self._rejected(ev, changes)
             elif isinstance(ev, Info):
                 changes.notices.append(("information", ev.text))
+            elif isinstance(ev, InviteMade):  # the code, whole, to copy and pass on
+                until = datetime.fromtimestamp(ev.expires_ms / 1000, self.opts.tz)
+                self.push_screen(TextScreen(f"Invite to #{ev.channel}", (
+                    f"{ev.code}\n\nGive this one line to the newcomer, who runs:\n\n"
+                    f"  sdschat join --invite CODE\n\nSingle use; valid until "
+                    f"{until:%Y-%m-%d %H:%M}. This sdschat lets them in while it runs."),
+                    id="invite"))  # fmt: skip
+            elif isinstance(ev, MembersEvent):
+                if ev.what not in ("members", "verify"):  # answers shown by the command
+                    loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected")
+                    changes.notices.append(("warning" if loud else "information", ev.text))
+                if ev.what in ("changed", "created", "joined", "admitted"):
+                    self._refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
                 changes.notices.append(("warning" if ev.offset_ms else "information", ev.text))
             elif isinstance(ev, DiskFull):  # issue 26 §2
@@ -1740,6 +1795,8 @@ class SdsChatApp(App[None]):
                     self.action_search_all(rest.strip())
                 else:
                     self.action_search(arg)
+            elif name in MEMBERS_COMMANDS:
+                await self._members_command(node, channel, name, arg)
             elif name == "retry":
                 await self._retry()
             elif name == "stats":
@@ -1753,6 +1810,23 @@ class SdsChatApp(App[None]):
             return
         except (KeyError, ValueError) as exc:
             self._refuse(str(exc).strip("'\""))
+
+    async def _members_command(self, node: Node, channel: str | None, name: str,
+                               arg: str) -> None:  # fmt: skip
+        """/create, /invite, /members, /remove, /verify, /approve, /deny, /msg, /query
+        (app/members/commands.py); the answer in a panel or a notice."""
+        def emit(ev: NodeEvent) -> None:
+            if isinstance(ev, MembersEvent) and ev.what == "members":
+                self.push_screen(TextScreen(f"Members of #{ev.channel}", ev.text, id="members"))
+            elif isinstance(ev, MembersEvent):
+                self.notify(ev.text, timeout=20 if ev.what == "verify" else 8)
+            elif isinstance(ev, NodeError):
+                self._refuse(ev.message)
+
+        new = await run_members_command(node, name, arg, channel, emit, self.opts.relays)
+        if new is not None and new != channel and new in node.channels:
+            await self._load_tail(new)
+            self._switch(new)
 
     async def _file_command(self, node: Node, channel: str | None, name: str, arg: str) -> None:
         """``/send PATH`` (a manifest and 48 KiB segments, app/files.py) and ``/save

@@ -65,6 +65,24 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("goto", "/goto DATE", "the first message of DATE (YYYY-MM-DD) in this "
                 "channel (Ctrl+Home: the very first, Ctrl+End: the newest)", True),
     CommandSpec("retry", "/retry", "send again the messages that failed (also Ctrl+R)"),
+    CommandSpec("create", "/create NAME", "create members channel NAME: you are its admin",
+                True),
+    CommandSpec("invite", "/invite [TTL] [approve]", "a one-line invite code to this members "
+                "channel (single use, 24 h; approve: you let each newcomer in)"),
+    CommandSpec("approve", "/approve NAME", "let in a newcomer waiting on an 'approve' invite",
+                True),
+    CommandSpec("deny", "/deny NAME", "refuse a newcomer waiting on an 'approve' invite", True),
+    CommandSpec("members", "/members", "this members channel's members: role, fingerprint, "
+                "online, verified"),
+    CommandSpec("remove", "/remove NAME", "remove a member (admin): the others get new keys",
+                True, "name"),
+    CommandSpec("verify", "/verify NAME [yes]", "a safety number to compare with NAME out of "
+                "band; 'yes' marks NAME verified", True, "name"),
+    CommandSpec("msg", "/msg NAME TEXT", "a direct message to NAME, a member of this channel",
+                True, "name"),
+    CommandSpec("query", "/query NAME", "open the direct conversation with NAME", True, "name"),
+    CommandSpec("forget", "/forget NAME", "forget a channel you left (history and keys; your "
+                "identity stays)", True),
     CommandSpec("passphrase", "/passphrase", "set the passphrase for the next /join"),
     CommandSpec("theme", "/theme", "switch between dark and light (also F3)"),
     CommandSpec("stats", "/stats", "protocol counters and buffer sizes"),

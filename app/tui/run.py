@@ -59,8 +59,12 @@ def run_tui(args: argparse.Namespace) -> int:
         except PassphraseFileError as exc:
             print(f"sdschat join: {exc}", file=sys.stderr)
             return EXIT_PASSPHRASE
-    ask = not args.passphrase_file and sys.stdin.isatty()
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    from app.members import secrets_file as members_file
+
+    members = bool(getattr(args, "create", False) or getattr(args, "invite", None)
+                   or members_file.members_file(data_dir, args.channel).exists())  # fmt: skip
+    ask = not args.passphrase_file and sys.stdin.isatty() and not members
     # A store peer announced on the LAN is used when no --store was given (as headless does).
     store_url = getattr(args, "store", None)
     app_box: list[Any] = []
@@ -122,6 +126,9 @@ def run_tui(args: argparse.Namespace) -> int:
         lan_transport=lan,
         relay_url=settings.relay if relay_given(args, config_file) else None,
         tui_config=keys_and_colours,
+        create=bool(getattr(args, "create", False)),
+        invite=getattr(args, "invite", None),
+        relays=(settings.relays or (settings.relay,)) if relay_given(args, config_file) else (),
     )
     app_box.append(app)
     from app.tui.hangup import EXIT_HANGUP, watch_terminal

@@ -1,0 +1,60 @@
+"""Members channels in the TUI: --create, /invite, a newcomer by --invite, /members, /remove."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from tui_helpers import T, screen_text, start_peer, texts, tui, type_line, wait_until
+
+from app.node_events import InviteMade, MembersEvent
+from app.transport import MemoryHub
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_create_invite_a_newcomer_chat_list_members_and_remove(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    app = tui(tmp_path / "alice", hub.transport(), channels=("team",), create=True)
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=())
+    events: list[object] = []
+    bob.node.subscribe(events.append)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            node = app.node
+            assert node is not None and node.members_channel("team") is not None
+            made: list[InviteMade] = []
+            node.subscribe(lambda e: made.append(e) if isinstance(e, InviteMade) else None)
+            await type_line(pilot, "/invite")
+            await wait_until(lambda: bool(made), what="an invite code")
+            await wait_until(lambda: "Invite to #team" in screen_text(app), what="code shown")
+            assert made[0].code[:40] in screen_text(app)
+            await pilot.press("escape")
+            await bob.node.join_by_invite(made[0].code, timeout_s=T(20))
+            await bob.node.send("team", "hello from bob")
+            await wait_until(lambda: "hello from bob" in texts(app), what="bob's line")
+
+            await type_line(pilot, "/members")
+            await wait_until(lambda: "Members of #team" in screen_text(app), what="panel")
+            shown = screen_text(app)
+            assert "alice" in shown and "admin" in shown and "bob" in shown
+            await pilot.press("escape")
+
+            await type_line(pilot, "/remove bob")
+            await wait_until(lambda: any(isinstance(e, MembersEvent) and e.what == "removed_me"
+                                         for e in events), what="bob told")  # fmt: skip
+            assert not node.members_channel("team").roster.is_member(bob.node.sender_id)  # type: ignore[union-attr]
+    finally:
+        await bob.close()
+
+
+async def test_a_refused_invite_is_said_on_screen_and_joins_nothing(tmp_path: Path) -> None:
+    hub = MemoryHub()
+    app = tui(tmp_path / "eve", hub.transport(), channels=("team",),
+              invite="sdschat-invite:baaaaaaaaaaaaaaaa")  # fmt: skip
+    async with app.run_test(size=(100, 30)):
+        await wait_until(lambda: app.fatal is not None or "Invite" in screen_text(app),
+                         what="the refusal")  # fmt: skip
+        assert app.node is None or "team" not in app.node.channels
