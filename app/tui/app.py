@@ -1041,7 +1041,13 @@ class SdsChatApp(App[None]):
             bar.append(f"#{view.name}", "bold")
             if not chat.query_one(ChannelList).display:
                 bar.append_text(self._unread_elsewhere(view.name))
-            bar.append(" · public" if view.public else " · encrypted", "dim")
+            mc = node.members_channel(view.name) if node is not None else None
+            if mc is not None:  # members channel: who is in, and your role
+                role = "admin" if mc.roster.is_admin(node.sender_id) else "member"  # type: ignore[union-attr]
+                kind = "direct" if view.name.startswith("dm-") else "members"
+                bar.append(f" · {kind} ({len(mc.roster)}, you: {role})", "dim")
+            else:
+                bar.append(" · public" if view.public else " · passphrase", "dim")
             peers = node.peers(view.name) if node is not None else []
             here = sum(1 for p in peers if self._online(p.last_seen_ms, p.sender_id))
             # online now (heard within a few sync periods), and all ever heard from

@@ -298,6 +298,10 @@ class ChannelView:
     following: bool = True
     """The log shows the bottom (set by the app): new rows may push old ones out."""
     typing: dict[str, tuple[str, float]] = field(default_factory=dict)
+    sealed_ids: set[str] = field(default_factory=set)
+    """Messages of a members channel from before we were added (app/members): shown
+    once, as one "N messages from before you joined" line (``sealed_row``)."""
+    sealed_row: Row | None = None
     """sender id -> (name, expires at, seconds)."""
     missing: dict[str, set[str]] = field(default_factory=dict)
     """missing dependency id -> waiting message ids that named it."""
@@ -416,6 +420,18 @@ class ChannelView:
         row.shared_name = self.book.shared(row.name)
         if row.kind in ("file", "segment"):
             self._adopt_file(row)
+        if row.kind == "keys":  # a members channel's key shares and rekeys: not news
+            row.hidden = True
+        elif row.kind == "sealed":  # unreadable (sent before we joined): one line for all
+            if row.message_id is not None:
+                self.sealed_ids.add(row.message_id)
+            first = self.sealed_row
+            if first is None or first not in self.rows:
+                first = self.sealed_row = row
+            row.hidden = row is not first
+            n = len(self.sealed_ids)
+            first.text = f"{n} message{'s' if n != 1 else ''} from before you joined"
+            first.touch()
         if row.kind in EVENT_KINDS:
             row.hidden = self.hide_events
             if row.kind == "topic":
@@ -916,7 +932,8 @@ class ChatModel:
         level = self.levels.get(ev.channel, "all")
         if level == "none" or (level == "mentions" and not mention):
             pass  # /mute: no unread count, no badge, no bell (the line is in the log)
-        elif ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect:
+        elif (ev.channel != self.current and ev.kind not in EVENT_KINDS and not effect
+              and ev.kind not in ("keys", "sealed")):  # fmt: skip
             view.unread += 1  # a name change, a join, a reaction or an edit is no news
             ch.channel_list = True
             if mention:

@@ -129,7 +129,7 @@ async def test_passphrase_then_join_and_retry_command(tmp_path: Path) -> None:
             assert app.passphrase == "open sesame"
             await type_line(pilot, "/join secret")
             await wait_until(lambda: app.model.current == "secret")
-            assert "encrypted" in screen_text(app)
+            assert "· passphrase" in screen_text(app)
             await type_line(pilot, "psst")
             await wait_until(lambda: "psst" in bob.texts("secret"), what="same key")
             await type_line(pilot, "/retry")

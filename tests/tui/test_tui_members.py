@@ -35,6 +35,8 @@ async def test_create_invite_a_newcomer_chat_list_members_and_remove(tmp_path: P
             await bob.node.join_by_invite(made[0].code, timeout_s=T(20))
             await bob.node.send("team", "hello from bob")
             await wait_until(lambda: "hello from bob" in texts(app), what="bob's line")
+            await wait_until(lambda: "members (2, you: admin)" in screen_text(app),
+                             what="the channel bar says what kind of channel it is")  # fmt: skip
 
             await type_line(pilot, "/members")
             await wait_until(lambda: "Members of #team" in screen_text(app), what="panel")

@@ -335,3 +335,19 @@ def test_a_conflict_marks_the_message_shown_and_one_loaded_later() -> None:
     assert m.channels["general"].find_message("m1").disputed == "content"  # type: ignore[union-attr]
     plain = m.channels["general"]
     assert all(r.disputed is None for r in plain.rows if r.message_id not in ("m1", "m9"))
+
+
+def test_messages_from_before_you_joined_show_once_as_a_count_and_key_shares_not_at_all() -> None:
+    m = model()
+    view = m.channels["general"]
+
+    def event(mid: str, lamport: int, kind: str, text: str) -> Delivered:
+        return Delivered("general", mid, BOB, "bob", kind, text, lamport, 0, 0)
+
+    m.apply(event("k1", 1, "keys", "shared keys"), 0)
+    for i in range(3):
+        m.apply(event(f"s{i}", 2 + i, "sealed", "message from before you joined"), 0)
+    m.apply(delivered("m1", 10, "hello"), 0)
+    m.apply(event("s3", 5, "sealed", "message from before you joined"), 0)  # a late one
+    shown = [r.text for r in view.rows if not r.hidden]
+    assert shown == ["4 messages from before you joined", "hello"]
