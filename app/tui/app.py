@@ -1076,7 +1076,18 @@ class SdsChatApp(App[None]):
         peer_list = chat.query_one(PeerList)
         if peer_list.display and node is not None and view is not None:
             now_ms = int(self.clock() * 1000)
-            entries = [PeerEntry(node.sender_id, node.name, "now", you=True)]
+            mc = node.members_channel(view.name)
+
+            def role_of(sender_id: str) -> str:
+                if mc is None:
+                    return ""
+                member = mc.roster.member(sender_id)
+                if member is None:
+                    return "not a member"
+                return member.role + (" ✓" if sender_id in node.verified else "")  # type: ignore[union-attr]
+
+            entries = [PeerEntry(node.sender_id, node.name, "now", you=True,
+                                 role=role_of(node.sender_id))]  # fmt: skip
             for p in node.peers(view.name):
                 entries.append(
                     PeerEntry(
@@ -1089,6 +1100,7 @@ class SdsChatApp(App[None]):
                         else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
                         online=self._online(p.last_seen_ms, p.sender_id),
+                        role=role_of(p.sender_id),
                     )
                 )
             peer_list.update_entries(entries)

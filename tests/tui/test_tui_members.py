@@ -38,6 +38,9 @@ async def test_create_invite_a_newcomer_chat_list_members_and_remove(tmp_path: P
             await wait_until(lambda: "members (2, you: admin)" in screen_text(app),
                              what="the channel bar says what kind of channel it is")  # fmt: skip
 
+            await pilot.press("f2")  # the peers panel names roles in a members channel
+            await wait_until(lambda: "· member ·" in screen_text(app), what="F2 roles")
+            await pilot.press("f2")
             await type_line(pilot, "/members")
             await wait_until(lambda: "Members of #team" in screen_text(app), what="panel")
             shown = screen_text(app)
@@ -53,10 +56,16 @@ async def test_create_invite_a_newcomer_chat_list_members_and_remove(tmp_path: P
 
 
 async def test_a_refused_invite_is_said_on_screen_and_joins_nothing(tmp_path: Path) -> None:
+    from app.tui.screens.dialogs import FatalScreen
+
     hub = MemoryHub()
     app = tui(tmp_path / "eve", hub.transport(), channels=("team",),
               invite="sdschat-invite:baaaaaaaaaaaaaaaa")  # fmt: skip
-    async with app.run_test(size=(100, 30)):
-        await wait_until(lambda: app.fatal is not None or "Invite" in screen_text(app),
-                         what="the refusal")  # fmt: skip
-        assert app.node is None or "team" not in app.node.channels
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(lambda: isinstance(app.screen, FatalScreen), what="error screen")
+        await pilot.pause()
+        assert "Invite not accepted" in screen_text(app)
+        assert app.node is not None and "team" not in app.node.channels
+        await pilot.press("enter")
+        await wait_until(lambda: app._exit, what="exit")
+    assert app.return_code == 2

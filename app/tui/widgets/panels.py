@@ -117,6 +117,8 @@ class PeerEntry:
     typing: bool = False
     online: bool = True
     """Heard from recently enough to be here now (see ``app.tui.app.online``)."""
+    role: str = ""
+    """In a members channel: ``admin``, ``member``; ``verified`` is added when it is."""
 
 
 class PeerList(Widget):
@@ -151,7 +153,8 @@ class PeerList(Widget):
             elif e.typing:
                 out.append(" ✎", pal.marker_missing)
             out.append("\n")
-            out.append(f"  {e.sender_id[:8]} · {e.seen}\n", pal.time)
+            role = f" · {e.role}" if e.role else ""
+            out.append(f"  {e.sender_id[:8]}{role} · {e.seen}\n", pal.time)
         return out
 
 
