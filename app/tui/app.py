@@ -1006,7 +1006,7 @@ class SdsChatApp(App[None]):
             [
                 ChannelEntry(
                     name, v.unread, v.mentioned, name == m.current, v.public,
-                    m.levels.get(name, "all"),
+                    m.levels.get(name, "all"), self._direct_label(name),
                 )
                 for name, v in ((n, m.channels[n]) for n in m.order)
             ]
@@ -1104,6 +1104,15 @@ class SdsChatApp(App[None]):
                     )
                 )
             peer_list.update_entries(entries)
+
+    def _direct_label(self, channel: str) -> str:
+        """``@bob`` for the direct conversation with bob (app/members/direct.py), else ""."""
+        node = self.node
+        mc = node.members_channel(channel) if node is not None else None
+        if node is None or mc is None or not channel.startswith("dm-"):
+            return ""
+        others = [m.name for mid, m in mc.roster.members.items() if mid != node.sender_id]
+        return f"@{others[0]}" if len(others) == 1 else ""
 
     def online_window_ms(self) -> int:
         """A peer heard from within this long is online now. Every running node sends an

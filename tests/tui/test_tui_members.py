@@ -47,6 +47,12 @@ async def test_create_invite_a_newcomer_chat_list_members_and_remove(tmp_path: P
             assert "alice" in shown and "admin" in shown and "bob" in shown
             await pilot.press("escape")
 
+            await type_line(pilot, "/msg bob just us")  # a direct conversation, listed as @bob
+            await wait_until(lambda: "@bob" in screen_text(app), what="the DM in the list")
+            dm = next(c for c in node.channels if c.startswith("dm-"))
+            await wait_until(lambda: dm in bob.node.channels, what="bob joined the DM")
+            await wait_until(lambda: "just us" in bob.texts(dm), what="bob got it")
+
             await type_line(pilot, "/remove bob")
             await wait_until(lambda: any(isinstance(e, MembersEvent) and e.what == "removed_me"
                                          for e in events), what="bob told")  # fmt: skip

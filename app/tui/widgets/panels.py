@@ -41,6 +41,8 @@ class ChannelEntry:
     public: bool
     level: str = "all"
     """Notification level: ``all``, ``mentions`` (marked ``⊙``), ``none`` (``⊘``)."""
+    label: str = ""
+    """How the list shows it (a direct conversation: ``@bob``); default ``#name``."""
 
 
 LEVEL_MARKS = {"mentions": " ⊙", "none": " ⊘"}
@@ -81,7 +83,7 @@ class ChannelList(Widget):
                 badge += " @"
             mark = LEVEL_MARKS.get(e.level, "")
             badge = mark + badge
-            label = f"#{e.name}"
+            label = e.label or f"#{e.name}"
             room = width - len(num) - 1 - len(badge)
             if len(label) > room:
                 label = label[: max(1, room - 1)] + "…"
