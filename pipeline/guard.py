@@ -191,6 +191,7 @@ class SparkRun:
         self._result: Any = None
         self._error: BaseException | None = None
         self.aborted = False
+        self._worker: threading.Thread | None = None
         self._started = threading.Event()
         self._done = threading.Event()
         fd, name = tempfile.mkstemp(prefix="sdschat-report-jvm-", suffix=".log")
@@ -201,6 +202,10 @@ class SparkRun:
     # ------------------------------------------------------------------ worker
 
     def _thread(self) -> None:
+        import warnings
+
+        # PySpark warns on stderr when its retries run out; the error itself follows
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
         try:
             if self.remote is None:
                 self._output.redirect()
@@ -224,8 +229,9 @@ class SparkRun:
         with contextlib.suppress(Exception):
             from pyspark.sql.connect.client.retries import DefaultPolicy
 
-            # 50 ms x 4^n capped at 5 s: 0.05+0.2+0.8+3.2 = 4.25 s, then 5 s each
-            tries = 4 + max(1, int((self.timeout - 4.25) / 5))
+            # 50 ms x 4^n capped at 5 s: 0.05+0.2+0.8+3.2 = 4.25 s, then 5 s each, for
+            # 10 s more than the main thread's watch (whose message is the clearer)
+            tries = 4 + max(1, int((self.timeout + 10 - 4.25) / 5))
             self.session.client.set_retry_policies(
                 [DefaultPolicy(max_retries=tries, max_backoff=5000)])
 
@@ -236,8 +242,8 @@ class SparkRun:
         previous = signal.getsignal(signal.SIGINT) if in_main else None
         if in_main:
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        worker = threading.Thread(target=self._thread, name="sdschat-report-spark",
-                                  daemon=True)
+        worker = self._worker = threading.Thread(
+            target=self._thread, name="sdschat-report-spark", daemon=True)
         began = time.monotonic()
         try:
             worker.start()
@@ -258,6 +264,9 @@ class SparkRun:
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, previous)
+        if self._error is not None and self.remote is not None and not _Watch(self).server_up():
+            self.abort()  # no more calls to it, not even at exit
+            raise SparkStopped(_Watch(self).message()) from None
         if self._error is not None and not self._started.is_set():
             raise SparkStopped(self._start_failed(self._error)) from None
         self._log.unlink(missing_ok=True)
@@ -276,6 +285,8 @@ class SparkRun:
         return ""
 
     def _start_timeout(self) -> str:
+        if self.remote is not None and not _Watch(self).server_up():
+            return _Watch(self).message()
         hint = (": is it a Spark master, with a live worker?"
                 if self.what.startswith("spark://") else
                 ": is the server overloaded?" if self.remote else "")
@@ -297,11 +308,11 @@ class SparkRun:
         launched; over Connect, interrupt the session's work and close the client
         (without PySpark's calls at exit, which a gone server makes wait 10 minutes)."""
         if self.remote is not None:
-            session = self.session
+            session = self.session or _connect_default_session()
             if session is None:
                 return
             with contextlib.suppress(Exception):
-                t = threading.Thread(target=session.interruptAll, daemon=True)
+                t = threading.Thread(target=_quiet_interrupt, args=(session,), daemon=True)
                 t.start()
                 t.join(0.5)
             close_connect(session)
@@ -326,6 +337,34 @@ class SparkRun:
         t.join(seconds)
         if t.is_alive():
             self.abort()
+
+
+    def exit_if_stuck(self, code: int) -> None:
+        """End the process with ``code`` now if Spark's thread is still blocked after an
+        abort (a call to a gone Connect server, a JVM that does not answer): the
+        interpreter's exit would wait for what PySpark registered to run at exit."""
+        if self.aborted and self._worker is not None:
+            self._worker.join(0.5)
+            if self._worker.is_alive():
+                import sys
+
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+
+
+def _connect_default_session() -> Any:
+    """The Spark Connect session being created (its start may be what hangs)."""
+    with contextlib.suppress(Exception):
+        from pyspark.sql.connect.session import SparkSession
+
+        return SparkSession._get_default_session()
+    return None
+
+
+def _quiet_interrupt(session: Any) -> None:
+    with contextlib.suppress(Exception):
+        session.interruptAll()
 
 
 def _quiet_stop(session: Any) -> None:
@@ -365,14 +404,14 @@ class _Watch:
         if now < self.next:
             return
         self.next = now + 1.0
-        healthy = self._server_up() if self.run.remote else self._tasks_running()
+        healthy = self.server_up() if self.run.remote else self._tasks_running()
         if healthy:
             self.since = now
             return
         if now - self.since > self.run.timeout:
-            raise SparkStopped(self._message())
+            raise SparkStopped(self.message())
 
-    def _server_up(self) -> bool:
+    def server_up(self) -> bool:
         host, port = endpoints(self.run.remote or "")[0]
         try:
             socket.create_connection((host, port), timeout=2).close()
@@ -392,11 +431,12 @@ class _Watch:
         except Exception:
             return True  # the worker thread sees a dead JVM itself
 
-    def _message(self) -> str:
+    def message(self) -> str:
         t = f"{self.run.timeout:g} s"
         if self.run.remote:
-            return (f"the Spark Connect server {self.run.remote} stopped answering for {t}: "
-                    "is it still running? (its log says why it stopped)")
+            return (f"the Spark Connect server {self.run.remote} is not answering (connections "
+                    f"refused; gave up after {t}): is it still running? Its log says why it "
+                    "stopped")
         return (f"no Spark task ran for {t} on {self.run.what}: the job has no executor "
                 "(workers gone, or none with the cores/memory asked: check the master's "
                 "workers, --executor-memory, spark.cores.max; --spark-timeout sets the limit)")

@@ -665,6 +665,10 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
             write_report(summary, out_path)
         except ReportError as exc:
             print(f"sdschat report: {exc}", file=sys.stderr, flush=True)
+            if run is not None:
+                if detail is not None:
+                    shutil.rmtree(detail, ignore_errors=True)
+                run.exit_if_stuck(2)
             return 2
         finally:
             if detail is not None and not summary.get("master"):
@@ -679,6 +683,8 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
         if detail is not None:
             shutil.rmtree(detail, ignore_errors=True)
         print("sdschat report: interrupted, nothing written", file=sys.stderr, flush=True)
+        if run is not None:
+            run.exit_if_stuck(130)
         return 130
     finally:
         logging.getLogger().setLevel(root_level)
