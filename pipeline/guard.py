@@ -59,8 +59,14 @@ class SparkStopped(Exception):
 
 
 def spark_failure(exc: BaseException) -> str:
-    """One line for a failure inside Spark (Py4J / Spark Connect errors carry pages)."""
+    """One line for a failure inside Spark (Py4J / Spark Connect errors carry pages):
+    the root cause Java gives ("Caused by: ..."), else the first line of the text."""
+    import re
+
     text = str(exc).strip()
+    causes = re.findall(r"Caused by: (?:[\w.$]+(?:Exception|Error): )?([^\n]+)", text)
+    if causes:
+        return f"{type(exc).__name__}: {causes[-1].strip()[:300]}"
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("Traceback", "at ", "py4j", "JVM stacktrace")):

@@ -63,6 +63,7 @@ from pipeline.compute import CSV_LIMIT, LIST_LIMIT, NODES_PER_MESSAGE, TIME_BUCK
 from pipeline.options import add_report_arguments
 from pipeline.schema import (
     EVENT_SCHEMA,
+    VERSION_KEY,
     SchemaMismatchError,
     check_schema,
     iter_parquet_files,
@@ -154,6 +155,12 @@ def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[str], int | None
             schema = pq.read_schema(f)
         except Exception as exc:  # pyarrow raises several types for a bad file
             raise ReportError(f"{f}: not a readable Parquet file ({exc})") from None
+        raw = (schema.metadata or {}).get(VERSION_KEY)
+        if raw is not None and not raw.strip().isdigit():
+            raise ReportError(
+                f"{f}: event schema version {raw.decode(errors='replace')[:40]!r} "
+                f"(Parquet metadata {VERSION_KEY.decode()!r}) is not a version number: the file "
+                "was not written by sdschat, or was damaged")
         try:
             check_schema(schema, str(f))
         except SchemaMismatchError as exc:
@@ -425,18 +432,19 @@ def _fmt_ms(v: Any) -> str:
 
 
 def print_table(summary: dict[str, Any], out: TextIO) -> None:
-    """The short terminal table: one line per channel."""
-    head = (f"{'run/channel':<24} {'parts':>6} {'msgs':>6} {'conv':>4} {'missing':>8} "
+    """The short terminal table: one line per channel (names in full)."""
+    names = [f"{c['run']}/{c['channel']}" for c in summary["channels"]]
+    w = max([24, *map(len, names)])
+    head = (f"{'run/channel':<{w}} {'parts':>6} {'msgs':>6} {'conv':>4} {'missing':>8} "
             f"{'causal':>6} {'lat p50':>8} {'lat p99':>8} {'ack p50':>8} {'resend':>7} "
             f"{'repair':>7} {'lost':>5} {'ovh':>6}")
     print(head, file=out)
     print("-" * len(head), file=out)
-    for c in summary["channels"]:
-        name = f"{c['run']}/{c['channel']}"
+    for name, c in zip(names, summary["channels"], strict=True):
         conv = c["convergence"]
         ov = c["overhead"].get("overhead_ratio")
         print(
-            f"{name[:24]:<24} {c['participants']:>6} {c['messages']:>6} "
+            f"{name:<{w}} {c['participants']:>6} {c['messages']:>6} "
             f"{_yes_no(conv['converged']):>4} {conv['missing_pairs']:>8} "
             f"{c['causal_order']['violations']:>6} {_fmt_ms(c['latency_ms'].get('p50')):>8} "
             f"{_fmt_ms(c['latency_ms'].get('p99')):>8} "
