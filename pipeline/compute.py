@@ -674,6 +674,14 @@ def compute_channels(
         _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key))
         for key, b in sorted(per_channel.items())
     ]
+    # ---------------------------------------------------------------- job 6: explain
+    from pipeline.explain import explain_channels
+
+    why = explain_channels(
+        ev.select("run", "channel", "node_id", "time_ms", "kind", "reason", "message_id"),
+        pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"))
+    for c in channels:
+        c["explain"] = why.get((c["run"], c["channel"]), {})
     return {
         "rows": checked["rows"],
         "runs": checked["runs"],

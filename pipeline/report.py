@@ -189,6 +189,16 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
         raise ReportError("the input holds no events")
     if not result["channels"]:
         raise ReportError("no event in the input belongs to a channel")
+    from pipeline.explain import participant_names, run_conditions
+
+    names = participant_names(inputs)
+    conditions = run_conditions(inputs)
+    for c in result["channels"]:
+        label = str(c["run"]).split("#", 1)[0]
+        if label in conditions:
+            c.setdefault("explain", {})["conditions"] = conditions[label]
+        for p in c.get("explain", {}).get("participants", {}).values():
+            p["name"] = names.get(p["node_id"])
     notes = result.pop("label_notes")
     summary = {
         "complete": True,
