@@ -678,7 +678,7 @@ def compute_channels(
     from pipeline.explain import explain_channels
 
     why = explain_channels(
-        ev.select("run", "channel", "node_id", "time_ms", "kind", "reason", "message_id"),
+        ev.select("run", "channel", "node_id", "time_ms", "kind", "reason"),
         pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"))
     for c in channels:
         c["explain"] = why.get((c["run"], c["channel"]), {})

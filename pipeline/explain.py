@@ -32,9 +32,10 @@ TIMELINE_BUCKETS = 60
 #: Listed per channel at most: offline/silent periods, duplicate pairs.
 LISTED = 50
 
-_TIMELINE_KINDS = ("MessageSent", "MessageDelivered", "MessagesMissing", "RepairSent",
-                   "MessageLost", "StoreRetrieval", "MessageDropped", "NodeOffline",
-                   "NodeOnline", "NodeJoined")
+#: The kinds the timeline counts per bucket.
+_COUNTED = ("MessageSent", "MessageDelivered", "MessagesMissing", "RepairSent", "MessageLost",
+            "StoreRetrieval")
+_TIMELINE_KINDS = (*_COUNTED, "MessageDropped", "NodeOffline", "NodeOnline", "NodeJoined")
 
 
 def participant_names(inputs: Sequence[str | Path]) -> dict[str, str]:
@@ -106,29 +107,51 @@ def run_conditions(inputs: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
 def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """(run, channel) -> {"participants", "timeline", "duplicates"} (times in ms
     since the channel's first event). ``ev``: the channel rows (run, channel,
-    node_id, time_ms, kind, reason, message_id); ``pairs``: (run, channel, node_id,
-    message_id, held_ms, times)."""
+    node_id, time_ms, kind, reason); ``pairs``: (run, channel, node_id, message_id,
+    held_ms, times).
+
+    Two passes over the event rows: one aggregate per (participant, second) with
+    the counts the timeline draws, kept; one for the drops by reason. The rest
+    reads the kept table (participants x seconds active) and ``pairs``."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from pipeline.compute import _kept
+
     key = ["run", "channel"]
-    spans = {(r["run"], r["channel"]): (r["t0"], r["t1"]) for r in ev.groupBy(*key).agg(
-        F.min("time_ms").alias("t0"), F.max("time_ms").alias("t1")).collect()}
+    is_k = {k: F.col("kind") == k for k in _TIMELINE_KINDS}
+    per_sec = _kept(ev.groupBy(
+        *key, "node_id", F.floor(F.col("time_ms") / 1000).alias("s")).agg(
+        F.min("time_ms").alias("first"), F.max("time_ms").alias("last"),
+        *[F.count(F.when(is_k[k], 1)).alias(k) for k in _COUNTED],
+        F.count(F.when(is_k["NodeJoined"], 1)).alias("joins"),
+        F.collect_list(F.when(is_k["NodeOffline"] | is_k["NodeOnline"], F.struct(
+            F.col("time_ms").alias("t"), is_k["NodeOffline"].alias("off")))).alias("marks")))
+    spans = {(r["run"], r["channel"]): (r["t0"], r["t1"]) for r in per_sec.groupBy(*key).agg(
+        F.min("first").alias("t0"), F.max("last").alias("t1")).collect()}
     out: dict[tuple[str, str], dict[str, Any]] = {
         k: {"participants": {}, "timeline": {"bucket_ms": max(1, t1 - t0 + 1) / TIMELINE_BUCKETS,
                                              "counts": {}, "drops": {}},
             "duplicates": []}
         for k, (t0, t1) in spans.items()}
-    span_df = ev.groupBy(*key).agg(F.min("time_ms").alias("t0"), F.max("time_ms").alias("t1"))
 
-    # participants: first/last event, joins
-    for r in ev.groupBy(*key, "node_id").agg(
-            F.min("time_ms").alias("first"), F.max("time_ms").alias("last"),
-            F.count(F.when(F.col("kind") == "NodeJoined", 1)).alias("joins")).collect():
-        t0 = spans[(r["run"], r["channel"])][0]
-        out[(r["run"], r["channel"])]["participants"][r["node_id"]] = {
-            "node_id": r["node_id"], "first_ms": r["first"] - t0, "last_ms": r["last"] - t0,
-            "joins": r["joins"], "offline": [], "silent": [], "held": 0, "last_held_ms": None}
+    # participants: first/last event, joins, logged offline periods
+    for r in per_sec.groupBy(*key, "node_id").agg(
+            F.min("first").alias("first"), F.max("last").alias("last"),
+            F.sum("joins").alias("joins"),
+            F.flatten(F.collect_list("marks")).alias("marks")).collect():
+        k = (r["run"], r["channel"])
+        t0 = spans[k][0]
+        p = {"node_id": r["node_id"], "first_ms": r["first"] - t0, "last_ms": r["last"] - t0,
+             "joins": int(r["joins"] or 0), "offline": [], "silent": [], "held": 0,
+             "last_held_ms": None}
+        for m in sorted(r["marks"] or [], key=lambda m: (m["t"], not m["off"])):
+            if m["off"]:
+                p["offline"].append([m["t"] - t0, None])
+            elif p["offline"] and p["offline"][-1][1] is None:
+                p["offline"][-1][1] = m["t"] - t0
+        p["offline"] = p["offline"][:LISTED]
+        out[k]["participants"][r["node_id"]] = p
 
     # what each participant holds (its missing count is the channel's messages less it)
     for r in pairs.filter(F.col("times") > 0).groupBy(*key, "node_id").agg(
@@ -139,30 +162,20 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
             p["held"] = r["held"]
             p["last_held_ms"] = r["last_held"] - spans[k][0]
 
-    # logged offline periods (the simulator's churn)
-    marks = ev.filter(F.col("kind").isin("NodeOffline", "NodeOnline")).select(
-        *key, "node_id", "time_ms", "kind").orderBy(*key, "node_id", "time_ms").limit(
-        100_000).collect()
-    for r in marks:
-        k = (r["run"], r["channel"])
-        t0 = spans[k][0]
-        p = out[k]["participants"][r["node_id"]]
-        if r["kind"] == "NodeOffline":
-            p["offline"].append([r["time_ms"] - t0, None])
-        elif p["offline"] and p["offline"][-1][1] is None:
-            p["offline"][-1][1] = r["time_ms"] - t0
-    for c in out.values():
-        for p in c["participants"].values():
-            p["offline"] = p["offline"][:LISTED]
-
     # silent periods: gaps between the seconds in which a participant logged anything
-    secs = ev.select(*key, "node_id", F.floor(F.col("time_ms") / 1000).alias("s")).distinct()
     w = Window.partitionBy(*key, "node_id").orderBy("s")
-    gaps = secs.withColumn("prev", F.lag("s").over(w)).filter(
-        (F.col("s") - F.col("prev")) * 1000 > SILENT_MS).orderBy(*key, "node_id", "s").limit(
-        100_000).collect()
-    for r in gaps:
+    steps = _kept(per_sec.select(*key, "node_id", "s", F.lag("s").over(w).alias("prev")).filter(
+        F.col("prev").isNotNull()))
+    # longer than SILENT_MS and than 3 x the channel's 90th-percentile step (a quiet
+    # channel whose syncs come every 30 s is not a channel of silent nodes)
+    limits = {(r["run"], r["channel"]): r["limit_ms"] for r in steps.groupBy(*key).agg(
+        F.greatest(F.lit(SILENT_MS), 3_000 * F.percentile_approx(
+            F.col("s") - F.col("prev"), 0.9)).alias("limit_ms")).collect()}
+    for r in steps.filter((F.col("s") - F.col("prev")) * 1000 > SILENT_MS).orderBy(
+            *key, "node_id", "s").limit(100_000).collect():
         k = (r["run"], r["channel"])
+        if (r["s"] - r["prev"]) * 1000 <= limits.get(k, SILENT_MS):
+            continue
         t0 = spans[k][0]
         p = out[k]["participants"][r["node_id"]]
         a, b = max(0, (r["prev"] + 1) * 1000 - t0), r["s"] * 1000 - t0
@@ -170,20 +183,26 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
         if len(p["silent"]) < LISTED and not covered:  # a logged offline period says it
             p["silent"].append([a, b])
 
-    # the timeline: counts per bucket and kind, drops per bucket and reason
-    bucket = F.least(F.lit(TIMELINE_BUCKETS - 1), F.floor(
-        (F.col("time_ms") - F.col("t0")) * TIMELINE_BUCKETS / (F.col("t1") - F.col("t0") + 1)))
-    rows = ev.filter(F.col("kind").isin(*_TIMELINE_KINDS)).join(
-        F.broadcast(span_df), key).groupBy(
-        *key, bucket.cast("int").alias("b"), "kind",
-        F.when(F.col("kind") == "MessageDropped", F.coalesce("reason", F.lit("unknown")))
-        .alias("reason")).count().collect()
-    for r in rows:
-        tl = out[(r["run"], r["channel"])]["timeline"]
-        if r["kind"] == "MessageDropped":
-            tl["drops"].setdefault(r["reason"], [0] * TIMELINE_BUCKETS)[r["b"]] += r["count"]
-        else:
-            tl["counts"].setdefault(r["kind"], [0] * TIMELINE_BUCKETS)[r["b"]] += r["count"]
+    # the timeline: counts per bucket (by second) and kind; drops per bucket and reason
+    def bucket_of(k: tuple[str, str], ms: int) -> int:
+        t0, t1 = spans[k]
+        return min(TIMELINE_BUCKETS - 1, max(0, (ms - t0) * TIMELINE_BUCKETS // (t1 - t0 + 1)))
+
+    for r in per_sec.groupBy(*key, "s").agg(*[F.sum(k).alias(k) for k in _COUNTED]).collect():
+        k = (r["run"], r["channel"])
+        b = bucket_of(k, max(spans[k][0], r["s"] * 1000))
+        for kind in _COUNTED:
+            if r[kind]:
+                out[k]["timeline"]["counts"].setdefault(
+                    kind, [0] * TIMELINE_BUCKETS)[b] += r[kind]
+    for r in ev.filter(is_k["MessageDropped"]).groupBy(
+            *key, F.floor(F.col("time_ms") / 1000).alias("s"),
+            F.coalesce("reason", F.lit("unknown")).alias("reason")).count().collect():
+        k = (r["run"], r["channel"])
+        if k in spans:
+            b = bucket_of(k, max(spans[k][0], r["s"] * 1000))
+            out[k]["timeline"]["drops"].setdefault(
+                r["reason"], [0] * TIMELINE_BUCKETS)[b] += r["count"]
 
     # duplicate deliveries located
     dup = pairs.filter(F.col("times") > 1).withColumn("i", F.row_number().over(

@@ -344,7 +344,7 @@ def explain_html(c: dict[str, Any]) -> str:
         "holds": f"{p['held']:,} of {n:,}" if n else "-",
         "last message held at": _secs(p.get("last_held_ms")),
         "offline (logged)": _periods(p["offline"]),
-        "silent (nothing logged > 10 s: not running, restarted or cut off)":
+        "silent (nothing logged for long: not running, restarted or cut off)":
             _periods(p["silent"]),
     } for p in people]
     dups = ex.get("duplicates") or []
