@@ -116,7 +116,7 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from pipeline.compute import _kept
+    from pipeline.compute import _fresh, _kept
 
     key = ["run", "channel"]
     is_k = {k: F.col("kind") == k for k in _TIMELINE_KINDS}
@@ -127,8 +127,15 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
         F.count(F.when(is_k["NodeJoined"], 1)).alias("joins"),
         F.collect_list(F.when(is_k["NodeOffline"] | is_k["NodeOnline"], F.struct(
             F.col("time_ms").alias("t"), is_k["NodeOffline"].alias("off")))).alias("marks")))
-    spans = {(r["run"], r["channel"]): (r["t0"], r["t1"]) for r in per_sec.groupBy(*key).agg(
-        F.min("first").alias("t0"), F.max("last").alias("t1")).collect()}
+    people = per_sec.groupBy(*key, "node_id").agg(
+        F.min("first").alias("first"), F.max("last").alias("last"),
+        F.sum("joins").alias("joins"),
+        F.flatten(F.collect_list("marks")).alias("marks")).collect()
+    spans: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in people:
+        k = (r["run"], r["channel"])
+        t0, t1 = spans.get(k, (r["first"], r["last"]))
+        spans[k] = (min(t0, r["first"]), max(t1, r["last"]))
     out: dict[tuple[str, str], dict[str, Any]] = {
         k: {"participants": {}, "timeline": {"bucket_ms": max(1, t1 - t0 + 1) / TIMELINE_BUCKETS,
                                              "counts": {}, "drops": {}},
@@ -136,10 +143,7 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
         for k, (t0, t1) in spans.items()}
 
     # participants: first/last event, joins, logged offline periods
-    for r in per_sec.groupBy(*key, "node_id").agg(
-            F.min("first").alias("first"), F.max("last").alias("last"),
-            F.sum("joins").alias("joins"),
-            F.flatten(F.collect_list("marks")).alias("marks")).collect():
+    for r in people:
         k = (r["run"], r["channel"])
         t0 = spans[k][0]
         p = {"node_id": r["node_id"], "first_ms": r["first"] - t0, "last_ms": r["last"] - t0,
@@ -164,18 +168,16 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
 
     # silent periods: gaps between the seconds in which a participant logged anything
     w = Window.partitionBy(*key, "node_id").orderBy("s")
-    steps = _kept(per_sec.select(*key, "node_id", "s", F.lag("s").over(w).alias("prev")).filter(
-        F.col("prev").isNotNull()))
+    steps = per_sec.select(*key, "node_id", "s", F.lag("s").over(w).alias("prev")).filter(
+        F.col("prev").isNotNull())
     # longer than SILENT_MS and than 3 x the channel's 90th-percentile step (a quiet
     # channel whose syncs come every 30 s is not a channel of silent nodes)
-    limits = {(r["run"], r["channel"]): r["limit_ms"] for r in steps.groupBy(*key).agg(
-        F.greatest(F.lit(SILENT_MS), 3_000 * F.percentile_approx(
-            F.col("s") - F.col("prev"), 0.9)).alias("limit_ms")).collect()}
-    for r in steps.filter((F.col("s") - F.col("prev")) * 1000 > SILENT_MS).orderBy(
+    limits = steps.groupBy(*key).agg(F.greatest(F.lit(SILENT_MS), 3_000 * F.percentile_approx(
+        F.col("s") - F.col("prev"), 0.9)).alias("limit_ms"))
+    for r in steps.join(F.broadcast(_fresh(limits)), key).filter(
+            (F.col("s") - F.col("prev")) * 1000 > F.col("limit_ms")).orderBy(
             *key, "node_id", "s").limit(100_000).collect():
         k = (r["run"], r["channel"])
-        if (r["s"] - r["prev"]) * 1000 <= limits.get(k, SILENT_MS):
-            continue
         t0 = spans[k][0]
         p = out[k]["participants"][r["node_id"]]
         a, b = max(0, (r["prev"] + 1) * 1000 - t0), r["s"] * 1000 - t0

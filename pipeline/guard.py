@@ -302,12 +302,12 @@ class SparkRun:
     def _start_failed(self, exc: BaseException) -> str:
         reason = _java_reason(self._log)
         self._log.unlink(missing_ok=True)
+        if "JAVA_GATEWAY_EXITED" not in str(exc):  # the JVM runs; Spark refused something
+            return f"Spark on {self.what} could not start: {spark_failure(exc)}"
         if reason:
             return f"the Spark driver JVM could not start: {reason}"
-        if "JAVA_GATEWAY_EXITED" in str(exc):
-            return ("the Spark driver JVM exited at start (is Java 17+ installed? "
-                    "JAVA_HOME? the --driver-memory/--conf values?)")
-        return f"Spark on {self.what} could not start: {spark_failure(exc)}"
+        return ("the Spark driver JVM exited at start (is Java 17+ installed? "
+                "JAVA_HOME? the --driver-memory/--conf values?)")
 
     def abort(self) -> None:
         """Stop what this run started, within about a second: kill the driver JVM it
