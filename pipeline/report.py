@@ -172,7 +172,8 @@ def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[str], int | None
 
 
 def compute_report(spark: Any, inputs: Sequence[str | Path],
-                   detail_dir: str | Path | None = None) -> dict[str, Any]:
+                   detail_dir: str | Path | None = None,
+                   explain: bool = True) -> dict[str, Any]:
     """Run the Spark job; returns the summary (JSON-able) with row lists for the CSVs
     and the directory holding the Parquet detail (``_detail_dir``).
 
@@ -182,7 +183,7 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
 
     files, total_rows = validate_inputs(inputs)
     try:
-        result = compute_channels(spark, files, total_rows, detail_dir)
+        result = compute_channels(spark, files, total_rows, detail_dir, explain=explain)
     except InputError as exc:
         raise ReportError(str(exc)) from None
     if result["rows"] == 0:
@@ -601,11 +602,13 @@ def absolute_inputs(inputs: Sequence[str | Path]) -> list[str]:
     return [str(x) if _URI.match(str(x)) else str(Path(x).absolute()) for x in inputs]
 
 
-def _compute(spark: Any, inputs: Sequence[str], detail: Path) -> dict[str, Any]:
+def _compute(spark: Any, inputs: Sequence[str], detail: Path,
+             explain: bool = True) -> dict[str, Any]:
     """compute_report with Spark's failures as one-line ReportErrors (the detail
     directory removed)."""
     try:
-        return compute_report(spark, inputs, detail_dir=detail.resolve().as_uri())
+        return compute_report(spark, inputs, detail_dir=detail.resolve().as_uri(),
+                              explain=explain)
     except ReportError:
         shutil.rmtree(detail, ignore_errors=True)
         raise
@@ -640,6 +643,7 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
             inputs = absolute_inputs(args.inputs)
             _, rows = validate_inputs(inputs)  # fail fast, before starting Spark
             timeout = float(getattr(args, "spark_timeout", None) or DEFAULT_SPARK_TIMEOUT)
+            explain = not getattr(args, "no_explain", False)
             check_reachable(master, remote)
             out_path = local_path(args.out) or Path(args.out)
             detail = out_path.parent / f".{out_path.name}.detail-{time.time_ns()}"
@@ -666,7 +670,7 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
                         extra=conf, quiet=True, rows=rows)
 
                 def work(session: Any, detail: Path = detail) -> dict[str, Any]:
-                    return _compute(session, inputs, detail)
+                    return _compute(session, inputs, detail, explain)
 
                 run = SparkRun(start, work,
                                what=remote or master or "spark-submit's master",
@@ -677,7 +681,7 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
                     raise ReportError(str(exc)) from None
                 spark = run.session
             else:
-                summary = _compute(spark, inputs, detail)
+                summary = _compute(spark, inputs, detail, explain)
             summary["spark_seconds"] = round(time.monotonic() - started, 2)
             summary["master"] = remote or _master_of(spark) or master or "?"
             write_report(summary, out_path)

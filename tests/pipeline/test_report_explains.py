@@ -116,3 +116,22 @@ def test_sizes_not_logged_are_unknown_not_zero() -> None:
     svg = stacked_bar_svg([("content", 100), ("sync messages (7)", None)], "bytes sent")
     assert "sync messages (7): unknown (sizes not logged)" in svg
     assert "sync messages (7): 0 bytes" not in svg
+
+
+def test_no_explain_leaves_the_explanation_out(
+    spark: Any, churned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--no-explain``: the figures without the participants, timeline and duplicates
+    (their Spark jobs are not run)."""
+    import argparse
+
+    from pipeline.report import run_report
+
+    args = argparse.Namespace(
+        inputs=[str(churned)], out=str(tmp_path / "report"), master="local[2]",
+        shuffle_partitions=2, driver_memory="1g", no_explain=True)
+    assert run_report(args, spark=spark) == 0
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "<h3>Missing messages</h3>" in html
+    assert "<h3>Participants</h3>" not in html and "<h3>Timeline</h3>" not in html
+    assert "report.html" in capsys.readouterr().out
