@@ -320,7 +320,7 @@ def _merge_kind(b: dict[str, Any], v: dict[str, Any]) -> None:
 
 def compute_channels(
     spark: Any, files: Sequence[str], total_rows: int | None,
-    detail_dir: str | Path | None = None,
+    detail_dir: str | Path | None = None, explain: bool = True,
 ) -> dict[str, Any]:
     """Everything of the summary but the inputs; detail Parquet goes to ``detail_dir``.
 
@@ -674,6 +674,14 @@ def compute_channels(
         _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key))
         for key, b in sorted(per_channel.items())
     ]
+    # ---------------------------------------------------------------- job 6: explain
+    from pipeline.explain import explain_channels
+
+    why = {} if not explain else explain_channels(
+        ev.select("run", "channel", "node_id", "time_ms", "kind", "reason"),
+        pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"))
+    for c in channels:
+        c["explain"] = why.get((c["run"], c["channel"]), {})
     return {
         "rows": checked["rows"],
         "runs": checked["runs"],

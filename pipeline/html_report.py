@@ -8,7 +8,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-__all__ = ["bar_chart_svg", "line_chart_svg", "render_html", "stacked_bar_svg"]
+__all__ = ["bar_chart_svg", "explain_html", "line_chart_svg", "missing_words", "nice_ticks",
+           "render_html", "stacked_bar_svg", "timeline_svg"]
 
 _W, _H = 560, 220
 _PAD_L, _PAD_B, _PAD_T, _PAD_R = 56, 36, 12, 12
@@ -19,7 +20,27 @@ def _e(v: Any) -> str:
     return html.escape(str(v), quote=True)
 
 
-def _axis(y_max: float, y_label: str, x_label: str) -> list[str]:
+def nice_ticks(v_max: float, n: int = 4) -> list[float]:
+    """Round tick values from 0 to at least ``v_max``: steps of 1, 2 or 5 x 10^k."""
+    import math
+
+    if v_max <= 0:
+        return [0.0, 1.0]
+    raw = v_max / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    count = math.ceil(v_max / step - 1e-9)
+    return [i * step for i in range(count + 1)]
+
+
+def _tick_label(v: float, percent: bool = False) -> str:
+    if percent:
+        return f"{v:.0%}"
+    return f"{v:,.0f}" if v == int(v) else f"{v:,.2g}"
+
+
+def _axis(y_max: float, y_label: str, x_label: str,
+          ticks: list[float] | None = None) -> list[str]:
     parts = [
         f'<line x1="{_PAD_L}" y1="{_H - _PAD_B}" x2="{_W - _PAD_R}" y2="{_H - _PAD_B}" '
         'stroke="#333"/>',
@@ -29,28 +50,44 @@ def _axis(y_max: float, y_label: str, x_label: str) -> list[str]:
         f'<text x="12" y="{(_H - _PAD_B + _PAD_T) / 2}" font-size="11" text-anchor="middle" '
         f'transform="rotate(-90 12 {(_H - _PAD_B + _PAD_T) / 2})">{_e(y_label)}</text>',
     ]
-    for frac in (0.0, 0.5, 1.0):
-        y = _H - _PAD_B - frac * (_H - _PAD_B - _PAD_T)
-        val = y_max * frac
-        label = f"{val:.0%}" if y_label.endswith("%") else f"{val:,.0f}"
+    for val in ticks or [0.0, y_max / 2, y_max]:
+        y = _H - _PAD_B - (val / y_max if y_max else 0) * (_H - _PAD_B - _PAD_T)
+        label = _tick_label(val, y_label.endswith("%"))
         parts.append(
             f'<text x="{_PAD_L - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
             f"{label}</text>"
         )
+        parts.append(f'<line x1="{_PAD_L - 2}" y1="{y:.1f}" x2="{_PAD_L}" y2="{y:.1f}" '
+                     'stroke="#333"/>')
     return parts
+
+
+def _x_ticks_seconds(x_max_ms: float, plot_w: float) -> list[str]:
+    """Round second marks under a time axis (the last one right-aligned: not clipped)."""
+    ticks = nice_ticks(x_max_ms / 1000, 5)
+    out = []
+    for v in ticks:
+        if v * 1000 > x_max_ms * 1.0001:
+            break
+        x = _PAD_L + v * 1000 / x_max_ms * plot_w
+        anchor = "end" if x > _W - _PAD_R - 20 else "middle"
+        out.append(f'<text x="{x:.1f}" y="{_H - _PAD_B + 12}" font-size="9" '
+                   f'text-anchor="{anchor}">{_tick_label(v)} s</text>')
+    return out
 
 
 def bar_chart_svg(labels: list[str], values: list[int], y_label: str, x_label: str) -> str:
     """Vertical bars (a histogram); every other label shown when crowded."""
     if not values:
         return "<p><em>no data</em></p>"
-    y_max = max(values) or 1
+    ticks = nice_ticks(max(values) or 1)
+    y_max = ticks[-1]
     n = len(values)
     plot_w = _W - _PAD_L - _PAD_R
     bw = plot_w / n
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
              f'role="img" aria-label="{_e(y_label)} by {_e(x_label)}">']
-    parts += _axis(y_max, y_label, x_label)
+    parts += _axis(y_max, y_label, x_label, ticks)
     step = max(1, n // 10)
     for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
         h = (v / y_max) * (_H - _PAD_B - _PAD_T)
@@ -78,25 +115,23 @@ def line_chart_svg(xs: list[float], ys: list[float | None], y_label: str, x_labe
     plot_h = _H - _PAD_B - _PAD_T
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
              f'role="img" aria-label="{_e(y_label)} over {_e(x_label)}">']
-    parts += _axis(1.0, y_label, x_label)
+    parts += _axis(1.0, y_label, x_label, [0.0, 0.25, 0.5, 0.75, 1.0])
     path = " ".join(
         f"{'M' if i == 0 else 'L'}{_PAD_L + x / x_max * plot_w:.1f},"
         f"{_H - _PAD_B - y * plot_h:.1f}"
         for i, (x, y) in enumerate(pts)
     )
     parts.append(f'<path d="{path}" fill="none" stroke="{_COLORS[2]}" stroke-width="2"/>')
-    for frac in (0.0, 0.5, 1.0):
-        parts.append(
-            f'<text x="{_PAD_L + frac * plot_w:.1f}" y="{_H - _PAD_B + 12}" font-size="9" '
-            f'text-anchor="middle">{x_max * frac / 1000:,.1f}s</text>'
-        )
+    parts += _x_ticks_seconds(x_max, plot_w)
     parts.append("</svg>")
     return "".join(parts)
 
 
-def stacked_bar_svg(parts_in: list[tuple[str, int]], title: str) -> str:
-    """One horizontal bar split into named byte counts, with a legend."""
-    total = sum(v for _, v in parts_in)
+def stacked_bar_svg(parts_in: list[tuple[str, int | None]], title: str) -> str:
+    """One horizontal bar split into named byte counts, with a legend; a part whose
+    size is None (not logged) is listed as "unknown", not drawn as 0 bytes."""
+    known = [(k, v) for k, v in parts_in if v is not None]
+    total = sum(v for _, v in known)
     if total <= 0:
         return "<p><em>no data</em></p>"
     h = 40 + 18 * len(parts_in)
@@ -105,14 +140,20 @@ def stacked_bar_svg(parts_in: list[tuple[str, int]], title: str) -> str:
     x = 10.0
     width = _W - 20
     for i, (name, v) in enumerate(parts_in):
-        w = v / total * width
         color = _COLORS[i % len(_COLORS)]
+        if v is None:
+            out.append(f'<rect x="10" y="{40 + 18 * i}" width="10" height="10" fill="none" '
+                       f'stroke="{color}"/>')
+            out.append(f'<text x="26" y="{49 + 18 * i}" font-size="11">{_e(name)}: unknown '
+                       "(sizes not logged)</text>")
+            continue
+        w = v / total * width
         out.append(f'<rect x="{x:.1f}" y="8" width="{w:.1f}" height="22" fill="{color}">'
                    f"<title>{_e(name)}: {v:,} bytes</title></rect>")
         x += w
         out.append(f'<rect x="10" y="{40 + 18 * i}" width="10" height="10" fill="{color}"/>')
         out.append(f'<text x="26" y="{49 + 18 * i}" font-size="11">{_e(name)}: {v:,} bytes '
-                   f"({v / total:.1%})</text>")
+                   f"({v / total:.1%} of the known)</text>")
     out.append("</svg>")
     return "".join(out)
 
@@ -173,10 +214,13 @@ def _channel_section(c: dict[str, Any]) -> str:
     labels = [f"{edges[i]:g}" for i in range(len(hist["counts"]))]
     over = conv["over_time"]
     xs = [over["bucket_ms"] * (i + 1) for i in range(len(over["held_share"]))]
-    overhead_parts = [
+    syncs_unknown = bool(ov.get("sync_messages")) and ov.get("sync_sizes_unknown") == ov.get(
+        "sync_messages")
+    overhead_parts: list[tuple[str, int | None]] = [
         ("content", ov.get("content_bytes", 0)),
         ("metadata of content messages", ov.get("metadata_bytes", 0)),
-        ("sync messages", ov.get("sync_bytes", 0)),
+        (f"sync messages ({ov.get('sync_messages', 0):,})",
+         None if syncs_unknown else ov.get("sync_bytes", 0)),
         ("resends", ov.get("resend_bytes", 0)),
         ("repairs", ov.get("repair_bytes", 0)),
     ]
@@ -210,7 +254,9 @@ def _channel_section(c: dict[str, Any]) -> str:
          f"{lost['messages_never_received']:,} messages"),
         ("drops by reason", _counts(c["counts"]["dropped"])),
         ("metadata bytes per content byte", ov.get("metadata_per_content_byte")),
-        ("overhead share of bytes sent", _share(ov.get("overhead_ratio"))),
+        ("overhead share of bytes sent",
+         _share(ov.get("overhead_ratio")) + (" (sync sizes unknown: not counted)"
+                                             if syncs_unknown else "")),
     ]
     facts_html = "".join(f"<tr><th>{_e(k)}</th><td>{_e(_cell(v))}</td></tr>" for k, v in facts)
     missing_note = (
@@ -233,7 +279,13 @@ def _channel_section(c: dict[str, Any]) -> str:
 <figure>{stacked_bar_svg(overhead_parts, "bytes sent")}
 <figcaption>Protocol overhead: bytes broadcast, by purpose</figcaption></figure>
 </div>
+{explain_html(c)}
 <h3>Missing messages</h3>
+<p class="why">{_e(missing_words(c))} <em>Missing since</em>: when that participant first
+logged the message as missing (a <code>MessagesMissing</code> event: it saw a history naming
+it), or, if it never noticed, when the message was sent. <em>Noticed by</em>: participants
+that logged it missing; <em>declared lost by</em>: those that gave up on it
+(<code>MessageLost</code>).</p>
 {_table(conv["missing"], ["message_id", "sender", "sent_at_ms", "missing_count",
                           "missing_since_ms", "noticed_by", "declared_lost_by", "missing_at"])}
 {missing_note}
@@ -244,6 +296,207 @@ def _channel_section(c: dict[str, Any]) -> str:
 <h3>Slowest receivers (by p99)</h3>
 {_table(c["slowest_receivers"], ["node_id", "deliveries", "p50", "p90", "p99", "max"])}
 </section>"""
+
+
+def missing_words(c: dict[str, Any]) -> str:
+    """Missing against lost, said plainly."""
+    conv = c["convergence"]
+    lost = c["counts"]["lost"]
+    pairs = conv["missing_pairs"]
+    if not pairs:
+        return "Every participant holds every message."
+    return (f"{pairs:,} (participant, message) pairs are missing at the end: "
+            f"{conv['messages_missing_somewhere']:,} messages absent somewhere, at "
+            f"{conv['participants_missing_something']:,} participants. Lost is another "
+            f"thing: a participant declares a message lost when it gave up repairing it; "
+            f"{lost['pairs']:,} pairs were declared lost ({lost['pairs_recovered']:,} of them "
+            f"received later). A missing pair never declared lost is one the participant "
+            "did not know about, or was still waiting for when the log ends.")
+
+
+def _secs(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:,.1f} s"
+
+
+def _who(p: dict[str, Any]) -> str:
+    """A participant by name (export.json), else its id (shortened when a long hex id)."""
+    node = str(p["node_id"])
+    short = node if len(node) <= 12 else node[:8] + "…"
+    return f"{p['name']} ({short})" if p.get("name") else short
+
+
+def _periods(spans: list[list[Any]]) -> str:
+    return "; ".join(f"{_secs(a)} – {_secs(b) if b is not None else 'end'}"
+                     for a, b in spans) or "-"
+
+
+def explain_html(c: dict[str, Any]) -> str:
+    """Participants, the timeline and the duplicates of one channel (the "why")."""
+    ex = c.get("explain") or {}
+    people = sorted((ex.get("participants") or {}).values(),
+                    key=lambda p: (p.get("name") or "", p["node_id"]))
+    if not people:
+        return ""
+    n = c["messages"]
+    rows = [{
+        "participant": _who(p), "first event": _secs(p["first_ms"]),
+        "last event": _secs(p["last_ms"]), "joins": p["joins"],
+        "holds": f"{p['held']:,} of {n:,}" if n else "-",
+        "last message held at": _secs(p.get("last_held_ms")),
+        "offline (logged)": _periods(p["offline"]),
+        "silent (nothing logged for long: not running, restarted or cut off)":
+            _periods(p["silent"]),
+    } for p in people]
+    dups = ex.get("duplicates") or []
+    names = {p["node_id"]: _who(p) for p in people}
+    dup_rows = [{"receiver": names.get(d["node_id"], d["node_id"]),
+                 "message_id": d["message_id"], "first held at": _secs(d["first_held_ms"]),
+                 "times held": d["times_held"]} for d in dups]
+    total_dups = c["convergence"]["duplicate_deliveries"]
+    return f"""
+<h3>Participants</h3>
+<p class="why">Who was there and when (times since the channel's first event). A participant
+that was offline or not running misses what was sent meanwhile until a sync or repair brings
+it; a restart shows as a silent period.</p>
+{_table(rows, list(rows[0]))}
+<h3>Timeline</h3>
+{timeline_svg(c, people)}
+<p class="why">Top: one lane per participant (green: logging events; red: logged offline;
+grey: silent). Bottom: per time bucket, messages sent, noticed missing, repaired, declared
+lost, and drops by cause (loss, partition, offline...), as the event log records them.</p>
+{conditions_html(ex.get("conditions"))}
+<h3>Duplicate deliveries</h3>
+{_table(dup_rows, ["receiver", "message_id", "first held at", "times held"]) if dup_rows
+ else "<p><em>none</em></p>"}
+{_listed_note(len(dup_rows), total_dups, "(the event log)")}
+"""
+
+
+def conditions_html(cond: dict[str, Any] | None) -> str:
+    """The simulated run's conditions (run.json): loss, churn, partitions, and what
+    the network did not deliver, by cause."""
+    if not cond:
+        return ""
+    items = []
+    if cond.get("loss"):
+        items.append(f"random loss {cond['loss']:.0%} of deliveries")
+    if cond.get("churn"):
+        items.append(f"churn {cond['churn']:g} (participants going offline and back: the "
+                     "red periods above)")
+    for part in cond.get("partitions") or []:
+        groups = " | ".join("{" + ", ".join(g) + "}" for g in part.get("groups") or [])
+        heal = ("never healed" if part.get("heal_ms") is None
+                else f"healed at {_secs(part['heal_ms'])}")
+        items.append(f"partition from {_secs(part.get('start_ms'))}, {heal}: {groups} "
+                     "(dashed box above)")
+    nd = cond.get("not_delivered") or {}
+    if nd:
+        items.append("deliveries the network did not make: " + ", ".join(
+            f"{v:,} {k}" for k, v in nd.items()))
+    if not items:
+        return ""
+    return ("<h3>Conditions of the run</h3><ul>"
+            + "".join(f"<li>{_e(x)}</li>" for x in items) + "</ul>")
+
+
+_LANE_H = 12
+_SERIES = (("MessageSent", "sent", _COLORS[0]), ("MessagesMissing", "noticed missing",
+                                                  _COLORS[1]),
+           ("RepairSent", "repaired", _COLORS[2]), ("MessageLost", "declared lost",
+                                                    _COLORS[4]))
+
+
+def timeline_svg(c: dict[str, Any], people: list[dict[str, Any]]) -> str:
+    """Lanes per participant (at most 40) over the channel's span, then counts per
+    time bucket: sent, noticed missing, repaired, lost, drops by reason."""
+    ex = c.get("explain") or {}
+    tl = ex.get("timeline") or {}
+    span = max(1.0, float(c.get("duration_ms") or 1))
+    lanes = people[:40]
+    label_w = 150
+    plot_w = _W + 200 - label_w - _PAD_R
+    counts_h = 150
+    top = 8
+    h = top + _LANE_H * len(lanes) + 30 + counts_h + 40 + 16 * 3
+    width = _W + 200
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" role="img" '
+           f'aria-label="timeline">']
+
+    def x_of(ms: float) -> float:
+        return label_w + max(0.0, min(1.0, ms / span)) * plot_w
+
+    for i, p in enumerate(lanes):
+        y = top + i * _LANE_H
+        out.append(f'<text x="{label_w - 4}" y="{y + 9}" font-size="9" text-anchor="end">'
+                   f"{_e(_who(p))}</text>")
+        out.append(f'<rect x="{x_of(p["first_ms"]):.1f}" y="{y + 1}" '
+                   f'width="{max(1.0, x_of(p["last_ms"]) - x_of(p["first_ms"])):.1f}" '
+                   f'height="{_LANE_H - 3}" fill="#9ae6b4"/>')
+        for a, b in p["silent"]:
+            out.append(f'<rect x="{x_of(a):.1f}" y="{y + 1}" '
+                       f'width="{max(1.0, x_of(b) - x_of(a)):.1f}" height="{_LANE_H - 3}" '
+                       f'fill="#cbd5e0"><title>silent {_secs(a)} – {_secs(b)}</title></rect>')
+        for a, b in p["offline"]:
+            end = span if b is None else b
+            out.append(f'<rect x="{x_of(a):.1f}" y="{y + 1}" '
+                       f'width="{max(1.0, x_of(end) - x_of(a)):.1f}" height="{_LANE_H - 3}" '
+                       f'fill="#feb2b2"><title>offline {_secs(a)} – {_secs(b)}</title>'
+                       "</rect>")
+    lanes_h = _LANE_H * len(lanes)
+    for part in (ex.get("conditions") or {}).get("partitions") or []:
+        a = part.get("start_ms") or 0
+        b = span if part.get("heal_ms") is None else part["heal_ms"]
+        bw = max(1.0, x_of(b) - x_of(a))
+        out.append(f'<rect x="{x_of(a):.1f}" y="{top - 4}" width="{bw:.1f}" '
+                   f'height="{lanes_h + 8}" fill="none" stroke="{_COLORS[3]}" '
+                   f'stroke-dasharray="4 2"><title>partition {_secs(a)} \u2013 '
+                   f'{_secs(part.get("heal_ms"))}</title></rect>')
+    if len(people) > len(lanes):
+        out.append(f'<text x="{label_w}" y="{top + _LANE_H * len(lanes) + 10}" font-size="9">'
+                   f"{len(people) - len(lanes):,} more participants not drawn</text>")
+    # counts per bucket
+    y0 = top + _LANE_H * len(lanes) + 30 + counts_h
+    series = [(label, color, (tl.get("counts") or {}).get(kind))
+              for kind, label, color in _SERIES]
+    for j, (reason, vals) in enumerate(sorted((tl.get("drops") or {}).items())):
+        series.append((f"dropped: {reason}", _COLORS[(3 + 2 * j) % len(_COLORS)]
+                       if j else _COLORS[5], vals))
+    present = [(lab, col, v) for lab, col, v in series if v and any(v)]
+    peak = max((max(v) for _, _, v in present), default=1) or 1
+    ticks = nice_ticks(peak)
+    y_max = ticks[-1]
+    out.append(f'<line x1="{label_w}" y1="{y0}" x2="{label_w + plot_w}" y2="{y0}" '
+               'stroke="#333"/>')
+    out.append(f'<line x1="{label_w}" y1="{y0 - counts_h}" x2="{label_w}" y2="{y0}" '
+               'stroke="#333"/>')
+    for v in ticks:
+        ty = y0 - v / y_max * counts_h
+        out.append(f'<text x="{label_w - 4}" y="{ty + 3:.1f}" font-size="9" '
+                   f'text-anchor="end">{_tick_label(v)}</text>')
+    out.append(f'<text x="{label_w - 40}" y="{y0 - counts_h / 2}" font-size="10" '
+               f'text-anchor="middle" transform="rotate(-90 {label_w - 40} '
+               f'{y0 - counts_h / 2})">events per bucket</text>')
+    buckets = len(present[0][2]) if present else 1
+    for lab, col, vals in present:
+        pts = " ".join(f"{label_w + (b + 0.5) / buckets * plot_w:.1f},"
+                       f"{y0 - v / y_max * counts_h:.1f}" for b, v in enumerate(vals))
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1.5">'
+                   f"<title>{_e(lab)}</title></polyline>")
+    for v in nice_ticks(span / 1000, 6):
+        if v * 1000 > span * 1.0001:
+            break
+        x = x_of(v * 1000)
+        anchor = "end" if x > width - _PAD_R - 20 else "middle"
+        out.append(f'<text x="{x:.1f}" y="{y0 + 12}" font-size="9" text-anchor="{anchor}">'
+                   f"{_tick_label(v)} s</text>")
+    for i, (lab, col, vals) in enumerate(present):
+        lx = label_w + (i % 3) * 220
+        ly = y0 + 28 + (i // 3) * 16
+        out.append(f'<rect x="{lx}" y="{ly - 8}" width="10" height="10" fill="{col}"/>')
+        out.append(f'<text x="{lx + 14}" y="{ly}" font-size="10">{_e(lab)}: '
+                   f"{sum(vals):,}</text>")
+    out.append("</svg>")
+    return "".join(out)
 
 
 def _comparison(runs: list[dict[str, Any]]) -> str:
@@ -297,6 +550,7 @@ table.facts th {{ background: #f4f4f4; font-weight: normal; }}
 .charts {{ display: flex; flex-wrap: wrap; gap: 1em; }}
 figure {{ margin: 0; }} figcaption {{ font-size: 12px; color: #555; max-width: 560px; }}
 td {{ max-width: 420px; overflow-wrap: anywhere; }}
+p.why {{ font-size: 13px; color: #444; max-width: 900px; }}
 </style></head><body>
 <h1>sdschat reliability report</h1>
 <p>{summary['rows']:,} events from {summary['files']} file(s): {_e(', '.join(summary['inputs']))}.

@@ -30,6 +30,14 @@ def add_report_arguments(p: argparse.ArgumentParser) -> None:
                    "in the driver: use --driver-memory)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="any Spark setting, repeatable (e.g. --conf spark.executor.cores=2)")
+    p.add_argument("--spark-timeout", type=float, default=None, metavar="SECONDS",
+                   help="give up, with one line and exit 2, when Spark has not started "
+                   "after SECONDS, a job has had no task running for SECONDS (no executor), "
+                   "or the Spark Connect server has refused connections for SECONDS "
+                   "(default 60)")
+    p.add_argument("--no-explain", action="store_true",
+                   help="leave out the HTML's participants, timeline and duplicates "
+                   "(about a third of the Spark time at 1M events, 1000 participants)")
 
 
 def add_server_arguments(p: argparse.ArgumentParser) -> None:

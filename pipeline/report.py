@@ -63,6 +63,7 @@ from pipeline.compute import CSV_LIMIT, LIST_LIMIT, NODES_PER_MESSAGE, TIME_BUCK
 from pipeline.options import add_report_arguments
 from pipeline.schema import (
     EVENT_SCHEMA,
+    VERSION_KEY,
     SchemaMismatchError,
     check_schema,
     iter_parquet_files,
@@ -79,6 +80,11 @@ _MASTER = re.compile(
 )
 #: ``--driver-memory``: a JVM size, e.g. 512m, 2g.
 _MEMORY = re.compile(r"[1-9]\d*[kmgt]?b?", re.IGNORECASE)
+
+
+#: ``--spark-timeout``'s default (:data:`pipeline.guard.DEFAULT_TIMEOUT`, kept here so
+#: that this module imports without the guard's threads).
+DEFAULT_SPARK_TIMEOUT = 60.0
 
 
 class ReportError(Exception):
@@ -149,6 +155,12 @@ def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[str], int | None
             schema = pq.read_schema(f)
         except Exception as exc:  # pyarrow raises several types for a bad file
             raise ReportError(f"{f}: not a readable Parquet file ({exc})") from None
+        raw = (schema.metadata or {}).get(VERSION_KEY)
+        if raw is not None and not raw.strip().isdigit():
+            raise ReportError(
+                f"{f}: event schema version {raw.decode(errors='replace')[:40]!r} "
+                f"(Parquet metadata {VERSION_KEY.decode()!r}) is not a version number: the file "
+                "was not written by sdschat, or was damaged")
         try:
             check_schema(schema, str(f))
         except SchemaMismatchError as exc:
@@ -160,7 +172,8 @@ def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[str], int | None
 
 
 def compute_report(spark: Any, inputs: Sequence[str | Path],
-                   detail_dir: str | Path | None = None) -> dict[str, Any]:
+                   detail_dir: str | Path | None = None,
+                   explain: bool = True) -> dict[str, Any]:
     """Run the Spark job; returns the summary (JSON-able) with row lists for the CSVs
     and the directory holding the Parquet detail (``_detail_dir``).
 
@@ -170,13 +183,23 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
 
     files, total_rows = validate_inputs(inputs)
     try:
-        result = compute_channels(spark, files, total_rows, detail_dir)
+        result = compute_channels(spark, files, total_rows, detail_dir, explain=explain)
     except InputError as exc:
         raise ReportError(str(exc)) from None
     if result["rows"] == 0:
         raise ReportError("the input holds no events")
     if not result["channels"]:
         raise ReportError("no event in the input belongs to a channel")
+    from pipeline.explain import participant_names, run_conditions
+
+    names = participant_names(inputs)
+    conditions = run_conditions(inputs)
+    for c in result["channels"]:
+        label = str(c["run"]).split("#", 1)[0]
+        if label in conditions:
+            c.setdefault("explain", {})["conditions"] = conditions[label]
+        for p in c.get("explain", {}).get("participants", {}).values():
+            p["name"] = names.get(p["node_id"])
     notes = result.pop("label_notes")
     summary = {
         "complete": True,
@@ -420,18 +443,19 @@ def _fmt_ms(v: Any) -> str:
 
 
 def print_table(summary: dict[str, Any], out: TextIO) -> None:
-    """The short terminal table: one line per channel."""
-    head = (f"{'run/channel':<24} {'parts':>6} {'msgs':>6} {'conv':>4} {'missing':>8} "
+    """The short terminal table: one line per channel (names in full)."""
+    names = [f"{c['run']}/{c['channel']}" for c in summary["channels"]]
+    w = max([24, *map(len, names)])
+    head = (f"{'run/channel':<{w}} {'parts':>6} {'msgs':>6} {'conv':>4} {'missing':>8} "
             f"{'causal':>6} {'lat p50':>8} {'lat p99':>8} {'ack p50':>8} {'resend':>7} "
             f"{'repair':>7} {'lost':>5} {'ovh':>6}")
     print(head, file=out)
     print("-" * len(head), file=out)
-    for c in summary["channels"]:
-        name = f"{c['run']}/{c['channel']}"
+    for name, c in zip(names, summary["channels"], strict=True):
         conv = c["convergence"]
         ov = c["overhead"].get("overhead_ratio")
         print(
-            f"{name[:24]:<24} {c['participants']:>6} {c['messages']:>6} "
+            f"{name:<{w}} {c['participants']:>6} {c['messages']:>6} "
             f"{_yes_no(conv['converged']):>4} {conv['missing_pairs']:>8} "
             f"{c['causal_order']['violations']:>6} {_fmt_ms(c['latency_ms'].get('p50')):>8} "
             f"{_fmt_ms(c['latency_ms'].get('p99')):>8} "
@@ -524,6 +548,9 @@ def check_options(args: argparse.Namespace) -> None:
     partitions = getattr(args, "shuffle_partitions", None)
     if partitions is not None and partitions < 1:
         raise ReportError("--shuffle-partitions must be >= 1")
+    limit = getattr(args, "spark_timeout", None)
+    if limit is not None and not 1 <= limit <= 86_400:
+        raise ReportError(f"--spark-timeout {limit:g} is not between 1 and 86400 seconds")
     parse_conf(getattr(args, "conf", None) or [])
 
 
@@ -563,36 +590,49 @@ def _unreadable_input(exc: Exception) -> ReportError | None:
 
 
 def _spark_failure(exc: BaseException) -> str:
-    """One line for a failure inside Spark (Py4J / Spark Connect errors carry pages)."""
-    text = str(exc).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("Traceback", "at ", "py4j", "JVM stacktrace")):
-            return f"{type(exc).__name__}: {line[:300]}"
-    return type(exc).__name__
+    """One line for a failure inside Spark (:func:`pipeline.guard.spark_failure`)."""
+    from pipeline.guard import spark_failure
+
+    return spark_failure(exc)
+
+
+def absolute_inputs(inputs: Sequence[str | Path]) -> list[str]:
+    """Each input as an absolute path (URIs as they are): a Spark Connect server
+    resolves a relative path against its own working directory."""
+    return [str(x) if _URI.match(str(x)) else str(Path(x).absolute()) for x in inputs]
+
+
+def _compute(spark: Any, inputs: Sequence[str], detail: Path,
+             explain: bool = True) -> dict[str, Any]:
+    """compute_report with Spark's failures as one-line ReportErrors (the detail
+    directory removed)."""
+    try:
+        return compute_report(spark, inputs, detail_dir=detail.resolve().as_uri(),
+                              explain=explain)
+    except ReportError:
+        shutil.rmtree(detail, ignore_errors=True)
+        raise
+    except Exception as exc:
+        shutil.rmtree(detail, ignore_errors=True)
+        unreadable = _unreadable_input(exc)
+        if unreadable is None:
+            raise ReportError(f"Spark failed: {_spark_failure(exc)}") from None
+        raise unreadable from None
 
 
 def run_report(args: argparse.Namespace, out: TextIO | None = None,
                spark: Any = None) -> int:
     """``sdschat report``: returns 0; 2 for bad input or a Spark failure (one line on
-    stderr, nothing written); 130 when interrupted."""
+    stderr, nothing written); 130 when interrupted. With a session of its own, Spark
+    runs under :class:`pipeline.guard.SparkRun`'s bounds (``--spark-timeout``)."""
     import logging
-    import signal
-    import threading
 
     out = out or sys.stdout
     own = spark is None
     summary: dict[str, Any] = {}
     root_level = logging.getLogger().level
-    old_sigint = signal.getsignal(signal.SIGINT)
-    interrupted = threading.Event()
-
-    def on_sigint(signum: int, frame: object) -> None:
-        # The JVM gets the same Ctrl+C and may die first: the Py4J call under way then
-        # fails with "Answer from Java side is empty" instead of being interrupted.
-        interrupted.set()
-        raise KeyboardInterrupt
-
+    run: Any = None
+    detail: Path | None = None
     try:
         try:
             check_options(args)
@@ -600,66 +640,76 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
             if master in ("", "submit"):
                 master = None
             conf = parse_conf(getattr(args, "conf", None) or [])
-            _, rows = validate_inputs(args.inputs)  # fail fast, before starting Spark
+            inputs = absolute_inputs(args.inputs)
+            _, rows = validate_inputs(inputs)  # fail fast, before starting Spark
+            timeout = float(getattr(args, "spark_timeout", None) or DEFAULT_SPARK_TIMEOUT)
+            explain = not getattr(args, "no_explain", False)
             check_reachable(master, remote)
+            out_path = local_path(args.out) or Path(args.out)
+            detail = out_path.parent / f".{out_path.name}.detail-{time.time_ns()}"
+            started = time.monotonic()
             if own:
+                from pipeline.guard import SparkRun, SparkStopped, check_endpoint
                 from pipeline.spark import local_shuffle_partitions, make_session
 
+                wrong = check_endpoint(master, remote)
+                if wrong is not None:
+                    raise ReportError(wrong)
                 shuffle = args.shuffle_partitions
                 if shuffle is None and remote is None:
                     shuffle = local_shuffle_partitions(master)
-
                 # a failed task is reported once, below, not also as pages of stack traces
                 # (Py4J logs through the root logger)
                 logging.getLogger().setLevel(logging.CRITICAL)
-                spark = make_session(
-                    master, remote=remote, shuffle_partitions=shuffle,
-                    driver_memory=getattr(args, "driver_memory", None),
-                    executor_memory=getattr(args, "executor_memory", None),
-                    extra=conf, quiet=True, rows=rows,
-                )
-                if remote is None and threading.current_thread() is threading.main_thread():
-                    # PySpark's handler calls into the JVM (cancelAllJobs) from inside a
-                    # Py4J call and logs pages of tracebacks; the JVM, in the same process
-                    # group, gets the Ctrl+C itself
-                    signal.signal(signal.SIGINT, on_sigint)
-            started = time.monotonic()
-            out_path = local_path(args.out) or Path(args.out)
-            detail = out_path.parent / f".{out_path.name}.detail-{time.time_ns()}"
-            try:
-                summary = compute_report(spark, args.inputs, detail_dir=detail.resolve().as_uri())
-            except ReportError:
-                shutil.rmtree(detail, ignore_errors=True)
-                raise
-            except Exception as exc:
-                shutil.rmtree(detail, ignore_errors=True)
-                unreadable = _unreadable_input(exc)
-                if unreadable is None:
-                    raise ReportError(f"Spark failed: {_spark_failure(exc)}") from None
-                raise unreadable from None
+
+                def start() -> Any:
+                    return make_session(
+                        master, remote=remote, shuffle_partitions=shuffle,
+                        driver_memory=getattr(args, "driver_memory", None),
+                        executor_memory=getattr(args, "executor_memory", None),
+                        extra=conf, quiet=True, rows=rows)
+
+                def work(session: Any, detail: Path = detail) -> dict[str, Any]:
+                    return _compute(session, inputs, detail, explain)
+
+                run = SparkRun(start, work,
+                               what=remote or master or "spark-submit's master",
+                               remote=remote, timeout=timeout)
+                try:
+                    summary = run.run()
+                except SparkStopped as exc:
+                    raise ReportError(str(exc)) from None
+                spark = run.session
+            else:
+                summary = _compute(spark, inputs, detail, explain)
             summary["spark_seconds"] = round(time.monotonic() - started, 2)
             summary["master"] = remote or _master_of(spark) or master or "?"
             write_report(summary, out_path)
         except ReportError as exc:
-            if interrupted.is_set():  # a failure caused by the Ctrl+C itself
-                raise KeyboardInterrupt from None
-            print(f"sdschat report: {exc}", file=sys.stderr)
+            print(f"sdschat report: {exc}", file=sys.stderr, flush=True)
+            if run is not None:
+                if detail is not None:
+                    shutil.rmtree(detail, ignore_errors=True)
+                run.exit_if_stuck(2)
             return 2
         finally:
-            if own and spark is not None:
-                with contextlib.suppress(Exception):  # already failing or interrupted
-                    spark.stop()
+            if detail is not None and not summary.get("master"):
+                shutil.rmtree(detail, ignore_errors=True)  # what an aborted run left
+            if run is not None and run.session is not None:
+                run.stop()
     except InterruptedAfterWriting:
         print(f"sdschat report: interrupted as the report was written; it is complete: "
               f"{Path(args.out) / 'summary.json'}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print("sdschat report: interrupted, nothing written", file=sys.stderr)
+        if detail is not None:
+            shutil.rmtree(detail, ignore_errors=True)
+        print("sdschat report: interrupted, nothing written", file=sys.stderr, flush=True)
+        if run is not None:
+            run.exit_if_stuck(130)
         return 130
     finally:
         logging.getLogger().setLevel(root_level)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, old_sigint)
     print_table(summary, out)
     print(f"report: {Path(args.out) / 'report.html'}  summary: "
           f"{Path(args.out) / 'summary.json'}", file=out)

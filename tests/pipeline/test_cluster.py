@@ -94,9 +94,9 @@ class Cluster:
         ])
         _wait_for(log, "Successfully registered with master", proc, 90)
 
-    def start_connect(self, local: str | None = None) -> None:
+    def start_connect(self, local: str | None = None, *flags: str) -> None:
         """A Spark Connect server on the cluster; with ``local`` (e.g. local[1]),
-        ``sdschat report-server --master LOCAL`` instead."""
+        ``sdschat report-server --master LOCAL FLAGS...`` instead."""
         port = _free_port()
         if local is None:
             argv, _ = connect_server_command(self.master, port=port, conf={
@@ -105,7 +105,7 @@ class Cluster:
         else:
             proc, log = self._start("connect", [], [
                 sys.executable, "-m", "app.cli", "report-server", "--master", local,
-                "--port", str(port), "--driver-memory", "512m"])
+                "--port", str(port), "--driver-memory", "512m", *flags])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
@@ -284,3 +284,150 @@ def test_ctrl_c_during_a_report_is_one_line_exit_130(tmp_path: Path) -> None:
     assert [x for x in err.splitlines() if x.startswith("sdschat")] == [
         "sdschat report: interrupted, nothing written"]
     assert not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------- when Spark itself fails: one line, exit 2
+
+
+def _one_line(done: subprocess.CompletedProcess[str], *expected: str) -> str:
+    """The run failed with exit 2 and exactly one line on stderr, containing ``expected``."""
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-3000:]
+    (line,) = lines
+    assert line.startswith("sdschat report: ")
+    for text in expected:
+        assert text in line, line
+    assert done.stdout == ""
+    return line
+
+
+def test_a_jvm_that_cannot_start_is_one_line_exit_2(run_dir: Path, tmp_path: Path) -> None:
+    """Java's own reason, not a Python traceback (nor Java's words on stdout)."""
+    for flags in (["--driver-memory", "100000g"], ["--conf", "spark.driver.memory=100000g"]):
+        done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--master", "local[1]",
+                     *flags], timeout=120)
+        _one_line(done, "the Spark driver JVM could not start", "Could not reserve enough space")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_wrong_kind_of_endpoint_is_one_line_exit_2(
+    cluster: Cluster, run_dir: Path, tmp_path: Path
+) -> None:
+    """A Spark Connect port given as a master, a master's port given as Spark Connect:
+    told before any JVM starts."""
+    if cluster.remote is None:
+        pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
+    connect = cluster.remote.removeprefix("sc://")
+    master = cluster.master.removeprefix("spark://")
+    done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--master", f"spark://{connect}"],
+                timeout=60)
+    _one_line(done, f"{connect} is a Spark Connect server, not a Spark master",
+              f"--remote sc://{connect}")
+    done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--remote", f"sc://{master}"],
+                timeout=60)
+    _one_line(done, f"{master} answers but is not a Spark Connect server",
+              f"--master spark://{master}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_relative_paths_reach_a_connect_server_in_another_directory(
+    cluster: Cluster, run_dir: Path, tmp_path: Path
+) -> None:
+    """The server runs in the repository; the report in another directory, with relative
+    input and output paths: the server reads what the user meant."""
+    if cluster.remote is None:
+        pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a").symlink_to(run_dir)
+    done = _cli(["runs/a", "--out", "out/x", "--remote", cluster.remote], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "out" / "x" / "summary.json").read_text())
+    assert summary["channels"][0]["convergence"]["missing_pairs"] > 0
+    # the detail the server wrote arrived in the report directory
+    assert (tmp_path / "out" / "x" / "missing").is_dir()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["x"]
+
+
+def _wait_state(check: Any, what: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not reached in {seconds:g} s: {what}")
+
+
+def _report_proc(data: Path, out: Path, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "report", str(data), "--out", str(out), *flags],
+        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+
+
+def _failed_in_one_line(proc: subprocess.Popen[str], *expected: str) -> None:
+    try:
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _one_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), *expected)
+
+
+@pytest.fixture(scope="module")
+def million(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1M synthetic events: a report of about half a minute on one core."""
+    data = tmp_path_factory.mktemp("million") / "events"
+    bench_module().generate(data, 1_000_000, 200, 10)
+    return data
+
+
+@pytest.mark.slow
+def test_a_cluster_whose_worker_is_killed_mid_report_fails_in_one_line(
+    million: Path, tmp_path: Path
+) -> None:
+    """The worker and its executor are killed once the report's executor runs: no task can
+    run any more, the report ends within --spark-timeout, one line, exit 2, nothing written."""
+    own = Cluster(tmp_path)
+    try:
+        own.start()
+        worker = own.procs[-1]
+        out = tmp_path / "r"
+        proc = _report_proc(million, out, "--master", own.master, "--executor-memory", "512m",
+                            "--spark-timeout", "30")  # the driver's start counts too
+        work = tmp_path / "work"
+        _wait_state(lambda: any(work.glob("app-*/*/stderr")), "an executor launched", 120)
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker and the executor it started
+        _failed_in_one_line(proc, "no Spark task ran for 30 s", own.master, "no executor")
+        assert not out.exists()
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.")]
+    finally:
+        own.stop()
+
+
+@pytest.mark.slow
+def test_a_connect_server_killed_mid_report_fails_in_one_line(
+    million: Path, tmp_path: Path
+) -> None:
+    """``sdschat report-server`` is killed once the report's first Spark job runs on it:
+    the report ends within --spark-timeout, one line, exit 2, nothing written (PySpark
+    alone retries each call for 10 minutes, and again at exit)."""
+    if connect_missing():
+        pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
+    server = Cluster(tmp_path)
+    try:
+        # at INFO the server logs each job it starts
+        server.start_connect("local[1]", "--conf", "spark.log.level=INFO")
+        assert server.remote is not None
+        out = tmp_path / "r"
+        proc = _report_proc(million, out, "--remote", server.remote, "--spark-timeout", "10")
+        log = tmp_path / "connect.log"
+        _wait_state(lambda: "DAGScheduler: Got job" in log.read_text(errors="replace"),
+                    "a job of the report running on the server", 120)
+        os.killpg(server.procs[-1].pid, signal.SIGKILL)
+        _failed_in_one_line(proc, f"the Spark Connect server {server.remote} is not answering")
+        assert not out.exists()
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.")]
+    finally:
+        server.stop()

@@ -143,3 +143,16 @@ def test_report_on_a_real_three_node_relay_run(spark: Any, tmp_path: Path) -> No
     assert c["counts"]["deliveries"] == PER_NODE * 3 * 2
     assert c["latency_ms"]["count"] == PER_NODE * 3 * 2
     assert 0 <= c["latency_ms"]["p50"] < 10_000
+    # participants by the names their nodes had (export.json), not 32-character ids
+    people = c["explain"]["participants"]
+    assert sorted(p["name"] for p in people.values()) == sorted(NAMES)
+    html = (tmp_path / "report" / "report.html").read_text()
+    for name, (node_id, _) in zip(sorted(NAMES), sorted(
+            people.items(), key=lambda kv: kv[1]["name"]), strict=True):
+        assert f"<td>{name} ({node_id[:8]}\u2026)</td>" in html
+    for section in ("<h3>Participants</h3>", "<h3>Timeline</h3>", "<h3>Duplicate deliveries</h3>"):
+        assert section in html
+    # sizes real nodes did not log are said unknown, not 0 bytes
+    ov = c["overhead"]
+    if ov.get("sync_messages") and ov.get("sync_sizes_unknown") == ov["sync_messages"]:
+        assert "unknown (sizes not logged)" in html

@@ -1,5 +1,6 @@
 """The HTML report renders in a real browser: headless Chromium takes a screenshot of
-report.html and the charts' colours are on it.
+report.html and the charts' colours are on it, and the sections that explain why
+(participants, timeline, conditions, duplicates) are in it.
 
 The charts are inline SVG (no script, no network). The screenshot is decoded here
 (PNG: zlib and the five scanline filters of the PNG specification) and the pixels
@@ -22,6 +23,9 @@ from pipeline_helpers import report, simulate
 
 from app.sim import PartitionSpec
 from pipeline.html_report import _COLORS
+
+#: the timeline's colour of a participant logging events
+LANE = "#9ae6b4"
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in (
     "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")) if p), None)
@@ -97,17 +101,24 @@ def test_the_report_renders_with_its_charts_in_chromium(spark: Any, tmp_path: Pa
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-domain-reliability", "--no-default-browser-check", "--dns-prefetch-disable",
          "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-         "--window-size=1000,2400", f"--screenshot={shot}", page.as_uri()],
+         "--window-size=1000,3600", f"--screenshot={shot}", page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )
     assert shot.is_file(), done.stderr[-2000:]
     data = shot.read_bytes()
     width, height, rows = png_pixels(data)
-    assert (width, height) == (1000, 2400)
+    assert (width, height) == (1000, 3600)
     bpp = len(rows[0]) // width
-    counts = colour_counts(rows, bpp, [_COLORS[0], _COLORS[2]])
+    counts = colour_counts(rows, bpp, [_COLORS[0], _COLORS[2], LANE])
     # bars (the first colour) and the convergence curve (the third) were drawn
     assert counts[_COLORS[0]] > 500, counts
     assert counts[_COLORS[2]] > 50, counts
+    # and the timeline's participant lanes
+    assert counts[LANE] > 500, counts
+    html = page.read_text()
+    for section in ("<h3>Participants</h3>", "<h3>Timeline</h3>", "<h3>Conditions of the run</h3>",
+                    "<h3>Duplicate deliveries</h3>", "<em>Missing since</em>"):
+        assert section in html
+    assert "partition from 0.0 s, never healed: {p000, p001} | {p002, p003}" in html
     # and text: most of the page is not one colour
     assert len({line for line in rows}) > 100

@@ -59,6 +59,7 @@ def test_cli_exits_2_and_writes_nothing_on_empty_input(
         (["--master", "local[x]"], "--master 'local[x]' is not a Spark master"),
         (["--driver-memory", "lots"], "--driver-memory 'lots' is not a size"),
         (["--shuffle-partitions", "0"], "--shuffle-partitions must be >= 1"),
+        (["--spark-timeout", "0"], "--spark-timeout 0 is not between 1 and 86400 seconds"),
     ],
 )
 def test_cli_refuses_bad_spark_options_before_starting_spark(
@@ -237,3 +238,51 @@ def test_report_server_refuses_a_port_in_use(capsys: pytest.CaptureFixture[str])
         port = taken.getsockname()[1]
         assert main(["report-server", "--port", str(port)]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("raw", [b"two", b"", b"-1", b"2.0"])
+def test_a_schema_version_that_is_not_a_number_is_named(tmp_path: Path, raw: bytes) -> None:
+    """It used to read as "version -1 ... use a newer sdschat"."""
+    from pipeline.schema import VERSION_KEY
+
+    table = EVENT_SCHEMA.empty_table().replace_schema_metadata({VERSION_KEY: raw})
+    pq.write_table(table, tmp_path / "e.parquet")
+    with pytest.raises(ReportError, match="is not a version number") as info:
+        validate_inputs([tmp_path])
+    assert repr(raw.decode()) in str(info.value)
+    assert "newer sdschat" not in str(info.value)
+
+
+def test_spark_failure_names_the_root_cause() -> None:
+    """A setting Spark refuses is named (the first line of Java's text did not)."""
+    from pipeline.guard import spark_failure
+
+    text = ("Error while instantiating 'org.apache.spark.sql.internal.SessionStateBuilder':\n"
+            "JVM stacktrace:\n\tat org.apache.spark.X.y(X.scala:1)\n"
+            "Caused by: org.apache.spark.SparkIllegalArgumentException: "
+            "[INVALID_CONF_VALUE.TYPE_MISMATCH] The value '99999999999' in the config "
+            '"spark.sql.shuffle.partitions" is invalid.\n\t... 19 more')
+    line = spark_failure(ValueError(text))
+    assert line.startswith("ValueError: [INVALID_CONF_VALUE.TYPE_MISMATCH]")
+    assert '"spark.sql.shuffle.partitions"' in line and "\n" not in line
+
+
+def test_the_terminal_table_prints_long_run_names_in_full() -> None:
+    """``label#id/channel`` was cut at 24 characters."""
+    import io
+
+    from pipeline.report import print_table
+
+    name = "partition-long-label#0123abcd"
+    row = {"run": name, "channel": "general", "participants": 3, "messages": 5,
+           "convergence": {"converged": True, "missing_pairs": 0},
+           "causal_order": {"violations": 0}, "latency_ms": {}, "acknowledgement": {},
+           "counts": {"resends": 0, "repairs_sent": 0,
+                      "lost": {"messages_never_received": 0}},
+           "overhead": {}}
+    table = io.StringIO()
+    print_table({"channels": [row, {**row, "run": "short"}]}, table)
+    lines = table.getvalue().splitlines()
+    assert lines[2].split()[0] == f"{name}/general"
+    assert lines[3].split()[0] == "short/general"
+    assert lines[2].index(" 3 ") == lines[3].index(" 3 ")  # the columns stay aligned
