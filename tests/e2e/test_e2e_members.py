@@ -98,7 +98,11 @@ def _texts(p: Proc) -> list[str]:
 
 
 def _sees(p: Proc, *texts: str) -> None:
-    p.wait_for(lambda: set(texts) <= set(_texts(p)), 150, f"delivered {texts}")
+    try:
+        p.wait_for(lambda: set(texts) <= set(_texts(p)), 150, f"delivered {texts}")
+    except AssertionError:  # keep every event for the post-mortem, beside the logs
+        (p.stderr_path.parent / f"{p.name}.events.jsonl").write_text("\n".join(p.raw))
+        raise
 
 
 def test_invite_chat_remove_and_the_removed_member_opens_nothing_captured_after(
