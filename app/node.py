@@ -1674,6 +1674,8 @@ class Node:
                     continue
                 for control in mc.due_controls(now, shares=False):  # shares: lazily
                     self._send_control(channel, control, now, out)
+                for control in mc.owed_shares():  # owed for lines already sent: at once
+                    self._send_control(channel, control, now, out)
             for channel in dirty:
                 mc = self._members.get(channel)
                 if mc is not None:

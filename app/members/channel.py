@@ -146,6 +146,8 @@ class MembersChannel:
         self._own_index: dict[bytes, tuple[str, int]] = {}
         # our messages per outbound session: (position, Megolm index), the newest 256
         self._sent: dict[str, list[tuple[Position, int]]] = {}
+        # who got each of our sessions from us (a share's recipients), to owe nobody twice
+        self._session_shared: dict[str, set[str]] = {}
         self.counters: dict[str, int] = {}
         self._rekey_due = False
         self.saved_changes = -1  # group_keys.changes when last saved (secrets_file)
@@ -282,6 +284,8 @@ class MembersChannel:
             return Change(), []
         self.controls[message_id] = (author_id, lamport, content, envelope)
         change = self.roster.add_event(author_id, lamport, message_id, content)
+        if author_id == self.own_id:
+            self.note_shared(content)
         released: list[bytes] = []
         msg = decode_control(content)
         if isinstance(msg, pb.Control) and msg.WhichOneof("body") == "key_share":
@@ -307,6 +311,20 @@ class MembersChannel:
         self.controls[message_id] = (author_id, lamport, content, envelope)
         self.roster.add_event(author_id, lamport, message_id, content)
         self._open_epochs()
+
+    def sent_state(self) -> dict[str, object]:
+        """What :meth:`owed_shares` needs across a restart (saved in the members file)."""
+        return {
+            "sent": {sid: [[pos[0], pos[1], i] for pos, i in v] for sid, v in self._sent.items()},
+            "shared": {sid: sorted(v) for sid, v in self._session_shared.items()},
+        }
+
+    def restore_sent_state(self, doc: dict[str, object]) -> None:
+        sent = doc.get("sent", {})
+        shared = doc.get("shared", {})
+        assert isinstance(sent, dict) and isinstance(shared, dict)
+        self._sent = {sid: [((int(a), str(b)), int(i)) for a, b, i in v] for sid, v in sent.items()}
+        self._session_shared = {sid: set(v) for sid, v in shared.items()}
 
     def set_current(self, key: bytes) -> None:
         """Make ``key`` (one of :attr:`epoch_keys`) the sending key."""
@@ -428,6 +446,37 @@ class MembersChannel:
                 if share is not None:
                     out.append(share)
         return out
+
+    def owed_shares(self) -> list[bytes]:
+        """Key shares owed now: members added while our messages were in flight (they
+        came after the add in channel order, but we had not heard of it yet) get the
+        session those messages used, from the first of them. Posted at once, not
+        lazily: nothing else would ever give them those messages' key."""
+        out: list[bytes] = []
+        if not self.roster.is_member(self.own_id):
+            return out
+        for session_id, sent in self._sent.items():
+            done = self._session_shared.setdefault(session_id, set())
+            owed: dict[int, dict[str, bytes]] = {}
+            for mid, member in self.roster.members.items():
+                if mid == self.own_id or mid in done:
+                    continue
+                first = next((i for pos, i in sent if pos > member.since), None)
+                if first is not None:
+                    owed.setdefault(first, {})[mid] = member.info.share_key
+            for first, group in owed.items():
+                share = self.group_keys.share_session(session_id, group, first)
+                if share is not None:
+                    out.append(share)
+                done.update(group)
+        return out
+
+    def note_shared(self, content: bytes) -> None:
+        """Remember who a key share of ours went to (sent through the core)."""
+        msg = decode_control(content)
+        if isinstance(msg, pb.Control) and msg.WhichOneof("body") == "key_share":
+            done = self._session_shared.setdefault(msg.key_share.session_id, set())
+            done.update(k.recipient_id for k in msg.key_share.keys)
 
     def _seal_epoch(self, members: dict[str, bytes]) -> tuple[bytes, dict[str, bytes]]:
         key = os.urandom(KEY_BYTES)

@@ -247,6 +247,32 @@ class GroupKeys:
         self._out.shared_with.update(sealed)
         return encode_key_share(session_id, first, sealed)
 
+    def share_session(self, session_id: str, recipients: Mapping[str, bytes],
+                      from_index: int) -> bytes | None:  # fmt: skip
+        """A key share of one of OUR sessions (the current or an earlier one, from our
+        inbound copy of it) from ``from_index``: for members owed messages we already
+        sent in it (added while those were in flight). ``None`` if we hold no copy from
+        that index, or nobody to share with."""
+        own = self._in.get((self.own_id, session_id))
+        if own is None:
+            return None
+        start = max(from_index, int(own.session.first_known_index))
+        exported = own.session.export_at(start)
+        if exported is None:
+            return None
+        key = exported.to_base64().encode()
+        plain = pb.SessionKeyPlain(channel_id=self.channel_id, sender_id=self.own_id,
+                                   session_id=session_id, session_key=key,
+                                   exported=True)  # fmt: skip
+        data = plain.SerializeToString()
+        sealed = {mid: SealedBox(PublicKey(key)).encrypt(data) for mid, key in recipients.items()
+                  if mid != self.own_id and len(key) == SHARE_KEY_BYTES}  # fmt: skip
+        if not sealed:
+            return None
+        if self._out is not None and self._out.session.session_id == session_id:
+            self._out.shared_with.update(sealed)
+        return encode_key_share(session_id, start, sealed)
+
     def next_index(self, now_ms: int) -> int:
         """The Megolm index the next :meth:`encrypt` will use."""
         self.outbound_session_id(now_ms)

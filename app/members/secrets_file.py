@@ -62,6 +62,7 @@ def save(data_dir: Path, mc: MembersChannel) -> None:
         "current": mc.sending_key().key.hex(),
         "pickle_key": pickle_key.hex(),
         "group_keys": mc.group_keys.export(pickle_key).decode(),
+        "sent": mc.sent_state(),
         "controls": [
             [mid, author, lamport, _b64(content), _b64(envelope)]
             for mid, (author, lamport, content, envelope) in mc.controls.items()
@@ -116,6 +117,7 @@ def load(data_dir: Path, channel: str, policy: RotationPolicy | None = None
             mc.replay_control(author, int(lamport), mid, _unb64(content) or b"",
                               _unb64(envelope))  # fmt: skip
         mc.set_current(bytes.fromhex(doc["current"]))
+        mc.restore_sent_state(doc.get("sent", {}))
         return mc
     except MembersFileError:
         raise

@@ -59,6 +59,8 @@ class Person:
         env = seal(msg.SerializeToString(), self.identity, mc.sending_key())
         if is_control(body):
             mc.on_control(self.id, self.lamport, mid, body, env, now)
+        else:
+            mc.own_plaintext(body, (self.lamport, mid))  # as the node does once it is sent
         return env
 
     def post_due(self, now: int = 0) -> list[bytes]:
@@ -226,3 +228,34 @@ def test_the_topic_is_fixed_for_the_channel_whatever_the_epoch() -> None:
     broadcast([alice.send(alice.mc.remove(carol.id))], bob)  # type: ignore[union-attr]
     assert alice.mc.sending_key().topic == topic  # type: ignore[union-attr]
     assert len(alice.mc.epoch_keys) == 2  # type: ignore[union-attr]
+
+
+def test_a_member_added_while_a_line_was_in_flight_is_owed_its_key_at_once(
+    tmp_path: Path,
+) -> None:
+    alice, bob, _carol = founded_team()
+    dave = Person("dave")
+    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
+                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
+    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
+        assert env is not None
+        dave.receive(env)
+    add = alice.send(encode_add(dave.info()))
+    dave.receive(add)
+    broadcast(alice.outbox, dave)
+    # bob has not heard of dave's add yet, and his clock is past it: his line comes
+    # after the add in channel order, so dave may read it, but bob shared nothing with dave
+    bob.lamport = max(bob.lamport, alice.lamport) + 5
+    line = bob.send(b"said while dave was being added")
+    assert dave.receive(line) == "held"
+    assert bob.mc.owed_shares() == []  # type: ignore[union-attr]  # bob knows no dave yet
+    bob.receive(add)
+    owed = [bob._send(c, 0) for c in bob.mc.owed_shares()]  # type: ignore[union-attr]
+    assert len(owed) == 1
+    broadcast(owed, dave)
+    assert dave.shown == [b"said while dave was being added"]
+    assert bob.mc.owed_shares() == []  # type: ignore[union-attr]  # owed once
+    # and the debt survives a restart of bob (the members file keeps it)
+    secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
+    restored = secrets_file.load(tmp_path, "team")
+    assert restored is not None and restored.owed_shares() == []
