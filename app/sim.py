@@ -271,6 +271,8 @@ def sim_config(spec: SimSpec) -> sds.Config:
     n = spec.participants
     if spec.sync_interval_ms is not None:
         sync = spec.sync_interval_ms
+    elif base.sync_interval_participants is not None:
+        sync = base.sync_interval_ms  # the core stretches it with the participants heard
     else:
         sync = int(base.sync_interval_ms * max(1.0, n * n / 64))
     changes: dict[str, Any] = {}

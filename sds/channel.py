@@ -45,6 +45,7 @@ from sortedcontainers import SortedList
 
 from sds import sds_pb2
 from sds.bloom import RollingBloomFilter, contains_positions, positions_in
+from sds.census import ParticipantCensus
 from sds.config import Config
 from sds.events import (
     DropReason,
@@ -343,6 +344,11 @@ class Channel:
         #: Ids to name again (a peer's filter lacks them, or a resend said our naming
         #: was lost): named first, before the unnamed ones, oldest first.
         self._rename: OrderedDict[str, None] = OrderedDict()
+        #: Ids named again (by us, or by others while we meant to) -> when: a peer's
+        #: filter that still lacks one within ``sync_interval_ms`` does not get it named
+        #: again (it lost that naming, or asks for it already; with suppression, only
+        #: while the base interval lasts). Bounded like _rename.
+        self._renamed_at: OrderedDict[str, int] = OrderedDict()
         #: sender id -> (when its bloom filter was last checked for what it lacks, the
         #: arrival time up to which our entries were checked against it then).
         self._lack_checked: OrderedDict[str, tuple[int, int]] = OrderedDict()
@@ -350,9 +356,16 @@ class Channel:
         #: size the SDS-R windows (Config.repair_window_participants).
         self._heard: OrderedDict[str, int] = OrderedDict()
         self._heard_kept = _heard_kept(cfg)
+        #: Senders heard (sampled count) that stretch the sync interval
+        #: (Config.sync_interval_participants).
+        self._census = ParticipantCensus()
+        #: Sync suppression (Config.sync_suppression): another participant was heard
+        #: since our last message; syncs skipped so far (stats).
+        self._heard_since_sent = False
+        self._syncs_suppressed = 0
 
         # Sync scheduling.
-        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
 
         self._events: list[Event] = []
         self._datagrams: list[Datagram] = []
@@ -431,6 +444,7 @@ class Channel:
             "resend_heap": len(self._resend_heap),
             "lost_heap": len(self._lost_heap),
             "bloom_items": self._filter.count,
+            "syncs_suppressed": self._syncs_suppressed,
         }
 
     # ---------------------------------------------------------------------- send
@@ -488,7 +502,8 @@ class Channel:
             )
         )
         # Our content message carries our acks: the periodic sync can wait.
-        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
+        self._heard_since_sent = False
         return data
 
     def send_ephemeral(self, content: bytes, now_ms: int) -> bytes:
@@ -591,6 +606,7 @@ class Channel:
             if mid in entries:
                 unnamed.pop(mid, None)
                 extra.append(mid)
+                self._note_renamed(mid)
         while unnamed and len(extra) < room:
             mid, _ = unnamed.popitem(last=True)
             if mid in entries:
@@ -635,8 +651,12 @@ class Channel:
             or message_id not in self._entries
         ):
             return
+        if self._renamed_lately(message_id, now_ms) or not self._one_of_few(now_ms):
+            # at scale the copy is mostly a repair answer every member heard: a few
+            # members name it again (for the author, if it was a resend), not all
+            return
         self._note_rename(message_id)
-        self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+        self._rename_soon(now_ms, chosen=True)
 
     def _name_what_they_lack(self, pb: sds_pb2.SdsMessage, sender_id: str, now_ms: int) -> None:
         """Adaptive history: ids a peer's bloom filter lacks are named again, soon.
@@ -684,6 +704,10 @@ class Channel:
         last = checked.get(sender_id)
         if last is not None and now_ms - last[0] < cfg.sync_interval_ms // 4:
             return
+        if not self._one_of_few(now_ms):
+            # every member hears the same filter: about sync_interval_participants of
+            # them check it, whatever the channel's size
+            return
         checked[sender_id] = (now_ms, settled)
         checked.move_to_end(sender_id)
         while len(checked) > 1_024:  # peers recently heard from
@@ -710,7 +734,14 @@ class Channel:
         bloom = pb.bloom_filter
         params = self._filter.params
         lacking = False
+        # what it asks for it knows it lacks: naming it again tells it nothing
+        asked = {r.message_id for r in pb.repair_request} if len(pb.repair_request) else ()
+        renamed = self._renamed_at
         for mid, le in candidates.items():
+            if mid in asked:
+                continue
+            if renamed and self._renamed_lately(mid, now_ms):
+                continue
             pos = le.positions
             if pos is None:
                 pos = le.positions = positions_in(mid, params)
@@ -718,7 +749,59 @@ class Channel:
                 self._note_rename(mid)
                 lacking = True
         if lacking:
-            self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+            self._rename_soon(now_ms, chosen=True)
+
+    def _renamed_lately(self, message_id: str, now_ms: int) -> bool:
+        t = self._renamed_at.get(message_id)
+        return t is not None and now_ms - t < self.config.sync_interval_ms
+
+    def _one_of_few(self, now_ms: int) -> bool:
+        """True with probability ``sync_interval_participants / participants`` (always
+        in a channel that small, or with a fixed interval)."""
+        per = self.config.sync_interval_participants
+        if per is None:
+            return True
+        n = self._participants(now_ms)
+        return n <= per or self._rng.random() * n < per
+
+    def _rename_soon(self, now_ms: int, chosen: bool = False) -> None:
+        """Ids to name again were noted: bring our sync forward (within half the base
+        interval), but in a channel larger than ``Config.sync_interval_participants``
+        only with probability ``that / participants``: about that many members do it,
+        whatever the channel's size (every member hears the same copy or checks the
+        same lacking filter; the first sync naming the ids makes the others strike
+        them). The others name them at their next sync, which is not suppressed
+        while they have ids to name."""
+        if not chosen and not self._one_of_few(now_ms):
+            return
+        delay = int(self._rng.random() * self.config.sync_interval_ms * 0.5)
+        self._next_sync_ms = min(self._next_sync_ms, now_ms + delay)
+
+    def _strike_named(self, history_ids: list[str], sender_id: str) -> None:
+        """Sync suppression: ids a message we heard names are named for the channel
+        (their author has its acknowledgement, those who lack them hear of them), so we
+        no longer have to name them (Config.sync_suppression). An author naming its own
+        messages acknowledges nothing: those stay ours to name."""
+        unnamed = self._unnamed
+        rename = self._rename
+        entries = self._entries
+        for mid in history_ids:
+            le = entries.get(mid)
+            if le is None or le.sender_id == sender_id:
+                continue
+            unnamed.pop(mid, None)
+            if rename and mid in rename:
+                del rename[mid]
+                self._note_renamed(mid)
+
+    def _note_renamed(self, message_id: str) -> None:
+        if not self.config.sync_suppression:
+            return
+        at = self._renamed_at
+        at[message_id] = self._last_now
+        at.move_to_end(message_id)
+        if len(at) > self.config.log_window:
+            at.popitem(last=False)
 
     def _note_rename(self, message_id: str) -> None:
         """Name ``message_id`` again in our next messages (before the unnamed ids)."""
@@ -855,6 +938,11 @@ class Channel:
             )
             return
         self._note_heard(sender_id, now_ms)
+        if cfg.sync_interval_participants is not None:
+            self._census.hear(sender_id, now_ms)
+        self._heard_since_sent = True
+        if cfg.sync_suppression and (self._unnamed or self._rename):
+            self._strike_named(history_ids, sender_id)
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._repair_out.remove(message_id)
@@ -906,7 +994,7 @@ class Channel:
         else:
             self._deliver(waiting)
         # Acknowledge content soon: shorten the sync backoff (js-waku: 0.5x).
-        self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+        self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5, now_ms))
 
     def _check_conflict(
         self, message_id: str, sender_id: str, lamport: int, content: bytes
@@ -1507,6 +1595,9 @@ class Channel:
             le = self._entries.get(mid)
             if le is None and mid not in self._repair_cache:
                 continue
+            # a request names the id too: its answer, a copy every member hears, needs
+            # no naming again (note_copy), nor does the requester's filter (it knows)
+            self._note_renamed(mid)
             if budget <= 0:
                 continue  # this requester had its share of rebroadcasts for now
             seen = self._copy_seen.get(mid)
@@ -1612,8 +1703,34 @@ class Channel:
 
     # -------------------------------------------------------------------- timers
 
-    def _sync_delay(self, factor: float) -> int:
-        return int(self._rng.random() * self.config.sync_interval_ms * factor)
+    def _sync_delay(self, factor: float, now_ms: int) -> int:
+        return int(self._rng.random() * self.sync_interval(now_ms) * factor)
+
+    def sync_interval(self, now_ms: int) -> int:
+        """The sync interval now: ``sync_interval_ms``, stretched by the participants
+        heard beyond ``Config.sync_interval_participants`` (up to
+        ``sync_interval_limit_ms``). The participants are those heard in the last
+        ``sync_interval_limit_ms`` (ourselves included; a sampled count beyond 64,
+        ``sds.census``), but at least what the configured response groups stand for
+        (as for the SDS-R windows, :meth:`_repair_window`)."""
+        cfg = self.config
+        base = cfg.sync_interval_ms
+        per = cfg.sync_interval_participants
+        limit = cfg.sync_interval_limit_ms
+        if per is None or base >= limit:
+            return base
+        n = self._participants(now_ms)
+        if n <= per:
+            return base
+        return min(limit, base * n // per)
+
+    def _participants(self, now_ms: int) -> int:
+        """Participants for the sync interval (:meth:`sync_interval`)."""
+        cfg = self.config
+        return max(
+            self._census.count(now_ms - cfg.sync_interval_limit_ms) + 1,
+            PARTICIPANTS_PER_RESPONSE_GROUP * (cfg.repair_response_groups - 1),
+        )
 
     def get_timer(self) -> int | None:
         """The earliest deadline at which :meth:`handle_timer` has work, or ``None``."""
@@ -1810,12 +1927,25 @@ class Channel:
 
     def _send_sync(self, now_ms: int) -> None:
         """Spec "Periodic Sync Message" (also the carrier of due SDS-R requests)."""
-        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
         requests = self._take_repair_requests(now_ms, self.config.repair_requests_per_sync)
         if requests:  # the channel's repair budget: one such batch per interval
             self._next_repair_sync_ms = now_ms + self.config.repair_sync_interval_ms
         if not self._log and not requests:
             return  # nothing to say (js-waku aborts such a sync too)
+        if (
+            not requests
+            and self._heard_since_sent
+            and self.config.sync_suppression
+            and self.config.causal_history_floor is not None
+            and not self._unnamed
+            and not self._rename
+        ):
+            # Suppressed: others spoke since our last message and named everything we
+            # would name beyond the newest entries they name too.
+            self._syncs_suppressed += 1
+            return
+        self._heard_since_sent = False
         lamport = self._tick(now_ms)
         message_id = f"{self._rng.getrandbits(256):064x}"
         _, data = self._build(message_id, lamport, None, requests)
@@ -1826,7 +1956,7 @@ class Channel:
             self._events.append(RepairRequested(self.channel_id, req_ids, message_id))
         if self._missing:
             # Repairs pending: sync sooner so requests and answers flow.
-            self._next_sync_ms = now_ms + self._sync_delay(0.5)
+            self._next_sync_ms = now_ms + self._sync_delay(0.5, now_ms)
 
     # ------------------------------------------------------------- persistence
 
@@ -1880,6 +2010,15 @@ class Channel:
                 "copy_seen": [
                     [m, t] for m, t in self._copy_seen.items()
                     if self._last_now - t < self.config.repair_t_min_ms // 2
+                ],
+                # sync suppression (optional keys): heard since our last message, and
+                # the ids named again whose hold-off still runs
+                "heard_since_sent": self._heard_since_sent,
+                "unnamed": list(self._unnamed),
+                "rename": list(self._rename),
+                "renamed_at": [
+                    [m, t] for m, t in self._renamed_at.items()
+                    if self._last_now - t < self.config.sync_interval_ms
                 ],
                 "next_sync_ms": self._next_sync_ms,
                 "next_repair_sync_ms": self._next_repair_sync_ms,
@@ -2012,6 +2151,10 @@ class Channel:
                 ch._want_lost(HistoryEntry(m), restart, "")
         ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
         ch._copy_seen.update((str(m), int(t)) for m, t in d.get("copy_seen", ()))
+        ch._heard_since_sent = bool(d.get("heard_since_sent", False))
+        ch._unnamed.update((str(m), None) for m in d.get("unnamed", ()))
+        ch._rename.update((str(m), None) for m in d.get("rename", ()))
+        ch._renamed_at.update((str(m), int(t)) for m, t in d.get("renamed_at", ()))
         ch._next_sync_ms = int(d["next_sync_ms"])
         ch._next_repair_sync_ms = int(d.get("next_repair_sync_ms", ch._next_repair_sync_ms))
         nsw = d["next_sweep_ms"]
