@@ -101,6 +101,7 @@ appear only when the run completed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
@@ -120,6 +121,7 @@ if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
     from storage.events_schema import EventWriter
 
 __all__ = [
+    "TRAFFIC_KINDS",
     "PartitionSpec",
     "SimError",
     "SimResult",
@@ -128,6 +130,7 @@ __all__ = [
     "run_sim",
     "run_sim_command",
     "sim_config",
+    "summary_lines",
 ]
 
 START_MS = 1_700_000_000_000
@@ -451,6 +454,75 @@ class _Recorder:
             self.flushes += 1
 
 
+#: Datagram kinds as the summary names them (``message`` is a first send).
+TRAFFIC_KINDS = {"message": "content", "sync": "sync", "resend": "resend",
+                 "repair": "repair"}
+
+
+class _Traffic:
+    """Broadcasts, deliveries and bytes by kind of message (content, sync, resend,
+    repair), with snapshots at phase boundaries: the end-of-run summary.
+
+    The network calls the datagram observer right before it broadcasts each datagram
+    (:class:`net.memnet.MemNetwork`), so the kind is known when the broadcast's
+    counters move; the broadcast itself is wrapped to attribute them."""
+
+    __slots__ = ("kind", "net", "snapshots", "totals")
+
+    def __init__(self, net: Any) -> None:
+        self.net = net
+        self.kind = "content"
+        self.totals: dict[str, list[int]] = {
+            k: [0, 0, 0, 0] for k in TRAFFIC_KINDS.values()
+        }  # broadcasts, bytes sent, deliveries, bytes received
+        self.snapshots: dict[str, tuple[int, dict[str, list[int]]]] = {}
+        original = net._broadcast
+        counters = net.counters
+
+        def broadcast(src: Any, channel_id: str, data: bytes) -> None:
+            d0, b0 = counters["deliveries"], counters["bytes"]
+            original(src, channel_id, data)
+            row = self.totals[self.kind]
+            row[0] += 1
+            row[1] += len(data)
+            row[2] += counters["deliveries"] - d0
+            row[3] += counters["bytes"] - b0
+            self.kind = "content"  # a first send has no datagram observer call before it
+
+        net._broadcast = broadcast
+
+    def datagram(self, kind: str) -> None:
+        self.kind = TRAFFIC_KINDS.get(kind, kind)
+
+    def snapshot(self, name: str, now_ms: int) -> None:
+        self.snapshots[name] = (now_ms, {k: list(v) for k, v in self.totals.items()})
+
+    def summary(self, participants: int) -> dict[str, Any]:
+        """``by_kind`` (broadcasts, bytes sent, deliveries, bytes received) and, per
+        phase, what one member uploads and downloads per second on average."""
+        out: dict[str, Any] = {
+            "by_kind": {
+                k: dict(zip(("broadcasts", "bytes_sent", "deliveries", "bytes_received"),
+                            v, strict=True))
+                for k, v in self.totals.items()
+            }
+        }
+        phases: dict[str, Any] = {}
+        marks = sorted(self.snapshots.items(), key=lambda kv: kv[1][0])
+        for (_, (t0, a)), (name, (t1, b)) in itertools.pairwise(marks):
+            secs = max(1e-3, (t1 - t0) / 1000)
+            up = sum(b[k][1] - a[k][1] for k in b)
+            down = sum(b[k][3] - a[k][3] for k in b)
+            phases[name] = {
+                "seconds": round(secs, 1),
+                "member_up_bytes_per_s": round(up / participants / secs, 1),
+                "member_down_bytes_per_s": round(down / participants / secs, 1),
+                "broadcasts": sum(b[k][0] - a[k][0] for k in b),
+            }
+        out["phases"] = phases
+        return out
+
+
 class _Progress:
     """A one-line progress bar on stderr (only if asked, or stderr is a terminal)."""
 
@@ -526,6 +598,13 @@ def run_sim(
     staging.mkdir(parents=True)
     writer = EventWriter(staging / "events")
     recorder = _Recorder(run, writer)
+    traffic: _Traffic | None = None
+
+    def _observe_datagram(node: str, cid: str, kind: str, mid: str, size: int, now: int) -> None:
+        recorder.datagram(node, cid, kind, mid, size, now)
+        if traffic is not None:
+            traffic.datagram(kind)
+
     store = StorePeer(rtt_ms=spec.store_rtt_ms) if spec.store else None
     net = MemNetwork(
         seed=spec.seed,
@@ -534,11 +613,13 @@ def run_sim(
         latency_dist=spec.latency_dist,
         start_ms=spec.start_ms,
         observer=recorder.event,
-        datagram_observer=recorder.datagram,
+        datagram_observer=_observe_datagram,
         store=store,
         net_events=True,
         track_delivered=False,
     )
+    traffic = _Traffic(net)
+    traffic.snapshot("start", net.now_ms)
     wall0 = time.monotonic()
     try:
         membership: list[list[str]] = []
@@ -603,11 +684,22 @@ def run_sim(
                 net.set_online(args[0], False)
             elif what == "online":
                 net.set_online(args[0], True)
-        # Drain, in slices so that the progress bar moves.
+        # Drain, in slices so that the progress bar moves; the traffic summary's
+        # phases: busy (the messages), settling (the first half of the drain), idle.
         step = max(1_000, (end_ms - net.now_ms) // 200)
+        busy_end = spec.start_ms + phase
+        idle_from = max(busy_end, end_ms - spec.effective_drain_ms // 2)
+        marks = [(busy_end, "busy"), (idle_from, "settling"), (end_ms, "idle")]
         while net.now_ms < end_ms:
-            net.run_until(min(end_ms, net.now_ms + step))
+            nxt = min(end_ms, net.now_ms + step)
+            while marks and marks[0][0] <= net.now_ms:
+                traffic.snapshot(marks.pop(0)[1], net.now_ms)
+            if marks:
+                nxt = min(nxt, marks[0][0])
+            net.run_until(nxt)
             bar.update(net.now_ms - spec.start_ms, net.counters["deliveries"])
+        for _, name in marks:
+            traffic.snapshot(name, net.now_ms)
         bar.update(end_ms - spec.start_ms, net.counters["deliveries"], force=True)
         bar.done()
         recorder.flush()
@@ -640,6 +732,7 @@ def run_sim(
         "virtual_seconds": (end_ms - spec.start_ms) / 1000,
         "network": dict(net.counters),
         "participants_holding_every_message": held_all,
+        "traffic": traffic.summary(spec.participants),
         "rows": recorder.rows,
         "wall_seconds": round(wall, 3),
         "deliveries_per_second": round(net.counters["deliveries"] / wall, 1) if wall else None,
@@ -885,4 +978,30 @@ def run_sim_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         file=out,
     )
     print(f"  {result.rows:,} event rows in {result.out / 'events'}", file=out)
+    for line in summary_lines(m["traffic"], m["messages_sent"], spec.participants):
+        print(line, file=out)
     return 0
+
+
+def summary_lines(traffic: dict[str, Any], messages: int, participants: int) -> list[str]:
+    """The end-of-run summary: deliveries and bytes by kind, what one member pays."""
+    kinds = traffic["by_kind"]
+    content = kinds["content"]["deliveries"] or 1
+    all_deliveries = sum(v["deliveries"] for v in kinds.values())
+    all_sent = sum(v["bytes_sent"] for v in kinds.values())
+    lines = [
+        f"  traffic: {all_deliveries / content:.2f} deliveries per content delivery, "
+        f"{all_sent / max(1, messages):,.0f} bytes uploaded per content message"
+    ]
+    for k, v in kinds.items():
+        lines.append(
+            f"    {k:8} {v['broadcasts']:>9,} broadcasts {v['bytes_sent']:>14,} B sent "
+            f"{v['deliveries']:>12,} deliveries {v['bytes_received']:>16,} B received"
+        )
+    for name, ph in traffic["phases"].items():
+        lines.append(
+            f"    per member, {name:8} ({ph['seconds']:>7,.0f} s): "
+            f"{ph['member_up_bytes_per_s']:>10,.1f} B/s up "
+            f"{ph['member_down_bytes_per_s']:>12,.1f} B/s down"
+        )
+    return lines
