@@ -310,6 +310,9 @@ class Channel:
 
         #: Missing ids outstanding per sender that first named them (max_missing_per_sender).
         self._missing_by: dict[str, int] = {}
+        #: The same ids per sender, oldest first: when the channel-wide caps (missing
+        #: ids, repair requests) are reached, the sender with the most gives way.
+        self._missing_of: dict[str, OrderedDict[str, None]] = {}
         #: Recovery time: lost timeouts count only time during which recovery could
         #: run (set_connected). recovery = now - _paused_total, frozen while paused.
         self._paused_total = 0
@@ -937,9 +940,14 @@ class Channel:
                 f"still missing; at most {cfg.max_missing_per_sender}",
             )
             return
-        self._note_heard(sender_id, now_ms)
-        if cfg.sync_interval_participants is not None:
-            self._census.hear(sender_id, now_ms)
+        if all(map(self._entries.__contains__, history_ids)):
+            # A participant counts (the SDS-R windows, the sync interval) once a message
+            # of it names only what we hold: identities naming invented ids (issue 26,
+            # a member with many keys) would otherwise stretch every honest member's
+            # repair and sync timings by their number.
+            self._note_heard(sender_id, now_ms)
+            if cfg.sync_interval_participants is not None:
+                self._census.hear(sender_id, now_ms)
         self._heard_since_sent = True
         if cfg.sync_suppression and (self._unnamed or self._rename):
             self._strike_named(history_ids, sender_id)
@@ -1252,9 +1260,11 @@ class Channel:
         return True
 
     def _add_missing(self, info: _Missing) -> None:
-        self._missing[info.entry.message_id] = info
+        mid = info.entry.message_id
+        self._missing[mid] = info
         by = self._missing_by
         by[info.by] = by.get(info.by, 0) + 1
+        self._missing_of.setdefault(info.by, OrderedDict())[mid] = None
 
     def _pop_missing(self, mid: str) -> _Missing | None:
         info = self._missing.pop(mid, None)
@@ -1265,6 +1275,11 @@ class Channel:
                 by[info.by] = left
             else:
                 by.pop(info.by, None)
+            of = self._missing_of.get(info.by)
+            if of is not None:
+                of.pop(mid, None)
+                if not of:
+                    del self._missing_of[info.by]
         return info
 
     def _want_again(
@@ -1443,7 +1458,25 @@ class Channel:
             self._push_lost(rec + cfg.lost_timeout_ms, mid)
         if cfg.repair_enabled:
             lo, hi = self._repair_window(now_ms)
-            self._repair_out.add(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi))
+            out = self._repair_out
+            if len(out) >= out.max_size:
+                self._make_room_for(info.by)
+            out.add(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi))
+
+    def _make_room_for(self, by: str) -> None:
+        """The repair requests are at their cap: the sender that named the most missing
+        ids (if it named more than ``by``) gives up a request for its oldest one (it
+        stays missing; the sweep and the lost timeout still cover it). Requests for
+        the ids a member with many identities invents then cannot crowd out an honest
+        member's (per-sender budgets, issue 26)."""
+        counts = self._missing_by
+        top = max(counts, key=counts.__getitem__, default=None)
+        if top is None or counts[top] <= counts.get(by, 0):
+            return
+        out = self._repair_out
+        for mid in self._missing_of.get(top, ()):
+            if out.remove(mid):
+                return
 
     def _push_lost(self, due: int, mid: str) -> None:
         """Push a lost deadline ``due`` in recovery time."""
@@ -1928,12 +1961,23 @@ class Channel:
         excess = len(self._missing) - self.config.max_missing
         if excess <= 0:
             return
+        # from the senders that named the most, oldest first (per-sender fairness: an
+        # honest member's few missing ids are not declared lost for another's many)
+        counts = dict(self._missing_by)
         victims = []
-        for mid in self._missing:
-            if mid not in self._incoming:
-                victims.append(mid)
-                if len(victims) >= excess:
+        for _ in range(len(counts)):
+            if len(victims) >= excess or not counts:
+                break
+            top = max(counts, key=counts.__getitem__)
+            floor = max((c for b, c in counts.items() if b != top), default=0)
+            take = min(excess - len(victims), max(1, counts[top] - floor))
+            for mid in self._missing_of.get(top, ()):
+                if take <= 0:
                     break
+                if mid not in self._incoming:
+                    victims.append(mid)
+                    take -= 1
+            del counts[top]
         for mid in victims:
             self._declare_lost(mid, now_ms)
 
