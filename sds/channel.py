@@ -1964,7 +1964,7 @@ class Channel:
         # from the senders that named the most, oldest first (per-sender fairness: an
         # honest member's few missing ids are not declared lost for another's many)
         counts = dict(self._missing_by)
-        victims = []
+        victims: list[str] = []
         for _ in range(len(counts)):
             if len(victims) >= excess or not counts:
                 break
