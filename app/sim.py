@@ -715,7 +715,8 @@ def run_sim(
         node = net.nodes[nid]
         if all(node.participant.channel(c).log_size == per_channel[c] for c in mine):
             held_all += 1
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak_kb = usage.ru_maxrss
     spec_dict = asdict(spec)
     meta: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -735,6 +736,8 @@ def run_sim(
         "traffic": traffic.summary(spec.participants),
         "rows": recorder.rows,
         "wall_seconds": round(wall, 3),
+        # the process's CPU time (on a loaded machine, wall time counts the waiting)
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
         "deliveries_per_second": round(net.counters["deliveries"] / wall, 1) if wall else None,
         "peak_rss_mb": round(peak_kb / 1024, 1),
     }
@@ -960,7 +963,8 @@ def run_sim_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     print(
         f"simulated {spec.participants} participants, {m['messages_sent']} messages, "
         f"{m['virtual_seconds']:.0f} virtual s in {m['wall_seconds']:.1f} s "
-        f"({net['deliveries']:,} deliveries, {m['deliveries_per_second']:,.0f}/s, "
+        f"({m['cpu_seconds']:.1f} s CPU, {net['deliveries']:,} deliveries, "
+        f"{m['deliveries_per_second']:,.0f}/s, "
         f"peak {m['peak_rss_mb']:.0f} MB)",
         file=out,
     )

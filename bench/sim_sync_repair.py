@@ -59,7 +59,7 @@ lat = sorted(x - when[i] for i, x in zip(dl.column("message_id").to_pylist(),
 pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
 rep = t.filter(pc.equal(t.column("kind"), "RepairSent")).column("message_id")
 lost = t.filter(pc.equal(t.column("kind"), "MessageLost")).column("message_id")
-out = {{k: m[k] for k in ("network", "traffic", "wall_seconds", "peak_rss_mb",
+out = {{k: m[k] for k in ("network", "traffic", "wall_seconds", "cpu_seconds", "peak_rss_mb",
       "participants_holding_every_message", "messages_sent")}}
 out.update(kinds=kinds, p50=pct(0.5), p99=pct(0.99),
            repaired_messages=len(pc.unique(rep)), lost_messages=len(pc.unique(lost)))
@@ -112,7 +112,7 @@ def run_cell(args: argparse.Namespace, n: int, profile: str, tmp: Path) -> dict[
         "lost_messages": r["lost_messages"],
         "p50_ms": r["p50"], "p99_ms": r["p99"],
         "phases": r["traffic"]["phases"],
-        "wall_s": r["wall_seconds"], "peak_rss_mb": r["peak_rss_mb"],
+        "wall_s": r["wall_seconds"], "cpu_s": r["cpu_seconds"], "peak_rss_mb": r["peak_rss_mb"],
         "elapsed_s": round(time.monotonic() - t0, 1),
     }
 
