@@ -47,8 +47,11 @@ repair_t_max_ms,            max(1, 1.5   T_max counted as the core stretches it
 lost_timeout_ms             ms x N /     (Config.repair_window_participants);
                             (T_max -     the lost timeout at least 2.5 stretched
                             T_min))      T_max
-sync_interval_ms            base x       see below
-                            max(1,N²/64)
+sync_interval_ms            the preset's the core stretches it by the participants it
+                            (x max(1,    hears (sds.Config.sync_interval_participants);
+                            N²/64) for a the N²/64 rule only for a profile with a
+                            fixed        fixed interval (waku), see below
+                            interval)
 =========================== ============ ===========================================
 
 Links: ``--bandwidth 1,20`` gives participant i a link of the i-th value (mod
@@ -69,15 +72,26 @@ where it is at 1,000 participants (js-waku's 30-120 s are wide enough for
 60,000). Holders also stay quiet for ``T_min / 2`` after a copy of the message
 was on the wire (``sds`` core).
 
-Sync messages cost N² deliveries: every participant's sync reaches every
+Sync messages with a fixed interval (the waku profile, js-waku's rule) cost N²
+deliveries: every participant's sync reaches every
 other, and a receiver shortens its sync delay after each content message, so
 under a steady message rate r each participant syncs about every
 ``sqrt(pi * I / (4 r))`` seconds (I the sync interval). Network-wide sync
 deliveries are then ``N / sqrt(pi I r / 4)`` times the content deliveries: for
 a fixed interval, that ratio grows with N (250x at N = 10,000, I = 2,000 s,
 r = 1/s). Scaling I with N² keeps it constant (about 6x at r = 1/s with the
-fast preset), which is what ``--sync-interval auto`` does. Pass
-``--sync-interval MS`` to study a fixed interval.
+fast preset), which is what ``--sync-interval auto`` does for such a profile.
+The default profile needs no sim-only rule: its core stretches the interval by
+the participants it hears and skips a sync that syncs heard already cover
+(``sds.Config.sync_interval_participants``, ``sync_suppression``; docs/sim.md).
+Pass ``--sync-interval MS`` to study a fixed base interval.
+
+At the end, besides ``run.json``, the command prints a traffic summary:
+broadcasts, bytes sent, deliveries and bytes received by kind (content, sync,
+resend, repair), deliveries per content delivery, bytes uploaded per content
+message, and what one member uploads and downloads per second while the
+messages are sent (busy), in the first half of the drain (settling) and in its
+second half (idle); ``run.json`` has the same under ``traffic``.
 
 Memory per participant is dominated by the per-message bookkeeping of its log
 window (about 0.6 KB per message held: id, log entry, filter entry, repair
@@ -91,7 +105,8 @@ fast timings, Parquet written, with the sizes of the time: history 50, filter
 deliveries in 123 s (12.5k/s), peak 1.8 GB. With loss, SDS-R dominates: every
 request and every answer reaches all N; at N = 10,000 and 5% loss 200 messages
 cost 17.7 million deliveries (~88,000 each), 1,064 CPU s and 2.8 GB
-(docs/sim.md has the figures and why).
+(docs/sim.md has the figures and why; those are from before the sync suppression
+and the stretched sync interval of issue 28).
 
 Output: ``DIR/events/part-*.parquet`` and ``DIR/run.json`` (parameters, the
 protocol configuration, network counters, wall time, peak memory). Both
@@ -893,7 +908,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
       help="link speeds in Mbit/s, participant i gets the i-th (mod the list), e.g. 1,20; "
       "default: unlimited")
     a("--sync-interval", default="auto",
-      help="sync interval in ms, or 'auto' (the timing preset's x max(1, N^2/64))")
+      help="sync interval in ms, or 'auto': the timing preset's (the default profile's core "
+      "stretches it by the participants it hears; x max(1, N^2/64) for a fixed-interval "
+      "profile such as waku)")
     a("--content-bytes", type=int, default=64, help="size of each message's content")
     a("--progress", action="store_true", help="show the progress bar even if not a terminal")
     a("--force", action="store_true", help="replace an existing run in --out")
