@@ -205,6 +205,10 @@ FAILED_KEPT = 1_000
 #: each cost ~4 GB (~100 bytes an entry) in ``sdschat sim``.
 HEARD_KEPT = 4_096
 
+#: Newest log entries a sync names in a channel larger than
+#: ``Config.sync_interval_participants`` (``causal_history_floor`` otherwise).
+SYNC_FLOOR_AT_SCALE = 1
+
 #: SDS-R's recommendation: one response group per 128 participants (js-waku's
 #: ``PARTICIPANTS_PER_RESPONSE_GROUP``); ``Config.repair_response_groups`` = g thus
 #: stands for a channel of at least ``128 x (g - 1)`` participants.
@@ -544,6 +548,7 @@ class Channel:
         lamport: int,
         content: bytes | None,
         requests: list[HistoryEntry],
+        floor: int | None = None,
     ) -> tuple[tuple[str, ...], bytes]:
         """Serialise a content or sync message; return (history ids, bytes).
 
@@ -565,7 +570,7 @@ class Channel:
         entries = self._entries
         ids = []
         fragments = []
-        for mid in self._history_ids():
+        for mid in self._history_ids(floor):
             le = entries[mid]
             frag = le.fragment
             if frag is None:
@@ -574,7 +579,7 @@ class Channel:
             fragments.append(frag)
         return tuple(ids), pb.SerializeToString() + b"".join(fragments)
 
-    def _history_ids(self) -> list[str]:
+    def _history_ids(self, floor_override: int | None = None) -> list[str]:
         """The causal history to send (Config.causal_history_floor).
 
         Fixed: the newest ``causal_history_size`` log entries. Adaptive: the newest
@@ -594,6 +599,8 @@ class Channel:
         if floor is None:
             n = cfg.causal_history_size
             return [mid for _, mid in log.islice(-n)] if n else []
+        if floor_override is not None:
+            floor = min(floor, floor_override)
         floor = min(floor, cfg.causal_history_size)
         top = [mid for _, mid in log.islice(-floor)] if floor else []
         unnamed = self._unnamed
@@ -2014,7 +2021,14 @@ class Channel:
         self._heard_since_sent = False
         lamport = self._tick(now_ms)
         message_id = f"{self._rng.getrandbits(256):064x}"
-        _, data = self._build(message_id, lamport, None, requests)
+        # At scale a sync names only what is still to name (and the newest entry):
+        # the newest entries are named by every content message already, and syncs
+        # are few (sync suppression).
+        per = self.config.sync_interval_participants
+        floor = None
+        if per is not None and self._participants(now_ms) > per:
+            floor = SYNC_FLOOR_AT_SCALE
+        _, data = self._build(message_id, lamport, None, requests, floor)
         self._datagrams.append(Datagram(data, "sync", message_id))
         req_ids = tuple(e.message_id for e in requests)
         self._events.append(SyncSent(self.channel_id, message_id, lamport, req_ids))
