@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import zlib
 from collections import OrderedDict
+from functools import lru_cache
 
 __all__ = ["SAMPLE_KEPT", "ParticipantCensus"]
 
 #: Senders kept at most (each ~100 bytes: 10,000 simulated participants keep 6 MB).
 SAMPLE_KEPT = 64
+
+
+@lru_cache(maxsize=65_536)
+def _sample_hash(sender_id: str) -> int:
+    """CRC-32 of the id (cached: every channel of a process hears the same senders)."""
+    return zlib.crc32(sender_id.encode())
 
 
 class ParticipantCensus:
@@ -34,16 +41,16 @@ class ParticipantCensus:
 
     def hear(self, sender_id: str, now_ms: int) -> None:
         """``sender_id`` sent something at ``now_ms``."""
-        if self._mask and zlib.crc32(sender_id.encode()) & self._mask:
-            return
         heard = self._heard
+        if sender_id not in heard and self._mask and _sample_hash(sender_id) & self._mask:
+            return
         heard[sender_id] = now_ms
         heard.move_to_end(sender_id)
         if len(heard) > SAMPLE_KEPT:
             self._level += 1
             self._mask = (1 << self._level) - 1
             mask = self._mask
-            for s in [s for s in heard if zlib.crc32(s.encode()) & mask]:
+            for s in [s for s in heard if _sample_hash(s) & mask]:
                 del heard[s]
 
     def count(self, since_ms: int) -> int:

@@ -366,6 +366,7 @@ class Channel:
         #: Senders heard (sampled count) that stretch the sync interval
         #: (Config.sync_interval_participants).
         self._census = ParticipantCensus()
+        self._participants_at = (-1, 0)  # (now_ms, count) of the last _participants
         #: Sync suppression (Config.sync_suppression): another participant was heard
         #: since our last message; syncs skipped so far (stats).
         self._heard_since_sent = False
@@ -955,6 +956,7 @@ class Channel:
             self._note_heard(sender_id, now_ms)
             if cfg.sync_interval_participants is not None:
                 self._census.hear(sender_id, now_ms)
+                self._participants_at = (-1, 0)
         self._heard_since_sent = True
         if cfg.sync_suppression and (self._unnamed or self._rename):
             self._strike_named(history_ids, sender_id)
@@ -1787,12 +1789,18 @@ class Channel:
         return min(limit, base * n // per)
 
     def _participants(self, now_ms: int) -> int:
-        """Participants for the sync interval (:meth:`sync_interval`)."""
+        """Participants for the sync interval (:meth:`sync_interval`); worked out once
+        per ``now_ms`` (a receive asks up to three times)."""
+        cached = self._participants_at
+        if cached[0] == now_ms:
+            return cached[1]
         cfg = self.config
-        return max(
+        n = max(
             self._census.count(now_ms - cfg.sync_interval_limit_ms) + 1,
             PARTICIPANTS_PER_RESPONSE_GROUP * (cfg.repair_response_groups - 1),
         )
+        self._participants_at = (now_ms, n)
+        return n
 
     def get_timer(self) -> int | None:
         """The earliest deadline at which :meth:`handle_timer` has work, or ``None``."""
