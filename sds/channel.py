@@ -809,10 +809,17 @@ class Channel:
         if not self.config.sync_suppression:
             return
         at = self._renamed_at
-        at[message_id] = self._last_now
+        now = self._last_now
+        at[message_id] = now
         at.move_to_end(message_id)
-        if len(at) > self.config.log_window:
-            at.popitem(last=False)
+        # only the hold-off still running is needed (oldest first): a 10,000-member
+        # channel hears a request for every id it holds
+        horizon = now - self.config.sync_interval_ms
+        while at:
+            oldest = next(iter(at))
+            if at[oldest] > horizon and len(at) <= self.config.log_window:
+                break
+            del at[oldest]
 
     def _note_rename(self, message_id: str) -> None:
         """Name ``message_id`` again in our next messages (before the unnamed ids)."""
