@@ -1860,8 +1860,7 @@ class Node:
                 await self.post_content(invite.channel,
                                         encode_add(member, invite_id=invite.invite_id))  # fmt: skip
             self._invite_book().mark_used(topic, request.sender_id)
-            controls = [env for _, (_, _, _, env) in sorted(
-                mc.controls.items(), key=lambda kv: (kv[1][1], kv[0])) if env is not None]
+            controls = mc.control_envelopes()
             current = mc.sending_key().key
             answer = make_join_accepted(
                 invite, request, self.identity, current, self._now(),
@@ -1990,8 +1989,7 @@ class Node:
         info = await self.join(name, key=dm.sending_key())
         await self.post_content(name, create)
         await self.post_content(name, encode_add(peer.info, role="admin"))
-        controls = [env for _, (_, _, _, env) in sorted(
-            dm.controls.items(), key=lambda kv: (kv[1][1], kv[0])) if env is not None]
+        controls = dm.control_envelopes()
         sealed = seal_direct(peer.info.share_key, name, dm.channel_id, dm.epoch_keys, controls)
         await self.post_content(via, encode_direct_invite(member_id, sealed))
         self._emit(MembersEvent(name, "direct", f"direct conversation with {peer.name}",

@@ -302,6 +302,11 @@ class MembersChannel:
             self.group_keys.on_members_removed()
         return change, released
 
+    def control_envelopes(self) -> list[bytes]:
+        """The control messages' envelopes, in channel order (what a newcomer folds)."""
+        ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))
+        return [env for _, (_, _, _, env) in ordered if env is not None]
+
     def replay_control(self, author_id: str, lamport: int, message_id: str, content: bytes,
                        envelope: bytes | None) -> None:  # fmt: skip
         """Apply a control message saved earlier (at a restart): the member list and

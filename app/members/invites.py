@@ -14,13 +14,12 @@ topic (:func:`wrap`, :func:`unwrap`).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.members.invite import Invite, decode_invite, encode_invite
+from app.members.private_file import write_private
 from net import envelope_pb2
 from net.envelope import ENVELOPE_VERSION, NONCE_BYTES
 
@@ -113,14 +112,5 @@ class InviteBook:
         doc = {"version": 1, "invites": [
             {"code": encode_invite(o.invite), "used_by": o.used_by, "approve": o.approve}
             for o in self._open.values()]}  # fmt: skip
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(doc).encode())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_private(self.path, json.dumps(doc).encode())
         self._mtime_ns = self.path.stat().st_mtime_ns

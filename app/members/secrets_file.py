@@ -15,16 +15,15 @@ What a stolen data directory reveals is in docs/security.md.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import stat
 from base64 import b64decode, b64encode
 from pathlib import Path
 
 from app.members.channel import MembersChannel
 from app.members.group_keys import GroupKeys, RotationPolicy
+from app.members.private_file import write_private
 
 __all__ = ["MembersFileError", "load", "members_file", "save"]
 
@@ -68,22 +67,8 @@ def save(data_dir: Path, mc: MembersChannel) -> None:
             for mid, (author, lamport, content, envelope) in mc.controls.items()
         ],
     }
-    path = members_file(data_dir, mc.channel)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(json.dumps(doc, separators=(",", ":")).encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    write_private(members_file(data_dir, mc.channel), data)
 
 
 def load(data_dir: Path, channel: str, policy: RotationPolicy | None = None

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
+
+from app.members.private_file import write_private
 
 __all__ = ["Verified"]
 
@@ -32,16 +33,7 @@ class Verified:
     def mark(self, member_id: str, name: str) -> None:
         """Remember ``member_id`` (shown as ``name``) as verified."""
         self._ids[member_id] = name
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"version": 1, "verified": self._ids}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_private(self.path, json.dumps({"version": 1, "verified": self._ids}).encode())
 
     def impersonated(self, member_id: str, name: str) -> str | None:
         """The verified id whose name ``name`` also is, when ``member_id`` is not it."""
