@@ -86,7 +86,8 @@ def test_a_duplicate_delivery_is_located(spark: Any, tmp_path: Path) -> None:
 def test_a_silent_participant_shows_a_silent_period(spark: Any, tmp_path: Path) -> None:
     """A participant that logged nothing for a while (a real node killed and restarted
     logs nothing in between) gets a silent period from its last event to its next."""
-    run = simulate(tmp_path, "run", participants=3, messages=6, seed=2)
+    # a line every 4 s: the quiet channel's syncs are few, the run lasts over 30 s
+    run = simulate(tmp_path, "run", participants=3, messages=10, seed=2, rate=0.25)
     table = pq.read_table(run / "events")
     times = table["time_ms"].to_pylist()
     t0, t1 = min(times), max(times)
