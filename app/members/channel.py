@@ -440,8 +440,7 @@ class MembersChannel:
         by_index: dict[int | None, dict[str, bytes]] = {}
         for mid, key in recipients.items():
             member = self.roster.member(mid)
-            since = member.since if member is not None else None
-            first = next((i for pos, i in sent if since is not None and pos > since), None)
+            first = None if member is None else _first_after(sent, member.since)
             by_index.setdefault(first, {})[mid] = key
         for first, group in by_index.items():
             ids = sorted(group)
@@ -466,7 +465,7 @@ class MembersChannel:
             for mid, member in self.roster.members.items():
                 if mid == self.own_id or mid in done:
                     continue
-                first = next((i for pos, i in sent if pos > member.since), None)
+                first = _first_after(sent, member.since)
                 if first is not None:
                     owed.setdefault(first, {})[mid] = member.info.share_key
             for first, group in owed.items():
@@ -512,3 +511,8 @@ class MembersChannel:
             **self.group_keys.stats(),
             **self.counters,
         }
+
+
+def _first_after(sent: list[tuple[Position, int]], since: Position) -> int | None:
+    """The Megolm index of our first message placed after ``since`` (a member's add)."""
+    return next((index for pos, index in sent if pos > since), None)

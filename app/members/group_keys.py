@@ -225,27 +225,12 @@ class GroupKeys:
         assert self._out is not None
         session = self._out.session
         first = int(session.message_index)
-        exported = False
-        session_key = session.session_key.to_base64().encode()
-        own = self._in.get((self.own_id, session_id))
-        if from_index is not None and from_index < first and own is not None:
-            earlier = own.session.export_at(max(from_index, int(own.session.first_known_index)))
+        if from_index is not None and from_index < first:
+            earlier = self._own_export(session_id, from_index)
             if earlier is not None:
-                session_key, exported = earlier.to_base64().encode(), True
-                first = max(from_index, int(own.session.first_known_index))
-        plain = pb.SessionKeyPlain(channel_id=self.channel_id, sender_id=self.own_id,
-                                   session_id=session_id, session_key=session_key,
-                                   exported=exported)  # fmt: skip
-        data = plain.SerializeToString()
-        sealed = {}
-        for mid, key in recipients.items():
-            if mid == self.own_id or len(key) != SHARE_KEY_BYTES:
-                continue
-            sealed[mid] = SealedBox(PublicKey(key)).encrypt(data)
-        if not sealed:
-            return None
-        self._out.shared_with.update(sealed)
-        return encode_key_share(session_id, first, sealed)
+                return self._seal_share(session_id, *earlier, True, recipients)
+        key = session.session_key.to_base64().encode()
+        return self._seal_share(session_id, first, key, False, recipients)
 
     def share_session(self, session_id: str, recipients: Mapping[str, bytes],
                       from_index: int) -> bytes | None:  # fmt: skip
@@ -253,25 +238,35 @@ class GroupKeys:
         inbound copy of it) from ``from_index``: for members owed messages we already
         sent in it (added while those were in flight). ``None`` if we hold no copy from
         that index, or nobody to share with."""
+        earlier = self._own_export(session_id, from_index)
+        if earlier is None:
+            return None
+        return self._seal_share(session_id, *earlier, True, recipients)
+
+    def _own_export(self, session_id: str, from_index: int) -> tuple[int, bytes] | None:
+        """Our session ``session_id`` exported from ``from_index`` (or the earliest index
+        our inbound copy still has): ``(index, key text)``; ``None`` without a copy."""
         own = self._in.get((self.own_id, session_id))
         if own is None:
             return None
         start = max(from_index, int(own.session.first_known_index))
         exported = own.session.export_at(start)
-        if exported is None:
-            return None
-        key = exported.to_base64().encode()
+        return None if exported is None else (start, exported.to_base64().encode())
+
+    def _seal_share(self, session_id: str, first: int, key: bytes, exported: bool,
+                    recipients: Mapping[str, bytes]) -> bytes | None:  # fmt: skip
+        """The ``key_share`` control content: the session key sealed to each recipient."""
         plain = pb.SessionKeyPlain(channel_id=self.channel_id, sender_id=self.own_id,
                                    session_id=session_id, session_key=key,
-                                   exported=True)  # fmt: skip
-        data = plain.SerializeToString()
-        sealed = {mid: SealedBox(PublicKey(key)).encrypt(data) for mid, key in recipients.items()
-                  if mid != self.own_id and len(key) == SHARE_KEY_BYTES}  # fmt: skip
+                                   exported=exported).SerializeToString()  # fmt: skip
+        sealed = {mid: SealedBox(PublicKey(share)).encrypt(plain)
+                  for mid, share in recipients.items()
+                  if mid != self.own_id and len(share) == SHARE_KEY_BYTES}  # fmt: skip
         if not sealed:
             return None
         if self._out is not None and self._out.session.session_id == session_id:
             self._out.shared_with.update(sealed)
-        return encode_key_share(session_id, start, sealed)
+        return encode_key_share(session_id, first, sealed)
 
     def next_index(self, now_ms: int) -> int:
         """The Megolm index the next :meth:`encrypt` will use."""
