@@ -1913,8 +1913,10 @@ class Channel:
         stopped), and a clock more than ``Config.max_clock_skew_ms`` ahead of
         ``now_ms`` (pinned by a message from the future) is brought back to
         ``now_ms``; buffered messages that far ahead are dropped
-        (``DropReason.CLOCK_AHEAD``). Raises ``ValueError`` for a state of another
-        format version or one that does not parse.
+        (``DropReason.CLOCK_AHEAD``). A deadline further ahead of ``now_ms`` than the
+        longest wait of its kind was set by a clock that has since gone back (fixed
+        between runs, or corrected by the application): it runs at ``now_ms``. Raises
+        ``ValueError`` for a state of another format version or one that does not parse.
         """
         d = state.data
         if d.get("version") != STATE_VERSION:
@@ -1940,6 +1942,15 @@ class Channel:
 
         ch = cls(d["channel_id"], d["sender_id"], config, int(d["lamport"]), rng)
         skew = ch.config.max_clock_skew_ms
+        cfg = ch.config
+
+        def due(t: int, longest: int) -> int:
+            """A deadline set by a clock that has since gone back (fixed between runs, or
+            corrected by the application) lies further ahead than any wait the core sets:
+            it runs at ``now_ms`` instead of hours late."""
+            if now_ms is not None and t > now_ms + longest:
+                return now_ms
+            return t
         if now_ms is not None:
             ch._last_now = now_ms
             if ch.lamport > now_ms + skew:  # pinned in the future: recovered
@@ -1968,9 +1979,10 @@ class Channel:
         for mid, data, lamport, st, hits, attempts, next_resend in d["outgoing"]:
             ch._outgoing[mid] = _Outgoing(
                 mid, bytes.fromhex(data), int(lamport), positions_in(mid, params), st,
-                set(hits), int(attempts), int(next_resend),
+                set(hits), int(attempts),
+                due(int(next_resend), cfg.resend_possibly_acknowledged_ms),
             )
-            heapq.heappush(ch._resend_heap, (int(next_resend), mid))
+            heapq.heappush(ch._resend_heap, (ch._outgoing[mid].next_resend_ms, mid))
         for row in d["missing"]:
             info = _Missing(entry(row[0]), int(row[1]), set(), str(row[2]) if len(row) > 2 else "")
             ch._add_missing(info)
@@ -2002,27 +2014,34 @@ class Channel:
                         ch._push_lost(rec + ch.config.lost_timeout_ms, mid)
                 known.waiting.add(w.message_id)
                 w.unmet += 1
-        for e, due, req in d["repair_out"]:
-            ch._repair_out.restore(entry(e), int(due), bool(req))
-        for e, due, req in d["repair_in"]:
-            ch._repair_in.restore(entry(e), int(due), bool(req))
+        repair_longest = max(cfg.repair_t_max_ms, cfg.repair_t_max_limit_ms)
+        for e, at, req in d["repair_out"]:
+            ch._repair_out.restore(entry(e), due(int(at), repair_longest), bool(req))
+        for e, at, req in d["repair_in"]:
+            ch._repair_in.restore(entry(e), due(int(at), repair_longest), bool(req))
         if "lost_wanted" in d:
             for row in d["lost_wanted"]:
                 if ch._is_available(row[0][0]) and row[0][0] not in ch._lost:
                     continue  # it arrived meanwhile (storage put it in the log)
                 by = str(row[3]) if len(row) > 3 else ""
-                ch._want_lost(entry(row[0]), 0, by, int(row[1]), int(row[2]))
+                at = due(int(row[1]), max(cfg.lost_retry_max_ms, repair_longest))
+                ch._want_lost(entry(row[0]), 0, by, at, int(row[2]))
         elif ch.config.repair_enabled:
             # a state saved before lost ids stayed wanted: want the most recent ones
             restart = now_ms if now_ms is not None else ch.lamport
             for m in list(ch._lost)[-ch.config.repair_buffer_size :]:
                 ch._want_lost(HistoryEntry(m), restart, "")
         ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
-        ch._copy_seen.update((str(m), int(t)) for m, t in d.get("copy_seen", ()))
-        ch._next_sync_ms = int(d["next_sync_ms"])
-        ch._next_repair_sync_ms = int(d.get("next_repair_sync_ms", ch._next_repair_sync_ms))
+        ch._copy_seen.update(
+            (str(m), int(t) if now_ms is None else min(int(t), now_ms))
+            for m, t in d.get("copy_seen", ())
+        )
+        ch._next_sync_ms = due(int(d["next_sync_ms"]), cfg.sync_interval_ms)
+        ch._next_repair_sync_ms = due(
+            int(d.get("next_repair_sync_ms", ch._next_repair_sync_ms)), cfg.repair_sync_interval_ms
+        )
         nsw = d["next_sweep_ms"]
-        ch._next_sweep_ms = None if nsw is None else int(nsw)
+        ch._next_sweep_ms = None if nsw is None else due(int(nsw), cfg.sweep_interval_ms)
         # Anything that became deliverable (e.g. state saved mid-way) goes now.
         for w in [w for w in ch._incoming.values() if w.unmet <= 0]:
             ch._incoming.pop(w.message_id, None)

@@ -64,6 +64,30 @@ def test_a_member_with_a_skewed_clock_is_told_and_messages_flow(
             assert not [e for e in p.select("clock") if e["state"] in ("ahead", "behind")]
 
 
+
+def test_a_member_with_a_clock_ahead_repairs_what_it_missed(tmp_path: Path) -> None:
+    """Lines sent before the skewed member came are repaired once its clock is corrected:
+    the core's sync and repair deadlines, set by the clock an hour ahead, run at the
+    corrected time, not an hour later (sds.Channel.restore)."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        bob = c.node("bob", url)
+        carol = c.node("carol", url)
+        for p in (bob, carol):
+            p.wait_for(lambda p=p: _connected(p), 30, "connected")  # type: ignore[attr-defined]
+        carol.send("before alice: carol")
+        bob.wait_for(lambda: "before alice: carol" in _texts(bob), 30, "carol's line")
+        bob.send("before alice: bob")
+        carol.wait_for(lambda: "before alice: bob" in _texts(carol), 30, "bob's line")
+        alice = _skewed(c, "alice", url, "+1h")
+        alice.wait_for(  # type: ignore[attr-defined]
+            lambda: bool(alice.select("clock", state="ahead")), 30, "told: clock ahead"  # type: ignore[attr-defined]
+        )
+        alice.wait_for(  # type: ignore[attr-defined]
+            lambda: {"before alice: carol", "before alice: bob"} <= _texts(alice), 30,
+            "the lines sent before alice came, repaired",
+        )
+
 def test_with_two_members_both_are_told_and_neither_clock_is_corrected(tmp_path: Path) -> None:
     """Nobody can tell whose clock is wrong: both get ``state: "differs"``."""
     with cluster(tmp_path) as c:

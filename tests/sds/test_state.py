@@ -305,3 +305,27 @@ def test_restored_channel_behaves_like_the_original(
 #: The repair cache (wire bytes) is not persisted: after a restore the core answers
 #: a repair with RepairDataNeeded where the original sends RepairSent.
 _REPAIR_EVENTS = (sds.RepairSent, sds.RepairDataNeeded)
+
+
+def test_a_clock_that_went_back_does_not_push_deadlines_hours_away() -> None:
+    """A node whose clock ran an hour ahead set its deadlines an hour ahead; restored at
+    the right time (clock fixed, or corrected by app/clock_guard.py), the sync, the
+    repair request and the resend run within their usual waits, not an hour later."""
+    hour = 3_600_000
+    ch = make_channel("c", now=hour)
+    own = ch.send(b"mine", hour)
+    ch.receive(msg("a", "m2", 20, [entry("m1", None, "a")]), hour + 1)
+    ch.events()
+    ch.datagrams_to_send()
+    state = sds.ChannelState.from_bytes(ch.export_state().to_bytes())
+    back = sds.Channel.restore(state, ch.config, random.Random(5), now_ms=10)
+    cfg = back.config
+    t = back.get_timer()
+    assert t is not None and t <= 10 + cfg.sync_interval_ms
+    _evs, grams = run_timers(back, 10 + cfg.sync_interval_ms - 1)
+    syncs = [sds.decode(g.data) for g in grams if g.kind == "sync"]
+    assert any(entry("m1", None, "a") in s.repair_request for s in syncs)
+    assert [g.data for g in grams if g.kind == "resend"] == [own]  # at once, not in 1 h
+    # a deadline already within its usual wait is kept as it was
+    kept = sds.Channel.restore(state, ch.config, random.Random(5), now_ms=hour + 2)
+    assert kept.get_timer() == ch.get_timer()
