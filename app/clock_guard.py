@@ -26,6 +26,16 @@ received nothing; neither was told. Now:
   2020, or not after a message it names in its causal history (a backdated message),
   gives the ``Delivered`` event an ``implausible_time`` reason.
 
+* **Votes are asked for** (:class:`VoteRequests`): under sync suppression a quiet
+  channel has one member syncing, so a member whose clock is off would hear one clock
+  and could not be corrected. A sync whose time is more than ``max_clock_skew_ms`` off
+  ours makes our next due sync go out even if suppression would skip it
+  (``sds.Channel.ask_sync``), on its usual timer; hearing :data:`MIN_VOTERS` members
+  whose clocks agree with ours withdraws the request (they voted already: the same
+  suppression, for votes). So the member with the odd clock syncs once, everyone
+  else answers with at most one sync, and a request is renewed at most every
+  :data:`VOTE_RENEW_MS`.
+
 Limits: the estimate trusts the majority of members heard; someone holding most of the
 identities of a small channel can move it (as they could outvote any member). In a
 channel of two, a skewed clock is reported to both and its messages are held, not
@@ -47,6 +57,7 @@ __all__ = [
     "ClockEstimate",
     "ClockHold",
     "Correction",
+    "VoteRequests",
     "describe_offset",
     "implausible_time",
 ]
@@ -72,6 +83,9 @@ MIN_VOTERS = 2
 """Members who must agree before our clock is corrected. With one other member heard,
 nobody can tell whose clock is wrong: both are told, neither is corrected (correcting
 both ways at once would make each adopt the other's error)."""
+
+VOTE_RENEW_MS = 60_000
+"""A request for our sync as a clock vote is renewed at most this often per channel."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,3 +227,29 @@ def implausible_time(lamport: int, newest_dependency: int | None) -> str | None:
     if newest_dependency is not None and lamport <= newest_dependency:
         return "not after a message it names (backdated)"
     return None
+
+
+class VoteRequests:
+    """Whether a channel's next sync should go out as a clock vote (module docstring)."""
+
+    def __init__(self, max_skew_ms: int) -> None:
+        self.max_skew_ms = max_skew_ms
+        self._open: dict[str, tuple[int, set[str]]] = {}  # channel -> (asked at, agreeing)
+
+    def on_sync(self, channel: str, sender_id: str, offset_ms: int, now_ms: int) -> bool | None:
+        """A sync of ``sender_id`` in ``channel``, its time ``offset_ms`` from our
+        (corrected) clock. ``True``: ask the core for our next sync; ``False``: withdraw
+        the request; ``None``: no change."""
+        asked = self._open.get(channel)
+        if abs(offset_ms) > self.max_skew_ms:
+            if asked is not None and now_ms - asked[0] < VOTE_RENEW_MS:
+                return None
+            self._open[channel] = (now_ms, set())
+            return True
+        if asked is None:
+            return None
+        asked[1].add(sender_id)
+        if len(asked[1]) < MIN_VOTERS:
+            return None
+        del self._open[channel]
+        return False

@@ -96,6 +96,7 @@ from app.clock_guard import (
     ClockHold,
     Correction,
     LamportMemory,
+    VoteRequests,
     describe_offset,
     implausible_time,
 )
@@ -598,6 +599,7 @@ class Node:
         # a skewed wall clock: app/clock_guard.py
         self._clock_est = ClockEstimate(self.options.config.max_clock_skew_ms)
         self._clock_hold = ClockHold()
+        self._clock_votes = VoteRequests(self.options.config.max_clock_skew_ms)
         self._hold_timer: asyncio.TimerHandle | None = None
         self._lamports = LamportMemory()
         self._unheard = UnheardLines()  # own lines nobody was there to hear (app/unheard.py)
@@ -1492,6 +1494,10 @@ class Node:
             if fix is not None:
                 self._clock_corrected(fix)
                 now = self._now()
+            vote = self._clock_votes.on_sync(channel, pb0.sender_id,
+                                             pb0.lamport_timestamp - now, now)  # fmt: skip
+            if vote is not None:
+                self._participant.channel(channel).ask_sync(vote)
         id_content = None  # a members channel's ciphertext: what the message id covers
         if members is not None:
             id_content = opened.sds_message.content if opened.sds_message is not None else None

@@ -47,8 +47,11 @@ repair_t_max_ms,            max(1, 1.5   T_max counted as the core stretches it
 lost_timeout_ms             ms x N /     (Config.repair_window_participants);
                             (T_max -     the lost timeout at least 2.5 stretched
                             T_min))      T_max
-sync_interval_ms            base x       see below
-                            max(1,N²/64)
+sync_interval_ms            the preset's the core stretches it by the participants it
+                            (x max(1,    hears (sds.Config.sync_interval_participants);
+                            N²/64) for a the N²/64 rule only for a profile with a
+                            fixed        fixed interval (waku), see below
+                            interval)
 =========================== ============ ===========================================
 
 Links: ``--bandwidth 1,20`` gives participant i a link of the i-th value (mod
@@ -69,15 +72,26 @@ where it is at 1,000 participants (js-waku's 30-120 s are wide enough for
 60,000). Holders also stay quiet for ``T_min / 2`` after a copy of the message
 was on the wire (``sds`` core).
 
-Sync messages cost N² deliveries: every participant's sync reaches every
+Sync messages with a fixed interval (the waku profile, js-waku's rule) cost N²
+deliveries: every participant's sync reaches every
 other, and a receiver shortens its sync delay after each content message, so
 under a steady message rate r each participant syncs about every
 ``sqrt(pi * I / (4 r))`` seconds (I the sync interval). Network-wide sync
 deliveries are then ``N / sqrt(pi I r / 4)`` times the content deliveries: for
 a fixed interval, that ratio grows with N (250x at N = 10,000, I = 2,000 s,
 r = 1/s). Scaling I with N² keeps it constant (about 6x at r = 1/s with the
-fast preset), which is what ``--sync-interval auto`` does. Pass
-``--sync-interval MS`` to study a fixed interval.
+fast preset), which is what ``--sync-interval auto`` does for such a profile.
+The default profile needs no sim-only rule: its core stretches the interval by
+the participants it hears and skips a sync that syncs heard already cover
+(``sds.Config.sync_interval_participants``, ``sync_suppression``; docs/sim.md).
+Pass ``--sync-interval MS`` to study a fixed base interval.
+
+At the end, besides ``run.json``, the command prints a traffic summary:
+broadcasts, bytes sent, deliveries and bytes received by kind (content, sync,
+resend, repair), deliveries per content delivery, bytes uploaded per content
+message, and what one member uploads and downloads per second while the
+messages are sent (busy), in the first half of the drain (settling) and in its
+second half (idle); ``run.json`` has the same under ``traffic``.
 
 Memory per participant is dominated by the per-message bookkeeping of its log
 window (about 0.6 KB per message held: id, log entry, filter entry, repair
@@ -91,7 +105,8 @@ fast timings, Parquet written, with the sizes of the time: history 50, filter
 deliveries in 123 s (12.5k/s), peak 1.8 GB. With loss, SDS-R dominates: every
 request and every answer reaches all N; at N = 10,000 and 5% loss 200 messages
 cost 17.7 million deliveries (~88,000 each), 1,064 CPU s and 2.8 GB
-(docs/sim.md has the figures and why).
+(docs/sim.md has the figures and why; those are from before the sync suppression
+and the stretched sync interval of issue 28).
 
 Output: ``DIR/events/part-*.parquet`` and ``DIR/run.json`` (parameters, the
 protocol configuration, network counters, wall time, peak memory). Both
@@ -101,6 +116,7 @@ appear only when the run completed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
@@ -120,6 +136,7 @@ if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
     from storage.events_schema import EventWriter
 
 __all__ = [
+    "TRAFFIC_KINDS",
     "PartitionSpec",
     "SimError",
     "SimResult",
@@ -128,6 +145,7 @@ __all__ = [
     "run_sim",
     "run_sim_command",
     "sim_config",
+    "summary_lines",
 ]
 
 START_MS = 1_700_000_000_000
@@ -271,6 +289,8 @@ def sim_config(spec: SimSpec) -> sds.Config:
     n = spec.participants
     if spec.sync_interval_ms is not None:
         sync = spec.sync_interval_ms
+    elif base.sync_interval_participants is not None:
+        sync = base.sync_interval_ms  # the core stretches it with the participants heard
     else:
         sync = int(base.sync_interval_ms * max(1.0, n * n / 64))
     changes: dict[str, Any] = {}
@@ -449,6 +469,75 @@ class _Recorder:
             self.flushes += 1
 
 
+#: Datagram kinds as the summary names them (``message`` is a first send).
+TRAFFIC_KINDS = {"message": "content", "sync": "sync", "resend": "resend",
+                 "repair": "repair"}
+
+
+class _Traffic:
+    """Broadcasts, deliveries and bytes by kind of message (content, sync, resend,
+    repair), with snapshots at phase boundaries: the end-of-run summary.
+
+    The network calls the datagram observer right before it broadcasts each datagram
+    (:class:`net.memnet.MemNetwork`), so the kind is known when the broadcast's
+    counters move; the broadcast itself is wrapped to attribute them."""
+
+    __slots__ = ("kind", "net", "snapshots", "totals")
+
+    def __init__(self, net: Any) -> None:
+        self.net = net
+        self.kind = "content"
+        self.totals: dict[str, list[int]] = {
+            k: [0, 0, 0, 0] for k in TRAFFIC_KINDS.values()
+        }  # broadcasts, bytes sent, deliveries, bytes received
+        self.snapshots: dict[str, tuple[int, dict[str, list[int]]]] = {}
+        original = net._broadcast
+        counters = net.counters
+
+        def broadcast(src: Any, channel_id: str, data: bytes) -> None:
+            d0, b0 = counters["deliveries"], counters["bytes"]
+            original(src, channel_id, data)
+            row = self.totals[self.kind]
+            row[0] += 1
+            row[1] += len(data)
+            row[2] += counters["deliveries"] - d0
+            row[3] += counters["bytes"] - b0
+            self.kind = "content"  # a first send has no datagram observer call before it
+
+        net._broadcast = broadcast
+
+    def datagram(self, kind: str) -> None:
+        self.kind = TRAFFIC_KINDS.get(kind, kind)
+
+    def snapshot(self, name: str, now_ms: int) -> None:
+        self.snapshots[name] = (now_ms, {k: list(v) for k, v in self.totals.items()})
+
+    def summary(self, participants: int) -> dict[str, Any]:
+        """``by_kind`` (broadcasts, bytes sent, deliveries, bytes received) and, per
+        phase, what one member uploads and downloads per second on average."""
+        out: dict[str, Any] = {
+            "by_kind": {
+                k: dict(zip(("broadcasts", "bytes_sent", "deliveries", "bytes_received"),
+                            v, strict=True))
+                for k, v in self.totals.items()
+            }
+        }
+        phases: dict[str, Any] = {}
+        marks = sorted(self.snapshots.items(), key=lambda kv: kv[1][0])
+        for (_, (t0, a)), (name, (t1, b)) in itertools.pairwise(marks):
+            secs = max(1e-3, (t1 - t0) / 1000)
+            up = sum(b[k][1] - a[k][1] for k in b)
+            down = sum(b[k][3] - a[k][3] for k in b)
+            phases[name] = {
+                "seconds": round(secs, 1),
+                "member_up_bytes_per_s": round(up / participants / secs, 1),
+                "member_down_bytes_per_s": round(down / participants / secs, 1),
+                "broadcasts": sum(b[k][0] - a[k][0] for k in b),
+            }
+        out["phases"] = phases
+        return out
+
+
 class _Progress:
     """A one-line progress bar on stderr (only if asked, or stderr is a terminal)."""
 
@@ -524,6 +613,13 @@ def run_sim(
     staging.mkdir(parents=True)
     writer = EventWriter(staging / "events")
     recorder = _Recorder(run, writer)
+    traffic: _Traffic | None = None
+
+    def _observe_datagram(node: str, cid: str, kind: str, mid: str, size: int, now: int) -> None:
+        recorder.datagram(node, cid, kind, mid, size, now)
+        if traffic is not None:
+            traffic.datagram(kind)
+
     store = StorePeer(rtt_ms=spec.store_rtt_ms) if spec.store else None
     net = MemNetwork(
         seed=spec.seed,
@@ -532,11 +628,13 @@ def run_sim(
         latency_dist=spec.latency_dist,
         start_ms=spec.start_ms,
         observer=recorder.event,
-        datagram_observer=recorder.datagram,
+        datagram_observer=_observe_datagram,
         store=store,
         net_events=True,
         track_delivered=False,
     )
+    traffic = _Traffic(net)
+    traffic.snapshot("start", net.now_ms)
     wall0 = time.monotonic()
     try:
         membership: list[list[str]] = []
@@ -601,11 +699,22 @@ def run_sim(
                 net.set_online(args[0], False)
             elif what == "online":
                 net.set_online(args[0], True)
-        # Drain, in slices so that the progress bar moves.
+        # Drain, in slices so that the progress bar moves; the traffic summary's
+        # phases: busy (the messages), settling (the first half of the drain), idle.
         step = max(1_000, (end_ms - net.now_ms) // 200)
+        busy_end = spec.start_ms + phase
+        idle_from = max(busy_end, end_ms - spec.effective_drain_ms // 2)
+        marks = [(busy_end, "busy"), (idle_from, "settling"), (end_ms, "idle")]
         while net.now_ms < end_ms:
-            net.run_until(min(end_ms, net.now_ms + step))
+            nxt = min(end_ms, net.now_ms + step)
+            while marks and marks[0][0] <= net.now_ms:
+                traffic.snapshot(marks.pop(0)[1], net.now_ms)
+            if marks:
+                nxt = min(nxt, marks[0][0])
+            net.run_until(nxt)
             bar.update(net.now_ms - spec.start_ms, net.counters["deliveries"])
+        for _, name in marks:
+            traffic.snapshot(name, net.now_ms)
         bar.update(end_ms - spec.start_ms, net.counters["deliveries"], force=True)
         bar.done()
         recorder.flush()
@@ -621,7 +730,8 @@ def run_sim(
         node = net.nodes[nid]
         if all(node.participant.channel(c).log_size == per_channel[c] for c in mine):
             held_all += 1
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak_kb = usage.ru_maxrss
     spec_dict = asdict(spec)
     meta: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -638,8 +748,11 @@ def run_sim(
         "virtual_seconds": (end_ms - spec.start_ms) / 1000,
         "network": dict(net.counters),
         "participants_holding_every_message": held_all,
+        "traffic": traffic.summary(spec.participants),
         "rows": recorder.rows,
         "wall_seconds": round(wall, 3),
+        # the process's CPU time (on a loaded machine, wall time counts the waiting)
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
         "deliveries_per_second": round(net.counters["deliveries"] / wall, 1) if wall else None,
         "peak_rss_mb": round(peak_kb / 1024, 1),
     }
@@ -795,7 +908,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
       help="link speeds in Mbit/s, participant i gets the i-th (mod the list), e.g. 1,20; "
       "default: unlimited")
     a("--sync-interval", default="auto",
-      help="sync interval in ms, or 'auto' (the timing preset's x max(1, N^2/64))")
+      help="sync interval in ms, or 'auto': the timing preset's (the default profile's core "
+      "stretches it by the participants it hears; x max(1, N^2/64) for a fixed-interval "
+      "profile such as waku)")
     a("--content-bytes", type=int, default=64, help="size of each message's content")
     a("--progress", action="store_true", help="show the progress bar even if not a terminal")
     a("--force", action="store_true", help="replace an existing run in --out")
@@ -865,7 +980,8 @@ def run_sim_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     print(
         f"simulated {spec.participants} participants, {m['messages_sent']} messages, "
         f"{m['virtual_seconds']:.0f} virtual s in {m['wall_seconds']:.1f} s "
-        f"({net['deliveries']:,} deliveries, {m['deliveries_per_second']:,.0f}/s, "
+        f"({m['cpu_seconds']:.1f} s CPU, {net['deliveries']:,} deliveries, "
+        f"{m['deliveries_per_second']:,.0f}/s, "
         f"peak {m['peak_rss_mb']:.0f} MB)",
         file=out,
     )
@@ -883,4 +999,30 @@ def run_sim_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         file=out,
     )
     print(f"  {result.rows:,} event rows in {result.out / 'events'}", file=out)
+    for line in summary_lines(m["traffic"], m["messages_sent"], spec.participants):
+        print(line, file=out)
     return 0
+
+
+def summary_lines(traffic: dict[str, Any], messages: int, participants: int) -> list[str]:
+    """The end-of-run summary: deliveries and bytes by kind, what one member pays."""
+    kinds = traffic["by_kind"]
+    content = kinds["content"]["deliveries"] or 1
+    all_deliveries = sum(v["deliveries"] for v in kinds.values())
+    all_sent = sum(v["bytes_sent"] for v in kinds.values())
+    lines = [
+        f"  traffic: {all_deliveries / content:.2f} deliveries per content delivery, "
+        f"{all_sent / max(1, messages):,.0f} bytes uploaded per content message"
+    ]
+    for k, v in kinds.items():
+        lines.append(
+            f"    {k:8} {v['broadcasts']:>9,} broadcasts {v['bytes_sent']:>14,} B sent "
+            f"{v['deliveries']:>12,} deliveries {v['bytes_received']:>16,} B received"
+        )
+    for name, ph in traffic["phases"].items():
+        lines.append(
+            f"    per member, {name:8} ({ph['seconds']:>7,.0f} s): "
+            f"{ph['member_up_bytes_per_s']:>10,.1f} B/s up "
+            f"{ph['member_down_bytes_per_s']:>12,.1f} B/s down"
+        )
+    return lines

@@ -184,6 +184,10 @@ def grid(name: str) -> list[tuple[Scenario, list[str]]]:
             (Scenario("n1000-r1-loss0.1-m40", 1_000, 40, 1.0, 0.1,
                       note="40 messages: the waku profile's 200-message run takes hours"),
              ["waku", "default"]),
+            (Scenario("n10000-r2-loss0.05", 10_000, 200, 2.0, 0.05, timings="fast",
+                      note="sdschat sim -n 10000 -m 200 --loss 0.05 on the study's links; "
+                      "the default only (the waku profile would take hours)"),
+             ["default"]),
         ]
     raise ValueError(f"unknown grid {name!r} (ci, quick, full)")
 

@@ -45,6 +45,7 @@ from sortedcontainers import SortedList
 
 from sds import sds_pb2
 from sds.bloom import RollingBloomFilter, contains_positions, positions_in
+from sds.census import ParticipantCensus
 from sds.config import Config
 from sds.events import (
     DropReason,
@@ -204,6 +205,10 @@ FAILED_KEPT = 1_000
 #: each cost ~4 GB (~100 bytes an entry) in ``sdschat sim``.
 HEARD_KEPT = 4_096
 
+#: Newest log entries a sync names in a channel larger than
+#: ``Config.sync_interval_participants`` (``causal_history_floor`` otherwise).
+SYNC_FLOOR_AT_SCALE = 1
+
 #: SDS-R's recommendation: one response group per 128 participants (js-waku's
 #: ``PARTICIPANTS_PER_RESPONSE_GROUP``); ``Config.repair_response_groups`` = g thus
 #: stands for a channel of at least ``128 x (g - 1)`` participants.
@@ -309,6 +314,9 @@ class Channel:
 
         #: Missing ids outstanding per sender that first named them (max_missing_per_sender).
         self._missing_by: dict[str, int] = {}
+        #: The same ids per sender, oldest first: when the channel-wide caps (missing
+        #: ids, repair requests) are reached, the sender with the most gives way.
+        self._missing_of: dict[str, OrderedDict[str, None]] = {}
         #: Recovery time: lost timeouts count only time during which recovery could
         #: run (set_connected). recovery = now - _paused_total, frozen while paused.
         self._paused_total = 0
@@ -343,6 +351,11 @@ class Channel:
         #: Ids to name again (a peer's filter lacks them, or a resend said our naming
         #: was lost): named first, before the unnamed ones, oldest first.
         self._rename: OrderedDict[str, None] = OrderedDict()
+        #: Ids named again (by us, or by others while we meant to) -> when: a peer's
+        #: filter that still lacks one within ``sync_interval_ms`` does not get it named
+        #: again (it lost that naming, or asks for it already; with suppression, only
+        #: while the base interval lasts). Bounded like _rename.
+        self._renamed_at: OrderedDict[str, int] = OrderedDict()
         #: sender id -> (when its bloom filter was last checked for what it lacks, the
         #: arrival time up to which our entries were checked against it then).
         self._lack_checked: OrderedDict[str, tuple[int, int]] = OrderedDict()
@@ -350,9 +363,20 @@ class Channel:
         #: size the SDS-R windows (Config.repair_window_participants).
         self._heard: OrderedDict[str, int] = OrderedDict()
         self._heard_kept = _heard_kept(cfg)
+        #: Senders heard (sampled count) that stretch the sync interval
+        #: (Config.sync_interval_participants).
+        self._census = ParticipantCensus()
+        self._participants_at = (-1, 0)  # (now_ms, count) of the last _participants
+        #: Sync suppression (Config.sync_suppression): another participant was heard
+        #: since our last message; syncs skipped so far (stats).
+        self._heard_since_sent = False
+        self._syncs_suppressed = 0
+        #: The application asked for our next due sync even if it would be suppressed
+        #: (:meth:`ask_sync`); not persisted.
+        self._sync_asked = False
 
         # Sync scheduling.
-        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
 
         self._events: list[Event] = []
         self._datagrams: list[Datagram] = []
@@ -431,6 +455,7 @@ class Channel:
             "resend_heap": len(self._resend_heap),
             "lost_heap": len(self._lost_heap),
             "bloom_items": self._filter.count,
+            "syncs_suppressed": self._syncs_suppressed,
         }
 
     # ---------------------------------------------------------------------- send
@@ -488,7 +513,8 @@ class Channel:
             )
         )
         # Our content message carries our acks: the periodic sync can wait.
-        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
+        self._heard_since_sent = False
         return data
 
     def send_ephemeral(self, content: bytes, now_ms: int) -> bytes:
@@ -526,6 +552,7 @@ class Channel:
         lamport: int,
         content: bytes | None,
         requests: list[HistoryEntry],
+        floor: int | None = None,
     ) -> tuple[tuple[str, ...], bytes]:
         """Serialise a content or sync message; return (history ids, bytes).
 
@@ -547,7 +574,7 @@ class Channel:
         entries = self._entries
         ids = []
         fragments = []
-        for mid in self._history_ids():
+        for mid in self._history_ids(floor):
             le = entries[mid]
             frag = le.fragment
             if frag is None:
@@ -556,7 +583,7 @@ class Channel:
             fragments.append(frag)
         return tuple(ids), pb.SerializeToString() + b"".join(fragments)
 
-    def _history_ids(self) -> list[str]:
+    def _history_ids(self, floor_override: int | None = None) -> list[str]:
         """The causal history to send (Config.causal_history_floor).
 
         Fixed: the newest ``causal_history_size`` log entries. Adaptive: the newest
@@ -576,6 +603,8 @@ class Channel:
         if floor is None:
             n = cfg.causal_history_size
             return [mid for _, mid in log.islice(-n)] if n else []
+        if floor_override is not None:
+            floor = min(floor, floor_override)
         floor = min(floor, cfg.causal_history_size)
         top = [mid for _, mid in log.islice(-floor)] if floor else []
         unnamed = self._unnamed
@@ -591,6 +620,7 @@ class Channel:
             if mid in entries:
                 unnamed.pop(mid, None)
                 extra.append(mid)
+                self._note_renamed(mid)
         while unnamed and len(extra) < room:
             mid, _ = unnamed.popitem(last=True)
             if mid in entries:
@@ -635,8 +665,12 @@ class Channel:
             or message_id not in self._entries
         ):
             return
+        if self._renamed_lately(message_id, now_ms) or not self._one_of_few(now_ms):
+            # at scale the copy is mostly a repair answer every member heard: a few
+            # members name it again (for the author, if it was a resend), not all
+            return
         self._note_rename(message_id)
-        self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+        self._rename_soon(now_ms, chosen=True)
 
     def _name_what_they_lack(self, pb: sds_pb2.SdsMessage, sender_id: str, now_ms: int) -> None:
         """Adaptive history: ids a peer's bloom filter lacks are named again, soon.
@@ -684,6 +718,10 @@ class Channel:
         last = checked.get(sender_id)
         if last is not None and now_ms - last[0] < cfg.sync_interval_ms // 4:
             return
+        if not self._one_of_few(now_ms):
+            # every member hears the same filter: about sync_interval_participants of
+            # them check it, whatever the channel's size
+            return
         checked[sender_id] = (now_ms, settled)
         checked.move_to_end(sender_id)
         while len(checked) > 1_024:  # peers recently heard from
@@ -710,7 +748,14 @@ class Channel:
         bloom = pb.bloom_filter
         params = self._filter.params
         lacking = False
+        # what it asks for it knows it lacks: naming it again tells it nothing
+        asked = {r.message_id for r in pb.repair_request} if len(pb.repair_request) else ()
+        renamed = self._renamed_at
         for mid, le in candidates.items():
+            if mid in asked:
+                continue
+            if renamed and self._renamed_lately(mid, now_ms):
+                continue
             pos = le.positions
             if pos is None:
                 pos = le.positions = positions_in(mid, params)
@@ -718,7 +763,66 @@ class Channel:
                 self._note_rename(mid)
                 lacking = True
         if lacking:
-            self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+            self._rename_soon(now_ms, chosen=True)
+
+    def _renamed_lately(self, message_id: str, now_ms: int) -> bool:
+        t = self._renamed_at.get(message_id)
+        return t is not None and now_ms - t < self.config.sync_interval_ms
+
+    def _one_of_few(self, now_ms: int) -> bool:
+        """True with probability ``sync_interval_participants / participants`` (always
+        in a channel that small, or with a fixed interval)."""
+        per = self.config.sync_interval_participants
+        if per is None:
+            return True
+        n = self._participants(now_ms)
+        return n <= per or self._rng.random() * n < per
+
+    def _rename_soon(self, now_ms: int, chosen: bool = False) -> None:
+        """Ids to name again were noted: bring our sync forward (within half the base
+        interval), but in a channel larger than ``Config.sync_interval_participants``
+        only with probability ``that / participants``: about that many members do it,
+        whatever the channel's size (every member hears the same copy or checks the
+        same lacking filter; the first sync naming the ids makes the others strike
+        them). The others name them at their next sync, which is not suppressed
+        while they have ids to name."""
+        if not chosen and not self._one_of_few(now_ms):
+            return
+        delay = int(self._rng.random() * self.config.sync_interval_ms * 0.5)
+        self._next_sync_ms = min(self._next_sync_ms, now_ms + delay)
+
+    def _strike_named(self, history_ids: list[str], sender_id: str) -> None:
+        """Sync suppression: ids a message we heard names are named for the channel
+        (their author has its acknowledgement, those who lack them hear of them), so we
+        no longer have to name them (Config.sync_suppression). An author naming its own
+        messages acknowledges nothing: those stay ours to name."""
+        unnamed = self._unnamed
+        rename = self._rename
+        entries = self._entries
+        for mid in history_ids:
+            le = entries.get(mid)
+            if le is None or le.sender_id == sender_id:
+                continue
+            unnamed.pop(mid, None)
+            if rename and mid in rename:
+                del rename[mid]
+                self._note_renamed(mid)
+
+    def _note_renamed(self, message_id: str) -> None:
+        if not self.config.sync_suppression:
+            return
+        at = self._renamed_at
+        now = self._last_now
+        at[message_id] = now
+        at.move_to_end(message_id)
+        # only the hold-off still running is needed (oldest first): a 10,000-member
+        # channel hears a request for every id it holds
+        horizon = now - self.config.sync_interval_ms
+        while at:
+            oldest = next(iter(at))
+            if at[oldest] > horizon and len(at) <= self.config.log_window:
+                break
+            del at[oldest]
 
     def _note_rename(self, message_id: str) -> None:
         """Name ``message_id`` again in our next messages (before the unnamed ids)."""
@@ -861,7 +965,18 @@ class Channel:
                 f"still missing; at most {cfg.max_missing_per_sender}",
             )
             return
-        self._note_heard(sender_id, now_ms)
+        if all(map(self._entries.__contains__, history_ids)):
+            # A participant counts (the SDS-R windows, the sync interval) once a message
+            # of it names only what we hold: identities naming invented ids (issue 26,
+            # a member with many keys) would otherwise stretch every honest member's
+            # repair and sync timings by their number.
+            self._note_heard(sender_id, now_ms)
+            if cfg.sync_interval_participants is not None:
+                self._census.hear(sender_id, now_ms)
+                self._participants_at = (-1, 0)
+        self._heard_since_sent = True
+        if cfg.sync_suppression and (self._unnamed or self._rename):
+            self._strike_named(history_ids, sender_id)
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._repair_out.remove(message_id)
@@ -913,7 +1028,18 @@ class Channel:
         else:
             self._deliver(waiting)
         # Acknowledge content soon: shorten the sync backoff (js-waku: 0.5x).
-        self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5))
+        interval = self.sync_interval(now_ms)
+        if cfg.sync_suppression and interval > cfg.sync_interval_ms:
+            # Larger than sync_interval_participants: one draw per wait, a timer
+            # already within half an interval stays. Drawn again for every message
+            # received, the timers of a busy channel crept towards now (the least of
+            # k draws), and its members synced k times as often, most of them before
+            # the first sync could suppress them.
+            half = interval // 2
+            if self._next_sync_ms > now_ms + half:
+                self._next_sync_ms = now_ms + int(self._rng.random() * half)
+        else:
+            self._next_sync_ms = min(self._next_sync_ms, now_ms + self._sync_delay(0.5, now_ms))
 
     def _check_conflict(
         self, message_id: str, sender_id: str, lamport: int, content: bytes
@@ -1160,9 +1286,11 @@ class Channel:
         return True
 
     def _add_missing(self, info: _Missing) -> None:
-        self._missing[info.entry.message_id] = info
+        mid = info.entry.message_id
+        self._missing[mid] = info
         by = self._missing_by
         by[info.by] = by.get(info.by, 0) + 1
+        self._missing_of.setdefault(info.by, OrderedDict())[mid] = None
 
     def _pop_missing(self, mid: str) -> _Missing | None:
         info = self._missing.pop(mid, None)
@@ -1173,6 +1301,11 @@ class Channel:
                 by[info.by] = left
             else:
                 by.pop(info.by, None)
+            of = self._missing_of.get(info.by)
+            if of is not None:
+                of.pop(mid, None)
+                if not of:
+                    del self._missing_of[info.by]
         return info
 
     def _want_again(
@@ -1308,6 +1441,14 @@ class Channel:
             return self._paused_at - self._paused_total
         return now_ms - self._paused_total
 
+    def ask_sync(self, wanted: bool = True) -> None:
+        """Send our next due sync even if sync suppression would skip it (``False``:
+        no longer needed). The timer is not moved. For an application that needs this
+        participant's sync heard: a member whose wall clock is off learns the others'
+        time from their syncs, and a quiet channel under suppression has one member
+        syncing (app/clock_guard.py)."""
+        self._sync_asked = wanted
+
     def set_connected(self, connected: bool, now_ms: int) -> None:
         """Tell the core whether recovery can run (the transport is connected).
 
@@ -1351,7 +1492,25 @@ class Channel:
             self._push_lost(rec + cfg.lost_timeout_ms, mid)
         if cfg.repair_enabled:
             lo, hi = self._repair_window(now_ms)
-            self._repair_out.add(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi))
+            out = self._repair_out
+            if len(out) >= out.max_size:
+                self._make_room_for(info.by)
+            out.add(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi))
+
+    def _make_room_for(self, by: str) -> None:
+        """The repair requests are at their cap: the sender that named the most missing
+        ids (if it named more than ``by``) gives up a request for its oldest one (it
+        stays missing; the sweep and the lost timeout still cover it). Requests for
+        the ids a member with many identities invents then cannot crowd out an honest
+        member's (per-sender budgets, issue 26)."""
+        counts = self._missing_by
+        top = max(counts, key=counts.__getitem__, default=None)
+        if top is None or counts[top] <= counts.get(by, 0):
+            return
+        out = self._repair_out
+        for mid in self._missing_of.get(top, ()):
+            if out.remove(mid):
+                return
 
     def _push_lost(self, due: int, mid: str) -> None:
         """Push a lost deadline ``due`` in recovery time."""
@@ -1452,6 +1611,17 @@ class Channel:
             info = self._pop_missing(w.message_id)
             if info is None:
                 continue
+            if (
+                info.by != w.sender_id
+                and self.config.sync_suppression
+                and w.message_id in self._unnamed
+                and info.entry.message_id not in self._incoming
+            ):
+                # We knew of it because another participant named it: the channel has
+                # heard it named and its author has that acknowledgement. Naming it
+                # again cost one sync per late receiver (sdschat sim, 1,000
+                # participants: ~100 per repaired message, before suppression).
+                del self._unnamed[w.message_id]
             ready = []
             for wid in info.waiting:
                 nxt = self._incoming.get(wid)
@@ -1514,6 +1684,9 @@ class Channel:
             le = self._entries.get(mid)
             if le is None and mid not in self._repair_cache:
                 continue
+            # a request names the id too: its answer, a copy every member hears, needs
+            # no naming again (note_copy), nor does the requester's filter (it knows)
+            self._note_renamed(mid)
             if budget <= 0:
                 continue  # this requester had its share of rebroadcasts for now
             seen = self._copy_seen.get(mid)
@@ -1619,8 +1792,40 @@ class Channel:
 
     # -------------------------------------------------------------------- timers
 
-    def _sync_delay(self, factor: float) -> int:
-        return int(self._rng.random() * self.config.sync_interval_ms * factor)
+    def _sync_delay(self, factor: float, now_ms: int) -> int:
+        return int(self._rng.random() * self.sync_interval(now_ms) * factor)
+
+    def sync_interval(self, now_ms: int) -> int:
+        """The sync interval now: ``sync_interval_ms``, stretched by the participants
+        heard beyond ``Config.sync_interval_participants`` (up to
+        ``sync_interval_limit_ms``). The participants are those heard in the last
+        ``sync_interval_limit_ms`` (ourselves included; a sampled count beyond 64,
+        ``sds.census``), but at least what the configured response groups stand for
+        (as for the SDS-R windows, :meth:`_repair_window`)."""
+        cfg = self.config
+        base = cfg.sync_interval_ms
+        per = cfg.sync_interval_participants
+        limit = cfg.sync_interval_limit_ms
+        if per is None or base >= limit:
+            return base
+        n = self._participants(now_ms)
+        if n <= per:
+            return base
+        return min(limit, base * n // per)
+
+    def _participants(self, now_ms: int) -> int:
+        """Participants for the sync interval (:meth:`sync_interval`); worked out once
+        per ``now_ms`` (a receive asks up to three times)."""
+        cached = self._participants_at
+        if cached[0] == now_ms:
+            return cached[1]
+        cfg = self.config
+        n = max(
+            self._census.count(now_ms - cfg.sync_interval_limit_ms) + 1,
+            PARTICIPANTS_PER_RESPONSE_GROUP * (cfg.repair_response_groups - 1),
+        )
+        self._participants_at = (now_ms, n)
+        return n
 
     def get_timer(self) -> int | None:
         """The earliest deadline at which :meth:`handle_timer` has work, or ``None``."""
@@ -1796,12 +2001,23 @@ class Channel:
         excess = len(self._missing) - self.config.max_missing
         if excess <= 0:
             return
-        victims = []
-        for mid in self._missing:
-            if mid not in self._incoming:
-                victims.append(mid)
-                if len(victims) >= excess:
+        # from the senders that named the most, oldest first (per-sender fairness: an
+        # honest member's few missing ids are not declared lost for another's many)
+        counts = dict(self._missing_by)
+        victims: list[str] = []
+        for _ in range(len(counts)):
+            if len(victims) >= excess or not counts:
+                break
+            top = max(counts, key=counts.__getitem__)
+            floor = max((c for b, c in counts.items() if b != top), default=0)
+            take = min(excess - len(victims), max(1, counts[top] - floor))
+            for mid in self._missing_of.get(top, ()):
+                if take <= 0:
                     break
+                if mid not in self._incoming:
+                    victims.append(mid)
+                    take -= 1
+            del counts[top]
         for mid in victims:
             self._declare_lost(mid, now_ms)
 
@@ -1817,15 +2033,37 @@ class Channel:
 
     def _send_sync(self, now_ms: int) -> None:
         """Spec "Periodic Sync Message" (also the carrier of due SDS-R requests)."""
-        self._next_sync_ms = now_ms + self._sync_delay(1.0)
+        self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
         requests = self._take_repair_requests(now_ms, self.config.repair_requests_per_sync)
         if requests:  # the channel's repair budget: one such batch per interval
             self._next_repair_sync_ms = now_ms + self.config.repair_sync_interval_ms
         if not self._log and not requests:
             return  # nothing to say (js-waku aborts such a sync too)
+        if (
+            not requests
+            and self._heard_since_sent
+            and not self._sync_asked
+            and self.config.sync_suppression
+            and self.config.causal_history_floor is not None
+            and not self._unnamed
+            and not self._rename
+        ):
+            # Suppressed: others spoke since our last message and named everything we
+            # would name beyond the newest entries they name too.
+            self._syncs_suppressed += 1
+            return
+        self._heard_since_sent = False
+        self._sync_asked = False
         lamport = self._tick(now_ms)
         message_id = f"{self._rng.getrandbits(256):064x}"
-        _, data = self._build(message_id, lamport, None, requests)
+        # At scale a sync names only what is still to name (and the newest entry):
+        # the newest entries are named by every content message already, and syncs
+        # are few (sync suppression).
+        per = self.config.sync_interval_participants
+        floor = None
+        if per is not None and self._participants(now_ms) > per:
+            floor = SYNC_FLOOR_AT_SCALE
+        _, data = self._build(message_id, lamport, None, requests, floor)
         self._datagrams.append(Datagram(data, "sync", message_id))
         req_ids = tuple(e.message_id for e in requests)
         self._events.append(SyncSent(self.channel_id, message_id, lamport, req_ids))
@@ -1833,7 +2071,7 @@ class Channel:
             self._events.append(RepairRequested(self.channel_id, req_ids, message_id))
         if self._missing:
             # Repairs pending: sync sooner so requests and answers flow.
-            self._next_sync_ms = now_ms + self._sync_delay(0.5)
+            self._next_sync_ms = now_ms + self._sync_delay(0.5, now_ms)
 
     # ------------------------------------------------------------- persistence
 
@@ -1887,6 +2125,15 @@ class Channel:
                 "copy_seen": [
                     [m, t] for m, t in self._copy_seen.items()
                     if self._last_now - t < self.config.repair_t_min_ms // 2
+                ],
+                # sync suppression (optional keys): heard since our last message, and
+                # the ids named again whose hold-off still runs
+                "heard_since_sent": self._heard_since_sent,
+                "unnamed": list(self._unnamed),
+                "rename": list(self._rename),
+                "renamed_at": [
+                    [m, t] for m, t in self._renamed_at.items()
+                    if self._last_now - t < self.config.sync_interval_ms
                 ],
                 "next_sync_ms": self._next_sync_ms,
                 "next_repair_sync_ms": self._next_repair_sync_ms,
@@ -2036,7 +2283,16 @@ class Channel:
             (str(m), int(t) if now_ms is None else min(int(t), now_ms))
             for m, t in d.get("copy_seen", ())
         )
-        ch._next_sync_ms = due(int(d["next_sync_ms"]), cfg.sync_interval_ms)
+        ch._heard_since_sent = bool(d.get("heard_since_sent", False))
+        ch._unnamed.update((str(m), None) for m in d.get("unnamed", ()))
+        ch._rename.update((str(m), None) for m in d.get("rename", ()))
+        ch._renamed_at.update(
+            (str(m), int(t) if now_ms is None else min(int(t), now_ms))
+            for m, t in d.get("renamed_at", ())
+        )
+        ch._next_sync_ms = due(
+            int(d["next_sync_ms"]), max(cfg.sync_interval_ms, cfg.sync_interval_limit_ms)
+        )
         ch._next_repair_sync_ms = due(
             int(d.get("next_repair_sync_ms", ch._next_repair_sync_ms)), cfg.repair_sync_interval_ms
         )

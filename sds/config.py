@@ -75,6 +75,28 @@ class Config:
     #: (js-waku: 30 s), halved after content was received and while repair
     #: requests are pending.
     sync_interval_ms: int = 30_000
+    #: The sync interval grows with the channel: with ``n`` participants heard in the
+    #: last :attr:`sync_interval_limit_ms` (a sampled count, ``sds.census``; at least
+    #: what :attr:`repair_response_groups` stands for) and ``n`` above this, every
+    #: random sync delay is drawn from ``sync_interval_ms x n / this`` (up to
+    #: :attr:`sync_interval_limit_ms`). The first of ``n`` timers then still fires
+    #: within ``sync_interval_ms / this`` on average, and the others, suppressed by
+    #: what it names (:attr:`sync_suppression`), stay about as few as in a channel of
+    #: this size: ``n x latency / interval`` timers fire before its sync reaches them.
+    #: ``None``: the fixed interval (js-waku).
+    sync_interval_participants: int | None = 10
+    #: Longest stretched sync interval (and the horizon of the participant count): a
+    #: member posing as many participants can make syncs this rare, no rarer. (A
+    #: ``sync_interval_ms`` above it is used as it is, never stretched.)
+    sync_interval_limit_ms: int = 3_600_000
+    #: SRM-style sync suppression (adaptive history only): a due sync is skipped when
+    #: it carries no repair request, we heard another participant since our last
+    #: message, and everything it would name beyond the newest
+    #: :attr:`causal_history_floor` was named by messages heard since (ids another
+    #: participant named are struck from what we still have to name). One sync then
+    #: acknowledges a message and tells the others of an id for the whole channel,
+    #: instead of one sync per member. ``False``: every due sync goes out (js-waku).
+    sync_suppression: bool = True
     #: How often the incoming buffer is checked for lost dependencies and
     #: ``MessagesMissing`` is repeated for the application (js-waku's store
     #: query interval: 10 s).
@@ -222,6 +244,7 @@ class Config:
             "max_clock_skew_ms",
             "repair_sync_interval_ms",
             "lost_retry_max_ms",
+            "sync_interval_limit_ms",
         ):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be > 0")
@@ -233,6 +256,8 @@ class Config:
             problems.append("lost_timeout_ms must be >= 0")
         if not 0 <= self.repair_t_min_ms < self.repair_t_max_ms:
             problems.append("need 0 <= repair_t_min_ms < repair_t_max_ms")
+        if self.sync_interval_participants is not None and self.sync_interval_participants < 1:
+            problems.append("sync_interval_participants must be >= 1 (or None)")
         if self.repair_window_participants is not None and self.repair_window_participants < 1:
             problems.append("repair_window_participants must be >= 1 (or None)")
         if self.repair_response_groups < 1:
@@ -323,6 +348,8 @@ class Config:
             "repair_t_min_ms": 30_000,
             "repair_t_max_ms": 120_000,
             "repair_window_participants": None,
+            "sync_interval_participants": None,
+            "sync_suppression": False,
         }
         return replace(cls(), **{**sizes, **changes})
 

@@ -7,6 +7,7 @@ from app.clock_guard import (
     PLAUSIBLE_MIN_MS,
     ClockEstimate,
     ClockHold,
+    VoteRequests,
     describe_offset,
     implausible_time,
 )
@@ -59,3 +60,23 @@ def test_with_one_other_member_heard_both_are_told_and_nothing_is_corrected() ->
     warn = est.observe("only", NOW + 3_600_000, NOW)
     assert warn is not None and not warn.applied and est.offset_ms == 0
     assert est.observe("only", NOW + 3_600_500, NOW + 500) is None  # told once
+
+
+
+def test_a_clock_far_off_asks_for_our_sync_until_two_agreeing_members_voted() -> None:
+    """Sync suppression leaves a quiet channel with one member syncing: a sync far off
+    ours asks for our next sync (a vote), two members agreeing with us withdraw the
+    request, and it is renewed at most every VOTE_RENEW_MS."""
+    from app.clock_guard import VOTE_RENEW_MS
+
+    votes = VoteRequests(SKEW)
+    assert votes.on_sync("c", "alice", 3_600_000, NOW) is True  # an hour off: vote
+    assert votes.on_sync("c", "alice", 3_600_000, NOW + 1) is None  # asked already
+    assert votes.on_sync("other", "x", 0, NOW) is None  # nothing asked there
+    assert votes.on_sync("c", "bob", 2_000, NOW + 2) is None  # one agreeing vote
+    assert votes.on_sync("c", "bob", 2_000, NOW + 3) is None  # the same member again
+    assert votes.on_sync("c", "carol", -1_000, NOW + 4) is False  # two: withdrawn
+    assert votes.on_sync("c", "carol", 0, NOW + 5) is None
+    assert votes.on_sync("c", "alice", -DAY, NOW + 6) is True  # asked again
+    assert votes.on_sync("c", "alice", -DAY, NOW + 6 + VOTE_RENEW_MS - 1) is None
+    assert votes.on_sync("c", "alice", -DAY, NOW + 6 + VOTE_RENEW_MS) is True  # renewed

@@ -239,12 +239,19 @@ def test_missing_cap_declares_oldest_lost() -> None:
         ("w1", 1)
     ]
     assert sorted(ch.missing_ids()) == ["d2", "d3"]
-    # A sync naming two more unknown ids pushes d2 and d3 out as well.
+    # A sync naming two more unknown ids: b and c named two each, so each gives up its
+    # longest-missing one (per-sender fairness, issue 26: the sender that named the
+    # most gives way first).
     ch.receive(msg("c", "s", 40, ["x1", "x2"], content=None), 1_003)
     evs = ch.events()
-    assert sorted(x.message_id for x in of(evs, sds.MessageLost)) == ["d2", "d3"]
-    assert delivered_ids(evs) == ["w2", "w3"]
-    assert sorted(ch.missing_ids()) == ["x1", "x2"]
+    assert sorted(x.message_id for x in of(evs, sds.MessageLost)) == ["d2", "x1"]
+    assert delivered_ids(evs) == ["w2"]
+    assert sorted(ch.missing_ids()) == ["d3", "x2"]
+    # c names three more: c has the most, and gives them up first
+    ch.receive(msg("c", "s2", 50, ["x3", "x4", "x5"], content=None), 1_004)
+    evs = ch.events()
+    assert sorted(x.message_id for x in of(evs, sds.MessageLost)) == ["x2", "x3", "x4"]
+    assert sorted(ch.missing_ids()) == ["d3", "x5"]
 
 
 def test_missing_cap_skips_ids_that_arrived_and_wait() -> None:

@@ -196,3 +196,4 @@ def test_sync_postponed_by_own_content_message() -> None:
             ch.handle_timer(first)
             assert syncs(ch.datagrams_to_send()) == []
     assert postponed >= 8
+

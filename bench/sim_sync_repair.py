@@ -1,0 +1,160 @@
+"""Sync and repair traffic at scale, side by side: today's default, the behaviour
+before issue 28, and js-waku's profile, in one invocation, same seeds.
+
+Each cell is ``sdschat sim`` (:func:`app.sim.run_sim`) in its own process (peak
+RSS is per process), with these protocol columns:
+
+* ``default``: ``sds.Config()`` as shipped;
+* ``before``: the default sizes with issue 28's changes turned off (every due sync
+  sent, the sim's ``N²/64`` sync interval, every member re-naming);
+* ``waku``: ``sds.Config.waku()`` (js-waku's sizes and fixed windows, the sim's
+  ``N²/64`` interval as before).
+
+Per cell: bytes uploaded per content message (everything participants send,
+divided by the content messages: docs/profiles.md's bytes/msg), deliveries per
+content delivery, broadcasts by kind (sync, repair), participants holding every
+message, messages declared lost, delivery p50/p99, wall time, peak RSS::
+
+    .venv/bin/python bench/sim_sync_repair.py --sizes 1000 --messages 40 --loss 0.1 \\
+        --rate 1 --timings default --bandwidth 1,20 --seed 3
+    .venv/bin/python bench/sim_sync_repair.py --sizes 10000 --messages 200 --loss 0.05 \\
+        --profiles default --store
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+#: The sds.Config changes that give the behaviour before issue 28.
+BEFORE: dict[str, Any] = {
+    "sync_suppression": False,
+    "sync_interval_participants": None,
+}
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {root!r})
+from app.sim import SimSpec, run_sim
+spec = SimSpec(**json.loads({spec!r}))
+r = run_sim(spec, {out!r}, force=True)
+m = r.meta
+import pyarrow.compute as pc, pyarrow.parquet as pq
+t = pq.read_table({out!r} + "/events", columns=["kind", "message_id", "time_ms"])
+kinds = {{k["values"]: k["counts"] for k in pc.value_counts(t.column("kind")).to_pylist()}}
+sent = t.filter(pc.equal(t.column("kind"), "MessageSent"))
+when = dict(zip(sent.column("message_id").to_pylist(), sent.column("time_ms").to_pylist()))
+dl = t.filter(pc.equal(t.column("kind"), "MessageDelivered"))
+lat = sorted(x - when[i] for i, x in zip(dl.column("message_id").to_pylist(),
+             dl.column("time_ms").to_pylist()) if i in when)
+pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
+rep = t.filter(pc.equal(t.column("kind"), "RepairSent")).column("message_id")
+lost = t.filter(pc.equal(t.column("kind"), "MessageLost")).column("message_id")
+out = {{k: m[k] for k in ("network", "traffic", "wall_seconds", "cpu_seconds", "peak_rss_mb",
+      "participants_holding_every_message", "messages_sent")}}
+out.update(kinds=kinds, p50=pct(0.5), p99=pct(0.99),
+           repaired_messages=len(pc.unique(rep)), lost_messages=len(pc.unique(lost)))
+print(json.dumps(out))
+"""
+
+
+def cell_spec(args: argparse.Namespace, n: int, profile: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "participants": n, "messages": args.messages, "loss": args.loss, "seed": args.seed,
+        "rate": args.rate, "timings": args.timings, "store": args.store,
+        "bandwidth_mbps": args.bandwidth,
+        "profile": "waku" if profile == "waku" else "default",
+    }
+    if args.drain is not None:
+        spec["drain_ms"] = int(args.drain * 1000)
+    if profile == "before":
+        spec["protocol"] = dict(BEFORE)
+    return spec
+
+
+def run_cell(args: argparse.Namespace, n: int, profile: str, tmp: Path) -> dict[str, Any]:
+    out = tmp / f"{profile}-{n}"
+    code = _CHILD.format(root=str(ROOT), spec=json.dumps(cell_spec(args, n, profile)),
+                         out=str(out))
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=args.timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"profile": profile, "n": n, "error": f"timeout after {args.timeout} s"}
+    if proc.returncode != 0:
+        return {"profile": profile, "n": n, "error": proc.stderr.strip().splitlines()[-1:]}
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    kinds = r["traffic"]["by_kind"]
+    content = kinds["content"]["deliveries"] or 1
+    m = r["messages_sent"] or 1
+    return {
+        "profile": profile, "n": n,
+        "bytes_per_message": round(sum(v["bytes_sent"] for v in kinds.values()) / m),
+        "deliveries_per_content_delivery": round(
+            sum(v["deliveries"] for v in kinds.values()) / content, 2),
+        "syncs": kinds["sync"]["broadcasts"],
+        "repairs": kinds["repair"]["broadcasts"],
+        "repairs_per_repaired_message": round(
+            kinds["repair"]["broadcasts"] / max(1, r["repaired_messages"]), 2),
+        "resends": kinds["resend"]["broadcasts"],
+        "store_retrievals": r["network"].get("store_retrievals", 0),
+        "holding_every_message": r["participants_holding_every_message"],
+        "lost_messages": r["lost_messages"],
+        "p50_ms": r["p50"], "p99_ms": r["p99"],
+        "phases": r["traffic"]["phases"],
+        "wall_s": r["wall_seconds"], "cpu_s": r["cpu_seconds"], "peak_rss_mb": r["peak_rss_mb"],
+        "elapsed_s": round(time.monotonic() - t0, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[1000])
+    p.add_argument("--profiles", nargs="+", default=["before", "default", "waku"],
+                   choices=["before", "default", "waku"])
+    p.add_argument("--messages", type=int, default=40)
+    p.add_argument("--loss", type=float, default=0.1)
+    p.add_argument("--rate", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--timings", choices=("fast", "default"), default="default")
+    p.add_argument("--bandwidth", default="1,20",
+                   help="Mbit/s per participant, cycled (empty: unlimited)")
+    p.add_argument("--store", action="store_true")
+    p.add_argument("--drain", type=float, default=None, help="seconds (default: the sim's)")
+    p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--json", default=None, help="also write the rows here")
+    args = p.parse_args(argv)
+    args.bandwidth = [float(x) for x in args.bandwidth.split(",") if x.strip()]
+    sys.path.insert(0, str(ROOT))
+    import os
+
+    from machine import calibrate, describe
+
+    load = os.getloadavg()
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {describe(calibrate())}", flush=True)
+    print(json.dumps({"args": vars(args)}), flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="sim-sync-repair-") as tmp:
+        for n in args.sizes:
+            for profile in args.profiles:
+                row = run_cell(args, n, profile, Path(tmp))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
