@@ -162,6 +162,11 @@ class StorePeerConfig:
             are archived only from ``Put`` frames with a valid write proof
             (``net/store_proof.py``); their envelopes from relays and the LAN
             are refused (``unproven``).
+        public_channel_keys: ``(topic, channel key)`` of the public channels
+            archived by name (``--channel``; their key follows from the name, so
+            anyone can have it): the store opens their envelopes only to read
+            who signed them, for eviction fair per signer (``net/store_peer.py``),
+            and keeps them as they came.
     """
 
     data_dir: Path
@@ -191,6 +196,7 @@ class StorePeerConfig:
     certfile: str | None = None
     keyfile: str | None = None
     write_keys: tuple[tuple[bytes, bytes], ...] = ()
+    public_channel_keys: tuple[tuple[bytes, bytes], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("max_hashes", "max_page_size", "default_page_size", "max_request_bytes",
@@ -235,6 +241,9 @@ class StorePeerConfig:
                 )
             if len(key) != 32:
                 raise ValueError("a write key is 32 bytes")
+        for topic, key in self.public_channel_keys:
+            if topic not in self.topics or len(key) != 32:
+                raise ValueError("a public channel key is 32 bytes, for a topic archived")
         if self.write_keys and self.listen is None:
             raise ValueError("--write-key needs a query listener (nodes send proofs there)")
         if self.certfile is not None and self.listen is None:
@@ -251,7 +260,7 @@ class StorePeerConfig:
             value = getattr(self, f.name)
             if f.name == "topics":
                 value = [t.hex() for t in value]
-            elif f.name == "write_keys":
+            elif f.name in ("write_keys", "public_channel_keys"):
                 value = [t.hex() for t, _key in value]  # which topics, never the keys
             elif isinstance(value, Path):
                 value = str(value)

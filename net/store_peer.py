@@ -33,7 +33,15 @@ so idle sockets cannot hold every slot (clients reconnect when they next ask,
 and a node's catch-up retries while the store is full: ``net/store_sync.py``).
 
 Retention by age and by size runs at start and every ``retention_interval_s``
-(:mod:`net.store_config` documents the flags). Logs are JSON lines on stderr
+(:mod:`net.store_config` documents the flags). Retention by size is fair per
+writer (``EnvelopeArchive.trim_fair``): the writers holding the most lose their
+oldest envelopes first, down to an equal share, so a flood cannot push out the
+others. A writer is what the store can attribute an envelope to: on a topic whose
+channel key it knows (a public channel archived by name, ``public_channel_keys``)
+the signer whose Ed25519 signature verifies; on other topics the host (IPv4
+address, IPv6 /64) that sent it in a ``Put``; otherwise nobody (one shared
+"unattributed" writer: garbage nobody signed, relay and LAN envelopes of a topic
+whose key the store does not hold). Logs are JSON lines on stderr
 (``store_listening`` with the bound ``port``, ``store_stats``, ...). SIGINT and
 SIGTERM flush the buffer, close connections and exit 0.
 
@@ -64,7 +72,14 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from net import envelope_pb2, runner, store_pb2
-from net.envelope import ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, NONCE_BYTES, envelope_hash
+from net.envelope import (
+    ENVELOPE_VERSION,
+    MAX_ENVELOPE_BYTES,
+    NONCE_BYTES,
+    EnvelopeError,
+    envelope_hash,
+    open_envelope,
+)
 from net.relay import TokenBucket, host_group
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
@@ -202,6 +217,8 @@ class StoreStats:
             ``max_clients`` or ``max_clients_per_ip``).
         rejected_per_ip: query connections refused by ``max_clients_per_ip``.
         idle_closed: query connections closed after ``idle_timeout_s`` without a request.
+        unattributed: archived envelopes the store could attribute to no writer
+            (they share one writer's part of ``max_bytes``).
     """
 
     received: int = 0
@@ -219,6 +236,7 @@ class StoreStats:
     connections_rejected: int = 0
     rejected_per_ip: int = 0
     idle_closed: int = 0
+    unattributed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -238,6 +256,7 @@ class StoreStats:
             "connections_rejected": self.connections_rejected,
             "rejected_per_ip": self.rejected_per_ip,
             "idle_closed": self.idle_closed,
+            "unattributed": self.unattributed,
         }
 
 
@@ -301,6 +320,7 @@ class StorePeer:
         self.log = logger if logger is not None else RelayLogger(config.log_format)
         self.topics: frozenset[bytes] = frozenset(config.topics)
         self._write_keys: dict[bytes, bytes] = dict(config.write_keys)
+        self._open_keys: dict[bytes, bytes] = dict(config.public_channel_keys)
         self.stats = StoreStats()
         self._clock = clock
         self._store: Store | None = None
@@ -483,13 +503,16 @@ class StorePeer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def ingest(self, data: bytes, *, proven: bool = False) -> None:
+    async def ingest(self, data: bytes, *, proven: bool = False, writer: bytes = b"") -> None:
         """Archive one received envelope (checked; buffered; written within ``flush_interval_s``).
 
         An envelope of a topic with a write key (``config.write_keys``) is
         refused (``unproven``) unless ``proven`` (a ``Put`` whose write proof
-        was checked). Waits only when ``ingest_limit`` envelopes are already
-        waiting to be written (backpressure for the feed that called it).
+        was checked). ``writer`` is who sent it as far as the caller knows (a
+        ``Put``: ``b"h"`` + its host); on a topic whose key the store knows, the
+        verified signer (``b"k"`` + public key) replaces it. Waits only when
+        ``ingest_limit`` envelopes are already waiting to be written
+        (backpressure for the feed that called it).
         """
         self.stats.received += 1
         topic, reason = check_envelope(data, self.topics)
@@ -504,9 +527,12 @@ class StorePeer:
         if digest in self._pending_hashes:
             self.stats.duplicates += 1
             return
+        writer = self._attribute(data, topic, writer)
+        if not writer:
+            self.stats.unattributed += 1
         arrival = max(self._clock(), self._last_arrival)
         self._last_arrival = arrival
-        self._pending.append(ArchivedEnvelope(digest, topic, arrival, data))
+        self._pending.append(ArchivedEnvelope(digest, topic, arrival, data, writer))
         self._pending_hashes.add(digest)
         if len(self._pending) >= self.config.flush_max:
             self._flush_wake.set()
@@ -516,6 +542,18 @@ class StorePeer:
             self._space.clear()
             self._flush_wake.set()
             await self._space.wait()
+
+    def _attribute(self, data: bytes, topic: bytes, writer: bytes) -> bytes:
+        """The signer of an envelope on a topic whose key this store knows (``b"k"`` +
+        public key, once the signature verifies), else ``writer`` as given; ``b""`` for
+        one that does not open or verify (garbage, a forged signer)."""
+        key = self._open_keys.get(topic)
+        if key is None:
+            return writer
+        try:
+            return b"k" + open_envelope(data, key, topic).sender_public_key
+        except EnvelopeError:
+            return b""
 
     async def flush(self) -> None:
         """Write everything buffered now (tests; the writer task does it on its own)."""
@@ -532,7 +570,7 @@ class StorePeer:
         if cfg.max_bytes > 0:
             _count, size = await archive.stats()
             if size > cfg.max_bytes:
-                deleted += await archive.trim_to_size(cfg.max_bytes)
+                deleted += await archive.trim_fair(cfg.max_bytes)
         self._since_retention = 0
         if deleted:
             self.stats.retention_deleted += deleted
@@ -756,6 +794,7 @@ class StorePeer:
                 "too_many_hashes", f"{len(items)} envelopes > {self.config.max_hashes}"
             )
         self.stats.queries["put"] += 1
+        writer = b"h" + host_group(_peer_ip(ws)).encode()
         accepted = 0
         refused: list[str] = []
         for item in items:
@@ -769,7 +808,7 @@ class StorePeer:
                 self.stats.rejected[reason] += 1
                 refused.append(reason)
                 continue
-            await self.ingest(item.envelope, proven=True)
+            await self.ingest(item.envelope, proven=True, writer=writer)
             accepted += 1
         await ws.send(encode_put_result(rid, accepted, refused))
 
