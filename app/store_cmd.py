@@ -100,7 +100,7 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         default="1G",
         metavar="SIZE",
         help="retention by size: keep at most this many envelope bytes, deleting the oldest "
-        "(1G, 500M, 64k; 0 = unlimited; default 1G)",
+        "of the writers holding the most first (1G, 500M, 64k; 0 = unlimited; default 1G)",
     )
     p.add_argument(
         "--retention-interval",

@@ -7,10 +7,11 @@ Retention (both limits apply; 0 disables one):
 
 * ``max_age_ms``: envelopes that arrived longer ago are deleted
   (``--max-age``, default 30 days);
-* ``max_bytes``: when the archived envelopes total more, the oldest are deleted
-  until they fit (``--max-bytes``, default 1 GiB). Sizes are envelope bytes,
-  not the SQLite file's size; after deleting, the file gives its free pages
-  back (incremental vacuum, ``net/store_peer.py``).
+* ``max_bytes``: when the archived envelopes total more, the writers holding the
+  most lose their oldest envelopes until all fit, each keeping at least an equal
+  share (``--max-bytes``, default 1 GiB; fair per writer, ``net/store_peer.py``).
+  Sizes are envelope bytes, not the SQLite file's size; after deleting, the file
+  gives its free pages back (incremental vacuum, ``net/store_peer.py``).
 
 Retention runs at start, every ``retention_interval_s`` seconds, and at once
 when an eighth of ``max_bytes`` was written since it last ran.
