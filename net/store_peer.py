@@ -9,11 +9,18 @@ what they missed; nodes missing a dependency ask it by retrieval hint.
 
 Ingest (:meth:`StorePeer.ingest`): an envelope is checked (size, canonical v1
 ``Envelope`` encoding, 12-byte nonce, a topic this store archives), stamped
-with its arrival time (the store's wall clock, never decreasing within a
-run) and buffered; a writer task commits the buffer in one transaction every
-``flush_interval_s`` or every ``flush_max`` envelopes. A crash (``kill -9``)
-loses at most that unflushed buffer; what was committed survives (SQLite WAL).
-Duplicates (same hash) are ignored.
+with its arrival time and buffered. Arrival times are on the store's *arrival
+clock*: its wall clock plus an offset that only grows, so arrival times
+strictly increase, within a run and across restarts: a store that finds
+envelopes stamped later than its clock (its clock was ahead, then corrected)
+continues from the newest of them at the clock's rate (``store_clock_behind``
+in the log), and a clock stepped back while running does the same. Clients'
+cursors and "since" times (``Info.store_time_ms`` is the arrival clock) stay
+valid, so a catch-up never skips what arrived after a correction. A writer
+task commits the buffer in one transaction every ``flush_interval_s`` or
+every ``flush_max`` envelopes. A crash (``kill -9``) loses at most that
+unflushed buffer; what was committed survives (SQLite WAL). Duplicates (same
+hash) are ignored.
 
 Queries (``net/store.proto``, one ``StoreFrame`` per websocket binary
 message, answered in order per connection):
@@ -144,6 +151,10 @@ def _give_back_free_pages(db: sqlite3.Connection) -> tuple[int, int]:
     db.executescript("PRAGMA incremental_vacuum;")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     return before, _file_bytes(db)
+
+
+def _newest_arrival(db: sqlite3.Connection) -> int:
+    return int(db.execute("SELECT coalesce(max(arrival_ms), 0) FROM archive").fetchone()[0])
 
 
 def _oversized(message: bytes, cfg: StorePeerConfig) -> str:
@@ -329,6 +340,8 @@ class StorePeer:
         self._pending: list[ArchivedEnvelope] = []
         self._pending_hashes: set[bytes] = set()
         self._last_arrival = 0
+        self._clock_offset = 0  # arrival clock = wall clock + this (never decreases)
+        self._last_wall = 0  # the wall clock's last reading (to see it step back)
         self._flush_wake = asyncio.Event()
         self._retention_wake = asyncio.Event()
         self._since_retention = 0  # envelope bytes written since retention last ran
@@ -405,6 +418,14 @@ class StorePeer:
         try:
             await self._store._call(_incremental_vacuum_mode)
             count, size = await self._store.archive.stats()
+            newest = await self._store._call(_newest_arrival)
+            self._last_arrival = newest
+            if newest >= self._clock():
+                self._clock_offset = newest + 1 - self._clock()
+                self.log.warning("store_clock_behind", newest_arrival_ms=newest,
+                                 offset_ms=self._clock_offset,
+                                 note="the archive has envelopes stamped later than this "
+                                 "clock: arrival times continue from them")
             self.log.info(
                 "store_opened",
                 data_dir=str(cfg.data_dir),
@@ -530,7 +551,9 @@ class StorePeer:
         writer = self._attribute(data, topic, writer)
         if not writer:
             self.stats.unattributed += 1
-        arrival = max(self._clock(), self._last_arrival)
+        arrival = self._now()
+        if arrival <= self._last_arrival:  # the same millisecond, or the clock went back
+            arrival = self._last_arrival + 1
         self._last_arrival = arrival
         self._pending.append(ArchivedEnvelope(digest, topic, arrival, data, writer))
         self._pending_hashes.add(digest)
@@ -542,6 +565,19 @@ class StorePeer:
             self._space.clear()
             self._flush_wake.set()
             await self._space.wait()
+
+    def _now(self) -> int:
+        """The arrival clock: the wall clock plus an offset that only grows (see the module
+        docstring); arrival times, ``store_time_ms`` and retention by age use it. A wall
+        clock stepped back (by more than a second) since the last reading is absorbed
+        into the offset, so the arrival clock goes on from where it was."""
+        wall = self._clock()
+        if wall < self._last_wall - 1000:
+            self._clock_offset += self._last_wall - wall
+            self.log.warning("store_clock_behind", stepped_back_ms=self._last_wall - wall,
+                             offset_ms=self._clock_offset)
+        self._last_wall = wall
+        return wall + self._clock_offset
 
     def _attribute(self, data: bytes, topic: bytes, writer: bytes) -> bytes:
         """The signer of an envelope on a topic whose key this store knows (``b"k"`` +
@@ -565,7 +601,7 @@ class StorePeer:
         deleted = 0
         cfg = self.config
         if cfg.max_age_ms > 0:
-            cutoff = self._clock() - cfg.max_age_ms
+            cutoff = self._now() - cfg.max_age_ms
             deleted += await archive.delete_older_than(cutoff)
         if cfg.max_bytes > 0:
             _count, size = await archive.stats()
@@ -742,7 +778,7 @@ class StorePeer:
                 oldest = first[0].arrival_ms
         info = store_pb2.Info(
             protocol_version=STORE_PROTOCOL_VERSION,
-            store_time_ms=self._clock(),
+            store_time_ms=self._now(),
             max_hashes=cfg.max_hashes,
             max_page_size=cfg.max_page_size,
             default_page_size=cfg.default_page_size,
@@ -782,7 +818,7 @@ class StorePeer:
                     frame, size = [], 0
                 frame.append((item.envelope, item.arrival_ms))
                 size += len(item.envelope)
-        await self._send_items(ws, rid, frame, final=True, store_time_ms=self._clock())
+        await self._send_items(ws, rid, frame, final=True, store_time_ms=self._now())
 
     async def _put(self, ws: ServerConnection, rid: int, put: store_pb2.Put) -> None:
         """Archive envelopes sent with write proofs (``net/store_proof.py``)."""
@@ -835,7 +871,7 @@ class StorePeer:
         self.stats.queries["by_time"] += 1
         if self._pending:
             await self._flush()
-        store_time = self._clock()
+        store_time = self._now()
         archive = self.store.archive
         total = await self._count(topic, since, until, cursor) if query.want_total else 0
         sent = 0
