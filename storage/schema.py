@@ -318,7 +318,9 @@ def _migration_6(db: sqlite3.Connection) -> None:
     eviction is fair per writer, ``storage/archive.py``), indexed per topic by age.
     Envelopes archived before are unattributed (``x''``)."""
     db.execute("ALTER TABLE archive ADD COLUMN writer BLOB NOT NULL DEFAULT x''")
-    db.execute("CREATE INDEX archive_by_writer ON archive (topic, writer, arrival_ms, hash)")
+    db.execute(
+        "CREATE INDEX archive_by_writer ON archive (topic, writer, arrival_ms, hash, size_bytes)"
+    )
 
 
 #: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
