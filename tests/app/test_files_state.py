@@ -73,3 +73,24 @@ def test_headless_says_a_file_is_incomplete_and_whom_it_waits_for(tmp_path: Path
                 await h.node.close()
 
     run(body(), 90)
+
+
+def test_a_headless_process_reports_a_received_file(tmp_path: Path) -> None:
+    """Real processes over a real relay on 127.0.0.1: bob's JSON lines carry a ``file``
+    event for alice's file, complete, with whom it came from."""
+    from tests import procs
+
+    data = os.urandom(120_000)  # 3 segments
+    (tmp_path / "notes.bin").write_bytes(data)
+    with procs.running(procs.Cluster(tmp_path)) as c:
+        _relay, url = c.relay()
+        alice = c.headless("alice", tmp_path / "alice", relay=url)
+        bob = c.headless("bob", tmp_path / "bob", relay=url)
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: any(e.get("state") == "connected"
+                                       for e in p.select("connection")), 30, "connected")
+        alice.send(f"/send {tmp_path / 'notes.bin'}")
+        bob.wait_for(lambda: bool(bob.select("file", state="complete")), 30, "the file event")
+        done = bob.select("file", state="complete")[-1]
+        assert done["name"] == "notes.bin" and done["from"] == "alice"
+        assert done["present"] == done["total"] == 3 and done["size"] == 120_000
