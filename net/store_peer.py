@@ -420,8 +420,10 @@ class StorePeer:
             count, size = await self._store.archive.stats()
             newest = await self._store._call(_newest_arrival)
             self._last_arrival = newest
-            if newest >= self._clock():
-                self._clock_offset = newest + 1 - self._clock()
+            wall = self._clock()
+            if newest >= wall:
+                self._clock_offset = newest + 1 - wall
+            if self._clock_offset > 1000:  # not a burst's few ms: a clock corrected back
                 self.log.warning("store_clock_behind", newest_arrival_ms=newest,
                                  offset_ms=self._clock_offset,
                                  note="the archive has envelopes stamped later than this "
