@@ -14,7 +14,10 @@ clock*: its wall clock plus an offset that only grows, so arrival times
 strictly increase, within a run and across restarts: a store that finds
 envelopes stamped later than its clock (its clock was ahead, then corrected)
 continues from the newest of them at the clock's rate (``store_clock_behind``
-in the log), and a clock stepped back while running does the same. Clients'
+in the log), and a clock stepped back while running does the same. Envelopes
+arriving in the same millisecond get the next ones (a burst's arrival times run
+ahead of the clock until it catches up; ``Info.store_time_ms`` stays on the clock,
+behind them, so a client's "since" never passes an envelope). Clients'
 cursors and "since" times (``Info.store_time_ms`` is the arrival clock) stay
 valid, so a catch-up never skips what arrived after a correction. A writer
 task commits the buffer in one transaction every ``flush_interval_s`` or
