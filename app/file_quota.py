@@ -17,18 +17,29 @@ causal order of everything after it; what it refuses is to *keep its bytes*:
 Counters: ``file_refused_too_large``, ``file_segments_refused``. A refused file cannot
 be saved; the sender's other messages are unaffected.
 
-Limits: the quota counts what arrived since the node started (a restart starts it
-again); segments kept still live in the message database.
+The quota survives a restart: the bytes held per sender and channel are kept in
+``DATA_DIR/file_quota.json`` (mode 0600, replaced atomically), written whenever they
+grew by :data:`SAVE_EVERY_BYTES` since the last write and when the node closes; a
+``kill -9`` forgets at most that much per node. A ledger that cannot be read (damaged,
+another version) is set aside as ``file_quota.json.bad`` and the count starts again.
+
+Limits: segments kept still live in the message database (``messages.content``): they
+are what ``/save``, ``history`` and the TUI read, bounded by this quota.
 """
 
 from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
 
 from app import content_pb2 as pb
 from app.chat_content import encode_content
 from app.content import MAGIC, SCHEMA_VERSION, decode
 from app.files import MAX_FILE_BYTES, SEGMENT_BYTES
 
-__all__ = ["DEFAULT_FILE_QUOTA_BYTES", "PLACEHOLDER_INDEX", "FileQuota"]
+__all__ = ["DEFAULT_FILE_QUOTA_BYTES", "LEDGER_FILE", "PLACEHOLDER_INDEX", "FileQuota"]
 
 DEFAULT_FILE_QUOTA_BYTES = 64 * 1024 * 1024
 """Segment bytes kept per sender and channel (four files at the limit)."""
@@ -38,14 +49,69 @@ PLACEHOLDER_INDEX = 2**32 - 1
 
 MAX_TRACKED = 4096
 
+LEDGER_FILE = "file_quota.json"
+"""The quota's ledger, in the data directory."""
+
+SAVE_EVERY_BYTES = 1024 * 1024
+"""The ledger is written again once the bytes held grew by this much."""
+
 
 class FileQuota:
     """Decides, per delivered content, whether its bytes are kept (module docstring)."""
 
-    def __init__(self, quota_bytes: int = DEFAULT_FILE_QUOTA_BYTES) -> None:
+    def __init__(
+        self, quota_bytes: int = DEFAULT_FILE_QUOTA_BYTES, ledger: Path | None = None
+    ) -> None:
         self.quota_bytes = quota_bytes
         self._held: dict[tuple[str, str], int] = {}  # (channel, sender) -> segment bytes
         self._refused: dict[tuple[str, str, str], None] = {}  # (channel, sender, file id)
+        self._ledger = ledger
+        self._unsaved = 0  # bytes added since the ledger was last written
+        if ledger is not None:
+            self._load(ledger)
+
+    def held(self, channel: str, sender_id: str) -> int:
+        """Segment bytes of ``sender_id`` kept in ``channel``."""
+        return self._held.get((channel, sender_id), 0)
+
+    def _load(self, path: Path) -> None:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError:
+            return  # unreadable: counted again from now
+        try:
+            doc = json.loads(raw)
+            if doc.get("version") != 1:
+                raise ValueError("version")
+            for channel, sender, size in doc["held"][-MAX_TRACKED:]:
+                if not (isinstance(channel, str) and isinstance(sender, str)
+                        and isinstance(size, int) and size >= 0):
+                    raise ValueError("entry")
+                self._held[(channel, sender)] = size
+        except (ValueError, TypeError, KeyError, AttributeError):
+            self._held.clear()
+            with contextlib.suppress(OSError):
+                os.replace(path, path.with_name(path.name + ".bad"))
+
+    def save(self) -> None:
+        """Write the ledger now (if there is one and it changed); a full disk is ignored
+        (the next write, or the close, tries again)."""
+        if self._ledger is None or not self._unsaved:
+            return
+        doc = {"version": 1, "held": [[c, s, n] for (c, s), n in self._held.items()]}
+        tmp = self._ledger.with_name(self._ledger.name + ".tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f, separators=(",", ":"))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._ledger)
+        except OSError:
+            return
+        self._unsaved = 0
 
     def check(self, channel: str, sender_id: str, content: bytes) -> tuple[bytes, str | None]:
         """``(content to store, why it was replaced or None)``."""
@@ -75,6 +141,9 @@ class FileQuota:
             self._held[key] = held + size
             if len(self._held) > MAX_TRACKED:
                 self._held.pop(next(iter(self._held)))
+            self._unsaved += size
+            if self._unsaved >= SAVE_EVERY_BYTES:
+                self.save()
             return content, None
         return placeholder(d.target_id, d.name), why
 

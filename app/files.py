@@ -11,25 +11,37 @@ intact file under the data directory's ``files/`` with a sanitised name.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import re
 import secrets
 import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app import content_pb2 as pb
 from app.chat_content import clean_name
-from app.content import MAGIC, SCHEMA_VERSION, ConversationView
+from app.content import MAGIC, SCHEMA_VERSION, ConversationView, FileInfo, decode
+from app.node_events import Delivered, NodeEvent
+
+if TYPE_CHECKING:
+    from storage import Store
 
 __all__ = [
     "FILES_DIR",
     "MAX_FILE_BYTES",
     "SEGMENT_BYTES",
     "FileError",
+    "FileWatch",
+    "StoredFile",
     "read_file_to_send",
     "safe_filename",
     "save_file",
     "split_file",
+    "stored_file",
 ]
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -180,3 +192,148 @@ def save_file(
     except OSError as exc:
         raise FileError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target
+
+
+# ------------------------------------------------------------------ a file's progress
+
+_SEARCH_PAGE = 500
+_SEARCH_PAGES = 200  # at most 100,000 lines naming the file id are read
+
+
+@dataclass
+class StoredFile:
+    """What the log holds of the file announced by one manifest line: the manifest, its
+    author, and the author's segments stored so far (index -> bytes)."""
+
+    info: FileInfo
+    sender_id: str
+    segments: dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.segments) >= self.info.segment_count
+
+    def intact(self) -> bool | None:
+        """Whether the joined segments match the manifest's sha256 (None: incomplete).
+        CPU-bound for a big file: call it in a thread."""
+        if not self.complete:
+            return None
+        n = self.info.segment_count
+        joined = b"".join(self.segments[i] for i in range(n))[: self.info.size]
+        return hashlib.sha256(joined).digest() == self.info.sha256
+
+
+async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFile | None:
+    """The file announced by message ``manifest_id`` as stored (None if that message is
+    not a stored file manifest). Segments are found by searching the log for the file
+    id, newest first, page after page until all are found or the log has no more: lines
+    of others naming the id (a hostile member can post any number) cannot push the
+    author's segments out of the search, which left such a file "checking" for ever."""
+    found = await store.get_messages(channel, [manifest_id])
+    msg = found.get(manifest_id)
+    if msg is None:
+        return None
+    d = decode(msg.content)
+    info = d.file
+    if d.kind != "file" or info is None:
+        return None
+    out = StoredFile(info, msg.sender_id)
+    before = None
+    for _ in range(_SEARCH_PAGES):
+        entries = await store.search(channel, info.file_id, before=before, limit=_SEARCH_PAGE)
+        for e in entries:
+            if e.sender_id != msg.sender_id:
+                continue
+            s = decode(e.content)
+            ours = s.kind == "segment" and s.target_id == info.file_id
+            if ours and 0 <= s.segment_index < info.segment_count:
+                out.segments.setdefault(s.segment_index, s.segment_data)
+        if out.complete or len(entries) < _SEARCH_PAGE:
+            break
+        before = entries[-1].cursor
+    return out
+
+
+_SEGMENT_TEXT = re.compile(r"file segment (\d+) of ([0-9a-f]{8})")
+
+
+class FileWatch:
+    """Headless ``file`` events: a received file's state, so a script (or a person
+    reading the JSON) is told that a file is incomplete and whose segments it waits
+    for, rather than nothing. One event when its manifest is delivered (``incomplete
+    · waiting for alice``, or already ``complete``/``damaged``), one when its last
+    segment is, with its sha256 checked. Feed it every node event (:meth:`on_event`);
+    it reads the store twice per file."""
+
+    def __init__(self, store: Store, emit: Callable[[dict[str, Any]], None]) -> None:
+        self._store = store
+        self._emit = emit
+        # (channel, sender id, file id's first 8 hex) -> segment indices delivered
+        self._seen: dict[tuple[str, str, str], set[int]] = {}
+        # the same key -> (manifest id, segment count) of a file reported incomplete
+        self._open: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self._names: dict[str, str] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def on_event(self, ev: NodeEvent) -> None:
+        if not isinstance(ev, Delivered) or ev.kind not in ("file", "segment"):
+            return
+        if ev.name:
+            self._names[ev.sender_id] = ev.name
+        if ev.kind == "file":
+            self._later(self._report(ev.channel, ev.message_id, first=True))
+            return
+        m = _SEGMENT_TEXT.fullmatch(ev.text)
+        if m is None or int(m.group(1)) >= 65_536:
+            return
+        key = (ev.channel, ev.sender_id, m.group(2))
+        if key not in self._seen and len(self._seen) >= 1024:
+            del self._seen[next(iter(self._seen))]  # bounded: the oldest file forgotten
+        self._seen.setdefault(key, set()).add(int(m.group(1)))
+        self._maybe_done(key)
+
+    def _maybe_done(self, key: tuple[str, str, str]) -> None:
+        known = self._open.get(key)
+        if known is not None and len(self._seen.get(key, ())) >= known[1]:
+            del self._open[key]
+            self._seen.pop(key, None)
+            self._later(self._report(key[0], known[0], first=False))
+
+    def _later(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """Cancel reports still being read."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _report(self, channel: str, manifest_id: str, *, first: bool) -> None:
+        try:
+            f = await stored_file(self._store, channel, manifest_id)
+        except Exception:  # a closing store: no report
+            return
+        if f is None:
+            return
+        info = f.info
+        who = self._names.get(f.sender_id) or f.sender_id[:8]
+        have = len(f.segments)
+        if f.complete:
+            intact = await asyncio.to_thread(f.intact)
+            state = "complete" if intact else "damaged"
+            said = "complete" if intact else "damaged: its bytes do not match the sha256 sent"
+        else:
+            state, said = "incomplete", f"incomplete · waiting for {who}"
+        self._emit({
+            "event": "file", "channel": channel, "id": manifest_id, "from": who,
+            "name": info.name, "size": info.size, "present": have,
+            "total": info.segment_count, "state": state,
+            "text": f"{info.name} · {have}/{info.segment_count} segments · {said}",
+        })
+        if first and not f.complete:
+            key = (channel, f.sender_id, info.file_id[:8])
+            self._open[key] = (manifest_id, info.segment_count)
+            self._seen.setdefault(key, set()).update(f.segments)
+            self._maybe_done(key)

@@ -54,6 +54,7 @@ import orjson
 from app.chat_content import channel_arg, check_nick, json_visible, nick_text
 from app.commands import HELP, parse_line
 from app.content_commands import CONTENT_COMMANDS, run_content_command
+from app.files import FileWatch
 from app.joined import forget_channel, load_joined, remember_channel
 from app.line_feed import EXIT_UNSENT, LineFeed
 from app.members import secrets_file as members_file
@@ -320,6 +321,8 @@ async def _serve(
         # newer schema, damaged file, unusable directory: every storage refusal but the lock
         return _fatal(out, str(exc), EXIT_DATABASE)
     node.subscribe(out.event)
+    files = FileWatch(node.store, out.write)  # "file" events: incomplete / complete
+    node.subscribe(files.on_event)
     node_box.append(node)
     feed = LineFeed(node, out.event)
     loop = asyncio.get_running_loop()
@@ -416,6 +419,7 @@ async def _serve(
                 loop.remove_signal_handler(sig)
         if stdin_pipe is not None:
             stdin_pipe.close()
+        await files.close()
         await node.close()
     return status
 

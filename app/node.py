@@ -102,7 +102,7 @@ from app.clock_guard import (
 )
 from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
-from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, FileQuota
+from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, LEDGER_FILE, FileQuota
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
 from app.members import members_pb2
@@ -290,7 +290,7 @@ class NodeOptions:
         nobody_heard_ms: after the first join of a passphrase channel, how long to wait
             for anyone to be heard before saying so (a mistyped passphrase makes a
             different, empty channel).
-        file_quota_bytes: file segment bytes kept per sender and channel in this run;
+        file_quota_bytes: file segment bytes kept per sender and channel (across restarts);
             beyond it (and for files above the 16 MiB limit) segments are stored as
             empty placeholders (:mod:`app.file_quota`).
     """
@@ -593,7 +593,9 @@ class Node:
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
-        self._files = FileQuota(self.options.file_quota_bytes)  # app/file_quota.py
+        self._files = FileQuota(  # app/file_quota.py
+            self.options.file_quota_bytes, store.data_dir / LEDGER_FILE
+        )
         self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
         # a skewed wall clock: app/clock_guard.py
@@ -823,6 +825,7 @@ class Node:
                                          "from the stored log at the next start)"))
         finally:
             self._closed = True
+            self._files.save()  # the file quota's ledger (app/file_quota.py)
             self._emit(Closed(dict(self.counters)))
             for q in self._queues:
                 q.put_nowait(None)

@@ -100,7 +100,7 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         default="1G",
         metavar="SIZE",
         help="retention by size: keep at most this many envelope bytes, deleting the oldest "
-        "(1G, 500M, 64k; 0 = unlimited; default 1G)",
+        "of the writers holding the most first (1G, 500M, 64k; 0 = unlimited; default 1G)",
     )
     p.add_argument(
         "--retention-interval",
@@ -214,12 +214,18 @@ def _topics(args: argparse.Namespace, extra: tuple[bytes, ...] = ()) -> tuple[by
     return tuple(dict.fromkeys(topics))
 
 
-def _public_topics(args: argparse.Namespace) -> set[bytes]:
+def _public_keys(args: argparse.Namespace) -> tuple[tuple[bytes, bytes], ...]:
+    """``(topic, key)`` of each ``--channel`` (public: the key follows from the name)."""
     if not args.channel:
-        return set()
-    from net.channel_key import derive_channel_key
+        return ()
+    from net.channel_key import check_channel_name, derive_channel_key
 
-    return {derive_channel_key(name, None).topic for name in args.channel}
+    keys = []
+    for name in args.channel:
+        check_channel_name(name)
+        key = derive_channel_key(name, None)
+        keys.append((key.topic, key.key))
+    return tuple(dict.fromkeys(keys))
 
 
 def print_write_key(args: argparse.Namespace) -> int:
@@ -265,7 +271,8 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
     from net.store_proof import parse_write_key
 
     write_keys = tuple(parse_write_key(w) for w in args.write_key)
-    public = _public_topics(args)
+    public_keys = _public_keys(args)
+    public = {topic for topic, _key in public_keys}
     for topic, _key in write_keys:
         if topic in public:
             raise ValueError(
@@ -291,6 +298,7 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         certfile=args.certfile,
         keyfile=args.keyfile,
         write_keys=write_keys,
+        public_channel_keys=public_keys,
     )
 
 

@@ -7,10 +7,11 @@ Retention (both limits apply; 0 disables one):
 
 * ``max_age_ms``: envelopes that arrived longer ago are deleted
   (``--max-age``, default 30 days);
-* ``max_bytes``: when the archived envelopes total more, the oldest are deleted
-  until they fit (``--max-bytes``, default 1 GiB). Sizes are envelope bytes,
-  not the SQLite file's size; after deleting, the file gives its free pages
-  back (incremental vacuum, ``net/store_peer.py``).
+* ``max_bytes``: when the archived envelopes total more, the writers holding the
+  most lose their oldest envelopes until all fit, each keeping at least an equal
+  share (``--max-bytes``, default 1 GiB; fair per writer, ``net/store_peer.py``).
+  Sizes are envelope bytes, not the SQLite file's size; after deleting, the file
+  gives its free pages back (incremental vacuum, ``net/store_peer.py``).
 
 Retention runs at start, every ``retention_interval_s`` seconds, and at once
 when an eighth of ``max_bytes`` was written since it last ran.
@@ -162,6 +163,11 @@ class StorePeerConfig:
             are archived only from ``Put`` frames with a valid write proof
             (``net/store_proof.py``); their envelopes from relays and the LAN
             are refused (``unproven``).
+        public_channel_keys: ``(topic, channel key)`` of the public channels
+            archived by name (``--channel``; their key follows from the name, so
+            anyone can have it): the store opens their envelopes only to read
+            who signed them, for eviction fair per signer (``net/store_peer.py``),
+            and keeps them as they came.
     """
 
     data_dir: Path
@@ -191,6 +197,7 @@ class StorePeerConfig:
     certfile: str | None = None
     keyfile: str | None = None
     write_keys: tuple[tuple[bytes, bytes], ...] = ()
+    public_channel_keys: tuple[tuple[bytes, bytes], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("max_hashes", "max_page_size", "default_page_size", "max_request_bytes",
@@ -235,6 +242,9 @@ class StorePeerConfig:
                 )
             if len(key) != 32:
                 raise ValueError("a write key is 32 bytes")
+        for topic, key in self.public_channel_keys:
+            if topic not in self.topics or len(key) != 32:
+                raise ValueError("a public channel key is 32 bytes, for a topic archived")
         if self.write_keys and self.listen is None:
             raise ValueError("--write-key needs a query listener (nodes send proofs there)")
         if self.certfile is not None and self.listen is None:
@@ -251,7 +261,7 @@ class StorePeerConfig:
             value = getattr(self, f.name)
             if f.name == "topics":
                 value = [t.hex() for t in value]
-            elif f.name == "write_keys":
+            elif f.name in ("write_keys", "public_channel_keys"):
                 value = [t.hex() for t, _key in value]  # which topics, never the keys
             elif isinstance(value, Path):
                 value = str(value)

@@ -9,11 +9,21 @@ what they missed; nodes missing a dependency ask it by retrieval hint.
 
 Ingest (:meth:`StorePeer.ingest`): an envelope is checked (size, canonical v1
 ``Envelope`` encoding, 12-byte nonce, a topic this store archives), stamped
-with its arrival time (the store's wall clock, never decreasing within a
-run) and buffered; a writer task commits the buffer in one transaction every
-``flush_interval_s`` or every ``flush_max`` envelopes. A crash (``kill -9``)
-loses at most that unflushed buffer; what was committed survives (SQLite WAL).
-Duplicates (same hash) are ignored.
+with its arrival time and buffered. Arrival times are on the store's *arrival
+clock*: its wall clock plus an offset that only grows, so arrival times
+strictly increase, within a run and across restarts: a store that finds
+envelopes stamped later than its clock (its clock was ahead, then corrected)
+continues from the newest of them at the clock's rate (``store_clock_behind``
+in the log), and a clock stepped back while running does the same. Envelopes
+arriving in the same millisecond get the next ones (a burst's arrival times run
+ahead of the clock until it catches up; ``Info.store_time_ms`` stays on the clock,
+behind them, so a client's "since" never passes an envelope). Clients'
+cursors and "since" times (``Info.store_time_ms`` is the arrival clock) stay
+valid, so a catch-up never skips what arrived after a correction. A writer
+task commits the buffer in one transaction every ``flush_interval_s`` or
+every ``flush_max`` envelopes. A crash (``kill -9``) loses at most that
+unflushed buffer; what was committed survives (SQLite WAL). Duplicates (same
+hash) are ignored.
 
 Queries (``net/store.proto``, one ``StoreFrame`` per websocket binary
 message, answered in order per connection):
@@ -33,7 +43,15 @@ so idle sockets cannot hold every slot (clients reconnect when they next ask,
 and a node's catch-up retries while the store is full: ``net/store_sync.py``).
 
 Retention by age and by size runs at start and every ``retention_interval_s``
-(:mod:`net.store_config` documents the flags). Logs are JSON lines on stderr
+(:mod:`net.store_config` documents the flags). Retention by size is fair per
+writer (``EnvelopeArchive.trim_fair``): the writers holding the most lose their
+oldest envelopes first, down to an equal share, so a flood cannot push out the
+others. A writer is what the store can attribute an envelope to: on a topic whose
+channel key it knows (a public channel archived by name, ``public_channel_keys``)
+the signer whose Ed25519 signature verifies; on other topics the host (IPv4
+address, IPv6 /64) that sent it in a ``Put``; otherwise nobody (one shared
+"unattributed" writer: garbage nobody signed, relay and LAN envelopes of a topic
+whose key the store does not hold). Logs are JSON lines on stderr
 (``store_listening`` with the bound ``port``, ``store_stats``, ...). SIGINT and
 SIGTERM flush the buffer, close connections and exit 0.
 
@@ -64,7 +82,14 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from net import envelope_pb2, runner, store_pb2
-from net.envelope import ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, NONCE_BYTES, envelope_hash
+from net.envelope import (
+    ENVELOPE_VERSION,
+    MAX_ENVELOPE_BYTES,
+    NONCE_BYTES,
+    EnvelopeError,
+    envelope_hash,
+    open_envelope,
+)
 from net.relay import TokenBucket, host_group
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
@@ -129,6 +154,10 @@ def _give_back_free_pages(db: sqlite3.Connection) -> tuple[int, int]:
     db.executescript("PRAGMA incremental_vacuum;")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     return before, _file_bytes(db)
+
+
+def _newest_arrival(db: sqlite3.Connection) -> int:
+    return int(db.execute("SELECT coalesce(max(arrival_ms), 0) FROM archive").fetchone()[0])
 
 
 def _oversized(message: bytes, cfg: StorePeerConfig) -> str:
@@ -202,6 +231,8 @@ class StoreStats:
             ``max_clients`` or ``max_clients_per_ip``).
         rejected_per_ip: query connections refused by ``max_clients_per_ip``.
         idle_closed: query connections closed after ``idle_timeout_s`` without a request.
+        unattributed: archived envelopes the store could attribute to no writer
+            (they share one writer's part of ``max_bytes``).
     """
 
     received: int = 0
@@ -219,6 +250,7 @@ class StoreStats:
     connections_rejected: int = 0
     rejected_per_ip: int = 0
     idle_closed: int = 0
+    unattributed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -238,6 +270,7 @@ class StoreStats:
             "connections_rejected": self.connections_rejected,
             "rejected_per_ip": self.rejected_per_ip,
             "idle_closed": self.idle_closed,
+            "unattributed": self.unattributed,
         }
 
 
@@ -301,6 +334,7 @@ class StorePeer:
         self.log = logger if logger is not None else RelayLogger(config.log_format)
         self.topics: frozenset[bytes] = frozenset(config.topics)
         self._write_keys: dict[bytes, bytes] = dict(config.write_keys)
+        self._open_keys: dict[bytes, bytes] = dict(config.public_channel_keys)
         self.stats = StoreStats()
         self._clock = clock
         self._store: Store | None = None
@@ -309,6 +343,8 @@ class StorePeer:
         self._pending: list[ArchivedEnvelope] = []
         self._pending_hashes: set[bytes] = set()
         self._last_arrival = 0
+        self._clock_offset = 0  # arrival clock = wall clock + this (never decreases)
+        self._last_wall = 0  # the wall clock's last reading (to see it step back)
         self._flush_wake = asyncio.Event()
         self._retention_wake = asyncio.Event()
         self._since_retention = 0  # envelope bytes written since retention last ran
@@ -385,6 +421,16 @@ class StorePeer:
         try:
             await self._store._call(_incremental_vacuum_mode)
             count, size = await self._store.archive.stats()
+            newest = await self._store._call(_newest_arrival)
+            self._last_arrival = newest
+            wall = self._clock()
+            if newest >= wall:
+                self._clock_offset = newest + 1 - wall
+            if self._clock_offset > 1000:  # not a burst's few ms: a clock corrected back
+                self.log.warning("store_clock_behind", newest_arrival_ms=newest,
+                                 offset_ms=self._clock_offset,
+                                 note="the archive has envelopes stamped later than this "
+                                 "clock: arrival times continue from them")
             self.log.info(
                 "store_opened",
                 data_dir=str(cfg.data_dir),
@@ -483,13 +529,16 @@ class StorePeer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def ingest(self, data: bytes, *, proven: bool = False) -> None:
+    async def ingest(self, data: bytes, *, proven: bool = False, writer: bytes = b"") -> None:
         """Archive one received envelope (checked; buffered; written within ``flush_interval_s``).
 
         An envelope of a topic with a write key (``config.write_keys``) is
         refused (``unproven``) unless ``proven`` (a ``Put`` whose write proof
-        was checked). Waits only when ``ingest_limit`` envelopes are already
-        waiting to be written (backpressure for the feed that called it).
+        was checked). ``writer`` is who sent it as far as the caller knows (a
+        ``Put``: ``b"h"`` + its host); on a topic whose key the store knows, the
+        verified signer (``b"k"`` + public key) replaces it. Waits only when
+        ``ingest_limit`` envelopes are already waiting to be written
+        (backpressure for the feed that called it).
         """
         self.stats.received += 1
         topic, reason = check_envelope(data, self.topics)
@@ -504,9 +553,14 @@ class StorePeer:
         if digest in self._pending_hashes:
             self.stats.duplicates += 1
             return
-        arrival = max(self._clock(), self._last_arrival)
+        writer = self._attribute(data, topic, writer)
+        if not writer:
+            self.stats.unattributed += 1
+        arrival = self._now()
+        if arrival <= self._last_arrival:  # the same millisecond, or the clock went back
+            arrival = self._last_arrival + 1
         self._last_arrival = arrival
-        self._pending.append(ArchivedEnvelope(digest, topic, arrival, data))
+        self._pending.append(ArchivedEnvelope(digest, topic, arrival, data, writer))
         self._pending_hashes.add(digest)
         if len(self._pending) >= self.config.flush_max:
             self._flush_wake.set()
@@ -516,6 +570,31 @@ class StorePeer:
             self._space.clear()
             self._flush_wake.set()
             await self._space.wait()
+
+    def _now(self) -> int:
+        """The arrival clock: the wall clock plus an offset that only grows (see the module
+        docstring); arrival times, ``store_time_ms`` and retention by age use it. A wall
+        clock stepped back (by more than a second) since the last reading is absorbed
+        into the offset, so the arrival clock goes on from where it was."""
+        wall = self._clock()
+        if wall < self._last_wall - 1000:
+            self._clock_offset += self._last_wall - wall
+            self.log.warning("store_clock_behind", stepped_back_ms=self._last_wall - wall,
+                             offset_ms=self._clock_offset)
+        self._last_wall = wall
+        return wall + self._clock_offset
+
+    def _attribute(self, data: bytes, topic: bytes, writer: bytes) -> bytes:
+        """The signer of an envelope on a topic whose key this store knows (``b"k"`` +
+        public key, once the signature verifies), else ``writer`` as given; ``b""`` for
+        one that does not open or verify (garbage, a forged signer)."""
+        key = self._open_keys.get(topic)
+        if key is None:
+            return writer
+        try:
+            return b"k" + open_envelope(data, key, topic).sender_public_key
+        except EnvelopeError:
+            return b""
 
     async def flush(self) -> None:
         """Write everything buffered now (tests; the writer task does it on its own)."""
@@ -527,12 +606,12 @@ class StorePeer:
         deleted = 0
         cfg = self.config
         if cfg.max_age_ms > 0:
-            cutoff = self._clock() - cfg.max_age_ms
+            cutoff = self._now() - cfg.max_age_ms
             deleted += await archive.delete_older_than(cutoff)
         if cfg.max_bytes > 0:
             _count, size = await archive.stats()
             if size > cfg.max_bytes:
-                deleted += await archive.trim_to_size(cfg.max_bytes)
+                deleted += await archive.trim_fair(cfg.max_bytes)
         self._since_retention = 0
         if deleted:
             self.stats.retention_deleted += deleted
@@ -704,7 +783,7 @@ class StorePeer:
                 oldest = first[0].arrival_ms
         info = store_pb2.Info(
             protocol_version=STORE_PROTOCOL_VERSION,
-            store_time_ms=self._clock(),
+            store_time_ms=self._now(),
             max_hashes=cfg.max_hashes,
             max_page_size=cfg.max_page_size,
             default_page_size=cfg.default_page_size,
@@ -744,7 +823,7 @@ class StorePeer:
                     frame, size = [], 0
                 frame.append((item.envelope, item.arrival_ms))
                 size += len(item.envelope)
-        await self._send_items(ws, rid, frame, final=True, store_time_ms=self._clock())
+        await self._send_items(ws, rid, frame, final=True, store_time_ms=self._now())
 
     async def _put(self, ws: ServerConnection, rid: int, put: store_pb2.Put) -> None:
         """Archive envelopes sent with write proofs (``net/store_proof.py``)."""
@@ -756,6 +835,7 @@ class StorePeer:
                 "too_many_hashes", f"{len(items)} envelopes > {self.config.max_hashes}"
             )
         self.stats.queries["put"] += 1
+        writer = b"h" + host_group(_peer_ip(ws)).encode()
         accepted = 0
         refused: list[str] = []
         for item in items:
@@ -769,7 +849,7 @@ class StorePeer:
                 self.stats.rejected[reason] += 1
                 refused.append(reason)
                 continue
-            await self.ingest(item.envelope, proven=True)
+            await self.ingest(item.envelope, proven=True, writer=writer)
             accepted += 1
         await ws.send(encode_put_result(rid, accepted, refused))
 
@@ -796,7 +876,7 @@ class StorePeer:
         self.stats.queries["by_time"] += 1
         if self._pending:
             await self._flush()
-        store_time = self._clock()
+        store_time = self._now()
         archive = self.store.archive
         total = await self._count(topic, since, until, cursor) if query.want_total else 0
         sent = 0

@@ -2,8 +2,10 @@
 
 A store peer keeps opaque (encrypted) envelopes for participants who were
 away. Rows are keyed by the envelope's hash (the SDS retrieval hint), indexed
-by ``(topic, arrival_ms, hash)`` for range queries and by ``(arrival_ms,
-hash)`` for retention. Obtain it as ``store.archive``.
+by ``(topic, arrival_ms, hash)`` for range queries, by ``(arrival_ms,
+hash)`` for retention by age and by ``(topic, writer, arrival_ms, hash)`` for
+retention by size, which is fair per writer (:meth:`EnvelopeArchive.trim_fair`).
+Obtain it as ``store.archive``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,22 @@ class Runner(Protocol):
     """Runs a function on the store's database connection, in its thread."""
 
     def __call__(self, fn: Callable[[sqlite3.Connection], T], /) -> Awaitable[T]: ...
+
+
+def fair_cap(sizes: Iterable[int], max_bytes: int) -> int | None:
+    """The most bytes each writer may keep so that all keep at most ``max_bytes``, filling
+    the smallest writers first (max-min fairness: a writer under the cap keeps
+    everything, the others are cut to the cap). ``None`` when everything fits."""
+    ordered = sorted(sizes)
+    if sum(ordered) <= max_bytes:
+        return None
+    remaining = max_bytes
+    for i, size in enumerate(ordered):
+        share = remaining // (len(ordered) - i)
+        if size > share:
+            return share
+        remaining -= size
+    return 0  # unreachable: the sizes did not fit, so some writer is over its share
 
 
 def _row(row: tuple[bytes, bytes, int, bytes]) -> ArchivedEnvelope:
@@ -128,6 +146,44 @@ class EnvelopeArchive:
 
         return await self._run(trim)
 
+    async def trim_fair(self, max_bytes: int) -> int:
+        """Retention by size, fair per writer: when the envelopes total more than
+        ``max_bytes``, each ``(topic, writer)`` over the :func:`fair_cap` loses its oldest
+        envelopes until it holds at most the cap; writers under it lose nothing. So
+        the biggest writers are cut first, and a flood (or garbage nobody signed,
+        one writer ``b""``) cannot push out what others wrote. Returns how many were
+        deleted."""
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0")
+
+        def trim(db: sqlite3.Connection) -> int:
+            with transaction(db):
+                groups = _writer_bytes(db)
+                cap = fair_cap(groups.values(), max_bytes)
+                if cap is None:
+                    return 0
+                deleted = 0
+                for (topic, writer), size in groups.items():
+                    if size <= cap:
+                        continue
+                    deleted += db.execute(
+                        "DELETE FROM archive WHERE rowid IN ("
+                        " SELECT rowid FROM ("
+                        "  SELECT rowid, sum(size_bytes) OVER ("
+                        "   ORDER BY arrival_ms DESC, hash DESC"
+                        "   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS kept"
+                        "  FROM archive WHERE topic = ? AND writer = ?)"
+                        " WHERE kept > ?)",
+                        (topic, writer, cap),
+                    ).rowcount
+                return deleted
+
+        return await self._run(trim)
+
+    async def writer_bytes(self) -> dict[tuple[bytes, bytes], int]:
+        """Envelope bytes held per ``(topic, writer)``."""
+        return await self._run(_writer_bytes)
+
     async def stats(self) -> tuple[int, int]:
         """``(number of envelopes, total envelope bytes)``."""
 
@@ -138,3 +194,12 @@ class EnvelopeArchive:
             return int(row[0]), int(row[1])
 
         return await self._run(query)
+
+
+def _writer_bytes(db: sqlite3.Connection) -> dict[tuple[bytes, bytes], int]:
+    return {
+        (bytes(topic), bytes(writer)): int(size)
+        for topic, writer, size in db.execute(
+            "SELECT topic, writer, sum(size_bytes) FROM archive GROUP BY topic, writer"
+        )
+    }

@@ -100,8 +100,8 @@ _INSERT_EVENT = (
     "detail) VALUES (?,?,?,?,?,?,?,?)"
 )
 _INSERT_ARCHIVE = (
-    "INSERT OR IGNORE INTO archive (hash, topic, arrival_ms, size_bytes, envelope) "
-    "VALUES (?,?,?,?,?)"
+    "INSERT OR IGNORE INTO archive (hash, topic, arrival_ms, size_bytes, envelope, writer) "
+    "VALUES (?,?,?,?,?,?)"
 )
 
 
@@ -504,7 +504,10 @@ def apply_batch(
         before = db.total_changes
         db.executemany(
             _INSERT_ARCHIVE,
-            [(a.hash, a.topic, a.arrival_ms, len(a.envelope), a.envelope) for a in batch.archive],
+            [
+                (a.hash, a.topic, a.arrival_ms, len(a.envelope), a.envelope, a.writer)
+                for a in batch.archive
+            ],
         )
         archived = db.total_changes - before
 

@@ -281,12 +281,19 @@ class StoredEvent:
 
 @dataclass(frozen=True, slots=True)
 class ArchivedEnvelope:
-    """An envelope kept by a store peer, keyed by its hash (the SDS retrieval hint)."""
+    """An envelope kept by a store peer, keyed by its hash (the SDS retrieval hint).
+
+    ``writer`` is whom the store attributes it to, for fair eviction
+    (``net/store_peer.py``): ``b"k"`` + the verified signer's public key, ``b"h"`` +
+    the host that sent it in a ``Put``, or ``b""`` (unattributed). Not read back by
+    queries (``range``, ``get_by_hashes`` return ``b""``).
+    """
 
     hash: bytes
     topic: bytes
     arrival_ms: int
     envelope: bytes
+    writer: bytes = b""
 
     @property
     def cursor(self) -> tuple[int, bytes]:

@@ -313,9 +313,19 @@ def _migration_5(db: sqlite3.Connection) -> None:
     db.execute("UPDATE recent SET checksum = sdschat_recent_checksum(causal_history, envelope)")
 
 
+def _migration_6(db: sqlite3.Connection) -> None:
+    """Version 6: ``archive.writer``, whom a store peer attributes an envelope to (its
+    eviction is fair per writer, ``storage/archive.py``), indexed per topic by age.
+    Envelopes archived before are unattributed (``x''``)."""
+    db.execute("ALTER TABLE archive ADD COLUMN writer BLOB NOT NULL DEFAULT x''")
+    db.execute(
+        "CREATE INDEX archive_by_writer ON archive (topic, writer, arrival_ms, hash, size_bytes)"
+    )
+
+
 #: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
 MIGRATIONS: tuple[Migration, ...] = (
-    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6
 )
 
 #: The version this sdschat writes.

@@ -16,9 +16,8 @@ complete.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 
-from app.content import decode
+from app.files import stored_file
 from app.tui.model import FileState
 from storage import Store
 
@@ -28,38 +27,19 @@ __all__ = ["read_file_state"]
 async def read_file_state(store: Store, channel: str, manifest_id: str) -> FileState | None:
     """The file announced by message ``manifest_id``: its manifest, the segments stored
     (only its author's count) and, when all are there, whether the sha256 matches.
-    None if the message is not a stored file manifest."""
-    found = await store.get_messages(channel, [manifest_id])
-    msg = found.get(manifest_id)
-    if msg is None:
+    None if the message is not a stored file manifest (``app.files.stored_file``)."""
+    f = await stored_file(store, channel, manifest_id)
+    if f is None:
         return None
-    d = decode(msg.content)
-    info = d.file
-    if d.kind != "file" or info is None:
-        return None
-    entries = await store.search(channel, info.file_id, limit=info.segment_count + 64)
-    data: dict[int, bytes] = {}
-    for e in entries:
-        if e.sender_id != msg.sender_id:
-            continue
-        s = decode(e.content)
-        ours = s.kind == "segment" and s.target_id == info.file_id
-        if ours and 0 <= s.segment_index < info.segment_count:
-            data.setdefault(s.segment_index, s.segment_data)
+    info = f.info
     state = FileState(
         file_id=info.file_id,
         name=info.name,
         size=info.size,
         total=info.segment_count,
         segment_size=info.segment_size,
-        present=set(data),
+        present=set(f.segments),
     )
-    if len(data) == info.segment_count:
-
-        def check() -> bool:
-            joined = b"".join(data[i] for i in range(info.segment_count))[: info.size]
-            return hashlib.sha256(joined).digest() == info.sha256
-
-        state.intact = await asyncio.to_thread(check)
+    if f.complete:
+        state.intact = await asyncio.to_thread(f.intact)
     return state
-

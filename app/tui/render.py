@@ -295,7 +295,9 @@ def _file(text: Text, row: Row, pal: Palette, style: Style) -> None:
     )
     text.append(f"{have}/{state.total} segments · {amount}", pal.dim)
     text.append(
-        " · checking" if state.complete else " · sending" if row.own else " · receiving",
+        " · checking" if state.complete
+        else " · sending" if row.own
+        else f" · incomplete · waiting for {visible(row.who)}",
         pal.dim,
     )
 

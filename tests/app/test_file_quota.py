@@ -75,3 +75,48 @@ def test_files_above_the_limit_or_the_quota_are_not_kept(tmp_path: Path) -> None
                 await h.node.close()
 
     run(body(), 60)
+
+
+def test_the_quota_survives_a_restart(tmp_path: Path) -> None:
+    """The count of a sender's segment bytes is kept in DATA_DIR/file_quota.json: a
+    restart does not give a flooding member a fresh quota (it did: the count was per run)."""
+
+    async def body() -> None:
+        hub = MemoryHub()
+        quota = 3 * SEGMENT_BYTES
+        victim = await start_node(tmp_path / "v", hub, name="victim", file_quota_bytes=quota)
+        mallory = await start_node(tmp_path / "m", hub, name="mallory")
+        try:
+            first = split_file("one.bin", os.urandom(2 * SEGMENT_BYTES), "mallory")
+            await mallory.node.post_contents("general", first)
+            await wait_until(lambda: len(victim.delivered()) == 3, 30, "the first file")
+            assert victim.node.counters.get("file_segments_refused", 0) == 0
+            await victim.node.close()
+            victim = await start_node(tmp_path / "v", hub, name="victim",
+                                      file_quota_bytes=quota)  # the restart
+            second = split_file("two.bin", os.urandom(2 * SEGMENT_BYTES), "mallory")
+            await mallory.node.post_contents("general", second)
+            await wait_until(lambda: len([d for d in victim.delivered() if d.kind in (
+                "file", "segment")]) >= 3, 30, "the second file")
+            # 2 segments held before the restart, quota 3: one more kept, one refused
+            assert victim.node.counters["file_segments_refused"] == 1
+            view = await channel_view(victim.node, "general")
+            files = {i.file.info.name: i.file for i in view.items() if i.file is not None}
+            assert files["one.bin"].intact and not files["two.bin"].complete
+            ledger = tmp_path / "v" / "file_quota.json"
+            assert ledger.stat().st_mode & 0o777 == 0o600
+        finally:
+            for h in (victim, mallory):
+                await h.node.close()
+
+    run(body(), 60)
+
+
+def test_a_damaged_quota_ledger_is_set_aside(tmp_path: Path) -> None:
+    from app.file_quota import FileQuota
+
+    ledger = tmp_path / "file_quota.json"
+    ledger.write_text('{"version": 1, "held": [["general", "x", "lots"]]}')
+    quota = FileQuota(1000, ledger)
+    assert quota.held("general", "x") == 0
+    assert not ledger.exists() and (tmp_path / "file_quota.json.bad").exists()

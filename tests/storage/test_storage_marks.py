@@ -70,7 +70,7 @@ def test_the_marks_are_stored_and_read_back_after_a_reopen(tmp_path: Path) -> No
     run(write)
     run(read)
     with sqlite3.connect(data_dir / DB_FILENAME) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_a_negative_count_is_refused_before_anything_is_written() -> None:
@@ -96,7 +96,7 @@ def test_a_schema_3_database_migrates_with_its_history_intact_and_the_marks_fill
 
     async def body() -> None:
         async with await Store.open(data_dir) as store:
-            assert (store.migrated_from, store.schema_version) == (3, 5)
+            assert (store.migrated_from, store.schema_version) == (3, SCHEMA_VERSION)
             log = [e async for e in store.iter_log("general")]
             assert [(e.message_id, e.sender_id, e.lamport, e.content) for e in log] == [
                 (r[1], r[2], r[3], r[7]) for r in sorted(old, key=lambda r: (r[3], r[1]))
@@ -153,7 +153,7 @@ def test_damaged_event_details_do_not_stop_the_migration(tmp_path: Path) -> None
 
     async def body() -> None:
         async with await Store.open(data_dir) as store:
-            assert store.schema_version == 5
+            assert store.schema_version == 6
             log = await store.page("general", limit=100)
             assert {e.message_id for e in log if e.recovered} == LATE
             assert {e.message_id: e.missing_before for e in log if e.missing_before} == (
@@ -173,7 +173,7 @@ def test_a_schema_2_database_gets_the_late_mark_of_its_lost_messages(tmp_path: P
 
     async def body() -> None:
         async with await Store.open(d) as store:
-            assert (store.migrated_from, store.schema_version) == (2, 5)
+            assert (store.migrated_from, store.schema_version) == (2, SCHEMA_VERSION)
             log = await store.page("general", limit=100)
             assert {e.message_id for e in log if e.recovered} == WAS_LOST
             assert not any(e.missing_before for e in log)

@@ -54,7 +54,7 @@ def test_the_flag_is_stored_and_read_back_after_a_reopen(tmp_path: Path) -> None
     run(write)
     run(read)
     with sqlite3.connect(data_dir / DB_FILENAME) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def schema2_rows(path: Path) -> list[tuple[object, ...]]:
@@ -75,7 +75,7 @@ def test_a_schema_2_database_migrates_with_its_history_intact_and_the_marks_fill
 
     async def body() -> None:
         async with await Store.open(data_dir) as store:
-            assert (store.migrated_from, store.schema_version) == (2, 5)
+            assert (store.migrated_from, store.schema_version) == (2, SCHEMA_VERSION)
             log = [e async for e in store.iter_log("general")]
             assert [(e.message_id, e.sender_id, e.lamport, e.content) for e in log] == [
                 (r[1], r[2], r[3], r[7]) for r in sorted(old, key=lambda r: (r[3], r[1]))
@@ -119,7 +119,7 @@ def test_a_damaged_event_detail_does_not_stop_the_migration(tmp_path: Path) -> N
 
     async def body() -> None:
         async with await Store.open(data_dir) as store:
-            assert store.schema_version == 5
+            assert store.schema_version == SCHEMA_VERSION
             log = await store.page("general", limit=100)
             assert {e.message_id for e in log if e.was_lost} == LATE
 

@@ -77,7 +77,7 @@ async def test_file_line_shows_progress_until_repaired_then_checked(tmp_path: Pa
             # segments received / total and bytes; the bar is three quarters full
             assert "notes.bin" in line and progress_bar(3, 4) in line
             # 2 x 48 KiB + the last 2,544 bytes of 146 KiB
-            assert "3/4 segments · 98/146 KiB · receiving" in line
+            assert "3/4 segments · 98/146 KiB · incomplete · waiting for bob" in line
             assert "/save keeps it" not in screen_text(app)
             await type_line(pilot, "/save")  # not complete: refused, nothing written
             assert not (tmp_path / "alice" / "files" / "notes.bin").exists()
