@@ -1446,7 +1446,8 @@ class Channel:
         no longer needed). The timer is not moved. For an application that needs this
         participant's sync heard: a member whose wall clock is off learns the others'
         time from their syncs, and a quiet channel under suppression has one member
-        syncing (app/clock_guard.py)."""
+        syncing (app/clock_guard.py). It goes out even with an empty log (a member whose
+        clock is a day behind has accepted nothing yet: its time is what it says)."""
         self._sync_asked = wanted
 
     def set_connected(self, connected: bool, now_ms: int) -> None:
@@ -1846,7 +1847,7 @@ class Channel:
                 nxt = buf.next_deadline()
                 if nxt is not None:
                     candidates.append(max(nxt, self._next_repair_sync_ms))
-        if self._log:
+        if self._log or self._sync_asked:
             candidates.append(self._next_sync_ms)
         return min(candidates) if candidates else None
 
@@ -1863,7 +1864,7 @@ class Channel:
         if self._next_sweep_ms is not None and self._next_sweep_ms <= now_ms:
             self._run_sweep(now_ms)
         repair_due = now_ms >= self._next_repair_sync_ms and self._repair_due(now_ms)
-        if repair_due or (self._log and self._next_sync_ms <= now_ms):
+        if repair_due or ((self._log or self._sync_asked) and self._next_sync_ms <= now_ms):
             self._send_sync(now_ms)
 
     def _add_outgoing(self, out: _Outgoing, now_ms: int) -> None:
@@ -2037,8 +2038,8 @@ class Channel:
         requests = self._take_repair_requests(now_ms, self.config.repair_requests_per_sync)
         if requests:  # the channel's repair budget: one such batch per interval
             self._next_repair_sync_ms = now_ms + self.config.repair_sync_interval_ms
-        if not self._log and not requests:
-            return  # nothing to say (js-waku aborts such a sync too)
+        if not self._log and not requests and not self._sync_asked:
+            return  # nothing to say (js-waku aborts such a sync too); asked for: its time
         if (
             not requests
             and self._heard_since_sent
