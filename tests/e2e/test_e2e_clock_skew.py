@@ -88,6 +88,36 @@ def test_a_member_with_a_clock_ahead_repairs_what_it_missed(tmp_path: Path) -> N
             "the lines sent before alice came, repaired",
         )
 
+
+def test_a_member_restarted_with_its_clock_fixed_catches_up(tmp_path: Path) -> None:
+    """A member ran an hour ahead (corrected by the others' votes), sent a line, and is
+    restarted with a right clock: what was said while it was away arrives, its line
+    sent from the wrong clock is everyone's, and its next line goes through."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        bob = c.node("bob", url)
+        carol = c.node("carol", url)
+        alice = _skewed(c, "alice", url, "+1h")
+        for p in (alice, bob, carol):
+            p.wait_for(lambda p=p: _connected(p), 30, "connected")  # type: ignore[attr-defined]
+        carol.send("first from carol")
+        alice.wait_for(  # type: ignore[attr-defined]
+            lambda: bool(alice.select("clock", state="ahead")), 30, "told: clock ahead"  # type: ignore[attr-defined]
+        )
+        alice.send("from alice while an hour ahead")  # type: ignore[attr-defined]
+        for p in (bob, carol):
+            p.wait_for(lambda p=p: "from alice while an hour ahead" in _texts(p), 60,
+                       "alice's line")  # fmt: skip
+        alice.stop()  # type: ignore[attr-defined]
+        bob.send("while alice was away")
+        carol.wait_for(lambda: "while alice was away" in _texts(carol), 30, "bob's line")
+        again = c.node("alice", url, label="alice-2")
+        again.wait_for(lambda: "while alice was away" in _texts(again), 60, "the missed line")
+        again.send("alice back with a right clock")
+        for p in (bob, carol):
+            p.wait_for(lambda p=p: "alice back with a right clock" in _texts(p), 60,
+                       "alice's new line")  # fmt: skip
+
 def test_with_two_members_both_are_told_and_neither_clock_is_corrected(tmp_path: Path) -> None:
     """Nobody can tell whose clock is wrong: both get ``state: "differs"``."""
     with cluster(tmp_path) as c:
