@@ -1609,6 +1609,12 @@ class Node:
             else:
                 self._reject(got.reason, mc.channel, pb.message_id, out)
             return False
+        if not ephemeral and is_control(got.content):  # a key share opens held lines now
+            released = mc.early_share(pb.sender_id, pb.lamport_timestamp, pb.message_id,
+                                      got.content, self._now())  # fmt: skip
+            if released:
+                assert self._inbox is not None
+                self._inbox.requeue_envelopes(released)
         pb.content = got.content
         return True
 

@@ -302,6 +302,31 @@ class MembersChannel:
             self.group_keys.on_members_removed()
         return change, released
 
+    def early_share(self, author_id: str, lamport: int, message_id: str, content: bytes,
+                    now_ms: int) -> list[bytes]:  # fmt: skip
+        """Take a key share as it arrives, before the core delivers it; returns the held
+        envelopes it releases (feed them to the node again).
+
+        A key share must not wait for causal delivery: an owed share (a member added
+        while its author's lines were in flight) comes *after* those lines in its
+        author's log, so its causal history names them, while they are held here
+        until their key arrives: waiting for delivery would wait until the core gave
+        them up as lost. Importing a session early is safe (a signed envelope under
+        the outer key, from an author who was a member at the share's position; the
+        share is applied again, idempotently, by :meth:`on_control` on delivery).
+        Membership events still take effect only on delivery.
+        """
+        if message_id in self.controls:
+            return []
+        msg = decode_control(content)
+        if not isinstance(msg, pb.Control) or msg.WhichOneof("body") != "key_share":
+            return []
+        if not self.roster.was_member_at(author_id, (lamport, message_id)):
+            return []  # not known as a member yet: on delivery, as any control
+        result = self.group_keys.receive_share(author_id, msg.key_share, now_ms,
+                                               author_is_member=True)  # fmt: skip
+        return self._release(author_id, result.session_id) if result.accepted else []
+
     def control_envelopes(self) -> list[bytes]:
         """The control messages' envelopes, in channel order (what a newcomer folds)."""
         ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))

@@ -259,3 +259,43 @@ def test_a_member_added_while_a_line_was_in_flight_is_owed_its_key_at_once(
     secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
     restored = secrets_file.load(tmp_path, "team")
     assert restored is not None and restored.owed_shares() == []
+
+
+def test_an_owed_key_share_opens_the_held_line_on_arrival_not_on_causal_delivery() -> None:
+    """The owed share comes after the line in its author's log (its causal history
+    names the line), while the line is held for the share: the node takes the share
+    as it arrives (``early_share``), or both would wait until the core gave up."""
+    alice, bob, _carol = founded_team()
+    dave = Person("dave")
+    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
+                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
+    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
+        assert env is not None
+        dave.receive(env)
+    add = alice.send(encode_add(dave.info()))
+    dave.receive(add)
+    bob.lamport = max(bob.lamport, alice.lamport) + 5
+    line = bob.send(b"said while dave was being added")
+    assert dave.receive(line) == "held"
+    bob.receive(add)
+    [owed] = [bob._send(c, 0) for c in bob.mc.owed_shares()]  # type: ignore[union-attr]
+    opened = open_for_topic(owed, lambda t: dave.mc.opening_keys())  # type: ignore[union-attr]
+    msg = opened.sds_message
+    assert msg is not None
+    mc = dave.mc
+    assert mc is not None
+    got = mc.incoming_content(msg.sender_id, msg.lamport_timestamp, msg.message_id, msg.content)
+    assert got.content is not None and is_control(got.content)
+    released = mc.early_share(msg.sender_id, msg.lamport_timestamp, msg.message_id,
+                              got.content, 0)  # fmt: skip
+    assert released == [line] and mc.held == 0
+    assert dave.receive(line) == "" and dave.shown == [b"said while dave was being added"]
+    # delivered later by the core: applied again, harmlessly
+    assert dave.receive(owed) == "" and mc.counters.get("share_undecryptable") is None
+    # a share from someone not (yet) known as a member waits for delivery
+    stranger = Person("stranger")
+    stranger.mc = MembersChannel("team", alice.mc.channel_id, stranger.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
+                                 GroupKeys(alice.mc.channel_id, stranger.id))  # type: ignore[union-attr]
+    share = stranger.mc.group_keys.key_share({dave.id: dave.mc.group_keys.share_key}, 0)  # type: ignore[union-attr]
+    assert share is not None
+    assert mc.early_share(stranger.id, 99, "x", share, 0) == []
