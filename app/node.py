@@ -2062,7 +2062,8 @@ class Node:
             raise ValueError(f"only an admin of #{channel} can remove members")
         if not mc.roster.is_member(member_id):
             raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
-        await self.post_content(channel, mc.remove(member_id))
+        for content in mc.remove(member_id):  # its keys' parts first, in a large channel
+            await self.post_content(channel, content)
 
     def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
         cache = self._envelopes

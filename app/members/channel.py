@@ -49,16 +49,18 @@ from app.members.events import (
     decode_encrypted,
     encode_create,
     encode_encrypted,
+    encode_epoch_keys,
     encode_rekey,
     encode_remove,
     is_control,
 )
 from app.members.group_keys import GroupKeys, RotationPolicy
-from app.members.roster import Change, Position, Roster
+from app.members.roster import EPOCH_NONCE_BYTES, Change, Position, Roster
 from net.channel_key import KEY_BYTES, TOPIC_BYTES, ChannelKey
 
 __all__ = [
     "BEFORE_JOINED",
+    "EPOCH_CHUNK",
     "HELD_PER_CHANNEL",
     "HELD_PER_SENDER",
     "SHARE_CHUNK",
@@ -78,9 +80,14 @@ HELD_PER_SENDER = 256
 HELD_PER_CHANNEL = 2048
 """Messages held per channel while their senders' key shares have not arrived."""
 
-SHARE_CHUNK = 200
-"""Recipients per key-share message (about 580 bytes each: 116 KB, under the
-256 KiB envelope limit)."""
+SHARE_CHUNK = 100
+"""Recipients per key-share message (about 510 bytes each: 51 KB, under the SDS
+content limit of 64 KiB, ``sds.Config.max_content_bytes``)."""
+
+EPOCH_CHUNK = 300
+"""Recipients per message of a removal's or rekey's sealed epoch keys (about 155
+bytes each: 47 KB, under the 64 KiB content limit); a larger channel's keys go
+in EpochKeys parts sent before the event (:meth:`MembersChannel.remove`)."""
 
 _TOPIC_DOMAIN = b"sdschat-members-topic-v1"
 
@@ -368,6 +375,8 @@ class MembersChannel:
             if position in self._epochs_opened:
                 continue
             box = boxes.get(self.own_id)
+            if box is None and not self.roster.epoch_complete(position):
+                continue  # our key may be in a part still to come
             if box is None:
                 if self.roster.is_member(self.own_id):
                     self._count("epoch_without_our_key")
@@ -452,7 +461,7 @@ class MembersChannel:
         if not self.roster.is_member(self.own_id):
             return out
         if self._rekey_due and self.roster.is_admin(self.own_id):
-            out.append(self.rekey())
+            out.extend(self.rekey())
             self._rekey_due = False
         if not shares:
             return out
@@ -514,18 +523,26 @@ class MembersChannel:
                  for mid, share in members.items()}  # fmt: skip
         return key, boxes
 
-    def remove(self, member_id: str) -> bytes:
-        """The control content removing ``member_id`` with the next epoch's key."""
+    def remove(self, member_id: str) -> list[bytes]:
+        """The control contents removing ``member_id`` with the next epoch's key, to
+        post in order: one ``remove`` in a channel of up to :data:`EPOCH_CHUNK`
+        remaining members, else the keys of the others first in ``epoch_keys``
+        parts (sealed, like the remove, with the current outer key), then the
+        ``remove`` naming them."""
         remaining = {mid: m.info.share_key for mid, m in self.roster.members.items()
                      if mid != member_id}  # fmt: skip
         _, boxes = self._seal_epoch(remaining)
-        return encode_remove(member_id, boxes)
+        parts, rest, nonce = _split_epoch(boxes)
+        return [*parts, encode_remove(member_id, rest, epoch_nonce=nonce,
+                                      epoch_parts=len(parts))]  # fmt: skip
 
-    def rekey(self) -> bytes:
-        """The control content starting a new epoch for the current members."""
+    def rekey(self) -> list[bytes]:
+        """The control contents starting a new epoch for the current members (in
+        parts as :meth:`remove`)."""
         members = {mid: m.info.share_key for mid, m in self.roster.members.items()}
         _, boxes = self._seal_epoch(members)
-        return encode_rekey(boxes)
+        parts, rest, nonce = _split_epoch(boxes)
+        return [*parts, encode_rekey(rest, epoch_nonce=nonce, epoch_parts=len(parts))]
 
     def stats(self) -> dict[str, object]:
         return {
@@ -536,6 +553,19 @@ class MembersChannel:
             **self.group_keys.stats(),
             **self.counters,
         }
+
+
+def _split_epoch(boxes: dict[str, bytes]) -> tuple[list[bytes], dict[str, bytes], bytes]:
+    """``(EpochKeys parts, the keys left for the event itself, nonce)`` for ``boxes``:
+    no parts (and no nonce) when they fit in one message."""
+    ids = sorted(boxes)
+    if len(ids) <= EPOCH_CHUNK:
+        return [], boxes, b""
+    nonce = os.urandom(EPOCH_NONCE_BYTES)
+    chunks = [ids[i : i + EPOCH_CHUNK] for i in range(0, len(ids), EPOCH_CHUNK)]
+    parts = [encode_epoch_keys(nonce, {mid: boxes[mid] for mid in chunk})
+             for chunk in chunks[:-1]]  # fmt: skip
+    return parts, {mid: boxes[mid] for mid in chunks[-1]}, nonce
 
 
 def _first_after(sent: list[tuple[Position, int]], since: Position) -> int | None:

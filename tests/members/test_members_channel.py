@@ -146,7 +146,7 @@ def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_remo
     before = alice.send(b"before")
     broadcast([before], bob, carol)
     secrets_file.save(tmp_path, carol.mc)  # type: ignore[arg-type]
-    removal = alice.send(alice.mc.remove(carol.id))  # type: ignore[union-attr]
+    [removal] = [alice.send(c) for c in alice.mc.remove(carol.id)]  # type: ignore[union-attr]
     broadcast([removal], bob, carol)
     assert not bob.mc.roster.is_member(carol.id)  # type: ignore[union-attr]
     assert bob.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
@@ -225,7 +225,7 @@ def test_the_topic_is_fixed_for_the_channel_whatever_the_epoch() -> None:
     alice, bob, carol = founded_team()
     topic = alice.mc.topic  # type: ignore[union-attr]
     assert topic == members_topic(alice.mc.channel_id)  # type: ignore[union-attr]
-    broadcast([alice.send(alice.mc.remove(carol.id))], bob)  # type: ignore[union-attr]
+    broadcast([alice.send(c) for c in alice.mc.remove(carol.id)], bob)  # type: ignore[union-attr]
     assert alice.mc.sending_key().topic == topic  # type: ignore[union-attr]
     assert len(alice.mc.epoch_keys) == 2  # type: ignore[union-attr]
 
@@ -299,3 +299,52 @@ def test_an_owed_key_share_opens_the_held_line_on_arrival_not_on_causal_delivery
     share = stranger.mc.group_keys.key_share({dave.id: dave.mc.group_keys.share_key}, 0)  # type: ignore[union-attr]
     assert share is not None
     assert mc.early_share(stranger.id, 99, "x", share, 0) == []
+
+
+def test_a_removal_in_a_channel_of_thousands_goes_in_parts_that_each_fit_and_all_open() -> None:
+    """Sealed epoch keys for 2,000 members do not fit in one SDS content (64 KiB):
+    they go in EpochKeys parts before the remove; a member whose key is in a part
+    that comes after the remove waits for it (no rekey asked), then opens the epoch."""
+    from nacl.public import PrivateKey
+
+    import sds
+    from app.members.channel import EPOCH_CHUNK, SHARE_CHUNK
+    from app.members.events import decode_control
+
+    limit = sds.Config().max_content_bytes
+    alice, bob, carol = founded_team()
+    paper = [MemberInfo(Identity.generate().public_key,
+                        bytes(PrivateKey.generate().public_key), f"m{i}")
+             for i in range(1997)]  # fmt: skip
+    adds = [alice.send(encode_add(info)) for info in paper]
+    broadcast(adds, bob, carol)
+    assert len(bob.mc.roster) == len(carol.mc.roster) == 2000  # type: ignore[union-attr]
+    gone = next(mid for mid in alice.mc.roster.members if mid not in (alice.id, bob.id, carol.id))  # type: ignore[union-attr]
+    old_key = bob.mc.sending_key().key  # type: ignore[union-attr]
+    contents = alice.mc.remove(gone)  # type: ignore[union-attr]
+    assert len(contents) == -(-1999 // EPOCH_CHUNK)  # 7: 6 parts, then the remove
+    assert all(len(c) <= limit for c in contents)
+    bodies = [decode_control(c).WhichOneof("body") for c in contents]  # type: ignore[union-attr]
+    assert bodies == ["epoch_keys"] * (len(contents) - 1) + ["remove"]
+    envs = [alice.send(c) for c in contents]
+    new_key = alice.mc.sending_key().key  # type: ignore[union-attr]
+    assert new_key != old_key
+    # bob: parts first, as sent; carol: the remove first, the parts after it
+    broadcast(envs, bob)
+    broadcast(envs[-1:], carol)
+    assert not carol.mc.roster.is_member(gone)  # type: ignore[union-attr]
+    boxes_in_remove = {k.recipient_id for k in decode_control(contents[-1]).remove.epoch_keys}  # type: ignore[union-attr]
+    if carol.id not in boxes_in_remove:  # her key is in a part still to come: she waits
+        assert carol.mc.sending_key().key == old_key  # type: ignore[union-attr]
+    broadcast(envs[:-1], carol)
+    for p in (bob, carol):
+        assert p.mc.sending_key().key == new_key  # type: ignore[union-attr]
+        assert "epoch_without_our_key" not in p.mc.counters  # type: ignore[union-attr]
+        assert p.mc.due_controls(0, shares=False) == []  # type: ignore[union-attr]  # no rekey
+    # the next line: alice's new session shared with 1,998 members in messages that fit
+    line = alice.send(b"after the removal")
+    assert len(alice.outbox) >= 1998 // SHARE_CHUNK
+    assert all(len(e) <= limit + 4096 for e in alice.outbox)
+    broadcast(alice.outbox, bob, carol)
+    broadcast([line], bob, carol)
+    assert bob.shown[-1] == carol.shown[-1] == b"after the removal"
