@@ -2408,7 +2408,8 @@ class Node:
                 for channel in self._members:
                     self._spawn(self._subscribe_invites(channel))
             for mc in self._members.values():  # forward secrecy: forget what was read
-                mc.group_keys.advance(now)
+                if mc.advance(now):  # a share-key rotation due: sent in this round
+                    self._members_dirty.add(mc.channel)
                 if mc.group_keys.changes != mc.saved_changes:
                     self._save_members(mc)
 

@@ -334,6 +334,14 @@ class MembersChannel:
                                                author_is_member=True)  # fmt: skip
         return self._release(author_id, result.session_id) if result.accepted else []
 
+    def advance(self, now_ms: int) -> bool:
+        """Forward secrecy for the keys (:meth:`GroupKeys.advance`, old share keys
+        waiting on the other current members); True when a control message is due
+        (a share-key rotation: the node then runs :meth:`due_controls`)."""
+        others = [mid for mid in self.roster.members if mid != self.own_id]
+        self.group_keys.advance(now_ms, others)
+        return self.roster.is_member(self.own_id) and self.group_keys.share_rotation_due(now_ms)
+
     def control_envelopes(self) -> list[bytes]:
         """The control messages' envelopes, in channel order (what a newcomer folds)."""
         ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))
@@ -463,6 +471,8 @@ class MembersChannel:
         if self._rekey_due and self.roster.is_admin(self.own_id):
             out.extend(self.rekey())
             self._rekey_due = False
+        if self.group_keys.share_rotation_due(now_ms):  # a new share key, every 7 days
+            out.append(self.group_keys.rotate_share_key(now_ms))
         if not shares:
             return out
         members = {mid: m.info.share_key for mid, m in self.roster.members.items()}

@@ -348,3 +348,56 @@ def test_a_removal_in_a_channel_of_thousands_goes_in_parts_that_each_fit_and_all
     broadcast(alice.outbox, bob, carol)
     broadcast([line], bob, carol)
     assert bob.shown[-1] == carol.shown[-1] == b"after the removal"
+
+
+def test_the_share_key_is_replaced_every_interval_and_the_old_one_kept_while_needed() -> None:
+    """Every ``share_key_max_age_ms`` a member posts a new share key; the old private
+    key opens what was sealed to it until every other member has sealed to the new
+    one (and at least ``keep_superseded_ms``), then it is gone; 7 days at most."""
+    from app.members.group_keys import RotationPolicy
+
+    hour, day = 3600_000, 24 * 3600_000
+    alice, bob, carol = founded_team()
+    gk = bob.mc.group_keys  # type: ignore[union-attr]
+    gk.policy = RotationPolicy()
+    t0 = 0  # founded_team's time: every share key's age counts from it
+
+    def rotate(now: int) -> list[bytes]:  # the node's members round: controls due, no shares
+        return [bob._send(c, now) for c in bob.mc.due_controls(now, shares=False)]  # type: ignore[union-attr]
+
+    assert rotate(t0 + 7 * day - 1) == []
+    old_share = gk.share_key
+    rotation = rotate(t0 + 7 * day)
+    assert len(rotation) == 1 and gk.share_key != old_share and gk.stats()["share_keys_held"] == 2
+    # alice seals her next session to bob's old key before she hears of the new one
+    alice.mc.group_keys.on_members_removed()  # type: ignore[union-attr]
+    early = alice.send(b"sealed to the old key", t0 + 7 * day)
+    broadcast(rotation, alice, carol)
+    assert alice.mc.roster.member(bob.id).info.share_key == gk.share_key  # type: ignore[union-attr]
+    # two hours on: alice and carol have sealed nothing to the new key yet: the old stays
+    assert not bob.mc.advance(t0 + 7 * day + 2 * hour)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 2
+    broadcast(alice.outbox, bob)
+    assert bob.receive(early) == "" and bob.shown[-1] == b"sealed to the old key"
+    # both start new sessions (shared to the new key): the old private key goes
+    alice.outbox.clear()
+    alice.mc.group_keys.on_members_removed()  # type: ignore[union-attr]
+    carol.mc.group_keys.on_members_removed()  # type: ignore[union-attr]
+    later = [alice.send(b"a", t0 + 8 * day), carol.send(b"c", t0 + 8 * day)]
+    broadcast(alice.outbox + carol.outbox, bob)
+    broadcast(later, bob)
+    assert bob.shown[-2:] == [b"a", b"c"]
+    bob.mc.advance(t0 + 8 * day)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 1
+    # a box sealed to the old key no longer opens
+    from nacl.public import PublicKey, SealedBox
+
+    assert gk.open_sealed(SealedBox(PublicKey(old_share)).encrypt(b"x")) is None
+    # a silent member does not keep an old key for ever: 7 days at most
+    second_old = gk.share_key
+    rotation = rotate(t0 + 15 * day)
+    assert len(rotation) == 1 and gk.share_key != second_old
+    bob.mc.advance(t0 + 16 * day)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 2  # nobody sealed to the new one yet
+    bob.mc.advance(t0 + 22 * day)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 1
