@@ -126,6 +126,7 @@ from app.members.invite import (
     check_not_expired,
     decode_invite,
     encode_invite,
+    history_page,
     make_invite,
     make_join_accepted,
     make_join_refused,
@@ -1872,11 +1873,13 @@ class Node:
                 await self.post_content(invite.channel,
                                         encode_add(member, invite_id=invite.invite_id))  # fmt: skip
             self._invite_book().mark_used(topic, request.sender_id)
-            controls = mc.control_envelopes()
+            controls = mc.membership_envelopes()  # in parts of ~150 KiB, asked in turn
+            page = history_page(controls, request.history_from)
             current = mc.sending_key().key
             answer = make_join_accepted(
                 invite, request, self.identity, current, self._now(),
-                epoch_keys=[k for k in mc.epoch_keys if k != current], controls=controls)
+                epoch_keys=[k for k in mc.epoch_keys if k != current], controls=page,
+                history_from=request.history_from, history_total=len(controls))  # fmt: skip
             await self._publish(wrap(topic, answer))
             text = f"{request.name} joined #{invite.channel} by invite"
             data = {"member": request.sender_id, "name": request.name}
@@ -1901,11 +1904,6 @@ class Node:
         if channel in self._channels or await self.store.get_channel(channel) is not None:
             raise ValueError(f"#{channel} exists in this data directory already")
         keys = GroupKeys(invite.channel_id, self.sender_id)
-        request = make_join_request(invite, self.identity, keys.share_key, self.name,
-                                    self._now())  # fmt: skip
-        future: asyncio.Future[JoinAccepted | JoinRefused] = (
-            asyncio.get_running_loop().create_future())
-        self._invite_waiters[invite.topic] = (invite, keys, request_digest(request), future)
         self._emit(Info(f"asking an admin of #{channel} to let you in (up to "
                         f"{timeout_s:.0f} s; their node must be online)",
                         {"channel": channel, "invite": "asking"}))  # fmt: skip
@@ -1913,26 +1911,46 @@ class Node:
         await self.transport.subscribe([invite.topic])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        try:
+
+        async def ask(history_from: int) -> JoinAccepted | JoinRefused | None:
+            request = make_join_request(invite, self.identity, keys.share_key, self.name,
+                                        self._now(), history_from=history_from)  # fmt: skip
+            future: asyncio.Future[JoinAccepted | JoinRefused] = loop.create_future()
+            self._invite_waiters[invite.topic] = (invite, keys, request_digest(request), future)
             while not future.done() and loop.time() < deadline:  # bounded by timeout_s
                 await self._publish(wrap(invite.topic, request))
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(future),
                                            min(resend_s, max(0.0, deadline - loop.time())))
+            return future.result() if future.done() else None
+
+        history: list[bytes] = []
+        try:
+            answer = await ask(0)
+            # a long control history comes in parts: ask for the rest (bounded: every
+            # part brings at least one event, and the deadline holds)
+            part = answer
+            while isinstance(part, JoinAccepted):
+                history.extend(part.controls)
+                nxt = part.history_next
+                if nxt is None:
+                    break
+                part = await ask(nxt)
+                if not isinstance(part, JoinAccepted):
+                    answer = part  # no answer in time (None), or refused now
         finally:
             self._invite_waiters.pop(invite.topic, None)
             self._invite_topics.discard(invite.topic)
             await self.transport.unsubscribe([invite.topic])
-        if not future.done():
+        if answer is None:
             raise ValueError(f"no admin of #{channel} answered within {timeout_s:.0f} s "
                              "(an admin's node must be online to let you in)")  # fmt: skip
-        answer = future.result()
         if isinstance(answer, JoinRefused):
             raise ValueError(f"the invite to #{channel} was refused: {answer.message}")
         mc = MembersChannel(channel, invite.channel_id, self.sender_id,
                             [*answer.epoch_keys, answer.channel_key], keys)  # fmt: skip
         now = self._now()
-        for env in answer.controls:
+        for env in history:
             try:
                 opened = open_for_topic(env, lambda _t: mc.opening_keys())
             except EnvelopeError:

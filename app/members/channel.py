@@ -55,7 +55,7 @@ from app.members.events import (
     is_control,
 )
 from app.members.group_keys import GroupKeys, RotationPolicy
-from app.members.roster import EPOCH_NONCE_BYTES, Change, Position, Roster
+from app.members.roster import EPOCH_NONCE_BYTES, MEMBERSHIP_BODIES, Change, Position, Roster
 from net.channel_key import KEY_BYTES, TOPIC_BYTES, ChannelKey
 
 __all__ = [
@@ -346,6 +346,19 @@ class MembersChannel:
         """The control messages' envelopes, in channel order (what a newcomer folds)."""
         ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))
         return [env for _, (_, _, _, env) in ordered if env is not None]
+
+    def membership_envelopes(self) -> list[bytes]:
+        """The membership events' envelopes, in channel order: what a newcomer folds
+        the member list from (key shares, epoch-key parts and direct invites are
+        sealed to others and left out)."""
+        ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))
+        out = []
+        for _, (_, _, content, env) in ordered:
+            msg = decode_control(content)
+            if env is not None and isinstance(msg, pb.Control) and (
+                    msg.WhichOneof("body") in MEMBERSHIP_BODIES):  # fmt: skip
+                out.append(env)
+        return out
 
     def replay_control(self, author_id: str, lamport: int, message_id: str, content: bytes,
                        envelope: bytes | None) -> None:  # fmt: skip
