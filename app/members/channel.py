@@ -84,6 +84,12 @@ SHARE_CHUNK = 100
 """Recipients per key-share message (about 510 bytes each: 51 KB, under the SDS
 content limit of 64 KiB, ``sds.Config.max_content_bytes``)."""
 
+SENT_SESSIONS = 4
+"""Our outbound sessions whose messages' positions are kept (for owed key shares,
+:meth:`MembersChannel.owed_shares`): the newest few; a member added concurrently
+with a line of an older session than these cannot be owed its key (it gets the
+marker for a message from before it joined)."""
+
 EPOCH_CHUNK = 300
 """Recipients per message of a removal's or rekey's sealed epoch keys (about 155
 bytes each: 47 KB, under the 64 KiB content limit); a larger channel's keys go
@@ -147,6 +153,7 @@ class MembersChannel:
         self._current = epoch_keys[-1]
         # control messages as delivered: message id -> (author, lamport, content, envelope)
         self.controls: dict[str, tuple[str, int, bytes, bytes | None]] = {}
+        self._replayed: set[str] = set()  # those of them a restart replays (saved_controls)
         self._held: dict[tuple[str, str], _Held] = {}
         self._held_count = 0
         self._own_plain: OrderedDict[bytes, bytes] = OrderedDict()
@@ -295,6 +302,8 @@ class MembersChannel:
             self.note_shared(content)
         released: list[bytes] = []
         msg = decode_control(content)
+        if isinstance(msg, pb.Control) and msg.WhichOneof("body") in _REPLAYED:
+            self._replayed.add(message_id)
         if isinstance(msg, pb.Control) and msg.WhichOneof("body") == "key_share":
             position = (lamport, message_id)
             member = author_id == self.own_id or self.roster.was_member_at(author_id, position)
@@ -347,6 +356,13 @@ class MembersChannel:
         ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))
         return [env for _, (_, _, _, env) in ordered if env is not None]
 
+    def saved_controls(self) -> list[tuple[str, tuple[str, int, bytes, bytes | None]]]:
+        """The control messages a restart replays (:meth:`replay_control`): the
+        membership events and epoch-key parts. Key shares and direct invites are
+        not kept (their effect is in the saved Megolm state; a copy delivered again
+        is applied again, harmlessly), so the members file stays small."""
+        return [(mid, entry) for mid, entry in self.controls.items() if mid in self._replayed]
+
     def membership_envelopes(self) -> list[bytes]:
         """The membership events' envelopes, in channel order: what a newcomer folds
         the member list from (key shares, epoch-key parts and direct invites are
@@ -367,6 +383,7 @@ class MembersChannel:
         if message_id in self.controls:
             return
         self.controls[message_id] = (author_id, lamport, content, envelope)
+        self._replayed.add(message_id)
         self.roster.add_event(author_id, lamport, message_id, content)
         self._open_epochs()
 
@@ -463,6 +480,10 @@ class MembersChannel:
             sent = self._sent.setdefault(where[0], [])
             sent.append((position, where[1]))
             del sent[:-256]
+            while len(self._sent) > SENT_SESSIONS:  # the oldest session's debts lapse
+                oldest = next(iter(self._sent))
+                del self._sent[oldest]
+                self._session_shared.pop(oldest, None)
         plain = self._own_plain.pop(framed, None)
         if plain is not None:
             return plain
@@ -576,6 +597,9 @@ class MembersChannel:
             **self.group_keys.stats(),
             **self.counters,
         }
+
+
+_REPLAYED = MEMBERSHIP_BODIES | {"epoch_keys"}
 
 
 def _split_epoch(boxes: dict[str, bytes]) -> tuple[list[bytes], dict[str, bytes], bytes]:

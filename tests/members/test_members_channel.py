@@ -204,6 +204,11 @@ def test_the_members_file_restores_keys_list_and_sessions(tmp_path: Path) -> Non
     secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
     path = secrets_file.members_file(tmp_path, "team")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # the membership events are kept (create, two adds), not the three key shares
+    import json
+
+    assert len(bob.mc.controls) == 6  # type: ignore[union-attr]
+    assert len(json.loads(path.read_bytes())["controls"]) == 3
     restored = secrets_file.load(tmp_path, "team")
     assert restored is not None
     assert restored.roster.listing() == bob.mc.roster.listing()  # type: ignore[union-attr]
