@@ -105,7 +105,6 @@ from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, FileQuota
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
-from app.members import members_pb2
 from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel
 from app.members.direct import (
@@ -115,7 +114,7 @@ from app.members.direct import (
     prefer,
     seal_direct,
 )
-from app.members.events import MemberInfo, decode_control, encode_add, is_control
+from app.members.events import MemberInfo, encode_add, is_control
 from app.members.group_keys import GroupKeys
 from app.members.invite import (
     DEFAULT_TTL_MS,
@@ -1648,16 +1647,13 @@ class Node:
             self._emit(MembersEvent(mc.channel, "changed", "the member list changed", {
                 "added": sorted(change.added), "removed": sorted(change.removed),
                 "rekeyed": sorted(change.share_keys_changed), "members": len(mc.roster)}))
-        if author != self.sender_id and is_control(content):
-            body = decode_control(content)
-            if (isinstance(body, members_pb2.Control)
-                    and body.WhichOneof("body") == "direct_invite"
-                    and body.direct_invite.recipient_id == self.sender_id):  # fmt: skip
-                plain = mc.group_keys.open_sealed(bytes(body.direct_invite.sealed))
-                if plain is None:
-                    self.counters["direct_undecryptable"] += 1
-                else:
-                    self._spawn(self._accept_direct(mc.channel, author, plain))
+        while mc.direct_offers:  # a direct invite to us (MembersChannel.on_control)
+            inviter, sealed = mc.direct_offers.pop(0)
+            plain = mc.group_keys.open_sealed(sealed)
+            if plain is None:
+                self.counters["direct_undecryptable"] += 1
+            else:
+                self._spawn(self._accept_direct(mc.channel, inviter, plain))
         if was_member and not mc.roster.is_member(self.sender_id):
             self._emit(MembersEvent(mc.channel, "removed_me",
                                     f"you were removed from #{mc.channel}"))  # fmt: skip

@@ -154,6 +154,8 @@ class MembersChannel:
         # control messages as delivered: message id -> (author, lamport, content, envelope)
         self.controls: dict[str, tuple[str, int, bytes, bytes | None]] = {}
         self._replayed: set[str] = set()  # those of them a restart replays (saved_controls)
+        self.direct_offers: list[tuple[str, bytes]] = []
+        """Direct invites to us delivered and not taken yet: (author, sealed box)."""
         self._held: dict[tuple[str, str], _Held] = {}
         self._held_count = 0
         self._own_plain: OrderedDict[bytes, bytes] = OrderedDict()
@@ -304,6 +306,10 @@ class MembersChannel:
         msg = decode_control(content)
         if isinstance(msg, pb.Control) and msg.WhichOneof("body") in _REPLAYED:
             self._replayed.add(message_id)
+        if (isinstance(msg, pb.Control) and msg.WhichOneof("body") == "direct_invite"
+                and author_id != self.own_id
+                and msg.direct_invite.recipient_id == self.own_id):  # fmt: skip
+            self.direct_offers.append((author_id, bytes(msg.direct_invite.sealed)))
         if isinstance(msg, pb.Control) and msg.WhichOneof("body") == "key_share":
             position = (lamport, message_id)
             member = author_id == self.own_id or self.roster.was_member_at(author_id, position)

@@ -108,6 +108,20 @@ def broadcast(envs: list[bytes], *people: Person) -> None:
             p.receive(env)
 
 
+def newcomer(admin: Person, name: str) -> Person:
+    """A member-to-be with what an invite gives it: the channel id, the outer keys
+    and the control history (folded)."""
+    mc = admin.mc
+    assert mc is not None
+    p = Person(name)
+    p.mc = MembersChannel("team", mc.channel_id, p.id, mc.epoch_keys,
+                          GroupKeys(mc.channel_id, p.id))  # fmt: skip
+    for _mid, (_, _, _, env) in sorted(mc.controls.items(), key=lambda kv: kv[1][1]):
+        assert env is not None
+        p.receive(env)
+    return p
+
+
 def founded_team() -> tuple[Person, Person, Person]:
     alice, bob, carol = Person("alice"), Person("bob"), Person("carol")
     mc, create = MembersChannel.create("team", MemberInfo(alice.identity.public_key, b"\0" * 32,
@@ -185,12 +199,7 @@ def test_a_message_that_outruns_its_key_share_is_held_then_read() -> None:
 def test_a_newcomer_gets_a_marker_not_a_loss_for_messages_from_before_it_was_added() -> None:
     alice, bob, carol = founded_team()
     old = [alice.send(b"old 1"), bob.send(b"old 2")]
-    dave = Person("dave")
-    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
-                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
-    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
-        assert env is not None
-        dave.receive(env)
+    dave = newcomer(alice, "dave")
     add = alice.send(encode_add(dave.info()))
     broadcast([add], bob, carol, dave)
     broadcast(alice.post_due() + bob.post_due(), dave, carol)
@@ -239,12 +248,7 @@ def test_a_member_added_while_a_line_was_in_flight_is_owed_its_key_at_once(
     tmp_path: Path,
 ) -> None:
     alice, bob, _carol = founded_team()
-    dave = Person("dave")
-    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
-                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
-    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
-        assert env is not None
-        dave.receive(env)
+    dave = newcomer(alice, "dave")
     add = alice.send(encode_add(dave.info()))
     dave.receive(add)
     broadcast(alice.outbox, dave)
@@ -271,12 +275,7 @@ def test_an_owed_key_share_opens_the_held_line_on_arrival_not_on_causal_delivery
     names the line), while the line is held for the share: the node takes the share
     as it arrives (``early_share``), or both would wait until the core gave up."""
     alice, bob, _carol = founded_team()
-    dave = Person("dave")
-    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
-                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
-    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
-        assert env is not None
-        dave.receive(env)
+    dave = newcomer(alice, "dave")
     add = alice.send(encode_add(dave.info()))
     dave.receive(add)
     bob.lamport = max(bob.lamport, alice.lamport) + 5
