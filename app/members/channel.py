@@ -389,7 +389,9 @@ class MembersChannel:
         if message_id in self.controls:
             return
         self.controls[message_id] = (author_id, lamport, content, envelope)
-        self._replayed.add(message_id)
+        msg = decode_control(content)  # a file of an earlier version kept key shares too
+        if isinstance(msg, pb.Control) and msg.WhichOneof("body") in _REPLAYED:
+            self._replayed.add(message_id)
         self.roster.add_event(author_id, lamport, message_id, content)
         self._open_epochs()
 

@@ -218,6 +218,15 @@ def test_the_members_file_restores_keys_list_and_sessions(tmp_path: Path) -> Non
 
     assert len(bob.mc.controls) == 6  # type: ignore[union-attr]
     assert len(json.loads(path.read_bytes())["controls"]) == 3
+    # a file of the earlier version kept every control: read, and written back smaller
+    doc = json.loads(path.read_bytes())
+    doc["controls"] = [[mid, a, lam, secrets_file._b64(c), secrets_file._b64(e)]
+                       for mid, (a, lam, c, e) in bob.mc.controls.items()]  # type: ignore[union-attr]
+    path.write_text(json.dumps(doc))
+    older = secrets_file.load(tmp_path, "team")
+    assert older is not None and len(older.controls) == 6
+    secrets_file.save(tmp_path, older)
+    assert len(json.loads(path.read_bytes())["controls"]) == 3
     restored = secrets_file.load(tmp_path, "team")
     assert restored is not None
     assert restored.roster.listing() == bob.mc.roster.listing()  # type: ignore[union-attr]
