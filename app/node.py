@@ -1934,6 +1934,9 @@ class Node:
                 part = await ask(nxt)
                 if not isinstance(part, JoinAccepted):
                     answer = part  # no answer in time (None), or refused now
+                elif part.history_from != nxt:
+                    raise ValueError(f"the answer to the invite to #{channel} sent another "
+                                     "part of the history than asked; not joined")  # fmt: skip
         finally:
             self._invite_waiters.pop(invite.topic, None)
             self._invite_topics.discard(invite.topic)
