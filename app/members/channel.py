@@ -417,10 +417,13 @@ class MembersChannel:
 
     def _open_epochs(self) -> None:
         current = self._current
-        for position, boxes in self.roster.epochs():
+        for position in self.roster.epoch_positions():
             if position in self._epochs_opened:
                 continue
-            box = boxes.get(self.own_id)
+            box = self.roster.epoch_boxes(position).get(self.own_id)
+            if box is None and self._before_us(position):
+                self._epochs_opened.add(position)  # its key came with our invite
+                continue
             if box is None and not self.roster.epoch_complete(position):
                 continue  # our key may be in a part still to come
             if box is None:

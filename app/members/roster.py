@@ -393,16 +393,23 @@ class Roster:
         """Applied removes and rekeys in order: where each started an epoch, and the
         next outer key sealed to each member it was meant for (with those of its
         EpochKeys parts come so far: :meth:`epoch_complete`)."""
-        out = []
-        for position, boxes in self._state.epochs:
-            meta = self._state.epoch_parts.get(position)
-            if meta is not None:
-                merged: dict[str, bytes] = {}
-                for part in self._parts.get((meta[0], meta[1]), {}).values():
-                    merged.update(part)
-                boxes = {**merged, **boxes}
-            out.append((position, boxes))
-        return out
+        return [(position, self.epoch_boxes(position)) for position, _ in self._state.epochs]
+
+    def epoch_positions(self) -> list[Position]:
+        """Where each applied remove and rekey started an epoch, in order."""
+        return [position for position, _ in self._state.epochs]
+
+    def epoch_boxes(self, position: Position) -> dict[str, bytes]:
+        """The sealed next outer keys of the epoch started at ``position`` (with those
+        of its EpochKeys parts come so far); empty for no such epoch."""
+        boxes = next((b for p, b in self._state.epochs if p == position), {})
+        meta = self._state.epoch_parts.get(position)
+        if meta is None:
+            return boxes
+        merged: dict[str, bytes] = {}
+        for part in self._parts.get((meta[0], meta[1]), {}).values():
+            merged.update(part)
+        return {**merged, **boxes}
 
     def epoch_complete(self, position: Position) -> bool:
         """Whether every EpochKeys part of the epoch started at ``position`` has come

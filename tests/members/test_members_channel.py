@@ -414,3 +414,17 @@ def test_the_share_key_is_replaced_every_interval_and_the_old_one_kept_while_nee
     assert gk.stats()["share_keys_held"] == 2  # nobody sealed to the new one yet
     bob.mc.advance(t0 + 22 * day)  # type: ignore[union-attr]
     assert gk.stats()["share_keys_held"] == 1
+
+
+def test_a_newcomer_after_a_removal_asks_no_rekey_for_the_epoch_before_its_add() -> None:
+    """An epoch started before a member was added has no box for it (its key came
+    with the invite): not counted as ``epoch_without_our_key``, no rekey due."""
+    alice, bob, carol = founded_team()
+    broadcast([alice.send(c) for c in alice.mc.remove(carol.id)], bob)  # type: ignore[union-attr]
+    dave = newcomer(alice, "dave")
+    dave.receive(alice.send(encode_add(dave.info())))
+    line = alice.send(b"hello")
+    broadcast(alice.outbox, dave)
+    assert dave.receive(line) == "" and dave.shown == [b"hello"]
+    assert "epoch_without_our_key" not in dave.mc.counters  # type: ignore[union-attr]
+    assert dave.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
