@@ -105,7 +105,6 @@ from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, LEDGER_FILE, FileQuota
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
-from app.members import members_pb2
 from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel
 from app.members.direct import (
@@ -115,7 +114,7 @@ from app.members.direct import (
     prefer,
     seal_direct,
 )
-from app.members.events import MemberInfo, decode_control, encode_add, is_control
+from app.members.events import MemberInfo, encode_add, is_control
 from app.members.group_keys import GroupKeys
 from app.members.invite import (
     DEFAULT_TTL_MS,
@@ -126,6 +125,7 @@ from app.members.invite import (
     check_not_expired,
     decode_invite,
     encode_invite,
+    history_page,
     make_invite,
     make_join_accepted,
     make_join_refused,
@@ -1612,6 +1612,12 @@ class Node:
             else:
                 self._reject(got.reason, mc.channel, pb.message_id, out)
             return False
+        if not ephemeral and is_control(got.content):  # a key share opens held lines now
+            released = mc.early_share(pb.sender_id, pb.lamport_timestamp, pb.message_id,
+                                      got.content, self._now())  # fmt: skip
+            if released:
+                assert self._inbox is not None
+                self._inbox.requeue_envelopes(released)
         pb.content = got.content
         return True
 
@@ -1644,16 +1650,13 @@ class Node:
             self._emit(MembersEvent(mc.channel, "changed", "the member list changed", {
                 "added": sorted(change.added), "removed": sorted(change.removed),
                 "rekeyed": sorted(change.share_keys_changed), "members": len(mc.roster)}))
-        if author != self.sender_id and is_control(content):
-            body = decode_control(content)
-            if (isinstance(body, members_pb2.Control)
-                    and body.WhichOneof("body") == "direct_invite"
-                    and body.direct_invite.recipient_id == self.sender_id):  # fmt: skip
-                plain = mc.group_keys.open_sealed(bytes(body.direct_invite.sealed))
-                if plain is None:
-                    self.counters["direct_undecryptable"] += 1
-                else:
-                    self._spawn(self._accept_direct(mc.channel, author, plain))
+        while mc.direct_offers:  # a direct invite to us (MembersChannel.on_control)
+            inviter, sealed = mc.direct_offers.pop(0)
+            plain = mc.group_keys.open_sealed(sealed)
+            if plain is None:
+                self.counters["direct_undecryptable"] += 1
+            else:
+                self._spawn(self._accept_direct(mc.channel, inviter, plain))
         if was_member and not mc.roster.is_member(self.sender_id):
             self._emit(MembersEvent(mc.channel, "removed_me",
                                     f"you were removed from #{mc.channel}"))  # fmt: skip
@@ -1869,11 +1872,13 @@ class Node:
                 await self.post_content(invite.channel,
                                         encode_add(member, invite_id=invite.invite_id))  # fmt: skip
             self._invite_book().mark_used(topic, request.sender_id)
-            controls = mc.control_envelopes()
+            controls = mc.membership_envelopes()  # in parts of ~150 KiB, asked in turn
+            page = history_page(controls, request.history_from)
             current = mc.sending_key().key
             answer = make_join_accepted(
                 invite, request, self.identity, current, self._now(),
-                epoch_keys=[k for k in mc.epoch_keys if k != current], controls=controls)
+                epoch_keys=[k for k in mc.epoch_keys if k != current], controls=page,
+                history_from=request.history_from, history_total=len(controls))  # fmt: skip
             await self._publish(wrap(topic, answer))
             text = f"{request.name} joined #{invite.channel} by invite"
             data = {"member": request.sender_id, "name": request.name}
@@ -1898,11 +1903,6 @@ class Node:
         if channel in self._channels or await self.store.get_channel(channel) is not None:
             raise ValueError(f"#{channel} exists in this data directory already")
         keys = GroupKeys(invite.channel_id, self.sender_id)
-        request = make_join_request(invite, self.identity, keys.share_key, self.name,
-                                    self._now())  # fmt: skip
-        future: asyncio.Future[JoinAccepted | JoinRefused] = (
-            asyncio.get_running_loop().create_future())
-        self._invite_waiters[invite.topic] = (invite, keys, request_digest(request), future)
         self._emit(Info(f"asking an admin of #{channel} to let you in (up to "
                         f"{timeout_s:.0f} s; their node must be online)",
                         {"channel": channel, "invite": "asking"}))  # fmt: skip
@@ -1910,26 +1910,49 @@ class Node:
         await self.transport.subscribe([invite.topic])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        try:
+
+        async def ask(history_from: int) -> JoinAccepted | JoinRefused | None:
+            request = make_join_request(invite, self.identity, keys.share_key, self.name,
+                                        self._now(), history_from=history_from)  # fmt: skip
+            future: asyncio.Future[JoinAccepted | JoinRefused] = loop.create_future()
+            self._invite_waiters[invite.topic] = (invite, keys, request_digest(request), future)
             while not future.done() and loop.time() < deadline:  # bounded by timeout_s
                 await self._publish(wrap(invite.topic, request))
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(future),
                                            min(resend_s, max(0.0, deadline - loop.time())))
+            return future.result() if future.done() else None
+
+        history: list[bytes] = []
+        try:
+            answer = await ask(0)
+            # a long control history comes in parts: ask for the rest (bounded: every
+            # part brings at least one event, and the deadline holds)
+            part = answer
+            while isinstance(part, JoinAccepted):
+                history.extend(part.controls)
+                nxt = part.history_next
+                if nxt is None:
+                    break
+                part = await ask(nxt)
+                if not isinstance(part, JoinAccepted):
+                    answer = part  # no answer in time (None), or refused now
+                elif part.history_from != nxt:
+                    raise ValueError(f"the answer to the invite to #{channel} sent another "
+                                     "part of the history than asked; not joined")  # fmt: skip
         finally:
             self._invite_waiters.pop(invite.topic, None)
             self._invite_topics.discard(invite.topic)
             await self.transport.unsubscribe([invite.topic])
-        if not future.done():
+        if answer is None:
             raise ValueError(f"no admin of #{channel} answered within {timeout_s:.0f} s "
                              "(an admin's node must be online to let you in)")  # fmt: skip
-        answer = future.result()
         if isinstance(answer, JoinRefused):
             raise ValueError(f"the invite to #{channel} was refused: {answer.message}")
         mc = MembersChannel(channel, invite.channel_id, self.sender_id,
                             [*answer.epoch_keys, answer.channel_key], keys)  # fmt: skip
         now = self._now()
-        for env in answer.controls:
+        for env in history:
             try:
                 opened = open_for_topic(env, lambda _t: mc.opening_keys())
             except EnvelopeError:
@@ -2059,7 +2082,8 @@ class Node:
             raise ValueError(f"only an admin of #{channel} can remove members")
         if not mc.roster.is_member(member_id):
             raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
-        await self.post_content(channel, mc.remove(member_id))
+        for content in mc.remove(member_id):  # its keys' parts first, in a large channel
+            await self.post_content(channel, content)
 
     def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
         cache = self._envelopes
@@ -2404,7 +2428,8 @@ class Node:
                 for channel in self._members:
                     self._spawn(self._subscribe_invites(channel))
             for mc in self._members.values():  # forward secrecy: forget what was read
-                mc.group_keys.advance(now)
+                if mc.advance(now):  # a share-key rotation due: sent in this round
+                    self._members_dirty.add(mc.channel)
                 if mc.group_keys.changes != mc.saved_changes:
                     self._save_members(mc)
 

@@ -44,6 +44,15 @@ Usage::
     .venv/bin/python bench/e2e_latency.py --rates 100 --seconds 10 --profile default --json
     .venv/bin/python bench/e2e_latency.py --compare /tmp/previous --rounds 2
 
+Channel kinds: ``default`` and ``waku`` join a public channel (no passphrase);
+``--profile passphrase`` joins with ``--passphrase-file`` (a passphrase channel),
+``--profile members`` makes a members channel as people do (``n0`` runs ``join
+CHANNEL --create`` and says ``/invite`` once per other node, which joins with
+``join --invite CODE``: the outer epoch key and a Megolm session per sender, shared
+by sealed boxes), and ``--profile channels`` runs passphrase then members in each
+round (alternating the order over ``--rounds``), both in the default sizes: the
+per-message cost of a members channel side by side with a passphrase channel.
+
 Floor mode (``--floor``): in the same run, before each profile's nodes, the same
 number of processes on a fresh relay of the same code pass bare bytes: each reads
 a line from stdin, appends it to a file with one ``fsync`` (a line is durable
@@ -318,12 +327,17 @@ def start_nodes(
     profile: Path | None = None,
     extra: list[str] | None = None,
     code: Path = ROOT,
+    first: int = 0,
+    channel_args: list[list[str]] | None = None,
 ) -> list[Child]:
+    """``n`` headless nodes named ``n{first}``...; each joins ``CHANNEL`` (or runs with
+    ``channel_args[i]`` in its place, e.g. ``--invite CODE``), each once joined and connected."""
     nodes = []
     for i in range(n):
-        name = f"n{i}"
+        name = f"n{first + i}"
         prof = ["-c", CPU_PROFILE, str(profile / f"{name}.prof")] if profile else ["-m", "app.cli"]
-        argv = [sys.executable, *prof, "join", CHANNEL, "--headless",
+        chan = channel_args[i] if channel_args is not None else [CHANNEL]
+        argv = [sys.executable, *prof, "join", *chan, "--headless",
                 "--relay", url, "--data-dir", str(tmp / name), "--name", name,
                 *(extra or [])]  # fmt: skip
         child = Child(argv, name, tmp / "logs", stdin=True, cwd=code)
@@ -346,6 +360,34 @@ def start_nodes(
                 raise RuntimeError(f"{node.name} did not join and connect:\n{node.tail()}")
             time.sleep(0.05)
     return nodes
+
+
+def start_members_nodes(
+    children: list[Child],
+    url: str,
+    n: int,
+    tmp: Path,
+    profile: Path | None = None,
+    extra: list[str] | None = None,
+    code: Path = ROOT,
+) -> list[Child]:
+    """A members channel of ``n`` nodes, made as people make one: ``n0`` runs ``join
+    CHANNEL --create`` (its admin), says ``/invite`` ``n - 1`` times, and every other node
+    runs ``join --invite CODE`` (added by ``n0``'s node when it proves the code)."""
+    admin = start_nodes(children, url, 1, tmp, profile, [*(extra or []), "--create"], code)[0]
+    start = admin.n_lines()
+    for _ in range(n - 1):
+        admin.write(b"/invite\n")
+    deadline = time.monotonic() + 60
+    codes: list[str] = []
+    while len(codes) < n - 1:  # bounded by the deadline
+        codes = [str(e["code"]) for e in admin.events(start) if e.get("event") == "invite"]
+        if admin.popen.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"n0 made {len(codes)} of {n - 1} invites:\n{admin.tail()}")
+        time.sleep(0.05)
+    others = start_nodes(children, url, n - 1, tmp, profile, extra, code, first=1,
+                         channel_args=[["--invite", c] for c in codes])  # fmt: skip
+    return [admin, *others]
 
 
 def run_rate(
@@ -494,6 +536,9 @@ def run_config(
     extra = list(args.node_arg)
     if profile_name == "waku":
         extra += ["--profile", "waku"]
+    if profile_name == "passphrase":
+        (tmp / "passphrase").write_text("correct horse battery staple\n")
+        extra += ["--passphrase-file", str(tmp / "passphrase")]
     try:
         url = start_relay(children, tmp / "logs", code)
         profile = args.profile_dir.resolve() if args.profile_dir else None
@@ -501,6 +546,8 @@ def run_config(
             profile.mkdir(parents=True, exist_ok=True)
         if profile_name == "floor":
             nodes = start_floor_nodes(children, url, args.nodes, tmp, code)
+        elif profile_name == "members":
+            nodes = start_members_nodes(children, url, args.nodes, tmp, profile, extra, code)
         else:
             nodes = start_nodes(children, url, args.nodes, tmp, profile, extra, code)
         warm_up(nodes, args.warmup)
@@ -554,8 +601,10 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=3.0, help="idle seconds between rates")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    ap.add_argument("--profile", choices=("default", "waku", "both"), default="both",
-                    help="protocol sizes of the nodes (see the module docstring)")  # fmt: skip
+    ap.add_argument("--profile", choices=("default", "waku", "both", "passphrase", "members",
+                                           "channels"), default="both",
+                    help="protocol sizes or channel kind of the nodes (see the module "
+                    "docstring)")  # fmt: skip
     ap.add_argument("--compare", type=Path, metavar="DIR",
                     help="another sdschat checkout, measured alternately")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=1, help="rounds of alternation")
@@ -591,13 +640,15 @@ def main() -> int:
     versions = [("this", ROOT)]
     if args.compare is not None:
         versions.insert(0, ("previous", args.compare.resolve()))
-    profiles = ["default", "waku"] if args.profile == "both" else [args.profile]
+    profiles = {"both": ["default", "waku"], "channels": ["passphrase", "members"]}.get(
+        args.profile, [args.profile])
     configs: list[dict[str, Any]] = []
     for rnd in range(args.rounds):
         if args.floor:
             runs = run_config(args, ROOT, "floor", speed)
             configs.append({"round": rnd, "profile": "floor", "version": "floor", "runs": runs})
-        for prof in profiles:
+        kinds = profiles[::-1] if args.profile == "channels" and rnd % 2 else profiles
+        for prof in kinds:
             order = versions if rnd % 2 == 0 else versions[::-1]
             for name, code in order:
                 runs = run_config(args, code, prof, speed)

@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python bench/members_cost.py [--members 100] [--messages 2000] [--repeat 5]
+        [--large 10000]
 
 1. **Per message** (side by side, interleaved, same machine moment): opening a
    received envelope of a passphrase channel (``open_for_topic``: AEAD + Ed25519
@@ -20,6 +21,13 @@ Usage::
    remaining member speaking once. Prints bytes on the wire (every envelope once,
    as a relay carries it), times, and how many of those envelopes the removed
    member opens with everything it holds (0 expected).
+3. **A removal in a channel of ``--large``** (10,000) members: the admin and two
+   members are real, the rest are real member-list entries (identity and share
+   keys) whose own work is not simulated. The sealed epoch keys go in EpochKeys
+   parts of at most 300 keys and then the remove (SDS content is at most 64 KiB);
+   prints their number and bytes, the admin's sealing time, and each real
+   member's time to apply them (one takes the parts first, the other the remove
+   first) and whether both end on the new key.
 
 Figures and their date are in docs/benchmarks.md ("Members channels").
 """
@@ -191,7 +199,7 @@ def removal(n: int) -> None:
     # 1. the removal: the next outer key sealed to each remaining member
     t0 = time.perf_counter()
     c0 = time.perf_counter()
-    remove = admin.envelope(admin.mc.remove(victim.id))  # type: ignore[union-attr]
+    [remove] = [admin.envelope(c) for c in admin.mc.remove(victim.id)]  # type: ignore[union-attr]
     admin.cpu += time.perf_counter() - c0
     for p in rest[1:]:
         p.receive(remove)
@@ -233,15 +241,56 @@ def removal(n: int) -> None:
           f"of {len(wire) - 1}")
 
 
+def large_removal(n: int) -> None:
+    """A removal in a channel of ``n`` members: the admin and two members are real
+    (state, keys, envelopes); the others are real entries of the member list (their
+    identity and share keys) whose own work is not simulated."""
+    from nacl.public import PrivateKey
+
+
+    t0 = time.perf_counter()
+    admin, bob, carol = channel_of(3)
+    paper = [MemberInfo(Identity.generate().public_key, bytes(PrivateKey.generate().public_key),
+                        f"p{i:05d}") for i in range(n - 3)]  # fmt: skip
+    adds = [admin.envelope(encode_add(info)) for info in paper]
+    for env in adds:
+        bob.receive(env)
+        carol.receive(env)
+    setup = time.perf_counter() - t0
+    gone = next(mid for mid in admin.mc.roster.members if mid not in (admin.id, bob.id, carol.id))  # type: ignore[union-attr]
+    c0 = time.perf_counter()
+    envs = [admin.envelope(c) for c in admin.mc.remove(gone)]  # type: ignore[union-attr]
+    t_admin = time.perf_counter() - c0
+    bob.cpu = carol.cpu = 0.0
+    for env in envs:
+        bob.receive(env)
+    for env in envs[-1:] + envs[:-1]:  # carol: the remove first, its parts after
+        carol.receive(env)
+    key = admin.mc.sending_key().key  # type: ignore[union-attr]
+    ok = sum(p.mc.sending_key().key == key for p in (bob, carol))  # type: ignore[union-attr]
+    parts = len(envs) - 1
+    biggest = max(len(e) for e in envs)
+    print(f"removal in a channel of {n:,} members (set-up {setup:.1f} s; 3 real members):")
+    print(f"  {len(envs)} envelopes ({parts} EpochKeys parts, then the remove), "
+          f"{sum(map(len, envs)):,} B in all, the largest {biggest:,} B; the admin seals "
+          f"them in {t_admin * 1e3:.0f} ms; a member applies them in "
+          f"{bob.cpu * 1e3:.0f} ms (parts first) / {carol.cpu * 1e3:.0f} ms (remove first); "
+          f"{ok} of 2 real members on the new key")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--members", type=int, default=100)
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--large", type=int, default=10_000,
+                    help="members of the large channel of the removal (0: skip)")  # fmt: skip
     args = ap.parse_args()
     print(describe())
     per_message(args.messages, args.repeat)
     removal(args.members)
+    if args.large:
+        large_removal(args.large)
     return 0
 
 

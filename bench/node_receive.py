@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python bench/node_receive.py [--messages 3000] [--repeat 5]
     .venv/bin/python bench/node_receive.py --one-at-a-time [--messages 1000]
+    .venv/bin/python bench/node_receive.py --members [--one-at-a-time] [--messages 1000]
 
 Builds ``--messages`` realistic envelopes (two real SDS cores conversing,
 default protocol settings: ~46 KB each, see ``bench/store_data.py``), then for
@@ -42,6 +43,17 @@ recent window's envelopes and histories, schema 2). The rest of the file is
 the core state (bounded by the log window) and free pages (reused by the next
 envelopes). ``bench/storage_bytes.py`` measures the steady state directly.
 
+``--members`` measures a members channel side by side with a passphrase channel
+(this checkout; alternated fresh subprocesses, ``--repeat`` rounds, default
+profile): the envelopes are written by a real sending node (alice) in both kinds
+of channel, interleaved, after the receiving node (bob) joined each (the members
+channel as people make one: ``create_channel``, ``make_invite``,
+``join_by_invite`` over an in-memory hub); bob's data directory is copied fresh
+for every run. The members envelopes include the key shares alice's node posts
+(a new Megolm session every 100 messages, shared with bob first), so the
+figures are per delivered line with the share cost spread over them; with
+``--one-at-a-time`` the latency is over the lines only.
+
 ``--compare DIR`` measures another checkout (e.g. ``/work/main``) side by side:
 each repeat runs one fresh subprocess per (version, profile), alternated, on
 the same envelopes (built once here; the envelope format is the same), so a
@@ -57,6 +69,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -77,11 +90,13 @@ from machine import describe
 from store_data import make_history
 
 import sds
+from app.members.events import is_control
 from app.node import Node, NodeOptions
-from app.node_events import Delivered
+from app.node_events import Delivered, OwnMessage
 from app.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
+from net.envelope import EnvelopeError, open_for_topic, peek_topic
 
 PROFILES = ("default", "waku", "small")
 
@@ -113,9 +128,10 @@ _CONFIG = sds.Config()
 
 @contextlib.asynccontextmanager
 async def bench_node(
-    data_dir: Path, key: ChannelKey, on_delivered: Callable[[], None]
+    data_dir: Path, key: ChannelKey | str, on_delivered: Callable[[], None]
 ) -> AsyncIterator[Node]:
-    """A fresh node in ``data_dir``, started and joined to ``key``'s channel, closed after."""
+    """A fresh node in ``data_dir``, started and joined to ``key``'s channel (a channel
+    name: the members channel whose keys are in ``data_dir``), closed after."""
     options = NodeOptions(kdf=TEST_KDF, config=_CONFIG)
     node = await Node.open(data_dir, MemoryHub().transport(), name="bench", options=options)
 
@@ -126,7 +142,10 @@ async def bench_node(
     node.subscribe(on_event)
     try:
         await node.start()
-        await node.join(key.channel, key=key)
+        if isinstance(key, str):
+            await node.join(key)
+        else:
+            await node.join(key.channel, key=key)
         yield node
     finally:
         await node.close()
@@ -148,7 +167,8 @@ async def _busy(stop: asyncio.Event, chunk_s: float) -> float:
 
 
 async def receive_each(
-    data_dir: Path, key: ChannelKey, envelopes: list[bytes], busy_ms: float = 0.0
+    data_dir: Path, key: ChannelKey | str, envelopes: list[bytes], busy_ms: float = 0.0,
+    lines: list[bool] | None = None,
 ) -> tuple[list[float], float]:
     """Per-envelope latency (handed in -> delivered) and total CPU seconds, one at a time
     (with ``busy_ms``: while the loop also runs Python work in chunks of that length;
@@ -159,10 +179,13 @@ async def receive_each(
         stop = asyncio.Event()
         busy = asyncio.create_task(_busy(stop, busy_ms / 1e3)) if busy_ms > 0 else None
         cpu0 = time.process_time()
-        for envelope in envelopes:
+        for i, envelope in enumerate(envelopes):
             delivered.clear()
             t = time.perf_counter()
             await node._on_envelope(envelope)
+            if lines is not None and not lines[i]:  # a key share: no line to wait for
+                await node._call_in_worker(node._noop)
+                continue
             await asyncio.wait_for(delivered.wait(), 60)
             latencies.append(time.perf_counter() - t)
         cpu = time.process_time() - cpu0
@@ -173,16 +196,18 @@ async def receive_each(
 
 
 async def receive_all(
-    data_dir: Path, key: ChannelKey, envelopes: list[bytes]
+    data_dir: Path, key: ChannelKey | str, envelopes: list[bytes], expected: int | None = None
 ) -> tuple[float, float]:
-    """Wall and CPU seconds for one fresh node to deliver and commit ``envelopes``."""
+    """Wall and CPU seconds for one fresh node to deliver and commit ``envelopes``
+    (``expected`` lines among them: all by default)."""
     delivered = 0
     done = asyncio.Event()
+    want = len(envelopes) if expected is None else expected
 
     def count() -> None:
         nonlocal delivered
         delivered += 1
-        if delivered == len(envelopes):
+        if delivered == want:
             done.set()
 
     async with bench_node(data_dir, key, count) as node:
@@ -209,6 +234,144 @@ def _read_envelopes(path: Path) -> list[bytes]:
         out.append(data[i + 4 : i + 4 + n])
         i += 4 + n
     return out
+
+
+MEMBERS = "bench-members"
+PASSPHRASE_KEY = ("bench-passphrase", "a passphrase")
+KINDS = ("passphrase", "members")
+
+
+async def _settle(cond: Callable[[], bool], what: str, limit_s: float = 120.0) -> None:
+    """Wait (bounded) until ``cond`` holds."""
+    deadline = time.monotonic() + limit_s
+    while not cond():  # bounded by the deadline
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"set-up: {what} not reached in {limit_s:.0f} s")
+        await asyncio.sleep(0.01)
+
+
+async def build_channels(tmp: Path, n: int) -> dict[str, tuple[list[bytes], list[bool]]]:
+    """Alice's node writes ``n`` lines in a passphrase channel and in a members channel
+    (interleaved) that bob's node joined first; bob's data directory (``tmp/"bob"``,
+    closed before the lines) is the receiver's template. Returns, per kind, the
+    envelopes alice published after bob left and which of them carry a line."""
+    hub = MemoryHub()
+    options = NodeOptions(kdf=TEST_KDF, config=_CONFIG)
+    alice_t = hub.transport()
+    alice = await Node.open(tmp / "alice", alice_t, name="alice", options=options)
+    bob = await Node.open(tmp / "bob", hub.transport(), name="bob", options=options)
+    sent: list[int] = []
+    alice.subscribe(lambda ev: sent.append(1) if isinstance(ev, OwnMessage)
+                    and ev.state == "sent" else None)  # fmt: skip
+    pkey = derive_channel_key(*PASSPHRASE_KEY, params=TEST_KDF)
+    try:
+        await alice.start()
+        await bob.start()
+        for node in (alice, bob):
+            await node.join(pkey.channel, key=pkey)
+        await alice.create_channel(MEMBERS)
+        await bob.join_by_invite(await alice.make_invite(MEMBERS), timeout_s=60)
+        mc = alice.members_channel(MEMBERS)
+        assert mc is not None
+        await _settle(lambda: mc.roster.is_member(bob.sender_id), "bob a member at alice")
+        # bob reads a first line in each channel: its log then holds all the lines name
+        ready: set[str] = set()
+        bob.subscribe(lambda ev: ready.add(ev.channel) if isinstance(ev, Delivered)
+                      and ev.text == "ready" else None)  # fmt: skip
+        for ch in (pkey.channel, MEMBERS):
+            await alice.post(ch, "ready")
+        await _settle(lambda: ready == {pkey.channel, MEMBERS}, "bob read a first line")
+        await bob.close()
+        start, sent_before = len(alice_t.sent), len(sent)
+        for first in range(0, n, 100):
+            futures = [alice.post(ch, f"line {i}: a line of ordinary chat, about sixty bytes")
+                       for i in range(first, min(n, first + 100))
+                       for ch in (pkey.channel, MEMBERS)]  # fmt: skip
+            await asyncio.gather(*futures)
+        await _settle(lambda: len(sent) - sent_before >= 2 * n, "every line sent")
+        envelopes = alice_t.sent[start:]
+    finally:
+        await alice.close()
+        if not bob.closed:
+            await bob.close()
+    out: dict[str, tuple[list[bytes], list[bool]]] = {k: ([], []) for k in KINDS}
+    for env in envelopes:
+        try:
+            topic = peek_topic(env)
+        except EnvelopeError:
+            continue
+        kind, keys = (("passphrase", [pkey]) if topic == pkey.topic
+                      else ("members", mc.opening_keys()) if topic == mc.topic
+                      else (None, []))  # fmt: skip
+        if kind is None:
+            continue
+        msg = open_for_topic(env, lambda _t, keys=keys: keys).sds_message  # type: ignore[misc]
+        content = b"" if msg is None else bytes(msg.content)
+        out[kind][0].append(env)
+        out[kind][1].append(bool(content) and not is_control(content))
+    return out
+
+
+def members_child(args: argparse.Namespace) -> int:
+    """One measurement of one kind of channel (``--kind``) in this process; one JSON line."""
+    envelopes = _read_envelopes(Path(args.envelopes))
+    lines = [b == "1" for b in Path(args.envelopes + ".lines").read_text()]
+    key: ChannelKey | str = (derive_channel_key(*PASSPHRASE_KEY, params=TEST_KDF)
+                             if args.kind == "passphrase" else MEMBERS)  # fmt: skip
+    n = sum(lines)
+    with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
+        d = Path(tmp) / "node"
+        shutil.copytree(args.template, d)
+        if args.one_at_a_time:
+            lat, cpu = runner.run(receive_each(d, key, envelopes, args.busy_ms, lines))
+            lat.sort()
+            res = {"p50_ms": lat[n // 2] * 1e3, "p99_ms": lat[min(n - 1, n * 99 // 100)] * 1e3,
+                   "cpu_us": cpu / n * 1e6}
+        else:
+            wall, cpu = runner.run(receive_all(d, key, envelopes, n))
+            res = {"wall_us": wall / n * 1e6, "cpu_us": cpu / n * 1e6}
+    res.update(envelopes=len(envelopes), lines=n,
+               bytes_per_line=sum(map(len, envelopes)) / n)
+    print(json.dumps(res))
+    return 0
+
+
+def members_compare(args: argparse.Namespace) -> int:
+    """Passphrase vs members channel: alternated fresh subprocesses, ``--repeat`` rounds."""
+    print(describe())
+    results: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
+    with tempfile.TemporaryDirectory(prefix="sdschat-bench-env-") as tmp:
+        built = runner.run(build_channels(Path(tmp), args.messages))
+        for kind, (envs, lines) in built.items():
+            _write_envelopes(Path(tmp) / f"{kind}.bin", envs)
+            (Path(tmp) / f"{kind}.bin.lines").write_text("".join("1" if x else "0" for x in lines))
+            print(f"{kind} channel: {len(envs):,} envelopes, {sum(lines):,} lines, "
+                  f"~{sum(map(len, envs)) / len(envs) / 1e3:.1f} KB each")
+        for r in range(args.repeat):
+            for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
+                argv = [sys.executable, __file__, "--child", "--kind", kind,
+                        "--envelopes", str(Path(tmp) / f"{kind}.bin"),
+                        "--template", str(Path(tmp) / "bob")]  # fmt: skip
+                if args.one_at_a_time:
+                    argv += ["--one-at-a-time", "--busy-ms", str(args.busy_ms)]
+                env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
+                                      cwd=tmp, env=env)  # fmt: skip
+                if done.returncode != 0:
+                    print(done.stderr[-3000:], file=sys.stderr)
+                    return 1
+                results[kind].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    keys = ["p50_ms", "p99_ms", "cpu_us"] if args.one_at_a_time else ["wall_us", "cpu_us"]
+    keys += ["bytes_per_line"]
+    print(f"medians of {args.repeat} alternated runs, {args.messages:,} lines each "
+          f"(per line; key shares included)")
+    print("| channel | " + " | ".join(keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    for kind in KINDS:
+        medians = {k: statistics.median(r[k] for r in results[kind]) for k in keys}
+        cells = [f"{v:,.{2 if k.endswith('_ms') else 1}f}" for k, v in medians.items()]
+        print(f"| {kind} | " + " | ".join(cells) + " |")
+    return 0
 
 
 def child_run(args: argparse.Namespace) -> int:
@@ -301,11 +464,19 @@ def main() -> int:
     ap.add_argument("--profile", choices=(*PROFILES, "both"), default="default")
     ap.add_argument("--compare", metavar="DIR", help="another checkout to measure alternately")
     ap.add_argument("--code", help="=DIR: the sdschat tree to import (set before parsing)")
+    ap.add_argument("--members", action="store_true",
+                    help="a members channel side by side with a passphrase channel")  # fmt: skip
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--envelopes", help=argparse.SUPPRESS)
+    ap.add_argument("--kind", choices=KINDS, help=argparse.SUPPRESS)
+    ap.add_argument("--template", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child and args.kind:
+        return members_child(args)
     if args.child:
         return child_run(args)
+    if args.members:
+        return members_compare(args)
     if args.compare or args.profile == "both":
         return compare(args)
     global _CONFIG

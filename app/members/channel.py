@@ -49,16 +49,18 @@ from app.members.events import (
     decode_encrypted,
     encode_create,
     encode_encrypted,
+    encode_epoch_keys,
     encode_rekey,
     encode_remove,
     is_control,
 )
 from app.members.group_keys import GroupKeys, RotationPolicy
-from app.members.roster import Change, Position, Roster
+from app.members.roster import EPOCH_NONCE_BYTES, MEMBERSHIP_BODIES, Change, Position, Roster
 from net.channel_key import KEY_BYTES, TOPIC_BYTES, ChannelKey
 
 __all__ = [
     "BEFORE_JOINED",
+    "EPOCH_CHUNK",
     "HELD_PER_CHANNEL",
     "HELD_PER_SENDER",
     "SHARE_CHUNK",
@@ -78,9 +80,20 @@ HELD_PER_SENDER = 256
 HELD_PER_CHANNEL = 2048
 """Messages held per channel while their senders' key shares have not arrived."""
 
-SHARE_CHUNK = 200
-"""Recipients per key-share message (about 580 bytes each: 116 KB, under the
-256 KiB envelope limit)."""
+SHARE_CHUNK = 100
+"""Recipients per key-share message (about 510 bytes each: 51 KB, under the SDS
+content limit of 64 KiB, ``sds.Config.max_content_bytes``)."""
+
+SENT_SESSIONS = 4
+"""Our outbound sessions whose messages' positions are kept (for owed key shares,
+:meth:`MembersChannel.owed_shares`): the newest few; a member added concurrently
+with a line of an older session than these cannot be owed its key (it gets the
+marker for a message from before it joined)."""
+
+EPOCH_CHUNK = 300
+"""Recipients per message of a removal's or rekey's sealed epoch keys (about 155
+bytes each: 47 KB, under the 64 KiB content limit); a larger channel's keys go
+in EpochKeys parts sent before the event (:meth:`MembersChannel.remove`)."""
 
 _TOPIC_DOMAIN = b"sdschat-members-topic-v1"
 
@@ -140,6 +153,9 @@ class MembersChannel:
         self._current = epoch_keys[-1]
         # control messages as delivered: message id -> (author, lamport, content, envelope)
         self.controls: dict[str, tuple[str, int, bytes, bytes | None]] = {}
+        self._replayed: set[str] = set()  # those of them a restart replays (saved_controls)
+        self.direct_offers: list[tuple[str, bytes]] = []
+        """Direct invites to us delivered and not taken yet: (author, sealed box)."""
         self._held: dict[tuple[str, str], _Held] = {}
         self._held_count = 0
         self._own_plain: OrderedDict[bytes, bytes] = OrderedDict()
@@ -288,6 +304,12 @@ class MembersChannel:
             self.note_shared(content)
         released: list[bytes] = []
         msg = decode_control(content)
+        if isinstance(msg, pb.Control) and msg.WhichOneof("body") in _REPLAYED:
+            self._replayed.add(message_id)
+        if (isinstance(msg, pb.Control) and msg.WhichOneof("body") == "direct_invite"
+                and author_id != self.own_id
+                and msg.direct_invite.recipient_id == self.own_id):  # fmt: skip
+            self.direct_offers.append((author_id, bytes(msg.direct_invite.sealed)))
         if isinstance(msg, pb.Control) and msg.WhichOneof("body") == "key_share":
             position = (lamport, message_id)
             member = author_id == self.own_id or self.roster.was_member_at(author_id, position)
@@ -302,10 +324,63 @@ class MembersChannel:
             self.group_keys.on_members_removed()
         return change, released
 
+    def early_share(self, author_id: str, lamport: int, message_id: str, content: bytes,
+                    now_ms: int) -> list[bytes]:  # fmt: skip
+        """Take a key share as it arrives, before the core delivers it; returns the held
+        envelopes it releases (feed them to the node again).
+
+        A key share must not wait for causal delivery: an owed share (a member added
+        while its author's lines were in flight) comes *after* those lines in its
+        author's log, so its causal history names them, while they are held here
+        until their key arrives: waiting for delivery would wait until the core gave
+        them up as lost. Importing a session early is safe (a signed envelope under
+        the outer key, from an author who was a member at the share's position; the
+        share is applied again, idempotently, by :meth:`on_control` on delivery).
+        Membership events still take effect only on delivery.
+        """
+        if message_id in self.controls:
+            return []
+        msg = decode_control(content)
+        if not isinstance(msg, pb.Control) or msg.WhichOneof("body") != "key_share":
+            return []
+        if not self.roster.was_member_at(author_id, (lamport, message_id)):
+            return []  # not known as a member yet: on delivery, as any control
+        result = self.group_keys.receive_share(author_id, msg.key_share, now_ms,
+                                               author_is_member=True)  # fmt: skip
+        return self._release(author_id, result.session_id) if result.accepted else []
+
+    def advance(self, now_ms: int) -> bool:
+        """Forward secrecy for the keys (:meth:`GroupKeys.advance`, old share keys
+        waiting on the other current members); True when a control message is due
+        (a share-key rotation: the node then runs :meth:`due_controls`)."""
+        others = [mid for mid in self.roster.members if mid != self.own_id]
+        self.group_keys.advance(now_ms, others)
+        return self.roster.is_member(self.own_id) and self.group_keys.share_rotation_due(now_ms)
+
     def control_envelopes(self) -> list[bytes]:
         """The control messages' envelopes, in channel order (what a newcomer folds)."""
         ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))
         return [env for _, (_, _, _, env) in ordered if env is not None]
+
+    def saved_controls(self) -> list[tuple[str, tuple[str, int, bytes, bytes | None]]]:
+        """The control messages a restart replays (:meth:`replay_control`): the
+        membership events and epoch-key parts. Key shares and direct invites are
+        not kept (their effect is in the saved Megolm state; a copy delivered again
+        is applied again, harmlessly), so the members file stays small."""
+        return [(mid, entry) for mid, entry in self.controls.items() if mid in self._replayed]
+
+    def membership_envelopes(self) -> list[bytes]:
+        """The membership events' envelopes, in channel order: what a newcomer folds
+        the member list from (key shares, epoch-key parts and direct invites are
+        sealed to others and left out)."""
+        ordered = sorted(self.controls.items(), key=lambda kv: (kv[1][1], kv[0]))
+        out = []
+        for _, (_, _, content, env) in ordered:
+            msg = decode_control(content)
+            if env is not None and isinstance(msg, pb.Control) and (
+                    msg.WhichOneof("body") in MEMBERSHIP_BODIES):  # fmt: skip
+                out.append(env)
+        return out
 
     def replay_control(self, author_id: str, lamport: int, message_id: str, content: bytes,
                        envelope: bytes | None) -> None:  # fmt: skip
@@ -314,6 +389,9 @@ class MembersChannel:
         if message_id in self.controls:
             return
         self.controls[message_id] = (author_id, lamport, content, envelope)
+        msg = decode_control(content)  # a file of an earlier version kept key shares too
+        if isinstance(msg, pb.Control) and msg.WhichOneof("body") in _REPLAYED:
+            self._replayed.add(message_id)
         self.roster.add_event(author_id, lamport, message_id, content)
         self._open_epochs()
 
@@ -339,10 +417,15 @@ class MembersChannel:
 
     def _open_epochs(self) -> None:
         current = self._current
-        for position, boxes in self.roster.epochs():
+        for position in self.roster.epoch_positions():
             if position in self._epochs_opened:
                 continue
-            box = boxes.get(self.own_id)
+            box = self.roster.epoch_boxes(position).get(self.own_id)
+            if box is None and self._before_us(position):
+                self._epochs_opened.add(position)  # its key came with our invite
+                continue
+            if box is None and not self.roster.epoch_complete(position):
+                continue  # our key may be in a part still to come
             if box is None:
                 if self.roster.is_member(self.own_id):
                     self._count("epoch_without_our_key")
@@ -408,6 +491,10 @@ class MembersChannel:
             sent = self._sent.setdefault(where[0], [])
             sent.append((position, where[1]))
             del sent[:-256]
+            while len(self._sent) > SENT_SESSIONS:  # the oldest session's debts lapse
+                oldest = next(iter(self._sent))
+                del self._sent[oldest]
+                self._session_shared.pop(oldest, None)
         plain = self._own_plain.pop(framed, None)
         if plain is not None:
             return plain
@@ -427,8 +514,10 @@ class MembersChannel:
         if not self.roster.is_member(self.own_id):
             return out
         if self._rekey_due and self.roster.is_admin(self.own_id):
-            out.append(self.rekey())
+            out.extend(self.rekey())
             self._rekey_due = False
+        if self.group_keys.share_rotation_due(now_ms):  # a new share key, every 7 days
+            out.append(self.group_keys.rotate_share_key(now_ms))
         if not shares:
             return out
         members = {mid: m.info.share_key for mid, m in self.roster.members.items()}
@@ -489,18 +578,26 @@ class MembersChannel:
                  for mid, share in members.items()}  # fmt: skip
         return key, boxes
 
-    def remove(self, member_id: str) -> bytes:
-        """The control content removing ``member_id`` with the next epoch's key."""
+    def remove(self, member_id: str) -> list[bytes]:
+        """The control contents removing ``member_id`` with the next epoch's key, to
+        post in order: one ``remove`` in a channel of up to :data:`EPOCH_CHUNK`
+        remaining members, else the keys of the others first in ``epoch_keys``
+        parts (sealed, like the remove, with the current outer key), then the
+        ``remove`` naming them."""
         remaining = {mid: m.info.share_key for mid, m in self.roster.members.items()
                      if mid != member_id}  # fmt: skip
         _, boxes = self._seal_epoch(remaining)
-        return encode_remove(member_id, boxes)
+        parts, rest, nonce = _split_epoch(boxes)
+        return [*parts, encode_remove(member_id, rest, epoch_nonce=nonce,
+                                      epoch_parts=len(parts))]  # fmt: skip
 
-    def rekey(self) -> bytes:
-        """The control content starting a new epoch for the current members."""
+    def rekey(self) -> list[bytes]:
+        """The control contents starting a new epoch for the current members (in
+        parts as :meth:`remove`)."""
         members = {mid: m.info.share_key for mid, m in self.roster.members.items()}
         _, boxes = self._seal_epoch(members)
-        return encode_rekey(boxes)
+        parts, rest, nonce = _split_epoch(boxes)
+        return [*parts, encode_rekey(rest, epoch_nonce=nonce, epoch_parts=len(parts))]
 
     def stats(self) -> dict[str, object]:
         return {
@@ -511,6 +608,22 @@ class MembersChannel:
             **self.group_keys.stats(),
             **self.counters,
         }
+
+
+_REPLAYED = MEMBERSHIP_BODIES | {"epoch_keys"}
+
+
+def _split_epoch(boxes: dict[str, bytes]) -> tuple[list[bytes], dict[str, bytes], bytes]:
+    """``(EpochKeys parts, the keys left for the event itself, nonce)`` for ``boxes``:
+    no parts (and no nonce) when they fit in one message."""
+    ids = sorted(boxes)
+    if len(ids) <= EPOCH_CHUNK:
+        return [], boxes, b""
+    nonce = os.urandom(EPOCH_NONCE_BYTES)
+    chunks = [ids[i : i + EPOCH_CHUNK] for i in range(0, len(ids), EPOCH_CHUNK)]
+    parts = [encode_epoch_keys(nonce, {mid: boxes[mid] for mid in chunk})
+             for chunk in chunks[:-1]]  # fmt: skip
+    return parts, {mid: boxes[mid] for mid in chunks[-1]}, nonce
 
 
 def _first_after(sent: list[tuple[Position, int]], since: Position) -> int | None:

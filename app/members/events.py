@@ -34,6 +34,7 @@ __all__ = [
     "encode_add",
     "encode_create",
     "encode_encrypted",
+    "encode_epoch_keys",
     "encode_key_share",
     "encode_rekey",
     "encode_remove",
@@ -135,16 +136,30 @@ def _sealed(boxes: dict[str, bytes]) -> list[pb.SealedKey]:
     return [pb.SealedKey(recipient_id=rid, sealed=box) for rid, box in sorted(boxes.items())]
 
 
-def encode_remove(member_id: str, epoch_keys: dict[str, bytes] | None = None) -> bytes:
+def encode_remove(member_id: str, epoch_keys: dict[str, bytes] | None = None, *,
+                  epoch_nonce: bytes = b"", epoch_parts: int = 0) -> bytes:  # fmt: skip
     """An admin removes a member, or a member removes itself; ``epoch_keys``: the
-    next outer key sealed to each remaining member (member id -> sealed box)."""
-    return _frame(pb.Control(remove=pb.Remove(member_id=member_id,
-                                              epoch_keys=_sealed(epoch_keys or {}))))  # fmt: skip
+    next outer key sealed to each remaining member (member id -> sealed box), or
+    those not in the ``epoch_parts`` :func:`encode_epoch_keys` parts sent before
+    it under ``epoch_nonce``."""
+    return _frame(pb.Control(remove=pb.Remove(
+        member_id=member_id, epoch_keys=_sealed(epoch_keys or {}),
+        epoch_nonce=epoch_nonce, epoch_parts=epoch_parts)))  # fmt: skip
 
 
-def encode_rekey(epoch_keys: dict[str, bytes]) -> bytes:
-    """An admin starts a new epoch: the next outer key sealed to each member."""
-    return _frame(pb.Control(rekey=pb.Rekey(epoch_keys=_sealed(epoch_keys))))
+def encode_rekey(epoch_keys: dict[str, bytes], *, epoch_nonce: bytes = b"",
+                 epoch_parts: int = 0) -> bytes:  # fmt: skip
+    """An admin starts a new epoch: the next outer key sealed to each member (as in
+    :func:`encode_remove`)."""
+    return _frame(pb.Control(rekey=pb.Rekey(epoch_keys=_sealed(epoch_keys),
+                                            epoch_nonce=epoch_nonce,
+                                            epoch_parts=epoch_parts)))  # fmt: skip
+
+
+def encode_epoch_keys(epoch_nonce: bytes, epoch_keys: dict[str, bytes]) -> bytes:
+    """A part of the next epoch's sealed keys, sent before its remove or rekey."""
+    return _frame(pb.Control(epoch_keys=pb.EpochKeys(epoch_nonce=epoch_nonce,
+                                                     epoch_keys=_sealed(epoch_keys))))  # fmt: skip
 
 
 ENCRYPTED_MAGIC: Final = b"\xffSE\x01"

@@ -25,9 +25,11 @@ as an export at its *low-water index*, the lowest index not yet read, so the key
 material for messages already read is gone from memory and from the data
 directory; a session superseded by a newer one from the same sender is dropped
 ``keep_superseded_ms`` after that, and any session after ``max_keep_ms``. A share
-key is replaced by a new one (:meth:`GroupKeys.rotate_share_key`) and the old
-private key deleted once shares sealed to it can no longer be needed, so that a
-stolen data directory cannot open key shares captured long before.
+key is replaced by a new one every ``share_key_max_age_ms`` (7 days:
+:meth:`GroupKeys.share_rotation_due`, :meth:`GroupKeys.rotate_share_key`) and the
+old private key deleted once nothing sealed to it can still come (see
+:class:`RotationPolicy`), so that a stolen data directory cannot open key shares
+captured long before.
 
 Pure apart from randomness (vodozemac and libsodium draw their own keys): no I/O,
 no clock; ``now_ms`` comes from the caller. State is exported with
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import json
 from base64 import b64decode, b64encode
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import vodozemac
@@ -73,13 +75,21 @@ class RotationPolicy:
             one from the same sender arrived (late messages and repairs of the
             old session still decrypt within it; 1 h).
         max_keep_ms: no inbound session is kept longer than this (7 days; a
-            message of an older session that arrives later is unreadable).
+            message of an older session that arrives later is unreadable); nor
+            an old share key.
+        share_key_max_age_ms: a member's share key is replaced after this long
+            (7 days; :meth:`GroupKeys.share_rotation_due`). The old private key
+            is kept while something sealed to it may still come: at least
+            ``keep_superseded_ms``, then until every other member has sealed a
+            key share to the new key (it knows the new one, so it seals nothing
+            more to the old), at most ``max_keep_ms``.
     """
 
     max_messages: int = 100
     max_age_ms: int = 24 * 3600 * 1000
     keep_superseded_ms: int = 3600 * 1000
     max_keep_ms: int = 7 * 24 * 3600 * 1000
+    share_key_max_age_ms: int = 7 * 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +157,8 @@ class GroupKeys:
         self._rotate_next = True
         self._in: dict[tuple[str, str], _Inbound] = {}
         self._newest: dict[str, str] = {}  # sender id -> its newest session id
+        self._share_created_ms: int | None = None  # the current share key's start
+        self._new_key_seen: set[str] = set()  # members who sealed to the current share key
         self.changes = 0
         """Counts every change of this state (the caller saves it when this moved)."""
 
@@ -171,15 +183,32 @@ class GroupKeys:
         old, _ = self._share_secrets[0]
         self._share_secrets[0] = (old, now_ms)
         self._share_secrets.insert(0, (PrivateKey.generate(), None))
+        self._share_created_ms = now_ms
+        self._new_key_seen = set()
+        self.changes += 1
         return encode_share_key(self.share_key)
 
-    def open_sealed(self, box: bytes) -> bytes | None:
-        """Open a sealed box made for one of our share keys (``None`` if none opens it)."""
-        for secret, _ in self._share_secrets:
+    def share_rotation_due(self, now_ms: int) -> bool:
+        """Whether the current share key is ``share_key_max_age_ms`` old (a key of
+        unknown age, from before this was recorded, counts from now)."""
+        if self._share_created_ms is None:
+            self._share_created_ms = now_ms
+            self.changes += 1
+            return False
+        return now_ms - self._share_created_ms >= self.policy.share_key_max_age_ms
+
+    def open_sealed(self, box: bytes, author_id: str | None = None) -> bytes | None:
+        """Open a sealed box made for one of our share keys (``None`` if none opens it);
+        ``author_id``: who sealed it (noted when it used our current share key)."""
+        for i, (secret, _) in enumerate(self._share_secrets):
             try:
-                return bytes(SealedBox(secret).decrypt(box))
+                data = bytes(SealedBox(secret).decrypt(box))
             except CryptoError:
                 continue
+            if i == 0 and author_id is not None and author_id not in self._new_key_seen:
+                self._new_key_seen.add(author_id)
+                self.changes += 1
+            return data
         return None
 
     # -- sending -----------------------------------------------------------
@@ -305,7 +334,7 @@ class GroupKeys:
         box = next((k.sealed for k in share.keys if k.recipient_id == self.own_id), None)
         if box is None:
             return ShareResult(reason="not_for_us")
-        data = self.open_sealed(bytes(box))
+        data = self.open_sealed(bytes(box), author_id)
         if data is None:
             return ShareResult(reason="undecryptable")
         plain = pb.SessionKeyPlain()
@@ -389,13 +418,16 @@ class GroupKeys:
 
     # -- forward secrecy ---------------------------------------------------
 
-    def advance(self, now_ms: int) -> int:
+    def advance(self, now_ms: int, others: Iterable[str] | None = None) -> int:
         """Forget key material no longer needed; returns how many sessions were dropped.
 
         Every inbound session is re-imported at its low-water index (what was
         read below it can no longer be decrypted from this state); superseded
         sessions are dropped ``keep_superseded_ms`` after they were superseded,
-        every session after ``max_keep_ms``; old share keys likewise.
+        every session after ``max_keep_ms``. Old share keys go
+        ``keep_superseded_ms`` after they were replaced once every one of
+        ``others`` (the other current members; ``None``: nobody to wait for) has
+        sealed a key share to the current one, and after ``max_keep_ms`` anyway.
         """
         dropped = 0
         p = self.policy
@@ -418,9 +450,15 @@ class GroupKeys:
                     vodozemac.ExportedSessionKey(exported.to_base64()))
                 self.changes += 1
         held = len(self._share_secrets)
-        self._share_secrets = [
-            (s, since) for s, since in self._share_secrets
-            if since is None or now_ms - since < p.keep_superseded_ms]  # fmt: skip
+        waiting = others is not None and not set(others) <= self._new_key_seen | {self.own_id}
+
+        def keep(since: int | None) -> bool:
+            if since is None:
+                return True
+            age = now_ms - since
+            return age < p.keep_superseded_ms or (waiting and age < p.max_keep_ms)
+
+        self._share_secrets = [(s, since) for s, since in self._share_secrets if keep(since)]
         self.changes += held - len(self._share_secrets)
         return dropped
 
@@ -453,6 +491,8 @@ class GroupKeys:
             "out": out,
             "in": inbound,
             "newest": self._newest,
+            "share_created_ms": self._share_created_ms,
+            "new_key_seen": sorted(self._new_key_seen),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -478,6 +518,9 @@ class GroupKeys:
                     session, int(e["received_ms"]), int(e["low_water"]), int(e["shared_from"]),
                     set(e["read_above"]), e["superseded_ms"])  # fmt: skip
             keys._newest = dict(doc["newest"])
+            created = doc.get("share_created_ms")  # absent in files of earlier versions
+            keys._share_created_ms = None if created is None else int(created)
+            keys._new_key_seen = set(doc.get("new_key_seen", []))
             return keys
         except ValueError:
             raise

@@ -76,6 +76,7 @@ __all__ = [
     "CHANNEL_KEY_BYTES",
     "CODE_PREFIX",
     "DEFAULT_TTL_MS",
+    "HISTORY_PAGE_BYTES",
     "INVITE_ID_BYTES",
     "INVITE_KEY_BYTES",
     "INVITE_TOPIC_BYTES",
@@ -94,6 +95,7 @@ __all__ = [
     "check_not_expired",
     "decode_invite",
     "encode_invite",
+    "history_page",
     "invite_id",
     "invite_key",
     "invite_topic",
@@ -126,6 +128,10 @@ MAX_RELAYS = 8
 MAX_URL_CHARS = 512
 MAX_CODE_CHARS = 8192
 """Longer pasted text is not an invite (a maximal code is about 7,000 characters)."""
+HISTORY_PAGE_BYTES = 150 * 1024
+"""Membership events' envelopes per join answer (:func:`history_page`): with the
+keys and the signature, an answer stays under :data:`MAX_BOX_BYTES`."""
+
 MAX_BOX_BYTES = 200 * 1024
 """Longer handshake messages are refused before any decryption (an answer carries a
 members channel's control history; the envelope limit is 256 KiB)."""
@@ -237,6 +243,7 @@ class JoinRequest:
     invite_id: bytes
     sent_ms: int
     digest: bytes
+    history_from: int = 0
 
 
 @dataclass(frozen=True)
@@ -252,6 +259,14 @@ class JoinAccepted:
     sent_ms: int
     epoch_keys: tuple[bytes, ...] = field(default=(), repr=False)
     controls: tuple[bytes, ...] = field(default=(), repr=False)
+    history_from: int = 0
+    history_total: int = 0
+
+    @property
+    def history_next(self) -> int | None:
+        """The index to ask for next (``None``: this answer ends the history)."""
+        end = self.history_from + len(self.controls)
+        return end if self.controls and end < self.history_total else None
 
 
 @dataclass(frozen=True)
@@ -552,9 +567,11 @@ def make_join_request(
     name: str,
     now_ms: int,
     *,
+    history_from: int = 0,
     rng: Callable[[int], bytes] = os.urandom,
 ) -> bytes:
-    """The newcomer's request to join, to publish on :func:`invite_topic`.
+    """The newcomer's request to join, to publish on :func:`invite_topic`
+    (``history_from``: the rest of a long control history, from that index).
 
     Keep :func:`request_digest` of the result: :func:`open_join_answer` needs it.
 
@@ -581,7 +598,7 @@ def make_join_request(
         ) from None
     body = pb.JoinRequest(
         version=VERSION, invite_id=invite.invite_id, identity_key=identity.public_key,
-        x25519_key=bytes(x25519_public), name=name, sent_ms=now_ms,
+        x25519_key=bytes(x25519_public), name=name, sent_ms=now_ms, history_from=history_from,
     ).SerializeToString(deterministic=True)  # fmt: skip
     signed = pb.Signed(body=body, signature=identity.sign(_REQUEST_SIGN_LABEL + body))
     return _seal_box(invite, pb.Box.JOIN_REQUEST, signed.SerializeToString(), rng)
@@ -625,6 +642,7 @@ def open_join_request(invite: Invite, box: bytes, now_ms: int) -> JoinRequest:
         identity_key=request.identity_key, sender_id=sender_id_for(request.identity_key),
         x25519_key=request.x25519_key, name=name, invite_id=request.invite_id,
         sent_ms=request.sent_ms, digest=request_digest(bytes(box)),
+        history_from=request.history_from,
     )  # fmt: skip
     if now_ms > invite.expires_ms:
         raise JoinError("expired", "join request for an expired invite", request=opened)
@@ -664,12 +682,15 @@ def make_join_accepted(
     relays: Sequence[str] | None = None,
     epoch_keys: Sequence[bytes] = (),
     controls: Sequence[bytes] = (),
+    history_from: int = 0,
+    history_total: int | None = None,
     rng: Callable[[int], bytes] = os.urandom,
 ) -> bytes:
     """The admin's answer letting ``request``'s newcomer in, to publish on the invite
     topic. Carries the invite's channel name and id, ``channel_key`` and the relays
     (the invite's unless ``relays`` is given), and for a members channel its earlier
-    outer keys and its control messages' envelopes.
+    outer keys and its membership events' envelopes (``controls``: those from index
+    ``history_from`` of ``history_total``, :func:`history_page`).
 
     Raises:
         ValueError: a channel key that is not 32 bytes, or a bad relay URL.
@@ -680,11 +701,26 @@ def make_join_accepted(
     accepted = pb.Accepted(
         channel=invite.channel, channel_key=bytes(channel_key), channel_id=invite.channel_id,
         relays=list(urls), epoch_keys=[bytes(k) for k in epoch_keys],
-        controls=[bytes(c) for c in controls],
+        controls=[bytes(c) for c in controls], history_from=history_from,
+        history_total=history_from + len(controls) if history_total is None else history_total,
     )  # fmt: skip
     if any(len(k) != CHANNEL_KEY_BYTES for k in epoch_keys):
         raise ValueError("an outer key is 32 bytes")
     return _make_answer(invite, request, admin, now_ms, rng, accepted=accepted)
+
+
+def history_page(controls: Sequence[bytes], start: int,
+                 budget: int = HISTORY_PAGE_BYTES) -> list[bytes]:  # fmt: skip
+    """The envelopes of ``controls`` from index ``start`` that fit in ``budget`` bytes
+    (at least one: a control message is at most 64 KiB)."""
+    page: list[bytes] = []
+    size = 0
+    for env in controls[start:]:
+        if page and size + len(env) > budget:
+            break
+        page.append(env)
+        size += len(env)
+    return page
 
 
 def make_join_refused(
@@ -769,11 +805,14 @@ def open_join_answer(
             raise JoinError("malformed", f"join answer: {exc}") from None
         if any(len(k) != CHANNEL_KEY_BYTES for k in acc.epoch_keys):
             raise JoinError("malformed", "join answer: an outer key that is not 32 bytes")
+        if acc.history_from + len(acc.controls) > acc.history_total:
+            raise JoinError("malformed", "join answer: more history than it says there is")
         return JoinAccepted(
             channel=acc.channel, channel_key=acc.channel_key, channel_id=acc.channel_id,
             relays=relays, admin_key=answer.admin_key, admin_sender_id=admin_id,
             sent_ms=answer.sent_ms, epoch_keys=tuple(bytes(k) for k in acc.epoch_keys),
-            controls=tuple(bytes(c) for c in acc.controls),
+            controls=tuple(bytes(c) for c in acc.controls), history_from=acc.history_from,
+            history_total=acc.history_total,
         )  # fmt: skip
     if which == "refused":
         reason = answer.refused.reason

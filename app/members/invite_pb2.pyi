@@ -58,20 +58,22 @@ class Signed(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class JoinRequest(_message.Message):
-    __slots__ = ("version", "invite_id", "identity_key", "x25519_key", "name", "sent_ms")
+    __slots__ = ("version", "invite_id", "identity_key", "x25519_key", "name", "sent_ms", "history_from")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     INVITE_ID_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_KEY_FIELD_NUMBER: _ClassVar[int]
     X25519_KEY_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SENT_MS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FROM_FIELD_NUMBER: _ClassVar[int]
     version: int
     invite_id: bytes
     identity_key: bytes
     x25519_key: bytes
     name: str
     sent_ms: int
-    def __init__(self, version: _Optional[int] = ..., invite_id: _Optional[bytes] = ..., identity_key: _Optional[bytes] = ..., x25519_key: _Optional[bytes] = ..., name: _Optional[str] = ..., sent_ms: _Optional[int] = ...) -> None: ...
+    history_from: int
+    def __init__(self, version: _Optional[int] = ..., invite_id: _Optional[bytes] = ..., identity_key: _Optional[bytes] = ..., x25519_key: _Optional[bytes] = ..., name: _Optional[str] = ..., sent_ms: _Optional[int] = ..., history_from: _Optional[int] = ...) -> None: ...
 
 class JoinAnswer(_message.Message):
     __slots__ = ("version", "invite_id", "newcomer_key", "request_digest", "admin_key", "sent_ms", "accepted", "refused")
@@ -94,20 +96,24 @@ class JoinAnswer(_message.Message):
     def __init__(self, version: _Optional[int] = ..., invite_id: _Optional[bytes] = ..., newcomer_key: _Optional[bytes] = ..., request_digest: _Optional[bytes] = ..., admin_key: _Optional[bytes] = ..., sent_ms: _Optional[int] = ..., accepted: _Optional[_Union[Accepted, _Mapping]] = ..., refused: _Optional[_Union[Refused, _Mapping]] = ...) -> None: ...
 
 class Accepted(_message.Message):
-    __slots__ = ("channel", "channel_key", "channel_id", "relays", "epoch_keys", "controls")
+    __slots__ = ("channel", "channel_key", "channel_id", "relays", "epoch_keys", "controls", "history_from", "history_total")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_KEY_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
     RELAYS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
     CONTROLS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FROM_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_TOTAL_FIELD_NUMBER: _ClassVar[int]
     channel: str
     channel_key: bytes
     channel_id: bytes
     relays: _containers.RepeatedScalarFieldContainer[str]
     epoch_keys: _containers.RepeatedScalarFieldContainer[bytes]
     controls: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, channel: _Optional[str] = ..., channel_key: _Optional[bytes] = ..., channel_id: _Optional[bytes] = ..., relays: _Optional[_Iterable[str]] = ..., epoch_keys: _Optional[_Iterable[bytes]] = ..., controls: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    history_from: int
+    history_total: int
+    def __init__(self, channel: _Optional[str] = ..., channel_key: _Optional[bytes] = ..., channel_id: _Optional[bytes] = ..., relays: _Optional[_Iterable[str]] = ..., epoch_keys: _Optional[_Iterable[bytes]] = ..., controls: _Optional[_Iterable[bytes]] = ..., history_from: _Optional[int] = ..., history_total: _Optional[int] = ...) -> None: ...
 
 class Refused(_message.Message):
     __slots__ = ("reason",)

@@ -49,18 +49,34 @@ class Add(_message.Message):
     def __init__(self, member: _Optional[_Union[Member, _Mapping]] = ..., invite_id: _Optional[bytes] = ..., role: _Optional[_Union[Role, str]] = ...) -> None: ...
 
 class Remove(_message.Message):
-    __slots__ = ("member_id", "epoch_keys")
+    __slots__ = ("member_id", "epoch_keys", "epoch_nonce", "epoch_parts")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_NONCE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_PARTS_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     epoch_keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
-    def __init__(self, member_id: _Optional[str] = ..., epoch_keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ...) -> None: ...
+    epoch_nonce: bytes
+    epoch_parts: int
+    def __init__(self, member_id: _Optional[str] = ..., epoch_keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ..., epoch_nonce: _Optional[bytes] = ..., epoch_parts: _Optional[int] = ...) -> None: ...
 
 class Rekey(_message.Message):
-    __slots__ = ("epoch_keys",)
+    __slots__ = ("epoch_keys", "epoch_nonce", "epoch_parts")
     EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_NONCE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_PARTS_FIELD_NUMBER: _ClassVar[int]
     epoch_keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
-    def __init__(self, epoch_keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ...) -> None: ...
+    epoch_nonce: bytes
+    epoch_parts: int
+    def __init__(self, epoch_keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ..., epoch_nonce: _Optional[bytes] = ..., epoch_parts: _Optional[int] = ...) -> None: ...
+
+class EpochKeys(_message.Message):
+    __slots__ = ("epoch_nonce", "epoch_keys")
+    EPOCH_NONCE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
+    epoch_nonce: bytes
+    epoch_keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
+    def __init__(self, epoch_nonce: _Optional[bytes] = ..., epoch_keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ...) -> None: ...
 
 class EpochKey(_message.Message):
     __slots__ = ("channel_id", "key")
@@ -145,7 +161,7 @@ class DirectChannel(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., channel_id: _Optional[bytes] = ..., epoch_keys: _Optional[_Iterable[bytes]] = ..., controls: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class Control(_message.Message):
-    __slots__ = ("version", "create", "add", "remove", "set_role", "share_key", "key_share", "rekey", "direct_invite")
+    __slots__ = ("version", "create", "add", "remove", "set_role", "share_key", "key_share", "rekey", "direct_invite", "epoch_keys")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATE_FIELD_NUMBER: _ClassVar[int]
     ADD_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +171,7 @@ class Control(_message.Message):
     KEY_SHARE_FIELD_NUMBER: _ClassVar[int]
     REKEY_FIELD_NUMBER: _ClassVar[int]
     DIRECT_INVITE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_KEYS_FIELD_NUMBER: _ClassVar[int]
     version: int
     create: Create
     add: Add
@@ -164,4 +181,5 @@ class Control(_message.Message):
     key_share: KeyShare
     rekey: Rekey
     direct_invite: DirectInvite
-    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ..., direct_invite: _Optional[_Union[DirectInvite, _Mapping]] = ...) -> None: ...
+    epoch_keys: EpochKeys
+    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ..., direct_invite: _Optional[_Union[DirectInvite, _Mapping]] = ..., epoch_keys: _Optional[_Union[EpochKeys, _Mapping]] = ...) -> None: ...

@@ -27,7 +27,10 @@ is checked against the list as it stands just before it:
 
 Every applied ``remove`` and ``rekey`` starts a new *epoch*: it carries the
 channel's next outer key sealed to each remaining member; :meth:`Roster.epochs`
-lists them in order, so every member agrees which key is current.
+lists them in order, so every member agrees which key is current. In a large
+channel the sealed keys come partly in ``epoch_keys`` parts sent before the
+``remove``/``rekey`` (same author, same nonce; not membership events, so they
+are kept outside the fold and merged in by :meth:`Roster.epochs`).
 
 An event whose author is not a member at its position is ``not_a_member``; an
 event before any create is ``no_channel``. A rejected event changes nothing and
@@ -63,6 +66,7 @@ from app.members.events import (
 )
 
 __all__ = [
+    "EPOCH_NONCE_BYTES",
     "MEMBERSHIP_BODIES",
     "REJECTION_REASONS",
     "Change",
@@ -74,6 +78,9 @@ __all__ = [
 
 Position = tuple[int, str]
 """Where a message sits in the channel's total order: ``(lamport_timestamp, message_id)``."""
+
+EPOCH_NONCE_BYTES = 16
+"""Length of the nonce naming an epoch's EpochKeys parts."""
 
 MEMBERSHIP_BODIES = frozenset({"create", "add", "remove", "set_role", "share_key", "rekey"})
 """Control bodies that change the member list (a ``key_share`` does not)."""
@@ -151,6 +158,8 @@ class _State:
     spans: dict[str, list[list[Position | None]]] = field(default_factory=dict)
     # applied removes and rekeys: (position, member id -> sealed next outer key)
     epochs: list[tuple[Position, dict[str, bytes]]] = field(default_factory=list)
+    # those whose keys came partly in EpochKeys parts: position -> (author, nonce, parts)
+    epoch_parts: dict[Position, tuple[str, bytes, int]] = field(default_factory=dict)
 
 
 class Roster:
@@ -168,6 +177,8 @@ class Roster:
         self._ids: set[str] = set()
         self._state = _State(channel_id=channel_id)
         self._outcomes: dict[str, Outcome] = {}
+        # EpochKeys parts (not membership events): (author, nonce) -> part id -> keys
+        self._parts: dict[tuple[str, bytes], dict[str, dict[str, bytes]]] = {}
 
     # -- feeding ------------------------------------------------------------
 
@@ -184,6 +195,12 @@ class Roster:
         if isinstance(decoded, BadControl):
             self._ids.add(message_id)
             self._outcomes[message_id] = Outcome(position, author_id, "?", "", decoded.reason)
+            return Change()
+        if decoded.WhichOneof("body") == "epoch_keys":  # a part of a coming epoch's keys
+            part = decoded.epoch_keys
+            if len(part.epoch_nonce) == EPOCH_NONCE_BYTES:
+                self._parts.setdefault((author_id, bytes(part.epoch_nonce)), {})[message_id] = {
+                    k.recipient_id: bytes(k.sealed) for k in part.epoch_keys}  # fmt: skip
             return Change()
         if decoded.WhichOneof("body") not in MEMBERSHIP_BODIES:
             return Change()
@@ -299,14 +316,16 @@ class Roster:
                 st.invites_used.add(bytes(msg.add.invite_id))
             self._enter(st, Member(target, member_info(msg.add.member),
                                    role_name(msg.add.role), ev.position))  # fmt: skip
-        elif body == "remove":
-            del st.members[target]
-            st.spans[target][-1][1] = ev.position
+        elif body in ("remove", "rekey"):
+            if body == "remove":
+                del st.members[target]
+                st.spans[target][-1][1] = ev.position
+            epoch = msg.remove if body == "remove" else msg.rekey
             st.epochs.append((ev.position, {k.recipient_id: bytes(k.sealed)
-                                            for k in msg.remove.epoch_keys}))  # fmt: skip
-        elif body == "rekey":
-            st.epochs.append((ev.position, {k.recipient_id: bytes(k.sealed)
-                                            for k in msg.rekey.epoch_keys}))  # fmt: skip
+                                            for k in epoch.epoch_keys}))  # fmt: skip
+            if epoch.epoch_parts and len(epoch.epoch_nonce) == EPOCH_NONCE_BYTES:
+                st.epoch_parts[ev.position] = (ev.author_id, bytes(epoch.epoch_nonce),
+                                               int(epoch.epoch_parts))  # fmt: skip
         elif body == "set_role":
             old = st.members[target]
             st.members[target] = Member(target, old.info, role_name(msg.set_role.role), old.since)
@@ -372,8 +391,31 @@ class Roster:
 
     def epochs(self) -> list[tuple[Position, dict[str, bytes]]]:
         """Applied removes and rekeys in order: where each started an epoch, and the
-        next outer key sealed to each member it was meant for."""
-        return list(self._state.epochs)
+        next outer key sealed to each member it was meant for (with those of its
+        EpochKeys parts come so far: :meth:`epoch_complete`)."""
+        return [(position, self.epoch_boxes(position)) for position, _ in self._state.epochs]
+
+    def epoch_positions(self) -> list[Position]:
+        """Where each applied remove and rekey started an epoch, in order."""
+        return [position for position, _ in self._state.epochs]
+
+    def epoch_boxes(self, position: Position) -> dict[str, bytes]:
+        """The sealed next outer keys of the epoch started at ``position`` (with those
+        of its EpochKeys parts come so far); empty for no such epoch."""
+        boxes = next((b for p, b in self._state.epochs if p == position), {})
+        meta = self._state.epoch_parts.get(position)
+        if meta is None:
+            return boxes
+        merged: dict[str, bytes] = {}
+        for part in self._parts.get((meta[0], meta[1]), {}).values():
+            merged.update(part)
+        return {**merged, **boxes}
+
+    def epoch_complete(self, position: Position) -> bool:
+        """Whether every EpochKeys part of the epoch started at ``position`` has come
+        (an epoch sent whole is complete)."""
+        meta = self._state.epoch_parts.get(position)
+        return meta is None or len(self._parts.get((meta[0], meta[1]), {})) >= meta[2]
 
     def outcome(self, message_id: str) -> Outcome | None:
         """What became of the membership event with this message id, if seen."""

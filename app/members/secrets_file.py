@@ -64,7 +64,7 @@ def save(data_dir: Path, mc: MembersChannel) -> None:
         "sent": mc.sent_state(),
         "controls": [
             [mid, author, lamport, _b64(content), _b64(envelope)]
-            for mid, (author, lamport, content, envelope) in mc.controls.items()
+            for mid, (author, lamport, content, envelope) in mc.saved_controls()
         ],
     }
     data = json.dumps(doc, separators=(",", ":")).encode()

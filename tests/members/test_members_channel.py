@@ -108,6 +108,20 @@ def broadcast(envs: list[bytes], *people: Person) -> None:
             p.receive(env)
 
 
+def newcomer(admin: Person, name: str) -> Person:
+    """A member-to-be with what an invite gives it: the channel id, the outer keys
+    and the control history (folded)."""
+    mc = admin.mc
+    assert mc is not None
+    p = Person(name)
+    p.mc = MembersChannel("team", mc.channel_id, p.id, mc.epoch_keys,
+                          GroupKeys(mc.channel_id, p.id))  # fmt: skip
+    for _mid, (_, _, _, env) in sorted(mc.controls.items(), key=lambda kv: kv[1][1]):
+        assert env is not None
+        p.receive(env)
+    return p
+
+
 def founded_team() -> tuple[Person, Person, Person]:
     alice, bob, carol = Person("alice"), Person("bob"), Person("carol")
     mc, create = MembersChannel.create("team", MemberInfo(alice.identity.public_key, b"\0" * 32,
@@ -146,7 +160,7 @@ def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_remo
     before = alice.send(b"before")
     broadcast([before], bob, carol)
     secrets_file.save(tmp_path, carol.mc)  # type: ignore[arg-type]
-    removal = alice.send(alice.mc.remove(carol.id))  # type: ignore[union-attr]
+    [removal] = [alice.send(c) for c in alice.mc.remove(carol.id)]  # type: ignore[union-attr]
     broadcast([removal], bob, carol)
     assert not bob.mc.roster.is_member(carol.id)  # type: ignore[union-attr]
     assert bob.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
@@ -185,12 +199,7 @@ def test_a_message_that_outruns_its_key_share_is_held_then_read() -> None:
 def test_a_newcomer_gets_a_marker_not_a_loss_for_messages_from_before_it_was_added() -> None:
     alice, bob, carol = founded_team()
     old = [alice.send(b"old 1"), bob.send(b"old 2")]
-    dave = Person("dave")
-    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
-                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
-    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
-        assert env is not None
-        dave.receive(env)
+    dave = newcomer(alice, "dave")
     add = alice.send(encode_add(dave.info()))
     broadcast([add], bob, carol, dave)
     broadcast(alice.post_due() + bob.post_due(), dave, carol)
@@ -204,6 +213,20 @@ def test_the_members_file_restores_keys_list_and_sessions(tmp_path: Path) -> Non
     secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
     path = secrets_file.members_file(tmp_path, "team")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # the membership events are kept (create, two adds), not the three key shares
+    import json
+
+    assert len(bob.mc.controls) == 6  # type: ignore[union-attr]
+    assert len(json.loads(path.read_bytes())["controls"]) == 3
+    # a file of the earlier version kept every control: read, and written back smaller
+    doc = json.loads(path.read_bytes())
+    doc["controls"] = [[mid, a, lam, secrets_file._b64(c), secrets_file._b64(e)]
+                       for mid, (a, lam, c, e) in bob.mc.controls.items()]  # type: ignore[union-attr]
+    path.write_text(json.dumps(doc))
+    older = secrets_file.load(tmp_path, "team")
+    assert older is not None and len(older.controls) == 6
+    secrets_file.save(tmp_path, older)
+    assert len(json.loads(path.read_bytes())["controls"]) == 3
     restored = secrets_file.load(tmp_path, "team")
     assert restored is not None
     assert restored.roster.listing() == bob.mc.roster.listing()  # type: ignore[union-attr]
@@ -225,7 +248,7 @@ def test_the_topic_is_fixed_for_the_channel_whatever_the_epoch() -> None:
     alice, bob, carol = founded_team()
     topic = alice.mc.topic  # type: ignore[union-attr]
     assert topic == members_topic(alice.mc.channel_id)  # type: ignore[union-attr]
-    broadcast([alice.send(alice.mc.remove(carol.id))], bob)  # type: ignore[union-attr]
+    broadcast([alice.send(c) for c in alice.mc.remove(carol.id)], bob)  # type: ignore[union-attr]
     assert alice.mc.sending_key().topic == topic  # type: ignore[union-attr]
     assert len(alice.mc.epoch_keys) == 2  # type: ignore[union-attr]
 
@@ -234,12 +257,7 @@ def test_a_member_added_while_a_line_was_in_flight_is_owed_its_key_at_once(
     tmp_path: Path,
 ) -> None:
     alice, bob, _carol = founded_team()
-    dave = Person("dave")
-    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
-                             GroupKeys(alice.mc.channel_id, dave.id))  # type: ignore[union-attr]
-    for _mid, (_, _, _, env) in sorted(alice.mc.controls.items(), key=lambda kv: kv[1][1]):  # type: ignore[union-attr]
-        assert env is not None
-        dave.receive(env)
+    dave = newcomer(alice, "dave")
     add = alice.send(encode_add(dave.info()))
     dave.receive(add)
     broadcast(alice.outbox, dave)
@@ -259,3 +277,154 @@ def test_a_member_added_while_a_line_was_in_flight_is_owed_its_key_at_once(
     secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
     restored = secrets_file.load(tmp_path, "team")
     assert restored is not None and restored.owed_shares() == []
+
+
+def test_an_owed_key_share_opens_the_held_line_on_arrival_not_on_causal_delivery() -> None:
+    """The owed share comes after the line in its author's log (its causal history
+    names the line), while the line is held for the share: the node takes the share
+    as it arrives (``early_share``), or both would wait until the core gave up."""
+    alice, bob, _carol = founded_team()
+    dave = newcomer(alice, "dave")
+    add = alice.send(encode_add(dave.info()))
+    dave.receive(add)
+    bob.lamport = max(bob.lamport, alice.lamport) + 5
+    line = bob.send(b"said while dave was being added")
+    assert dave.receive(line) == "held"
+    bob.receive(add)
+    [owed] = [bob._send(c, 0) for c in bob.mc.owed_shares()]  # type: ignore[union-attr]
+    opened = open_for_topic(owed, lambda t: dave.mc.opening_keys())  # type: ignore[union-attr]
+    msg = opened.sds_message
+    assert msg is not None
+    mc = dave.mc
+    assert mc is not None
+    got = mc.incoming_content(msg.sender_id, msg.lamport_timestamp, msg.message_id, msg.content)
+    assert got.content is not None and is_control(got.content)
+    released = mc.early_share(msg.sender_id, msg.lamport_timestamp, msg.message_id,
+                              got.content, 0)  # fmt: skip
+    assert released == [line] and mc.held == 0
+    assert dave.receive(line) == "" and dave.shown == [b"said while dave was being added"]
+    # delivered later by the core: applied again, harmlessly
+    assert dave.receive(owed) == "" and mc.counters.get("share_undecryptable") is None
+    # a share from someone not (yet) known as a member waits for delivery
+    stranger = Person("stranger")
+    stranger.mc = MembersChannel("team", alice.mc.channel_id, stranger.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
+                                 GroupKeys(alice.mc.channel_id, stranger.id))  # type: ignore[union-attr]
+    share = stranger.mc.group_keys.key_share({dave.id: dave.mc.group_keys.share_key}, 0)  # type: ignore[union-attr]
+    assert share is not None
+    assert mc.early_share(stranger.id, 99, "x", share, 0) == []
+
+
+def test_a_removal_in_a_channel_of_thousands_goes_in_parts_that_each_fit_and_all_open() -> None:
+    """Sealed epoch keys for 2,000 members do not fit in one SDS content (64 KiB):
+    they go in EpochKeys parts before the remove; a member whose key is in a part
+    that comes after the remove waits for it (no rekey asked), then opens the epoch."""
+    from nacl.public import PrivateKey
+
+    import sds
+    from app.members.channel import EPOCH_CHUNK, SHARE_CHUNK
+    from app.members.events import decode_control
+
+    limit = sds.Config().max_content_bytes
+    alice, bob, carol = founded_team()
+    paper = [MemberInfo(Identity.generate().public_key,
+                        bytes(PrivateKey.generate().public_key), f"m{i}")
+             for i in range(1997)]  # fmt: skip
+    adds = [alice.send(encode_add(info)) for info in paper]
+    broadcast(adds, bob, carol)
+    assert len(bob.mc.roster) == len(carol.mc.roster) == 2000  # type: ignore[union-attr]
+    gone = next(mid for mid in alice.mc.roster.members if mid not in (alice.id, bob.id, carol.id))  # type: ignore[union-attr]
+    old_key = bob.mc.sending_key().key  # type: ignore[union-attr]
+    contents = alice.mc.remove(gone)  # type: ignore[union-attr]
+    assert len(contents) == -(-1999 // EPOCH_CHUNK)  # 7: 6 parts, then the remove
+    assert all(len(c) <= limit for c in contents)
+    bodies = [decode_control(c).WhichOneof("body") for c in contents]  # type: ignore[union-attr]
+    assert bodies == ["epoch_keys"] * (len(contents) - 1) + ["remove"]
+    envs = [alice.send(c) for c in contents]
+    new_key = alice.mc.sending_key().key  # type: ignore[union-attr]
+    assert new_key != old_key
+    # bob: parts first, as sent; carol: the remove first, the parts after it
+    broadcast(envs, bob)
+    broadcast(envs[-1:], carol)
+    assert not carol.mc.roster.is_member(gone)  # type: ignore[union-attr]
+    boxes_in_remove = {k.recipient_id for k in decode_control(contents[-1]).remove.epoch_keys}  # type: ignore[union-attr]
+    if carol.id not in boxes_in_remove:  # her key is in a part still to come: she waits
+        assert carol.mc.sending_key().key == old_key  # type: ignore[union-attr]
+    broadcast(envs[:-1], carol)
+    for p in (bob, carol):
+        assert p.mc.sending_key().key == new_key  # type: ignore[union-attr]
+        assert "epoch_without_our_key" not in p.mc.counters  # type: ignore[union-attr]
+        assert p.mc.due_controls(0, shares=False) == []  # type: ignore[union-attr]  # no rekey
+    # the next line: alice's new session shared with 1,998 members in messages that fit
+    line = alice.send(b"after the removal")
+    assert len(alice.outbox) >= 1998 // SHARE_CHUNK
+    assert all(len(e) <= limit + 4096 for e in alice.outbox)
+    broadcast(alice.outbox, bob, carol)
+    broadcast([line], bob, carol)
+    assert bob.shown[-1] == carol.shown[-1] == b"after the removal"
+
+
+def test_the_share_key_is_replaced_every_interval_and_the_old_one_kept_while_needed() -> None:
+    """Every ``share_key_max_age_ms`` a member posts a new share key; the old private
+    key opens what was sealed to it until every other member has sealed to the new
+    one (and at least ``keep_superseded_ms``), then it is gone; 7 days at most."""
+    from app.members.group_keys import RotationPolicy
+
+    hour, day = 3600_000, 24 * 3600_000
+    alice, bob, carol = founded_team()
+    gk = bob.mc.group_keys  # type: ignore[union-attr]
+    gk.policy = RotationPolicy()
+    t0 = 0  # founded_team's time: every share key's age counts from it
+
+    def rotate(now: int) -> list[bytes]:  # the node's members round: controls due, no shares
+        return [bob._send(c, now) for c in bob.mc.due_controls(now, shares=False)]  # type: ignore[union-attr]
+
+    assert rotate(t0 + 7 * day - 1) == []
+    old_share = gk.share_key
+    rotation = rotate(t0 + 7 * day)
+    assert len(rotation) == 1 and gk.share_key != old_share and gk.stats()["share_keys_held"] == 2
+    # alice seals her next session to bob's old key before she hears of the new one
+    alice.mc.group_keys.on_members_removed()  # type: ignore[union-attr]
+    early = alice.send(b"sealed to the old key", t0 + 7 * day)
+    broadcast(rotation, alice, carol)
+    assert alice.mc.roster.member(bob.id).info.share_key == gk.share_key  # type: ignore[union-attr]
+    # two hours on: alice and carol have sealed nothing to the new key yet: the old stays
+    assert not bob.mc.advance(t0 + 7 * day + 2 * hour)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 2
+    broadcast(alice.outbox, bob)
+    assert bob.receive(early) == "" and bob.shown[-1] == b"sealed to the old key"
+    # both start new sessions (shared to the new key): the old private key goes
+    alice.outbox.clear()
+    alice.mc.group_keys.on_members_removed()  # type: ignore[union-attr]
+    carol.mc.group_keys.on_members_removed()  # type: ignore[union-attr]
+    later = [alice.send(b"a", t0 + 8 * day), carol.send(b"c", t0 + 8 * day)]
+    broadcast(alice.outbox + carol.outbox, bob)
+    broadcast(later, bob)
+    assert bob.shown[-2:] == [b"a", b"c"]
+    bob.mc.advance(t0 + 8 * day)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 1
+    # a box sealed to the old key no longer opens
+    from nacl.public import PublicKey, SealedBox
+
+    assert gk.open_sealed(SealedBox(PublicKey(old_share)).encrypt(b"x")) is None
+    # a silent member does not keep an old key for ever: 7 days at most
+    second_old = gk.share_key
+    rotation = rotate(t0 + 15 * day)
+    assert len(rotation) == 1 and gk.share_key != second_old
+    bob.mc.advance(t0 + 16 * day)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 2  # nobody sealed to the new one yet
+    bob.mc.advance(t0 + 22 * day)  # type: ignore[union-attr]
+    assert gk.stats()["share_keys_held"] == 1
+
+
+def test_a_newcomer_after_a_removal_asks_no_rekey_for_the_epoch_before_its_add() -> None:
+    """An epoch started before a member was added has no box for it (its key came
+    with the invite): not counted as ``epoch_without_our_key``, no rekey due."""
+    alice, bob, carol = founded_team()
+    broadcast([alice.send(c) for c in alice.mc.remove(carol.id)], bob)  # type: ignore[union-attr]
+    dave = newcomer(alice, "dave")
+    dave.receive(alice.send(encode_add(dave.info())))
+    line = alice.send(b"hello")
+    broadcast(alice.outbox, dave)
+    assert dave.receive(line) == "" and dave.shown == [b"hello"]
+    assert "epoch_without_our_key" not in dave.mc.counters  # type: ignore[union-attr]
+    assert dave.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
