@@ -85,6 +85,7 @@ from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.presence import decode_presence, encode_presence
+from app.tui.readers import who_has
 from app.tui.reasons import explain
 from app.tui.render import palette, set_colours, state_label
 from app.tui.screens.chat import ChatScreen
@@ -2075,8 +2076,6 @@ class SdsChatApp(App[None]):
         field("lamport", str(lamport) if lamport is not None else "—")
         if row.own:
             field("delivery", state_label(row.own_state))
-            if row.seen_by:  # the first member whose causal history named it
-                field("acknowledged by", ", ".join(self.model.label(s, None) for s in row.seen_by))
         elif row.waiting:
             field("delivery", f"waiting for {len(row.waiting_for)} earlier message(s)")
         else:
@@ -2091,6 +2090,8 @@ class SdsChatApp(App[None]):
                     "you" if sid == me else self.model.label(sid, None) for sid in who
                 )
                 out.append(f"  {emoji} {len(who)}  {visible(names)}\n")
+        if node is not None and row.message_id and not row.deleted:
+            await self._info_who_has(out, channel, row)
         stored = None
         if node is not None and row.message_id:
             with contextlib.suppress(Exception):
@@ -2114,6 +2115,48 @@ class SdsChatApp(App[None]):
                 state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
                 out.append(f"  ⋯ {_short_id(dep)}{state}\n", "dim")
         return out
+
+
+    async def _info_who_has(self, out: Text, channel: str, row: Row) -> None:
+        """``/info``'s "who has it": the members whose causal histories (the messages
+        after it in the store) or bloom filters show they have the message."""
+        node = self.node
+        assert node is not None and row.message_id is not None
+        me = node.sender_id
+        members = [p.sender_id for p in node.peers(channel) if p.sender_id != me]
+        if row.sender_id and row.sender_id != me and row.sender_id not in members:
+            members.append(row.sender_id)
+        try:
+            have = await who_has(
+                node.store, channel, row.message_id, row.key[0],
+                members=[m for m in members if m != row.sender_id],
+                filters=row.filter_hits,
+            )  # fmt: skip
+        except Exception as e:  # a read error must not lose the rest of /info
+            out.append(f"{'who has it':<18}", "bold")
+            out.append(f"not known ({visible(str(e))[:60]})\n", "dim")
+            return
+        for sid in row.seen_by:  # an acknowledgement by a history beyond the scan
+            have.by_history.setdefault(sid, "")
+        shown = {**dict.fromkeys(have.by_history, "causal history"),
+                 **{s: "bloom filter" for s in have.by_filter}}  # fmt: skip
+        for sid in shown:
+            if sid not in members and sid != me:
+                members.append(sid)
+        others = [m for m in members if m != row.sender_id]
+        count = sum(1 for m in others if m in shown)
+        out.append(f"{'who has it':<18}", "bold")
+        out.append(f"{count} of {len(others)} other member{'s' if len(others) != 1 else ''}"
+                   f" (besides {'you' if row.own else 'the author and you'})\n")  # fmt: skip
+        for sid in sorted(others, key=lambda m: (m not in shown, self.model.label(m, None))):
+            label = visible(self.model.label(sid, None))
+            how = shown.get(sid)
+            if how is not None:
+                out.append(f"  ✓ {label}  ", "")
+                out.append(f"{how}\n", "dim")
+            else:
+                more = "" if have.complete else f" in the {have.scanned} messages after it"
+                out.append(f"  · {label}  no sign yet{more}\n", "dim")
 
 
 def _short_id(message_id: str, keep: int = 24) -> str:
