@@ -134,7 +134,7 @@ class FileState:
         return len(self.present) >= self.total
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Row:
     """One line of a channel's log as shown (a message, own or others').
 
