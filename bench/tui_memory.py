@@ -19,6 +19,13 @@ Usage::
 
     .venv/bin/python bench/tui_memory.py                      # 20,000 messages
     .venv/bin/python bench/tui_memory.py --messages 5000 --rate 400
+    .venv/bin/python bench/tui_memory.py --log-window 10000    # the core's window of a node
+
+Where the memory is (each slows the TUI down or prints a lot, on stderr):
+``TUI_MEMORY_TRACE=1`` (tracemalloc: what grew in the second half, or from idle with
+``TUI_MEMORY_TRACE_FROM=idle``; ``TUI_MEMORY_TRACE_TOP=40`` lines), and
+``TUI_MEMORY_PROBE=1`` (resident memory per mapping, large containers, what a full
+collection and ``malloc_trim`` give back, pymalloc's statistics).
 
 Every child is stopped by its PID; nothing listens beyond 127.0.0.1.
 """
@@ -76,7 +83,9 @@ def wait_port(port: int, timeout: float) -> None:
 
 
 def probe(label: str, objs: dict[str, Any]) -> None:
-    """Experiment (TUI_MEMORY_PROBE=1): where the resident memory is (stderr)."""
+    """``TUI_MEMORY_PROBE=1``: where the resident memory is, on stderr: resident kB per
+    mapping (``/proc/self/smaps``: anonymous, the brk heap, libraries), and the
+    containers of more than 200 items under the node and the TUI's model."""
     kinds: dict[str, int] = {}
     name = "?"
     regions: list[str] = []
@@ -143,10 +152,13 @@ async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) 
         print(json.dumps(obj), flush=True)
 
     import sds
+    from app.tui.run import tui_protocol
 
-    options = NodeOptions()
-    if log_window:  # the SDS core's in-memory window of ids (what it costs: --log-window)
-        options = NodeOptions(config=sds.Config().with_changes(log_window=log_window))
+    # the SDS core's settings as `sdschat join` gives the TUI (its log window: 2,000
+    # ids), or with --log-window N as if the config file's [protocol] set it
+    protocol = {"log_window": log_window} if log_window else {}
+    config = tui_protocol(sds.Config(), protocol).with_changes(**protocol)
+    options = NodeOptions(config=config)
     app = make_app(data_dir, RelayTransport(relay), name="alice", options=options,
                    transport_label="relay", remember_state=False)  # fmt: skip
     async with app.run_test(size=(120, 40)) as pilot:
@@ -199,39 +211,20 @@ async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) 
                 print(stat, file=sys.stderr)
                 for line in stat.traceback.format()[-int(trace) * 2 :]:
                     print("   ", line, file=sys.stderr)
-        if os.environ.get("TUI_MEMORY_PROBE"):  # experiment: what a full pass + trim gives back
+        if os.environ.get("TUI_MEMORY_PROBE"):  # what a full pass and a trim give back
             import ctypes
             import gc
 
             before_mb = rss_mb()
-            import io
-
-            def blocks() -> str:
-                buf = io.StringIO()
-                saved, sys.stderr = sys.stderr, buf
-                try:
-                    sys._debugmallocstats()
-                finally:
-                    sys.stderr = saved
-                for line in buf.getvalue().splitlines():
-                    if line.startswith("# bytes in allocated blocks"):
-                        return line.split("=")[1].strip()
-                return "?"
-
-            print(f"probe: pymalloc allocated blocks {blocks()}, frozen {gc.get_freeze_count()}",
-                  file=sys.stderr)
             gc.unfreeze()
             found = gc.collect()
             gc.freeze()
             after_gc = rss_mb()
-            print(f"probe: full gc found {found} unreachable; pymalloc allocated {blocks()}",
-                  file=sys.stderr)
             ctypes.CDLL("libc.so.6").malloc_trim(0)
-            print(f"probe: {before_mb:.1f} MB, after full gc {after_gc:.1f} MB, "
-                  f"after malloc_trim {rss_mb():.1f} MB", file=sys.stderr, flush=True)
-            node = app.node
-            probe("done", {"node": node, "model": app.model})
-            sys._debugmallocstats()
+            print(f"probe: {before_mb:.1f} MB; full collection ({found} unreachable) "
+                  f"{after_gc:.1f} MB; malloc_trim {rss_mb():.1f} MB", file=sys.stderr)
+            probe("done", {"node": app.node, "model": app.model})
+            sys._debugmallocstats()  # pymalloc's arenas and blocks (C stderr)
         say(event="done", received=got, rss_mb=rss_mb(),
             window_rows=len(log.view.rows) if log.view else 0)  # fmt: skip
         reader = asyncio.StreamReader()
@@ -303,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=300.0, help="messages/s, all senders")
     parser.add_argument("--senders", type=int, default=2)
     parser.add_argument("--log-window", type=int, default=0,
-                        help="the TUI's SDS core log window (default: sdschat's, 10,000)")
+                        help="the TUI's SDS core log window (default: the TUI's, 2,000)")
     args = parser.parse_args(argv)
     from machine import describe
 
