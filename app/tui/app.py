@@ -2090,8 +2090,6 @@ class SdsChatApp(App[None]):
                     "you" if sid == me else self.model.label(sid, None) for sid in who
                 )
                 out.append(f"  {emoji} {len(who)}  {visible(names)}\n")
-        if node is not None and row.message_id and not row.deleted:
-            await self._info_who_has(out, channel, row)
         stored = None
         if node is not None and row.message_id:
             with contextlib.suppress(Exception):
@@ -2114,6 +2112,8 @@ class SdsChatApp(App[None]):
             for dep in sorted(row.waiting_for):
                 state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
                 out.append(f"  ⋯ {_short_id(dep)}{state}\n", "dim")
+        if node is not None and row.message_id and not row.deleted:
+            await self._info_who_has(out, channel, row)
         return out
 
 
@@ -2144,6 +2144,8 @@ class SdsChatApp(App[None]):
             if sid not in members and sid != me:
                 members.append(sid)
         others = [m for m in members if m != row.sender_id]
+        if not others:  # nobody but the author and you heard from: nothing to say
+            return
         count = sum(1 for m in others if m in shown)
         out.append(f"{'who has it':<18}", "bold")
         out.append(f"{count} of {len(others)} other member{'s' if len(others) != 1 else ''}"
