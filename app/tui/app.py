@@ -84,7 +84,7 @@ from app.tui.config import TuiConfig
 from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
-from app.tui.presence import decode_presence, encode_presence
+from app.tui.presence import HEARTBEAT_MAX_PEERS, decode_presence, encode_presence
 from app.tui.readers import who_has
 from app.tui.reasons import explain
 from app.tui.render import palette, set_colours, state_label
@@ -304,6 +304,8 @@ class SdsChatApp(App[None]):
         self.chatlog = logger_for(self.tui_config.log, opts.data_dir, opts.tz)
         self.presence: dict[str, tuple[str, str, int]] = {}
         """sender id -> (away | offline, text, when on this clock, ms): app/tui/presence.py."""
+        self._here_sent: dict[str, float] = {}
+        """channel -> when our last heartbeat went (this clock, s): :meth:`_heartbeat`."""
         self._away: str | None = None
         """Continuous logging to files (``[log]``, app/tui/chatlog.py), or None."""
         set_colours(self.tui_config.colours)  # the log's colours: the config file's
@@ -891,7 +893,11 @@ class SdsChatApp(App[None]):
         presence = decode_presence(ev.content)
         if presence is not None:  # /away, /away again, or quit (app/tui/presence.py)
             state, text = presence
-            if state == "back":
+            if state == "here":  # a heartbeat: heard (the node noted it); an away stays
+                said = self.presence.get(ev.sender_id)
+                if said is not None and said[0] == "offline":
+                    self.presence.pop(ev.sender_id, None)
+            elif state == "back":
                 self.presence.pop(ev.sender_id, None)
             else:
                 self.presence[ev.sender_id] = (state, text, int(self.clock() * 1000))
@@ -973,6 +979,7 @@ class SdsChatApp(App[None]):
             return
         if self.ready.is_set():
             self.collector.tick()
+            self._heartbeat()
         changed = self.model.expire_typing(self.clock())
         if changed:
             self._apply(Changes(channels=changed, peers=True))
@@ -1135,6 +1142,28 @@ class SdsChatApp(App[None]):
         if said is None or said[0] != "away":
             return None
         return f"away: {visible(said[1])}" if said[1] else "away"
+
+    def _heartbeat(self) -> None:
+        """Every third of the online window, a ``here`` presence notice to each small
+        channel (app/tui/presence.py): a member that does not write stays online on
+        the others' screens although SDS sync suppression keeps its syncs unsent."""
+        node = self.node
+        if node is None:
+            return
+        now = self.clock()
+        every = self.online_window_ms() / 3000.0
+        for channel in list(node.channels):
+            if now - self._here_sent.get(channel, float("-inf")) < every:
+                continue
+            self._here_sent[channel] = now
+            if len(node.peers(channel)) > HEARTBEAT_MAX_PEERS:
+                continue
+            content = encode_presence("here", node.name)
+            self.run_worker(self._send_here(node, channel, content), group="presence")
+
+    async def _send_here(self, node: Node, channel: str, content: bytes) -> None:
+        with contextlib.suppress(Exception):  # a heartbeat lost is the next one's job
+            await node.send_ephemeral(channel, content)
 
     async def _say_presence(self, state: str, text: str = "") -> None:
         """Tell every joined channel (ephemeral; bounded: a quit never waits long)."""
