@@ -2163,7 +2163,7 @@ class Node:
                         "possibly_acknowledged",
                         self._local_ids.get((ch, ev.message_id)),
                         ev.message_id,
-                        detail={"hits": ev.hits, "threshold": ev.threshold},
+                        detail={"hits": ev.hits, "threshold": ev.threshold, "by": ev.by_sender},
                     )
                 )
         elif isinstance(ev, sds.MessageSendFailed) and self._wait_for_listeners(ev, now, out):

@@ -147,9 +147,9 @@ class OwnMessage:
 
     ``local_id`` is the outbox id (known for messages typed in this run or
     resumed from the outbox); ``message_id`` is ``None`` only for ``queued``.
-    ``detail`` carries extras: ``hits``/``threshold`` for
+    ``detail`` carries extras: ``hits``/``threshold``/``by`` (whose bloom filter) for
     ``possibly_acknowledged``, ``reason``/``attempts`` for ``failed``,
-    ``by`` for ``acknowledged``.
+    ``by``/``causal`` for ``acknowledged``.
     """
 
     channel: str

@@ -19,6 +19,13 @@ Usage::
 
     .venv/bin/python bench/tui_memory.py                      # 20,000 messages
     .venv/bin/python bench/tui_memory.py --messages 5000 --rate 400
+    .venv/bin/python bench/tui_memory.py --log-window 10000    # the core's window of a node
+
+Where the memory is (each slows the TUI down or prints a lot, on stderr):
+``TUI_MEMORY_TRACE=1`` (tracemalloc: what grew in the second half, or from idle with
+``TUI_MEMORY_TRACE_FROM=idle``; ``TUI_MEMORY_TRACE_TOP=40`` lines), and
+``TUI_MEMORY_PROBE=1`` (resident memory per mapping, large containers, what a full
+collection and ``malloc_trim`` give back, pymalloc's statistics).
 
 Every child is stopped by its PID; nothing listens beyond 127.0.0.1.
 """
@@ -75,7 +82,66 @@ def wait_port(port: int, timeout: float) -> None:
 # ----------------------------------------------------------------------------- the TUI
 
 
-async def run_tui(data_dir: Path, relay: str, expect: int) -> None:
+def probe(label: str, objs: dict[str, Any]) -> None:
+    """``TUI_MEMORY_PROBE=1``: where the resident memory is, on stderr: resident kB per
+    mapping (``/proc/self/smaps``: anonymous, the brk heap, libraries), and the
+    containers of more than 200 items under the node and the TUI's model."""
+    kinds: dict[str, int] = {}
+    name = "?"
+    regions: list[str] = []
+    size = 0
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and ":" not in head[0]:
+            name = head[5].rsplit("/", 1)[-1] if len(head) > 5 else "[anon]"
+        elif head[0] == "Size:":
+            size = int(head[1])
+        elif head[0] == "Rss:":
+            kinds[name] = kinds.get(name, 0) + int(head[1])
+            if name == "[anon]" and int(head[1]) > 1024:
+                regions.append(f"{int(head[1]) // 1024}/{size // 1024}M")
+    top = sorted(kinds.items(), key=lambda kv: -kv[1])[:4]
+    threads = len(list(Path("/proc/self/task").iterdir()))
+    print(f"probe {label}: {threads} threads, anon regions >1M (rss/size): {regions}",
+          file=sys.stderr)
+    sizes: list[str] = []
+
+    def attrs(obj: Any) -> list[tuple[str, Any]]:
+        out = list(vars(obj).items()) if hasattr(obj, "__dict__") else []
+        for klass in type(obj).__mro__:
+            for slot in getattr(klass, "__slots__", ()):
+                if hasattr(obj, slot):
+                    out.append((slot, getattr(obj, slot)))
+        return out
+
+    seen: set[int] = set()
+
+    def walk(path: str, obj: Any, depth: int) -> None:
+        if id(obj) in seen or depth > 5:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, (dict, list, set, tuple)) or hasattr(obj, "__len__"):
+            try:
+                n = len(obj)
+            except TypeError:
+                n = 0
+            if n > 200:
+                sizes.append(f"{path}={n}")
+            if isinstance(obj, dict) and n < 50:
+                for k, v in obj.items():
+                    walk(f"{path}[{str(k)[:12]}]", v, depth + 1)
+            return
+        if type(obj).__module__.split(".")[0] in ("app", "sds", "net", "storage"):
+            for attr, val in attrs(obj):
+                walk(f"{path}.{attr}", val, depth + 1)
+
+    for oname, obj in objs.items():
+        walk(oname, obj, 0)
+    print(f"probe {label}: rss {rss_mb():.1f} MB, smaps kB {top}", file=sys.stderr)
+    print(f"probe {label}: containers {' '.join(sizes)}", file=sys.stderr, flush=True)
+
+
+async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) -> None:
     """Child: the TUI; JSON lines on stdout (ready, progress, done); ends on stdin EOF."""
     from app.node import NodeOptions
     from app.transport import RelayTransport
@@ -85,7 +151,15 @@ async def run_tui(data_dir: Path, relay: str, expect: int) -> None:
     def say(**obj: Any) -> None:
         print(json.dumps(obj), flush=True)
 
-    app = make_app(data_dir, RelayTransport(relay), name="alice", options=NodeOptions(),
+    import sds
+    from app.tui.run import tui_protocol
+
+    # the SDS core's settings as `sdschat join` gives the TUI (its log window: 2,000
+    # ids), or with --log-window N as if the config file's [protocol] set it
+    protocol = {"log_window": log_window} if log_window else {}
+    config = tui_protocol(sds.Config(), protocol).with_changes(**protocol)
+    options = NodeOptions(config=config)
+    app = make_app(data_dir, RelayTransport(relay), name="alice", options=options,
                    transport_label="relay", remember_state=False)  # fmt: skip
     async with app.run_test(size=(120, 40)) as pilot:
         await asyncio.wait_for(app.ready.wait(), 300)
@@ -98,11 +172,15 @@ async def run_tui(data_dir: Path, relay: str, expect: int) -> None:
                 break
             await pilot.pause()
         trace = os.environ.get("TUI_MEMORY_TRACE")  # where the growth is (slows it down)
+        # growth from the second half only (default), or from idle (TUI_MEMORY_TRACE_FROM=idle)
+        trace_half = os.environ.get("TUI_MEMORY_TRACE_FROM", "half") != "idle"
         if trace:
             import tracemalloc
 
             tracemalloc.start(int(trace))
             before = tracemalloc.take_snapshot()
+        if os.environ.get("TUI_MEMORY_PROBE"):
+            probe("ready", {"node": app.node, "model": app.model})
         say(event="ready", rss_mb=rss_mb(), first_message_s=first,
             rows=len(log.view.rows) if log.view else 0)  # fmt: skip
         node = app.node
@@ -113,7 +191,7 @@ async def run_tui(data_dir: Path, relay: str, expect: int) -> None:
             await asyncio.sleep(1.0)
             now_got = node.counters["delivered"]
             if now_got != got:
-                if trace and got < expect // 2 <= now_got:  # the window is full by then
+                if trace and trace_half and got < expect // 2 <= now_got:  # window full by then
                     before = tracemalloc.take_snapshot()
                 got, last = now_got, time.monotonic()
                 say(event="progress", received=got, rss_mb=rss_mb())
@@ -129,10 +207,24 @@ async def run_tui(data_dir: Path, relay: str, expect: int) -> None:
             diff = tracemalloc.take_snapshot().compare_to(before, group)
             total = sum(d.size_diff for d in diff) / 1e6
             print(f"traced Python allocations grew by {total:.1f} MB", file=sys.stderr)
-            for stat in diff[:15]:
+            for stat in diff[:int(os.environ.get("TUI_MEMORY_TRACE_TOP", "15"))]:
                 print(stat, file=sys.stderr)
                 for line in stat.traceback.format()[-int(trace) * 2 :]:
                     print("   ", line, file=sys.stderr)
+        if os.environ.get("TUI_MEMORY_PROBE"):  # what a full pass and a trim give back
+            import ctypes
+            import gc
+
+            before_mb = rss_mb()
+            gc.unfreeze()
+            found = gc.collect()
+            gc.freeze()
+            after_gc = rss_mb()
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            print(f"probe: {before_mb:.1f} MB; full collection ({found} unreachable) "
+                  f"{after_gc:.1f} MB; malloc_trim {rss_mb():.1f} MB", file=sys.stderr)
+            probe("done", {"node": app.node, "model": app.model})
+            sys._debugmallocstats()  # pymalloc's arenas and blocks (C stderr)
         say(event="done", received=got, rss_mb=rss_mb(),
             window_rows=len(log.view.rows) if log.view else 0)  # fmt: skip
         reader = asyncio.StreamReader()
@@ -146,11 +238,12 @@ async def run_tui(data_dir: Path, relay: str, expect: int) -> None:
 
 
 class Tui:
-    def __init__(self, data_dir: Path, relay: str, expect: int) -> None:
+    def __init__(self, data_dir: Path, relay: str, expect: int, log_window: int = 0) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "_tui", str(data_dir), relay, str(expect)],
+            [sys.executable, __file__, "_tui", str(data_dir), relay, str(expect), str(log_window)],
             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None if os.environ.get("TUI_MEMORY_TRACE") else subprocess.DEVNULL,
+            stderr=None if os.environ.get("TUI_MEMORY_TRACE") or os.environ.get("TUI_MEMORY_PROBE")
+            else subprocess.DEVNULL,
         )  # fmt: skip
 
     def next(self, event: str, timeout: float) -> dict[str, Any]:
@@ -193,7 +286,8 @@ def feeder(rate: float, count: int, tag: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "_tui":
-        asyncio.run(run_tui(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
+        window = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+        asyncio.run(run_tui(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), window))
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "_feed":
         return feeder(float(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
@@ -201,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--rate", type=float, default=300.0, help="messages/s, all senders")
     parser.add_argument("--senders", type=int, default=2)
+    parser.add_argument("--log-window", type=int, default=0,
+                        help="the TUI's SDS core log window (default: the TUI's, 2,000)")
     args = parser.parse_args(argv)
     from machine import describe
 
@@ -221,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(relay)
         wait_port(port, 20)
         data_dir = Path(tmp) / "alice"
-        tui = Tui(data_dir, url, args.messages)
+        tui = Tui(data_dir, url, args.messages, args.log_window)
         idle = tui.next("ready", 300)
         per = args.messages // args.senders
         for k in range(args.senders):
@@ -243,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         took = time.perf_counter() - t
         tui.stop()
         tui = None
-        tui = Tui(data_dir, url, 0)
+        tui = Tui(data_dir, url, 0, args.log_window)
         restart = tui.next("ready", 300)
         tui.next("done", 60)
         tui.stop()

@@ -84,7 +84,8 @@ from app.tui.config import TuiConfig
 from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
-from app.tui.presence import decode_presence, encode_presence
+from app.tui.presence import HEARTBEAT_MAX_PEERS, decode_presence, encode_presence
+from app.tui.readers import who_has
 from app.tui.reasons import explain
 from app.tui.render import palette, set_colours, state_label
 from app.tui.screens.chat import ChatScreen
@@ -303,6 +304,8 @@ class SdsChatApp(App[None]):
         self.chatlog = logger_for(self.tui_config.log, opts.data_dir, opts.tz)
         self.presence: dict[str, tuple[str, str, int]] = {}
         """sender id -> (away | offline, text, when on this clock, ms): app/tui/presence.py."""
+        self._here_sent: dict[str, float] = {}
+        """channel -> when our last heartbeat went (this clock, s): :meth:`_heartbeat`."""
         self._away: str | None = None
         """Continuous logging to files (``[log]``, app/tui/chatlog.py), or None."""
         set_colours(self.tui_config.colours)  # the log's colours: the config file's
@@ -890,7 +893,11 @@ class SdsChatApp(App[None]):
         presence = decode_presence(ev.content)
         if presence is not None:  # /away, /away again, or quit (app/tui/presence.py)
             state, text = presence
-            if state == "back":
+            if state == "here":  # a heartbeat: heard (the node noted it); an away stays
+                said = self.presence.get(ev.sender_id)
+                if said is not None and said[0] == "offline":
+                    self.presence.pop(ev.sender_id, None)
+            elif state == "back":
                 self.presence.pop(ev.sender_id, None)
             else:
                 self.presence[ev.sender_id] = (state, text, int(self.clock() * 1000))
@@ -972,6 +979,7 @@ class SdsChatApp(App[None]):
             return
         if self.ready.is_set():
             self.collector.tick()
+            self._heartbeat()
         changed = self.model.expire_typing(self.clock())
         if changed:
             self._apply(Changes(channels=changed, peers=True))
@@ -1134,6 +1142,28 @@ class SdsChatApp(App[None]):
         if said is None or said[0] != "away":
             return None
         return f"away: {visible(said[1])}" if said[1] else "away"
+
+    def _heartbeat(self) -> None:
+        """Every third of the online window, a ``here`` presence notice to each small
+        channel (app/tui/presence.py): a member that does not write stays online on
+        the others' screens although SDS sync suppression keeps its syncs unsent."""
+        node = self.node
+        if node is None:
+            return
+        now = self.clock()
+        every = self.online_window_ms() / 3000.0
+        for channel in list(node.channels):
+            if now - self._here_sent.get(channel, float("-inf")) < every:
+                continue
+            self._here_sent[channel] = now
+            if len(node.peers(channel)) > HEARTBEAT_MAX_PEERS:
+                continue
+            content = encode_presence("here", node.name)
+            self.run_worker(self._send_here(node, channel, content), group="presence")
+
+    async def _send_here(self, node: Node, channel: str, content: bytes) -> None:
+        with contextlib.suppress(Exception):  # a heartbeat lost is the next one's job
+            await node.send_ephemeral(channel, content)
 
     async def _say_presence(self, state: str, text: str = "") -> None:
         """Tell every joined channel (ephemeral; bounded: a quit never waits long)."""
@@ -2075,8 +2105,6 @@ class SdsChatApp(App[None]):
         field("lamport", str(lamport) if lamport is not None else "—")
         if row.own:
             field("delivery", state_label(row.own_state))
-            if row.seen_by:  # the first member whose causal history named it
-                field("acknowledged by", ", ".join(self.model.label(s, None) for s in row.seen_by))
         elif row.waiting:
             field("delivery", f"waiting for {len(row.waiting_for)} earlier message(s)")
         else:
@@ -2113,7 +2141,53 @@ class SdsChatApp(App[None]):
             for dep in sorted(row.waiting_for):
                 state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
                 out.append(f"  ⋯ {_short_id(dep)}{state}\n", "dim")
+        if node is not None and row.message_id and not row.deleted:
+            await self._info_who_has(out, channel, row)
         return out
+
+
+    async def _info_who_has(self, out: Text, channel: str, row: Row) -> None:
+        """``/info``'s "who has it": the members whose causal histories (the messages
+        after it in the store) or bloom filters show they have the message."""
+        node = self.node
+        assert node is not None and row.message_id is not None
+        me = node.sender_id
+        members = [p.sender_id for p in node.peers(channel) if p.sender_id != me]
+        if row.sender_id and row.sender_id != me and row.sender_id not in members:
+            members.append(row.sender_id)
+        try:
+            have = await who_has(
+                node.store, channel, row.message_id, row.key[0],
+                members=[m for m in members if m != row.sender_id],
+                filters=row.filter_hits,
+            )  # fmt: skip
+        except Exception as e:  # a read error must not lose the rest of /info
+            out.append(f"{'who has it':<18}", "bold")
+            out.append(f"not known ({visible(str(e))[:60]})\n", "dim")
+            return
+        for sid in row.seen_by:  # an acknowledgement by a history beyond the scan
+            have.by_history.setdefault(sid, "")
+        shown = {**dict.fromkeys(have.by_history, "causal history"),
+                 **{s: "bloom filter" for s in have.by_filter}}  # fmt: skip
+        for sid in shown:
+            if sid not in members and sid != me:
+                members.append(sid)
+        others = [m for m in members if m != row.sender_id]
+        if not others:  # nobody but the author and you heard from: nothing to say
+            return
+        count = sum(1 for m in others if m in shown)
+        out.append(f"{'who has it':<18}", "bold")
+        out.append(f"{count} of {len(others)} other member{'s' if len(others) != 1 else ''}"
+                   f" (besides {'you' if row.own else 'the author and you'})\n")  # fmt: skip
+        for sid in sorted(others, key=lambda m: (m not in shown, self.model.label(m, None))):
+            label = visible(self.model.label(sid, None))
+            how = shown.get(sid)
+            if how is not None:
+                out.append(f"  ✓ {label}  ", "")
+                out.append(f"{how}\n", "dim")
+            else:
+                more = "" if have.complete else f" in the {have.scanned} messages after it"
+                out.append(f"  · {label}  no sign yet{more}\n", "dim")
 
 
 def _short_id(message_id: str, keep: int = 24) -> str:

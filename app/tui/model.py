@@ -134,7 +134,7 @@ class FileState:
         return len(self.present) >= self.total
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Row:
     """One line of a channel's log as shown (a message, own or others').
 
@@ -191,6 +191,8 @@ class Row:
     """A file line's reassembly (None until its manifest was read from the store)."""
     seen_by: list[str] = field(default_factory=list)
     """Own message: the members whose causal history named it (the acknowledgement)."""
+    filter_hits: list[str] = field(default_factory=list)
+    """Own message: the members whose bloom filter held it (``/info``: who has it)."""
     shared_name: bool = False
     """Another sender id uses the same display name: shown as ``name (3f9a)``."""
     colour: int | None = None
@@ -998,9 +1000,15 @@ class ChatModel:
         row = view.find_message(ev.message_id)
         if row is None or row.own_state is None:
             return
-        by = ev.detail.get("by") if ev.state == "acknowledged" else None
-        if isinstance(by, str) and by and by not in row.seen_by:
-            row.seen_by.append(by)  # /info: who showed they have it
+        by = ev.detail.get("by")
+        if isinstance(by, str) and by:  # /info: who showed they have it, and how
+            if ev.state == "acknowledged" and ev.detail.get("causal", True):
+                if by not in row.seen_by:
+                    row.seen_by.append(by)
+            elif ev.state in ("acknowledged", "possibly_acknowledged") and (
+                by not in row.filter_hits
+            ):
+                row.filter_hits.append(by)
         if _STATE_RANK.get(ev.state, -1) <= _STATE_RANK.get(row.own_state, -1):
             return
         row.own_state = ev.state

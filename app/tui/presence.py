@@ -4,9 +4,14 @@ Like typing notices (:mod:`app.tui.typing`), never logged, acknowledged or resen
 
     {"v": 1, "kind": "presence", "state": "away", "text": "lunch", "name": "bob"}
 
-``state`` is ``away`` (with an optional text), ``back``, or ``offline`` (sent to every
+``state`` is ``away`` (with an optional text), ``back``, ``offline`` (sent to every
 joined channel when the TUI quits, so the others show it offline at once instead of
-after the online window of three sync intervals). Receivers show an away member as
+after the online window of three sync intervals), or ``here``: a heartbeat, sent to a
+channel of at most :data:`HEARTBEAT_MAX_PEERS` members heard every third of the
+online window. SDS sync suppression leaves a quiet member's syncs unsent while
+another member's syncs name what it would (one sync serves the channel), so without
+it a connected member that does not write looked gone after the online window.
+Receivers only count it as hearing the member (an ``away`` stays). Receivers show an away member as
 ``away: lunch`` in F2 and ``/who``; an ``offline`` member is not counted online until
 it is heard again. Only members online at that moment hear it (an ephemeral message
 is not stored): someone who comes later sees the member as heard from, not as away.
@@ -18,9 +23,13 @@ import json
 
 from app.chat_content import clean_name
 
-__all__ = ["STATES", "decode_presence", "encode_presence"]
+__all__ = ["HEARTBEAT_MAX_PEERS", "STATES", "decode_presence", "encode_presence"]
 
-STATES = ("away", "back", "offline")
+STATES = ("away", "back", "offline", "here")
+
+HEARTBEAT_MAX_PEERS = 10
+"""A channel with more members heard sends no heartbeat (their syncs are stretched
+and suppressed for the bytes' sake: "online" is then only what was heard lately)."""
 
 MAX_TEXT = 200
 """Longest away text kept (characters)."""

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import sds
 from app.headless import EXIT_PASSPHRASE, EXIT_USAGE, PassphraseFileError, read_passphrase_file
 from app.node import NodeOptions
 from app.node_settings import load_config_file, settings_from_args
@@ -23,7 +24,21 @@ from app.transport import LossyTransport, RelayTransport, Transport
 from net.lan.flags import build_transport, relay_given
 from net.urls import display_address
 
-__all__ = ["default_data_dir", "relay_label", "run_tui"]
+__all__ = ["TUI_LOG_WINDOW", "default_data_dir", "relay_label", "run_tui", "tui_protocol"]
+
+TUI_LOG_WINDOW = 2_000
+"""The SDS core's log window in the TUI (sdschat's default is 10,000 ids): ids older
+than it are checked in SQLite (``MessagesMissing`` -> ``has_ids``) and a copy of an
+older message is recognised there (``Node._settle_copies``). The core's window was
+the largest part of a TUI's memory after 20,000 messages (docs/chat.md, "Memory")."""
+
+
+def tui_protocol(config: sds.Config, protocol: dict[str, Any]) -> sds.Config:
+    """The TUI's protocol settings: ``config`` with the log window at most
+    :data:`TUI_LOG_WINDOW`, unless the config file's ``[protocol]`` sets ``log_window``."""
+    if "log_window" in protocol or config.log_window <= TUI_LOG_WINDOW:
+        return config
+    return config.with_changes(log_window=max(TUI_LOG_WINDOW, config.causal_history_size))
 
 
 def default_data_dir() -> Path:
@@ -96,7 +111,7 @@ def run_tui(args: argparse.Namespace) -> int:
         transport = LossyTransport(transport, settings.drop_rate, random.Random(settings.drop_seed))
         label += f" (dropping {settings.drop_rate:.0%})"
     options = NodeOptions(
-        config=settings.config,
+        config=tui_protocol(settings.config, dict(config_file.get("protocol", {}))),
         state_save_interval_ms=settings.state_save_ms,
         store_url=store_url,
         recent_window=settings.recent_window,

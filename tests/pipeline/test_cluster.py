@@ -27,6 +27,7 @@ from pipeline_helpers import bench_module, report, simulate
 
 from app.sim import PartitionSpec
 from pipeline.spark import connect_missing, connect_server_command, spark_home
+from tests.procs import T
 
 ROOT = Path(__file__).resolve().parents[2]
 #: README.md's cluster line (docs/report.md): run verbatim but for HOST:7077.
@@ -51,6 +52,7 @@ def _env() -> dict[str, str]:
 
 
 def _wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], seconds: float) -> None:
+    seconds = T(seconds)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if text in log.read_text(errors="replace"):
@@ -106,7 +108,7 @@ class Cluster:
             proc, log = self._start("connect", [], [
                 sys.executable, "-m", "app.cli", "report-server", "--master", local,
                 "--port", str(port), "--driver-memory", "512m", *flags])
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + T(120)
         while time.monotonic() < deadline and proc.poll() is None:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -154,7 +156,7 @@ def _cli(args: list[str], cwd: Path = ROOT, timeout: float = 420,
          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "app.cli", "report", *args], cwd=cwd,
                           env={**_env(), **(env or {})}, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=T(timeout))
 
 
 @pytest.mark.slow
@@ -192,7 +194,7 @@ def test_cluster_submit_and_connect_give_the_local_summary(
     env["PATH"] = "/usr/bin:/bin"  # the venv is not active: the line activates it
     line = SUBMIT_LINE.replace("HOST:7077", cluster.master.removeprefix("spark://"))
     done2 = subprocess.run(["bash", "-c", line], cwd=work, env=env, capture_output=True,
-                           text=True, timeout=420)
+                           text=True, timeout=T(420))
     assert done2.returncode == 0, done2.stderr[-3000:]
     submitted = json.loads((work / "report" / "summary.json").read_text())
     assert _comparable(submitted) == _comparable(on_cluster)
@@ -204,7 +206,7 @@ def test_cluster_submit_and_connect_give_the_local_summary(
     env3["SPARK_REMOTE"] = cluster.remote
     done3 = subprocess.run(
         [sys.executable, "-m", "app.cli", "report", run_dir.as_uri(), "--out", str(out3)],
-        cwd=ROOT, env=env3, capture_output=True, text=True, timeout=420)
+        cwd=ROOT, env=env3, capture_output=True, text=True, timeout=T(420))
     assert done3.returncode == 0, done3.stderr[-3000:]
     over_connect = json.loads((out3 / "summary.json").read_text())
     assert over_connect["master"] == cluster.remote
@@ -236,7 +238,7 @@ def test_report_server_sessions_get_the_local_shuffle_partitions(
 
         def partitions(remote: str, *args: str) -> str:
             done = subprocess.run([sys.executable, "-c", code, remote, *args], cwd=ROOT,
-                                  env=_env(), capture_output=True, text=True, timeout=120)
+                                  env=_env(), capture_output=True, text=True, timeout=T(120))
             assert done.returncode == 0, done.stderr[-2000:]
             return done.stdout.strip().splitlines()[-1]
 
@@ -266,24 +268,53 @@ def test_unreachable_master_is_one_line_exit_2(run_dir: Path, tmp_path: Path) ->
 def test_ctrl_c_during_a_report_is_one_line_exit_130(tmp_path: Path) -> None:
     # 1M synthetic events: about 27 s of report on local[1] (JVM up after 3-4 s), so
     # the Ctrl+C at 12 s lands in the middle of the computation
+    # the Ctrl+C goes once Spark's own status API (its UI, on 127.0.0.1) shows a job of
+    # the report running: a state, whatever the machine's speed or load
     data = tmp_path / "events"
     bench_module().generate(data, 1_000_000, 200, 10)
+    ui = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "report", str(data), "--out", str(tmp_path / "r"),
-         "--master", "local[1]", "--driver-memory", "512m"],
+         "--master", "local[1]", "--driver-memory", "512m",
+         "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={ui}"],
         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
-    time.sleep(12)  # the JVM is up and the report under way
+    try:
+        _wait_state(lambda: proc.poll() is not None or _a_job_running(ui),
+                    "a job of the report running", 180)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
     assert proc.poll() is None, proc.communicate()
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl+C does: the whole process group
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=T(60))
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "sdschat report: interrupted, nothing written"
     assert [x for x in err.splitlines() if x.startswith("sdschat")] == [
         "sdschat report: interrupted, nothing written"]
     assert not (tmp_path / "r").exists()
+
+
+def _a_job_running(ui_port: int) -> bool:
+    """Whether the Spark driver whose UI listens on ``ui_port`` (127.0.0.1) runs a job
+    (its REST status API; no proxy)."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+    try:
+        with opener.open(base, timeout=2) as r:
+            apps = json.load(r)
+        for app in apps:
+            with opener.open(f"{base}/{app['id']}/jobs?status=running", timeout=2) as r:
+                if json.load(r):
+                    return True
+    except (OSError, ValueError, KeyError):
+        return False
+    return False
 
 
 # ------------------------------------------------- when Spark itself fails: one line, exit 2
@@ -351,6 +382,7 @@ def test_relative_paths_reach_a_connect_server_in_another_directory(
 
 
 def _wait_state(check: Any, what: str, seconds: float) -> None:
+    seconds = T(seconds)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if check():
@@ -368,7 +400,7 @@ def _report_proc(data: Path, out: Path, *flags: str) -> subprocess.Popen[str]:
 
 def _failed_in_one_line(proc: subprocess.Popen[str], *expected: str) -> None:
     try:
-        out, err = proc.communicate(timeout=180)
+        out, err = proc.communicate(timeout=T(180))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -23,6 +23,7 @@ from pipeline_helpers import report, simulate
 
 from app.sim import PartitionSpec
 from pipeline.html_report import _COLORS
+from tests.procs import T
 
 #: the timeline's colour of a participant logging events
 LANE = "#9ae6b4"
@@ -102,7 +103,7 @@ def test_the_report_renders_with_its_charts_in_chromium(spark: Any, tmp_path: Pa
          "--disable-domain-reliability", "--no-default-browser-check", "--dns-prefetch-disable",
          "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
          "--window-size=1000,3600", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=T(120),
     )
     assert shot.is_file(), done.stderr[-2000:]
     data = shot.read_bytes()

@@ -248,11 +248,15 @@ async def test_typing_indicator_both_ways(tmp_path: Path) -> None:
         async with app.run_test(size=SIZE) as pilot:
             await started(app)
             await pilot.press(*"typing a long line")  # throttled: one notice
-            await wait_until(
-                lambda: any(isinstance(e, Ephemeral) for e in bob.events), what="bob sees typing"
-            )
+            from app.tui.typing import decode_typing
+
+            def notices() -> int:  # typing notices (not the presence heartbeat)
+                return sum(isinstance(e, Ephemeral) and decode_typing(e.content) is not None
+                           for e in bob.events)  # fmt: skip
+
+            await wait_until(lambda: notices() > 0, what="bob sees typing")
             await asyncio.sleep(0.2)
-            assert sum(isinstance(e, Ephemeral) for e in bob.events) == 1
+            assert notices() == 1
             from app.tui.typing import encode_typing
 
             await bob.node.send_ephemeral("general", encode_typing("bob"))

@@ -626,7 +626,7 @@ async def test_info_says_who_acknowledged_an_own_message(tmp_path: Path) -> None
         app.chat.query_one(MessageLog).select(mine.key)
         await type_line(pilot, "/info")
         await wait_until(lambda: app.screen.id == "info", what="info")
-        assert any("acknowledged by" in line and "bob" in line
+        assert any("✓ bob" in line and "causal history" in line
                    for line in screen_text(app).splitlines())  # fmt: skip
 
 

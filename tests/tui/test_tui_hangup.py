@@ -92,7 +92,7 @@ def test_the_watch_asks_first_then_ends_the_process_after_the_grace() -> None:
     time.sleep(0.3)
     assert not asked and not ended  # the terminal is there: nothing happens
     os.close(master)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 10 * T_SCALE
     while not ended and time.monotonic() < deadline:
         time.sleep(0.05)
     assert asked == [1] and ended == [EXIT_HANGUP]
@@ -106,7 +106,7 @@ def test_the_watch_asks_first_then_ends_the_process_after_the_grace() -> None:
                           interval=0.05, grace=0.5, hard_exit=ended.append)
     holder.append(stop)
     os.close(master)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 10 * T_SCALE
     while not asked and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.8)

@@ -131,6 +131,23 @@ def test_own_message_moves_forward_only() -> None:
     assert view.rows[0].own_state == "acknowledged" and not ch.notices
 
 
+def test_own_message_records_who_showed_they_have_it() -> None:
+    """/info's "who has it": a causal-history acknowledgement into ``seen_by``, a bloom
+    filter hit (possibly acknowledged, or acknowledged by filters) into ``filter_hits``,
+    even when the state does not move forward."""
+    m = model()
+    m.apply(OwnMessage("general", "queued", local_id=1, text="hi", kind="msg"), 0)
+    m.apply(OwnMessage("general", "logged", 1, "mine", 10, 0, "hi", "msg"), 0)
+    row = m.channels["general"].rows[0]
+    m.apply(OwnMessage("general", "possibly_acknowledged", 1, "mine",
+                       detail={"hits": 1, "threshold": 2, "by": "carol"}), 0)  # fmt: skip
+    m.apply(OwnMessage("general", "acknowledged", 1, "mine",
+                       detail={"by": "dave", "causal": False}), 0)  # fmt: skip
+    m.apply(OwnMessage("general", "acknowledged", 1, "mine",
+                       detail={"by": "bob", "causal": True}), 0)  # fmt: skip
+    assert row.seen_by == ["bob"] and row.filter_hits == ["carol", "dave"]
+
+
 def test_failed_own_message_is_noticed() -> None:
     m = model()
     m.apply(OwnMessage("general", "queued", local_id=1, text="x", kind="msg"), 0)
