@@ -16,7 +16,9 @@ Arrival = upload done + propagation latency + download queueing and
 transmission. A 46 KB message then reaches a 1 Mbit/s participant about 0.37 s
 after a 3 KB one sent at the same time would have.
 
-Faults: a loss rate per delivery, a latency range (uniform, or exponential
+Faults: a loss rate per delivery, a loss rate per broadcast at the sender
+(``send_loss``: every receiver misses it, as ``sdschat join --drop-rate`` drops
+an outgoing envelope before the relay sees it), a latency range (uniform, or exponential
 within the range), partitions (groups that cannot hear each other until
 healed) and nodes going offline (they hear nothing and their timers pause until
 they come back). Everything random comes from one seeded ``random.Random``: a
@@ -178,9 +180,12 @@ class MemNetwork:
         net_events: bool = False,
         datagram_observer: DatagramObserver | None = None,
         track_delivered: bool = True,
+        send_loss: float = 0.0,
     ) -> None:
         if not 0.0 <= loss < 1.0:
             raise ValueError("loss must be in [0, 1)")
+        if not 0.0 <= send_loss < 1.0:
+            raise ValueError("send_loss must be in [0, 1)")
         lo, hi = latency_ms
         if not 0 <= lo <= hi:
             raise ValueError("latency range must satisfy 0 <= low <= high")
@@ -188,6 +193,7 @@ class MemNetwork:
             raise ValueError("latency_dist must be 'uniform' or 'exponential'")
         self.rng = random.Random(seed)
         self.loss = loss
+        self.send_loss = send_loss
         self.latency_ms = latency_ms
         self.latency_dist = latency_dist
         self.now_ms = start_ms
@@ -215,9 +221,14 @@ class MemNetwork:
             "bytes_sent": 0,
             "store_retrievals": 0,
             "queue_wait_ms": 0,
+            "send_lost": 0,
+            "send_lost_bytes": 0,
         }
         # "bytes": received (deliveries x size); "bytes_sent": uploaded (one per
-        # broadcast); "queue_wait_ms": waiting behind earlier messages on links.
+        # broadcast, those lost at the sender included); "queue_wait_ms": waiting
+        # behind earlier messages on links; "send_lost"/"send_lost_bytes":
+        # broadcasts lost at the sender (``send_loss``: nobody, not even the
+        # store, receives them).
 
     # ----------------------------------------------------------------- topology
 
@@ -361,6 +372,10 @@ class MemNetwork:
         counters = self.counters
         counters["broadcasts"] += 1
         counters["bytes_sent"] += len(data)
+        if self.send_loss and self.rng.random() < self.send_loss:
+            counters["send_lost"] += 1
+            counters["send_lost_bytes"] += len(data)
+            return
         if self.store is not None:
             self._archive(channel_id, data)
         members = self.members.get(channel_id, ())
