@@ -213,6 +213,7 @@ class RealRun:
         self.sender_of: dict[str, str] = {}  # node name -> sender id (from its events)
         self.closed: dict[str, dict[str, Any]] = {}
         self.peak_rss_kib = 0
+        self.cpu_s: dict[str, float] = {}  # CPU seconds of each node (last sample)
         self.lock = threading.Lock()
 
     def _on_event(self, child: Child, obj: dict[str, Any]) -> None:
@@ -231,10 +232,12 @@ class RealRun:
         self.tap = Tap(self.url, CHANNEL)
         if not self.tap.ready.wait(30):
             raise RuntimeError("the tap could not subscribe")
+        conf = self.tmp / "node.toml"  # the --fast timings at --time-scale
+        conf.write_text(f"fast = true\nfast_scale_ms = {o.time_scale}\n")
         for i in range(o.nodes):
-            argv = sdschat("join", CHANNEL, "--headless", "--no-config", "--relay", self.url,
-                           "--data-dir", str(self.tmp / f"n{i:03d}"), "--name", f"n{i:03d}",
-                           "--fast", "--drop-rate", str(o.drop_rate),
+            argv = sdschat("join", CHANNEL, "--headless", "--config", str(conf), "--relay",
+                           self.url, "--data-dir", str(self.tmp / f"n{i:03d}"), "--name",
+                           f"n{i:03d}", "--drop-rate", str(o.drop_rate),
                            "--drop-seed", str(o.seed * 1000 + i))
             child = Child(argv, f"n{i:03d}", self.tmp / "logs", stdin=True,
                           on_event=self._on_event)
@@ -259,11 +262,21 @@ class RealRun:
     def _sample(self) -> None:
         total = sum(proc_status_kib(c.pid, "VmRSS") or 0 for c in self.nodes)
         self.peak_rss_kib = max(self.peak_rss_kib, total)
+        tick = os.sysconf("SC_CLK_TCK")
+        for c in self.nodes:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                f = Path(f"/proc/{c.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                self.cpu_s[c.name] = (int(f[11]) + int(f[12])) / tick
+
+    def cpu_total(self) -> float:
+        return round(sum(self.cpu_s.values()), 1)
 
     def script(self) -> dict[str, tuple[float, float]]:
         """Type the lines; then the drain. Returns the phases (monotonic seconds)."""
         o = self.opts
         rng = random.Random(o.seed)
+        self._sample()
+        self.cpu_at_start = self.cpu_total()
         t0 = time.monotonic() + 1.0
         next_sample = 0.0
         for i in range(o.messages):  # bounded by --messages
@@ -342,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drop-rate", type=float, default=0.05)
     ap.add_argument("--drain", type=float, default=60.0, help="seconds after the last line")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--time-scale", type=int, default=1000,
+                    help="ms unit of the fast timings (nodes: fast_scale_ms; sim: "
+                    "--time-scale); larger keeps timings above a loaded machine's latency")
     ap.add_argument("--tolerance", type=float, default=0.2)
     ap.add_argument("--sim-latency", default="auto", help="LO:HI ms, or auto (the real run's)")
     ap.add_argument("--sim-seeds", type=int, default=1, help="sim runs (seeds) to average")
@@ -350,8 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--keep", default=None, help="keep logs, data and exports in this directory")
     o = ap.parse_args(argv)
-    if o.nodes < 2 or o.messages < 1 or o.rate <= 0 or not 0 <= o.drop_rate < 1:
-        ap.error("need --nodes >= 2, --messages >= 1, --rate > 0, 0 <= --drop-rate < 1")
+    if (o.nodes < 2 or o.messages < 1 or o.rate <= 0 or not 0 <= o.drop_rate < 1
+            or o.time_scale < 100):
+        ap.error("need --nodes >= 2, --messages >= 1, --rate > 0, 0 <= --drop-rate < 1, "
+                 "--time-scale >= 100")
     if o.nodes > 200 or o.messages > 2000 or o.drain > 900:
         ap.error("bounded: at most 200 nodes, 2,000 messages, 900 s of drain")
     avail = 0
@@ -395,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     real["tap_errors"] = run.tap.errors
     real["wall_seconds"] = round(real_wall, 1)
     real["peak_rss_mb_all_nodes"] = round(run.peak_rss_kib / 1024)
+    real["node_cpu_seconds_script_and_drain"] = round(run.cpu_total() - run.cpu_at_start, 1)
+    real["script_and_drain_seconds"] = round(o.messages / o.rate + o.drain, 1)
 
     lat = real["latency_ms"]
     if o.sim_latency == "auto":
@@ -408,8 +428,11 @@ def main(argv: list[str] | None = None) -> int:
     sim = average(sims)
     rows = compare(real, sim, o.tolerance)
     print(f"\nreal: {o.nodes} nodes, {o.messages} lines at {o.rate}/s, --drop-rate "
-          f"{o.drop_rate}, --fast, drain {o.drain:.0f} s; wall {real_wall:.0f} s; peak RSS of "
-          f"all nodes {real['peak_rss_mb_all_nodes']} MB; real delivery latency p5/p50/p85/"
+          f"{o.drop_rate}, fast timings x {o.time_scale} ms, drain {o.drain:.0f} s; "
+          f"wall {real_wall:.0f} s; peak RSS of "
+          f"all nodes {real['peak_rss_mb_all_nodes']} MB; nodes' CPU "
+          f"{real['node_cpu_seconds_script_and_drain']} s in "
+          f"{real['script_and_drain_seconds']} s; real delivery latency p5/p50/p85/"
           f"p99 {lat['p5']}/{lat['p50']}/{lat['p85']}/{lat['p99']} ms")
     print(f"sim: same shape, --loss {o.drop_rate} --send-loss {o.drop_rate}, latency "
           f"{lo}:{hi} ms, content {real['content_bytes']} B, {o.sim_seeds} seed(s)")
@@ -442,6 +465,7 @@ def run_sim_summary(o: argparse.Namespace, out: Path, seed: int, latency: tuple[
 
     spec = SimSpec(participants=o.nodes, messages=o.messages, loss=o.drop_rate,
                    send_loss=o.drop_rate, seed=seed, rate=o.rate, timings="fast",
+                   time_scale_ms=o.time_scale,
                    drain_ms=int(o.drain * 1000), latency_ms=latency,
                    content_bytes=max(1, content_bytes))
     res = run_sim(spec, out, force=True)
