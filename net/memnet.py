@@ -42,6 +42,7 @@ deadline is noticed when the old entry fires.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 import random
@@ -153,15 +154,25 @@ _TIMER = 1  # payload: node
 _STORE = 2  # payload: (node, channel, message_id, sender_id, data)
 
 
+def retrieval_hint(data: bytes) -> bytes:
+    """The retrieval hint of a message on the simulated wire: sha256 of its bytes, the
+    size of a real node's (the sha256 of its envelope), so that causal histories
+    weigh what they weigh between real nodes (bench/real_vs_sim.py)."""
+    return hashlib.sha256(data).digest()
+
+
 class _Parsed:
     """A broadcast's bytes, parsed at first delivery and shared by every receiver."""
 
-    __slots__ = ("data", "pb", "state")
+    __slots__ = ("data", "hint", "pb", "state")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pb: object = None
         self.state = 0  # 0 not parsed, 1 parsed, 2 malformed
+        #: the retrieval hint receivers record (a real node's is the envelope's
+        #: sha256: 32 bytes in every causal-history entry naming the message)
+        self.hint = b""
 
 
 class MemNetwork:
@@ -304,6 +315,7 @@ class MemNetwork:
             if isinstance(ev, sds.MessageSent):
                 message_id = ev.message_id
                 self._wire[(channel_id, message_id)] = data
+                ch.set_retrieval_hint(message_id, retrieval_hint(data))
         if self.datagram_observer is not None:
             self.datagram_observer(
                 node_id, channel_id, "message", message_id, len(data), self.now_ms
@@ -445,9 +457,11 @@ class MemNetwork:
                 parsed.state = 1
             except DecodeError:
                 parsed.state = 2
+            parsed.hint = retrieval_hint(parsed.data)
         now = self.now_ms
         data = parsed.data
         pb = parsed.pb
+        hint = parsed.hint
         cid = pb.channel_id if parsed.state == 1 else ""  # type: ignore[attr-defined]
         for node in receivers:
             if not node.online:
@@ -459,7 +473,7 @@ class MemNetwork:
                 node.participant.receive(data, now)
                 self._after_call(node)
             else:
-                ch.receive_parsed(pb, data, now, None)  # type: ignore[arg-type]
+                ch.receive_parsed(pb, data, now, hint)  # type: ignore[arg-type]
                 self._after_channel_call(node, ch)
 
     def _timer(self, node: SimNode, at: int) -> None:
