@@ -61,6 +61,7 @@ def breakdown(out: Path) -> dict[str, Any]:
     delivered: dict[tuple[str, str], int] = {}
     noticed: dict[tuple[str, str], int] = {}
     asked: dict[tuple[str, str], int] = {}
+    waited: dict[tuple[str, str], int] = {}
     requests: dict[str, list[int]] = {}
     for r in rows:
         k, node, t_ms = r["kind"], r["node_id"], r["time_ms"]
@@ -71,6 +72,8 @@ def breakdown(out: Path) -> dict[str, Any]:
         elif k == "MessagesMissing":
             for e in json.loads(r["detail"] or "{}").get("missing", ()):
                 noticed.setdefault((node, e["message_id"]), t_ms)
+            if r["message_id"]:  # this message arrived and waits for those
+                waited.setdefault((node, r["message_id"]), t_ms)
         elif k == "RepairRequested":
             for mid in json.loads(r["detail"] or "{}").get("message_ids", ()):
                 asked.setdefault((node, mid), t_ms)
@@ -81,13 +84,19 @@ def breakdown(out: Path) -> dict[str, Any]:
     p95 = q(0.95)
     late = [p for p, v in lat.items() if v >= p95]
     notice, repair, ask_wait = [], [], []
+    arrive, wait = [], []
     own_ask = 0
     reqs_before = []
     for p in late:
         s, d = sent[p[1]], delivered[p]
-        n = noticed.get(p, d)
-        notice.append((min(n, d) - s) / 1000)
-        repair.append((d - min(n, d)) / 1000)
+        if p in noticed:  # the member lacked it: it learned of it, then got it
+            n = min(noticed[p], d)
+            notice.append((n - s) / 1000)
+            repair.append((d - n) / 1000)
+        elif p in waited:  # it had it, waiting for a dependency it lacked
+            w = min(waited[p], d)
+            arrive.append((w - s) / 1000)
+            wait.append((d - w) / 1000)
         a = asked.get(p)
         if a is not None and a <= d:
             own_ask += 1
@@ -100,8 +109,11 @@ def breakdown(out: Path) -> dict[str, Any]:
     return {
         "pairs": len(lat), "p50_s": q(0.5) / 1000, "p95_s": p95 / 1000, "p99_s": q(0.99) / 1000,
         "late_pairs": len(late),
-        "late_never_missing": sum(1 for p in late if p not in noticed),
-        "notice_median_s": med(notice), "repair_median_s": med(repair),
+        "late_lacked": len(notice), "lacked_notice_median_s": med(notice),
+        "lacked_repair_median_s": med(repair),
+        "late_waited_for_a_dependency": len(wait), "waited_arrival_median_s": med(arrive),
+        "waited_median_s": med(wait),
+        "late_other": len(late) - len(notice) - len(wait),
         "late_that_asked_themselves": own_ask, "own_ask_wait_median_s": med(ask_wait),
         "requests_in_channel_before_delivery_median": (
             statistics.median(reqs_before) if reqs_before else None),
