@@ -18,7 +18,8 @@ def test_real_nodes_and_the_sim_deliver_the_same_and_converge_alike(tmp_path: Pa
     out = tmp_path / "rvs.json"
     proc = subprocess.run(
         [sys.executable, "bench/real_vs_sim.py", "--nodes", "5", "--messages", "8",
-         "--rate", "2", "--drop-rate", "0.05", "--drain", "12", "--json", str(out)],
+         "--rate", "2", "--drop-rate", "0.05", "--drain", "12", "--time-scale", "1000",
+         "--sim-seeds", "1", "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )
     assert out.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
