@@ -8,8 +8,8 @@ docs/sim.md), each with its own data directory. A fixed script (seeded):
 ``--messages`` (40) lines, one every ``1/--rate`` (0.2) s, each typed into the
 stdin of a node drawn at random; then ``--drain`` (100) seconds with nobody
 typing. The nodes are stopped (stdin closed), their SQLite event logs exported
-(``sdschat export``) and the same shape is simulated (``app.sim.run_sim``: same N, messages, rate, drain, fast timings at
-the same scale, content size, and the loss of ``--drop-rate P``, which is
+(``sdschat export``) and the same shape is simulated (``app.sim.run_sim``: same
+N, messages, rate, drain, fast timings at the same scale, content size, and the loss of ``--drop-rate P``, which is
 ``--loss P --send-loss P``: a dropped outgoing envelope is missed by every
 receiver, a dropped incoming one by one). The sim's latency range is the
 real run's one hop (p5 to p85 of the deliveries of messages the member never
