@@ -1,19 +1,19 @@
 """Real processes against the simulator (issue 28 item 3): one script, both ways.
 
-Not run in CI (a smoke size is, in tests/sim/test_real_vs_sim.py). Real
-processes on 127.0.0.1 only: one ``sdschat relay`` and ``--nodes`` (100)
-headless ``sdschat join rvs --drop-rate P`` nodes with the fast timings at
-``--time-scale`` (5,000 ms: sync 10 s; 100 nodes at 1 s saturate two cores, see
-docs/sim.md), each with its own data directory. A fixed script (seeded):
-``--messages`` (40) lines, one every ``1/--rate`` (0.2) s, each typed into the
-stdin of a node drawn at random; then ``--drain`` (100) seconds with nobody
-typing. The nodes are stopped (stdin closed), their SQLite event logs exported
-(``sdschat export``) and the same shape is simulated (``app.sim.run_sim``: same
-N, messages, rate, drain, fast timings at the same scale, content size, and the loss of ``--drop-rate P``, which is
-``--loss P --send-loss P``: a dropped outgoing envelope is missed by every
-receiver, a dropped incoming one by one). The sim's latency range is the
-real run's one hop (p5 to p85 of the deliveries of messages the member never
-missed), unless ``--sim-latency``; ``--sim-seeds`` sims are averaged.
+Not run in CI (a smoke size is, in tests/sim/test_real_vs_sim.py). Real processes on
+127.0.0.1 only: one ``sdschat relay`` and ``--nodes`` (100) headless ``sdschat join
+rvs --drop-rate P`` nodes with the fast timings at ``--time-scale`` (5,000 ms: sync
+10 s; 100 nodes at 1 s saturate two cores, see docs/sim.md), each with its own data
+directory. A fixed script (seeded): ``--messages`` (40) lines, one every
+``1/--rate`` (0.2) s, each typed into the stdin of a node drawn at random; then
+``--drain`` (100) seconds with nobody typing. The nodes are stopped (stdin closed),
+their SQLite event logs exported (``sdschat export``) and the same shape is
+simulated (``app.sim.run_sim``: same N, messages, rate, drain, fast timings at the
+same scale, content size, and the loss of ``--drop-rate P``, which is ``--loss P
+--send-loss P``: a dropped outgoing envelope is missed by every receiver, a dropped
+incoming one by one). The sim's latency range is the real run's one hop (p5 to p85
+of the deliveries of messages the member never missed), unless ``--sim-latency``;
+``--sim-seeds`` sims are averaged.
 
 A tap (a plain relay client of the bench, subscribed to the channel's topic,
 that never publishes) opens every envelope the relay forwards, with the public
