@@ -15,7 +15,9 @@ What is simulated (all times in virtual seconds unless said otherwise):
 * ``--messages M`` content messages in total, one every ``1/--rate`` seconds
   from a participant drawn at random (``--senders S`` limits who may send) among
   those online, in a channel drawn at random among the sender's;
-* ``--loss P`` per delivery; ``--latency LO:HI`` ms (``--latency-dist``
+* ``--loss P`` per delivery, ``--send-loss P`` per broadcast at the sender
+  (every receiver misses it; both at P is ``sdschat join --drop-rate P``);
+  ``--latency LO:HI`` ms (``--latency-dist``
   uniform or exponential within the range);
 * ``--partition START:HEAL:GROUPS`` (repeatable): at START the participants
   split into GROUPS (a count of contiguous index blocks, or index ranges like
@@ -180,6 +182,9 @@ class SimSpec:
     participants: int
     messages: int
     loss: float = 0.0
+    #: Fraction of broadcasts lost at the sender (nobody receives them): with
+    #: ``loss`` the same value, the loss of ``sdschat join --drop-rate``.
+    send_loss: float = 0.0
     seed: int = 0
     rate: float = 2.0
     channels: int = 1
@@ -217,6 +222,8 @@ class SimSpec:
             problems.append("--messages must be >= 0")
         if not 0.0 <= self.loss < 1.0:
             problems.append("--loss must be in [0, 1)")
+        if not 0.0 <= self.send_loss < 1.0:
+            problems.append("--send-loss must be in [0, 1)")
         if not (math.isfinite(self.rate) and self.rate > 0):
             problems.append("--rate must be a number > 0")
         if self.participants > MAX_PARTICIPANTS:
@@ -624,6 +631,7 @@ def run_sim(
     net = MemNetwork(
         seed=spec.seed,
         loss=spec.loss,
+        send_loss=spec.send_loss,
         latency_ms=spec.latency_ms,
         latency_dist=spec.latency_dist,
         start_ms=spec.start_ms,
@@ -869,6 +877,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     a("--participants", "-n", type=int, required=True, help="number of participants (N)")
     a("--messages", "-m", type=int, required=True, help="content messages in total (M)")
     a("--loss", type=float, default=0.0, help="fraction of deliveries dropped (0..1)")
+    a("--send-loss", type=float, default=0.0,
+      help="fraction of broadcasts lost at the sender, for every receiver (0..1); "
+      "--loss P --send-loss P is the loss of 'sdschat join --drop-rate P'")
     a("--seed", type=int, default=0, help="random seed: same seed, same run")
     a("--out", required=True, help="output directory (events/*.parquet, run.json)")
     a("--rate", type=float, default=2.0, help="messages per virtual second (default 2)")
@@ -932,6 +943,7 @@ def spec_from_args(args: argparse.Namespace) -> SimSpec:
         participants=args.participants,
         messages=args.messages,
         loss=args.loss,
+        send_loss=args.send_loss,
         seed=args.seed,
         rate=args.rate,
         channels=args.channels,

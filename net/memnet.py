@@ -16,7 +16,9 @@ Arrival = upload done + propagation latency + download queueing and
 transmission. A 46 KB message then reaches a 1 Mbit/s participant about 0.37 s
 after a 3 KB one sent at the same time would have.
 
-Faults: a loss rate per delivery, a latency range (uniform, or exponential
+Faults: a loss rate per delivery, a loss rate per broadcast at the sender
+(``send_loss``: every receiver misses it, as ``sdschat join --drop-rate`` drops
+an outgoing envelope before the relay sees it), a latency range (uniform, or exponential
 within the range), partitions (groups that cannot hear each other until
 healed) and nodes going offline (they hear nothing and their timers pause until
 they come back). Everything random comes from one seeded ``random.Random``: a
@@ -40,6 +42,7 @@ deadline is noticed when the old entry fires.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 import random
@@ -151,15 +154,25 @@ _TIMER = 1  # payload: node
 _STORE = 2  # payload: (node, channel, message_id, sender_id, data)
 
 
+def retrieval_hint(data: bytes) -> bytes:
+    """The retrieval hint of a message on the simulated wire: sha256 of its bytes, the
+    size of a real node's (the sha256 of its envelope), so that causal histories
+    weigh what they weigh between real nodes (bench/real_vs_sim.py)."""
+    return hashlib.sha256(data).digest()
+
+
 class _Parsed:
     """A broadcast's bytes, parsed at first delivery and shared by every receiver."""
 
-    __slots__ = ("data", "pb", "state")
+    __slots__ = ("data", "hint", "pb", "state")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pb: object = None
         self.state = 0  # 0 not parsed, 1 parsed, 2 malformed
+        #: the retrieval hint receivers record (a real node's is the envelope's
+        #: sha256: 32 bytes in every causal-history entry naming the message)
+        self.hint = b""
 
 
 class MemNetwork:
@@ -178,9 +191,12 @@ class MemNetwork:
         net_events: bool = False,
         datagram_observer: DatagramObserver | None = None,
         track_delivered: bool = True,
+        send_loss: float = 0.0,
     ) -> None:
         if not 0.0 <= loss < 1.0:
             raise ValueError("loss must be in [0, 1)")
+        if not 0.0 <= send_loss < 1.0:
+            raise ValueError("send_loss must be in [0, 1)")
         lo, hi = latency_ms
         if not 0 <= lo <= hi:
             raise ValueError("latency range must satisfy 0 <= low <= high")
@@ -188,6 +204,7 @@ class MemNetwork:
             raise ValueError("latency_dist must be 'uniform' or 'exponential'")
         self.rng = random.Random(seed)
         self.loss = loss
+        self.send_loss = send_loss
         self.latency_ms = latency_ms
         self.latency_dist = latency_dist
         self.now_ms = start_ms
@@ -215,9 +232,14 @@ class MemNetwork:
             "bytes_sent": 0,
             "store_retrievals": 0,
             "queue_wait_ms": 0,
+            "send_lost": 0,
+            "send_lost_bytes": 0,
         }
         # "bytes": received (deliveries x size); "bytes_sent": uploaded (one per
-        # broadcast); "queue_wait_ms": waiting behind earlier messages on links.
+        # broadcast, those lost at the sender included); "queue_wait_ms": waiting
+        # behind earlier messages on links; "send_lost"/"send_lost_bytes":
+        # broadcasts lost at the sender (``send_loss``: nobody, not even the
+        # store, receives them).
 
     # ----------------------------------------------------------------- topology
 
@@ -293,6 +315,7 @@ class MemNetwork:
             if isinstance(ev, sds.MessageSent):
                 message_id = ev.message_id
                 self._wire[(channel_id, message_id)] = data
+                ch.set_retrieval_hint(message_id, retrieval_hint(data))
         if self.datagram_observer is not None:
             self.datagram_observer(
                 node_id, channel_id, "message", message_id, len(data), self.now_ms
@@ -361,6 +384,10 @@ class MemNetwork:
         counters = self.counters
         counters["broadcasts"] += 1
         counters["bytes_sent"] += len(data)
+        if self.send_loss and self.rng.random() < self.send_loss:
+            counters["send_lost"] += 1
+            counters["send_lost_bytes"] += len(data)
+            return
         if self.store is not None:
             self._archive(channel_id, data)
         members = self.members.get(channel_id, ())
@@ -430,9 +457,11 @@ class MemNetwork:
                 parsed.state = 1
             except DecodeError:
                 parsed.state = 2
+            parsed.hint = retrieval_hint(parsed.data)
         now = self.now_ms
         data = parsed.data
         pb = parsed.pb
+        hint = parsed.hint
         cid = pb.channel_id if parsed.state == 1 else ""  # type: ignore[attr-defined]
         for node in receivers:
             if not node.online:
@@ -444,7 +473,7 @@ class MemNetwork:
                 node.participant.receive(data, now)
                 self._after_call(node)
             else:
-                ch.receive_parsed(pb, data, now, None)  # type: ignore[arg-type]
+                ch.receive_parsed(pb, data, now, hint)  # type: ignore[arg-type]
                 self._after_channel_call(node, ch)
 
     def _timer(self, node: SimNode, at: int) -> None:

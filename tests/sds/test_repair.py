@@ -425,3 +425,23 @@ def test_the_quiet_period_survives_export_and_restore() -> None:
     assert "copy_seen" in t.b.export_state().data
     t.b.handle_timer(later)
     assert t.b.export_state().data["copy_seen"] == []
+
+
+def test_a_copy_dropped_before_the_core_cancels_the_pending_response() -> None:
+    """A node's replay guard drops a byte-identical copy (another holder's repair answer
+    is the author's envelope again) before the core and calls note_copy instead: that
+    copy must cancel B's pending answer and start the quiet period, as a copy given to
+    receive does. Before, every holder scheduled to answer answered (real processes:
+    19 rebroadcasts for 3 ids asked where the sim of the same run had 5)."""
+    t = Trio()
+    request = t.c.send(b"req", t.t_req_c)
+    now = t.t_req_c + 5
+    t.b.receive(request, now)
+    assert of(t.b.events(), sds.RepairRequestReceived)[0].scheduled == (t.id1,)
+    t.b.note_copy(t.id1, "a", now + 1)  # A's answer, dropped by B's replay guard
+    evs, grams = run_timers(t.b, now + T_MAX)
+    assert repairs(grams) == []
+    assert of(evs, sds.RepairSent) == []
+    again = msg("d", "rq-d", 5, content=None, repair=[entry(t.id1, None, "a")])
+    t.b.receive(again, now + 10)  # crossed that copy: not answered either
+    assert of(t.b.events(), sds.RepairRequestReceived)[0].scheduled == ()

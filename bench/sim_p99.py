@@ -1,0 +1,168 @@
+"""Where the delivery p99 goes at 1,000 members: before issue 28's sync changes and now.
+
+Runs ``sdschat sim`` (:func:`app.sim.run_sim`, each in its own process) for the
+``before`` and ``default`` protocol columns of ``bench/sim_sync_repair.py`` with the
+same spec and seed, then splits every late delivery (latency at or above the run's
+p95) of a (member, message) pair into:
+
+* **notice**: from the message's send to the member's first ``MessagesMissing``
+  naming it (the member learns the message exists: a later message or sync names
+  it), or to its delivery when it never missed it (a late first copy);
+* **ask**: from then to the member's own first request for it (``RepairRequested``),
+  if it asked before it got the message;
+* **repair**: from the notice to the delivery.
+
+Also counted per late pair: whether the member asked itself, and how many requests
+for the message went out in the channel before the pair was delivered.
+
+    .venv/bin/python bench/sim_p99.py            # 1,000 members, 40 messages, 10% loss
+    .venv/bin/python bench/sim_p99.py --sizes 300 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import calibrate, describe
+from sim_sync_repair import BEFORE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {root!r})
+from app.sim import SimSpec, run_sim
+spec = SimSpec(**json.loads({spec!r}))
+r = run_sim(spec, {out!r}, force=True)
+print(json.dumps({{k: r.meta[k] for k in ("wall_seconds", "cpu_seconds", "peak_rss_mb")}}))
+"""
+
+
+def breakdown(out: Path) -> dict[str, Any]:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out / "events", columns=["node_id", "kind", "message_id", "time_ms",
+                                                "detail"])
+    kinds = t.column("kind")
+    keep = pc.is_in(kinds, value_set=__import__("pyarrow").array(
+        ["MessageSent", "MessageDelivered", "MessagesMissing", "RepairRequested"]))
+    rows = t.filter(keep).to_pylist()
+    sent: dict[str, int] = {}
+    delivered: dict[tuple[str, str], int] = {}
+    noticed: dict[tuple[str, str], int] = {}
+    asked: dict[tuple[str, str], int] = {}
+    waited: dict[tuple[str, str], int] = {}
+    requests: dict[str, list[int]] = {}
+    for r in rows:
+        k, node, t_ms = r["kind"], r["node_id"], r["time_ms"]
+        if k == "MessageSent":
+            sent[r["message_id"]] = t_ms
+        elif k == "MessageDelivered":
+            delivered[(node, r["message_id"])] = t_ms
+        elif k == "MessagesMissing":
+            for e in json.loads(r["detail"] or "{}").get("missing", ()):
+                noticed.setdefault((node, e["message_id"]), t_ms)
+            if r["message_id"]:  # this message arrived and waits for those
+                waited.setdefault((node, r["message_id"]), t_ms)
+        elif k == "RepairRequested":
+            for mid in json.loads(r["detail"] or "{}").get("message_ids", ()):
+                asked.setdefault((node, mid), t_ms)
+                requests.setdefault(mid, []).append(t_ms)
+    lat = {p: d - sent[p[1]] for p, d in delivered.items() if p[1] in sent}
+    ordered = sorted(lat.values())
+    q = lambda f: ordered[min(len(ordered) - 1, int(f * len(ordered)))]  # noqa: E731
+    p95 = q(0.95)
+    late = [p for p, v in lat.items() if v >= p95]
+    notice, repair, ask_wait = [], [], []
+    arrive, wait = [], []
+    own_ask = 0
+    reqs_before = []
+    for p in late:
+        s, d = sent[p[1]], delivered[p]
+        if p in noticed:  # the member lacked it: it learned of it, then got it
+            n = min(noticed[p], d)
+            notice.append((n - s) / 1000)
+            repair.append((d - n) / 1000)
+        elif p in waited:  # it had it, waiting for a dependency it lacked
+            w = min(waited[p], d)
+            arrive.append((w - s) / 1000)
+            wait.append((d - w) / 1000)
+        a = asked.get(p)
+        if a is not None and a <= d:
+            own_ask += 1
+            ask_wait.append((a - min(n, d)) / 1000)
+        reqs_before.append(sum(1 for x in requests.get(p[1], ()) if x <= d))
+
+    def med(xs: list[float]) -> float | None:
+        return round(statistics.median(xs), 1) if xs else None
+
+    return {
+        "pairs": len(lat), "p50_s": q(0.5) / 1000, "p95_s": p95 / 1000, "p99_s": q(0.99) / 1000,
+        "late_pairs": len(late),
+        "late_lacked": len(notice), "lacked_notice_median_s": med(notice),
+        "lacked_repair_median_s": med(repair),
+        "late_waited_for_a_dependency": len(wait), "waited_arrival_median_s": med(arrive),
+        "waited_median_s": med(wait),
+        "late_other": len(late) - len(notice) - len(wait),
+        "late_that_asked_themselves": own_ask, "own_ask_wait_median_s": med(ask_wait),
+        "requests_in_channel_before_delivery_median": (
+            statistics.median(reqs_before) if reqs_before else None),
+        "late_messages": len({p[1] for p in late}),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000])
+    ap.add_argument("--messages", type=int, default=40)
+    ap.add_argument("--loss", type=float, default=0.1)
+    ap.add_argument("--rate", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--bandwidth", type=float, nargs="*", default=[1.0, 20.0])
+    ap.add_argument("--profiles", nargs="+", default=["before", "default"])
+    ap.add_argument("--protocol", default="{}", help="extra sds.Config changes (JSON) for "
+                    "'default', e.g. a candidate fix")
+    ap.add_argument("--timeout", type=float, default=1800)
+    o = ap.parse_args(argv)
+    print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load",
+          " ".join(f"{x:.2f}" for x in __import__("os").getloadavg()), describe(calibrate()))
+    extra = json.loads(o.protocol)
+    with tempfile.TemporaryDirectory(prefix="p99-") as tmp:
+        for n in o.sizes:
+            for prof in o.profiles:
+                spec: dict[str, Any] = {
+                    "participants": n, "messages": o.messages, "loss": o.loss,
+                    "seed": o.seed, "rate": o.rate, "timings": "default",
+                    "bandwidth_mbps": o.bandwidth,
+                }
+                if prof == "before":
+                    spec["protocol"] = dict(BEFORE)
+                elif prof != "default":
+                    spec["protocol"] = json.loads(prof)  # a JSON dict of changes
+                if prof == "default" and extra:
+                    spec["protocol"] = extra
+                out = Path(tmp) / f"{n}-{len(str(prof))}-{abs(hash(prof))}"
+                code = _CHILD.format(root=str(ROOT), spec=json.dumps(spec), out=str(out))
+                proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                      text=True, timeout=o.timeout, check=False)
+                if proc.returncode != 0:
+                    print(n, prof, "failed:", proc.stderr.strip().splitlines()[-1:])
+                    continue
+                meta = json.loads(proc.stdout.strip().splitlines()[-1])
+                print(json.dumps({"n": n, "profile": prof, **meta, **breakdown(out)}),
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
