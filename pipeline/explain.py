@@ -42,23 +42,15 @@ def participant_names(inputs: Sequence[str | Path]) -> dict[str, str]:
     """node_id -> display name from ``export.json`` beside (or above) each local input
     (``sdschat export`` writes it); {} when there is none."""
     names: dict[str, str] = {}
-    for item in inputs:
-        text = str(item)
-        if "://" in text and not text.startswith("file://"):
+    for meta in _beside(inputs, "export.json"):
+        try:
+            nodes = json.loads(meta.read_text()).get("nodes", {})
+        except (OSError, ValueError, AttributeError):
             continue
-        path = Path(text.removeprefix("file://"))
-        for where in (path, path.parent, path.parent.parent):
-            meta = where / "export.json"
-            if meta.is_file():
-                try:
-                    nodes = json.loads(meta.read_text()).get("nodes", {})
-                except (OSError, ValueError, AttributeError):
-                    break
-                if isinstance(nodes, dict):  # node_id -> {"name": ..., ...}
-                    for node_id, n in nodes.items():
-                        if isinstance(n, dict) and n.get("name"):
-                            names[str(node_id)] = str(n["name"])
-                break
+        if isinstance(nodes, dict):  # node_id -> {"name": ..., ...}
+            for node_id, n in nodes.items():
+                if isinstance(n, dict) and n.get("name"):
+                    names[str(node_id)] = str(n["name"])
     return names
 
 

@@ -2213,6 +2213,10 @@ class Channel:
             if now_ms is not None and t > now_ms + longest:
                 return now_ms
             return t
+
+        def seen(t: Any) -> int:
+            """A time something was seen, in the future by the same clock: ``now_ms``."""
+            return int(t) if now_ms is None else min(int(t), now_ms)
         if now_ms is not None:
             ch._last_now = now_ms
             if ch.lamport > now_ms + skew:  # pinned in the future: recovered
@@ -2294,17 +2298,11 @@ class Channel:
             for m in list(ch._lost)[-ch.config.repair_buffer_size :]:
                 ch._want_lost(HistoryEntry(m), restart, "")
         ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
-        ch._copy_seen.update(
-            (str(m), int(t) if now_ms is None else min(int(t), now_ms))
-            for m, t in d.get("copy_seen", ())
-        )
+        ch._copy_seen.update((str(m), seen(t)) for m, t in d.get("copy_seen", ()))
         ch._heard_since_sent = bool(d.get("heard_since_sent", False))
         ch._unnamed.update((str(m), None) for m in d.get("unnamed", ()))
         ch._rename.update((str(m), None) for m in d.get("rename", ()))
-        ch._renamed_at.update(
-            (str(m), int(t) if now_ms is None else min(int(t), now_ms))
-            for m, t in d.get("renamed_at", ())
-        )
+        ch._renamed_at.update((str(m), seen(t)) for m, t in d.get("renamed_at", ()))
         ch._next_sync_ms = due(
             int(d["next_sync_ms"]), max(cfg.sync_interval_ms, cfg.sync_interval_limit_ms)
         )

@@ -500,6 +500,15 @@ def _seal_box(
     return box.SerializeToString(deterministic=True)
 
 
+def _check_join_version(version: int, what: str) -> None:
+    """Raise ``unsupported_version`` for a ``what`` (a box, a join request or answer)
+    of another format version than this sdschat's."""
+    if version != VERSION:
+        raise JoinError(
+            "unsupported_version", f"{what} of version {version}; this sdschat reads {VERSION}"
+        )
+
+
 def _open_box(invite: Invite, data: bytes, kind: pb.Box.Kind) -> bytes:
     if not isinstance(data, bytes | bytearray) or len(data) > MAX_BOX_BYTES:
         raise JoinError("malformed", f"not {_KIND_NAMES[kind]}: empty, too long or not bytes")
@@ -509,11 +518,7 @@ def _open_box(invite: Invite, data: bytes, kind: pb.Box.Kind) -> bytes:
         raise JoinError("malformed", f"not {_KIND_NAMES[kind]}: undecodable") from None
     if box.version == 0:
         raise JoinError("malformed", f"not {_KIND_NAMES[kind]}: no version")
-    if box.version != VERSION:
-        raise JoinError(
-            "unsupported_version",
-            f"{_KIND_NAMES[kind]} of version {box.version}; this sdschat reads {VERSION}",
-        )
+    _check_join_version(box.version, _KIND_NAMES[kind])
     if box.kind != kind:
         raise JoinError(
             "wrong_kind",
@@ -622,11 +627,7 @@ def open_join_request(invite: Invite, box: bytes, now_ms: int) -> JoinRequest:
         request = pb.JoinRequest.FromString(body)
     except DecodeError:
         raise JoinError("malformed", "join request: undecodable") from None
-    if request.version != VERSION:
-        raise JoinError(
-            "unsupported_version", f"join request of version {request.version}; "
-            f"this sdschat reads {VERSION}",
-        )  # fmt: skip
+    _check_join_version(request.version, "join request")
     _check_key(request.identity_key, "join request: the identity key")
     _check_key(request.x25519_key, "join request: the X25519 key")
     _check_x25519(request.x25519_key)
@@ -779,11 +780,7 @@ def open_join_answer(
         answer = pb.JoinAnswer.FromString(body)
     except DecodeError:
         raise JoinError("malformed", "join answer: undecodable") from None
-    if answer.version != VERSION:
-        raise JoinError(
-            "unsupported_version", f"join answer of version {answer.version}; "
-            f"this sdschat reads {VERSION}",
-        )  # fmt: skip
+    _check_join_version(answer.version, "join answer")
     _check_key(answer.admin_key, "join answer: the admin key")
     if not verify_signature(answer.admin_key, signature, _ANSWER_SIGN_LABEL + body):
         raise JoinError("bad_signature", "join answer: the signature does not match its key")
