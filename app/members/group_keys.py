@@ -16,7 +16,8 @@ scheme that consumed a key per message (a double ratchet) would break repair.
 Rotation (:class:`RotationPolicy`): a sender starts a new session, shared only with
 the members of that moment, when a member is removed (at once: the removed member
 holds the old session key, so nothing after the removal may use it), after
-``max_messages`` messages, or when the session is ``max_age_ms`` old. A member
+at most ``max_messages`` messages (each session draws its own count, see
+:class:`RotationPolicy`), or when the session is ``max_age_ms`` old. A member
 added later gets the current session from its current index: it reads from the
 moment it was added, not before.
 
@@ -39,6 +40,8 @@ no clock; ``now_ms`` comes from the caller. State is exported with
 from __future__ import annotations
 
 import json
+import math
+import secrets
 from base64 import b64decode, b64encode
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -68,7 +71,13 @@ class RotationPolicy:
     """When a sender starts a new session, and how long received ones are kept.
 
     Attributes:
-        max_messages: messages per outbound session (Matrix's default is 100).
+        max_messages: messages per outbound session at most (Matrix's default is 100).
+        spread: each outbound session ends after a count drawn uniformly from
+            ``ceil(max_messages * (1 - spread))`` to ``max_messages`` (0.25: 75-100).
+            Members who joined together and send at the same rate would otherwise
+            all rotate on the same message, and every member would seal and open
+            N key shares in the same instant (the p99 of bench/e2e_latency.py
+            --profile members). Rotating earlier never weakens anything.
         max_age_ms: age of an outbound session after which the next message
             starts a new one (24 h).
         keep_superseded_ms: how long an inbound session is kept after a newer
@@ -86,10 +95,19 @@ class RotationPolicy:
     """
 
     max_messages: int = 100
+    spread: float = 0.25
     max_age_ms: int = 24 * 3600 * 1000
     keep_superseded_ms: int = 3600 * 1000
     max_keep_ms: int = 7 * 24 * 3600 * 1000
     share_key_max_age_ms: int = 7 * 24 * 3600 * 1000
+
+    def session_limit(self, draw: float) -> int:
+        """How many messages an outbound session carries, for its ``draw`` in [0, 1)
+        (see ``spread``; the draw is kept with the session, the policy may change)."""
+        spread = min(max(self.spread, 0.0), 1.0)
+        low = max(1, math.ceil(self.max_messages * (1.0 - spread)))
+        high = max(low, self.max_messages)
+        return min(high, low + int(min(max(draw, 0.0), 1.0) * (high - low + 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +136,7 @@ class _Outbound:
     session: vodozemac.GroupSession
     created_ms: int
     shared_with: set[str] = field(default_factory=set)
+    draw: float = 1.0  # in [0, 1): where its message count falls (RotationPolicy.session_limit)
 
 
 @dataclass(slots=True)
@@ -222,7 +241,7 @@ class GroupKeys:
         return (
             out is None
             or self._rotate_next
-            or out.session.message_index >= self.policy.max_messages
+            or out.session.message_index >= self.policy.session_limit(out.draw)
             or now_ms - out.created_ms >= self.policy.max_age_ms
         )
 
@@ -230,7 +249,7 @@ class GroupKeys:
         """The session the next message will use (starting a new one if due)."""
         if self._needs_new(now_ms):
             session = vodozemac.GroupSession()
-            self._out = _Outbound(session, now_ms)
+            self._out = _Outbound(session, now_ms, draw=secrets.randbelow(2**32) / 2**32)
             self._rotate_next = False
             # keep an inbound copy: our own envelopes must open for us too
             self._add_inbound(self.own_id, vodozemac.InboundGroupSession(session.session_key),
@@ -474,7 +493,8 @@ class GroupKeys:
         if self._out is not None:
             out = {"pickle": self._out.session.pickle(pickle_key),
                    "created_ms": self._out.created_ms,
-                   "shared_with": sorted(self._out.shared_with)}  # fmt: skip
+                   "shared_with": sorted(self._out.shared_with),
+                   "draw": self._out.draw}  # fmt: skip
         inbound = [
             {"sender": s, "pickle": e.session.pickle(pickle_key), "received_ms": e.received_ms,
              "low_water": e.low_water, "shared_from": e.shared_from,
@@ -511,7 +531,8 @@ class GroupKeys:
             if doc["out"] is not None:
                 o = doc["out"]
                 keys._out = _Outbound(vodozemac.GroupSession.from_pickle(o["pickle"], pickle_key),
-                                      int(o["created_ms"]), set(o["shared_with"]))  # fmt: skip
+                                      int(o["created_ms"]), set(o["shared_with"]),
+                                      float(o.get("draw", 1.0)))  # fmt: skip
             for e in doc["in"]:
                 session = vodozemac.InboundGroupSession.from_pickle(e["pickle"], pickle_key)
                 keys._in[(e["sender"], str(session.session_id))] = _Inbound(

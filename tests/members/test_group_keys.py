@@ -102,6 +102,43 @@ def test_a_sender_rotates_after_max_messages_and_max_age() -> None:
     assert alice.unshared(members(keys, "alice", "bob"), HOUR + 1) == {"bob": keys["bob"].share_key}
 
 
+def session_lengths(g: GroupKeys, sessions: int) -> list[int]:
+    """How many messages each of ``g``'s next ``sessions`` outbound sessions carried."""
+    lengths: list[int] = []
+    current, count = g.outbound_session_id(0), 0
+    while len(lengths) < sessions:
+        sid, _ = g.encrypt(b"x", 0)
+        if sid != current:
+            lengths.append(count)
+            current, count = sid, 0
+        count += 1
+    return lengths
+
+
+def test_senders_who_start_together_do_not_all_rotate_on_the_same_message() -> None:
+    policy = RotationPolicy(max_messages=20, max_age_ms=HOUR)  # spread 0.25: 15-20
+    keys = team(*(f"m{i}" for i in range(8)), policy=policy)
+    lengths = [n for g in keys.values() for n in session_lengths(g, 3)]
+    assert all(15 <= n <= 20 for n in lengths), lengths
+    assert len(set(lengths)) > 1, lengths  # 24 sessions on one count: odds 6^-23
+    assert [n for n in session_lengths(GroupKeys(CHANNEL, "x", RotationPolicy(
+        max_messages=20, spread=0.0)), 4)] == [20] * 4  # fmt: skip
+
+
+def test_a_session_keeps_its_message_count_across_a_restart() -> None:
+    policy = RotationPolicy(max_messages=40, spread=0.5)
+    alice = GroupKeys(CHANNEL, "alice", policy)
+    first = alice.outbound_session_id(0)
+    alice._out.draw = 0.0  # type: ignore[union-attr]  # the shortest count: 20 of 40
+    limit = policy.session_limit(0.0)
+    assert limit == 20
+    for _ in range(limit - 1):
+        alice.encrypt(b"x", 0)
+    again = GroupKeys.restore(alice.export(PICKLE_KEY), PICKLE_KEY, policy)
+    assert again.encrypt(b"x", 0)[0] == first  # the last message of its count
+    assert again.encrypt(b"x", 0)[0] != first
+
+
 def test_after_advance_a_stolen_state_cannot_decrypt_what_was_already_read() -> None:
     keys = team("alice", "bob")
     deal(keys, "alice")
