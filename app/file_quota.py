@@ -7,7 +7,8 @@ database by 672 MiB. Every file part is an SDS content message (ordered, acknowl
 repaired like any), so a node cannot refuse to *deliver* one without breaking the
 causal order of everything after it; what it refuses is to *keep its bytes*:
 
-* a manifest declaring more than the limit is stored as a one-line notice ("file ...
+* a manifest declaring more than the limit, or more segments than a file at the limit
+  has (:data:`app.files.MAX_SEGMENTS`, 342), is stored as a one-line notice ("file ...
   refused: ... above the 16 MiB limit") instead of the manifest;
 * a segment of such a file, a segment carrying more than a segment's worth of data, and
   every segment beyond the sender's quota (:data:`DEFAULT_FILE_QUOTA_BYTES` of segment
@@ -37,7 +38,7 @@ from pathlib import Path
 from app import content_pb2 as pb
 from app.chat_content import encode_content
 from app.content import MAGIC, SCHEMA_VERSION, decode
-from app.files import MAX_FILE_BYTES, SEGMENT_BYTES
+from app.files import MAX_FILE_BYTES, MAX_SEGMENTS, SEGMENT_BYTES
 
 __all__ = ["DEFAULT_FILE_QUOTA_BYTES", "LEDGER_FILE", "PLACEHOLDER_INDEX", "FileQuota"]
 
@@ -124,6 +125,11 @@ class FileQuota:
                 self._refuse(channel, sender_id, info.file_id)
                 notice = (f"[file {info.name[:80]} refused: {info.size} bytes is above the "
                           f"{MAX_FILE_BYTES // (1024 * 1024)} MiB limit]")  # fmt: skip
+                return encode_content(notice, d.name or "?"), "too_large"
+            if info.segment_count > MAX_SEGMENTS:
+                self._refuse(channel, sender_id, info.file_id)
+                notice = (f"[file {info.name[:80]} refused: {info.segment_count} segments is "
+                          f"above the limit of {MAX_SEGMENTS}]")  # fmt: skip
                 return encode_content(notice, d.name or "?"), "too_large"
             return content, None
         if d.kind != "segment" or d.target_id is None:

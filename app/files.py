@@ -40,6 +40,7 @@ __all__ = [
     "read_file_to_send",
     "safe_filename",
     "save_file",
+    "save_stored",
     "split_file",
     "stored_file",
 ]
@@ -54,6 +55,12 @@ FILES_DIR = "files"
 """Where received files are saved, under the data directory."""
 
 MAX_NAME_BYTES = 200
+
+MAX_SEGMENTS = -(-MAX_FILE_BYTES // SEGMENT_BYTES)
+"""Segments of the largest file (342): a manifest declaring more names no file we keep."""
+
+SEGMENT_SLACK = 16
+"""Rows read beyond a file's segment count (an author's duplicates, placeholders)."""
 
 
 class FileError(ValueError):
@@ -173,8 +180,31 @@ def save_file(
         )
     if not status.intact:
         raise FileError(f"file {status.info.name!r} does not match its sha256: not saved")
-    data = view.file_bytes_unchecked(message_id)
-    name = safe_filename(status.info.name)
+    return _write(view.file_bytes_unchecked(message_id), status.info.name, data_dir, dest)
+
+
+def save_stored(file: StoredFile, data_dir: str | Path, dest: str | Path | None = None) -> Path:
+    """:func:`save_file` for a file read from the store (:func:`stored_file`): the same
+    checks (complete, sha256) and the same rules for where it is written. CPU- and
+    disk-bound: call it in a thread.
+
+    Raises:
+        FileError: not complete yet (says the progress), or its sha256 does not match.
+    """
+    info = file.info
+    if not file.complete:
+        raise FileError(
+            f"file {info.name!r} is not complete: {len(file.segments)}/{info.segment_count} "
+            "segments"
+        )
+    data = file.data()
+    if hashlib.sha256(data).digest() != info.sha256:
+        raise FileError(f"file {info.name!r} does not match its sha256: not saved")
+    return _write(data, info.name, data_dir, dest)
+
+
+def _write(data: bytes, sent_name: str, data_dir: str | Path, dest: str | Path | None) -> Path:
+    name = safe_filename(sent_name)
     if dest is None:
         folder = Path(data_dir) / FILES_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -196,10 +226,6 @@ def save_file(
 
 # ------------------------------------------------------------------ a file's progress
 
-_SEARCH_PAGE = 500
-_SEARCH_PAGES = 200  # at most 100,000 lines naming the file id are read
-
-
 @dataclass
 class StoredFile:
     """What the log holds of the file announced by one manifest line: the manifest, its
@@ -213,22 +239,28 @@ class StoredFile:
     def complete(self) -> bool:
         return len(self.segments) >= self.info.segment_count
 
+    def data(self) -> bytes:
+        """The segments joined in order, cut to the manifest's size (complete files)."""
+        n = self.info.segment_count
+        return b"".join(self.segments.get(i, b"") for i in range(n))[: self.info.size]
+
     def intact(self) -> bool | None:
         """Whether the joined segments match the manifest's sha256 (None: incomplete).
         CPU-bound for a big file: call it in a thread."""
         if not self.complete:
             return None
-        n = self.info.segment_count
-        joined = b"".join(self.segments[i] for i in range(n))[: self.info.size]
-        return hashlib.sha256(joined).digest() == self.info.sha256
+        return hashlib.sha256(self.data()).digest() == self.info.sha256
 
 
 async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFile | None:
     """The file announced by message ``manifest_id`` as stored (None if that message is
-    not a stored file manifest). Segments are found by searching the log for the file
-    id, newest first, page after page until all are found or the log has no more: lines
-    of others naming the id (a hostile member can post any number) cannot push the
-    author's segments out of the search, which left such a file "checking" for ever."""
+    not a stored file manifest). Its segments are the rows of the manifest author's
+    segments of that file id, read through the store's file index
+    (:meth:`storage.Store.file_segments`: one index range, at most ``segment_count``
+    rows and a few duplicates): lines of others naming the id cannot hide them (80 such
+    lines once kept a file "checking" for ever), and neither the log's size nor a
+    flood of other files costs anything here. When an author sent two segments with
+    one index, the first in SDS order counts (as in :class:`ConversationView`)."""
     found = await store.get_messages(channel, [manifest_id])
     msg = found.get(manifest_id)
     if msg is None:
@@ -238,19 +270,16 @@ async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFil
     if d.kind != "file" or info is None:
         return None
     out = StoredFile(info, msg.sender_id)
-    before = None
-    for _ in range(_SEARCH_PAGES):
-        entries = await store.search(channel, info.file_id, before=before, limit=_SEARCH_PAGE)
-        for e in entries:
-            if e.sender_id != msg.sender_id:
-                continue
-            s = decode(e.content)
-            ours = s.kind == "segment" and s.target_id == info.file_id
-            if ours and 0 <= s.segment_index < info.segment_count:
-                out.segments.setdefault(s.segment_index, s.segment_data)
-        if out.complete or len(entries) < _SEARCH_PAGE:
-            break
-        before = entries[-1].cursor
+    if not 0 < info.segment_count <= MAX_SEGMENTS:
+        return out  # a manifest no honest sender makes: nothing of it is read
+    rows = await store.file_segments(
+        channel, msg.sender_id, info.file_id, limit=info.segment_count + SEGMENT_SLACK
+    )
+    for e in rows:
+        s = decode(e.content)
+        ours = s.kind == "segment" and s.target_id == info.file_id
+        if ours and 0 <= s.segment_index < info.segment_count:
+            out.segments.setdefault(s.segment_index, s.segment_data)
     return out
 
 

@@ -65,6 +65,7 @@ from .records import (
     check_lamport,
     decode_causal_history,
     message_digest,
+    segment_file_id,
 )
 from .schema import DEFAULT_RECENT_WINDOW
 
@@ -78,6 +79,14 @@ _FULL_COLUMNS = (
     "m.channel, m.message_id, m.sender_id, m.lamport, m.state, m.delivered_at, m.received_at, "
     "m.content, m.retrieval_hint, m.digest, r.causal_history, r.envelope, m.was_lost, "
     "m.recovered, m.missing_before"
+)
+
+#: The segment rows of one file of one author, in SDS order: a range of the
+#: ``messages_by_file`` index (schema 7); ``INDEXED BY`` makes SQLite refuse rather
+#: than fall back to a scan of the log.
+FILE_SEGMENTS_SQL = (
+    f"SELECT {_LOG_COLUMNS} FROM messages INDEXED BY messages_by_file "
+    "WHERE channel = ? AND file_id = ? AND sender_id = ? ORDER BY lamport, message_id LIMIT ?"
 )
 
 logger = logging.getLogger(__name__)
@@ -646,22 +655,34 @@ class Store:
         return await self._call(query)
 
     async def search(
-        self, channel: str, text: str, *, before: Cursor | None = None, limit: int = 50
+        self,
+        channel: str,
+        text: str,
+        *,
+        before: Cursor | None = None,
+        limit: int = 50,
+        sender_id: str | None = None,
     ) -> list[LogEntry]:
         """Messages of ``channel`` whose content contains ``text``, NEWEST FIRST.
 
         Case-insensitive for ASCII (SQL ``LIKE``; ``%`` and ``_`` in ``text``
         are literal). Next page: ``before=result[-1].cursor``. Scans the
-        channel's rows (no full-text index): tens of ms per 100,000 messages.
+        channel's rows (no full-text index): tens of ms per 100,000 messages,
+        plus the reading of every large content (file segments). With
+        ``sender_id``, only that author's messages: others' contents are not read.
         """
         _check_limit(limit)
         _check_cursor(before)
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         sql = (
             f"SELECT {_LOG_COLUMNS} FROM messages WHERE channel = ? "
-            "AND CAST(content AS TEXT) LIKE ? ESCAPE '\\'"
+            + ("AND sender_id = ? " if sender_id is not None else "")
+            + "AND CAST(content AS TEXT) LIKE ? ESCAPE '\\'"
         )
-        params: list[object] = [channel, pattern]
+        params: list[object] = [channel]
+        if sender_id is not None:
+            params.append(sender_id)
+        params.append(pattern)
         if before is not None:
             sql += " AND (lamport, message_id) < (?, ?)"
             params += [before[0], before[1]]
@@ -670,6 +691,44 @@ class Store:
 
         def query(db: sqlite3.Connection) -> list[LogEntry]:
             return [_log_entry(r) for r in db.execute(sql, params)]
+
+        return await self._call(query)
+
+    async def file_segments(
+        self, channel: str, sender_id: str, file_id: str, *, limit: int = 400
+    ) -> list[LogEntry]:
+        """The stored segment rows of file ``file_id`` sent by ``sender_id``, in SDS
+        order (oldest first), at most ``limit``: one range of the ``messages_by_file``
+        index (schema 7), whatever the log's size and whoever else names the id."""
+        _check_limit(limit)
+
+        def query(db: sqlite3.Connection) -> list[LogEntry]:
+            return [
+                _log_entry(r)
+                for r in db.execute(FILE_SEGMENTS_SQL, (channel, file_id, sender_id, limit))
+            ]
+
+        return await self._call(query)
+
+    async def ids_with_prefix(self, channel: str, prefix: str, *, limit: int = 2) -> list[str]:
+        """Ids of ``channel``'s stored messages that start with ``prefix`` (lowercase
+        hex), at most ``limit``, in id order: one range of the primary key (resolving a
+        short id a person typed without reading the log)."""
+        _check_limit(limit)
+        low = prefix.lower()
+        if not low or any(c not in "0123456789abcdef" for c in low):
+            raise ValueError(f"not a hex id prefix: {prefix!r}")
+        high = low + "g"  # above every hex continuation of the prefix
+
+        def query(db: sqlite3.Connection) -> list[str]:
+            return [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT message_id FROM messages WHERE channel = ? AND message_id >= ? "
+                    "AND message_id < ? ORDER BY message_id LIMIT ?",
+                    (channel, low, high, limit),
+                )
+            ]
 
         return await self._call(query)
 
@@ -695,9 +754,9 @@ class Store:
                         continue
                     digest = message_digest(channel, mid, sender, int(row[0]), content)
                     changed += db.execute(
-                        "UPDATE messages SET content = ?, digest = ? WHERE channel = ? "
-                        "AND message_id = ? AND sender_id = ?",
-                        (content, digest, channel, mid, sender),
+                        "UPDATE messages SET content = ?, digest = ?, file_id = ? "
+                        "WHERE channel = ? AND message_id = ? AND sender_id = ?",
+                        (content, digest, segment_file_id(content), channel, mid, sender),
                     ).rowcount
                     db.execute(
                         "UPDATE outbox SET content = ? WHERE channel = ? AND message_id = ?",
