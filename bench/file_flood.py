@@ -49,10 +49,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.machine import describe  # noqa: E402
+from machine import describe  # noqa: E402
 
 CHANNEL = "floodbench"
 
