@@ -139,6 +139,8 @@ class Child:
         )
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.lines: list[str] = []
+        self.err_path = log_dir / f"{name}.stderr"
+        self.reconnects = 0  # "connection" events other than the first connect
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -151,6 +153,8 @@ class Child:
             with contextlib.suppress(ValueError):
                 obj = json.loads(text)
                 if isinstance(obj, dict):
+                    if obj.get("event") == "connection" and obj.get("state") == "connected":
+                        self.reconnects += 1
                     self.events.put(obj)
 
     def send(self, line: str) -> None:
@@ -350,14 +354,17 @@ class Bench:
         stats = victim.wait_for(lambda e: e.get("event") == "info" and e.get("text") == "stats",
                                 30, "stats")
         hwm = proc_kib(victim.popen.pid, "VmHWM")
-        flood_out = "\n".join(flood.lines)
+        stored = self._counted(victim)
+        flood_out = "\n".join(flood.lines) or (
+            "no report; stderr: " + flood.err_path.read_text(errors="replace")[-400:])
         for c in (alice, victim, relay):
             c.stop()
         return {
             "keys": o.keys, "files": o.files, "file_mib": o.file_mib, "rate": o.rate,
-            "flood": flood_out, "expected_messages": expected,
+            "flood": flood_out, "expected_messages": expected, "stored": stored,
             "counters": {k: v for k, v in _flat(stats.get("data") or {}).items()
                          if "file" in k or k.endswith("delivered")},
+            "victim_connects": victim.reconnects,
             "hwm_quiet_mib": round((hwm_quiet or 0) / 1024, 1),
             "hwm_mib": round((hwm or 0) / 1024, 1),
             "phases": self.samples,
@@ -419,7 +426,9 @@ def print_report(r: dict[str, Any]) -> None:
             unit = "MiB" if what.endswith("_mib") else "s"
             print(f"  {what:12s} {summary(values, unit)}")
     print(f"victim peak RSS: {r['hwm_quiet_mib']} MiB before the flood, {r['hwm_mib']} MiB "
-          f"at the end; counters {r['counters']}")
+          f"at the end; counters {r['counters']}; relay connections {r['victim_connects']} "
+          f"(1: never dropped); messages stored {r['stored']} of {r['expected_messages']} "
+          "flooded (+ the honest ones)")
 
 
 def main(argv: list[str] | None = None) -> int:
