@@ -82,7 +82,7 @@ for f in range(files):
 sent = 0
 start = time.monotonic()
 end = start + seconds
-with connect(url, max_size=None, proxy=None) as ws:
+with connect(url, max_size=None, proxy=None, ping_interval=None) as ws:
     ws.send(encode_subscribe([key.topic]))
     for ident, content in queue:
         now = time.monotonic()

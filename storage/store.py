@@ -65,6 +65,7 @@ from .records import (
     check_lamport,
     decode_causal_history,
     message_digest,
+    recent_checksum,
     segment_file_id,
 )
 from .schema import DEFAULT_RECENT_WINDOW
@@ -710,6 +711,34 @@ class Store:
 
         return await self._call(query)
 
+    async def oldest_file(
+        self, channel: str, sender_id: str, *, min_bytes: int = 128, limit: int = 400
+    ) -> tuple[str, list[tuple[str, int]]] | None:
+        """The oldest file of ``sender_id`` in ``channel`` that still holds segment data:
+        ``(file id, [(message id, content bytes), ...])`` of its segment rows larger than
+        ``min_bytes`` (an emptied segment is smaller), in SDS order, at most ``limit``;
+        ``None`` when nothing of theirs is held. Reads the ``messages_by_file`` index and
+        row headers, not the segments' bytes (for eviction, ``app/file_quota.py``)."""
+
+        def query(db: sqlite3.Connection) -> tuple[str, list[tuple[str, int]]] | None:
+            row = db.execute(
+                "SELECT file_id FROM messages INDEXED BY messages_by_file "
+                "WHERE channel = ? AND file_id IS NOT NULL AND sender_id = ? "
+                "AND length(content) > ? ORDER BY lamport, message_id LIMIT 1",
+                (channel, sender_id, min_bytes),
+            ).fetchone()
+            if row is None:
+                return None
+            rows = db.execute(
+                "SELECT message_id, length(content) FROM messages INDEXED BY messages_by_file "
+                "WHERE channel = ? AND file_id = ? AND sender_id = ? AND length(content) > ? "
+                "ORDER BY lamport, message_id LIMIT ?",
+                (channel, row[0], sender_id, min_bytes, limit),
+            ).fetchall()
+            return str(row[0]), [(str(m), int(n)) for m, n in rows]
+
+        return await self._call(query)
+
     async def ids_with_prefix(self, channel: str, prefix: str, *, limit: int = 2) -> list[str]:
         """Ids of ``channel``'s stored messages that start with ``prefix`` (lowercase
         hex), at most ``limit``, in id order: one range of the primary key (resolving a
@@ -733,12 +762,18 @@ class Store:
         return await self._call(query)
 
     async def replace_content(
-        self, channel: str, replacements: Iterable[tuple[str, str, bytes]]
+        self,
+        channel: str,
+        replacements: Iterable[tuple[str, str, bytes]],
+        *,
+        forget_envelopes: bool = False,
     ) -> int:
         """Overwrite the content of stored messages (a deletion by their author: the text
         must not stay on disk); ``replacements`` are (message id, author's sender id, new
         content). Only a row of that author changes (its digest follows); the outbox copy
-        of an own message too. ``secure_delete`` zeroes the freed bytes. How many rows."""
+        of an own message too. ``secure_delete`` zeroes the freed bytes. With
+        ``forget_envelopes`` their envelopes (in the recent window) go too: nothing of
+        the old bytes is served again (an evicted file segment). How many rows."""
         items = list(replacements)
 
         def replace(db: sqlite3.Connection) -> int:
@@ -762,6 +797,18 @@ class Store:
                         "UPDATE outbox SET content = ? WHERE channel = ? AND message_id = ?",
                         (content, channel, mid),
                     )
+                    if forget_envelopes:
+                        kept = db.execute(
+                            "SELECT causal_history FROM recent WHERE channel = ? "
+                            "AND message_id = ? AND envelope IS NOT NULL",
+                            (channel, mid),
+                        ).fetchone()
+                        if kept is not None:
+                            db.execute(
+                                "UPDATE recent SET envelope = NULL, checksum = ? "
+                                "WHERE channel = ? AND message_id = ?",
+                                (recent_checksum(kept[0], None), channel, mid),
+                            )
             return changed
 
         return await self._call(replace) if items else 0

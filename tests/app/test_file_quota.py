@@ -3,6 +3,7 @@ it arrives, and a sender's segments beyond the per-sender quota are not kept."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import secrets
@@ -120,3 +121,53 @@ def test_a_damaged_quota_ledger_is_set_aside(tmp_path: Path) -> None:
     quota = FileQuota(1000, ledger)
     assert quota.held("general", "x") == 0
     assert not ledger.exists() and (tmp_path / "file_quota.json.bad").exists()
+
+
+def test_many_identities_cannot_grow_a_channel_past_its_cap(tmp_path: Path) -> None:
+    """Three identities each send a file within their own quota; together they pass the
+    channel's cap (6 segments). The node empties the biggest holders' oldest files: the
+    segment bytes held stay under the cap, and alice's small file, sent last, is kept
+    intact (it grew by every identity's quota before: nothing bounded the channel)."""
+
+    async def body() -> None:
+        hub = MemoryHub()
+        cap = 6 * SEGMENT_BYTES + 1000
+        victim = await start_node(tmp_path / "v", hub, name="victim", file_channel_bytes=cap)
+        flooders = [await start_node(tmp_path / f"m{i}", hub, name=f"m{i}") for i in range(3)]
+        alice = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            sent = 0
+            for i, m in enumerate(flooders):
+                parts = split_file(f"f{i}.bin", os.urandom(3 * SEGMENT_BYTES), f"m{i}")
+                await m.node.post_contents("general", parts)
+                sent += len(parts)
+                await wait_until(lambda n=sent: len(victim.delivered()) == n, 30, f"file {i}")
+            small = os.urandom(5000)
+            await alice.node.post_contents("general", split_file("notes.txt", small, "alice"))
+            await wait_until(lambda: len(victim.delivered()) == sent + 2, 30, "alice's file")
+
+            async def held() -> int:
+                rows = await victim.node.page("general", limit=1000)
+                return sum(len(r.content) for r in rows if r.content[:2] == b"\xff\x08")
+
+            for _ in range(100):  # eviction runs beside the deliveries: wait for its state
+                if victim.node.counters["file_files_evicted"] >= 1 and await held() <= cap:
+                    break
+                await asyncio.sleep(0.05)
+            assert victim.node.counters["file_files_evicted"] >= 1
+            assert await held() <= cap
+            view = await channel_view(victim.node, "general")
+            files = {i.file.info.name: i.file for i in view.items() if i.file is not None}
+            assert files["notes.txt"].complete and files["notes.txt"].intact
+            assert files["f2.bin"].complete  # the newest identity's file was not emptied
+            assert not files["f0.bin"].complete or not files["f1.bin"].complete
+            # the total survives a restart (the ledger keeps what was emptied)
+            await victim.node.close()
+            victim = await start_node(tmp_path / "v", hub, name="victim",
+                                      file_channel_bytes=cap)  # fmt: skip
+            assert victim.node._files.channel_total("general") <= cap
+        finally:
+            for h in (victim, alice, *flooders):
+                await h.node.close()
+
+    run(body(), 90)
