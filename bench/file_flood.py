@@ -431,6 +431,155 @@ def print_report(r: dict[str, Any]) -> None:
           "flooded (+ the honest ones)")
 
 
+# ------------------------------------------------------------------ --layouts
+
+def layouts(files: int, file_mib: float, lines: int, tmp: Path) -> dict[str, dict[str, float]]:
+    """Where segments live, side by side with the same rows: ``messages`` (segments'
+    bytes in ``messages.content``, schema 7, the real :class:`storage.Store`) against
+    ``side file`` (the message row keeps the segment's header, its bytes go to a table of
+    an attached SQLite file, as a design that moved them out would). Times in seconds
+    (best of 3) of what reads the log or a file, and the files' sizes in MiB."""
+    import asyncio
+    import hashlib as _h
+
+    from app import content_pb2 as pb
+    from app.chat_content import encode_content
+    from app.content import MAGIC
+    from app.files import split_file
+    from storage import Store, StoredMessage
+    from storage.records import message_digest, segment_file_id
+
+    rows: list[StoredMessage] = []
+    n = 0
+    for f in range(files):
+        for _ in range(lines // max(1, files)):
+            rows.append(StoredMessage("general", _h.sha256(b"l%d" % n).hexdigest(), "bob",
+                                      1000 + n, encode_content(f"line {n} about nothing", "bob")))
+            n += 1
+        for part in split_file(f"f{f}.bin", os.urandom(int(file_mib * 2**20)), f"m{f}"):
+            rows.append(StoredMessage("general", _h.sha256(b"s%d" % n).hexdigest(), f"m{f}" * 8,
+                                      1000 + n, part))
+            n += 1
+    probe_file = next(r for r in rows if r.sender_id == "m0" * 8 and r is not rows[0])
+    out: dict[str, dict[str, float]] = {"messages": {}, "side file": {}}
+
+    async def build_a(d: Path) -> float:
+        t = time.perf_counter()
+        async with await Store.open(d, background_checkpoints=False) as store:
+            await store.join_channel("general", b"t", is_public=True)
+            for i in range(0, len(rows), 64):
+                await store.insert_messages(rows[i:i + 64])
+        return time.perf_counter() - t
+
+    def build_b(d: Path) -> float:
+        """The same rows, segments' bytes in an attached file (headers in messages)."""
+        t = time.perf_counter()
+        asyncio.run(_init(d))
+        db = sqlite3.connect(d / "sdschat.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute(f"ATTACH DATABASE '{d / 'segments.db'}' AS seg")
+        db.execute("PRAGMA seg.journal_mode = WAL")
+        db.execute("CREATE TABLE seg.segment_data (channel TEXT, message_id TEXT, data BLOB, "
+                   "PRIMARY KEY (channel, message_id)) WITHOUT ROWID")
+        for i in range(0, len(rows), 64):
+            db.execute("BEGIN")
+            for r in rows[i:i + 64]:
+                content, data = r.content, None
+                if segment_file_id(content) is not None:
+                    c = pb.Content.FromString(content[1:])
+                    data = c.file_segment.data
+                    c.file_segment.data = b""
+                    content = MAGIC + c.SerializeToString()
+                    db.execute("INSERT INTO seg.segment_data VALUES (?,?,?)",
+                               (r.channel, r.message_id, data))
+                db.execute(
+                    "INSERT INTO messages (channel, message_id, sender_id, lamport, state, "
+                    "received_at, content, digest, file_id) VALUES (?,?,?,?,NULL,0,?,?,?)",
+                    (r.channel, r.message_id, r.sender_id, r.lamport, content,
+                     message_digest(r.channel, r.message_id, r.sender_id, r.lamport, content),
+                     segment_file_id(r.content)))
+            db.execute("COMMIT")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("PRAGMA seg.wal_checkpoint(TRUNCATE)")
+        db.close()
+        return time.perf_counter() - t
+
+    async def _init(d: Path) -> None:
+        async with await Store.open(d, background_checkpoints=False) as store:
+            await store.join_channel("general", b"t", is_public=True)
+
+    da, db_ = tmp / "a", tmp / "b"
+    out["messages"]["insert_s"] = asyncio.run(build_a(da))
+    out["side file"]["insert_s"] = build_b(db_)
+    file_id = segment_file_id(probe_file.content)
+
+    for name, d in (("messages", da), ("side file", db_)):
+        out[name].update(_measure(d, side=name == "side file", file_id=str(file_id)))
+    return out
+
+
+def _best(fn: Any) -> float:
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def _measure(d: Path, *, side: bool, file_id: str) -> dict[str, float]:
+    from storage.store import FILE_SEGMENTS_SQL, log_entry
+
+    cols = ("channel, message_id, sender_id, lamport, content, state, delivered_at, "
+            "received_at, digest, was_lost, recovered, missing_before")
+    db = sqlite3.connect(f"{(d / 'sdschat.db').as_uri()}?mode=ro", uri=True)
+    if side:
+        db.execute(f"ATTACH DATABASE '{(d / 'segments.db').as_uri()}?mode=ro' AS seg")
+
+    def history() -> None:  # what `sdschat history` reads: every row, digest-checked
+        for r in db.execute(f"SELECT {cols} FROM messages WHERE channel = 'general' "
+                            "ORDER BY lamport, message_id"):
+            log_entry(r)
+
+    def newest() -> None:  # the TUI's first screen
+        for r in db.execute(f"SELECT {cols} FROM messages WHERE channel = 'general' "
+                            "ORDER BY lamport DESC, message_id DESC LIMIT 50"):
+            log_entry(r)
+
+    def search() -> None:  # Store.search (the TUI's find), a word nobody wrote
+        db.execute("SELECT message_id FROM messages WHERE channel = 'general' AND "
+                   "CAST(content AS TEXT) LIKE '%needle%' ORDER BY lamport DESC LIMIT 50"
+                   ).fetchall()
+
+    def one_file() -> None:  # /save's read of one file
+        got = [log_entry(r) for r in db.execute(FILE_SEGMENTS_SQL,
+                                                ("general", file_id, "m0" * 8, 400))]
+        if side:
+            for e in got:
+                db.execute("SELECT data FROM seg.segment_data WHERE channel = ? AND "
+                           "message_id = ?", (e.channel, e.message_id)).fetchone()
+
+    try:
+        out = {"history_all_s": _best(history), "newest50_s": _best(newest),
+               "search_s": _best(search), "one_file_s": _best(one_file)}
+    finally:
+        db.close()
+    out["size_mib"] = sum(p.stat().st_size for p in d.iterdir()
+                          if p.name.startswith(("sdschat.db", "segments.db"))) / 2**20
+    return out
+
+
+def print_layouts(r: dict[str, dict[str, float]], files: int, file_mib: float, lines: int) -> None:
+    print(f"where segments live: {lines} lines + {files} files of {file_mib} MiB, same rows")
+    keys = list(r["messages"])
+    print(f"  {'':14s}" + "".join(f"{k:>15s}" for k in keys))
+    for name, row in r.items():
+        print(f"  {name:14s}" + "".join(
+            f"{row[k]:15.1f}" if k.endswith("mib") else f"{row[k] * 1000:13.0f}ms"
+            for k in keys))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--keys", type=int, default=30, help="flooding identities (default 30)")
@@ -442,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="whole run bound (s)")
     p.add_argument("--small", action="store_true", help="smoke test: 5 x 1 MiB")
     p.add_argument("--json", action="store_true", help="print the report as JSON too")
+    p.add_argument("--layouts", action="store_true",
+                   help="instead: where segments live, two layouts side by side (storage only)")
+    p.add_argument("--lines", type=int, default=2000, help="text lines for --layouts")
     p.add_argument("--tree", action="append", default=[], metavar="DIR",
                    help="run the nodes from this source tree (repeatable: each tree in "
                         "turn, in one run, for a side-by-side comparison; default: this one)")
@@ -450,6 +602,12 @@ def main(argv: list[str] | None = None) -> int:
         o.keys, o.files, o.file_mib, o.rounds, o.timeout = 5, 1, 1.0, 2, min(o.timeout, 180)
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load "
           f"{os.getloadavg()[0]:.2f}  {describe()}", flush=True)
+    if o.layouts:
+        with tempfile.TemporaryDirectory(prefix="sdschat-layouts-") as tmp:
+            r = layouts(o.files, o.file_mib, o.lines, Path(tmp))
+        print_layouts(r, o.files, o.file_mib, o.lines)
+        print(f"load after {os.getloadavg()[0]:.2f}")
+        return 0
     global TREE
     for tree in o.tree or [str(ROOT)]:
         TREE = Path(tree).resolve()
