@@ -43,6 +43,7 @@ __all__ = [
     "save_stored",
     "split_file",
     "stored_file",
+    "stored_manifest",
 ]
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -252,6 +253,21 @@ class StoredFile:
         return hashlib.sha256(self.data()).digest() == self.info.sha256
 
 
+async def stored_manifest(
+    store: Store, channel: str, manifest_id: str
+) -> tuple[FileInfo, str] | None:
+    """``(manifest, author's sender id)`` of message ``manifest_id`` (None if it is not a
+    stored file manifest): one row read."""
+    found = await store.get_messages(channel, [manifest_id])
+    msg = found.get(manifest_id)
+    if msg is None:
+        return None
+    d = decode(msg.content)
+    if d.kind != "file" or d.file is None:
+        return None
+    return d.file, msg.sender_id
+
+
 async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFile | None:
     """The file announced by message ``manifest_id`` as stored (None if that message is
     not a stored file manifest). Its segments are the rows of the manifest author's
@@ -261,19 +277,15 @@ async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFil
     lines once kept a file "checking" for ever), and neither the log's size nor a
     flood of other files costs anything here. When an author sent two segments with
     one index, the first in SDS order counts (as in :class:`ConversationView`)."""
-    found = await store.get_messages(channel, [manifest_id])
-    msg = found.get(manifest_id)
-    if msg is None:
+    manifest = await stored_manifest(store, channel, manifest_id)
+    if manifest is None:
         return None
-    d = decode(msg.content)
-    info = d.file
-    if d.kind != "file" or info is None:
-        return None
-    out = StoredFile(info, msg.sender_id)
+    info, sender_id = manifest
+    out = StoredFile(info, sender_id)
     if not 0 < info.segment_count <= MAX_SEGMENTS:
         return out  # a manifest no honest sender makes: nothing of it is read
     rows = await store.file_segments(
-        channel, msg.sender_id, info.file_id, limit=info.segment_count + SEGMENT_SLACK
+        channel, sender_id, info.file_id, limit=info.segment_count + SEGMENT_SLACK
     )
     for e in rows:
         s = decode(e.content)
@@ -303,6 +315,10 @@ class FileWatch:
         self._open: dict[tuple[str, str, str], tuple[str, int]] = {}
         self._names: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # (channel, sender id, file id) -> (state, present) of a file found complete or
+        # damaged: another manifest naming it (a member can post any number) is
+        # answered from here, without reading and hashing its segments again
+        self._final: dict[tuple[str, str, str], tuple[str, int]] = {}
 
     def on_event(self, ev: NodeEvent) -> None:
         if not isinstance(ev, Delivered) or ev.kind not in ("file", "segment"):
@@ -341,18 +357,31 @@ class FileWatch:
 
     async def _report(self, channel: str, manifest_id: str, *, first: bool) -> None:
         try:
-            f = await stored_file(self._store, channel, manifest_id)
+            manifest = await stored_manifest(self._store, channel, manifest_id)
+            if manifest is None:
+                return
+            final = self._final.get((channel, manifest[1], manifest[0].file_id))
+            f = StoredFile(*manifest) if final is not None else await stored_file(
+                self._store, channel, manifest_id)  # fmt: skip
         except Exception:  # a closing store: no report
             return
         if f is None:
             return
         info = f.info
         who = self._names.get(f.sender_id) or f.sender_id[:8]
-        have = len(f.segments)
-        if f.complete:
+        have = len(f.segments) if final is None else final[1]
+        if final is not None:
+            state = final[0]
+            said = state if state == "complete" else (
+                "damaged: its bytes do not match the sha256 sent")  # fmt: skip
+        elif f.complete:
             intact = await asyncio.to_thread(f.intact)
             state = "complete" if intact else "damaged"
             said = "complete" if intact else "damaged: its bytes do not match the sha256 sent"
+            key = (channel, f.sender_id, info.file_id)
+            if key not in self._final and len(self._final) >= 1024:
+                del self._final[next(iter(self._final))]  # bounded: the oldest forgotten
+            self._final[key] = (state, have)
         else:
             state, said = "incomplete", f"incomplete · waiting for {who}"
         self._emit({
@@ -361,8 +390,10 @@ class FileWatch:
             "total": info.segment_count, "state": state,
             "text": f"{info.name} · {have}/{info.segment_count} segments · {said}",
         })
-        if first and not f.complete:
+        if first and final is None and not f.complete:
             key = (channel, f.sender_id, info.file_id[:8])
+            if key not in self._open and len(self._open) >= 1024:
+                del self._open[next(iter(self._open))]  # bounded, as _seen
             self._open[key] = (manifest_id, info.segment_count)
             self._seen.setdefault(key, set()).update(f.segments)
             self._maybe_done(key)

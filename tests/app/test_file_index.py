@@ -166,3 +166,46 @@ def test_commands_read_the_message_they_name_not_the_flood(
                 await h.node.close()
 
     run(body(), 90)
+
+
+def test_many_manifests_naming_one_file_read_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mallory sends one real file, then 30 more manifests naming its file id: each
+    manifest made headless read and hash the whole file again (30 x its bytes). The
+    ``file`` events still come, one per manifest, answered from what the first read
+    found."""
+    from app.files import FileWatch
+
+    read: list[int] = []
+    real = storage.store.row_intact
+
+    def counting(channel: str, message_id: str, sender_id: str, lamport: int,
+                 content: bytes, digest: bytes | None) -> bool:  # fmt: skip
+        read.append(len(content))
+        return real(channel, message_id, sender_id, lamport, content, digest)
+
+    async def body() -> None:
+        hub = MemoryHub()
+        victim = await start_node(tmp_path / "v", hub, name="victim")
+        mallory = await start_node(tmp_path / "m", hub, name="mallory")
+        said: list[dict[str, Any]] = []
+        watch = FileWatch(victim.node.store, said.append)
+        victim.node.subscribe(watch.on_event)
+        try:
+            parts = split_file("big.bin", os.urandom(10 * SEGMENT_BYTES), "mallory")
+            await mallory.node.post_contents("general", parts)
+            await wait_until(lambda: any(e["state"] == "complete" for e in said), 30, "file")
+            monkeypatch.setattr(storage.store, "row_intact", counting)
+            await mallory.node.post_contents("general", [parts[0]] * 30)  # the same manifest
+            await wait_until(lambda: len(said) == 31, 30, "31 file events")
+            monkeypatch.setattr(storage.store, "row_intact", real)
+            assert {e["state"] for e in said} == {"complete"}
+            assert {e["present"] for e in said} == {10}
+            assert sum(read) < 2 * SEGMENT_BYTES, (len(read), sum(read))
+        finally:
+            await watch.close()
+            for h in (victim, mallory):
+                await h.node.close()
+
+    run(body(), 90)
