@@ -58,7 +58,7 @@ from machine import describe  # noqa: E402
 CHANNEL = "floodbench"
 
 FLOOD = r"""
-import os, sys, time
+import os, sys, threading, time
 from websockets.sync.client import connect
 from app.files import split_file
 from net.channel_key import derive_channel_key
@@ -84,6 +84,15 @@ start = time.monotonic()
 end = start + seconds
 with connect(url, max_size=None, proxy=None, ping_interval=None) as ws:
     ws.send(encode_subscribe([key.topic]))
+
+    def drain():  # read what the relay forwards: a client that never reads is dropped
+        try:
+            while True:
+                ws.recv()
+        except Exception:
+            return
+
+    threading.Thread(target=drain, daemon=True).start()
     for ident, content in queue:
         now = time.monotonic()
         if now >= end:
