@@ -469,7 +469,7 @@ def layouts(files: int, file_mib: float, lines: int, tmp: Path) -> dict[str, dic
             rows.append(StoredMessage("general", _h.sha256(b"s%d" % n).hexdigest(), f"m{f}" * 8,
                                       1000 + n, part))
             n += 1
-    probe_file = next(r for r in rows if r.sender_id == "m0" * 8 and r is not rows[0])
+    probe_file = next(r for r in rows if segment_file_id(r.content) is not None)
     out: dict[str, dict[str, float]] = {"messages": {}, "side file": {}}
 
     async def build_a(d: Path) -> float:
