@@ -364,6 +364,7 @@ class Bench:
                                 30, "stats")
         hwm = proc_kib(victim.popen.pid, "VmHWM")
         stored = self._counted(victim)
+        layout = self._composition(victim)
         flood_out = "\n".join(flood.lines) or (
             "no report; stderr: " + flood.err_path.read_text(errors="replace")[-400:])
         for c in (alice, victim, relay):
@@ -371,6 +372,7 @@ class Bench:
         return {
             "keys": o.keys, "files": o.files, "file_mib": o.file_mib, "rate": o.rate,
             "flood": flood_out, "expected_messages": expected, "stored": stored,
+            "composition_mib": layout,
             "counters": {k: v for k, v in _flat(stats.get("data") or {}).items()
                          if "file" in k or k.endswith("delivered")},
             "victim_connects": victim.reconnects,
@@ -387,6 +389,24 @@ class Bench:
                                   (CHANNEL,)).fetchone()[0])
         finally:
             db.close()
+
+    def _composition(self, victim: Child) -> dict[str, float]:
+        """What the victim's database holds, in MiB: segments' contents, envelopes kept
+        in the recent window, free pages, the WAL (read-only, beside the node)."""
+        db = read_only(self.tmp / "victim")
+        try:
+            content = db.execute("SELECT coalesce(sum(length(content)), 0) FROM messages "
+                                 "WHERE substr(content, 1, 2) = x'FF08'").fetchone()[0]
+            env = db.execute("SELECT coalesce(sum(length(envelope)), 0) FROM recent"
+                             ).fetchone()[0]
+            page = db.execute("PRAGMA page_size").fetchone()[0]
+            free = db.execute("PRAGMA freelist_count").fetchone()[0] * page
+        finally:
+            db.close()
+        wal = self.tmp / "victim" / "sdschat.db-wal"
+        return {"file_contents": round(content / 2**20, 1), "envelopes": round(env / 2**20, 1),
+                "free_pages": round(free / 2**20, 1),
+                "wal": round((wal.stat().st_size if wal.exists() else 0) / 2**20, 1)}
 
     def _line_of(self, victim: Child, text: str) -> str:
         end = time.monotonic() + 30
@@ -438,6 +458,7 @@ def print_report(r: dict[str, Any]) -> None:
           f"at the end; counters {r['counters']}; relay connections {r['victim_connects']} "
           f"(1: never dropped); messages stored {r['stored']} of {r['expected_messages']} "
           "flooded (+ the honest ones)")
+    print(f"victim database holds (MiB): {r['composition_mib']}")
 
 
 # ------------------------------------------------------------------ --layouts
