@@ -132,3 +132,22 @@ def test_search_of_one_author_reads_only_that_author(tmp_path: Path) -> None:
             assert len(await store.search("general", "needle")) == 10
 
     run(body)
+
+
+def test_doctor_finds_a_file_id_that_does_not_match_its_segment(tmp_path: Path) -> None:
+    """The file id is not covered by the row's digest: doctor compares it with the
+    content (a wrong one would hide the segment from its file)."""
+    parts = split_file("a.bin", os.urandom(60_000), "bob")
+    data_dir = tmp_path / "d"
+
+    async def write() -> None:
+        async with await open_with_channel(data_dir) as store:
+            await store.insert_messages(
+                [msg(i, 100 + i, sender="bob", content=c) for i, c in enumerate(parts)])
+
+    run(write)
+    assert diagnose(data_dir).healthy
+    with sqlite3.connect(data_dir / DB_FILENAME) as db:
+        db.execute("UPDATE messages SET file_id = ? WHERE message_id = ?", ("0" * 32, mid(1)))
+    report = diagnose(data_dir)
+    assert not report.healthy and report.damaged_rows == [("general", mid(1))]
