@@ -24,8 +24,10 @@ grew by :data:`SAVE_EVERY_BYTES` since the last write and when the node closes; 
 ``kill -9`` forgets at most that much per node. A ledger that cannot be read (damaged,
 another version) is set aside as ``file_quota.json.bad`` and the count starts again.
 
-A channel's total is capped too: on a PUBLIC channel anyone can make identities, and
-each new one came with a fresh quota, so the database still grew with every identity.
+A channel's total is capped too: on a PUBLIC channel anyone can make identities (on a
+passphrase channel anyone who has the passphrase), and each new one came with a fresh
+quota, so the database still grew with every identity. Members channels are not capped
+(only admitted members send; each has the per-sender quota).
 Beyond :data:`DEFAULT_CHANNEL_FILE_BYTES` of segment data held in one channel
 (``NodeOptions.file_channel_bytes``), a segment from the sender who holds the most is
 refused (a placeholder); one from anyone else is kept and the oldest file of the
@@ -48,7 +50,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,6 +79,11 @@ DEFAULT_CHANNEL_FILE_BYTES = 256 * 1024 * 1024
 EVICTIONS_PER_PASS = 1000
 """Files emptied at most in one pass over a channel above its cap."""
 
+STALE_AFTER = 5
+STALE_WAIT_S = 0.2
+"""A biggest holder with nothing stored is looked at STALE_AFTER times, this far apart,
+before its count is taken as stale."""
+
 PLACEHOLDER_INDEX = 2**32 - 1
 """Index of a placeholder segment: beyond every file's ``segment_count``."""
 
@@ -100,6 +107,7 @@ class FileQuota:
         channel_bytes: int = DEFAULT_CHANNEL_FILE_BYTES,
         store: Store | None = None,
         counters: MutableMapping[str, int] | None = None,
+        capped: Callable[[str], bool] | None = None,
     ) -> None:
         self.quota_bytes = quota_bytes
         self.channel_bytes = channel_bytes
@@ -111,6 +119,7 @@ class FileQuota:
         self._unsaved = 0  # bytes added since the ledger was last written
         self._store = store  # without one, nothing is evicted: the cap refuses
         self._counters = counters if counters is not None else {}
+        self._capped = capped  # which channels the cap applies to (None: every one)
         self._evicting: dict[str, asyncio.Task[None]] = {}
         self._accepted = 0  # segments kept in this run; _last: when each sender's last was
         self._last: dict[tuple[str, str], int] = {}
@@ -209,8 +218,8 @@ class FileQuota:
             why = "segment_too_large"
         elif held + size > self.quota_bytes:
             why = "quota"
-        elif self._total.get(channel, 0) + size > self.channel_bytes and self._biggest(
-                channel, sender_id, size):  # fmt: skip
+        elif (self._total.get(channel, 0) + size > self.channel_bytes and self._is_capped(
+                channel) and self._biggest(channel, sender_id, size)):  # fmt: skip
             why = "channel_full"
         else:
             self._held[key] = held + size
@@ -225,10 +234,13 @@ class FileQuota:
             self._unsaved += size
             if self._unsaved >= SAVE_EVERY_BYTES:
                 self.save()
-            if self._total[channel] > self.channel_bytes:
+            if self._total[channel] > self.channel_bytes and self._is_capped(channel):
                 self._start_eviction(channel)
             return content, None
         return placeholder(d.target_id, d.name), why
+
+    def _is_capped(self, channel: str) -> bool:
+        return self._capped is None or self._capped(channel)
 
     def _biggest(self, channel: str, sender_id: str, size: int) -> bool:
         """Whether ``sender_id``, with ``size`` more, would hold more of ``channel``
@@ -241,18 +253,27 @@ class FileQuota:
                    if c == channel and s != sender_id)  # fmt: skip
 
     def _start_eviction(self, channel: str) -> None:
-        if self._store is None or channel in self._evicting:
-            return
+        running = self._evicting.get(channel)
+        if self._store is None or (running is not None and not running.done()):
+            return  # a pass under way looks at the total again before it ends
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        task = loop.create_task(self._evict(channel, self._store))
-        self._evicting[channel] = task
-        task.add_done_callback(lambda _t: self._evicting.pop(channel, None))
+        self._evicting[channel] = loop.create_task(self._evict(channel, self._store))
+
+    def evicting(self, channel: str) -> bool:
+        """Whether a pass of eviction is under way in ``channel``."""
+        task = self._evicting.get(channel)
+        return task is not None and not task.done()
 
     async def _evict(self, channel: str, store: Store) -> None:
-        """Empty the oldest files of the biggest holders until ``channel`` is under its cap."""
+        """Empty the oldest files of the biggest holders until ``channel`` is under its cap.
+
+        A holder with nothing stored yet (the round that brought its segments is not
+        committed) is looked at again a little later; only after :data:`STALE_AFTER`
+        looks is its count taken as stale (its rows were deleted) and dropped."""
+        misses: dict[str, int] = {}
         for _ in range(EVICTIONS_PER_PASS):
             if self._total.get(channel, 0) <= self.channel_bytes:
                 return
@@ -275,6 +296,10 @@ class FileQuota:
             except Exception:  # a closing store, a full disk: tried again at the next segment
                 return
             if found is None or not found[1]:
+                misses[sender] = misses.get(sender, 0) + 1
+                if misses[sender] < STALE_AFTER:
+                    await asyncio.sleep(STALE_WAIT_S)  # its round's commit comes
+                    continue
                 freed = have  # nothing of theirs is held any more: the count was stale
             else:
                 freed = min(have, sum(n for _, n in found[1]))

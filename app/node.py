@@ -298,8 +298,10 @@ class NodeOptions:
         file_quota_bytes: file segment bytes kept per sender and channel (across restarts);
             beyond it (and for files above the 16 MiB limit) segments are stored as
             empty placeholders (:mod:`app.file_quota`).
-        file_channel_bytes: file segment bytes held per channel, all senders together;
-            beyond it the biggest holder's oldest file is emptied (:mod:`app.file_quota`).
+        file_channel_bytes: file segment bytes held per public or passphrase channel, all
+            senders together; beyond it the biggest holder's oldest file is emptied
+            (:mod:`app.file_quota`). Members channels are not capped (only admitted
+            members send; each has the per-sender quota).
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -604,6 +606,7 @@ class Node:
         self._files = FileQuota(  # app/file_quota.py
             self.options.file_quota_bytes, store.data_dir / LEDGER_FILE,
             channel_bytes=self.options.file_channel_bytes, store=store, counters=self.counters,
+            capped=lambda ch: ch not in self._members,  # members channels: admitted senders
         )
         self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
