@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 from app import content_pb2 as pb
 from app.chat_content import encode_content
 from app.content import MAGIC, SCHEMA_VERSION, decode
-from app.files import MAX_FILE_BYTES, MAX_SEGMENTS, SEGMENT_BYTES
+from app.files import MAX_FILE_BYTES, MAX_SEGMENTS, PLACEHOLDER_INDEX, SEGMENT_BYTES
 
 if TYPE_CHECKING:
     from storage import Store
@@ -84,8 +84,6 @@ STALE_WAIT_S = 0.2
 """A biggest holder with nothing stored is looked at STALE_AFTER times, this far apart,
 before its count is taken as stale."""
 
-PLACEHOLDER_INDEX = 2**32 - 1
-"""Index of a placeholder segment: beyond every file's ``segment_count``."""
 
 MAX_TRACKED = 4096
 

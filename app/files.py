@@ -57,6 +57,9 @@ FILES_DIR = "files"
 
 MAX_NAME_BYTES = 200
 
+PLACEHOLDER_INDEX = 2**32 - 1
+"""Index of a segment stored empty (``app.file_quota.placeholder``): no file counts it."""
+
 MAX_SEGMENTS = -(-MAX_FILE_BYTES // SEGMENT_BYTES)
 """Segments of the largest file (342): a manifest declaring more names no file we keep."""
 
@@ -235,6 +238,9 @@ class StoredFile:
     info: FileInfo
     sender_id: str
     segments: dict[int, bytes] = field(default_factory=dict)
+    not_kept: int = 0
+    """Its author's segments that this node stored empty (over the sender's quota or
+    the channel's cap, ``app/file_quota.py``): the file cannot complete here."""
 
     @property
     def complete(self) -> bool:
@@ -292,6 +298,8 @@ async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFil
         ours = s.kind == "segment" and s.target_id == info.file_id
         if ours and 0 <= s.segment_index < info.segment_count:
             out.segments.setdefault(s.segment_index, s.segment_data)
+        elif ours and s.segment_index == PLACEHOLDER_INDEX and not s.segment_data:
+            out.not_kept += 1
     return out
 
 
@@ -329,9 +337,15 @@ class FileWatch:
             self._later(self._report(ev.channel, ev.message_id, first=True))
             return
         m = _SEGMENT_TEXT.fullmatch(ev.text)
-        if m is None or int(m.group(1)) >= 65_536:
+        if m is None:
             return
         key = (ev.channel, ev.sender_id, m.group(2))
+        if int(m.group(1)) >= 65_536:  # stored empty (app/file_quota.py): it cannot complete
+            known = self._open.pop(key, None)
+            self._seen.pop(key, None)
+            if known is not None:
+                self._later(self._report(key[0], known[0], first=False))
+            return
         if key not in self._seen and len(self._seen) >= 1024:
             del self._seen[next(iter(self._seen))]  # bounded: the oldest file forgotten
         self._seen.setdefault(key, set()).add(int(m.group(1)))
@@ -382,6 +396,10 @@ class FileWatch:
             if key not in self._final and len(self._final) >= 1024:
                 del self._final[next(iter(self._final))]  # bounded: the oldest forgotten
             self._final[key] = (state, have)
+        elif f.not_kept:
+            state = "not_kept"
+            said = ("not kept here: over the sender's file quota or the channel's file cap "
+                    "(it cannot be saved)")  # fmt: skip
         else:
             state, said = "incomplete", f"incomplete · waiting for {who}"
         self._emit({
@@ -390,7 +408,7 @@ class FileWatch:
             "total": info.segment_count, "state": state,
             "text": f"{info.name} · {have}/{info.segment_count} segments · {said}",
         })
-        if first and final is None and not f.complete:
+        if first and final is None and not f.complete and not f.not_kept:
             key = (channel, f.sender_id, info.file_id[:8])
             if key not in self._open and len(self._open) >= 1024:
                 del self._open[next(iter(self._open))]  # bounded, as _seen

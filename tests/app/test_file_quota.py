@@ -184,3 +184,36 @@ def test_the_channel_cap_spares_members_channels() -> None:
     assert [quota.check("team", "bob", p)[1] for p in parts[1:]] == [None, None, None]
     assert [quota.check("general", "bob", p)[1] for p in parts[1:]] == [None, None,
                                                                         "channel_full"]
+
+
+def test_headless_says_a_file_was_not_kept(tmp_path: Path) -> None:
+    """A file whose segments were stored empty (over the quota here; the channel cap
+    empties files the same way) can never complete: the ``file`` event says so, where it
+    said "incomplete · waiting for mallory" for ever."""
+    from typing import Any
+
+    from app.files import FileWatch
+
+    async def body() -> None:
+        hub = MemoryHub()
+        victim = await start_node(tmp_path / "v", hub, name="victim",
+                                  file_quota_bytes=2 * SEGMENT_BYTES)  # fmt: skip
+        mallory = await start_node(tmp_path / "m", hub, name="mallory")
+        said: list[dict[str, Any]] = []
+        watch = FileWatch(victim.node.store, said.append)
+        victim.node.subscribe(watch.on_event)
+        try:
+            parts = split_file("big.bin", os.urandom(3 * SEGMENT_BYTES), "mallory")
+            await mallory.node.post_contents("general", parts)
+            await wait_until(lambda: len(victim.delivered()) == 4, 30, "every part")
+            await wait_until(lambda: any(e["state"] == "not_kept" for e in said), 30,
+                             "a not_kept event")  # fmt: skip
+            last = said[-1]
+            assert last["present"] == 2 and last["total"] == 3
+            assert "not kept here" in last["text"]
+        finally:
+            await watch.close()
+            for h in (victim, mallory):
+                await h.node.close()
+
+    run(body(), 60)
