@@ -312,14 +312,12 @@ class FileQuota:
             self._unsaved += 1
             self.save()
 
-    async def close(self) -> None:
+    def stop(self) -> None:
         """Stop evicting (a transaction under way still ends whole: at worst one file is
-        counted once more, emptied again later) and write the ledger."""
-        tasks = list(self._evicting.values())
-        for task in tasks:
+        counted once more and emptied again later) and write the ledger. Synchronous, so
+        that a node's close cannot be cut short here."""
+        for task in self._evicting.values():
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
         self.save()
 
     def _refuse(self, channel: str, sender_id: str, file_id: str) -> None:

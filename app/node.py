@@ -837,7 +837,7 @@ class Node:
                                          "from the stored log at the next start)"))
         finally:
             self._closed = True
-            await self._files.close()  # evictions, the ledger (app/file_quota.py)
+            self._files.stop()  # evictions, the ledger (app/file_quota.py)
             self._emit(Closed(dict(self.counters)))
             for q in self._queues:
                 q.put_nowait(None)
