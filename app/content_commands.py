@@ -35,6 +35,7 @@ __all__ = [
     "CONTENT_COMMANDS",
     "add_delivered",
     "channel_view",
+    "current_topic",
     "resolve_id",
     "run_content_command",
     "target_view",
@@ -117,6 +118,26 @@ async def target_view(
                 break
             before = page[-1].cursor
     return view
+
+
+async def current_topic(node: Node, channel: str) -> str | None:
+    """The channel's topic as :attr:`ConversationView.topic` gives it (the newest topic
+    line in SDS order that its author did not delete; ``None``: never set, ``""``:
+    cleared), from the lines that mention "topic", newest first, instead of the whole
+    log folded."""
+    before: tuple[int, str] | None = None
+    for _ in range(_OPS_PAGES):  # bounded: 100,000 lines mentioning "topic"
+        page = await node.store.search(channel, "topic", before=before, limit=_PAGE)
+        for e in page:  # newest first
+            if ConversationView([(e.message_id, e.sender_id, e.lamport, e.content)]).topic is None:
+                continue  # not a topic line
+            topic = (await target_view(node, channel, e.message_id)).topic
+            if topic is not None:  # None: its author deleted it; an older one counts
+                return topic
+        if len(page) < _PAGE:
+            return None
+        before = page[-1].cursor
+    return None
 
 
 async def add_delivered(
@@ -214,7 +235,7 @@ async def run_content_command(
         await _post_logged(node, channel, content)
     elif name == "topic":
         if not arg.strip():
-            topic = (await channel_view(node, channel, keep_file_data=False)).topic
+            topic = await current_topic(node, channel)
             emit(Info(f"topic: {topic}" if topic else "no topic set", {"topic": topic}))
             return
         text = "" if arg.strip() == "--clear" else arg

@@ -209,3 +209,44 @@ def test_many_manifests_naming_one_file_read_it_once(
                 await h.node.close()
 
     run(body(), 90)
+
+
+def test_the_topic_shown_is_the_folded_views(tmp_path: Path) -> None:
+    """``/topic`` without text reads the lines that mention "topic", not the whole log,
+    and answers what the folded view answers: the newest topic its author did not
+    delete, "" once cleared, None before any."""
+    from app.content_commands import channel_view, current_topic
+
+    async def body() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "a", hub, name="alice")
+        bob = await start_node(tmp_path / "b", hub, name="bob")
+        events: list[NodeEvent] = []
+
+        async def both_agree(expected: str | None) -> None:  # the search and the fold
+            assert await current_topic(alice.node, "general") == expected
+            assert (await channel_view(alice.node, "general")).topic == expected
+
+        async def settle(n: int) -> None:
+            await wait_until(lambda: len(alice.delivered()) + len(alice.own("logged"))
+                             >= n, 30, f"{n} messages at alice")  # fmt: skip
+
+        try:
+            assert await current_topic(alice.node, "general") is None
+            await alice.node.send("general", "a line about the topic of the day")
+            await run_content_command(alice.node, "topic", "one", "general", events.append)
+            await run_content_command(bob.node, "topic", "two", "general", events.append)
+            await settle(3)
+            assert await current_topic(alice.node, "general") == "two"
+            mine = next(o.message_id for o in bob.own("logged") if o.text and "two" in o.text)
+            await run_content_command(bob.node, "delete", mine, "general", events.append)
+            await settle(4)
+            await both_agree("one")
+            await run_content_command(alice.node, "topic", "--clear", "general", events.append)
+            await settle(5)
+            await both_agree("")
+        finally:
+            for h in (alice, bob):
+                await h.node.close()
+
+    run(body(), 60)
