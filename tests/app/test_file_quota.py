@@ -217,3 +217,29 @@ def test_headless_says_a_file_was_not_kept(tmp_path: Path) -> None:
                 await h.node.close()
 
     run(body(), 60)
+
+
+def test_the_quota_and_the_cap_are_set_in_the_config_file(tmp_path: Path) -> None:
+    """``file_quota_mib`` and ``file_channel_mib`` in config.toml reach the node's options
+    (headless and TUI); defaults 64 and 256 MiB; a bad value is refused by name."""
+    import argparse
+
+    import pytest
+
+    from app.node_settings import add_join_arguments, settings_from_args
+
+    def settings(*lines: str) -> object:
+        cfg = tmp_path / "config.toml"
+        cfg.write_text("\n".join(lines) + "\n")
+        p = argparse.ArgumentParser()
+        add_join_arguments(p)
+        return settings_from_args(p.parse_args(["room", "--config", str(cfg)]))
+
+    s = settings()
+    assert (s.file_quota_bytes, s.file_channel_bytes) == (64 * 2**20, 256 * 2**20)
+    s = settings("file_quota_mib = 8", "file_channel_mib = 32")
+    assert (s.file_quota_bytes, s.file_channel_bytes) == (8 * 2**20, 32 * 2**20)
+    with pytest.raises(ValueError, match="file_channel_mib"):
+        settings("file_channel_mib = -1")
+    with pytest.raises(ValueError, match="file_quota_mib"):
+        settings('file_quota_mib = "lots"')
