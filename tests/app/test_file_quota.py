@@ -243,3 +243,22 @@ def test_the_quota_and_the_cap_are_set_in_the_config_file(tmp_path: Path) -> Non
         settings("file_channel_mib = -1")
     with pytest.raises(ValueError, match="file_quota_mib"):
         settings('file_quota_mib = "lots"')
+
+
+def test_a_headless_process_takes_its_quota_from_the_config_file(tmp_path: Path) -> None:
+    """Real processes over a real relay on 127.0.0.1: bob's config file sets a quota of
+    0 MiB, so alice's file is stored empty there and bob's ``file`` event says so."""
+    from tests import procs
+
+    (tmp_path / "notes.bin").write_bytes(os.urandom(60_000))  # 2 segments
+    cfg = tmp_path / "bob.toml"
+    cfg.write_text("file_quota_mib = 0\n")
+    with procs.running(procs.Cluster(tmp_path)) as c:
+        _relay, url = c.relay()
+        alice = c.headless("alice", tmp_path / "alice", relay=url)
+        bob = c.headless("bob", tmp_path / "bob", relay=url, extra=["--config", str(cfg)])
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: any(e.get("state") == "connected"
+                                       for e in p.select("connection")), 30, "connected")
+        alice.send(f"/send {tmp_path / 'notes.bin'}")
+        bob.wait_for(lambda: bool(bob.select("file", state="not_kept")), 30, "not_kept")
