@@ -26,6 +26,32 @@ from storage import Store, StoredMessage
 from storage.records import segment_file_id
 
 
+class ContentReads:
+    """Counts the stored content bytes read: every read of a message's content is
+    checked against its digest through ``storage.store.row_intact`` (a spy on the real
+    function, which still runs)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sizes: list[int] = []
+        self._monkeypatch = monkeypatch
+        self._real = storage.store.row_intact
+
+    def _counting(self, channel: str, message_id: str, sender_id: str, lamport: int,
+                  content: bytes, digest: bytes | None) -> bool:  # fmt: skip
+        self.sizes.append(len(content))
+        return self._real(channel, message_id, sender_id, lamport, content, digest)
+
+    def start(self) -> None:
+        self._monkeypatch.setattr(storage.store, "row_intact", self._counting)
+
+    def stop(self) -> None:
+        self._monkeypatch.setattr(storage.store, "row_intact", self._real)
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes)
+
+
 def test_storage_finds_the_file_id_the_app_writes() -> None:
     parts = split_file("a.bin", os.urandom(2 * SEGMENT_BYTES + 5), "bob")
     info = decode(parts[0]).file
@@ -116,14 +142,7 @@ def test_commands_read_the_message_they_name_not_the_flood(
     (every content read is digest-checked through ``row_intact``: counted there). They
     read the whole log, 3 MB and more, folding it into a view for every command."""
     small = os.urandom(1600)
-    read: list[int] = []
-
-    def counting(channel: str, message_id: str, sender_id: str, lamport: int,
-                 content: bytes, digest: bytes | None) -> bool:  # fmt: skip
-        read.append(len(content))
-        return real(channel, message_id, sender_id, lamport, content, digest)
-
-    real = storage.store.row_intact
+    reads = ContentReads(monkeypatch)
 
     async def body() -> None:
         hub = MemoryHub()
@@ -145,7 +164,7 @@ def test_commands_read_the_message_they_name_not_the_flood(
             mine = next(mid for mid in [e.message_id for e in await victim.node.page(
                 "general", limit=200) if e.content.endswith(b'"mine"}')])
             events: list[NodeEvent] = []
-            monkeypatch.setattr(storage.store, "row_intact", counting)
+            reads.start()
             out = tmp_path / "saved"
             out.mkdir()
             await run_content_command(victim.node, "save", f"{manifest[:10]} {out}", "general",
@@ -154,10 +173,10 @@ def test_commands_read_the_message_they_name_not_the_flood(
                                       events.append)  # fmt: skip
             await run_content_command(victim.node, "edit", f"{mine} mine, edited", "general",
                                       events.append)  # fmt: skip
-            monkeypatch.setattr(storage.store, "row_intact", real)
+            reads.stop()
             saved: Any = next(e for e in events if isinstance(e, Info)).data["saved"]
             assert Path(saved).read_bytes() == small
-            assert sum(read) < 50_000, (len(read), sum(read))
+            assert reads.total < 50_000, reads.sizes
             await wait_until(lambda: any(d.kind == "react" for d in alice.delivered())
                              and any(d.kind == "edit" for d in alice.delivered()), 30,
                              "the reaction and the edit at alice")  # fmt: skip
@@ -177,13 +196,7 @@ def test_many_manifests_naming_one_file_read_it_once(
     found."""
     from app.files import FileWatch
 
-    read: list[int] = []
-    real = storage.store.row_intact
-
-    def counting(channel: str, message_id: str, sender_id: str, lamport: int,
-                 content: bytes, digest: bytes | None) -> bool:  # fmt: skip
-        read.append(len(content))
-        return real(channel, message_id, sender_id, lamport, content, digest)
+    reads = ContentReads(monkeypatch)
 
     async def body() -> None:
         hub = MemoryHub()
@@ -196,13 +209,13 @@ def test_many_manifests_naming_one_file_read_it_once(
             parts = split_file("big.bin", os.urandom(10 * SEGMENT_BYTES), "mallory")
             await mallory.node.post_contents("general", parts)
             await wait_until(lambda: any(e["state"] == "complete" for e in said), 30, "file")
-            monkeypatch.setattr(storage.store, "row_intact", counting)
+            reads.start()
             await mallory.node.post_contents("general", [parts[0]] * 30)  # the same manifest
             await wait_until(lambda: len(said) == 31, 30, "31 file events")
-            monkeypatch.setattr(storage.store, "row_intact", real)
+            reads.stop()
             assert {e["state"] for e in said} == {"complete"}
             assert {e["present"] for e in said} == {10}
-            assert sum(read) < 2 * SEGMENT_BYTES, (len(read), sum(read))
+            assert reads.total < 2 * SEGMENT_BYTES, reads.sizes
         finally:
             await watch.close()
             for h in (victim, mallory):
