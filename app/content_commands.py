@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,17 +25,27 @@ from app.content import (
     encode_reply,
     encode_topic,
 )
-from app.files import read_file_to_send, save_file, split_file
+from app.files import FileError, read_file_to_send, save_stored, split_file, stored_file
 from app.node_events import Info, NodeEvent, OwnMessage
 
 if TYPE_CHECKING:
     from app.node import Node
 
-__all__ = ["CONTENT_COMMANDS", "add_delivered", "channel_view", "run_content_command"]
+__all__ = [
+    "CONTENT_COMMANDS",
+    "add_delivered",
+    "channel_view",
+    "current_topic",
+    "resolve_id",
+    "run_content_command",
+    "target_view",
+]
 
 CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "save")
 
 _PAGE = 1000
+_OPS_PAGES = 100  # at most 100,000 of one author's lines naming a target are read
+_PREFIX_MATCHES = 100
 
 LOGGED_WAIT_S = 5.0
 """How long a command waits for its message to enter the log before the next one."""
@@ -56,6 +67,77 @@ async def channel_view(
             break
         before = (page[0].lamport, page[0].message_id)
     return view
+
+
+async def resolve_id(node: Node, channel: str, ref: str) -> str:
+    """The id of the stored message of ``channel`` that ``ref`` names: a full id or a
+    unique prefix of at least 4 hex characters, as :meth:`ConversationView.resolve`
+    answers it, from one range of the store's primary key (not the whole log).
+
+    Raises:
+        ValueError: ``ref`` is not hex, too short, unknown or ambiguous.
+    """
+    ref = ref.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{4,64}", ref):
+        raise ValueError(f"not a message id or id prefix (4+ hex characters): {ref!r}")
+    found = await node.store.ids_with_prefix(channel, ref, limit=_PREFIX_MATCHES)
+    if ref in found:
+        return ref
+    if not found:
+        raise ValueError(f"no message {ref} in this channel")
+    if len(found) > 1:
+        many = f"{len(found)}+" if len(found) >= _PREFIX_MATCHES else str(len(found))
+        raise ValueError(f"{ref} names {many} messages: give more characters")
+    return found[0]
+
+
+async def target_view(
+    node: Node, channel: str, target: str, *, ops_of: Iterable[str] = ()
+) -> ConversationView:
+    """A conversation view of message ``target`` alone, with the reactions, edits and
+    deletions that its author and the senders ``ops_of`` made on it: what a command
+    needs to know of one message (its author, kind, current text, whether we reacted
+    with an emoji), read without the rest of the log. Each author's messages naming
+    the target are found by a search limited to that author (others' contents, file
+    segments included, are not read); no file bytes are kept."""
+    view = ConversationView(keep_file_data=False)
+    found = await node.store.get_messages(channel, [target])
+    msg = found.get(target)
+    if msg is None:
+        return view
+    view.add(target, msg.sender_id, msg.lamport, msg.content)
+    for author in dict.fromkeys([msg.sender_id, *ops_of]):
+        before: tuple[int, str] | None = None
+        for _ in range(_OPS_PAGES):  # bounded: an author's lines naming the target
+            page = await node.store.search(
+                channel, target, before=before, limit=_PAGE, sender_id=author
+            )
+            for e in page:
+                view.add(e.message_id, e.sender_id, e.lamport, e.content)
+            if len(page) < _PAGE:
+                break
+            before = page[-1].cursor
+    return view
+
+
+async def current_topic(node: Node, channel: str) -> str | None:
+    """The channel's topic as :attr:`ConversationView.topic` gives it (the newest topic
+    line in SDS order that its author did not delete; ``None``: never set, ``""``:
+    cleared), from the lines that mention "topic", newest first, instead of the whole
+    log folded."""
+    before: tuple[int, str] | None = None
+    for _ in range(_OPS_PAGES):  # bounded: 100,000 lines mentioning "topic"
+        page = await node.store.search(channel, "topic", before=before, limit=_PAGE)
+        for e in page:  # newest first
+            if ConversationView([(e.message_id, e.sender_id, e.lamport, e.content)]).topic is None:
+                continue  # not a topic line
+            topic = (await target_view(node, channel, e.message_id)).topic
+            if topic is not None:  # None: its author deleted it; an older one counts
+                return topic
+        if len(page) < _PAGE:
+            return None
+        before = page[-1].cursor
+    return None
 
 
 async def add_delivered(
@@ -118,15 +200,15 @@ async def run_content_command(
             (the message says which; nothing was sent).
         KeyError: ``channel`` is not joined.
     """
-    view = await channel_view(node, channel, keep_file_data=name == "save")
     if name == "reply":
         ref, text = _two(arg, "/reply ID TEXT")
-        target = view.resolve(ref)
+        target = await resolve_id(node, channel, ref)
         await _post_logged(node, channel, encode_reply(target, text, node.name))
     elif name == "react":
         ref, emoji = _two(arg, "/react ID EMOJI")
-        target = view.resolve(ref)
-        current = {i.message_id: i for i in view.items()}.get(target)
+        target = await resolve_id(node, channel, ref)
+        view = await target_view(node, channel, target, ops_of=(node.sender_id,))
+        current = next((i for i in view.items() if i.message_id == target), None)
         mine = current is not None and node.sender_id in current.reactions.get(emoji.strip(), ())
         # the same reaction again takes it back (as the TUI does)
         content = encode_reaction(target, emoji, node.name, remove=mine)
@@ -138,7 +220,8 @@ async def run_content_command(
             ref, text = arg.strip(), ""
             if not ref or " " in ref:
                 raise ValueError("usage: /delete ID")
-        target = view.resolve(ref)
+        target = await resolve_id(node, channel, ref)
+        view = await target_view(node, channel, target)
         if view.sender_of(target) != node.sender_id:
             raise ValueError(f"{target[:8]} is not your message: only its author may {name} it")
         decoded = view.get(target)
@@ -152,7 +235,7 @@ async def run_content_command(
         await _post_logged(node, channel, content)
     elif name == "topic":
         if not arg.strip():
-            topic = view.topic
+            topic = await current_topic(node, channel)
             emit(Info(f"topic: {topic}" if topic else "no topic set", {"topic": topic}))
             return
         text = "" if arg.strip() == "--clear" else arg
@@ -173,13 +256,12 @@ async def run_content_command(
         ref, _, dest = arg.strip().partition(" ")
         if not ref:
             raise ValueError("usage: /save ID [PATH]")
-        target = view.resolve(ref)
+        target = await resolve_id(node, channel, ref)
+        file = await stored_file(node.store, channel, target)
+        if file is None:
+            raise FileError(f"{target[:12]} is not a received file")
         where = await asyncio.to_thread(
-            save_file,
-            view,
-            target,
-            node.store.data_dir,
-            Path(dest.strip()) if dest.strip() else None,
+            save_stored, file, node.store.data_dir, Path(dest.strip()) if dest.strip() else None
         )
         emit(Info(f"saved to {where}", {"saved": str(where), "id": target}))
     else:

@@ -40,8 +40,10 @@ __all__ = [
     "read_file_to_send",
     "safe_filename",
     "save_file",
+    "save_stored",
     "split_file",
     "stored_file",
+    "stored_manifest",
 ]
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -54,6 +56,15 @@ FILES_DIR = "files"
 """Where received files are saved, under the data directory."""
 
 MAX_NAME_BYTES = 200
+
+PLACEHOLDER_INDEX = 2**32 - 1
+"""Index of a segment stored empty (``app.file_quota.placeholder``): no file counts it."""
+
+MAX_SEGMENTS = -(-MAX_FILE_BYTES // SEGMENT_BYTES)
+"""Segments of the largest file (342): a manifest declaring more names no file we keep."""
+
+SEGMENT_SLACK = 16
+"""Rows read beyond a file's segment count (an author's duplicates, placeholders)."""
 
 
 class FileError(ValueError):
@@ -173,8 +184,31 @@ def save_file(
         )
     if not status.intact:
         raise FileError(f"file {status.info.name!r} does not match its sha256: not saved")
-    data = view.file_bytes_unchecked(message_id)
-    name = safe_filename(status.info.name)
+    return _write(view.file_bytes_unchecked(message_id), status.info.name, data_dir, dest)
+
+
+def save_stored(file: StoredFile, data_dir: str | Path, dest: str | Path | None = None) -> Path:
+    """:func:`save_file` for a file read from the store (:func:`stored_file`): the same
+    checks (complete, sha256) and the same rules for where it is written. CPU- and
+    disk-bound: call it in a thread.
+
+    Raises:
+        FileError: not complete yet (says the progress), or its sha256 does not match.
+    """
+    info = file.info
+    if not file.complete:
+        raise FileError(
+            f"file {info.name!r} is not complete: {len(file.segments)}/{info.segment_count} "
+            "segments"
+        )
+    data = file.data()
+    if hashlib.sha256(data).digest() != info.sha256:
+        raise FileError(f"file {info.name!r} does not match its sha256: not saved")
+    return _write(data, info.name, data_dir, dest)
+
+
+def _write(data: bytes, sent_name: str, data_dir: str | Path, dest: str | Path | None) -> Path:
+    name = safe_filename(sent_name)
     if dest is None:
         folder = Path(data_dir) / FILES_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -196,10 +230,6 @@ def save_file(
 
 # ------------------------------------------------------------------ a file's progress
 
-_SEARCH_PAGE = 500
-_SEARCH_PAGES = 200  # at most 100,000 lines naming the file id are read
-
-
 @dataclass
 class StoredFile:
     """What the log holds of the file announced by one manifest line: the manifest, its
@@ -208,49 +238,68 @@ class StoredFile:
     info: FileInfo
     sender_id: str
     segments: dict[int, bytes] = field(default_factory=dict)
+    not_kept: int = 0
+    """Its author's segments that this node stored empty (over the sender's quota or
+    the channel's cap, ``app/file_quota.py``): the file cannot complete here."""
 
     @property
     def complete(self) -> bool:
         return len(self.segments) >= self.info.segment_count
+
+    def data(self) -> bytes:
+        """The segments joined in order, cut to the manifest's size (complete files)."""
+        n = self.info.segment_count
+        return b"".join(self.segments.get(i, b"") for i in range(n))[: self.info.size]
 
     def intact(self) -> bool | None:
         """Whether the joined segments match the manifest's sha256 (None: incomplete).
         CPU-bound for a big file: call it in a thread."""
         if not self.complete:
             return None
-        n = self.info.segment_count
-        joined = b"".join(self.segments[i] for i in range(n))[: self.info.size]
-        return hashlib.sha256(joined).digest() == self.info.sha256
+        return hashlib.sha256(self.data()).digest() == self.info.sha256
 
 
-async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFile | None:
-    """The file announced by message ``manifest_id`` as stored (None if that message is
-    not a stored file manifest). Segments are found by searching the log for the file
-    id, newest first, page after page until all are found or the log has no more: lines
-    of others naming the id (a hostile member can post any number) cannot push the
-    author's segments out of the search, which left such a file "checking" for ever."""
+async def stored_manifest(
+    store: Store, channel: str, manifest_id: str
+) -> tuple[FileInfo, str] | None:
+    """``(manifest, author's sender id)`` of message ``manifest_id`` (None if it is not a
+    stored file manifest): one row read."""
     found = await store.get_messages(channel, [manifest_id])
     msg = found.get(manifest_id)
     if msg is None:
         return None
     d = decode(msg.content)
-    info = d.file
-    if d.kind != "file" or info is None:
+    if d.kind != "file" or d.file is None:
         return None
-    out = StoredFile(info, msg.sender_id)
-    before = None
-    for _ in range(_SEARCH_PAGES):
-        entries = await store.search(channel, info.file_id, before=before, limit=_SEARCH_PAGE)
-        for e in entries:
-            if e.sender_id != msg.sender_id:
-                continue
-            s = decode(e.content)
-            ours = s.kind == "segment" and s.target_id == info.file_id
-            if ours and 0 <= s.segment_index < info.segment_count:
-                out.segments.setdefault(s.segment_index, s.segment_data)
-        if out.complete or len(entries) < _SEARCH_PAGE:
-            break
-        before = entries[-1].cursor
+    return d.file, msg.sender_id
+
+
+async def stored_file(store: Store, channel: str, manifest_id: str) -> StoredFile | None:
+    """The file announced by message ``manifest_id`` as stored (None if that message is
+    not a stored file manifest). Its segments are the rows of the manifest author's
+    segments of that file id, read through the store's file index
+    (:meth:`storage.Store.file_segments`: one index range, at most ``segment_count``
+    rows and a few duplicates): lines of others naming the id cannot hide them (80 such
+    lines once kept a file "checking" for ever), and neither the log's size nor a
+    flood of other files costs anything here. When an author sent two segments with
+    one index, the first in SDS order counts (as in :class:`ConversationView`)."""
+    manifest = await stored_manifest(store, channel, manifest_id)
+    if manifest is None:
+        return None
+    info, sender_id = manifest
+    out = StoredFile(info, sender_id)
+    if not 0 < info.segment_count <= MAX_SEGMENTS:
+        return out  # a manifest no honest sender makes: nothing of it is read
+    rows = await store.file_segments(
+        channel, sender_id, info.file_id, limit=info.segment_count + SEGMENT_SLACK
+    )
+    for e in rows:
+        s = decode(e.content)
+        ours = s.kind == "segment" and s.target_id == info.file_id
+        if ours and 0 <= s.segment_index < info.segment_count:
+            out.segments.setdefault(s.segment_index, s.segment_data)
+        elif ours and s.segment_index == PLACEHOLDER_INDEX and not s.segment_data:
+            out.not_kept += 1
     return out
 
 
@@ -274,6 +323,10 @@ class FileWatch:
         self._open: dict[tuple[str, str, str], tuple[str, int]] = {}
         self._names: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # (channel, sender id, file id) -> (state, present) of a file found complete or
+        # damaged: another manifest naming it (a member can post any number) is
+        # answered from here, without reading and hashing its segments again
+        self._final: dict[tuple[str, str, str], tuple[str, int]] = {}
 
     def on_event(self, ev: NodeEvent) -> None:
         if not isinstance(ev, Delivered) or ev.kind not in ("file", "segment"):
@@ -284,9 +337,15 @@ class FileWatch:
             self._later(self._report(ev.channel, ev.message_id, first=True))
             return
         m = _SEGMENT_TEXT.fullmatch(ev.text)
-        if m is None or int(m.group(1)) >= 65_536:
+        if m is None:
             return
         key = (ev.channel, ev.sender_id, m.group(2))
+        if int(m.group(1)) >= 65_536:  # stored empty (app/file_quota.py): it cannot complete
+            known = self._open.pop(key, None)
+            self._seen.pop(key, None)
+            if known is not None:
+                self._later(self._report(key[0], known[0], first=False))
+            return
         if key not in self._seen and len(self._seen) >= 1024:
             del self._seen[next(iter(self._seen))]  # bounded: the oldest file forgotten
         self._seen.setdefault(key, set()).add(int(m.group(1)))
@@ -312,18 +371,35 @@ class FileWatch:
 
     async def _report(self, channel: str, manifest_id: str, *, first: bool) -> None:
         try:
-            f = await stored_file(self._store, channel, manifest_id)
+            manifest = await stored_manifest(self._store, channel, manifest_id)
+            if manifest is None:
+                return
+            final = self._final.get((channel, manifest[1], manifest[0].file_id))
+            f = StoredFile(*manifest) if final is not None else await stored_file(
+                self._store, channel, manifest_id)  # fmt: skip
         except Exception:  # a closing store: no report
             return
         if f is None:
             return
         info = f.info
         who = self._names.get(f.sender_id) or f.sender_id[:8]
-        have = len(f.segments)
-        if f.complete:
+        have = len(f.segments) if final is None else final[1]
+        if final is not None:
+            state = final[0]
+            said = state if state == "complete" else (
+                "damaged: its bytes do not match the sha256 sent")  # fmt: skip
+        elif f.complete:
             intact = await asyncio.to_thread(f.intact)
             state = "complete" if intact else "damaged"
             said = "complete" if intact else "damaged: its bytes do not match the sha256 sent"
+            key = (channel, f.sender_id, info.file_id)
+            if key not in self._final and len(self._final) >= 1024:
+                del self._final[next(iter(self._final))]  # bounded: the oldest forgotten
+            self._final[key] = (state, have)
+        elif f.not_kept:
+            state = "not_kept"
+            said = ("not kept here: over the sender's file quota or the channel's file cap "
+                    "(it cannot be saved)")  # fmt: skip
         else:
             state, said = "incomplete", f"incomplete · waiting for {who}"
         self._emit({
@@ -332,8 +408,10 @@ class FileWatch:
             "total": info.segment_count, "state": state,
             "text": f"{info.name} · {have}/{info.segment_count} segments · {said}",
         })
-        if first and not f.complete:
+        if first and final is None and not f.complete and not f.not_kept:
             key = (channel, f.sender_id, info.file_id[:8])
+            if key not in self._open and len(self._open) >= 1024:
+                del self._open[next(iter(self._open))]  # bounded, as _seen
             self._open[key] = (manifest_id, info.segment_count)
             self._seen.setdefault(key, set()).update(f.segments)
             self._maybe_done(key)

@@ -312,6 +312,8 @@ async def _serve(
         store_url=store_url,
         recent_window=settings.recent_window,
         new_history=settings.new_history,
+        file_quota_bytes=settings.file_quota_bytes,  # app/file_quota.py
+        file_channel_bytes=settings.file_channel_bytes,
     )
     try:
         node = await Node.open(data_dir, transport, name=settings.name, options=options)

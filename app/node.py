@@ -102,7 +102,12 @@ from app.clock_guard import (
 )
 from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
-from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, LEDGER_FILE, FileQuota
+from app.file_quota import (
+    DEFAULT_CHANNEL_FILE_BYTES,
+    DEFAULT_FILE_QUOTA_BYTES,
+    LEDGER_FILE,
+    FileQuota,
+)
 from app.history import LogLine, log_line
 from app.late_arrivals import LateArrivals
 from app.members import secrets_file as members_file
@@ -293,6 +298,10 @@ class NodeOptions:
         file_quota_bytes: file segment bytes kept per sender and channel (across restarts);
             beyond it (and for files above the 16 MiB limit) segments are stored as
             empty placeholders (:mod:`app.file_quota`).
+        file_channel_bytes: file segment bytes held per public or passphrase channel, all
+            senders together; beyond it the biggest holder's oldest file is emptied
+            (:mod:`app.file_quota`). Members channels are not capped (only admitted
+            members send; each has the per-sender quota).
     """
 
     config: sds.Config = field(default_factory=sds.Config)
@@ -313,6 +322,7 @@ class NodeOptions:
     inline_commit_messages: int = 8
     nobody_heard_ms: int = 8000
     file_quota_bytes: int = DEFAULT_FILE_QUOTA_BYTES
+    file_channel_bytes: int = DEFAULT_CHANNEL_FILE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -594,7 +604,9 @@ class Node:
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self._files = FileQuota(  # app/file_quota.py
-            self.options.file_quota_bytes, store.data_dir / LEDGER_FILE
+            self.options.file_quota_bytes, store.data_dir / LEDGER_FILE,
+            channel_bytes=self.options.file_channel_bytes, store=store, counters=self.counters,
+            capped=lambda ch: ch not in self._members,  # members channels: admitted senders
         )
         self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
@@ -825,7 +837,7 @@ class Node:
                                          "from the stored log at the next start)"))
         finally:
             self._closed = True
-            self._files.save()  # the file quota's ledger (app/file_quota.py)
+            self._files.stop()  # evictions, the ledger (app/file_quota.py)
             self._emit(Closed(dict(self.counters)))
             for q in self._queues:
                 q.put_nowait(None)

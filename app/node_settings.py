@@ -21,6 +21,8 @@ when it exists, unless ``--no-config``)::
     drop_rate = 0.0          # FOR DEMOS AND TESTS: drop this fraction of envelopes
     state_save_ms = 2000     # least interval between core-state saves
     recent_window = 2000     # newest messages per channel that keep their envelope
+    file_quota_mib = 64      # received file segments kept per sender and channel
+    file_channel_mib = 256   # ... per public or passphrase channel, all senders together
 
     [protocol]               # any sds.Config field, by name
     resend_unacknowledged_ms = 2000
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import sds
+from app.file_quota import DEFAULT_CHANNEL_FILE_BYTES, DEFAULT_FILE_QUOTA_BYTES
 from app.node import DEFAULT_STATE_SAVE_MS
 from net.channel_key import check_channel_name
 from net.urls import check_ws_url
@@ -60,7 +63,7 @@ __all__ = [
 
 _TOP_KEYS = {
     "relay", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
-    "recent_window", "protocol",
+    "recent_window", "file_quota_mib", "file_channel_mib", "protocol",
     "keys", "colours", "colors",  # the TUI's keymap and colours (app/tui/config.py)
     "log",  # the TUI's logging to files (app/tui/chatlog.py)
 }
@@ -75,6 +78,8 @@ _TOP_TYPES: dict[str, str] = {
     "drop_rate": "number",
     "state_save_ms": "integer",
     "recent_window": "integer",
+    "file_quota_mib": "integer",
+    "file_channel_mib": "integer",
     "protocol": "table",
     "keys": "table",
     "colours": "table",
@@ -141,6 +146,10 @@ class NodeSettings:
     """Every relay URL given, in order (``relay`` is the first); the client fails over."""
     recent_window: int = DEFAULT_RECENT_WINDOW
     new_history: bool = False
+    file_quota_bytes: int = DEFAULT_FILE_QUOTA_BYTES
+    """Received file segments kept per sender and channel (``file_quota_mib``)."""
+    file_channel_bytes: int = DEFAULT_CHANNEL_FILE_BYTES
+    """... per public or passphrase channel, all senders (``file_channel_mib``)."""
 
 
 def default_config_path() -> Path:
@@ -369,6 +378,13 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     recent_window = int(data.get("recent_window", DEFAULT_RECENT_WINDOW))
     if recent_window < 0:
         raise ValueError("recent_window must be >= 0")
+    file_mib = {}
+    for key, default_bytes in (("file_quota_mib", DEFAULT_FILE_QUOTA_BYTES),
+                               ("file_channel_mib", DEFAULT_CHANNEL_FILE_BYTES)):  # fmt: skip
+        mib = int(data.get(key, default_bytes // 2**20))
+        if not 0 <= mib <= 2**20:
+            raise ValueError(f"{key} must be between 0 and {2**20} (MiB), not {mib}")
+        file_mib[key] = mib * 2**20
     return NodeSettings(
         config=config,
         relay=str(relays[0]),
@@ -379,4 +395,6 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         relays=tuple(relays),
         recent_window=recent_window,
         new_history=bool(getattr(args, "new_history", False)),
+        file_quota_bytes=file_mib["file_quota_mib"],
+        file_channel_bytes=file_mib["file_channel_mib"],
     )

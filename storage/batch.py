@@ -80,15 +80,16 @@ from .records import (
     encode_causal_history,
     message_digest,
     recent_checksum,
+    segment_file_id,
 )
 from .schema import DEFAULT_RECENT_WINDOW, PINNED_STATES
 
 MESSAGE_COLUMNS = (
     "channel, message_id, sender_id, lamport, state, delivered_at, received_at, "
-    "content, retrieval_hint, digest, was_lost, recovered, missing_before"
+    "content, retrieval_hint, digest, was_lost, recovered, missing_before, file_id"
 )
 _INSERT_MESSAGE = (
-    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _INSERT_RECENT = (
     "INSERT OR REPLACE INTO recent (channel, message_id, pinned, causal_history, envelope, "
@@ -362,6 +363,7 @@ def _insert_messages(
                 int(m.was_lost),
                 int(m.recovered or m.was_lost),
                 m.missing_before,
+                segment_file_id(content),
             )
         )
         history = encode_causal_history(m.causal_history)

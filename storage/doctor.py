@@ -31,7 +31,7 @@ from typing import TextIO
 
 from .database import BUSY_TIMEOUT_MS, DB_FILENAME, inspect_file
 from .errors import CorruptDatabaseError
-from .records import message_digest, recent_checksum
+from .records import message_digest, recent_checksum, segment_file_id
 
 __all__ = ["MIN_FREE_BYTES", "DoctorReport", "diagnose", "main_doctor"]
 
@@ -80,8 +80,14 @@ class DoctorReport:
 
 
 def _verify_rows(db: sqlite3.Connection, report: DoctorReport) -> None:
-    for channel, message_id, sender_id, lamport, content, digest in db.execute(
-        "SELECT channel, message_id, sender_id, lamport, content, digest FROM messages"
+    """Each row against its digest, and (schema 7) its ``file_id`` against its content:
+    a flipped file id would hide a file's segment (never show another's bytes: readers
+    decode the content), so it counts as a damaged row too."""
+    indexed = any(r[1] == "file_id" for r in db.execute("PRAGMA table_info(messages)"))
+    file_id = "file_id" if indexed else "NULL"
+    for channel, message_id, sender_id, lamport, content, digest, fid in db.execute(
+        f"SELECT channel, message_id, sender_id, lamport, content, digest, {file_id} "
+        "FROM messages"
     ):
         report.messages += 1
         if digest is None:
@@ -89,6 +95,8 @@ def _verify_rows(db: sqlite3.Connection, report: DoctorReport) -> None:
             continue
         try:
             ok = message_digest(channel, message_id, sender_id, lamport, bytes(content)) == digest
+            if ok and indexed:
+                ok = fid == segment_file_id(bytes(content))
         except (TypeError, ValueError, OverflowError):
             ok = False
         if not ok:

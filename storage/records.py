@@ -54,6 +54,48 @@ class OwnState(StrEnum):
     """The core gave up resending it."""
 
 
+#: First bytes of a typed ``Content`` (``app/content.proto``: the 0xFF magic, then
+#: field 1 = version 1); a file segment is its field 20 (``file_segment``), whose
+#: field 1 is the file id. Storage indexes segment rows by that id (``messages.file_id``)
+#: so that a file's segments are found without reading the log.
+_CONTENT_MAGIC = b"\xff\x08"
+_SEGMENT_FIELD = 20
+_FILE_ID_MAX = 64
+
+
+def segment_file_id(content: bytes) -> str | None:
+    """The file id a stored file segment names (``None`` for any other content).
+
+    Parsed with the protobuf library's own wire decoder (the fields of a message it
+    does not know become unknown fields), so storage needs neither the app's schema
+    nor a codec of its own; ``tests/app/test_file_index.py`` pins it to
+    ``app.files.split_file``. Malformed bytes give ``None``.
+    """
+    if content[:2] != _CONTENT_MAGIC or len(content) < 4:
+        return None
+    from google.protobuf import empty_pb2, unknown_fields
+    from google.protobuf.message import DecodeError
+
+    def field(data: bytes, number: int) -> object:
+        fields = unknown_fields.UnknownFieldSet(empty_pb2.Empty.FromString(data))
+        for i in range(len(fields)):
+            if fields[i].field_number == number and fields[i].wire_type == 2:
+                return fields[i].data
+        return None
+
+    try:
+        segment = field(content[1:], _SEGMENT_FIELD)
+        file_id = field(segment, 1) if isinstance(segment, bytes) else None
+    except (DecodeError, ValueError, RuntimeError):
+        return None
+    if not isinstance(file_id, bytes) or not 0 < len(file_id) <= _FILE_ID_MAX:
+        return None
+    try:
+        return file_id.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
 def check_lamport(lamport: int) -> int:
     """Return ``lamport`` if SQLite can store it, else raise :class:`ValueOutOfRangeError`."""
     if not 0 <= lamport <= MAX_LAMPORT:

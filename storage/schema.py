@@ -36,6 +36,11 @@ Version 5: ``recent.checksum``, a CRC-32 of the row's causal history and envelop
 (:func:`storage.records.recent_checksum`), so ``sdschat doctor`` finds a byte flipped
 in the bytes that resends, repair answers and the store client send again (the
 ``messages`` digest covers only what a reader shows).
+
+Version 6: ``archive.writer`` (a store peer's fair eviction per writer).
+
+Version 7: ``messages.file_id`` and the partial index ``messages_by_file``: the rows of
+a file's segments found by file id (and author) without reading the log.
 """
 
 from __future__ import annotations
@@ -323,9 +328,33 @@ def _migration_6(db: sqlite3.Connection) -> None:
     )
 
 
+def _migration_7(db: sqlite3.Connection) -> None:
+    """Version 7: ``messages.file_id``, the file id a file segment row names (NULL for
+    every other row; :func:`storage.records.segment_file_id`), and the partial index
+    ``messages_by_file`` on it: a file's segments are found by one index range instead
+    of a search of the whole log (issue 26 §5: a ``/save`` read every row). Filled here
+    for the segments already stored."""
+    from .records import segment_file_id  # no import cycle at module load
+
+    db.execute("ALTER TABLE messages ADD COLUMN file_id TEXT")
+    db.create_function("sdschat_segment_file_id", 1, segment_file_id, deterministic=True)
+    db.execute(
+        "UPDATE messages SET file_id = sdschat_segment_file_id(content) "
+        "WHERE substr(content, 1, 2) = x'FF08'"
+    )
+    db.execute(FILE_INDEX)
+
+
+#: The index from a file id to its segment rows (schema version 7).
+FILE_INDEX = (
+    "CREATE INDEX messages_by_file ON messages (channel, file_id, sender_id, lamport, "
+    "message_id) WHERE file_id IS NOT NULL"
+)
+
 #: Append-only list of migrations; ``MIGRATIONS[i]`` upgrades version i to i + 1.
 MIGRATIONS: tuple[Migration, ...] = (
-    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
+    _migration_7,
 )
 
 #: The version this sdschat writes.

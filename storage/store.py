@@ -65,6 +65,8 @@ from .records import (
     check_lamport,
     decode_causal_history,
     message_digest,
+    recent_checksum,
+    segment_file_id,
 )
 from .schema import DEFAULT_RECENT_WINDOW
 
@@ -78,6 +80,14 @@ _FULL_COLUMNS = (
     "m.channel, m.message_id, m.sender_id, m.lamport, m.state, m.delivered_at, m.received_at, "
     "m.content, m.retrieval_hint, m.digest, r.causal_history, r.envelope, m.was_lost, "
     "m.recovered, m.missing_before"
+)
+
+#: The segment rows of one file of one author, in SDS order: a range of the
+#: ``messages_by_file`` index (schema 7); ``INDEXED BY`` makes SQLite refuse rather
+#: than fall back to a scan of the log.
+FILE_SEGMENTS_SQL = (
+    f"SELECT {_LOG_COLUMNS} FROM messages INDEXED BY messages_by_file "
+    "WHERE channel = ? AND file_id = ? AND sender_id = ? ORDER BY lamport, message_id LIMIT ?"
 )
 
 logger = logging.getLogger(__name__)
@@ -646,22 +656,34 @@ class Store:
         return await self._call(query)
 
     async def search(
-        self, channel: str, text: str, *, before: Cursor | None = None, limit: int = 50
+        self,
+        channel: str,
+        text: str,
+        *,
+        before: Cursor | None = None,
+        limit: int = 50,
+        sender_id: str | None = None,
     ) -> list[LogEntry]:
         """Messages of ``channel`` whose content contains ``text``, NEWEST FIRST.
 
         Case-insensitive for ASCII (SQL ``LIKE``; ``%`` and ``_`` in ``text``
         are literal). Next page: ``before=result[-1].cursor``. Scans the
-        channel's rows (no full-text index): tens of ms per 100,000 messages.
+        channel's rows (no full-text index): tens of ms per 100,000 messages,
+        plus the reading of every large content (file segments). With
+        ``sender_id``, only that author's messages: others' contents are not read.
         """
         _check_limit(limit)
         _check_cursor(before)
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         sql = (
             f"SELECT {_LOG_COLUMNS} FROM messages WHERE channel = ? "
-            "AND CAST(content AS TEXT) LIKE ? ESCAPE '\\'"
+            + ("AND sender_id = ? " if sender_id is not None else "")
+            + "AND CAST(content AS TEXT) LIKE ? ESCAPE '\\'"
         )
-        params: list[object] = [channel, pattern]
+        params: list[object] = [channel]
+        if sender_id is not None:
+            params.append(sender_id)
+        params.append(pattern)
         if before is not None:
             sql += " AND (lamport, message_id) < (?, ?)"
             params += [before[0], before[1]]
@@ -673,13 +695,85 @@ class Store:
 
         return await self._call(query)
 
+    async def file_segments(
+        self, channel: str, sender_id: str, file_id: str, *, limit: int = 400
+    ) -> list[LogEntry]:
+        """The stored segment rows of file ``file_id`` sent by ``sender_id``, in SDS
+        order (oldest first), at most ``limit``: one range of the ``messages_by_file``
+        index (schema 7), whatever the log's size and whoever else names the id."""
+        _check_limit(limit)
+
+        def query(db: sqlite3.Connection) -> list[LogEntry]:
+            return [
+                _log_entry(r)
+                for r in db.execute(FILE_SEGMENTS_SQL, (channel, file_id, sender_id, limit))
+            ]
+
+        return await self._call(query)
+
+    async def oldest_file(
+        self, channel: str, sender_id: str, *, min_bytes: int = 128, limit: int = 400
+    ) -> tuple[str, list[tuple[str, int]]] | None:
+        """The oldest file of ``sender_id`` in ``channel`` that still holds segment data:
+        ``(file id, [(message id, content bytes), ...])`` of its segment rows larger than
+        ``min_bytes`` (an emptied segment is smaller), in SDS order, at most ``limit``;
+        ``None`` when nothing of theirs is held. Reads the ``messages_by_file`` index and
+        row headers, not the segments' bytes (for eviction, ``app/file_quota.py``)."""
+
+        def query(db: sqlite3.Connection) -> tuple[str, list[tuple[str, int]]] | None:
+            row = db.execute(
+                "SELECT file_id FROM messages INDEXED BY messages_by_file "
+                "WHERE channel = ? AND file_id IS NOT NULL AND sender_id = ? "
+                "AND length(content) > ? ORDER BY lamport, message_id LIMIT 1",
+                (channel, sender_id, min_bytes),
+            ).fetchone()
+            if row is None:
+                return None
+            rows = db.execute(
+                "SELECT message_id, length(content) FROM messages INDEXED BY messages_by_file "
+                "WHERE channel = ? AND file_id = ? AND sender_id = ? AND length(content) > ? "
+                "ORDER BY lamport, message_id LIMIT ?",
+                (channel, row[0], sender_id, min_bytes, limit),
+            ).fetchall()
+            return str(row[0]), [(str(m), int(n)) for m, n in rows]
+
+        return await self._call(query)
+
+    async def ids_with_prefix(self, channel: str, prefix: str, *, limit: int = 2) -> list[str]:
+        """Ids of ``channel``'s stored messages that start with ``prefix`` (lowercase
+        hex), at most ``limit``, in id order: one range of the primary key (resolving a
+        short id a person typed without reading the log)."""
+        _check_limit(limit)
+        low = prefix.lower()
+        if not low or any(c not in "0123456789abcdef" for c in low):
+            raise ValueError(f"not a hex id prefix: {prefix!r}")
+        high = low + "g"  # above every hex continuation of the prefix
+
+        def query(db: sqlite3.Connection) -> list[str]:
+            return [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT message_id FROM messages WHERE channel = ? AND message_id >= ? "
+                    "AND message_id < ? ORDER BY message_id LIMIT ?",
+                    (channel, low, high, limit),
+                )
+            ]
+
+        return await self._call(query)
+
     async def replace_content(
-        self, channel: str, replacements: Iterable[tuple[str, str, bytes]]
+        self,
+        channel: str,
+        replacements: Iterable[tuple[str, str, bytes]],
+        *,
+        forget_envelopes: bool = False,
     ) -> int:
         """Overwrite the content of stored messages (a deletion by their author: the text
         must not stay on disk); ``replacements`` are (message id, author's sender id, new
         content). Only a row of that author changes (its digest follows); the outbox copy
-        of an own message too. ``secure_delete`` zeroes the freed bytes. How many rows."""
+        of an own message too. ``secure_delete`` zeroes the freed bytes. With
+        ``forget_envelopes`` their envelopes (in the recent window) go too: nothing of
+        the old bytes is served again (an evicted file segment). How many rows."""
         items = list(replacements)
 
         def replace(db: sqlite3.Connection) -> int:
@@ -695,14 +789,26 @@ class Store:
                         continue
                     digest = message_digest(channel, mid, sender, int(row[0]), content)
                     changed += db.execute(
-                        "UPDATE messages SET content = ?, digest = ? WHERE channel = ? "
-                        "AND message_id = ? AND sender_id = ?",
-                        (content, digest, channel, mid, sender),
+                        "UPDATE messages SET content = ?, digest = ?, file_id = ? "
+                        "WHERE channel = ? AND message_id = ? AND sender_id = ?",
+                        (content, digest, segment_file_id(content), channel, mid, sender),
                     ).rowcount
                     db.execute(
                         "UPDATE outbox SET content = ? WHERE channel = ? AND message_id = ?",
                         (content, channel, mid),
                     )
+                    if forget_envelopes:
+                        kept = db.execute(
+                            "SELECT causal_history FROM recent WHERE channel = ? "
+                            "AND message_id = ? AND envelope IS NOT NULL",
+                            (channel, mid),
+                        ).fetchone()
+                        if kept is not None:
+                            db.execute(
+                                "UPDATE recent SET envelope = NULL, checksum = ? "
+                                "WHERE channel = ? AND message_id = ?",
+                                (recent_checksum(kept[0], None), channel, mid),
+                            )
             return changed
 
         return await self._call(replace) if items else 0

@@ -6,8 +6,9 @@ bar (segments received of the total, bytes), and once every segment is stored th
 joined bytes are checked against the manifest's sha256: only then is it the
 saveable ``📎 NAME (SIZE bytes)`` line (or, if they do not match, a damaged one).
 
-:func:`read_file_state` reads the manifest and the segments stored so far (one
-``LIKE`` scan for the file id: the segments carry it as text). The model counts
+:func:`read_file_state` reads the manifest and the segments stored so far (one range
+of the store's file index, ``messages.file_id``: at most the file's own segments
+whatever the log holds). The model counts
 segments as they arrive (:meth:`app.tui.model.ChannelView.note_segment`), so the
 store is read once when a file line first shows, and once more to check it when
 complete.

@@ -116,6 +116,8 @@ def run_tui(args: argparse.Namespace) -> int:
         store_url=store_url,
         recent_window=settings.recent_window,
         new_history=settings.new_history,
+        file_quota_bytes=settings.file_quota_bytes,  # app/file_quota.py
+        file_channel_bytes=settings.file_channel_bytes,
     )
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
 

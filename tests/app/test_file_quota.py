@@ -120,3 +120,145 @@ def test_a_damaged_quota_ledger_is_set_aside(tmp_path: Path) -> None:
     quota = FileQuota(1000, ledger)
     assert quota.held("general", "x") == 0
     assert not ledger.exists() and (tmp_path / "file_quota.json.bad").exists()
+
+
+def test_many_identities_cannot_grow_a_channel_past_its_cap(tmp_path: Path) -> None:
+    """Three identities each send a file within their own quota; together they pass the
+    channel's cap (6 segments). The node empties the biggest holders' oldest files: the
+    segment bytes held stay under the cap, and alice's small file, sent last, is kept
+    intact (it grew by every identity's quota before: nothing bounded the channel)."""
+
+    async def body() -> None:
+        hub = MemoryHub()
+        cap = 6 * SEGMENT_BYTES + 1000
+        victim = await start_node(tmp_path / "v", hub, name="victim", file_channel_bytes=cap)
+        flooders = [await start_node(tmp_path / f"m{i}", hub, name=f"m{i}") for i in range(3)]
+        alice = await start_node(tmp_path / "a", hub, name="alice")
+        try:
+            sent = 0
+            for i, m in enumerate(flooders):
+                parts = split_file(f"f{i}.bin", os.urandom(3 * SEGMENT_BYTES), f"m{i}")
+                await m.node.post_contents("general", parts)
+                sent += len(parts)
+                await wait_until(lambda n=sent: len(victim.delivered()) == n, 30, f"file {i}")
+            small = os.urandom(5000)
+            await alice.node.post_contents("general", split_file("notes.txt", small, "alice"))
+            await wait_until(lambda: len(victim.delivered()) == sent + 2, 30, "alice's file")
+
+            async def held() -> int:
+                rows = await victim.node.page("general", limit=1000)
+                return sum(len(r.content) for r in rows if r.content[:2] == b"\xff\x08")
+
+            quota = victim.node._files
+            # eviction runs beside the deliveries: wait for its state
+            await wait_until(lambda: victim.node.counters["file_files_evicted"] >= 1
+                             and quota.channel_total("general") <= cap
+                             and not quota.evicting("general"), 30, "the eviction")  # fmt: skip
+            assert await held() <= cap, (await held(), cap, victim.node.counters)
+            view = await channel_view(victim.node, "general")
+            files = {i.file.info.name: i.file for i in view.items() if i.file is not None}
+            assert files["notes.txt"].complete and files["notes.txt"].intact
+            assert files["f2.bin"].complete  # the newest identity's file was not emptied
+            assert not files["f0.bin"].complete or not files["f1.bin"].complete
+            # the total survives a restart (the ledger keeps what was emptied)
+            await victim.node.close()
+            victim = await start_node(tmp_path / "v", hub, name="victim",
+                                      file_channel_bytes=cap)  # fmt: skip
+            assert victim.node._files.channel_total("general") <= cap
+        finally:
+            for h in (victim, alice, *flooders):
+                await h.node.close()
+
+    run(body(), 90)
+
+
+def test_the_channel_cap_spares_members_channels() -> None:
+    """Only admitted members send in a members channel (each with its quota): the cap is
+    for channels where anyone can make identities. Without a store to evict from, a
+    capped channel refuses past its cap."""
+    from app.file_quota import FileQuota
+
+    quota = FileQuota(10 * SEGMENT_BYTES, None, channel_bytes=2 * SEGMENT_BYTES,
+                      capped=lambda ch: ch != "team")  # fmt: skip
+    parts = split_file("a.bin", os.urandom(3 * SEGMENT_BYTES), "bob")
+    assert [quota.check("team", "bob", p)[1] for p in parts[1:]] == [None, None, None]
+    assert [quota.check("general", "bob", p)[1] for p in parts[1:]] == [None, None,
+                                                                        "channel_full"]
+
+
+def test_headless_says_a_file_was_not_kept(tmp_path: Path) -> None:
+    """A file whose segments were stored empty (over the quota here; the channel cap
+    empties files the same way) can never complete: the ``file`` event says so, where it
+    said "incomplete · waiting for mallory" for ever."""
+    from typing import Any
+
+    from app.files import FileWatch
+
+    async def body() -> None:
+        hub = MemoryHub()
+        victim = await start_node(tmp_path / "v", hub, name="victim",
+                                  file_quota_bytes=2 * SEGMENT_BYTES)  # fmt: skip
+        mallory = await start_node(tmp_path / "m", hub, name="mallory")
+        said: list[dict[str, Any]] = []
+        watch = FileWatch(victim.node.store, said.append)
+        victim.node.subscribe(watch.on_event)
+        try:
+            parts = split_file("big.bin", os.urandom(3 * SEGMENT_BYTES), "mallory")
+            await mallory.node.post_contents("general", parts)
+            await wait_until(lambda: len(victim.delivered()) == 4, 30, "every part")
+            await wait_until(lambda: any(e["state"] == "not_kept" for e in said), 30,
+                             "a not_kept event")  # fmt: skip
+            last = said[-1]
+            assert last["present"] == 2 and last["total"] == 3
+            assert "not kept here" in last["text"]
+        finally:
+            await watch.close()
+            for h in (victim, mallory):
+                await h.node.close()
+
+    run(body(), 60)
+
+
+def test_the_quota_and_the_cap_are_set_in_the_config_file(tmp_path: Path) -> None:
+    """``file_quota_mib`` and ``file_channel_mib`` in config.toml reach the node's options
+    (headless and TUI); defaults 64 and 256 MiB; a bad value is refused by name."""
+    import argparse
+
+    import pytest
+
+    from app.node_settings import add_join_arguments, settings_from_args
+
+    def settings(*lines: str) -> object:
+        cfg = tmp_path / "config.toml"
+        cfg.write_text("\n".join(lines) + "\n")
+        p = argparse.ArgumentParser()
+        add_join_arguments(p)
+        return settings_from_args(p.parse_args(["room", "--config", str(cfg)]))
+
+    s = settings()
+    assert (s.file_quota_bytes, s.file_channel_bytes) == (64 * 2**20, 256 * 2**20)
+    s = settings("file_quota_mib = 8", "file_channel_mib = 32")
+    assert (s.file_quota_bytes, s.file_channel_bytes) == (8 * 2**20, 32 * 2**20)
+    with pytest.raises(ValueError, match="file_channel_mib"):
+        settings("file_channel_mib = -1")
+    with pytest.raises(ValueError, match="file_quota_mib"):
+        settings('file_quota_mib = "lots"')
+
+
+def test_a_headless_process_takes_its_quota_from_the_config_file(tmp_path: Path) -> None:
+    """Real processes over a real relay on 127.0.0.1: bob's config file sets a quota of
+    0 MiB, so alice's file is stored empty there and bob's ``file`` event says so."""
+    from tests import procs
+
+    (tmp_path / "notes.bin").write_bytes(os.urandom(60_000))  # 2 segments
+    cfg = tmp_path / "bob.toml"
+    cfg.write_text("file_quota_mib = 0\n")
+    with procs.running(procs.Cluster(tmp_path)) as c:
+        _relay, url = c.relay()
+        alice = c.headless("alice", tmp_path / "alice", relay=url)
+        bob = c.headless("bob", tmp_path / "bob", relay=url, extra=["--config", str(cfg)])
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: any(e.get("state") == "connected"
+                                       for e in p.select("connection")), 30, "connected")
+        alice.send(f"/send {tmp_path / 'notes.bin'}")
+        bob.wait_for(lambda: bool(bob.select("file", state="not_kept")), 30, "not_kept")
