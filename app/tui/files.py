@@ -40,6 +40,7 @@ async def read_file_state(store: Store, channel: str, manifest_id: str) -> FileS
         total=info.segment_count,
         segment_size=info.segment_size,
         present=set(f.segments),
+        not_kept=f.not_kept > 0,
     )
     if f.complete:
         state.intact = await asyncio.to_thread(f.intact)

@@ -122,6 +122,9 @@ class FileState:
     segment_size: int
     present: set[int] = field(default_factory=set)
     intact: bool | None = None
+    not_kept: bool = False
+    """Some of its segments were stored empty here (over the sender's file quota or
+    the channel's file cap, ``app/file_quota.py``): it can never complete."""
 
     @property
     def received_bytes(self) -> int:
@@ -346,6 +349,8 @@ class ChannelView:
         if m is None:
             return False
         index, short = int(m.group(1)), m.group(2)
+        if index >= 65_536:  # stored empty (app/file_quota.py): the file cannot complete
+            return self._not_kept(sender_id, short)
         seen = self.segments.setdefault((sender_id, short), set())
         if index in seen:
             return False
@@ -359,6 +364,18 @@ class ChannelView:
                 state.present.add(index)
                 if state.complete and state.intact is None:
                     self.files_todo.add(mid)
+                if row is not None:
+                    row.touch()
+                    changed = True
+        return changed
+
+    def _not_kept(self, sender_id: str, short: str) -> bool:
+        changed = False
+        for mid, state in self.files.items():
+            row = self.by_id.get(mid)
+            owner = row.sender_id if row is not None else None
+            if state.file_id[:8] == short and owner in (None, sender_id) and not state.not_kept:
+                state.not_kept = True
                 if row is not None:
                     row.touch()
                     changed = True

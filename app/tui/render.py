@@ -288,6 +288,13 @@ def _file(text: Text, row: Row, pal: Palette, style: Style) -> None:
         )
         return
     have = len(state.present)
+    if state.not_kept and not state.complete:
+        text.append(
+            f"  ✗ not kept here: {have}/{state.total} segments; over the sender's file quota"
+            " or the channel's file cap, it cannot be saved",
+            pal.states["failed"],
+        )
+        return
     text.append(f"  {progress_bar(have, state.total)} ", pal.states["possibly_acknowledged"])
     done, size = state.received_bytes, state.size
     amount = (

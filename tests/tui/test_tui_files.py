@@ -126,3 +126,35 @@ async def test_a_file_whose_bytes_do_not_match_is_shown_damaged(tmp_path: Path) 
             assert isinstance(state, FileState) and state.intact is False
     finally:
         await bob.close()
+
+
+async def test_a_file_not_kept_here_says_so_instead_of_waiting(tmp_path: Path) -> None:
+    """A file whose segments were stored empty (over the sender's quota here; the channel
+    cap empties files the same way) can never complete: its line says so, where it said
+    "incomplete · waiting for bob" for ever."""
+    from dataclasses import replace
+
+    from tui_helpers import node_options
+
+    from app.files import SEGMENT_BYTES
+
+    (tmp_path / "big.bin").write_bytes(os.urandom(3 * SEGMENT_BYTES))
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2)
+    options = replace(node_options(seed=1), file_quota_bytes=2 * SEGMENT_BYTES)
+    app = tui(tmp_path / "alice", hub.transport(), options=options)
+    try:
+        async with app.run_test(size=(160, 30)):
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            await run_content_command(
+                bob.node, "send", str(tmp_path / "big.bin"), "general", lambda ev: None
+            )
+            await wait_until(lambda: "not kept here" in file_line(app), what="not kept line")
+            line = file_line(app)
+            assert "2/3 segments" in line and "waiting for" not in line
+            view = app.chat.query_one(MessageLog).view
+            assert view is not None
+            state = next(r.file for r in view.rows if r.kind == "file")
+            assert isinstance(state, FileState) and state.not_kept and not state.complete
+    finally:
+        await bob.close()

@@ -219,6 +219,7 @@ def tui(
     extra: dict[str, Any] = {"tz": UTC}
     if fixed:
         extra["clock"] = fixed_clock_s
+    options = kwargs.pop("options", None) or node_options(config, fixed=fixed, seed=seed)
     extra.update(kwargs)
     return make_app(
         data_dir,
@@ -226,7 +227,7 @@ def tui(
         channels=channels,
         name=name,
         passphrase=passphrase,
-        options=node_options(config, fixed=fixed, seed=seed),
+        options=options,
         flush_interval=0.01,
         **extra,
     )
