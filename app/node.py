@@ -100,7 +100,7 @@ from app.clock_guard import (
     describe_offset,
     implausible_time,
 )
-from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
+from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.file_quota import DEFAULT_FILE_QUOTA_BYTES, LEDGER_FILE, FileQuota
 from app.history import LogLine, log_line
@@ -2118,7 +2118,7 @@ class Node:
         """After every core call: events into the batch and the UI list, datagrams queued."""
         wall = self._now()
         for ev in self._participant.events():
-            out.batch.add_event(ev, wall)
+            out.batch.add_event(log_form(ev), wall)  # reminders by count: app/disk_guard.py
             self._handle_event(ev, now, out)
         for channel, dg in self._participant.datagrams_to_send():
             info = self._channels.get(channel)
