@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from e2e_helpers import cluster
+from test_e2e_hostile_ids import _stats
 from test_e2e_security import _up, spy
 
 from app.chat_content import encode_content
@@ -30,9 +31,9 @@ from sds.ids import message_id_for
 INVENTED = 1_000
 
 
-def _flood_once(url: str, text: str) -> list[str]:
-    """One content message of a fresh identity naming :data:`INVENTED` invented ids."""
-    invented = [os.urandom(32).hex() for _ in range(INVENTED)]
+def _flood_once(url: str, text: str, count: int = INVENTED) -> list[str]:
+    """One content message of a fresh identity naming ``count`` invented ids."""
+    invented = [os.urandom(32).hex() for _ in range(count)]
     key = derive_channel_key("room", None)
     ident = Identity.generate()
     lamport = time.time_ns() // 1_000_000
@@ -88,3 +89,30 @@ def test_reminders_of_invented_ids_are_logged_by_count_not_every_id(tmp_path: Pa
     assert all("missing" not in r and r["missing_len"] > 0 for r in repeats), repeats[:2]
     # one ~110 KB list (the first notice), not one per reminder (before: 2.4 MB here)
     assert logged < 200_000, logged
+
+
+def test_a_history_beyond_the_receive_cap_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    """The receive cap (``sds.Config.max_history_received``, 1,000: five times js-waku's
+    200, 33 times ours): one entry more and the message is refused whole, counted as
+    ``dropped_history_too_long`` (as ``bad_filter`` is), and nothing of it is tracked,
+    logged or stored; the same message at the cap is taken."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url)
+        _up(alice)
+        over = _flood_once(url, "one id too many", INVENTED + 1)
+        at = _flood_once(url, "at the cap", INVENTED)
+        alice.wait_for(lambda: any(set(at) & set(e["ids"]) for e in alice.select("missing")),
+                       30, "the message at the cap, taken (its ids missing)")  # fmt: skip
+        counters = _stats(alice)
+        assert counters.get("dropped_history_too_long") == 1, counters
+        assert not any(set(over) & set(e["ids"]) for e in alice.select("missing"))
+        alice.stop()
+        db = sqlite3.connect(tmp_path / "alice" / "sdschat.db")
+        try:
+            logged = "".join(d for (d,) in db.execute("SELECT detail FROM events"))
+            texts = [bytes(b) for (b,) in db.execute("SELECT content FROM messages")]
+        finally:
+            db.close()
+    assert over[0] not in logged and at[0] in logged
+    assert not any(b"one id too many" in t for t in texts)
