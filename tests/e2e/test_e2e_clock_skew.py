@@ -5,22 +5,13 @@ day behind used to receive nothing, one an hour ahead had every message refused.
 
 from __future__ import annotations
 
-import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 from e2e_helpers import cluster
-from test_e2e_security import spy
+from test_e2e_flood_disk import _flood_once
 
-from app.chat_content import encode_content
-from net.channel_key import derive_channel_key
-from net.envelope import seal
-from net.identity import Identity
-from net.relay_frames import encode_publish
-from sds import sds_pb2
-from sds.ids import message_id_for
 from tests.procs import sdschat
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
@@ -145,38 +136,20 @@ def test_with_two_members_both_are_told_and_neither_clock_is_corrected(tmp_path:
         assert "one of the two clocks is wrong" in bob.select("clock")[0]["text"]
 
 
-def _waiting_on_an_invented_id(url: str, text: str) -> str:
-    """Publish, as a fresh identity, a content message naming one id nobody has; its
-    receivers hold it until that id is declared lost (20 s of connected time, ``--fast``).
-    Returns the invented id."""
-    invented = os.urandom(32).hex()
-    key = derive_channel_key("room", None)
-    ident = Identity.generate()
-    lamport = time.time_ns() // 1_000_000
-    content = encode_content(text, "mallory")
-    mid = message_id_for("room", ident.sender_id, lamport, content, os.urandom(8))
-    msg = sds_pb2.SdsMessage(
-        sender_id=ident.sender_id, message_id=mid, channel_id="room",
-        lamport_timestamp=lamport, content=content,
-        causal_history=[sds_pb2.HistoryEntry(message_id=invented)],
-    )
-    with spy(url, [key.topic]) as s:
-        s.ws.send(encode_publish(seal(msg.SerializeToString(), ident, key)))
-    return invented
-
-
 def test_a_correction_of_the_clock_keeps_the_lost_timeouts_running(tmp_path: Path) -> None:
     """Issue 26 soak: a member an hour ahead notices an id missing, then the others'
     votes correct its clock. The id must still be declared lost on time (and the line
-    waiting on it delivered): the correction moved the core's time back an hour, and
-    the lost timeouts, counted in that time, then waited an hour (the soak's n1 ended
-    holding 126 lines on 9,998 missing ids: 409 lines against 551 elsewhere)."""
+    waiting on it delivered). Before, the node called the core with the corrected time
+    before moving it there: the lost timeouts' count went back an hour with it, and the
+    line stayed held (the soak's n1 ended holding 126 lines on 9,998 missing ids: 409
+    lines against 551 elsewhere)."""
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
         alice = _skewed(c, "alice", url, "+1h")
         alice.wait_for(lambda: _connected(alice), 30, "connected")  # type: ignore[attr-defined]
         alice.wait_for(lambda: bool(alice.select("channel")), 30, "joined")  # type: ignore[attr-defined]
-        invented = _waiting_on_an_invented_id(url, "waits for an invented id")
+        # a fresh identity's line naming one id nobody has: held until it is lost
+        invented = _flood_once(url, "waits for an invented id", 1)[0]
         alice.wait_for(  # type: ignore[attr-defined]
             lambda: any(invented in e["ids"] for e in alice.select("missing")), 30,  # type: ignore[attr-defined]
             "alice notices the invented id missing",
