@@ -99,6 +99,7 @@ from app.clock_guard import (
     VoteRequests,
     describe_offset,
     implausible_time,
+    sent_ahead,
 )
 from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
@@ -2811,6 +2812,10 @@ class Node:
             self._participant.channel(name).set_connected(self._connected, now)
         self._state_dirty = True
         self._arm_hold(at_once=True)
+        told = sent_ahead([int(row[2]) for st in states.values() for row in st.data["outgoing"]],
+                          now, self.options.config.max_clock_skew_ms)  # fmt: skip
+        if told is not None:  # lines stamped by the clock ahead: held by everyone
+            self._emit(ClockSkew("sent_ahead", self._offset_ms, 0, 0, told))
 
     def _hold_clock_ahead(self, sender_id: str, cur: _Receiving) -> None:
         try:

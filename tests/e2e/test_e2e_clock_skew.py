@@ -5,6 +5,7 @@ day behind used to receive nothing, one an hour ahead had every message refused.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -165,3 +166,28 @@ def test_a_correction_of_the_clock_keeps_the_lost_timeouts_running(tmp_path: Pat
             "the line waiting on the invented id, delivered once that id is declared lost",
         )
         assert any(invented in e["message_ids"] for e in alice.select("lost"))  # type: ignore[attr-defined]
+
+
+def test_a_line_stamped_by_a_clock_ahead_is_named_when_the_clock_is_corrected(
+    tmp_path: Path,
+) -> None:
+    """A line sent before anyone could tell the clock was an hour ahead carries that time:
+    every member holds it for about 50 minutes (the clock bound), and it cannot be
+    stamped again. The person is told so when the clock is corrected (the soak's
+    ``n1.2.70``, missing everywhere else at the end of every hostile run)."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = _skewed(c, "alice", url, "+1h")
+        alice.wait_for(lambda: bool(alice.select("channel")), 30, "joined")  # type: ignore[attr-defined]
+        alice.send("sent an hour ahead")  # type: ignore[attr-defined]
+        alice.wait_for(lambda: bool(alice.select("own", state="sent")), 30, "sent")  # type: ignore[attr-defined]
+        c.node("bob", url)
+        c.node("carol", url)
+        alice.wait_for(  # type: ignore[attr-defined]
+            lambda: bool(alice.select("clock", state="sent_ahead")), 30,  # type: ignore[attr-defined]
+            "told that the line sent before the correction is held",
+        )
+        told = alice.select("clock", state="sent_ahead")[0]  # type: ignore[attr-defined]
+        assert told["text"].startswith("1 line(s) you sent before the correction"), told
+        assert re.search(r"for about (49|50) min,", told["text"]), told  # 1 h less the bound
+        assert alice.select("clock", state="ahead")  # type: ignore[attr-defined]
