@@ -22,6 +22,11 @@ received nothing; neither was told. Now:
 * **Messages from a clock ahead are held**, not lost (:class:`ClockHold`): an envelope
   the core refused as ``CLOCK_AHEAD`` is kept (bounded per sender and in all) and given
   to the core again once its time is within the bound, or at once after a correction.
+* **Lines already stamped by a clock ahead are named** (:func:`sent_ahead`): when the
+  correction takes our time back, own messages not yet acknowledged whose time is
+  still more than the bound ahead are held by every member until their clocks reach it
+  (their time is part of their id: they cannot be stamped again); a ``ClockSkew`` with
+  ``state="sent_ahead"`` says how many and for about how long.
 * **Implausible send times are flagged** (:func:`implausible_time`): a Lamport time before
   2020, or not after a message it names in its causal history (a backdated message),
   gives the ``Delivered`` event an ``implausible_time`` reason.
@@ -60,6 +65,7 @@ __all__ = [
     "VoteRequests",
     "describe_offset",
     "implausible_time",
+    "sent_ahead",
 ]
 
 WINDOW_MS = 10 * 60_000
@@ -114,6 +120,20 @@ def describe_offset(offset_ms: int) -> str:
     parts.append(f"{minutes} min")
     # offset > 0: we add time, so our clock is behind theirs
     return " ".join(parts) + (" behind" if offset_ms > 0 else " ahead of")
+
+
+def sent_ahead(lamports: list[int], now_ms: int, max_skew_ms: int) -> str | None:
+    """What to tell the person when our clock was found ahead: ``lamports`` are the
+    times of our own messages not yet acknowledged; those more than ``max_skew_ms``
+    ahead of the corrected ``now_ms`` are refused by every member (held until their
+    clocks are within bound of it) and cannot be stamped again (the time is part of
+    the message id). ``None`` when there are none."""
+    ahead = [t for t in lamports if t > now_ms + max_skew_ms]
+    if not ahead:
+        return None
+    wait = describe_offset(now_ms + max_skew_ms - max(ahead)).removesuffix(" ahead of")
+    return (f"{len(ahead)} line(s) you sent before the correction carry your clock's "
+            f"time: the others hold them for about {wait}, until their clocks reach it")
 
 
 class ClockEstimate:

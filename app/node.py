@@ -99,8 +99,9 @@ from app.clock_guard import (
     VoteRequests,
     describe_offset,
     implausible_time,
+    sent_ahead,
 )
-from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
+from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.file_quota import (
     DEFAULT_CHANNEL_FILE_BYTES,
@@ -612,6 +613,9 @@ class Node:
         self._disk_probe: asyncio.TimerHandle | None = None
         # a skewed wall clock: app/clock_guard.py
         self._clock_est = ClockEstimate(self.options.config.max_clock_skew_ms)
+        #: The correction the cores run on (``_now``): the estimate's, once the cores
+        #: have been moved to it (``_apply_clock_offset``), never before.
+        self._offset_ms = 0
         self._clock_hold = ClockHold()
         self._clock_votes = VoteRequests(self.options.config.max_clock_skew_ms)
         self._hold_timer: asyncio.TimerHandle | None = None
@@ -1164,7 +1168,7 @@ class Node:
         return self._clock()
 
     def _now(self) -> int:
-        return self._clock() + self._clock_est.offset_ms  # corrected: app/clock_guard.py
+        return self._clock() + self._offset_ms  # corrected: app/clock_guard.py
 
     async def _on_envelope(self, data: bytes) -> None:
         if self._inbox is None or self._closed:
@@ -2127,7 +2131,7 @@ class Node:
         """After every core call: events into the batch and the UI list, datagrams queued."""
         wall = self._now()
         for ev in self._participant.events():
-            out.batch.add_event(ev, wall)
+            out.batch.add_event(log_form(ev), wall)  # reminders by count: app/disk_guard.py
             self._handle_event(ev, now, out)
         for channel, dg in self._participant.datagrams_to_send():
             info = self._channels.get(channel)
@@ -2792,23 +2796,38 @@ class Node:
                     "their time for your messages; fix your system clock")
         self.counters["clock_corrections"] += 1
         self._emit(ClockSkew(state, fix.offset_ms, fix.voters, fix.heard, text))
-        if fix.offset_ms < fix.previous_ms and self._inbox is not None:
-            # our time went back: bring each core's Lamport clock back too (the rule a
-            # restored state follows), so our next messages are not refused
-            loop = asyncio.get_running_loop()
-            self._inbox.put(_Call(self._clamp_lamport, loop.create_future()))
-        self._arm_hold(at_once=True)
+        if self._inbox is None:
+            self._offset_ms = fix.offset_ms
+            return
+        loop = asyncio.get_running_loop()
+        self._inbox.put(_Call(self._apply_clock_offset, loop.create_future()))
 
-    async def _clamp_lamport(self) -> None:
+    async def _apply_clock_offset(self) -> None:
+        """Move every core to the corrected time at once, as a restart with that clock
+        would: each state is exported at the old time and restored at the new one, so a
+        clock that went back brings the Lamport clock back too (our next messages are not
+        refused), and the time that lost timeouts count (``sds.Channel.set_connected``)
+        goes on where it stood. Calling a core with the new time first made that count
+        jump with the correction: an hour back, and every id noticed missing before it
+        was declared lost an hour late, its waiting lines held (the soak's n1)."""
+        if self._offset_ms == self._clock_est.offset_ms:
+            return
+        states = {
+            name: self._participant.channel(name).export_state()
+            for name in list(self._channels) if name in self._participant.channels
+        }
+        self._offset_ms = self._clock_est.offset_ms
         now = self._now()
-        for name in list(self._channels):
-            if name not in self._participant.channels:
-                continue
-            state = self._participant.channel(name).export_state()
+        for name, state in states.items():
             self._participant.leave(name)
             self._participant.join(name, now, state)
             self._participant.channel(name).set_connected(self._connected, now)
         self._state_dirty = True
+        self._arm_hold(at_once=True)
+        told = sent_ahead([int(row[2]) for st in states.values() for row in st.data["outgoing"]],
+                          now, self.options.config.max_clock_skew_ms)  # fmt: skip
+        if told is not None:  # lines stamped by the clock ahead: held by everyone
+            self._emit(ClockSkew("sent_ahead", self._offset_ms, 0, 0, told))
 
     def _hold_clock_ahead(self, sender_id: str, cur: _Receiving) -> None:
         try:

@@ -73,6 +73,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -113,7 +114,10 @@ key = derive_channel_key(channel, None)
 idents = [Identity.generate() for _ in range(keys)]
 sent = 0
 with connect(url, max_size=None, proxy=None) as ws:
-    ws.send(encode_subscribe([key.topic]))
+    # subscribed (the relay closes connections that subscribe to nothing) to a topic
+    # nobody uses: subscribed to the channel's, the honest traffic it never reads
+    # filled its receive queue, and its keepalive timed out ~45 s into the phase
+    ws.send(encode_subscribe([os.urandom(16)]))
     end = time.monotonic() + seconds
     for rnd in range(100_000):  # bounded by ``seconds`` too
         if time.monotonic() >= end:
@@ -863,9 +867,9 @@ class Soak:
             print(f"[{self.timings}] hostile phase {hostile_s:.0f} s: {o.flood_keys} flooding "
                   "identities, a full disk, a clock jump", flush=True)  # fmt: skip
             flood = Slot("flood", self.tmp / "flood")
-            self._spawn(flood, [sys.executable, "-c", FLOOD, self.url, CHANNEL,
-                                str(o.flood_keys), str(hostile_s * 0.8)],
-                        stdin=False, events=False)  # fmt: skip
+            flooder = self._spawn(flood, [sys.executable, "-c", FLOOD, self.url, CHANNEL,
+                                          str(o.flood_keys), str(hostile_s * 0.8)],
+                                  stdin=False, events=False)  # fmt: skip
             steps = [(0.2, "fill"), (0.3, "clock+"), (0.5, "empty"), (0.7, "clock0"), (1.0, "")]
             done = 0.0
             ballast: Path | None = None
@@ -924,6 +928,15 @@ class Soak:
             lists = [comparable(h) for h in hists.values()]
             identical = all(x == lists[0] for x in lists[1:])
             lost_all = self._lost_total()
+            texts = {n: {h.get("content") for h in hist} for n, hist in hists.items()}
+            with self.tracker.lock:
+                confirmed = set(self.tracker.confirmed)
+            missing = {t: [n for n in texts if t not in texts[n]] for t in sorted(confirmed)}
+            missing = {t: ns for t, ns in missing.items() if ns}
+            flood_err = flooder.stderr_path.read_text(errors="replace")
+            sent = re.search(r"flood sent (\d+)", flood_err)
+            if sent is None:
+                notes.append(f"the flood did not finish: {flood_err.strip()[-200:]}")
             report = {
                 "timings": self.timings,
                 "mode": "hostile",
@@ -932,6 +945,7 @@ class Soak:
                 "drop_rate": o.drop_rate,
                 "rate_per_node": o.rate,
                 "flood_keys": o.flood_keys,
+                "flood_sent": int(sent.group(1)) if sent else None,
                 "faults": self.faults,
                 "notes": notes,
                 "quiet": self._phase(t_quiet, t_hostile, lost_quiet),
@@ -942,6 +956,7 @@ class Soak:
                 ),
                 "identical": identical,
                 "history_lengths": {n: len(h) for n, h in hists.items()},
+                "missing": missing,  # confirmed line -> final histories lacking it
                 "exit_status": exits,
                 "peak_rss_kib": {s.name: s.peak_kib() for s in [self.relay, *self.nodes]},
                 "events": self.tracker.counts,
@@ -990,7 +1005,8 @@ class Soak:
 def print_hostile(r: dict[str, Any]) -> None:
     print(f"\n=== soak, hostile mode [{r['timings']} timings] started {r['started']} ===")
     print(f"nodes {r['nodes']}, drop {r['drop_rate']}, {r['rate_per_node']} lines/s/node, "
-          f"{r['flood_keys']} flooding identities; faults {r['faults']}")  # fmt: skip
+          f"{r['flood_keys']} flooding identities ({r['flood_sent']} messages sent); "
+          f"faults {r['faults']}")  # fmt: skip
     print("| phase | s | typed | confirmed | delivered everywhere | p50 s | p99 s | lost |")
     print("|---|---|---|---|---|---|---|---|")
     for name in ("quiet", "hostile"):
@@ -1000,6 +1016,10 @@ def print_hostile(r: dict[str, Any]) -> None:
               f"{p['lost_events']} |")  # fmt: skip
     print(f"converged: {r['converged']} ({r['converge_s_after_typing_stopped']} s after typing "
           f"stopped); histories identical: {r['identical']} {r['history_lengths']}")  # fmt: skip
+    if r["missing"]:
+        shown = list(r["missing"].items())[:20]
+        print(f"confirmed lines missing at the end ({len(r['missing'])}): "
+              + ", ".join(f"{t} at {'/'.join(ns)}" for t, ns in shown))  # fmt: skip
     print(f"exit status {r['exit_status']}")
     print("peak RSS (VmHWM) MiB: " + ", ".join(
         f"{k} {v / 1024:.0f}" for k, v in r["peak_rss_kib"].items()))
