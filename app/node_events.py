@@ -390,8 +390,10 @@ class ClockSkew:
     """Our wall clock is ``offset_ms`` off the time of the members heard (``state``:
     ``behind`` or ``ahead``: the node now runs on the corrected time), right again
     (``ok``, offset 0), or off the only other member heard (``differs``: nothing
-    corrected, nobody can tell whose clock is wrong) (:mod:`app.clock_guard`); ``text``
-    tells the person."""
+    corrected, nobody can tell whose clock is wrong), or, right after a correction of a
+    clock that was ahead, ``sent_ahead``: lines already sent carry the old time and the
+    others hold them until it is within their bound (:func:`app.clock_guard.sent_ahead`)
+    (:mod:`app.clock_guard`); ``text`` tells the person."""
 
     state: str
     offset_ms: int
