@@ -45,11 +45,12 @@ BEFORE: dict[str, Any] = {
 #: The sds.Config changes that give issue 28's first round (suppression, the census
 #: interval, store-first repair) without the second's: naming syncs that wait while
 #: content flows, ids asked for by others noted as missing, follow-up requests within
-#: the base window.
+#: the base window, lacked ids named again only in runs.
 PREV: dict[str, Any] = {
     "sync_defer_naming": False,
     "repair_note_asked": False,
     "repair_follow_up_base_window": False,
+    "sync_rename_sparingly": False,
 }
 
 _CHILD = """

@@ -688,9 +688,17 @@ class Channel:
             or message_id not in self._entries
         ):
             return
+        cfg = self.config
+        if cfg.sync_rename_sparingly and self._participants(now_ms) > (
+            cfg.sync_interval_participants or 0
+        ):
+            # at scale the copy is a repair answer every member heard (Config.
+            # sync_rename_sparingly): a holder's late answer made ~1 sync each after the
+            # lines stopped (sdschat sim, 1,000 members)
+            return
         if self._renamed_lately(message_id, now_ms) or not self._one_of_few(now_ms):
-            # at scale the copy is mostly a repair answer every member heard: a few
-            # members name it again (for the author, if it was a resend), not all
+            # without: a few members name it again (for the author, if it was a
+            # resend), not all
             return
         self._note_rename(message_id)
         self._rename_soon(now_ms, chosen=True)
@@ -774,6 +782,11 @@ class Channel:
         # what it asks for it knows it lacks: naming it again tells it nothing
         asked = {r.message_id for r in pb.repair_request} if len(pb.repair_request) else ()
         renamed = self._renamed_at
+        if cfg.sync_rename_sparingly and self._participants(now_ms) > (
+            cfg.sync_interval_participants or 0
+        ):
+            self._name_lacked_runs(candidates, bloom, asked, now_ms)
+            return
         for mid, le in candidates.items():
             if mid in asked:
                 continue
@@ -786,6 +799,44 @@ class Channel:
                 self._note_rename(mid)
                 lacking = True
         if lacking:
+            self._rename_soon(now_ms, chosen=True)
+
+    def _name_lacked_runs(
+        self,
+        candidates: dict[str, _LogEntry],
+        bloom: bytes,
+        asked: set[str] | tuple[()],
+        now_ms: int,
+    ) -> None:
+        """Config.sync_rename_sparingly: of the entries a filter lacks, name again only runs
+        of at least ``causal_history_floor`` that are consecutive in our log. Every
+        message names the newest ``causal_history_floor`` entries: a peer that lacks
+        fewer in a row, and holds the one after them, heard them named by it (it lost
+        the messages, knows, and is repairing them); a peer back from an absence lacks
+        everything logged while it was away. (sdschat sim, 1,000 members, 5% loss: 118
+        of the 129 syncs of the quiet minute after the lines named one such id again,
+        a peer's repair in progress.)"""
+        params = self._filter.params
+        floor = max(1, self.config.causal_history_floor or 1)
+        ordered = sorted(candidates.items(), key=lambda kv: (kv[1].lamport, kv[0]))
+        runs: list[list[str]] = [[]]
+        for mid, le in ordered:
+            pos = le.positions
+            if pos is None:
+                pos = le.positions = positions_in(mid, params)
+            if not contains_positions(bloom, pos):
+                runs[-1].append(mid)
+            elif runs[-1]:
+                runs.append([])
+        named = False
+        for run in runs:
+            if len(run) < floor:
+                continue
+            for mid in run:
+                if mid not in asked and not self._renamed_lately(mid, now_ms):
+                    self._note_rename(mid)
+                    named = True
+        if named:
             self._rename_soon(now_ms, chosen=True)
 
     def _renamed_lately(self, message_id: str, now_ms: int) -> bool:

@@ -107,6 +107,15 @@ class Config:
     #: quiets, which suppresses the others'. A sync carrying repair requests, or one
     #: the application asked for, never waits. ``False``: such syncs go out at once.
     sync_defer_naming: bool = True
+    #: In a channel larger than :attr:`sync_interval_participants` (adaptive history),
+    #: ids are named again only where that tells someone something: the entries a
+    #: peer's bloom filter lacks only in runs of at least :attr:`causal_history_floor`
+    #: consecutive log entries (a peer back from an absence; fewer, followed by one it
+    #: holds, were named to it by that one: it is repairing them), and a copy of a
+    #: message we hold not at all (at scale it is a repair answer every member hears,
+    #: and the author has its acknowledgement from the channel's filters).
+    #: ``False``: every lacked entry and a few members per copy name them again.
+    sync_rename_sparingly: bool = True
     #: How often the incoming buffer is checked for lost dependencies and
     #: ``MessagesMissing`` is repeated for the application (js-waku's store
     #: query interval: 10 s).

@@ -160,14 +160,17 @@ def test_syncs_that_would_only_name_ids_wait_while_content_flows() -> None:
     """A busy channel at scale (150 members, 5% loss, 4 lines a second): every line
     names the newest ids for the channel, so a sync due only to name ids (ours not yet
     named by anyone, a peer's filter lacking one) waits for the channel to quiet
-    (Config.sync_defer_naming). Before, such syncs went out while the lines flowed:
+    (Config.sync_defer_naming), and only runs of lacked ids are named again
+    (Config.sync_rename_sparingly). Before, such syncs went out while the lines flowed:
     several times as many. Nobody is left behind: every member ends holding every line,
     and the ids still to name at the end are named once the channel is quiet."""
     fast = sds.Config.fast()
     busy = {}
     for defer in (True, False):
-        net, kinds = _channel(150, fast.with_changes(sync_defer_naming=defer), seed=5,
-                              loss=0.05)
+        # before: such syncs went out at once, and every lacked id and copy was named
+        cfg = fast if defer else fast.with_changes(sync_defer_naming=False,
+                                                    sync_rename_sparingly=False)
+        net, kinds = _channel(150, cfg, seed=5, loss=0.05)
         for i in range(40):
             net.send(f"p{(13 * i) % 150:03d}", "c", f"line {i}".encode())
             net.run_for(250)
