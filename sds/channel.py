@@ -514,6 +514,7 @@ class Channel:
             now_ms,
         )
         self._filter.add_with_positions(message_id, positions)
+        self._sync_deadline_for_first_entry(now_ms)
         position = self._insert_log(message_id, lamport, self.sender_id, None)
         self._cache_for_repair(message_id, data)
         self._events.append(
@@ -1084,6 +1085,7 @@ class Channel:
         # Spec "Receive Message": a content message's id enters our bloom filter.
         self._filter.add(message_id)
         self._content_heard_ms = now_ms
+        self._sync_deadline_for_first_entry(now_ms)
         self._cache_for_repair(message_id, data)
         missing = self._note_missing(message_id, sender_id, history, history_ids, now_ms, True)
         waiting = _Waiting(
@@ -2232,6 +2234,16 @@ class Channel:
         if self._missing:
             # Repairs pending: sync sooner so requests and answers flow.
             self._next_sync_ms = now_ms + self._sync_delay(0.5, now_ms)
+
+    def _sync_deadline_for_first_entry(self, now_ms: int) -> None:
+        """Our log is about to get its first entry: a sync deadline that passed while
+        there was nothing to sync (:meth:`get_timer` leaves it out then) is drawn again,
+        as a new channel's is. Kept, it fired at once: every member that joined more
+        than a sync interval before the first line synced on hearing it
+        (bench/real_vs_sim.py, 40 real nodes: 21 syncs in the second after the first
+        line, against 3 in the sim, whose members join as the lines start)."""
+        if not self._log and not self._sync_asked and self._next_sync_ms < now_ms:
+            self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
 
     def _naming_waits(self, now_ms: int) -> bool:
         """Config.sync_defer_naming: a sync that would only name ids waits (at scale,
