@@ -690,9 +690,7 @@ class Channel:
         ):
             return
         cfg = self.config
-        if cfg.sync_rename_sparingly and self._participants(now_ms) > (
-            cfg.sync_interval_participants or 0
-        ):
+        if cfg.sync_rename_sparingly and self._at_scale(now_ms):
             # at scale the copy is a repair answer every member heard (Config.
             # sync_rename_sparingly): a holder's late answer made ~1 sync each after the
             # lines stopped (sdschat sim, 1,000 members)
@@ -783,9 +781,7 @@ class Channel:
         # what it asks for it knows it lacks: naming it again tells it nothing
         asked = {r.message_id for r in pb.repair_request} if len(pb.repair_request) else ()
         renamed = self._renamed_at
-        if cfg.sync_rename_sparingly and self._participants(now_ms) > (
-            cfg.sync_interval_participants or 0
-        ):
+        if cfg.sync_rename_sparingly and self._at_scale(now_ms):
             self._name_lacked_runs(candidates, bloom, asked, now_ms)
             return
         for mid, le in candidates.items():
@@ -2258,7 +2254,12 @@ class Channel:
             or now_ms - heard >= cfg.sync_interval_ms // 2
         ):
             return False
-        per = cfg.sync_interval_participants
+        return self._at_scale(now_ms)
+
+    def _at_scale(self, now_ms: int) -> bool:
+        """More participants heard than ``Config.sync_interval_participants`` (never
+        with a fixed interval)."""
+        per = self.config.sync_interval_participants
         return per is not None and self._participants(now_ms) > per
 
     # ------------------------------------------------------------- persistence
