@@ -376,7 +376,8 @@ class Channel:
         self._heard_since_sent = False
         self._syncs_suppressed = 0
         #: When we last heard a new content message from someone else
-        #: (Config.sync_defer_naming); syncs that waited for the channel to quiet.
+        #: (Config.sync_defer_naming; not persisted: after a restore nothing waits
+        #: until content is heard again); syncs that waited for the channel to quiet.
         self._content_heard_ms: int | None = None
         self._syncs_deferred = 0
         #: The application asked for our next due sync even if it would be suppressed
