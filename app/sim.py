@@ -118,6 +118,7 @@ appear only when the run completed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import math
@@ -212,12 +213,21 @@ class SimSpec:
     sync_interval_ms: int | None = None
     content_bytes: int = 64
     start_ms: int = START_MS
+    #: Participant (sender) ids padded to this many characters, as real nodes' are
+    #: (32 hex characters: every message and every history entry naming a sender
+    #: carries one). 0: the short ``p000`` ids.
+    sender_id_chars: int = 0
 
     def validate(self) -> None:
         """Raise :class:`SimError` naming every bad parameter."""
         problems = []
         if self.participants < 2:
             problems.append("--participants must be >= 2")
+        if self.sender_id_chars and not (
+            len(_node_ids(max(2, self.participants))[-1]) <= self.sender_id_chars <= 64
+        ):
+            problems.append("--sender-id-chars must be 0 or between the short id's length "
+                            "and 64")
         if self.messages < 0:
             problems.append("--messages must be >= 0")
         if not 0.0 <= self.loss < 1.0:
@@ -581,9 +591,13 @@ class _Progress:
             self.stream.flush()
 
 
-def _node_ids(n: int) -> list[str]:
+def _node_ids(n: int, chars: int = 0) -> list[str]:
     width = max(3, len(str(n - 1)))
-    return [f"p{i:0{width}d}" for i in range(n)]
+    short = [f"p{i:0{width}d}" for i in range(n)]
+    if not chars:
+        return short
+    # the short id, then hex of its sha256 up to the length of a real one
+    return [s + hashlib.sha256(s.encode()).hexdigest()[: chars - len(s)] for s in short]
 
 
 def _content(i: int, node: str, size: int) -> bytes:
@@ -612,7 +626,7 @@ def run_sim(
         raise SimError(f"{out} already holds a run (use --force to replace it)")
     cfg = sim_config(spec)
     rng = random.Random(spec.seed ^ 0x5D5C4A7)
-    ids = _node_ids(spec.participants)
+    ids = _node_ids(spec.participants, spec.sender_id_chars)
     channels = [f"sim-{k}" for k in range(spec.channels)] if spec.channels > 1 else ["sim"]
     run = run_label(spec)
 
@@ -881,6 +895,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
       help="fraction of broadcasts lost at the sender, for every receiver (0..1); "
       "--loss P --send-loss P is the loss of 'sdschat join --drop-rate P'")
     a("--seed", type=int, default=0, help="random seed: same seed, same run")
+    a("--sender-id-chars", type=int, default=0,
+      help="pad participant ids to this many characters (real nodes: 32; default 0: "
+      "p000-style ids)")
     a("--out", required=True, help="output directory (events/*.parquet, run.json)")
     a("--rate", type=float, default=2.0, help="messages per virtual second (default 2)")
     a("--channels", type=int, default=1, help="number of channels (default 1)")
@@ -944,6 +961,7 @@ def spec_from_args(args: argparse.Namespace) -> SimSpec:
         messages=args.messages,
         loss=args.loss,
         send_loss=args.send_loss,
+        sender_id_chars=args.sender_id_chars,
         seed=args.seed,
         rate=args.rate,
         channels=args.channels,

@@ -506,7 +506,8 @@ def run_sim_summary(o: argparse.Namespace, out: Path, seed: int, latency: tuple[
                    send_loss=o.drop_rate, seed=seed, rate=o.rate, timings="fast",
                    time_scale_ms=o.time_scale,
                    drain_ms=int(o.drain * 1000), latency_ms=latency,
-                   content_bytes=max(1, content_bytes))
+                   content_bytes=max(1, content_bytes),
+                   sender_id_chars=32)  # a real node's sender id: 32 hex characters
     res = run_sim(spec, out, force=True)
     s = summarise(_read_events(out))
     net = res.meta["network"]

@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import calibrate, describe
-from sim_sync_repair import BEFORE
+from sim_sync_repair import BEFORE, PREV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 if prof == "before":
                     spec["protocol"] = dict(BEFORE)
+                elif prof == "prev":
+                    spec["protocol"] = dict(PREV)
                 elif prof != "default":
                     spec["protocol"] = json.loads(prof)  # a JSON dict of changes
                 if prof == "default" and extra:

@@ -7,6 +7,7 @@ RSS is per process), with these protocol columns:
 * ``default``: ``sds.Config()`` as shipped;
 * ``before``: the default sizes with issue 28's changes turned off (every due sync
   sent, the sim's ``N²/64`` sync interval, every member re-naming);
+* ``prev``: the default with the second round's changes turned off (:data:`PREV`);
 * ``waku``: ``sds.Config.waku()`` (js-waku's sizes and fixed windows, the sim's
   ``N²/64`` interval as before).
 
@@ -39,6 +40,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 BEFORE: dict[str, Any] = {
     "sync_suppression": False,
     "sync_interval_participants": None,
+}
+
+#: The sds.Config changes that give issue 28's first round (suppression, the census
+#: interval, store-first repair) without the second's: naming syncs that wait while
+#: content flows, ids asked for by others noted as missing, follow-up requests within
+#: the base window, lacked ids named again only in runs.
+PREV: dict[str, Any] = {
+    "sync_defer_naming": False,
+    "repair_note_asked": False,
+    "repair_follow_up_base_window": False,
+    "sync_rename_sparingly": False,
 }
 
 _CHILD = """
@@ -78,11 +90,15 @@ def cell_spec(args: argparse.Namespace, n: int, profile: str) -> dict[str, Any]:
         spec["drain_ms"] = int(args.drain * 1000)
     if profile == "before":
         spec["protocol"] = dict(BEFORE)
+    elif profile == "prev":
+        spec["protocol"] = dict(PREV)
+    elif profile.startswith("{"):
+        spec["protocol"] = json.loads(profile)  # a candidate: sds.Config changes (JSON)
     return spec
 
 
 def run_cell(args: argparse.Namespace, n: int, profile: str, tmp: Path) -> dict[str, Any]:
-    out = tmp / f"{profile}-{n}"
+    out = tmp / f"{abs(hash(profile))}-{n}"
     code = _CHILD.format(root=str(ROOT), spec=json.dumps(cell_spec(args, n, profile)),
                          out=str(out))
     t0 = time.monotonic()
@@ -121,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1000])
     p.add_argument("--profiles", nargs="+", default=["before", "default", "waku"],
-                   choices=["before", "default", "waku"])
+                   help="before, prev, default, waku, or a JSON dict of sds.Config "
+                   "changes to the default")
     p.add_argument("--messages", type=int, default=40)
     p.add_argument("--loss", type=float, default=0.1)
     p.add_argument("--rate", type=float, default=1.0)

@@ -97,6 +97,25 @@ class Config:
     #: acknowledges a message and tells the others of an id for the whole channel,
     #: instead of one sync per member. ``False``: every due sync goes out (js-waku).
     sync_suppression: bool = True
+    #: In a channel larger than :attr:`sync_interval_participants` (with
+    #: :attr:`sync_suppression`), a due sync that would go out only to name ids (ids
+    #: delivered that nobody named yet, ids a peer's filter lacks or that arrived
+    #: again) waits while content flows: while we heard a new content message in the
+    #: last ``sync_interval_ms / 2``. The next content message names the newest ids
+    #: (and its author's ids to name) for the whole channel and strikes them from
+    #: ours; what is still to name goes out in the first sync after the channel
+    #: quiets, which suppresses the others'. A sync carrying repair requests, or one
+    #: the application asked for, never waits. ``False``: such syncs go out at once.
+    sync_defer_naming: bool = True
+    #: In a channel larger than :attr:`sync_interval_participants` (adaptive history),
+    #: ids are named again only where that tells someone something: the entries a
+    #: peer's bloom filter lacks only in runs of at least :attr:`causal_history_floor`
+    #: consecutive log entries (a peer back from an absence; fewer, followed by one it
+    #: holds, were named to it by that one: it is repairing them), and a copy of a
+    #: message we hold not at all (at scale it is a repair answer every member hears,
+    #: and the author has its acknowledgement from the channel's filters).
+    #: ``False``: every lacked entry and a few members per copy name them again.
+    sync_rename_sparingly: bool = True
     #: How often the incoming buffer is checked for lost dependencies and
     #: ``MessagesMissing`` is repeated for the application (js-waku's store
     #: query interval: 10 s).
@@ -108,6 +127,16 @@ class Config:
     lost_timeout_ms: int = 300_000
     #: SDS-R: enable repair requests and responses.
     repair_enabled: bool = True
+    #: SDS-R: an id named in someone else's repair request that we do not hold is
+    #: missing for us too, as if a causal history had named it (we may have lost the
+    #: message and every message naming it). ``False``: only causal histories tell.
+    repair_note_asked: bool = True
+    #: SDS-R: after someone else's request for an id we lack, our own request waits
+    #: one draw of the base window ``[repair_t_min_ms, repair_t_max_ms)``, not the
+    #: stretched one (:attr:`repair_window_participants`): the answer to that request
+    #: reaches all but the few it was lost to, and those few ask again within seconds.
+    #: ``False``: the stretched window (up to 120 s a round at 1,000 participants).
+    repair_follow_up_base_window: bool = True
     #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s),
     #: and the latest delay of a repair response (the original sender answers at
     #: once, others spread over ``[0, repair_t_max_ms)``), for a channel of up to

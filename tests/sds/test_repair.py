@@ -445,3 +445,55 @@ def test_a_copy_dropped_before_the_core_cancels_the_pending_response() -> None:
     again = msg("d", "rq-d", 5, content=None, repair=[entry(t.id1, None, "a")])
     t.b.receive(again, now + 10)  # crossed that copy: not answered either
     assert of(t.b.events(), sds.RepairRequestReceived)[0].scheduled == ()
+
+
+# ------------------------------------------------- ids asked for by others (issue 28)
+
+
+def test_an_id_asked_for_by_someone_else_is_missing_for_us_too() -> None:
+    """We lost m and every message naming it; a sync that asks for m tells us it exists:
+    m is missing for us (MessagesMissing names it, our own request is scheduled, after
+    the one we heard), not something we learn of only when an answer happens to reach
+    us (bench/sim_p99.py: late deliveries never noticed as missing)."""
+    c = make_channel("c")
+    m = "ab" * 32
+    c.receive(msg("b", "s1", 2_000, (), content=None, repair=[entry(m, b"h", "a")]), 2_000)
+    assert c.missing_ids() == [m]
+    missing = of(c.events(), sds.MessagesMissing)
+    assert [e.message_id for ev in missing for e in ev.missing] == [m]
+    assert missing[0].missing[0].retrieval_hint == b"h"
+    assert missing[0].missing[0].sender_id == "a"
+    # it arrives (the author's answer): delivered, nothing missing any more
+    c.receive(msg("a", m, 1_500, (), content=b"hello"), 2_500)
+    assert m in delivered_ids(c.events())
+    assert c.missing_ids() == []
+
+
+def test_an_id_asked_for_that_we_hold_or_with_the_rule_off_is_not_missing() -> None:
+    held = make_channel("c")
+    held.receive(msg("a", "m1", 1_500), 1_600)
+    held.receive(msg("b", "s1", 2_000, ("m1",), content=None, repair=[entry("m1", None, "a")]),
+                 2_000)
+    assert held.missing_ids() == []
+    off = make_channel("c", repair_note_asked=False)
+    off.receive(msg("b", "s1", 2_000, (), content=None, repair=[entry("m9", None, "a")]), 2_000)
+    assert off.missing_ids() == []
+
+
+def test_ids_asked_for_share_one_missing_budget_whoever_asks() -> None:
+    """Honest members relay in their requests the ids that a hostile history invents:
+    the ids we learn only from requests share one max_missing_per_sender budget, so
+    they can neither grow without bound nor fill an honest requester's own budget
+    (whose real ids would then be crowded out)."""
+    c = make_channel("c", max_missing_per_sender=3)
+    asks = [entry(f"{i:064x}", None, "a") for i in range(5)]
+    c.receive(msg("b", "s1", 2_000, (), content=None, repair=asks[:2]), 2_000)
+    assert len(c.missing_ids()) == 2
+    c.receive(msg("b", "s2", 2_001, (), content=None, repair=asks[2:4]), 2_001)
+    c.receive(msg("e", "s3", 2_002, (), content=None, repair=asks[2:4]), 2_002)
+    assert len(c.missing_ids()) == 2  # 2 more would pass the shared budget of 3
+    c.receive(msg("e", "s4", 2_003, (), content=None, repair=asks[4:]), 2_003)
+    assert len(c.missing_ids()) == 3
+    # b's own budget is untouched: its history may still name 3 unknown ids
+    c.receive(msg("b", "m1", 2_004, [f"{i:064x}" for i in range(10, 13)]), 2_004)
+    assert len(c.missing_ids()) == 6

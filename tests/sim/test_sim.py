@@ -297,3 +297,27 @@ def test_memnet_histories_carry_retrieval_hints_of_a_real_nodes_size() -> None:
     named = {e.message_id: e.retrieval_hint for e in sds.decode(data).causal_history}
     assert named[first] == retrieval_hint(net._wire[("room", first)])
     assert len(named[first]) == 32
+
+
+def test_sender_ids_of_a_real_nodes_length(tmp_path: Path) -> None:
+    """Real nodes' sender ids are 32 hex characters, in every message and in every
+    history entry that names a sender (SDS-R): ``sender_id_chars`` gives the sim's
+    participants ids of that length, the short name first, and their messages weigh
+    more by as much. Bad lengths are refused."""
+    import pyarrow.parquet as pq
+
+    spec = {"participants": 5, "messages": 6, "seed": 3}
+    short = run_sim(SimSpec(**spec), tmp_path / "short")  # type: ignore[arg-type]
+    real = run_sim(SimSpec(**spec, sender_id_chars=32), tmp_path / "real")  # type: ignore[arg-type]
+    nodes = set(pq.read_table(tmp_path / "real" / "events", columns=["node_id"])
+                .column("node_id").to_pylist())
+    assert len(nodes) == 5 and {len(n) for n in nodes} == {32}
+    assert all(n.startswith("p00") for n in nodes)
+    assert real.meta["participants_holding_every_message"] == 5
+    per = [r.meta["network"]["bytes_sent"] / r.meta["network"]["broadcasts"]
+           for r in (short, real)]
+    assert per[1] > per[0] + 28  # the sender id alone is 28 characters longer
+    with pytest.raises(SimError, match="sender-id-chars"):
+        SimSpec(participants=5, messages=1, sender_id_chars=2).validate()
+    with pytest.raises(SimError, match="sender-id-chars"):
+        SimSpec(participants=5, messages=1, sender_id_chars=65).validate()
