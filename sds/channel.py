@@ -1917,7 +1917,7 @@ class Channel:
             age = 0 if info is None else max(0, rec - info.noticed_ms)
             return max(spread, min(age // 2, 4 * hi, cfg.repair_t_max_limit_ms))
 
-        out = self._repair_out.take_due(now_ms, limit, retry, self._named_by)
+        out = self._repair_out.take_due(now_ms, limit, retry)
         if len(out) < limit and self._lost_wanted:
             again = self._lost_wanted.take_due(now_ms, limit - len(out), self._lost_retry_ms)
             if again:
@@ -1926,12 +1926,6 @@ class Channel:
                     MessagesMissing(self.channel_id, "", "", tuple(again), False)
                 )
         return out
-
-    def _named_by(self, message_id: str) -> str:
-        """The sender whose message first named a missing id (its requests take turns
-        with other senders', :meth:`OutgoingRepairBuffer.take_due`)."""
-        info = self._missing.get(message_id)
-        return "" if info is None else info.by
 
     def _repair_due(self, now_ms: int) -> bool:
         return self.config.repair_enabled and (

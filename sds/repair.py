@@ -159,94 +159,29 @@ class OutgoingRepairBuffer(_DeadlineBuffer):
     message arrives, someone else asks for it, or it is declared lost.
     """
 
-    __slots__ = ("_last_turn", "_turn")
-
-    def __init__(self, max_size: int) -> None:
-        super().__init__(max_size)
-        self._turn = 0
-        #: group -> the turn it was last served (groups with due entries only)
-        self._last_turn: dict[str, int] = {}
+    __slots__ = ()
 
     def take_due(
-        self,
-        now_ms: int,
-        limit: int,
-        retry_ms: Callable[[str], int] | None = None,
-        group: Callable[[str], str] | None = None,
+        self, now_ms: int, limit: int, retry_ms: Callable[[str], int] | None = None
     ) -> list[HistoryEntry]:
-        """Up to ``limit`` due entries, each re-armed (marked requested without ``retry_ms``).
-
-        Earliest due first; with ``group`` (message id -> who it is asked for, e.g. the
-        sender whose message named it), in turns between the groups that have due
-        entries, each group's earliest first: one sender whose messages name
-        thousands of ids (a member with many identities inventing them) then takes one
-        turn like every other, instead of every request until its ids are asked for.
-        The group served longest ago goes first, then the one with the fewest due (an
-        honest member's message names a few missing ids, an invented flood hundreds),
-        then the earliest due, so that a small ``limit`` (3 per content message) still
-        reaches every group in turn.
-        """
+        """Up to ``limit`` due entries, each re-armed (marked requested without ``retry_ms``)."""
+        out: list[HistoryEntry] = []
         heap = self._heap
-        chosen: list[_Pending] = []
-        if group is None:
-            while heap and len(chosen) < limit:
-                item = self._pop_due(now_ms)
-                if item is None:
-                    break
-                chosen.append(item)
-        else:
-            # every due entry (at most the buffer's size), in turns between groups
-            buckets: dict[str, list[_Pending]] = {}
-            while heap:
-                item = self._pop_due(now_ms)
-                if item is None:
-                    break
-                buckets.setdefault(group(item.entry.message_id), []).append(item)
-            last = self._last_turn
-            # served longest ago first, then the fewest due (stable: the earliest due)
-            order = sorted(buckets, key=lambda g: (last.get(g, -1), len(buckets[g])))
-            self._last_turn = last = {g: last[g] for g in order if g in last}  # bounded
-            turns = [(g, iter(buckets[g])) for g in order]
-            while turns and len(chosen) < limit:
-                left = []
-                for g, it in turns:
-                    item = next(it, None)
-                    if item is None:
-                        continue
-                    if len(chosen) < limit:
-                        chosen.append(item)
-                        self._turn += 1
-                        last[g] = self._turn
-                        left.append((g, it))
-                    else:  # not taken this time: due as before, with the rest of it
-                        heapq.heappush(heap, (item.due_ms, item.entry.message_id))
-                        left.append((g, it))
-                turns = left
-            for _, it in turns:
-                for item in it:
-                    heapq.heappush(heap, (item.due_ms, item.entry.message_id))
-        for item in chosen:
-            mid = item.entry.message_id
+        while heap and len(out) < limit:
+            due, mid = heap[0]
+            if due > now_ms:
+                break
+            heapq.heappop(heap)
+            item = self._items.get(mid)
+            if item is None or item.due_ms != due or item.requested:
+                continue
+            out.append(item.entry)
             if retry_ms is None:
                 item.requested = True
             else:
                 item.due_ms = now_ms + max(1, retry_ms(mid))
                 heapq.heappush(heap, (item.due_ms, mid))
-        return [item.entry for item in chosen]
-
-    def _pop_due(self, now_ms: int) -> _Pending | None:
-        """The earliest live due entry, off the heap (None when nothing is due)."""
-        heap = self._heap
-        while heap:
-            due, mid = heap[0]
-            if due > now_ms:
-                return None
-            heapq.heappop(heap)
-            item = self._items.get(mid)
-            if item is None or item.due_ms != due or item.requested:
-                continue
-            return item
-        return None
+        return out
 
     def has_due(self, now_ms: int) -> bool:
         nxt = self.next_deadline()
