@@ -54,6 +54,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from machine import describe  # noqa: E402
+from soak import free_port  # noqa: E402
+from soak import proc_status_kib as proc_kib  # noqa: E402
 
 CHANNEL = "floodbench"
 
@@ -116,23 +118,6 @@ def sdschat(*args: str) -> list[str]:
 
 
 TREE = ROOT  # where the children run (``--tree``): their code is what is measured
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def proc_kib(pid: int, key: str) -> int | None:
-    """``VmRSS``/``VmHWM`` of a live process in KiB."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 class Child:
