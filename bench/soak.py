@@ -449,6 +449,7 @@ class Soak:
             argv += ["--repair-tmin-ms", "30000", "--repair-tmax-ms", "120000"]
         if self.store_url:
             argv += ["--store", self.store_url]
+        argv += self.opts.node_arg or []
         env = None
         if faketime is not None:  # a clock jump (hostile mode): libfaketime
             env = {"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME": faketime}
@@ -964,6 +965,8 @@ class Soak:
                 "load_before": load_before,
                 "load_after": load_avg(),
             }
+            if o.heal_minutes and missing:  # do the lines missing at the end come back?
+                report["after_heal"] = self.heal(o.heal_minutes * 60)
             return report
         finally:
             self.close()
@@ -1092,6 +1095,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="fresh identities flooding in --hostile mode (each 1,000 unknown "
                     "ids every 2 s)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--node-arg", action="append", metavar="ARG",
+                    help="extra argument for every 'sdschat join' (repeatable; for "
+                         "experiments, e.g. --node-arg=--config --node-arg=FILE)")
     ap.add_argument("--json", type=Path, default=None, help="write the reports here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     opts = ap.parse_args(argv)
