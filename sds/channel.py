@@ -1369,45 +1369,40 @@ class Channel:
         return True
 
     def _add_missing(self, info: _Missing) -> None:
-        mid = info.entry.message_id
-        self._missing[mid] = info
-        by = self._missing_by
-        by[info.by] = by.get(info.by, 0) + 1
-        self._missing_of.setdefault(info.by, OrderedDict())[mid] = None
+        self._missing[info.entry.message_id] = info
+        self._count_missing(info)
 
     def _move_missing(self, info: _Missing, by: str) -> None:
         """Count a missing id against ``by``'s budget instead of its first namer's."""
-        mid = info.entry.message_id
-        counts = self._missing_by
-        left = counts.get(info.by, 1) - 1
-        if left > 0:
-            counts[info.by] = left
-        else:
-            counts.pop(info.by, None)
-        of = self._missing_of.get(info.by)
-        if of is not None:
-            of.pop(mid, None)
-            if not of:
-                del self._missing_of[info.by]
+        self._uncount_missing(info)
         info.by = by
-        counts[by] = counts.get(by, 0) + 1
-        self._missing_of.setdefault(by, OrderedDict())[mid] = None
+        self._count_missing(info)
 
     def _pop_missing(self, mid: str) -> _Missing | None:
         info = self._missing.pop(mid, None)
         if info is not None:
-            by = self._missing_by
-            left = by.get(info.by, 1) - 1
-            if left > 0:
-                by[info.by] = left
-            else:
-                by.pop(info.by, None)
-            of = self._missing_of.get(info.by)
-            if of is not None:
-                of.pop(mid, None)
-                if not of:
-                    del self._missing_of[info.by]
+            self._uncount_missing(info)
         return info
+
+    def _count_missing(self, info: _Missing) -> None:
+        """Count ``info`` against its namer's budget (``_missing_by``, ``_missing_of``)."""
+        by = self._missing_by
+        by[info.by] = by.get(info.by, 0) + 1
+        self._missing_of.setdefault(info.by, OrderedDict())[info.entry.message_id] = None
+
+    def _uncount_missing(self, info: _Missing) -> None:
+        """Undo :meth:`_count_missing` for ``info`` (its namer as it stands)."""
+        by = self._missing_by
+        left = by.get(info.by, 1) - 1
+        if left > 0:
+            by[info.by] = left
+        else:
+            by.pop(info.by, None)
+        of = self._missing_of.get(info.by)
+        if of is not None:
+            of.pop(info.entry.message_id, None)
+            if not of:
+                del self._missing_of[info.by]
 
     def _want_again(
         self,
