@@ -155,6 +155,9 @@ class _Waiting:
     received_ms: int
     unmet: int
     lost_before: int = 0
+    #: another sender named it (so delivered it): its missing dependencies are
+    #: given up sooner (Channel._vouch)
+    vouched: bool = False
 
 
 @dataclass(slots=True)
@@ -329,6 +332,10 @@ class Channel:
 
         # SDS-R.
         self._repair_out = OutgoingRepairBuffer(cfg.repair_buffer_size)
+        #: Who named each requested id, and each namer's requests (oldest first):
+        #: at the cap the namer with the most gives one up (_make_room_for).
+        self._out_by: dict[str, str] = {}
+        self._out_of: dict[str, OrderedDict[str, None]] = {}
         #: Ids declared lost, still wanted: asked for again with a doubling backoff
         #: (retry count in _lost_attempts) until they arrive; nobody waits for them.
         self._lost_wanted = OutgoingRepairBuffer(cfg.repair_buffer_size)
@@ -338,6 +345,9 @@ class Channel:
         #: one member's invented ids cannot push out the others' real ones.
         self._lost_by: dict[str, str] = {}
         self._lost_of: dict[str, OrderedDict[str, None]] = {}
+        #: Wanted messages refused for their sender's budget (id -> sender), newest
+        #: last: not asked for while that sender has ids missing (_refuse).
+        self._refused: OrderedDict[str, str] = OrderedDict()
         self._repair_in = IncomingRepairBuffer(cfg.repair_buffer_size)
         self._repair_cache: OrderedDict[str, bytes] = OrderedDict()
         #: Repair responses per requester in the current window: (window start, count).
@@ -680,7 +690,7 @@ class Channel:
         if self.config.repair_enabled and (
             message_id in self._entries or message_id in self._incoming
         ):
-            self._repair_out.remove(message_id)
+            self._unrequest(message_id)
             self._repair_in.remove(message_id)
             self._unwant_lost(message_id)
             self._note_copy_on_wire(message_id, now_ms)
@@ -1036,6 +1046,7 @@ class Channel:
                 f"{self._missing_by.get(sender_id, 0)} ids first named by this sender are "
                 f"still missing; at most {cfg.max_missing_per_sender}",
             )
+            self._refuse(message_id, sender_id, now_ms)
             return
         if all(map(self._entries.__contains__, history_ids)):
             # A participant counts (the SDS-R windows, the sync interval) once a message
@@ -1051,7 +1062,7 @@ class Channel:
             self._strike_named(history_ids, sender_id)
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
-            self._repair_out.remove(message_id)
+            self._unrequest(message_id)
             self._repair_in.remove(message_id)
             self._unwant_lost(message_id)
         if duplicate:
@@ -1331,6 +1342,8 @@ class Channel:
             unmet += 1
             if not buffered:
                 missing_entries.append(entry)
+            elif self._incoming[mid].sender_id != sender_id:
+                self._vouch(mid, now_ms)
         if missing_entries:
             if self._next_sweep_ms is None:
                 self._next_sweep_ms = now_ms + cfg.sweep_interval_ms
@@ -1340,6 +1353,40 @@ class Channel:
                 )
             )
         return unmet
+
+    def _vouch(self, mid: str, now_ms: int) -> None:
+        """Buffered message ``mid`` is named by another sender, who therefore delivered
+        it: what ``mid`` still waits for, that sender either held or declared lost. So
+        its missing dependencies (through buffered messages) are declared lost at most
+        ``3 * repair_t_max_ms`` from now (three rounds of SDS-R for a holder to answer)
+        instead of the full lost timeout; they stay wanted and, if they come, are
+        delivered late (``was_lost``). Without it an honest member's lines that name a
+        message of an identity naming invented ids were held for the whole lost
+        timeout (5 minutes by default) behind ids that nobody has (issue 26)."""
+        cfg = self.config
+        timeout = cfg.lost_timeout_ms
+        hold = 3 * cfg.repair_t_max_ms
+        if not timeout or hold >= timeout or not cfg.repair_enabled:
+            return  # (without SDS-R nobody is asked: the lost timeout is all there is)
+        latest = self._recovery_ms(now_ms) + hold - timeout  # noticed_ms of the new deadline
+        incoming, missing = self._incoming, self._missing
+        stack, seen = [mid], {mid}
+        while stack:  # bounded by the incoming buffer and its histories
+            w = incoming.get(stack.pop())
+            if w is None or w.vouched:
+                continue
+            w.vouched = True
+            for dep in w.history_ids:
+                if dep in seen:
+                    continue
+                seen.add(dep)
+                if dep in incoming:
+                    stack.append(dep)
+                    continue
+                info = missing.get(dep)
+                if info is not None and info.noticed_ms > latest:
+                    info.noticed_ms = latest
+                    self._push_lost(latest + timeout, dep)
 
     def _within_budget(self, sender_id: str, carrier_id: str, history_ids: list[str]) -> bool:
         """Whether the unknown ids this message names keep ``sender_id`` within
@@ -1421,7 +1468,7 @@ class Channel:
             return
         wanted = self._lost_wanted
         for i, mid in enumerate(history_ids):
-            if mid not in ids or mid in self._repair_out:
+            if mid not in ids or mid in self._repair_out or self._refusing(mid):
                 continue
             if mid in wanted and self._lost_attempts.get(mid, 0) == 0:
                 continue  # already asked for at the first spacing
@@ -1434,6 +1481,29 @@ class Channel:
             by = self._lost_by.get(mid, sender_id)
             self._unwant_lost(mid)
             self._want_lost(entry, now_ms, by)
+
+    def _refuse(self, mid: str, sender_id: str, now_ms: int) -> None:
+        """Message ``mid``, which others named, arrived and was refused for its sender's
+        budget: while that sender still has ids missing we would refuse it again, so it
+        is not asked for (a flood's real messages, named by the honest members that took
+        them, would otherwise fill the wanted lost ids and push out honest lines, never
+        to be asked for again). Declared lost if missing: nothing waits for it."""
+        if not (mid in self._missing or mid in self._lost_wanted or mid in self._repair_out):
+            return
+        refused = self._refused
+        refused[mid] = sender_id
+        refused.move_to_end(mid)
+        while len(refused) > self.config.log_window:
+            refused.popitem(last=False)
+        self._unrequest(mid)
+        self._unwant_lost(mid)
+        if mid in self._missing:
+            self._declare_lost(mid, now_ms)
+
+    def _refusing(self, mid: str) -> bool:
+        """Whether ``mid`` was refused for its sender's budget, still spent (:meth:`_refuse`)."""
+        sender = self._refused.get(mid)
+        return sender is not None and self._missing_by.get(sender, 0) > 0
 
     def _want_lost(
         self, entry: HistoryEntry, now_ms: int, by: str, due: int | None = None, attempts: int = 0
@@ -1593,29 +1663,47 @@ class Channel:
             if len(out) >= out.max_size:
                 if info.by == ASKED:
                     return  # never at another's expense (_make_room_for)
-                self._make_room_for(info.by)
-            out.add(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi))
+                if not self._make_room_for(info.by):
+                    return  # still missing: the sweep and the lost timeout cover it
+            self._request(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi), info.by)
 
-    def _make_room_for(self, by: str) -> None:
-        """The repair requests are at their cap: the sender that named the most missing
-        ids (if it named more than ``by``) gives up a request for its oldest one (it
-        stays missing; the sweep and the lost timeout still cover it). Requests for
-        the ids a member with many identities invents then cannot crowd out an honest
-        member's (per-sender budgets, issue 26)."""
-        out = self._repair_out
-        if by != ASKED:
+    def _request(self, entry: HistoryEntry, due: int, by: str) -> None:
+        """Ask for ``entry`` at ``due`` (SDS-R); ``by`` named it (there is room)."""
+        if self._repair_out.add(entry, due):
+            mid = entry.message_id
+            self._out_by[mid] = by
+            self._out_of.setdefault(by, OrderedDict())[mid] = None
+
+    def _unrequest(self, mid: str) -> bool:
+        """Cancel the SDS-R request for ``mid``; whether there was one."""
+        if not self._repair_out.remove(mid):
+            return False
+        by = self._out_by.pop(mid, None)
+        if by is not None:
+            ids = self._out_of[by]
+            del ids[mid]
+            if not ids:
+                del self._out_of[by]
+        return True
+
+    def _make_room_for(self, by: str) -> bool:
+        """The repair requests are at their cap: the namer with the most requests (if
+        more than ``by``) gives up its oldest (the id stays missing; the sweep and the
+        lost timeout still cover it); whether room was made. Requests for the ids a
+        member with many identities invents then cannot crowd out an honest member's
+        (per-sender budgets, issue 26): each namer keeps its share of the cap. (Picking
+        the namer with the most ids *missing* left the cap full whenever that one held
+        no request, and the new request then pushed out the latest-due one, an honest
+        line's as often as not.)"""
+        of = self._out_of
+        if by != ASKED and of.get(ASKED):
             # ids known only from others' requests (Config.repair_note_asked) give way
             # first: those requesters ask for them already
-            for mid in self._missing_of.get(ASKED, ()):
-                if out.remove(mid):
-                    return
-        counts = self._missing_by
-        top = max(counts, key=counts.__getitem__, default=None)
-        if top is None or counts[top] <= counts.get(by, 0):
-            return
-        for mid in self._missing_of.get(top, ()):
-            if out.remove(mid):
-                return
+            return self._unrequest(next(iter(of[ASKED])))
+        top = max(of, key=lambda b: len(of[b]), default=None)
+        if top is None or top == by or len(of[top]) <= len(of.get(by, ())):
+            return False
+        return self._unrequest(next(iter(of[top])))
 
     def _push_lost(self, due: int, mid: str) -> None:
         """Push a lost deadline ``due`` in recovery time."""
@@ -1654,7 +1742,7 @@ class Channel:
             self._met_elsewhere.move_to_end(mid)
             while len(self._met_elsewhere) > cap:
                 self._met_elsewhere.popitem(last=False)
-            self._repair_out.remove(mid)
+            self._unrequest(mid)
             self._unwant_lost(mid)
             self._resolve(mid, lost=False)
 
@@ -2132,9 +2220,9 @@ class Channel:
         self._lost[mid] = None
         while len(self._lost) > self.config.log_window:
             self._lost.popitem(last=False)
-        self._repair_out.remove(mid)
+        self._unrequest(mid)
         info = self._missing.get(mid)
-        if info is not None and mid not in self._incoming:
+        if info is not None and mid not in self._incoming and not self._refusing(mid):
             self._want_lost(info.entry, now_ms, info.by)  # still wanted: asked again, backoff
         self._resolve(mid, lost=True)
 
@@ -2452,7 +2540,12 @@ class Channel:
                 w.unmet += 1
         repair_longest = max(cfg.repair_t_max_ms, cfg.repair_t_max_limit_ms)
         for e, at, req in d["repair_out"]:
-            ch._repair_out.restore(entry(e), due(int(at), repair_longest), bool(req))
+            ent = entry(e)
+            ch._repair_out.restore(ent, due(int(at), repair_longest), bool(req))
+            known = ch._missing.get(ent.message_id)
+            by = known.by if known is not None else ASKED
+            ch._out_by[ent.message_id] = by
+            ch._out_of.setdefault(by, OrderedDict())[ent.message_id] = None
         for e, at, req in d["repair_in"]:
             ch._repair_in.restore(entry(e), due(int(at), repair_longest), bool(req))
         if "lost_wanted" in d:
