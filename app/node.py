@@ -2243,6 +2243,10 @@ class Node:
                     ev.reason.value, ch, f"message {(ev.message_id or '')[:12]} from "
                     f"{(ev.sender_id or '')[:12]}: id does not match its content", out
                 )
+            if ev.reason is sds.DropReason.INCOMING_BUFFER_FULL and ev.retrieval_hint:
+                # a message received earlier was pushed out: it is missing again, and
+                # its repair answer is the same envelope (its hash is the hint)
+                self._replay.forget(ev.retrieval_hint)
             if out.current is not None and ev.reason not in _NOT_FATAL_DROPS:
                 out.current.settled = True
                 if ev.reason in _REFUSED_FOR_NOW:  # its resend is welcome later

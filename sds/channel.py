@@ -1721,7 +1721,10 @@ class Channel:
                 info = self._missing.get(mid)
                 if info is not None:
                     info.waiting.discard(old_id)
-            self._drop(old_id, old.sender_id, DropReason.INCOMING_BUFFER_FULL)
+            self._events.append(MessageDropped(
+                self.channel_id, old_id, old.sender_id, DropReason.INCOMING_BUFFER_FULL,
+                retrieval_hint=old.retrieval_hint,
+            ))
             evicted = self._missing.get(old_id)
             if evicted is not None:
                 # Others wait for it: it is missing again, from now on.

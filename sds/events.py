@@ -235,6 +235,10 @@ class MessageDropped:
     sender_id: str | None
     reason: DropReason
     detail: str = ""
+    #: the dropped message's retrieval hint as it was received (set for
+    #: ``INCOMING_BUFFER_FULL``: a message received earlier goes, and an application
+    #: that refuses replays of what it received must take its bytes again)
+    retrieval_hint: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import Harness, T, key, run, start_node, wait_until
+from app_helpers import FAST, Harness, T, key, run, start_node, wait_until
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -343,5 +343,49 @@ def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path
                 (decode_content(e.content).text, e.was_lost, e.recovered, e.missing_before)
                 for e in page
             ] == [("late", True, True, 0), ("waits for it", False, False, 1)]
+
+    run(main())
+
+
+def test_a_message_pushed_out_of_the_incoming_buffer_is_taken_again(tmp_path: Path) -> None:
+    """A message waiting for its dependencies is dropped when the incoming buffer is
+    full (``INCOMING_BUFFER_FULL``, the oldest goes); it is missing again and its
+    repair answer is the identical envelope. The node's replay guard forgets it, so
+    those bytes are taken (before, they were refused as a replay and the message
+    never came, however often it was asked for)."""
+    from app.node import wall_ms
+
+    async def main() -> None:
+        cfg = FAST.with_changes(incoming_buffer_cap=3)
+        b = await start_node(tmp_path / "b", MemoryHub(), name="bob", config=cfg)
+        try:
+            mallory = Identity.generate()
+            now = wall_ms()
+
+            def envelope(text: str, history: tuple[str, ...], lamport: int) -> tuple[bytes, str]:
+                content = encode_content(text, "mallory")
+                mid = hashlib.sha256(content).hexdigest()
+                pb = sds_pb2.SdsMessage(
+                    sender_id=mallory.sender_id, message_id=mid, channel_id="general",
+                    lamport_timestamp=lamport, content=content,
+                )
+                for h in history:
+                    pb.causal_history.add(message_id=h)
+                return seal(pb.SerializeToString(), mallory, key("general")), mid
+
+            root_env, root = envelope("root", (), now)
+            first_env, first = envelope("first", (root,), now + 1)
+            await b.node._on_envelope(first_env)
+            for i in range(3):  # three more waiting messages: "first" is pushed out
+                env, _ = envelope(f"later {i}", (root, first), now + 2 + i)
+                await b.node._on_envelope(env)
+            await wait_until(lambda: b.node.counters["dropped_incoming_buffer_full"] >= 1,
+                             15, "pushed out")
+            await b.node._on_envelope(root_env)
+            await b.node._on_envelope(first_env)  # the repair answer: the same bytes
+            await wait_until(lambda: len(b.texts()) == 5, 15, "all delivered")
+            assert b.texts()[:2] == ["root", "first"]
+        finally:
+            await b.node.close()
 
     run(main())
