@@ -431,10 +431,12 @@ class _Recorder:
             )
         elif t is sds.MessageDropped:
             reason = ev.reason.value
+            hint = "null" if ev.retrieval_hint is None else f'"{ev.retrieval_hint.hex()}"'
             rec.add_plain(
                 node, seq, now, ev.channel_id, "MessageDropped", ev.message_id, ev.sender_id,
                 None, reason,
-                f'{{"detail":{_json_str(ev.detail)},"reason":{_json_str(reason)}}}',
+                f'{{"detail":{_json_str(ev.detail)},"reason":{_json_str(reason)},'
+                f'"retrieval_hint":{hint}}}',
             )
         elif t is sds.MessagesMissing:
             # one per receiver of a message naming ids it lacks, and per sweep: the

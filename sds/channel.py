@@ -1288,8 +1288,9 @@ class Channel:
         absent_ids = set(history_ids).difference(entries)
         if absent_ids and lost:
             again = absent_ids.intersection(lost)
-            if again:
-                self._want_again(again, history, history_ids, now_ms, sender_id)
+            if again:  # counted against ``by`` (ASKED for a request's ids), as below
+                self._want_again(again, history, history_ids, now_ms,
+                                 sender_id if by is None else by)
         if absent_ids:
             # an empty id or one over MAX_ID_LENGTH names no message that can arrive
             # (they are dropped): not waited for, not asked for (checked here, on the
@@ -1356,26 +1357,33 @@ class Channel:
 
     def _vouch(self, mid: str, now_ms: int) -> None:
         """Buffered message ``mid`` is named by another sender, who therefore delivered
-        it: what ``mid`` still waits for, that sender either held or declared lost. So
-        its missing dependencies (through buffered messages) are declared lost at most
-        ``3 * repair_t_max_ms`` from now (three rounds of SDS-R for a holder to answer)
-        instead of the full lost timeout; they stay wanted and, if they come, are
-        delivered late (``was_lost``). Without it an honest member's lines that name a
-        message of an identity naming invented ids were held for the whole lost
-        timeout (5 minutes by default) behind ids that nobody has (issue 26)."""
+        it: what ``mid`` still waits for, that sender either held or declared lost. Its
+        missing dependencies (through buffered messages) are declared lost at most
+        ``3 * repair_t_max_ms`` from now when they look invented: the message waiting
+        for them already had one declared lost, or their first namer holds half its
+        ``max_missing_per_sender`` budget or more (an identity naming ids nobody has).
+        That is three rounds of SDS-R for a holder to answer, instead of the full
+        lost timeout; they stay wanted and, if they come, are delivered late
+        (``was_lost``). Without it an honest member's lines that name a message of
+        such an identity were held for the whole lost timeout (5 minutes by default)
+        behind ids that nobody has (issue 26). Ids an honest member named keep the
+        lost timeout: under plain loss a few rounds are not enough (the hostile soak's
+        quiet phase: 30 lines declared lost against 0-2)."""
         cfg = self.config
         timeout = cfg.lost_timeout_ms
         hold = 3 * cfg.repair_t_max_ms
         if not timeout or hold >= timeout or not cfg.repair_enabled:
             return  # (without SDS-R nobody is asked: the lost timeout is all there is)
         latest = self._recovery_ms(now_ms) + hold - timeout  # noticed_ms of the new deadline
-        incoming, missing = self._incoming, self._missing
+        incoming, missing, missing_by = self._incoming, self._missing, self._missing_by
+        spent = cfg.max_missing_per_sender
         stack, seen = [mid], {mid}
         while stack:  # bounded by the incoming buffer and its histories
             w = incoming.get(stack.pop())
             if w is None or w.vouched:
                 continue
-            w.vouched = True
+            gave_up = w.lost_before > 0  # some of what it waits for was declared lost
+            settled = True
             for dep in w.history_ids:
                 if dep in seen:
                     continue
@@ -1384,9 +1392,14 @@ class Channel:
                     stack.append(dep)
                     continue
                 info = missing.get(dep)
-                if info is not None and info.noticed_ms > latest:
+                if info is None or info.noticed_ms <= latest:
+                    continue
+                if gave_up or 2 * missing_by.get(info.by, 0) >= spent:
                     info.noticed_ms = latest
                     self._push_lost(latest + timeout, dep)
+                else:
+                    settled = False  # looked at again when named again
+            w.vouched = settled
 
     def _within_budget(self, sender_id: str, carrier_id: str, history_ids: list[str]) -> bool:
         """Whether the unknown ids this message names keep ``sender_id`` within

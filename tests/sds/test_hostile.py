@@ -421,15 +421,17 @@ def test_requests_at_their_cap_keep_each_namers_share() -> None:
 
 
 def test_a_line_naming_a_message_held_for_invented_ids_waits_three_repair_rounds() -> None:
-    """An identity's message S names invented ids; alice took S (its ids were declared
-    lost at her end) and names it in her line L. Here S waits for ids nobody has, and
-    L waited behind it for the whole lost timeout (5 minutes): with 30 identities at
-    30% loss, 3 of 8 seeds delivered none of alice's 40 lines to bob within 70 s.
-    Another sender naming S vouches that it delivered S: what S waits for is declared
-    lost after three SDS-R rounds (3 x repair_t_max_ms), then S and L are delivered;
-    an id that comes later is delivered late (was_lost). S's own sender naming it
-    vouches for nothing: it waits the lost timeout."""
-    cfg = sds.Config()
+    """An identity's message S names invented ids (half its budget or more); alice
+    took S (its ids were declared lost at her end) and names it in her line L. Here S
+    waits for ids nobody has, and L waited behind it for the whole lost timeout
+    (5 minutes): with 30 identities at 30% loss, 3 of 8 seeds delivered none of
+    alice's 40 lines to bob within 70 s. Another sender naming S vouches that it
+    delivered S: what S waits for is declared lost after three SDS-R rounds
+    (3 x repair_t_max_ms), then S and L are delivered; an id that comes later is
+    delivered late (was_lost). S's own sender naming it vouches for nothing, and ids
+    that an honest member named (few missing) keep the full lost timeout: under plain
+    loss three rounds are not enough."""
+    cfg = sds.Config().with_changes(max_missing_per_sender=4)
     hold = 3 * cfg.repair_t_max_ms
     assert hold < cfg.lost_timeout_ms
     ch = sds.Channel("chan", "bob", cfg, NOW, random.Random(1))
@@ -445,14 +447,42 @@ def test_a_line_naming_a_message_held_for_invented_ids_waits_three_repair_rounds
     ch.receive(msg("carol", "x1", NOW - 5, []), NOW + 30_000)
     got = of(ch.events(), sds.MessageDelivered)
     assert [(e.message_id, e.was_lost) for e in got] == [("x1", True)]
-    # without another sender naming it: the full lost timeout
-    ch = sds.Channel("chan", "bob", cfg, NOW, random.Random(1))
-    ch.receive(msg("sybil", "S", NOW, ["x1"]), NOW)
-    ch.receive(msg("sybil", "S2", NOW + 1_000, ["S"]), NOW + 1_000)
-    evs, _ = run_timers(ch, NOW + cfg.lost_timeout_ms - 1)
-    assert delivered_ids(evs) == []
-    evs, _ = run_timers(ch, NOW + cfg.lost_timeout_ms)
-    assert delivered_ids(evs) == ["S", "S2"]
+    # only its own sender naming it, or an honest member's gap: the full lost timeout
+    for sender, gap in (("sybil", ["x1", "x2"]), ("carol", ["x1"])):
+        ch = sds.Channel("chan", "bob", cfg, NOW, random.Random(1))
+        ch.receive(msg(sender, "S", NOW, gap), NOW)
+        if sender == "sybil":
+            ch.receive(msg("sybil", "S2", NOW + 1_000, ["S"]), NOW + 1_000)
+        else:
+            ch.receive(msg("alice", "L", NOW + 1_000, ["S"]), NOW + 1_000)
+        evs, _ = run_timers(ch, NOW + cfg.lost_timeout_ms - 1)
+        assert delivered_ids(evs) == [], sender
+        evs, _ = run_timers(ch, NOW + cfg.lost_timeout_ms)
+        assert len(delivered_ids(evs)) == 2, sender
+
+
+def test_lost_ids_an_honest_member_asks_for_count_against_the_shared_budget() -> None:
+    """An honest member that lost invented ids asks for them; we declared them lost
+    too and gave them up (the wanted list was full). Hearing its request names them
+    again: they are wanted again in the budget shared by every requester (ASKED), not
+    in the honest requester's own, where they pushed out the lines that member named
+    (the hostile soak: each honest member's share of the wanted ids full of invented
+    ids relayed by requests, its lost lines given up for good)."""
+    cfg = FAST.with_changes(lost_timeout_ms=20_000, repair_buffer_size=4)
+    ch = sds.Channel("chan", "a", cfg, NOW, random.Random(1))
+    ch.receive(msg("carol", "c0", NOW, [entry("line", None, "bob")]), NOW)
+    ch.receive(msg("flood", "s0", NOW, _ids("x", 10)), NOW)
+    run_timers(ch, NOW + 21_000)
+    assert "line" in ch._lost_wanted and len(ch._lost_wanted) == 4
+    given_up = [m for m in _ids("x", 10) if m not in ch._lost_wanted]
+    assert len(given_up) == 7
+    now = NOW + 22_000
+    for i, m in enumerate(given_up):  # carol asks for them, one per sync
+        ch.receive(msg("carol", f"req{i}", now + i, [], content=None,
+                       repair=[entry(m, None, "flood")]), now + i)
+    assert "line" in ch._lost_wanted
+    _, grams = run_timers(ch, now + 10 * 60_000)
+    assert "line" in {e.message_id for g in grams for e in sds.decode(g.data).repair_request}
 
 
 def test_a_wanted_lost_id_that_storage_holds_at_restart_is_not_asked_for() -> None:

@@ -67,10 +67,12 @@ class _LossyNet:
         self.now = max(self.now, until)
 
 
-def _honest_delivery_s(identities: int, config: sds.Config, seconds: int = 40) -> list[float]:
+def _honest_delivery_s(
+    identities: int, config: sds.Config, seconds: int = 40, seed: int = 5
+) -> list[float]:
     alice, bob, carol = (sds.Channel("room", n, config, NOW, random.Random(i))
                          for i, n in enumerate(("alice", "bob", "carol")))
-    net = _LossyNet([alice, bob, carol], loss=0.3, seed=5)
+    net = _LossyNet([alice, bob, carol], loss=0.3, seed=seed)
     sent: dict[str, int] = {}
     invented = 0
     for second in range(seconds):
@@ -98,14 +100,21 @@ def _honest_delivery_s(identities: int, config: sds.Config, seconds: int = 40) -
 def test_fresh_identities_naming_invented_ids_do_not_hold_up_honest_lines() -> None:
     """30 identities naming 100 invented ids each every 2 s (3,000 outstanding against
     caps of 1,000 missing ids and 100 repair requests) beside one honest member typing
-    a line a second at 30% loss: every line reaches bob, about as fast as in the same
-    channel without the identities. Before the budgets were shared per sender, the
-    caps let the invented ids crowd out the honest ones (their repair requests refused,
-    the oldest missing ids declared lost whoever named them): 14 of 40 lines never
-    arrived."""
-    quiet = _honest_delivery_s(0, CFG)
-    hostile = _honest_delivery_s(30, CFG)
-    assert quiet[-1] < 40, quiet
-    assert hostile[-1] < 20, hostile  # none lost or held
-    assert hostile[len(hostile) // 2] <= quiet[len(quiet) // 2] + 1, (quiet, hostile)
-    assert hostile[int(0.9 * len(hostile))] <= 1.5 * quiet[int(0.9 * len(quiet))]
+    a line a second at 30% loss, with four loss patterns: every line reaches bob
+    within the run, about as fast as in the same channel without the identities.
+    Before the budgets were shared per sender, the caps let the invented ids crowd
+    out the honest ones: 14 of 40 lines never arrived. Before a message of such an
+    identity named by another member released what it waits for after three repair
+    rounds (``Channel._vouch``) and the requests kept each namer's share, three of
+    eight loss patterns delivered none of the 40: alice's lines named such a message,
+    which waited for the lost timeout (5 minutes) on ids nobody has."""
+    quiet: list[float] = []
+    hostile: list[float] = []
+    for seed in (1, 2, 3, 4):
+        quiet += _honest_delivery_s(0, CFG, seed=seed)
+        got = _honest_delivery_s(30, CFG, seed=seed)
+        assert got[-1] < 30, (seed, got)  # none lost or held
+        hostile += got
+    quiet.sort()
+    hostile.sort()
+    assert hostile[len(hostile) // 2] <= quiet[len(quiet) // 2] + 2, (quiet, hostile)
