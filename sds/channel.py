@@ -1433,10 +1433,20 @@ class Channel:
         self._count_missing(info)
 
     def _move_missing(self, info: _Missing, by: str) -> None:
-        """Count a missing id against ``by``'s budget instead of its first namer's."""
+        """Count a missing id against ``by``'s budget instead of its first namer's
+        (its request too, if there is one)."""
         self._uncount_missing(info)
         info.by = by
         self._count_missing(info)
+        mid = info.entry.message_id
+        old = self._out_by.get(mid)
+        if old is not None and old != by:
+            ids = self._out_of[old]
+            del ids[mid]
+            if not ids:
+                del self._out_of[old]
+            self._out_by[mid] = by
+            self._out_of.setdefault(by, OrderedDict())[mid] = None
 
     def _pop_missing(self, mid: str) -> _Missing | None:
         info = self._missing.pop(mid, None)
@@ -1531,8 +1541,9 @@ class Channel:
         if mid in wanted:
             return
         if len(wanted) >= wanted.max_size:
-            top = max(self._lost_of, key=lambda b: len(self._lost_of[b]))
-            self._unwant_lost(next(iter(self._lost_of[top])))
+            of, missing_by = self._lost_of, self._missing_by
+            top = max(of, key=lambda b: len(of[b]) + missing_by.get(b, 0))
+            self._unwant_lost(next(iter(of[top])))
         if due is None:
             lo, hi = self._repair_window(now_ms)
             due = t_req(self.sender_id, mid, now_ms, lo, hi)
@@ -1713,8 +1724,13 @@ class Channel:
             # ids known only from others' requests (Config.repair_note_asked) give way
             # first: those requesters ask for them already
             return self._unrequest(next(iter(of[ASKED])))
-        top = max(of, key=lambda b: len(of[b]), default=None)
-        if top is None or top == by or len(of[top]) <= len(of.get(by, ())):
+        missing_by = self._missing_by
+
+        def cost(b: str) -> int:
+            return len(of.get(b, ())) + missing_by.get(b, 0)
+
+        top = max(of, key=cost, default=None)
+        if top is None or top == by or cost(top) <= cost(by):
             return False
         return self._unrequest(next(iter(of[top])))
 
@@ -2082,9 +2098,19 @@ class Channel:
         candidates = []
         if self._resend_heap:
             candidates.append(self._resend_heap[0][0])
-        if self._lost_heap and self._paused_at is None:
-            # recovery time -> wall time (no lost timeout runs while paused)
-            candidates.append(self._lost_heap[0][0] + self._paused_total)
+        heap = self._lost_heap
+        if heap and self._paused_at is None:
+            # stale heads (resolved, or moved to a new deadline) are no work: a restored
+            # channel rebuilds the heap without them and must wake at the same times
+            missing, timeout = self._missing, self.config.lost_timeout_ms
+            while heap:
+                due, mid = heap[0]
+                info = missing.get(mid)
+                if info is not None and info.noticed_ms + timeout == due:
+                    break
+                heapq.heappop(heap)
+            if heap:  # recovery time -> wall time (no lost timeout runs while paused)
+                candidates.append(heap[0][0] + self._paused_total)
         if self._next_sweep_ms is not None:
             candidates.append(self._next_sweep_ms)
         if self.config.repair_enabled:
@@ -2402,7 +2428,10 @@ class Channel:
                 "missing": [
                     [entry(i.entry), i.noticed_ms, i.by] for i in self._missing.values()
                 ],
-                "repair_out": [[entry(e), due, req] for e, due, req in self._repair_out.entries()],
+                "repair_out": [
+                    [entry(e), due, req, self._out_by.get(e.message_id, ASKED)]
+                    for e, due, req in self._repair_out.entries()
+                ],
                 "repair_in": [[entry(e), due, req] for e, due, req in self._repair_in.entries()],
                 "lost_wanted": [
                     [entry(e), due, self._lost_attempts.get(e.message_id, 0),
@@ -2555,11 +2584,14 @@ class Channel:
                 known.waiting.add(w.message_id)
                 w.unmet += 1
         repair_longest = max(cfg.repair_t_max_ms, cfg.repair_t_max_limit_ms)
-        for e, at, req in d["repair_out"]:
-            ent = entry(e)
-            ch._repair_out.restore(ent, due(int(at), repair_longest), bool(req))
+        for row in d["repair_out"]:
+            ent = entry(row[0])
+            ch._repair_out.restore(ent, due(int(row[1]), repair_longest), bool(row[2]))
             known = ch._missing.get(ent.message_id)
-            by = known.by if known is not None else ASKED
+            if len(row) > 3:
+                by = str(row[3])
+            else:  # saved before the namer was kept with the request
+                by = known.by if known is not None else ASKED
             ch._out_by[ent.message_id] = by
             ch._out_of.setdefault(by, OrderedDict())[ent.message_id] = None
         for e, at, req in d["repair_in"]:
