@@ -2588,10 +2588,8 @@ class Channel:
             ent = entry(row[0])
             ch._repair_out.restore(ent, due(int(row[1]), repair_longest), bool(row[2]))
             known = ch._missing.get(ent.message_id)
-            if len(row) > 3:
-                by = str(row[3])
-            else:  # saved before the namer was kept with the request
-                by = known.by if known is not None else ASKED
+            fallback = known.by if known is not None else ASKED  # saved before it was kept
+            by = str(row[3]) if len(row) > 3 else fallback
             ch._out_by[ent.message_id] = by
             ch._out_of.setdefault(by, OrderedDict())[ent.message_id] = None
         for e, at, req in d["repair_in"]:
