@@ -38,7 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import calibrate, describe
 
-import storage.database
 from storage import Batch, EventRow, Store, StoredMessage
 
 CHANNEL = "bench"
@@ -60,9 +59,8 @@ def message(i: int, rng: bytes) -> StoredMessage:
 
 
 async def run_one(page: int, messages: int, tmp: Path) -> dict[str, float]:
-    storage.database.PAGE_SIZE = page
     data = tmp / f"p{page}-{time.monotonic_ns()}"
-    store = await Store.open(data)
+    store = await Store.open(data, page_size=page)
     try:
         await store.join_channel(CHANNEL, b"t" * 16, is_public=True)
         wal = store.path.with_name(store.path.name + "-wal")
