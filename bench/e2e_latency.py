@@ -63,6 +63,16 @@ no crypto, no SQLite. sdschat's p50 and p99 are then reported as multiples of th
 floor's at each rate (``floor x``): a ratio means something across machines,
 where an absolute latency does not.
 
+CPU split (``--cpu-split``; default, waku and passphrase profiles): every node
+runs with its event loop's CPU time (``time.thread_time``) counted around each
+stage of the path (envelope open, Ed25519, the SDS core, node events, event-log
+rows, SQLite statements and commits, event output, websockets' frames), each
+exclusive of the stages it calls, snapshotted at the start and end of each rate;
+printed per delivery with "the rest" (asyncio, the reader task, the inbox). The
+counters cost ~30-40 us per delivery themselves: measure ratios without them.
+docs/benchmarks.md ("Latency as a ratio to its floor") has the breakdown and the
+side-by-side figures.
+
 Measured 2026-11-27 07:29 UTC on the shared 2-core machine, **loaded** (load
 average 9.0 -> 9.4; calibration Python loop 89 ms, SHA-256 of 46 KB 42 us, SQLite
 52 KB row 231 us), ``--profile default --rates 100 400 --seconds 5 --floor``:
