@@ -9,8 +9,8 @@ FULL) on a fresh data directory per page size, alternated over ``--rounds``:
 * received: a ~1.5 KB envelope (the default profile's size), a 10-id causal
   history, ~100 bytes of content and one event-log row per transaction: CPU
   (``time.thread_time``, the calling thread: SQLite runs there) and WAL bytes
-  written per transaction (the ``-wal`` file's growth; the checkpointer is not
-  running, so nothing is copied back meanwhile);
+  written per transaction (the median growth of the ``-wal`` file; the background
+  checkpointer runs, as in a node, and now and then rewinds the WAL);
 * typed: the same message recorded with its outbox row (``Batch.record_typed``),
   fsynced: wall time per transaction (median, p90), what a sender waits before
   its line is durable and can be published.
