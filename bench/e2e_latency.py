@@ -69,7 +69,8 @@ stage of the path (envelope open, Ed25519, the SDS core, node events, event-log
 rows, SQLite statements and commits, event output, websockets' frames), each
 exclusive of the stages it calls, snapshotted at the start and end of each rate;
 printed per delivery with "the rest" (asyncio, the reader task, the inbox). The
-counters cost ~30-40 us per delivery themselves: measure ratios without them.
+counters cost ~1.8 us per counted call (~25 calls, ~45 us per delivery, quiet
+core): measure ratios without them.
 docs/benchmarks.md ("Latency as a ratio to its floor") has the breakdown and the
 side-by-side figures.
 
