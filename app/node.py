@@ -101,6 +101,7 @@ from app.clock_guard import (
     implausible_time,
     sent_ahead,
 )
+from app.db_pages import page_size_for
 from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
 from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.file_quota import (
@@ -706,7 +707,8 @@ class Node:
                 f"the file is empty, but {IDENTITY_FILE} beside it shows this directory "
                 "was used: its history was lost; move the file away to start a new one",
             )
-        store = await Store.open(directory, recent_window=opts.recent_window)
+        store = await Store.open(directory, recent_window=opts.recent_window,
+                                 page_size=page_size_for(opts.config))  # fmt: skip
         try:
             stored = await store.load_identity()
             if stored is not None and not key_file.exists():

@@ -63,6 +63,17 @@ no crypto, no SQLite. sdschat's p50 and p99 are then reported as multiples of th
 floor's at each rate (``floor x``): a ratio means something across machines,
 where an absolute latency does not.
 
+CPU split (``--cpu-split``; default, waku and passphrase profiles): every node
+runs with its event loop's CPU time (``time.thread_time``) counted around each
+stage of the path (envelope open, Ed25519, the SDS core, node events, event-log
+rows, SQLite statements and commits, event output, websockets' frames), each
+exclusive of the stages it calls, snapshotted at the start and end of each rate;
+printed per delivery with "the rest" (asyncio, the reader task, the inbox). The
+counters cost ~1.8 us per counted call (~25 calls, ~45 us per delivery, quiet
+core): measure ratios without them.
+docs/benchmarks.md ("Latency as a ratio to its floor") has the breakdown and the
+side-by-side figures.
+
 Measured 2026-11-27 07:29 UTC on the shared 2-core machine, **loaded** (load
 average 9.0 -> 9.4; calibration Python loop 89 ms, SHA-256 of 46 KB 42 us, SQLite
 52 KB row 231 us), ``--profile default --rates 100 400 --seconds 5 --floor``:
@@ -297,6 +308,112 @@ sys.exit(code)
 """
 """``--profile-dir``: run a node under cProfile timed by its main thread's CPU time."""
 
+CPU_SPLIT = """
+import json, os, sys, threading, time
+base = sys.argv.pop(1)
+sys.argv[0] = "sdschat"
+sys.path.insert(0, os.getcwd())
+tt = time.thread_time
+stages = {}
+stack = []
+
+
+def timed(name, fn):
+    acc = stages.setdefault(name, [0.0, 0.0, 0])  # inclusive s, exclusive s, calls
+
+    def wrapper(*a, **k):
+        frame = [tt(), 0.0]
+        stack.append(frame)
+        try:
+            return fn(*a, **k)
+        finally:
+            stack.pop()
+            el = tt() - frame[0]
+            acc[0] += el
+            acc[1] += el - frame[1]
+            acc[2] += 1
+            if stack:
+                stack[-1][1] += el
+    return wrapper
+
+
+def patch(obj, attr, name):
+    setattr(obj, attr, timed(name, getattr(obj, attr)))
+
+
+import websockets.asyncio.connection as wsc
+import app.headless, app.node, net.envelope, net.relay_client, sds.channel, storage.store
+from storage.batch import Batch
+patch(wsc.Connection, "data_received", "websockets: frames in")
+patch(wsc.Connection, "send_data", "websockets: frames out")
+patch(net.relay_client, "decode_frame", "relay frame decode")
+patch(app.node, "open_for_topic", "envelope open")
+patch(net.envelope, "verify_signature", "Ed25519 verify")
+patch(sds.channel.Channel, "receive_parsed", "SDS core receive")
+patch(app.node.Node, "_drain", "core events to node events")
+patch(Batch, "add_event", "event-log rows")
+commit = storage.store.Store.commit_batch_now
+plain, durable = timed("SQLite commit", commit), timed("SQLite commit, fsynced", commit)
+storage.store.Store.commit_batch_now = (
+    lambda self, batch, **k: (durable if batch.needs_fsync else plain)(self, batch, **k))
+apply_batch = timed("SQLite statements", storage.store.apply_batch)
+
+
+class TimedDb:
+    # apply_batch's connection: each statement timed by its first words
+    def __init__(self, db):
+        self.db = db
+
+    def __getattr__(self, attr):
+        return getattr(self.db, attr)
+
+    def execute(self, sql, *a):
+        name = "SQL " + " ".join(sql.split()[:4])[:48]
+        if name not in stages:
+            stages[name] = [0.0, 0.0, 0]  # the dumper copies the dict: add keys here only
+        return timed(name, self.db.execute)(sql, *a)
+
+    def executemany(self, sql, *a):
+        name = "SQL " + " ".join(sql.split()[:4])[:48]
+        if name not in stages:
+            stages[name] = [0.0, 0.0, 0]
+        return timed(name, self.db.executemany)(sql, *a)
+
+
+storage.store.apply_batch = lambda db, *a, **k: apply_batch(TimedDb(db), *a, **k)
+patch(app.node.Node, "_emit", "event output")
+patch(app.headless.JsonLines, "write", "stdout JSON write")
+patch(app.node.Node, "_send_typed", "own line: SDS send, seal")
+patch(app.node.Node, "_complete_batch", "carried states, state export")
+patch(app.node.Node, "_rearm", "timers")
+patch(app.node.Node, "_arm_state_save", "timers")
+
+
+def dumper():
+    seen = None
+    while True:  # ends with the process (daemon)
+        time.sleep(0.01)
+        try:
+            with open(base + ".want") as f:
+                tag = f.read().strip()
+        except OSError:
+            continue
+        if tag and tag != seen:
+            seen = tag
+            snap = {k: list(v) for k, v in list(stages.items())}
+            with open(base + ".tmp", "w") as f:
+                json.dump(snap, f)
+            os.replace(base + ".tmp", f"{base}.{tag}.json")
+
+
+threading.Thread(target=dumper, daemon=True).start()
+from app.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+"""``--cpu-split DIR``: run a node with its main thread's CPU time counted per stage of the
+path (``time.thread_time`` around the functions named above, exclusive of the stages they
+call); the bench asks for a snapshot at the start and end of each rate (a file ``.want``)."""
+
 
 def start_floor_nodes(
     children: list[Child], url: str, n: int, tmp: Path, code: Path = ROOT
@@ -329,6 +446,7 @@ def start_nodes(
     code: Path = ROOT,
     first: int = 0,
     channel_args: list[list[str]] | None = None,
+    split: Path | None = None,
 ) -> list[Child]:
     """``n`` headless nodes named ``n{first}``...; each joins ``CHANNEL`` (or runs with
     ``channel_args[i]`` in its place, e.g. ``--invite CODE``), each once joined and connected."""
@@ -336,6 +454,8 @@ def start_nodes(
     for i in range(n):
         name = f"n{first + i}"
         prof = ["-c", CPU_PROFILE, str(profile / f"{name}.prof")] if profile else ["-m", "app.cli"]
+        if split is not None:
+            prof = ["-c", CPU_SPLIT, str(split / name)]
         chan = channel_args[i] if channel_args is not None else [CHANNEL]
         argv = [sys.executable, *prof, "join", *chan, "--headless",
                 "--relay", url, "--data-dir", str(tmp / name), "--name", name,
@@ -390,11 +510,44 @@ def start_members_nodes(
     return [admin, *others]
 
 
+def split_snapshot(split: Path, names: list[str], tag: str) -> list[dict[str, list[float]]]:
+    """``--cpu-split``: every node's per-stage CPU counters now (see CPU_SPLIT)."""
+    for name in names:
+        (split / f"{name}.want").write_text(tag)
+    snaps = []
+    deadline = time.monotonic() + 10
+    for name in names:
+        path = split / f"{name}.{tag}.json"
+        while not path.exists():  # bounded by the deadline
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: no CPU split snapshot {tag}")
+            time.sleep(0.01)
+        snaps.append(json.loads(path.read_text()))
+    return snaps
+
+
+def split_diff(
+    before: list[dict[str, list[float]]], after: list[dict[str, list[float]]]
+) -> dict[str, list[float]]:
+    """Per stage, over all nodes: [inclusive s, exclusive s, calls] between two snapshots."""
+    total: dict[str, list[float]] = {}
+    for a, b in zip(before, after, strict=True):
+        for stage, vb in b.items():
+            va = a.get(stage, [0.0, 0.0, 0])
+            acc = total.setdefault(stage, [0.0, 0.0, 0])
+            for j in range(3):
+                acc[j] += vb[j] - va[j]
+    return total
+
+
 def run_rate(
-    nodes: list[Child], relay: Child, rate: float, count: int, tag: str, drain_s: float
+    nodes: list[Child], relay: Child, rate: float, count: int, tag: str, drain_s: float,
+    split: Path | None = None,
 ) -> dict[str, Any]:
     """Send ``count`` messages at ``rate`` (aggregate) and collect latencies."""
     n = len(nodes)
+    names = [node.name for node in nodes]
+    split0 = split_snapshot(split, names, tag + "a") if split is not None else None
     cpu0 = [c.cpu_s() for c in nodes], relay.cpu_s(), time.process_time(), time.monotonic()
     threads0 = [c.thread_cpu_s() for c in nodes]
     tag_b = tag.encode()
@@ -426,6 +579,8 @@ def run_rate(
         time.sleep(0.05)
     wall = time.monotonic() - cpu0[3]
     threads1 = [c.thread_cpu_s() for c in nodes]
+    stages = (split_diff(split0, split_snapshot(split, names, tag + "b"))
+              if split is not None and split0 is not None else None)  # fmt: skip
     cpu = {
         "loop_s": round(sum(b[0] - a[0] for a, b in zip(threads0, threads1, strict=True)), 2),
         "threads_s": round(sum(b[1] - a[1] for a, b in zip(threads0, threads1, strict=True)), 2),
@@ -476,6 +631,7 @@ def run_rate(
         "to_logged_ms": summary(logged_ms),
         "events": other,
         "cpu": cpu,
+        "stages": stages,
         "trace": sorted(trace),
     }
 
@@ -542,6 +698,10 @@ def run_config(
     try:
         url = start_relay(children, tmp / "logs", code)
         profile = args.profile_dir.resolve() if args.profile_dir else None
+        split = None
+        if args.cpu_split and profile_name in ("default", "waku", "passphrase"):
+            split = tmp / "split"
+            split.mkdir()
         if profile:
             profile.mkdir(parents=True, exist_ok=True)
         if profile_name == "floor":
@@ -549,12 +709,14 @@ def run_config(
         elif profile_name == "members":
             nodes = start_members_nodes(children, url, args.nodes, tmp, profile, extra, code)
         else:
-            nodes = start_nodes(children, url, args.nodes, tmp, profile, extra, code)
+            nodes = start_nodes(children, url, args.nodes, tmp, profile, extra, code,
+                                split=split)
         warm_up(nodes, args.warmup)
         time.sleep(args.pause)
         for idx, rate in enumerate(args.rates):
             count = max(2, int(rate * args.seconds))
-            results.append(run_rate(nodes, children[0], rate, count, f"e2e{idx}-", args.drain))
+            results.append(run_rate(nodes, children[0], rate, count, f"e2e{idx}-", args.drain,
+                                    split if profile_name != "floor" else None))
             if idx + 1 < len(args.rates):
                 time.sleep(args.pause)
         alive = sum(c.popen.poll() is None for c in children)
@@ -589,6 +751,16 @@ def print_runs(label: str, results: list[dict[str, Any]]) -> None:
               f"threads {c['threads_s']} s = {c['threads_s'] * per:.0f} us/delivery), relay "
               f"{c['relay_s']} s, this process {c['bench_s']} s; other events: "
               f"{r['events'] or 'none'}")  # fmt: skip
+        stages = r.get("stages")
+        if stages:
+            named = sum(v[1] for v in stages.values())
+            print(f"        event-loop CPU per delivery by stage (exclusive; --cpu-split), "
+                  f"of {c['loop_s'] * per:.0f} us:")  # fmt: skip
+            for stage, (_inc, exc, calls) in sorted(stages.items(), key=lambda kv: -kv[1][1]):
+                each = calls / max(1, r["delivered"])
+                print(f"          {exc * per:>6.1f} us  {stage} ({each:.2f} calls)")
+            print(f"          {(c['loop_s'] - named) * per:>6.1f} us  the rest: asyncio and "
+                  f"uvloop, websockets' reader task, the inbox, rounds' bookkeeping")
 
 
 def main() -> int:
@@ -616,6 +788,9 @@ def main() -> int:
         help="extra argument for every 'sdschat join' (repeatable; for experiments)",
     )
     ap.add_argument("--profile-dir", type=Path, help="run the nodes under cProfile, .prof here")
+    ap.add_argument("--cpu-split", action="store_true",
+                    help="count the nodes' event-loop CPU per stage of the path (print per "
+                         "delivery); default, waku and passphrase profiles")
     ap.add_argument(
         "--trace",
         type=Path,

@@ -37,6 +37,8 @@ from .batch import Batch, BatchResult, RecentWindow, apply_batch, existing_ids
 from .checkpoint import Checkpointer
 from .database import (
     DB_FILENAME,
+    PAGE_SIZE,
+    VALID_PAGE_SIZES,
     inspect_file,
     last_run_unclean,
     prepare,
@@ -241,6 +243,7 @@ class Store:
         integrity_check: bool | None = None,
         background_checkpoints: bool = True,
         recent_window: int = DEFAULT_RECENT_WINDOW,
+        page_size: int = PAGE_SIZE,
     ) -> Store:
         """Open (creating if needed) the database of ``data_dir`` and lock the directory.
 
@@ -255,14 +258,23 @@ class Store:
         (:class:`~storage.batch.RecentWindow`); older ones keep a compact row.
         ``background_checkpoints`` (the default) copies the WAL into the file on
         a thread of its own instead of in the middle of a commit
-        (:class:`~storage.checkpoint.Checkpointer`).
+        (:class:`~storage.checkpoint.Checkpointer`). ``page_size``: SQLite's page
+        size if the file is new (:data:`~storage.database.PAGE_SIZE`, 16 KB, suits
+        large envelopes; :data:`~storage.database.SMALL_PAGE_SIZE` small ones); an
+        existing file keeps its own.
 
-        Raises :class:`~storage.errors.DataDirLockedError` (another instance
-        holds the directory), :class:`~storage.errors.CorruptDatabaseError`
+        Raises :class:`ValueError` (``page_size`` not a power of two from 512 to
+        65536, before anything is created),
+        :class:`~storage.errors.DataDirLockedError` (another instance holds the
+        directory), :class:`~storage.errors.CorruptDatabaseError`
         (not an sdschat database, truncated, damaged) or
         :class:`~storage.errors.NewerSchemaError`; in the last two cases the
         file has not been modified.
         """
+        if page_size not in VALID_PAGE_SIZES:
+            raise ValueError(
+                f"page size must be a power of two from 512 to 65536, not {page_size}"
+            )
         directory = Path(data_dir)
         path = directory / DB_FILENAME
         try:
@@ -287,7 +299,8 @@ class Store:
                 raise translate_error(e, path) from e
             try:
                 found, now = await _run_on(
-                    conn, lambda db: prepare(db, path, integrity_check=integrity_check)
+                    conn, lambda db: prepare(db, path, integrity_check=integrity_check,
+                                      page_size=page_size)
                 )
             except sqlite3.Error as e:
                 await conn.close()

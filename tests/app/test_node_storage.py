@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import sds
 from app.history import read_history
 from app.node import Node, NodeOptions
 from app.transport import MemoryHub, Transport
@@ -239,3 +240,23 @@ def test_a_crash_between_durable_and_broadcast_loses_nothing(tmp_path: Path) -> 
         assert [x.text for x in log] == ["durable before broadcast"]
 
     run(main())
+
+
+def test_a_node_makes_small_pages_for_small_envelopes_and_large_for_waku_sizes(
+    tmp_path: Path,
+) -> None:
+    """The default sizes (~1.5 KB envelopes) get 4 KB pages: each one-message round
+    writes about nine pages to the WAL, and a typed line fsyncs them before it is sent.
+    js-waku's sizes (~46 KB envelopes) keep 16 KB pages (fewer overflow pages)."""
+    async def main() -> None:
+        for name, config in (("default", sds.Config()), ("waku", sds.Config.waku())):
+            h = await start_node(tmp_path / name, MemoryHub(), config=config)
+            await h.node.send("general", "hello")
+            await h.node.close()
+
+    run(main())
+    sizes = {}
+    for name in ("default", "waku"):
+        header = (tmp_path / name / "sdschat.db").read_bytes()[16:18]
+        sizes[name] = int.from_bytes(header, "big")
+    assert sizes == {"default": 4096, "waku": 16384}

@@ -26,6 +26,7 @@ from storage import (
     UnknownChannelError,
     event_row,
 )
+from storage.batch import existing_ids
 
 # ----------------------------------------------------------------- stand-ins for sds.events
 
@@ -429,5 +430,45 @@ def test_commit_batch_now_commits_on_the_calling_thread_only_when_the_connection
         finally:
             await store.close()
         assert store.commit_batch_now(Batch(), now_ms=9) is None  # closed
+
+    run(main)
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 8, 9, 40])
+def test_existing_ids_finds_the_stored_ones_among_few_or_many(tmp_path: Path, count: int) -> None:
+    """A round's few ids are bound as parameters, many go as one JSON array: the same
+    answer either way, in the asked channel only, duplicates and absent ids included."""
+
+    async def main() -> None:
+        store = await open_with_channel(tmp_path, "general", "other")
+        try:
+            await store.insert_messages([msg(i, i) for i in range(0, 40, 2)])  # even ids
+            await store.insert_messages([msg(i, i, channel="other") for i in range(1, 40, 2)])
+            asked = [mid(i) for i in range(count)] + [mid(0)] * (count > 0)
+            db = store._conn._conn  # type: ignore[union-attr]
+            assert existing_ids(db, "general", asked) == {mid(i) for i in range(0, count, 2)}
+            assert existing_ids(db, "other", iter(asked)) == {mid(i) for i in range(1, count, 2)}
+            assert existing_ids(db, "nowhere", asked) == set()
+        finally:
+            await store.close()
+
+    run(main)
+
+
+def test_a_batch_for_an_unknown_channel_is_refused_with_one_or_several_channels(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        store = await open_with_channel(tmp_path, "general")
+        try:
+            for channels in (["nowhere"], ["general", "nowhere"]):
+                b = Batch()
+                for i, ch in enumerate(channels):
+                    b.insert_message(msg(100 + i, 1, channel=ch))
+                with pytest.raises(UnknownChannelError, match="nowhere"):
+                    await store.commit_batch(b, now_ms=1)
+            assert await store.count_messages("general") == 0
+        finally:
+            await store.close()
 
     run(main)

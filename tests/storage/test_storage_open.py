@@ -22,7 +22,7 @@ from storage import (
     Store,
     StoreClosedError,
 )
-from storage.database import inspect_file
+from storage.database import PAGE_SIZE, SMALL_PAGE_SIZE, inspect_file
 from storage.schema import APPLICATION_ID, MIGRATIONS, migrate, schema_version
 
 CHILD_TIMEOUT_S = 30
@@ -101,6 +101,42 @@ def test_appended_migration_runs_once_and_failed_one_rolls_back(tmp_path: Path) 
         assert "edited_at" in columns
     finally:
         db.close()
+
+
+def test_a_new_file_gets_the_page_size_asked_for_and_an_existing_one_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """``Store.open(page_size=...)``: small pages for small envelopes (a node's one-message
+    transactions write whole pages to the WAL); the default stays 16 KB; a file made
+    earlier keeps the size it was made with."""
+    small, default = tmp_path / "small", tmp_path / "default"
+
+    async def body() -> None:
+        async with await open_with_channel(small) as store:  # default first: 16 KB
+            pass
+        async with await Store.open(default, page_size=SMALL_PAGE_SIZE) as store:
+            await store.join_channel("general", b"topic-general", is_public=True, now_ms=1)
+            await store.insert_messages([msg(i, i) for i in range(1, 50)])
+        async with await Store.open(small, page_size=SMALL_PAGE_SIZE) as store:
+            await store.insert_messages([msg(1, 1)])  # reopened: still 16 KB pages
+
+    run(body)
+    assert page_size_of(small / DB_FILENAME) == PAGE_SIZE == 16384
+    assert page_size_of(default / DB_FILENAME) == SMALL_PAGE_SIZE == 4096
+
+
+@pytest.mark.parametrize("page_size", [0, 1000, 256, 131072])
+def test_a_bad_page_size_is_refused_before_anything_is_created(
+    tmp_path: Path, page_size: int
+) -> None:
+    data_dir = tmp_path / "d"
+
+    async def body() -> None:
+        with pytest.raises(ValueError, match=f"power of two from 512 to 65536, not {page_size}"):
+            await Store.open(data_dir, page_size=page_size)
+
+    run(body)
+    assert not data_dir.exists()
 
 
 def test_newer_schema_is_refused_and_file_untouched(tmp_path: Path) -> None:
