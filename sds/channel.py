@@ -224,6 +224,11 @@ PARTICIPANTS_PER_RESPONSE_GROUP = 128
 #: last 256 (at 5% loss a 64-line mean fell below a third of it for 16% of members).
 LOSS_MEAN_LINES = 256
 
+#: Base windows (``repair_t_max_ms``) after which a member at scale asks for an id it
+#: misses at the latest, plus one draw of the base window
+#: (Config.repair_first_request_capped).
+FIRST_REQUEST_CAP_WINDOWS = 4
+
 #: Expected members still lacking a line at which one more copy of an answer goes out
 #: (Config.repair_answer_copies): ln 2, where someone lacks it more likely than not.
 COPY_WHEN_LACKING = 0.693
@@ -1631,7 +1636,15 @@ class Channel:
                 if info.by == ASKED:
                     return  # never at another's expense (_make_room_for)
                 self._make_room_for(info.by)
-            out.add(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi))
+            due = t_req(self.sender_id, mid, now_ms, lo, hi)
+            if cfg.repair_first_request_capped and hi > cfg.repair_t_max_ms:
+                # the stretched window spreads the lacking members' first requests so
+                # that one asks early and the others hear it; one that heard neither
+                # that request nor a copy asks after a few base windows, not up to
+                # 120 s later (Config.repair_first_request_capped)
+                due = min(due, now_ms + FIRST_REQUEST_CAP_WINDOWS * cfg.repair_t_max_ms
+                          + t_req(self.sender_id, mid, 0, lo, cfg.repair_t_max_ms))
+            out.add(info.entry, due)
 
     def _make_room_for(self, by: str) -> None:
         """The repair requests are at their cap: the sender that named the most missing

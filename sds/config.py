@@ -166,6 +166,16 @@ class Config:
     #: sim, 2,000 members, 5% loss: 4.93 deliveries per content delivery, 5.84 with
     #: one copy). ``1``: one copy per answer.
     repair_answer_copies: int = 3
+    #: SDS-R: where the window is stretched, the first request for an id comes at the
+    #: latest four base windows (``4 x repair_t_max_ms``) plus one draw of the base
+    #: window after the id was found missing. The stretched window spreads the ~``loss
+    #: x participants`` first requests so that one comes early and the others hear it
+    #: (and then ask within the base window, :attr:`repair_follow_up_base_window`);
+    #: a member that heard neither that request nor any copy of the answer waited up
+    #: to 120 s (sdschat sim, 1,000 members, 10% loss, three copies per answer: 1 of
+    #: 1,000 still lacking a line at the end of the drain). ``False``: the stretched
+    #: draw alone.
+    repair_first_request_capped: bool = True
     #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s),
     #: and the latest delay of a repair response (the original sender answers at
     #: once, others spread over ``[0, repair_t_max_ms)``), for a channel of up to

@@ -383,3 +383,27 @@ def test_lines_fetched_without_sdsr_are_not_counted_as_its_loss() -> None:
     assert ch._loss_mean == 0.0
     assert ch.stats()["repair_answer_copies"] == 0
 
+
+
+def test_at_scale_the_first_request_comes_within_a_few_base_windows() -> None:
+    """1,000 participants: first requests spread over the stretched 120 s, except that
+    none waits more than four base windows plus one draw of the base window: a member
+    that heard neither the first request nor a copy of the answer asks then (it waited
+    up to 120 s, past the sim's drain)."""
+    ch = make_channel("c", now=0)
+    _hear(ch, 999, 1_000)
+    lo, hi = ch._repair_window(1_000)
+    assert hi == CFG.repair_t_max_limit_ms
+    ids = [f"gone{i}" for i in range(200)]
+    ch.receive(msg("peer0000", "w", 10, [entry(m, None, "peer0000") for m in ids]), 1_000)
+    dues = [_request_due(ch, m) - 1_000 for m in ids]
+    cap = 4 * CFG.repair_t_max_ms
+    assert all(lo <= d < cap + CFG.repair_t_max_ms for d in dues)
+    assert sum(d < cap for d in dues) >= 20  # the early ones keep their stretched draw
+    for m, d in zip(ids, dues, strict=True):
+        stretched = t_req("c", m, 0, lo, hi)
+        assert d == min(stretched, cap + t_req("c", m, 0, lo, CFG.repair_t_max_ms))
+    off = make_channel("c", now=0, repair_first_request_capped=False)
+    _hear(off, 999, 1_000)
+    off.receive(msg("peer0000", "w", 10, [entry(m, None, "peer0000") for m in ids]), 1_000)
+    assert max(_request_due(off, m) - 1_000 for m in ids) > cap + CFG.repair_t_max_ms

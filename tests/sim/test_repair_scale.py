@@ -10,7 +10,8 @@ import sds
 from net.memnet import MemNetwork
 
 #: This round's repair rules off (bench/sim_sync_repair.py's ``prev``).
-PREV = {"repair_answer_expiry": False, "repair_answer_copies": 1}
+PREV = {"repair_answer_expiry": False, "repair_answer_copies": 1,
+        "repair_first_request_capped": False}
 
 
 def _lossy_run(n: int, cfg: sds.Config, messages: int, loss: float) -> tuple[
