@@ -362,10 +362,11 @@ class Channel:
         #: within ``repair_t_min_ms / 2`` of it are not answered (see
         #: :meth:`_on_repair_requests`). Bounded: the oldest are forgotten first.
         self._copy_seen: OrderedDict[str, int] = OrderedDict()
-        #: Content ids we hold -> (when a request for them was last heard, the gap to
-        #: the request before it when the same requester sent both, or -1, that
-        #: requester): a pending answer due after a silence is dropped
-        #: (Config.repair_answer_expiry). Bounded: the oldest are forgotten first.
+        #: Content ids we hold and will answer -> (when a request for them was last
+        #: heard, the gap to the request before it when the same requester sent both,
+        #: or -1, that requester): a pending answer due after a silence is dropped
+        #: (Config.repair_answer_expiry). Kept while an answer is pending (holders
+        #: outside the response group keep none); bounded, the oldest forgotten first.
         self._answer_asked: OrderedDict[str, tuple[int, int, str]] = OrderedDict()
         self._answers_expired = 0
         #: Content ids -> copies of our current answer sent so far (another is due:
@@ -1854,8 +1855,8 @@ class Channel:
             # a request names the id too: its answer, a copy every member hears, needs
             # no naming again (note_copy), nor does the requester's filter (it knows)
             self._note_renamed(mid)
-            if cfg.repair_answer_expiry:
-                self._note_answer_asked(mid, requester, now_ms)
+            if cfg.repair_answer_expiry and mid in self._repair_in:
+                self._note_answer_asked(mid, requester, now_ms)  # still asked for
             if budget <= 0:
                 continue  # this requester had its share of rebroadcasts for now
             seen = self._copy_seen.get(mid)
@@ -1876,6 +1877,8 @@ class Channel:
             due = t_resp(self.sender_id, original, mid, now_ms, hi)
             if self._repair_in.add(HistoryEntry(mid, None, original), due):
                 self._answer_copies.pop(mid, None)  # a new answer: its first copy
+                if cfg.repair_answer_expiry:
+                    self._note_answer_asked(mid, requester, now_ms)
                 scheduled.append(mid)
                 budget -= 1
         if unheld and cfg.repair_note_asked:
@@ -1947,8 +1950,14 @@ class Channel:
         seen = self._copy_seen
         seen[message_id] = now_ms
         seen.move_to_end(message_id)
-        if len(seen) > self.config.repair_buffer_size:
-            seen.popitem(last=False)
+        # only the quiet period counts: older entries go (oldest first; at 10,000
+        # members ~200 lines held by every member, each with an entry, were ~200 MB)
+        quiet_ms = self.config.repair_t_min_ms // 2
+        while seen:
+            oldest = next(iter(seen))
+            if now_ms - seen[oldest] < quiet_ms and len(seen) <= self.config.repair_buffer_size:
+                break
+            del seen[oldest]
 
     def _response_budget(self, requester: str, now_ms: int) -> int:
         """Rebroadcasts ``requester`` may still cause in its current window of
