@@ -164,7 +164,8 @@ class Config:
     #: left, who would ask again (a request and an answer, both to all) where one more
     #: copy does. Up to ~270 members at 5% loss one copy is sent, as before (sdschat
     #: sim, 2,000 members, 5% loss: 4.93 deliveries per content delivery, 5.84 with
-    #: one copy). ``1``: one copy per answer.
+    #: one copy, both before :attr:`repair_first_request_capped`; 4.99 with it).
+    #: ``1``: one copy per answer.
     repair_answer_copies: int = 3
     #: SDS-R: where the window is stretched, the first request for an id comes at the
     #: latest four base windows (``4 x repair_t_max_ms``) plus one draw of the base
