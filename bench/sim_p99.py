@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import calibrate, describe
-from sim_sync_repair import BEFORE, PREV
+from sim_sync_repair import profile_changes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,12 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                     "seed": o.seed, "rate": o.rate, "timings": "default",
                     "bandwidth_mbps": o.bandwidth,
                 }
-                if prof == "before":
-                    spec["protocol"] = dict(BEFORE)
-                elif prof == "prev":
-                    spec["protocol"] = dict(PREV)
-                elif prof != "default":
-                    spec["protocol"] = json.loads(prof)  # a JSON dict of changes
+                changes = profile_changes(prof)  # before, round2, prev, or JSON
+                if changes is not None:
+                    spec["protocol"] = changes
                 if prof == "default" and extra:
                     spec["protocol"] = extra
                 out = Path(tmp) / f"{n}-{len(str(prof))}-{abs(hash(prof))}"

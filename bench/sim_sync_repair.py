@@ -7,7 +7,8 @@ RSS is per process), with these protocol columns:
 * ``default``: ``sds.Config()`` as shipped;
 * ``before``: the default sizes with issue 28's changes turned off (every due sync
   sent, the sim's ``N²/64`` sync interval, every member re-naming);
-* ``prev``: the default with the second round's changes turned off (:data:`PREV`);
+* ``round2``: the default with the second round's changes turned off (:data:`ROUND2`);
+* ``prev``: the default with the third round's repair rules turned off (:data:`PREV`);
 * ``waku``: ``sds.Config.waku()`` (js-waku's sizes and fixed windows, the sim's
   ``N²/64`` interval as before).
 
@@ -46,12 +47,36 @@ BEFORE: dict[str, Any] = {
 #: interval, store-first repair) without the second's: naming syncs that wait while
 #: content flows, ids asked for by others noted as missing, follow-up requests within
 #: the base window, lacked ids named again only in runs.
-PREV: dict[str, Any] = {
+ROUND2: dict[str, Any] = {
     "sync_defer_naming": False,
     "repair_note_asked": False,
     "repair_follow_up_base_window": False,
     "sync_rename_sparingly": False,
 }
+
+#: The sds.Config changes that turn off the third round's repair rules (issue 28,
+#: the channel without a store): holders' answers dropped after a silence, more than
+#: one copy of an answer while someone likely still lacks the line, first requests
+#: within a few base windows.
+PREV: dict[str, Any] = {
+    "repair_answer_expiry": False,
+    "repair_answer_copies": 1,
+    "repair_first_request_capped": False,
+}
+
+
+def profile_changes(profile: str) -> dict[str, Any] | None:
+    """The ``protocol`` changes of a named profile (``None``: the default's own)."""
+    if profile == "before":
+        return dict(BEFORE)
+    if profile == "round2":
+        return dict(ROUND2)
+    if profile == "prev":
+        return dict(PREV)
+    if profile.startswith("{"):
+        changes: dict[str, Any] = json.loads(profile)  # a candidate: sds.Config changes
+        return changes
+    return None
 
 _CHILD = """
 import json, sys
@@ -88,12 +113,9 @@ def cell_spec(args: argparse.Namespace, n: int, profile: str) -> dict[str, Any]:
     }
     if args.drain is not None:
         spec["drain_ms"] = int(args.drain * 1000)
-    if profile == "before":
-        spec["protocol"] = dict(BEFORE)
-    elif profile == "prev":
-        spec["protocol"] = dict(PREV)
-    elif profile.startswith("{"):
-        spec["protocol"] = json.loads(profile)  # a candidate: sds.Config changes (JSON)
+    changes = profile_changes(profile)
+    if changes is not None:
+        spec["protocol"] = changes
     return spec
 
 
@@ -137,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1000])
     p.add_argument("--profiles", nargs="+", default=["before", "default", "waku"],
-                   help="before, prev, default, waku, or a JSON dict of sds.Config "
+                   help="before, round2, prev, default, waku, or a JSON dict of sds.Config "
                    "changes to the default")
     p.add_argument("--messages", type=int, default=40)
     p.add_argument("--loss", type=float, default=0.1)

@@ -222,6 +222,21 @@ SYNC_FLOOR_AT_SCALE = 1
 PARTICIPANTS_PER_RESPONSE_GROUP = 128
 
 
+#: Lines in the running mean of the share of lines that reached us only through
+#: SDS-R (Config.repair_answer_copies): the mean of the first ones, then about the
+#: last 256 (at 5% loss a 64-line mean fell below a third of it for 16% of members).
+LOSS_MEAN_LINES = 256
+
+#: Base windows (``repair_t_max_ms``) after which a member at scale asks for an id it
+#: misses at the latest, plus one draw of the base window
+#: (Config.repair_first_request_capped).
+FIRST_REQUEST_CAP_WINDOWS = 4
+
+#: Expected members still lacking a line at which one more copy of an answer goes out
+#: (Config.repair_answer_copies): ln 2, where someone lacks it more likely than not.
+COPY_WHEN_LACKING = 0.693
+
+
 def _heard_kept(cfg: Config) -> int:
     """Senders a channel remembers for its SDS-R window (see :data:`HEARD_KEPT`)."""
     per = cfg.repair_window_participants
@@ -357,6 +372,27 @@ class Channel:
         #: within ``repair_t_min_ms / 2`` of it are not answered (see
         #: :meth:`_on_repair_requests`). Bounded: the oldest are forgotten first.
         self._copy_seen: OrderedDict[str, int] = OrderedDict()
+        #: Content ids we hold and will answer -> (when a request for them was last
+        #: heard, the gap to the request before it when the same requester sent both,
+        #: or -1, that requester): a pending answer due after a silence is dropped
+        #: (Config.repair_answer_expiry). Kept while an answer is pending (holders
+        #: outside the response group keep none); bounded, the oldest forgotten first.
+        self._answer_asked: OrderedDict[str, tuple[int, int, str]] = OrderedDict()
+        self._answers_expired = 0
+        #: Content ids -> copies of our current answer sent so far (another is due:
+        #: Config.repair_answer_copies). Bounded: the oldest are forgotten first.
+        self._answer_copies: OrderedDict[str, int] = OrderedDict()
+        #: Content ids -> copies of them on the wire as far as we know, when more than
+        #: the first (duplicates received, our answers): the members still lacking
+        #: one are about ``participants x loss ** copies``. Bounded like _copy_seen.
+        self._wire_copies: OrderedDict[str, int] = OrderedDict()
+        #: Running mean of the share of delivered lines that we had noted missing
+        #: (they reached us only through repair): the channel's loss as we see it.
+        self._loss_mean = 0.0
+        self._loss_lines = 0  # lines in it so far (up to LOSS_MEAN_LINES)
+        #: Ids we miss that an SDS-R request asked for (ours or one heard): when one
+        #: arrives, SDS-R repaired it (not a store fetch). Bounded like _copy_seen.
+        self._sdsr_asked: OrderedDict[str, int] = OrderedDict()
         #: Earliest time of the next sync sent only because repair requests are due.
         self._next_repair_sync_ms = now_ms
         #: Adaptive causal history (causal_history_floor): ids logged from others
@@ -476,6 +512,8 @@ class Channel:
             "bloom_items": self._filter.count,
             "syncs_suppressed": self._syncs_suppressed,
             "syncs_deferred": self._syncs_deferred,
+            "repair_answers_expired": self._answers_expired,
+            "repair_answer_copies": len(self._answer_copies),
         }
 
     # ---------------------------------------------------------------------- send
@@ -694,6 +732,7 @@ class Channel:
             self._repair_in.remove(message_id)
             self._unwant_lost(message_id)
             self._note_copy_on_wire(message_id, now_ms)
+            self._count_wire_copy(message_id)
         if (
             sender_id == self.sender_id
             or self.config.causal_history_floor is None
@@ -1092,6 +1131,10 @@ class Channel:
 
         # Spec "Receive Message": a content message's id enters our bloom filter.
         self._filter.add(message_id)
+        # the channel's loss as we see it (Config.repair_answer_copies)
+        self._loss_lines = lines = min(self._loss_lines + 1, LOSS_MEAN_LINES)
+        repaired = self._sdsr_asked.pop(message_id, 0) and message_id in self._missing
+        self._loss_mean += (repaired - self._loss_mean) / lines
         self._content_heard_ms = now_ms
         self._sync_deadline_for_first_entry(now_ms)
         self._cache_for_repair(message_id, data)
@@ -1689,7 +1732,15 @@ class Channel:
                     return  # never at another's expense (_make_room_for)
                 if not self._make_room_for(info.by):
                     return  # still missing: the sweep and the lost timeout cover it
-            self._request(info.entry, t_req(self.sender_id, mid, now_ms, lo, hi), info.by)
+            due = t_req(self.sender_id, mid, now_ms, lo, hi)
+            if cfg.repair_first_request_capped and hi > cfg.repair_t_max_ms:
+                # the stretched window spreads the lacking members' first requests so
+                # that one asks early and the others hear it; one that heard neither
+                # that request nor a copy asks after a few base windows, not up to
+                # 120 s later (Config.repair_first_request_capped)
+                due = min(due, now_ms + FIRST_REQUEST_CAP_WINDOWS * cfg.repair_t_max_ms
+                          + t_req(self.sender_id, mid, 0, lo, cfg.repair_t_max_ms))
+            self._request(info.entry, due, info.by)
 
     def _request(self, entry: HistoryEntry, due: int, by: str) -> None:
         """Ask for ``entry`` at ``due`` (SDS-R); ``by`` named it (there is room)."""
@@ -1919,10 +1970,13 @@ class Channel:
             le = self._entries.get(mid)
             if le is None and mid not in self._repair_cache:
                 unheld.append(req)
+                self._note_sdsr_asked(mid)
                 continue
             # a request names the id too: its answer, a copy every member hears, needs
             # no naming again (note_copy), nor does the requester's filter (it knows)
             self._note_renamed(mid)
+            if cfg.repair_answer_expiry and mid in self._repair_in:
+                self._note_answer_asked(mid, requester, now_ms)  # still asked for
             if budget <= 0:
                 continue  # this requester had its share of rebroadcasts for now
             seen = self._copy_seen.get(mid)
@@ -1942,6 +1996,9 @@ class Channel:
                 continue
             due = t_resp(self.sender_id, original, mid, now_ms, hi)
             if self._repair_in.add(HistoryEntry(mid, None, original), due):
+                self._answer_copies.pop(mid, None)  # a new answer: its first copy
+                if cfg.repair_answer_expiry:
+                    self._note_answer_asked(mid, requester, now_ms)
                 scheduled.append(mid)
                 budget -= 1
         if unheld and cfg.repair_note_asked:
@@ -1978,6 +2035,34 @@ class Channel:
             for mid in ids:  # asked for already: ours is a follow-up
                 self._repair_out.reschedule(mid, now_ms + t_req(self.sender_id, mid, 0, *follow))
 
+    def _note_answer_asked(self, message_id: str, requester: str, now_ms: int) -> None:
+        """A request for ``message_id`` (which we hold) was heard now: the silence
+        after it times our pending answer (Config.repair_answer_expiry)."""
+        asked = self._answer_asked
+        before = asked.pop(message_id, None)
+        gap = -1
+        if before is not None and before[2] == requester:
+            gap = now_ms - before[0]
+        asked[message_id] = (now_ms, gap, requester)
+        if len(asked) > 2 * self.config.repair_buffer_size:
+            asked.popitem(last=False)
+
+    def _answer_expired(self, message_id: str, now_ms: int) -> bool:
+        """Config.repair_answer_expiry: whether our answer for ``message_id``, due now,
+        follows a silence in which a requester still lacking it would have asked
+        again (only where the response window is stretched: its spread exceeds the
+        base window, so late holders answer long after the first answer)."""
+        cfg = self.config
+        asked = self._answer_asked.pop(message_id, None)
+        if not cfg.repair_answer_expiry or asked is None:
+            return False
+        last, gap, _ = asked
+        silence = max(cfg.repair_t_min_ms + cfg.repair_t_max_ms, 2 * gap)
+        if now_ms - last <= silence:
+            return False
+        _, hi = self._repair_window(now_ms)
+        return hi > cfg.repair_t_max_ms
+
     def _note_copy_on_wire(self, message_id: str, now_ms: int) -> None:
         """A copy of content message ``message_id`` we hold was just broadcast (one
         reached us again, or we rebroadcast it): requests for it are not answered for
@@ -1985,8 +2070,14 @@ class Channel:
         seen = self._copy_seen
         seen[message_id] = now_ms
         seen.move_to_end(message_id)
-        if len(seen) > self.config.repair_buffer_size:
-            seen.popitem(last=False)
+        # only the quiet period counts: older entries go (oldest first; at 10,000
+        # members ~200 lines held by every member, each with an entry, were ~200 MB)
+        quiet_ms = self.config.repair_t_min_ms // 2
+        while seen:
+            oldest = next(iter(seen))
+            if now_ms - seen[oldest] < quiet_ms and len(seen) <= self.config.repair_buffer_size:
+                break
+            del seen[oldest]
 
     def _response_budget(self, requester: str, now_ms: int) -> int:
         """Rebroadcasts ``requester`` may still cause in its current window of
@@ -2033,6 +2124,8 @@ class Channel:
             return max(spread, min(age // 2, 4 * hi, cfg.repair_t_max_limit_ms))
 
         out = self._repair_out.take_due(now_ms, limit, retry)
+        for e in out:
+            self._note_sdsr_asked(e.message_id)
         if len(out) < limit and self._lost_wanted:
             again = self._lost_wanted.take_due(now_ms, limit - len(out), self._lost_retry_ms)
             if again:
@@ -2201,6 +2294,10 @@ class Channel:
             return
         for entry in self._repair_in.take_due(now_ms):
             mid = entry.message_id
+            if self._answer_expired(mid, now_ms):
+                # nobody asked again: a copy reached the requesters, and we missed it
+                self._answers_expired += 1
+                continue
             # (noted before the bytes are at hand: the same whether they come from
             # the cache or from storage through RepairDataNeeded)
             self._note_copy_on_wire(mid, now_ms)
@@ -2210,6 +2307,49 @@ class Channel:
                 continue
             self._datagrams.append(Datagram(data, "repair", mid))
             self._events.append(RepairSent(self.channel_id, mid, entry.sender_id or ""))
+            self._count_wire_copy(mid)
+            self._copy_again(entry, now_ms)
+
+    def _copy_wanted(self, mid: str, copies: int, on_wire: int, now_ms: int) -> bool:
+        """Whether one more copy of ``mid`` (``copies`` of ours sent, at least
+        ``on_wire`` on the wire) is due: fewer than ``repair_answer_copies``, at scale,
+        and someone more likely than not still lacks it."""
+        cfg = self.config
+        if copies >= cfg.repair_answer_copies or not self._loss_mean:
+            return False
+        if not self._at_scale(now_ms):
+            return False
+        on_wire = max(on_wire, self._wire_copies.get(mid, 1))
+        return self._participants(now_ms) * self._loss_mean ** on_wire >= COPY_WHEN_LACKING
+
+    def _note_sdsr_asked(self, message_id: str) -> None:
+        asked = self._sdsr_asked
+        asked[message_id] = 1
+        asked.move_to_end(message_id)
+        if len(asked) > self.config.repair_buffer_size:
+            asked.popitem(last=False)
+
+    def _count_wire_copy(self, message_id: str) -> None:
+        """One more copy of ``message_id`` (which we hold) was on the wire."""
+        copies = self._wire_copies
+        copies[message_id] = copies.pop(message_id, 1) + 1
+        if len(copies) > self.config.repair_buffer_size:
+            copies.popitem(last=False)
+
+    def _copy_again(self, entry: HistoryEntry, now_ms: int) -> None:
+        """Config.repair_answer_copies: after a copy of our answer, another goes out
+        ``repair_t_min_ms / 2`` later (cancelled by any copy seen meanwhile) while
+        someone more likely than not still lacks the line."""
+        cfg = self.config
+        mid = entry.message_id
+        copies = self._answer_copies.pop(mid, 0) + 1
+        if not self._copy_wanted(mid, copies, copies + 1, now_ms):
+            return
+        if self._repair_in.add(entry, now_ms + max(1, cfg.repair_t_min_ms // 2)):
+            copied = self._answer_copies
+            copied[mid] = copies
+            if len(copied) > cfg.repair_buffer_size:
+                copied.popitem(last=False)
 
     def _run_lost(self, now_ms: int) -> None:
         """Spec "Periodic Incoming Buffer Sweep": dependencies missing too long are lost."""

@@ -261,7 +261,9 @@ def test_response_groups_exclude_non_members() -> None:
     outcomes = {}
     for i in range(12):
         me = f"holder{i}"
-        ch = make_channel(me, now=0, repair_response_groups=g)
+        # (one request, never repeated: without the expiry of answers after a silence,
+        # tested in test_repair_windows.py, which a stretched window would apply)
+        ch = make_channel(me, now=0, repair_response_groups=g, repair_answer_expiry=False)
         ch.receive(msg("a", "m1", 10), 100)
         ch.receive(msg("c", "req", 20, content=None, repair=[entry("m1", None, "a")]), 200)
         scheduled = of(ch.events(), sds.RepairRequestReceived)[0].scheduled

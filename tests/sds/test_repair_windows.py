@@ -222,3 +222,188 @@ def test_after_a_request_round_those_still_lacking_ask_again_within_the_base_win
             assert _request_due(ch, mid) < due + base_hi
         else:
             assert _request_due(ch, mid) == t_req("c", mid, 2_000, lo, hi)
+
+
+# ------------------------------------- answers after a silence (issue 28, no store)
+
+
+def _holder_at_scale(**changes: object) -> tuple[sds.Channel, str, int, int]:
+    """A holder in a channel of 100 (answers spread over a 50 s T_max) holding a line
+    whose answer offset lies well past the silence bound; returns it, the id, the
+    offset and the stretched T_max."""
+    ch = make_channel("c", now=0, **changes)
+    _hear(ch, 99, 1_000)
+    _, hi = ch._repair_window(1_000)
+    assert hi == 10 * CFG.repair_t_max_ms
+    bound = CFG.repair_t_min_ms + CFG.repair_t_max_ms
+    mid, offset = next(
+        (m, o) for m in (f"held{i}" for i in range(1_000))
+        if 3 * bound < (o := t_resp("c", "peer0001", m, 0, hi)) < hi - 10_000
+    )
+    ch.receive(msg("peer0001", mid, 20), 1_000)
+    ch.events()
+    return ch, mid, offset, hi
+
+
+def _ask(ch: sds.Channel, who: str, mid: str, at: int) -> None:
+    ch.receive(msg(who, f"rq-{who}-{at}", 30, content=None,
+                   repair=[entry(mid, None, "peer0001")]), at)
+    ch.events()
+
+
+def _answered(ch: sds.Channel, until: int) -> list[str]:
+    _, grams = run_timers(ch, until)
+    return [g.message_id for g in grams if g.kind == "repair"]
+
+
+def test_at_scale_an_answer_due_after_a_silence_is_dropped() -> None:
+    """A holder whose answer is due long after the request, with no request heard since,
+    missed the copy that answered it (a requester still lacking the line asks again
+    within the base window): it stays quiet. Before, every such holder rebroadcast to the
+    whole channel unasked (sdschat sim, 2,000 members, 5% loss: one per message)."""
+    ch, mid, offset, _ = _holder_at_scale()
+    _ask(ch, "peer0002", mid, 2_000)
+    assert _answered(ch, 2_000 + offset) == []
+    assert ch.stats()["repair_answers_expired"] == 1
+    # with the rule off, the holder answers at its T_resp
+    off, mid, offset, _ = _holder_at_scale(repair_answer_expiry=False)
+    _ask(off, "peer0002", mid, 2_000)
+    assert _answered(off, 2_000 + offset) == [mid]
+
+
+def test_at_scale_an_answer_still_asked_for_goes_out() -> None:
+    """Requests that keep coming (other requesters within the base window, or one
+    requester whose retries back off) keep the answer due: the author may be gone."""
+    ch, mid, offset, _ = _holder_at_scale()
+    step = CFG.repair_t_max_ms  # follow-ups come within the base window
+    for k, at in enumerate(range(2_000, 2_000 + offset, step)):
+        _ask(ch, f"peer{3 + k % 50:04d}", mid, at)
+    assert _answered(ch, 2_000 + offset) == [mid]
+    # one requester alone, retrying after ever longer gaps: twice its last gap is allowed
+    ch, mid, offset, _ = _holder_at_scale()
+    first, second = 2_000, 2_000 + offset // 2
+    _ask(ch, "peer0002", mid, first)
+    _ask(ch, "peer0002", mid, second)
+    assert 2_000 + offset - second <= 2 * (second - first)
+    assert _answered(ch, 2_000 + offset) == [mid]
+    # after a dropped answer, a requester still lacking the line asks again: answered
+    ch, mid, offset, _ = _holder_at_scale()
+    _ask(ch, "peer0002", mid, 2_000)
+    assert _answered(ch, 2_000 + offset) == []
+    again = 3_000 + offset
+    _ask(ch, "peer0002", mid, again)
+    _ask(ch, "peer0002", mid, again + offset // 2)
+    assert _answered(ch, again + offset) == [mid]
+
+
+# ------------------------------------- copies of an answer (issue 28, no store)
+
+
+def _answering_author(peers: int, missed_every: int) -> tuple[sds.Channel, bytes, str]:
+    """An author that heard ``peers`` others and had every ``missed_every``-th of 20
+    lines reach it only through SDS-R (named, asked for, then arrived): its loss as it
+    sees it."""
+    ch = make_channel("c", now=0)
+    _hear(ch, peers, 1_000)
+    for i in range(20):
+        line = msg("peer0000", f"l{i}", 100 + i)
+        if i % missed_every == 0:  # named first (missing), asked for, then arrives
+            ch.receive(msg("peer0001", f"n{i}", 100 + i, [entry(f"l{i}", None, "peer0000")],
+                           content=None), 1_100 + i)
+            ch.receive(msg("peer0002", f"r{i}", 100 + i, content=None,
+                           repair=[entry(f"l{i}", None, "peer0000")]), 1_100 + i)
+        ch.receive(line, 1_100 + i)
+    data = ch.send(b"mine", 2_000)
+    ch.events()
+    ch.datagrams_to_send()
+    return ch, data, sds.decode(data).message_id
+
+
+def _request(ch: sds.Channel, mid: str, at: int) -> None:
+    ch.receive(msg("peer0002", f"rq{at}", 300, content=None,
+                   repair=[entry(mid, None, "c")]), at)
+    ch.events()
+
+
+def test_at_scale_an_answer_is_copied_again_while_someone_likely_lacks_it() -> None:
+    """200 participants, a fifth of the lines repaired by SDS-R: one answer leaves ~200 x 0.2² = 8
+    members lacking the line, the second ~1.6: copies go out repair_t_min_ms / 2 apart,
+    at most repair_answer_copies (3). With the rule off (1 copy), or in a channel of
+    five, one copy."""
+    ch, _, mid = _answering_author(199, 5)
+    assert abs(ch._loss_mean - 0.2) < 1e-9
+    _request(ch, mid, 3_000)
+    _, grams = run_timers(ch, 3_000 + 10 * CFG.repair_t_max_ms)
+    assert [g.message_id for g in grams if g.kind == "repair"] == [mid] * 3
+    assert CFG.repair_answer_copies == 3
+    for small, changes in ((4, {}), (199, {"repair_answer_copies": 1})):
+        ch, _, mid = _answering_author(small, 5)
+        if changes:
+            ch.config = ch.config.with_changes(**changes)  # type: ignore[misc]
+        _request(ch, mid, 3_000)
+        _, grams = run_timers(ch, 3_000 + 10 * CFG.repair_t_max_ms)
+        assert [g.message_id for g in grams if g.kind == "repair"] == [mid]
+    # 5% loss (one line in 20) at 200: 200 x 0.05² = 0.5 lacking after one copy
+    ch, _, mid = _answering_author(199, 20)
+    _request(ch, mid, 3_000)
+    _, grams = run_timers(ch, 3_000 + 10 * CFG.repair_t_max_ms)
+    assert [g.message_id for g in grams if g.kind == "repair"] == [mid]
+
+
+def test_a_copy_seen_cancels_the_next_copy_of_an_answer() -> None:
+    """Another holder's copy of the line (here right after ours) reached the lacking
+    members as well: no further copy of ours."""
+    ch, _, _ = _answering_author(199, 5)
+    _, hi = ch._repair_window(3_000)
+    mid, offset = next((m, o) for m in (f"held{i}" for i in range(1_000))
+                       if (o := t_resp("c", "peer0003", m, 0, hi)) < CFG.repair_t_max_ms)
+    line = msg("peer0003", mid, 150)
+    ch.receive(line, 2_500)
+    ch.events()
+    ch.receive(msg("peer0002", "rq", 300, content=None,
+                   repair=[entry(mid, None, "peer0003")]), 3_000)
+    ch.events()
+    _, grams = run_timers(ch, 3_000 + offset)
+    assert [g.message_id for g in grams if g.kind == "repair"] == [mid]
+    ch.receive(line, 3_000 + offset + 10)  # another holder's answer: a copy on the wire
+    ch.events()
+    _, grams = run_timers(ch, 3_000 + 10 * CFG.repair_t_max_ms)
+    assert [g for g in grams if g.kind == "repair"] == []
+
+
+def test_lines_fetched_without_sdsr_are_not_counted_as_its_loss() -> None:
+    """A line missing for a moment and then fetched from a store (no SDS-R request
+    made or heard) is not SDS-R's loss: no copies of answers with a store."""
+    ch = make_channel("c", now=0)
+    _hear(ch, 199, 1_000)
+    for i in range(20):
+        ch.receive(msg("peer0001", f"n{i}", 100 + i, [entry(f"l{i}", None, "peer0000")],
+                       content=None), 1_100 + i)
+        ch.receive(msg("peer0000", f"l{i}", 100 + i), 1_100 + i)
+    assert ch._loss_mean == 0.0
+    assert ch.stats()["repair_answer_copies"] == 0
+
+
+
+def test_at_scale_the_first_request_comes_within_a_few_base_windows() -> None:
+    """1,000 participants: first requests spread over the stretched 120 s, except that
+    none waits more than four base windows plus one draw of the base window: a member
+    that heard neither the first request nor a copy of the answer asks then (it waited
+    up to 120 s, past the sim's drain)."""
+    ch = make_channel("c", now=0)
+    _hear(ch, 999, 1_000)
+    lo, hi = ch._repair_window(1_000)
+    assert hi == CFG.repair_t_max_limit_ms
+    ids = [f"gone{i}" for i in range(200)]
+    ch.receive(msg("peer0000", "w", 10, [entry(m, None, "peer0000") for m in ids]), 1_000)
+    dues = [_request_due(ch, m) - 1_000 for m in ids]
+    cap = 4 * CFG.repair_t_max_ms
+    assert all(lo <= d < cap + CFG.repair_t_max_ms for d in dues)
+    assert sum(d < cap for d in dues) >= 20  # the early ones keep their stretched draw
+    for m, d in zip(ids, dues, strict=True):
+        stretched = t_req("c", m, 0, lo, hi)
+        assert d == min(stretched, cap + t_req("c", m, 0, lo, CFG.repair_t_max_ms))
+    off = make_channel("c", now=0, repair_first_request_capped=False)
+    _hear(off, 999, 1_000)
+    off.receive(msg("peer0000", "w", 10, [entry(m, None, "peer0000") for m in ids]), 1_000)
+    assert max(_request_due(off, m) - 1_000 for m in ids) > cap + CFG.repair_t_max_ms
