@@ -256,6 +256,22 @@ def test_an_envelope_that_fails_inside_the_round_costs_only_itself(tmp_path: Pat
     run(main())
 
 
+def signed_envelope(
+    who: Identity, text: str, history: tuple[str, ...], lamport: int
+) -> tuple[bytes, str]:
+    """A content envelope of ``general`` signed by ``who`` (a js-waku id: verifiable)
+    naming ``history``; and its message id."""
+    content = encode_content(text, "mallory")
+    mid = hashlib.sha256(content).hexdigest()
+    pb = sds_pb2.SdsMessage(
+        sender_id=who.sender_id, message_id=mid, channel_id="general",
+        lamport_timestamp=lamport, content=content,
+    )
+    for h in history:
+        pb.causal_history.add(message_id=h)
+    return seal(pb.SerializeToString(), who, key("general")), mid
+
+
 def sds_id(channel: str, sender_id: str, lamport: int, content: bytes, n: int) -> str:
     """The verifiable sdschat id of a hand-made message (nonce ``n``): nodes check ids."""
     return message_id_for(channel, sender_id, lamport, content, n.to_bytes(8, "big"))
@@ -312,19 +328,8 @@ def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path
             mallory = Identity.generate()
             now = wall_ms()
 
-            def envelope(text: str, history: tuple[str, ...], lamport: int) -> tuple[bytes, str]:
-                content = encode_content(text, "mallory")
-                mid = hashlib.sha256(content).hexdigest()
-                pb = sds_pb2.SdsMessage(
-                    sender_id=mallory.sender_id, message_id=mid, channel_id="general",
-                    lamport_timestamp=lamport, content=content,
-                )
-                for h in history:
-                    pb.causal_history.add(message_id=h)
-                return seal(pb.SerializeToString(), mallory, key("general")), mid
-
-            late_env, late_id = envelope("late", (), now)
-            waiting_env, _ = envelope("waits for it", (late_id,), now + 1)
+            late_env, late_id = signed_envelope(mallory, "late", (), now)
+            waiting_env, _ = signed_envelope(mallory, "waits for it", (late_id,), now + 1)
             await b.node._on_envelope(waiting_env)
             await wait_until(lambda: b.texts() == ["waits for it"], 15, "given up")
             assert [e for e in b.events if type(e).__name__ == "Lost"]
@@ -362,22 +367,11 @@ def test_a_message_pushed_out_of_the_incoming_buffer_is_taken_again(tmp_path: Pa
             mallory = Identity.generate()
             now = wall_ms()
 
-            def envelope(text: str, history: tuple[str, ...], lamport: int) -> tuple[bytes, str]:
-                content = encode_content(text, "mallory")
-                mid = hashlib.sha256(content).hexdigest()
-                pb = sds_pb2.SdsMessage(
-                    sender_id=mallory.sender_id, message_id=mid, channel_id="general",
-                    lamport_timestamp=lamport, content=content,
-                )
-                for h in history:
-                    pb.causal_history.add(message_id=h)
-                return seal(pb.SerializeToString(), mallory, key("general")), mid
-
-            root_env, root = envelope("root", (), now)
-            first_env, first = envelope("first", (root,), now + 1)
+            root_env, root = signed_envelope(mallory, "root", (), now)
+            first_env, first = signed_envelope(mallory, "first", (root,), now + 1)
             await b.node._on_envelope(first_env)
             for i in range(3):  # three more waiting messages: "first" is pushed out
-                env, _ = envelope(f"later {i}", (root, first), now + 2 + i)
+                env, _ = signed_envelope(mallory, f"later {i}", (root, first), now + 2 + i)
                 await b.node._on_envelope(env)
             await wait_until(lambda: b.node.counters["dropped_incoming_buffer_full"] >= 1,
                              15, "pushed out")
