@@ -119,11 +119,18 @@ def test_kill_9_mid_burst_loses_nothing_and_duplicates_nothing(tmp_path: Path) -
 
         for p in (b, carol):
             p.wait_for(lambda p=p: expected <= texts(p), 60, "every confirmed line")
-        a2.wait_for(
-            lambda: {f"carol meanwhile {i}" for i in range(10)} <= texts(a2),
-            60,
-            "carol's messages at restarted alice",
-        )
+        meanwhile = {f"carol meanwhile {i}" for i in range(10)}
+        try:
+            a2.wait_for(lambda: meanwhile <= texts(a2), 60, "carol's messages at restarted alice")
+        except AssertionError as exc:  # say how far it got (a rare failure, not reproduced)
+            kinds = Counter(e.get("event") for e in a2.snapshot())
+            carol_ids = {e["message_id"] for e in carol.select("own", state="logged")
+                         if e["text"] in meanwhile}
+            named = {m for e in a2.select("missing") for m in e.get("ids") or ()}
+            raise AssertionError(
+                f"{exc}\nat alice-2: {len(meanwhile & texts(a2))}/10 of carol's lines; "
+                f"{len(carol_ids & named)}/10 noticed missing; events {dict(kinds)}"
+            ) from None
         # let resends/repairs settle, then check exactly-once everywhere
         for p in (a2, b, carol):
             p.wait_for(lambda p=p: not _unacked(p), 60, "own messages acknowledged")
