@@ -101,6 +101,10 @@ async def test_find_as_you_type_highlights_and_steps_through_the_stored_history(
 async def test_search_all_channels_lists_channel_author_time_and_jumps(tmp_path: Path) -> None:
     async with alice_and_bob(tmp_path, channels=("general", "random")) as (app, pilot, bob):
         await bob.say("deploy on friday", channel="random")
+        # newest first across channels is by each channel's Lamport time: two lines said
+        # within the same millisecond in two channels can carry the same one (the order
+        # is then the ids'), so the next line is said once this one has arrived
+        await wait_until(lambda: app.model.channels["random"].unread == 1, what="the first")
         await bob.say("the deploy is green", channel="general")
         await bob.say("unrelated", channel="random")
         await wait_until(lambda: "the deploy is green" in screen_text(app), what="lines")
