@@ -1202,9 +1202,16 @@ class Channel:
             )
 
     def _drop(
-        self, message_id: str | None, sender_id: str | None, reason: DropReason, detail: str = ""
+        self,
+        message_id: str | None,
+        sender_id: str | None,
+        reason: DropReason,
+        detail: str = "",
+        retrieval_hint: bytes | None = None,
     ) -> None:
-        self._events.append(MessageDropped(self.channel_id, message_id, sender_id, reason, detail))
+        self._events.append(
+            MessageDropped(self.channel_id, message_id, sender_id, reason, detail, retrieval_hint)
+        )
 
     # -------------------------------------------------------------- ack review
 
@@ -1484,12 +1491,8 @@ class Channel:
         mid = info.entry.message_id
         old = self._out_by.get(mid)
         if old is not None and old != by:
-            ids = self._out_of[old]
-            del ids[mid]
-            if not ids:
-                del self._out_of[old]
-            self._out_by[mid] = by
-            self._out_of.setdefault(by, OrderedDict())[mid] = None
+            self._unfile_request(mid)
+            self._file_request(mid, by)
 
     def _pop_missing(self, mid: str) -> _Missing | None:
         info = self._missing.pop(mid, None)
@@ -1584,8 +1587,8 @@ class Channel:
         if mid in wanted:
             return
         if len(wanted) >= wanted.max_size:
-            of, missing_by = self._lost_of, self._missing_by
-            top = max(of, key=lambda b: len(of[b]) + missing_by.get(b, 0))
+            of = self._lost_of
+            top = max(of, key=lambda b: self._namer_cost(of, b))
             self._unwant_lost(next(iter(of[top])))
         if due is None:
             lo, hi = self._repair_window(now_ms)
@@ -1745,21 +1748,28 @@ class Channel:
     def _request(self, entry: HistoryEntry, due: int, by: str) -> None:
         """Ask for ``entry`` at ``due`` (SDS-R); ``by`` named it (there is room)."""
         if self._repair_out.add(entry, due):
-            mid = entry.message_id
-            self._out_by[mid] = by
-            self._out_of.setdefault(by, OrderedDict())[mid] = None
+            self._file_request(entry.message_id, by)
 
     def _unrequest(self, mid: str) -> bool:
         """Cancel the SDS-R request for ``mid``; whether there was one."""
         if not self._repair_out.remove(mid):
             return False
+        self._unfile_request(mid)
+        return True
+
+    def _file_request(self, mid: str, by: str) -> None:
+        """Count the request for ``mid`` as ``by``'s (``_out_by``, ``_out_of``)."""
+        self._out_by[mid] = by
+        self._out_of.setdefault(by, OrderedDict())[mid] = None
+
+    def _unfile_request(self, mid: str) -> None:
+        """Undo :meth:`_file_request` for ``mid``."""
         by = self._out_by.pop(mid, None)
         if by is not None:
             ids = self._out_of[by]
             del ids[mid]
             if not ids:
                 del self._out_of[by]
-        return True
 
     def _make_room_for(self, by: str) -> bool:
         """The repair requests are at their cap: the namer with the most requests (if
@@ -1775,15 +1785,16 @@ class Channel:
             # ids known only from others' requests (Config.repair_note_asked) give way
             # first: those requesters ask for them already
             return self._unrequest(next(iter(of[ASKED])))
-        missing_by = self._missing_by
-
-        def cost(b: str) -> int:
-            return len(of.get(b, ())) + missing_by.get(b, 0)
-
-        top = max(of, key=cost, default=None)
-        if top is None or top == by or cost(top) <= cost(by):
+        top = max(of, key=lambda b: self._namer_cost(of, b), default=None)
+        if top is None or top == by or self._namer_cost(of, top) <= self._namer_cost(of, by):
             return False
         return self._unrequest(next(iter(of[top])))
+
+    def _namer_cost(self, held: dict[str, OrderedDict[str, None]], by: str) -> int:
+        """What namer ``by`` costs us at a cap: its entries in ``held`` (requests, or
+        wanted lost ids) plus the ids it named that are still missing."""
+        ids = held.get(by)
+        return (len(ids) if ids is not None else 0) + self._missing_by.get(by, 0)
 
     def _push_lost(self, due: int, mid: str) -> None:
         """Push a lost deadline ``due`` in recovery time."""
@@ -1801,10 +1812,8 @@ class Channel:
                 info = self._missing.get(mid)
                 if info is not None:
                     info.waiting.discard(old_id)
-            self._events.append(MessageDropped(
-                self.channel_id, old_id, old.sender_id, DropReason.INCOMING_BUFFER_FULL,
-                retrieval_hint=old.retrieval_hint,
-            ))
+            self._drop(old_id, old.sender_id, DropReason.INCOMING_BUFFER_FULL,
+                       retrieval_hint=old.retrieval_hint)
             evicted = self._missing.get(old_id)
             if evicted is not None:
                 # Others wait for it: it is missing again, from now on.
@@ -2195,12 +2204,7 @@ class Channel:
         if heap and self._paused_at is None:
             # stale heads (resolved, or moved to a new deadline) are no work: a restored
             # channel rebuilds the heap without them and must wake at the same times
-            missing, timeout = self._missing, self.config.lost_timeout_ms
-            while heap:
-                due, mid = heap[0]
-                info = missing.get(mid)
-                if info is not None and info.noticed_ms + timeout == due:
-                    break
+            while heap and not self._lost_due_live(*heap[0]):
                 heapq.heappop(heap)
             if heap:  # recovery time -> wall time (no lost timeout runs while paused)
                 candidates.append(heap[0][0] + self._paused_total)
@@ -2360,9 +2364,9 @@ class Channel:
         rec = self._recovery_ms(now_ms)
         while heap and heap[0][0] <= rec:
             due, mid = heapq.heappop(heap)
-            info = self._missing.get(mid)
-            if info is None or info.noticed_ms + timeout != due:
+            if not self._lost_due_live(due, mid):
                 continue
+            info = self._missing[mid]
             if mid in self._incoming and not self._in_cycle(mid):
                 # it arrived and waits for something still missing, whose own timer
                 # decides; look again one lost timeout later (a cycle may form behind it)
@@ -2375,6 +2379,12 @@ class Channel:
                 (i.noticed_ms + timeout, m) for m, i in self._missing.items()
             ]
             heapq.heapify(self._lost_heap)
+
+    def _lost_due_live(self, due: int, mid: str) -> bool:
+        """Whether lost deadline ``due`` of ``mid`` still stands (the id is missing and
+        this is its deadline, not one it was moved from)."""
+        info = self._missing.get(mid)
+        return info is not None and info.noticed_ms + self.config.lost_timeout_ms == due
 
     def _in_cycle(self, mid: str) -> bool:
         """Whether buffered ``mid`` waits, through buffered messages only, for nothing
@@ -2729,9 +2739,7 @@ class Channel:
             ch._repair_out.restore(ent, due(int(row[1]), repair_longest), bool(row[2]))
             known = ch._missing.get(ent.message_id)
             fallback = known.by if known is not None else ASKED  # saved before it was kept
-            by = str(row[3]) if len(row) > 3 else fallback
-            ch._out_by[ent.message_id] = by
-            ch._out_of.setdefault(by, OrderedDict())[ent.message_id] = None
+            ch._file_request(ent.message_id, str(row[3]) if len(row) > 3 else fallback)
         for e, at, req in d["repair_in"]:
             ch._repair_in.restore(entry(e), due(int(at), repair_longest), bool(req))
         if "lost_wanted" in d:
