@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from sds_helpers import msg
 
 import sds
@@ -27,7 +28,11 @@ CFG = sds.Config().with_changes(
 
 
 class _LossyNet:
-    """Broadcast between honest channels with independent loss per delivery."""
+    """Broadcast between honest channels with independent loss per delivery.
+
+    A holder answers ``RepairDataNeeded`` with the message's bytes, as the node does
+    from its database: the core's own repair cache holds only the latest messages.
+    """
 
     def __init__(self, channels: list[sds.Channel], loss: float, seed: int) -> None:
         self.channels = channels
@@ -35,14 +40,20 @@ class _LossyNet:
         self.rng = random.Random(seed)
         self.now = NOW
         self.delivered: dict[tuple[str, str], int] = {}  # (receiver, id) -> time
+        self.stored: dict[str, bytes] = {}  # content message id -> its bytes
 
     def _collect(self, ch: sds.Channel) -> list[bytes]:
         for ev in ch.events():
             if isinstance(ev, sds.MessageDelivered):
                 self.delivered[(ch.sender_id, ev.message_id)] = self.now
+            elif isinstance(ev, sds.RepairDataNeeded) and ch.has_message(ev.message_id):
+                ch.supply_repair_data(ev.message_id, self.stored[ev.message_id], self.now)
         return [d.data for d in ch.datagrams_to_send()]
 
     def broadcast(self, src: sds.Channel | None, data: bytes) -> None:
+        m = sds.decode(data)
+        if m.content is not None and m.lamport_timestamp is not None:
+            self.stored.setdefault(m.message_id, data)
         queue = [(src, data)]
         while queue:
             s, d = queue.pop()
@@ -97,22 +108,41 @@ def _honest_delivery_s(
     return sorted(out)
 
 
-def test_fresh_identities_naming_invented_ids_do_not_hold_up_honest_lines() -> None:
+def _quiet_and_hostile(identities: int) -> tuple[list[float], list[list[float]]]:
+    quiet: list[float] = []
+    hostile = []
+    for seed in (1, 2, 3, 4):
+        quiet += _honest_delivery_s(0, CFG, seed=seed)
+        hostile.append(_honest_delivery_s(identities, CFG, seed=seed))
+    return sorted(quiet), hostile
+
+
+@pytest.mark.parametrize("identities", [30, 100])
+def test_fresh_identities_naming_invented_ids_do_not_hold_up_honest_lines(identities: int) -> None:
     """30 identities naming 100 invented ids each every 2 s (3,000 outstanding against
-    caps of 1,000 missing ids and 100 repair requests) beside one honest member typing
-    a line a second at 30% loss, with four loss patterns: every line reaches bob
-    within the run, about as fast as in the same channel without the identities.
+    caps of 1,000 missing ids and 100 repair requests), and 100 (ten times the cap),
+    beside one honest member typing a line a second at 30% loss, with four loss
+    patterns: every line reaches bob within the run, half of them about as fast as in
+    the same channel without the identities.
+
     Before the budgets were shared per sender, the caps let the invented ids crowd
     out the honest ones: 14 of 40 lines never arrived. Before a message of such an
     identity named by another member released what it waits for after three repair
     rounds (``Channel._vouch``) and the requests kept each namer's share, three of
     eight loss patterns delivered none of the 40: alice's lines named such a message,
-    which waited for the lost timeout (5 minutes) on ids nobody has."""
+    which waited for the lost timeout (5 minutes) on ids nobody has. With 100
+    identities alice's lines still named the messages she took once their ids were
+    declared lost, and bob waited for each one he lacked (asked for it, then for the
+    ids it names) behind the requests of a hundred namers: 54 of 640 line-deliveries
+    were missing after 70 s over 16 loss patterns, 22 of 40 in the third of these
+    four. Such messages are not named by lines now (``Channel._withhold``); and the
+    cap on missing ids, which took one id from each of the hundred in a single pass
+    and went on to alice's, levels them one id at a time."""
     quiet: list[float] = []
     hostile: list[float] = []
     for seed in (1, 2, 3, 4):
         quiet += _honest_delivery_s(0, CFG, seed=seed)
-        got = _honest_delivery_s(30, CFG, seed=seed)
+        got = _honest_delivery_s(identities, CFG, seed=seed)
         assert got[-1] < 30, (seed, got)  # none lost or held
         hostile += got
     quiet.sort()
