@@ -15,8 +15,18 @@ p95) of a (member, message) pair into:
 Also counted per late pair: whether the member asked itself, and how many requests
 for the message went out in the channel before the pair was delivered.
 
+With ``--timeline K``, the repair rounds of the K lines that held back the most late
+pairs (the dependency a late pair waited for longest): from the line's send, each
+request (who asked), each answer sent and each answer a holder dropped after a
+silence (``Config.repair_answer_expiry``, recorded in the child process), with the
+members still lacking the line at that moment, and when the first requests of the
+members that found it missing were due (the earliest, and how many were due within
+the first 5 s); then, over every line a member lacked, the time from the first
+notice to the channel's first request (the line's first-request delay).
+
     .venv/bin/python bench/sim_p99.py            # 1,000 members, 40 messages, 10% loss
     .venv/bin/python bench/sim_p99.py --sizes 300 --seed 1
+    .venv/bin/python bench/sim_p99.py --profiles prev default --timeline 3
 """
 
 from __future__ import annotations
@@ -40,9 +50,27 @@ ROOT = Path(__file__).resolve().parents[1]
 _CHILD = """
 import json, sys
 sys.path.insert(0, {root!r})
+import sds.channel as channel
 from app.sim import SimSpec, run_sim
+expired, due = [], []
+answer_expired = channel.Channel._answer_expired
+schedule_missing = channel.Channel._schedule_missing
+def _answer_expired(self, mid, now):  # record the answers dropped after a silence
+    gone = answer_expired(self, mid, now)
+    if gone:
+        expired.append((self.sender_id, mid, now))
+    return gone
+def _schedule_missing(self, info, now):  # record when each first request is due
+    schedule_missing(self, info, now)
+    item = self._repair_out._items.get(info.entry.message_id)
+    if item is not None:
+        due.append((self.sender_id, info.entry.message_id, now, item.due_ms))
+channel.Channel._answer_expired = _answer_expired
+channel.Channel._schedule_missing = _schedule_missing
 spec = SimSpec(**json.loads({spec!r}))
 r = run_sim(spec, {out!r}, force=True)
+with open({out!r} + "/repair_timeline.json", "w") as f:
+    json.dump({{"expired": expired, "due": due}}, f)
 print(json.dumps({{k: r.meta[k] for k in ("wall_seconds", "cpu_seconds", "peak_rss_mb")}}))
 """
 
@@ -121,6 +149,96 @@ def breakdown(out: Path) -> dict[str, Any]:
     }
 
 
+def timeline(out: Path, top: int) -> list[str]:
+    """The repair rounds of the ``top`` lines that held back the most late pairs, and
+    the first-request delay over every lacked line (see the module docstring)."""
+    import bisect
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out / "events", columns=["node_id", "kind", "message_id", "time_ms",
+                                                "detail"])
+    t = t.filter(pc.is_in(t.column("kind"), value_set=pa.array(
+        ["MessageSent", "MessageDelivered", "MessagesMissing", "RepairRequested",
+         "RepairSent"])))
+    extra = json.loads((out / "repair_timeline.json").read_text())
+    sent: dict[str, int] = {}
+    author: dict[str, str] = {}
+    delivered: dict[tuple[str, str], int] = {}
+    noticed: dict[tuple[str, str], int] = {}
+    deps: dict[tuple[str, str], list[str]] = {}
+    rounds: dict[str, list[tuple[int, str, str]]] = {}
+    for r in t.to_pylist():
+        k, node, t_ms, mid = r["kind"], r["node_id"], r["time_ms"], r["message_id"]
+        if k == "MessageSent":
+            sent[mid], author[mid] = t_ms, node
+        elif k == "MessageDelivered":
+            delivered[(node, mid)] = t_ms
+        elif k == "MessagesMissing":
+            missing = [e["message_id"] for e in json.loads(r["detail"] or "{}").get(
+                "missing", ())]
+            for m in missing:
+                noticed.setdefault((node, m), t_ms)
+            if mid:
+                deps.setdefault((node, mid), missing)
+        elif k == "RepairRequested":
+            for m in json.loads(r["detail"] or "{}").get("message_ids", ()):
+                rounds.setdefault(m, []).append((t_ms, "request", node))
+        elif k == "RepairSent":
+            rounds.setdefault(mid, []).append((t_ms, "answer", node))
+    for node, mid, t_ms in extra["expired"]:
+        rounds.setdefault(mid, []).append((t_ms, "expired", node))
+    first_due: dict[str, list[int]] = {}
+    for _node, mid, now, due in extra["due"]:
+        first_due.setdefault(mid, []).append(due - now)
+    lat = sorted(d - sent[m] for (_, m), d in delivered.items() if m in sent)
+    p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else 0
+    never = 1 << 62
+    held: dict[str, int] = {}
+    for (node, mid), d in delivered.items():
+        if mid in sent and d - sent[mid] >= p95 and deps.get((node, mid)):
+            b = max(deps[(node, mid)], key=lambda x: delivered.get((node, x), never))
+            held[b] = held.get(b, 0) + 1
+    lacked: dict[str, list[int]] = {}
+    first_notice: dict[str, int] = {}
+    for (node, mid), n_ms in noticed.items():
+        if mid in sent:
+            lacked.setdefault(mid, []).append(delivered.get((node, mid), never))
+            first_notice[mid] = min(n_ms, first_notice.get(mid, n_ms))
+    for v in lacked.values():
+        v.sort()
+    lines: list[str] = []
+    for mid, count in sorted(held.items(), key=lambda kv: -kv[1])[:top]:
+        s0 = sent.get(mid)
+        if s0 is None:
+            continue
+        got = lacked.get(mid, [])
+        dues = sorted(first_due.get(mid, ()))
+        lines.append(
+            f"line {mid[:8]} by {author[mid]} at +{(s0 - min(sent.values())) / 1000:.0f} s: "
+            f"held {count} late pairs; {len(got)} members found it missing (first "
+            f"+{(first_notice.get(mid, s0) - s0) / 1000:.2f} s); their first requests due after "
+            f"{dues[0] / 1000 if dues else float('nan'):.2f} s at the earliest, "
+            f"{sum(d < 5_000 for d in dues)} within 5 s")
+        for t_ms, what, node in sorted(rounds.get(mid, ())):
+            lacking = len(got) - bisect.bisect_right(got, t_ms)
+            lines.append(f"  +{(t_ms - s0) / 1000:7.2f} s {what:8s} {node:8s} "
+                         f"still lacking {lacking}")
+    delays = []
+    for mid in lacked:
+        asks = [x for x, what, _ in rounds.get(mid, ()) if what == "request"]
+        if asks:
+            delays.append((min(asks) - first_notice[mid]) / 1000)
+    delays.sort()
+    if delays:
+        q = lambda f: delays[min(len(delays) - 1, int(f * len(delays)))]  # noqa: E731
+        lines.append(f"first-request delay after the first notice, {len(delays)} lacked "
+                     f"lines: p50 {q(0.5):.2f} s, p90 {q(0.9):.2f} s, max {delays[-1]:.2f} s")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000])
@@ -133,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", default="{}", help="extra sds.Config changes (JSON) for "
                     "'default', e.g. a candidate fix")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--timeline", type=int, default=0, metavar="K",
+                    help="also print the repair rounds of the K lines that held back the "
+                    "most late pairs")
     o = ap.parse_args(argv)
     print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load",
           " ".join(f"{x:.2f}" for x in __import__("os").getloadavg()), describe(calibrate()))
@@ -160,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                 meta = json.loads(proc.stdout.strip().splitlines()[-1])
                 print(json.dumps({"n": n, "profile": prof, **meta, **breakdown(out)}),
                       flush=True)
+                if o.timeline:
+                    for line in timeline(out, o.timeline):
+                        print(f"  [{prof}] {line}", flush=True)
     return 0
 
 

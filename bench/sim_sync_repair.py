@@ -57,7 +57,7 @@ ROUND2: dict[str, Any] = {
 #: The sds.Config changes that turn off the third round's repair rules (issue 28,
 #: the channel without a store): holders' answers dropped after a silence, more than
 #: one copy of an answer while someone likely still lacks the line, first requests
-#: within a few base windows.
+#: spread over the members expected to lack the line and within a few base windows.
 PREV: dict[str, Any] = {
     "repair_answer_expiry": False,
     "repair_answer_copies": 1,

@@ -235,6 +235,12 @@ LOSS_MEAN_LINES = 256
 #: (Config.repair_first_request_capped).
 FIRST_REQUEST_CAP_WINDOWS = 4
 
+#: Spacing of the expected lacking members' first requests for an id, in
+#: ``repair_t_min_ms`` (Config.repair_first_request_capped): a request reaches the
+#: others within one network latency (~0.1 s), so at half of ``T_min`` (the copies'
+#: spacing) about one request in five has a twin.
+FIRST_REQUEST_SPACING = 0.5
+
 #: Expected members still lacking a line at which one more copy of an answer goes out
 #: (Config.repair_answer_copies): ln 2, where someone lacks it more likely than not.
 COPY_WHEN_LACKING = 0.693
@@ -1769,12 +1775,35 @@ class Channel:
             due = t_req(self.sender_id, mid, now_ms, lo, hi)
             if cfg.repair_first_request_capped and hi > cfg.repair_t_max_ms:
                 # the stretched window spreads the lacking members' first requests so
-                # that one asks early and the others hear it; one that heard neither
-                # that request nor a copy asks after a few base windows, not up to
-                # 120 s later (Config.repair_first_request_capped)
-                due = min(due, now_ms + FIRST_REQUEST_CAP_WINDOWS * cfg.repair_t_max_ms
-                          + t_req(self.sender_id, mid, 0, lo, cfg.repair_t_max_ms))
+                # that one asks early and the others hear it: spread over the members
+                # expected to lack the id, not over the whole channel; one that heard
+                # neither that request nor a copy asks after a few base windows, not
+                # up to 120 s later (Config.repair_first_request_capped)
+                due = min(due, now_ms + self._first_request_delay(mid, now_ms, lo, hi))
             self._request(info.entry, due, info.by)
+
+    def _first_request_delay(self, mid: str, now_ms: int, lo: int, hi: int) -> int:
+        """Config.repair_first_request_capped: the latest delay of our first request
+        for ``mid`` in a stretched window ``[lo, hi)``. The members lacking an id are
+        about ``participants x loss`` (the loss as we see it); their first requests
+        are drawn over ``FIRST_REQUEST_SPACING x repair_t_min_ms`` each (at least the
+        base window, at most the stretched one), so the first of them comes within
+        about one spacing and the others still hear it before theirs is due. The
+        stretched window spreads them over the whole channel's share of 120 s: at
+        1,000 members and 10% loss ~100 draws over 119 s, the first ~1.2 s after
+        the notice and, in 1 line in 40, more than 4.4 s (sdschat sim: the lines
+        whose first request came 9-11 s after the notice set the delivery p99, the
+        later lines of the ~100 members lacking them held back behind them). And
+        at the latest four base windows plus one draw of the base window."""
+        cfg = self.config
+        base = cfg.repair_t_max_ms
+        delay = FIRST_REQUEST_CAP_WINDOWS * base + t_req(self.sender_id, mid, 0, lo, base)
+        lacking = self._participants(now_ms) * self._loss_mean
+        if lacking:
+            span = lo + int(lacking * cfg.repair_t_min_ms * FIRST_REQUEST_SPACING)
+            span = min(hi, max(base, span))
+            delay = min(delay, t_req(self.sender_id, mid, 0, lo, span))
+        return delay
 
     def _request(self, entry: HistoryEntry, due: int, by: str) -> None:
         """Ask for ``entry`` at ``due`` (SDS-R); ``by`` named it (there is room)."""

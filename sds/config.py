@@ -167,15 +167,21 @@ class Config:
     #: one copy, both before :attr:`repair_first_request_capped`; 4.99 with it).
     #: ``1``: one copy per answer.
     repair_answer_copies: int = 3
-    #: SDS-R: where the window is stretched, the first request for an id comes at the
-    #: latest four base windows (``4 x repair_t_max_ms``) plus one draw of the base
-    #: window after the id was found missing. The stretched window spreads the ~``loss
-    #: x participants`` first requests so that one comes early and the others hear it
-    #: (and then ask within the base window, :attr:`repair_follow_up_base_window`);
-    #: a member that heard neither that request nor any copy of the answer waited up
-    #: to 120 s (sdschat sim, 1,000 members, 10% loss, three copies per answer: 1 of
-    #: 1,000 still lacking a line at the end of the drain). ``False``: the stretched
-    #: draw alone.
+    #: SDS-R: where the window is stretched, the first request for an id is drawn over
+    #: the members expected to lack it, not over the whole channel: ``T_min`` plus up
+    #: to ``loss x participants x repair_t_min_ms / 2`` (``loss`` as for
+    #: :attr:`repair_answer_copies`; at least the base window, at most the stretched
+    #: one), and at the latest four base windows (``4 x repair_t_max_ms``) plus one
+    #: draw of the base window after the id was found missing. The ~``loss x
+    #: participants`` first requests are spread so that one comes early and the others
+    #: hear it (and then ask within the base window,
+    #: :attr:`repair_follow_up_base_window`). Over the stretched 120 s alone the first
+    #: of ~100 came ~1.2 s after ``T_min`` and in 1 line in 40 more than 4.4 s: those
+    #: lines held back the later lines of the members lacking them and set the
+    #: delivery p99 (sdschat sim, 1,000 members, 10% loss, seeds 1-5: p99 6.1-10.0 s,
+    #: 4.2-5.2 s with the spread; docs/sim.md); and a member that heard neither that
+    #: request nor any copy of the answer waited up to 120 s (1 of 1,000 still lacking
+    #: a line at the end of the drain). ``False``: the stretched draw alone.
     repair_first_request_capped: bool = True
     #: SDS-R: earliest and latest delay of a repair request (js-waku: 30 s, 120 s),
     #: and the latest delay of a repair response (the original sender answers at

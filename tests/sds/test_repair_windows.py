@@ -407,3 +407,29 @@ def test_at_scale_the_first_request_comes_within_a_few_base_windows() -> None:
     _hear(off, 999, 1_000)
     off.receive(msg("peer0000", "w", 10, [entry(m, None, "peer0000") for m in ids]), 1_000)
     assert max(_request_due(off, m) - 1_000 for m in ids) > cap + CFG.repair_t_max_ms
+
+
+def test_at_scale_first_requests_spread_over_the_members_expected_to_lack_the_id() -> None:
+    """1,000 participants, a tenth of the lines repaired by SDS-R: ~100 members lack an
+    id, and their first requests are drawn over 100 x repair_t_min_ms / 2 (51 s), not
+    the stretched 120 s: the first of ~100 comes ~0.5 s after T_min instead of ~1.2 s,
+    and 1 line in 40 no longer waits 4.4 s or more for it (sdschat sim: such lines set
+    the delivery p99). Still capped at four base windows plus one draw."""
+    ch, _, _ = _answering_author(999, 10)
+    ids = [f"gone{i}" for i in range(200)]
+    ch.receive(msg("peer0001", "w", 400, [entry(m, None, "peer0000") for m in ids]), 3_000)
+    loss = ch._loss_mean  # 2 of the 21 lines it counts so far
+    assert 0.09 < loss <= 0.1
+    n = ch._participants(3_000)
+    lo, hi = ch._repair_window(3_000)
+    assert hi == CFG.repair_t_max_limit_ms
+    span = lo + int(n * loss * CFG.repair_t_min_ms / 2)
+    assert 45_000 < span < 60_000
+    dues = [_request_due(ch, m) - 3_000 for m in ids]
+    cap = 4 * CFG.repair_t_max_ms
+    for m, d in zip(ids, dues, strict=True):
+        assert d == min(t_req("c", m, 0, lo, hi), t_req("c", m, 0, lo, span),
+                        cap + t_req("c", m, 0, lo, CFG.repair_t_max_ms))
+    # over the stretched window ~15 of 200 would come within 10 s
+    assert sum(d < 10_000 for d in dues) >= 25
+    assert all(lo <= d < cap + CFG.repair_t_max_ms for d in dues)
