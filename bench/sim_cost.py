@@ -38,15 +38,17 @@ from app.sim import SimSpec, run_sim
 spec = SimSpec(**json.loads({spec!r}))
 r = run_sim(spec, {out!r}, force=True)
 m = r.meta
-import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
+import pyarrow as pa, pyarrow.compute as pc, pyarrow.csv as pcsv, pyarrow.parquet as pq
 cols = ["node_id", "seq", "time_ms", "channel", "kind", "message_id", "sender_id", "lamport",
         "size_bytes", "content_bytes", "metadata_bytes", "causal_history", "position",
         "missing_before", "reason", "detail"]
 t = pq.read_table({out!r} + "/events")
+sel = t.select([c for c in cols if c in t.column_names])
+# as text (CSV), independent of how the rows were cut into row groups and chunks
+sel = sel.set_column(sel.column_names.index("causal_history"), "causal_history",
+                     pc.binary_join(sel.column("causal_history"), " "))
 sink = pa.BufferOutputStream()
-sel = t.select([c for c in cols if c in t.column_names]).combine_chunks()
-with pa.ipc.new_stream(sink, sel.schema) as w:
-    w.write_table(sel)
+pcsv.write_csv(sel, sink)
 digest = hashlib.sha256(sink.getvalue().to_pybytes())
 kinds = {{k["values"]: k["counts"] for k in pc.value_counts(t.column("kind")).to_pylist()}}
 sent = t.filter(pc.equal(t.column("kind"), "MessageSent"))
