@@ -96,9 +96,14 @@ messages are sent (busy), in the first half of the drain (settling) and in its
 second half (idle); ``run.json`` has the same under ``traffic``.
 
 Memory per participant is dominated by the per-message bookkeeping of its log
-window (about 0.6 KB per message held: id, log entry, filter entry, repair
-cache slot) plus its bloom filter; message bytes themselves are shared (one
-broadcast object reaches every receiver).
+window (about 0.8 KB per message held: log entry and its sort key, repair cache
+slot, copies and requests heard, ...) plus its bloom filter; message bytes, ids, the
+bit positions of an id and each broadcast's parsed form are shared by every
+receiver (:class:`sds.message.SharedMessage`, :func:`sds.bloom.positions_in`).
+Event rows are written as Parquet every :data:`FLUSH_ROWS` rows (~0.9 KB per
+buffered row at the peak). docs/sim.md, "What a delivery and a member cost",
+has the profile; ``bench/sim_cost.py`` measures a revision beside another and
+checks that the same seed gives the same events.
 
 Measured (``bench/sim_scale.py``, 2-core machine, 100 messages at 2/s, no loss,
 fast timings, Parquet written, with the sizes of the time: history 50, filter
@@ -152,9 +157,9 @@ __all__ = [
 ]
 
 START_MS = 1_700_000_000_000
-#: Largest ``--participants``: 10,000 with 200 messages at 5% loss peaked at 2.8 GB
-#: (docs/sim.md); far past this a run ends in MemoryError after minutes instead of a
-#: usage error.
+#: Largest ``--participants``: 10,000 with 200 messages at 5% loss peaked at 3.1 GB
+#: before the memory work of docs/sim.md ("What a delivery and a member cost"); far
+#: past this a run ends in MemoryError after minutes instead of a usage error.
 MAX_PARTICIPANTS = 50_000
 #: Largest ``--content-bytes``: what the core accepts (``sds.Config.max_content_bytes``).
 MAX_CONTENT_BYTES = 64 * 1024
