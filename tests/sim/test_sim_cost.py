@@ -5,6 +5,7 @@ checks the same against a baseline revision at 2,000 members)."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 import net.memnet
 import sds
-from app.sim import SimSpec, run_sim
+from app.sim import NO_FULL_COLLECTIONS, SimSpec, run_sim
 from sds import sds_pb2
 from sds.bloom import BloomFilter, RollingBloomFilter, positions_in
 from sds.message import SharedMessage, parse_pb
@@ -97,3 +98,42 @@ def test_filters_share_the_positions_of_an_id_and_a_rolled_filter_keeps_its_bits
     for item in rolling.items():
         plain.add(item)
     assert rolling.to_bytes() == plain.to_bytes()
+
+
+def test_no_full_collection_runs_while_the_simulation_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full collection walks every live object (millions at 1,000s of members) and
+    finds next to nothing: the run puts them off and gives the thresholds back."""
+    running = [False]
+    full_in_run: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2 and running[0]:
+            full_in_run.append(1)
+
+    original = net.memnet.MemNetwork.run_until
+
+    thresholds: set[tuple[int, int, int]] = set()
+
+    def run_until(self: net.memnet.MemNetwork, t_ms: int, max_steps: int = 50_000_000) -> None:
+        thresholds.add(gc.get_threshold())
+        running[0] = True
+        try:
+            original(self, t_ms, max_steps)
+        finally:
+            running[0] = False
+
+    monkeypatch.setattr(net.memnet.MemNetwork, "run_until", run_until)
+    before = gc.get_threshold()
+    gc.set_threshold(50, 1, 1)  # a full collection every few hundred allocations
+    gc.callbacks.append(watch)
+    try:
+        # with full collections allowed this size had 2 of them while it ran
+        run_sim(SimSpec(participants=60, messages=30, loss=0.1, seed=1), tmp_path / "r")
+        assert gc.get_threshold() == (50, 1, 1)
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*before)
+    assert full_in_run == []
+    assert thresholds == {(50, 1, NO_FULL_COLLECTIONS)}
