@@ -96,9 +96,14 @@ messages are sent (busy), in the first half of the drain (settling) and in its
 second half (idle); ``run.json`` has the same under ``traffic``.
 
 Memory per participant is dominated by the per-message bookkeeping of its log
-window (about 0.6 KB per message held: id, log entry, filter entry, repair
-cache slot) plus its bloom filter; message bytes themselves are shared (one
-broadcast object reaches every receiver).
+window (about 0.8 KB per message held: log entry and its sort key, repair cache
+slot, copies and requests heard, ...) plus its bloom filter; message bytes, ids, the
+bit positions of an id and each broadcast's parsed form are shared by every
+receiver (:class:`sds.message.SharedMessage`, :func:`sds.bloom.positions_in`).
+Event rows are written as Parquet every :data:`FLUSH_ROWS` rows (~0.9 KB per
+buffered row at the peak). docs/sim.md, "What a delivery and a member cost",
+has the profile; ``bench/sim_cost.py`` measures a revision beside another and
+checks that the same seed gives the same events.
 
 Measured (``bench/sim_scale.py``, 2-core machine, 100 messages at 2/s, no loss,
 fast timings, Parquet written, with the sizes of the time: history 50, filter
@@ -118,6 +123,7 @@ appear only when the run completed.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import itertools
 import json
@@ -152,15 +158,23 @@ __all__ = [
 ]
 
 START_MS = 1_700_000_000_000
-#: Largest ``--participants``: 10,000 with 200 messages at 5% loss peaked at 2.8 GB
-#: (docs/sim.md); far past this a run ends in MemoryError after minutes instead of a
-#: usage error.
+#: Largest ``--participants``: 10,000 with 200 messages at 5% loss peaked at 3.1 GB
+#: before the memory work of docs/sim.md ("What a delivery and a member cost"); far
+#: past this a run ends in MemoryError after minutes instead of a usage error.
 MAX_PARTICIPANTS = 50_000
 #: Largest ``--content-bytes``: what the core accepts (``sds.Config.max_content_bytes``).
 MAX_CONTENT_BYTES = 64 * 1024
 #: Smallest spread of SDS-R request times (T_max - T_min) per participant: the fast
 #: preset's 1.5 s at 1,000 participants (js-waku's 90 s covers 60,000).
 REPAIR_SPREAD_MS_PER_PARTICIPANT = 1.5
+#: Event rows buffered before they are written as a Parquet row group (and causal-history
+#: ids held by the buffer's interned histories). A buffered row and its conversion cost
+#: ~0.9 KB at the peak: 1,000 members x 100 msgs peaked at 454 MB with 250,000 rows,
+#: 273 MB with 50,000, the same CPU.
+FLUSH_ROWS = 50_000
+FLUSH_HISTORY_ENTRIES = 4_000_000
+#: The third collection threshold while a simulation runs: no full collection.
+NO_FULL_COLLECTIONS = 1 << 30
 
 
 class SimError(ValueError):
@@ -380,6 +394,11 @@ def _json_str(s: str) -> str:
     return json.dumps(s) if s else '""'
 
 
+def _drop_detail(detail: str, reason: str, hint: str) -> str:
+    return (f'{{"detail":{_json_str(detail)},"reason":{_json_str(reason)},'
+            f'"retrieval_hint":{hint}}}')
+
+
 def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items), separators=(",", ":"))
 
@@ -395,8 +414,8 @@ def run_label(spec: SimSpec) -> str:
 class _Recorder:
     """The observer: every event of every participant becomes a Parquet row."""
 
-    __slots__ = ("_dg_sizes", "_request_json", "_seq", "flushes", "net", "records", "rows",
-                 "writer")
+    __slots__ = ("_dg_sizes", "_drop_json", "_request_json", "_seq", "flushes", "net",
+                 "records", "rows", "writer")
 
     def __init__(self, run: str, writer: EventWriter) -> None:
         from storage.events_schema import EventRecords
@@ -406,6 +425,7 @@ class _Recorder:
         self._seq: dict[str, int] = {}
         self._dg_sizes: dict[tuple[str, str, str], int] = {}
         self._request_json: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+        self._drop_json: dict[tuple[str, str], str] = {}
         self.rows = 0
         self.flushes = 0
 
@@ -431,12 +451,19 @@ class _Recorder:
             )
         elif t is sds.MessageDropped:
             reason = ev.reason.value
-            hint = "null" if ev.retrieval_hint is None else f'"{ev.retrieval_hint.hex()}"'
+            if ev.retrieval_hint is None:
+                # a third of all rows (copies of repair answers): the same few details
+                key = (ev.detail, reason)
+                detail = self._drop_json.get(key)
+                if detail is None:
+                    if len(self._drop_json) >= 4_096:
+                        self._drop_json.clear()
+                    detail = self._drop_json[key] = _drop_detail(ev.detail, reason, "null")
+            else:
+                detail = _drop_detail(ev.detail, reason, f'"{ev.retrieval_hint.hex()}"')
             rec.add_plain(
                 node, seq, now, ev.channel_id, "MessageDropped", ev.message_id, ev.sender_id,
-                None, reason,
-                f'{{"detail":{_json_str(ev.detail)},"reason":{_json_str(reason)},'
-                f'"retrieval_hint":{hint}}}',
+                None, reason, detail,
             )
         elif t is sds.MessagesMissing:
             # one per receiver of a message naming ids it lacks, and per sweep: the
@@ -479,7 +506,7 @@ class _Recorder:
             history = ev.causal_history if t is sds.MessageSent else None
             rec.add_row(node, seq, _event_row(ev, now), history, size_bytes=size)
         self.rows += 1
-        if len(rec) >= 250_000 or rec.history_entries >= 4_000_000:
+        if len(rec) >= FLUSH_ROWS or rec.history_entries >= FLUSH_HISTORY_ENTRIES:
             self.flush()
 
     def flush(self) -> None:
@@ -660,6 +687,12 @@ def run_sim(
     traffic = _Traffic(net)
     traffic.snapshot("start", net.now_ms)
     wall0 = time.monotonic()
+    thresholds = gc.get_threshold()
+    # No full (generation 2) collections while it runs: each walks every live object,
+    # millions of them per 1,000 members, and a run makes next to no cyclic garbage
+    # (mid-run at 2,000 members: 474 objects, all from imports). 2,000 members x 40
+    # messages: 14.1 s CPU with them, 11.1 s without; the young generations still run.
+    gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_COLLECTIONS)
     try:
         membership: list[list[str]] = []
         for i, nid in enumerate(ids):
@@ -747,6 +780,8 @@ def run_sim(
         writer.abort()
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        gc.set_threshold(*thresholds)
     wall = time.monotonic() - wall0
 
     held_all = 0

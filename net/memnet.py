@@ -33,8 +33,9 @@ Scale (``sdschat sim`` runs 10,000 participants): the cost of the network is
 per delivery, so deliveries are batched. A broadcast draws, per receiver, the
 loss and the arrival delay, and groups receivers by arrival time: one heap
 entry per distinct arrival time (a few dozen for a latency range in ms), not
-one per receiver. The bytes are parsed once per broadcast and handed to each
-receiver's channel with :meth:`sds.Channel.receive_parsed` (what
+one per receiver. The bytes are parsed once per broadcast, read once into an
+:class:`sds.message.SharedMessage` (ids interned, the history's ids listed) and
+handed to each receiver's channel with :meth:`sds.Channel.receive_parsed` (what
 ``Participant.receive`` does after parsing). Timers are re-armed lazily: a
 node's heap entry is replaced only when its deadline moves *earlier*; a later
 deadline is noticed when the old entry fires.
@@ -50,7 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import sds
-from sds.message import DecodeError, parse_pb
+from sds.message import DecodeError, SharedMessage, parse_pb
 
 __all__ = [
     "DatagramObserver",
@@ -453,7 +454,7 @@ class MemNetwork:
     def _deliver_batch(self, parsed: _Parsed, receivers: list[SimNode]) -> None:
         if parsed.state == 0:
             try:
-                parsed.pb = parse_pb(parsed.data)
+                parsed.pb = SharedMessage(parse_pb(parsed.data))
                 parsed.state = 1
             except DecodeError:
                 parsed.state = 2

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
+from functools import lru_cache
 
 import mmh3
 
@@ -31,6 +32,10 @@ __all__ = [
     "bloom_params",
     "positions_in",
 ]
+
+#: Ids whose bit positions :func:`positions_in` keeps (about 0.8 KB each with the
+#: default filter's 10 hashes).
+POSITIONS_CACHED = 4_096
 
 
 class BloomParams:
@@ -87,11 +92,15 @@ def _positions_from_pair(h_a: int, h_b: int, params: BloomParams) -> tuple[tuple
     return tuple(out)
 
 
+@lru_cache(maxsize=POSITIONS_CACHED)
 def positions_in(item: str, params: BloomParams) -> tuple[tuple[int, int], ...]:
     """Return the ``k`` (byte index, bit mask) pairs of ``item`` in the wire layout.
 
-    Callers that test the same id against many filters (the outgoing buffer does,
-    once per received message) should compute this once and keep it.
+    The result is shared (a small cache of the newest ids): every participant of a
+    simulated channel, and every filter of a node, that tests or adds the same id
+    gets the same tuple, computed once (``sdschat sim`` at 10,000 members kept 530
+    bytes of positions per message per member before). Callers that test the same
+    id against many filters may still keep it.
     """
     h_a, h_b = hash_pair(item, params.m)
     return _positions_from_pair(h_a, h_b, params)
@@ -204,7 +213,7 @@ class RollingBloomFilter(BloomFilter):
     most recent ids, never more than it was sized for, so its false-positive rate
     stays at or under ``error_rate``. The cost of a rebuild is amortised over the
     ``capacity // 2`` insertions between two rebuilds (a constant per insertion).
-    Memory: ``capacity`` ids plus the bit array.
+    Memory: ``capacity`` ids (references) plus the bit array.
 
     Receivers need nothing special: the bytes are those of a plain filter with
     the same capacity and error rate.
@@ -214,25 +223,21 @@ class RollingBloomFilter(BloomFilter):
 
     def __init__(self, capacity: int = 10_000, error_rate: float = 0.001) -> None:
         super().__init__(capacity, error_rate)
-        # (id, hA << 32 | hB): the two base hashes are enough to set the bits
-        # again on a roll, at a tenth of the memory of the positions themselves.
-        self._recent: deque[tuple[str, int]] = deque()
+        # The ids only: their positions are found again on a roll (cached for the
+        # newest, hashed again for the rest: two hashes per insertion, amortised).
+        self._recent: deque[str] = deque()
 
     def add(self, item: str) -> None:
-        h_a, h_b = hash_pair(item, self.params.m)
-        self._append(item, h_a, h_b, _positions_from_pair(h_a, h_b, self.params))
+        self._append(item, positions_in(item, self.params))
 
     def add_with_positions(self, item: str, positions: tuple[tuple[int, int], ...]) -> None:
         """Insert ``item`` whose positions the caller already computed."""
-        h_a, h_b = hash_pair(item, self.params.m)
-        self._append(item, h_a, h_b, positions)
+        self._append(item, positions)
 
-    def _append(
-        self, item: str, h_a: int, h_b: int, positions: tuple[tuple[int, int], ...]
-    ) -> None:
+    def _append(self, item: str, positions: tuple[tuple[int, int], ...]) -> None:
         if len(self._recent) >= self.params.capacity:
             self._roll()
-        self._recent.append((item, h_a << 32 | h_b))
+        self._recent.append(item)
         super().add_positions(positions)
 
     def _roll(self) -> None:
@@ -240,19 +245,16 @@ class RollingBloomFilter(BloomFilter):
         while len(self._recent) > keep:
             self._recent.popleft()
         params = self.params
-        m, k = params.m, params.k
         bits = bytearray(params.nbytes)
-        for _, pair in self._recent:
-            h_a, h_b = pair >> 32, pair & 0xFFFFFFFF
-            for i in range(k):
-                h = (h_a + i * h_b) % m
-                bits[(h >> 6 << 3) + 7 - ((h & 63) >> 3)] |= 1 << (h & 7)
+        for item in self._recent:
+            for idx, mask in positions_in(item, params):
+                bits[idx] |= mask
         self._bits = bits
         self.count = len(self._recent)
 
     def items(self) -> list[str]:
         """The ids the filter currently holds, oldest first (for persistence)."""
-        return [item for item, _ in self._recent]
+        return list(self._recent)
 
     def clear(self) -> None:
         super().clear()

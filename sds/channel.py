@@ -38,7 +38,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from sortedcontainers import SortedList
@@ -69,7 +69,7 @@ from sds.events import (
     SyncSent,
 )
 from sds.ids import ID_NONCE_BYTES, id_form, message_id_for
-from sds.message import DecodeError, HistoryEntry, parse_pb
+from sds.message import DecodeError, HistoryEntry, SharedMessage, parse_pb
 from sds.repair import (
     IncomingRepairBuffer,
     OutgoingRepairBuffer,
@@ -1007,7 +1007,7 @@ class Channel:
 
     def receive_parsed(
         self,
-        pb: sds_pb2.SdsMessage,
+        parsed: sds_pb2.SdsMessage | SharedMessage,
         data: bytes,
         now_ms: int,
         retrieval_hint: bytes | None = None,
@@ -1018,7 +1018,12 @@ class Channel:
         ``id_content``: the content the message id was made over, when the caller
         replaced ``pb.content`` before handing it over (an application that encrypts
         content inside SDS and decrypts it first; the id covers the ciphertext).
+
+        ``parsed`` may be a :class:`~sds.message.SharedMessage`: one parse shared by
+        many receivers (the simulator's broadcasts), read the same way.
         """
+        # a SharedMessage reads as the SdsMessage it was made from
+        pb = cast(sds_pb2.SdsMessage, parsed)
         message_id = pb.message_id
         sender_id = pb.sender_id
         if pb.channel_id != self.channel_id:
@@ -1107,7 +1112,10 @@ class Channel:
                 f"{cfg.max_repair_requests_received}",
             )
             return
-        history_ids = list(map(_MESSAGE_ID, history))
+        history_ids = (
+            parsed.history_ids if type(parsed) is SharedMessage
+            else list(map(_MESSAGE_ID, history))
+        )
 
         duplicate = is_content and (
             message_id in self._entries

@@ -9,6 +9,7 @@ it and plain frozen dataclasses and classifies what a message is.
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError as _PbDecodeError
@@ -20,6 +21,7 @@ __all__ = [
     "HistoryEntry",
     "Message",
     "MessageKind",
+    "SharedMessage",
     "classify",
     "decode",
     "encode",
@@ -177,3 +179,47 @@ def decode(data: bytes) -> Message:
     :attr:`Message.kind`.
     """
     return from_pb(parse_pb(data))
+
+
+class SharedMessage:
+    """A received message parsed once for many receivers (one simulated broadcast
+    reaching thousands of :class:`sds.Channel`\\ s): the fields the core reads, as
+    plain attributes under the protobuf names, ids interned once.
+
+    :meth:`sds.Channel.receive_parsed` takes it where it takes a parsed
+    ``SdsMessage``, with the same result; each access of a protobuf field makes a
+    new object, so per receiver that cost an id string per field read and a list of
+    fresh history-id strings (50 at the default size) per message.
+    ``causal_history`` and ``repair_request`` are the parsed entries, shared and
+    never changed.
+    """
+
+    __slots__ = (
+        "_has_bloom", "_has_lamport", "_pb", "bloom_filter", "causal_history", "channel_id",
+        "content", "history_ids", "lamport_timestamp", "message_id", "repair_request",
+        "sender_id",
+    )
+
+    def __init__(self, pb: sds_pb2.SdsMessage) -> None:
+        self._pb = pb
+        self.message_id = sys.intern(pb.message_id)
+        self.sender_id = sys.intern(pb.sender_id)
+        self.channel_id = pb.channel_id
+        self._has_lamport = pb.HasField("lamport_timestamp")
+        self.lamport_timestamp = pb.lamport_timestamp
+        self._has_bloom = pb.HasField("bloom_filter")
+        self.bloom_filter = pb.bloom_filter
+        self.content = pb.content
+        self.causal_history = tuple(pb.causal_history)
+        self.repair_request = tuple(pb.repair_request)
+        #: the history's ids, interned (the one list every receiver reads)
+        self.history_ids = [sys.intern(h.message_id) for h in self.causal_history]
+
+    def HasField(self, name: str) -> bool:
+        """As ``SdsMessage.HasField``."""
+        if name == "lamport_timestamp":
+            return self._has_lamport
+        if name == "bloom_filter":
+            return self._has_bloom
+        return self._pb.HasField(name)
+
