@@ -2283,8 +2283,18 @@ class Channel:
     def get_timer(self) -> int | None:
         """The earliest deadline at which :meth:`handle_timer` has work, or ``None``."""
         candidates = []
-        if self._resend_heap:
-            candidates.append(self._resend_heap[0][0])
+        heap = self._resend_heap
+        if heap:
+            # stale heads (acknowledged, or resent on a new deadline) are no work, as
+            # for the lost heap below: a restored channel has none
+            outgoing = self._outgoing
+            while heap:
+                due, mid = heap[0]
+                out = outgoing.get(mid)
+                if out is not None and out.next_resend_ms == due:
+                    candidates.append(due)
+                    break
+                heapq.heappop(heap)
         heap = self._lost_heap
         if heap and self._paused_at is None:
             # stale heads (resolved, or moved to a new deadline) are no work: a restored

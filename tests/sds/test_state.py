@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sds_helpers import bloom_with, delivered_ids, entry, make_channel, msg, of, run_timers
 
@@ -260,6 +260,9 @@ def apply(ch: sds.Channel, op: tuple[str, int], now: int) -> int:
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(before=OPS, after=OPS)
+# an acknowledged message's resend deadline left in the heap woke the original, not
+# the restored channel (which rebuilds the heap from what is outstanding)
+@example(before=[("send", 0), ("sync", 0), ("time", 1)], after=[("time", 29_999)])
 def test_restored_channel_behaves_like_the_original(
     before: list[tuple[str, int]], after: list[tuple[str, int]]
 ) -> None:
