@@ -231,6 +231,21 @@ def timeline(out: Path, top: int) -> list[str]:
         asks = [x for x, what, _ in rounds.get(mid, ()) if what == "request"]
         if asks:
             delays.append((min(asks) - first_notice[mid]) / 1000)
+    # per lacked line: requests and answers, and the requests that went out before the
+    # line's first answer (crossing the first request instead of hearing its answer)
+    reqs = answers = early = 0
+    for mid in lacked:
+        r = rounds.get(mid, ())
+        asks = sorted(x for x, what, _ in r if what == "request")
+        ans = sorted(x for x, what, _ in r if what == "answer")
+        reqs, answers = reqs + len(asks), answers + len(ans)
+        if asks:
+            early += sum(1 for x in asks[1:] if not ans or x < ans[0])
+    if lacked:
+        k = len(lacked)
+        lines.append(f"{k} lacked lines: requests {reqs} ({reqs / k:.2f} a line), of which "
+                     f"{early} ({early / k:.2f} a line) after the first and before the "
+                     f"first answer; answers {answers} ({answers / k:.2f} a line)")
     delays.sort()
     if delays:
         q = lambda f: delays[min(len(delays) - 1, int(f * len(delays)))]  # noqa: E731
