@@ -21,8 +21,10 @@ request (who asked), each answer sent and each answer a holder dropped after a
 silence (``Config.repair_answer_expiry``, recorded in the child process), with the
 members still lacking the line at that moment, and when the first requests of the
 members that found it missing were due (the earliest, and how many were due within
-the first 5 s); then, over every line a member lacked, the time from the first
-notice to the channel's first request (the line's first-request delay).
+the first 5 s); then, over every line a member lacked, the requests and answers
+per line, the requests that went out after its first request and before its first
+answer (crossing it), and the time from the first notice to the channel's first
+request (the line's first-request delay).
 
     .venv/bin/python bench/sim_p99.py            # 1,000 members, 40 messages, 10% loss
     .venv/bin/python bench/sim_p99.py --sizes 300 --seed 1

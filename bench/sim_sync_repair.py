@@ -10,17 +10,25 @@ RSS is per process), with these protocol columns:
 * ``round2``: the default with the second round's changes turned off (:data:`ROUND2`);
 * ``prev``: the default with the third round's repair rules turned off (:data:`PREV`);
 * ``waku``: ``sds.Config.waku()`` (js-waku's sizes and fixed windows, the sim's
-  ``N²/64`` interval as before).
+  ``N²/64`` interval as before);
+* ``ref=DIR``: the default of another checkout (``git worktree add --detach DIR
+  COMMIT``), the same spec, to compare an older commit side by side.
+
+With several ``--seed`` values the cells run seed by seed, every profile of a seed
+in a row.
 
 Per cell: bytes uploaded per content message (everything participants send,
-divided by the content messages: docs/profiles.md's bytes/msg), deliveries per
-content delivery, broadcasts by kind (sync, repair), participants holding every
-message, messages declared lost, delivery p50/p99, wall time, peak RSS::
+divided by the content messages: docs/profiles.md's bytes/msg; and by kind),
+deliveries per content delivery, broadcasts by kind (sync, repair), repair requests,
+participants holding every message, messages declared lost, delivery p50/p99, wall
+time, peak RSS::
 
     .venv/bin/python bench/sim_sync_repair.py --sizes 1000 --messages 40 --loss 0.1 \\
         --rate 1 --timings default --bandwidth 1,20 --seed 3
     .venv/bin/python bench/sim_sync_repair.py --sizes 10000 --messages 200 --loss 0.05 \\
         --profiles default --store
+    .venv/bin/python bench/sim_sync_repair.py --sizes 100 --seed 1 2 3 4 5 \\
+        --profiles ref=/tmp/old default
 """
 
 from __future__ import annotations
