@@ -21,8 +21,10 @@ request (who asked), each answer sent and each answer a holder dropped after a
 silence (``Config.repair_answer_expiry``, recorded in the child process), with the
 members still lacking the line at that moment, and when the first requests of the
 members that found it missing were due (the earliest, and how many were due within
-the first 5 s); then, over every line a member lacked, the time from the first
-notice to the channel's first request (the line's first-request delay).
+the first 5 s); then, over every line a member lacked, the requests and answers
+per line, the requests that went out after its first request and before its first
+answer (crossing it), and the time from the first notice to the channel's first
+request (the line's first-request delay).
 
     .venv/bin/python bench/sim_p99.py            # 1,000 members, 40 messages, 10% loss
     .venv/bin/python bench/sim_p99.py --sizes 300 --seed 1
@@ -231,6 +233,21 @@ def timeline(out: Path, top: int) -> list[str]:
         asks = [x for x, what, _ in rounds.get(mid, ()) if what == "request"]
         if asks:
             delays.append((min(asks) - first_notice[mid]) / 1000)
+    # per lacked line: requests and answers, and the requests that went out before the
+    # line's first answer (crossing the first request instead of hearing its answer)
+    reqs = answers = early = 0
+    for mid in lacked:
+        r = rounds.get(mid, ())
+        asks = sorted(x for x, what, _ in r if what == "request")
+        ans = sorted(x for x, what, _ in r if what == "answer")
+        reqs, answers = reqs + len(asks), answers + len(ans)
+        if asks:
+            early += sum(1 for x in asks[1:] if not ans or x < ans[0])
+    if lacked:
+        k = len(lacked)
+        lines.append(f"{k} lacked lines: requests {reqs} ({reqs / k:.2f} a line), of which "
+                     f"{early} ({early / k:.2f} a line) after the first and before the "
+                     f"first answer; answers {answers} ({answers / k:.2f} a line)")
     delays.sort()
     if delays:
         q = lambda f: delays[min(len(delays) - 1, int(f * len(delays)))]  # noqa: E731

@@ -10,17 +10,25 @@ RSS is per process), with these protocol columns:
 * ``round2``: the default with the second round's changes turned off (:data:`ROUND2`);
 * ``prev``: the default with the third round's repair rules turned off (:data:`PREV`);
 * ``waku``: ``sds.Config.waku()`` (js-waku's sizes and fixed windows, the sim's
-  ``N²/64`` interval as before).
+  ``N²/64`` interval as before);
+* ``ref=DIR``: the default of another checkout (``git worktree add --detach DIR
+  COMMIT``), the same spec, to compare an older commit side by side.
+
+With several ``--seed`` values the cells run seed by seed, every profile of a seed
+in a row.
 
 Per cell: bytes uploaded per content message (everything participants send,
-divided by the content messages: docs/profiles.md's bytes/msg), deliveries per
-content delivery, broadcasts by kind (sync, repair), participants holding every
-message, messages declared lost, delivery p50/p99, wall time, peak RSS::
+divided by the content messages: docs/profiles.md's bytes/msg; and by kind),
+deliveries per content delivery, broadcasts by kind (sync, repair), repair requests,
+participants holding every message, messages declared lost, delivery p50/p99, wall
+time, peak RSS::
 
     .venv/bin/python bench/sim_sync_repair.py --sizes 1000 --messages 40 --loss 0.1 \\
         --rate 1 --timings default --bandwidth 1,20 --seed 3
     .venv/bin/python bench/sim_sync_repair.py --sizes 10000 --messages 200 --loss 0.05 \\
         --profiles default --store
+    .venv/bin/python bench/sim_sync_repair.py --sizes 100 --seed 1 2 3 4 5 \\
+        --profiles ref=/tmp/old default
 """
 
 from __future__ import annotations
@@ -98,15 +106,16 @@ rep = t.filter(pc.equal(t.column("kind"), "RepairSent")).column("message_id")
 lost = t.filter(pc.equal(t.column("kind"), "MessageLost")).column("message_id")
 out = {{k: m[k] for k in ("network", "traffic", "wall_seconds", "cpu_seconds", "peak_rss_mb",
       "participants_holding_every_message", "messages_sent")}}
+req = t.filter(pc.equal(t.column("kind"), "RepairRequested"))
 out.update(kinds=kinds, p50=pct(0.5), p99=pct(0.99),
            repaired_messages=len(pc.unique(rep)), lost_messages=len(pc.unique(lost)))
 print(json.dumps(out))
 """
 
 
-def cell_spec(args: argparse.Namespace, n: int, profile: str) -> dict[str, Any]:
+def cell_spec(args: argparse.Namespace, n: int, profile: str, seed: int) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "participants": n, "messages": args.messages, "loss": args.loss, "seed": args.seed,
+        "participants": n, "messages": args.messages, "loss": args.loss, "seed": seed,
         "rate": args.rate, "timings": args.timings, "store": args.store,
         "bandwidth_mbps": args.bandwidth,
         "profile": "waku" if profile == "waku" else "default",
@@ -119,29 +128,37 @@ def cell_spec(args: argparse.Namespace, n: int, profile: str) -> dict[str, Any]:
     return spec
 
 
-def run_cell(args: argparse.Namespace, n: int, profile: str, tmp: Path) -> dict[str, Any]:
-    out = tmp / f"{abs(hash(profile))}-{n}"
-    code = _CHILD.format(root=str(ROOT), spec=json.dumps(cell_spec(args, n, profile)),
-                         out=str(out))
+def run_cell(args: argparse.Namespace, n: int, profile: str, tmp: Path,
+             seed: int) -> dict[str, Any]:
+    out = tmp / f"{abs(hash(profile))}-{n}-{seed}"
+    root, spec = ROOT, cell_spec(args, n, profile, seed)
+    if profile.startswith("ref="):  # the default of another checkout, same spec
+        root = Path(profile[4:]).resolve()
+        spec.pop("protocol", None)
+    code = _CHILD.format(root=str(root), spec=json.dumps(spec), out=str(out))
     t0 = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=args.timeout, check=False)
     except subprocess.TimeoutExpired:
-        return {"profile": profile, "n": n, "error": f"timeout after {args.timeout} s"}
+        return {"profile": profile, "n": n, "seed": seed,
+                "error": f"timeout after {args.timeout} s"}
     if proc.returncode != 0:
-        return {"profile": profile, "n": n, "error": proc.stderr.strip().splitlines()[-1:]}
+        return {"profile": profile, "n": n, "seed": seed,
+                "error": proc.stderr.strip().splitlines()[-1:]}
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     kinds = r["traffic"]["by_kind"]
     content = kinds["content"]["deliveries"] or 1
     m = r["messages_sent"] or 1
     return {
-        "profile": profile, "n": n,
+        "profile": profile, "n": n, "seed": seed,
         "bytes_per_message": round(sum(v["bytes_sent"] for v in kinds.values()) / m),
         "deliveries_per_content_delivery": round(
             sum(v["deliveries"] for v in kinds.values()) / content, 2),
         "syncs": kinds["sync"]["broadcasts"],
         "repairs": kinds["repair"]["broadcasts"],
+        "requests": r["kinds"].get("RepairRequested", 0),
+        "bytes_by_kind": {k: v["bytes_sent"] for k, v in kinds.items()},
         "repairs_per_repaired_message": round(
             kinds["repair"]["broadcasts"] / max(1, r["repaired_messages"]), 2),
         "resends": kinds["resend"]["broadcasts"],
@@ -159,12 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1000])
     p.add_argument("--profiles", nargs="+", default=["before", "default", "waku"],
-                   help="before, round2, prev, default, waku, or a JSON dict of sds.Config "
-                   "changes to the default")
+                   help="before, round2, prev, default, waku, ref=DIR (the default of another "
+                   "checkout, e.g. a `git worktree add --detach` of an older commit, run "
+                   "beside ours), or a JSON dict of sds.Config changes to the default")
     p.add_argument("--messages", type=int, default=40)
     p.add_argument("--loss", type=float, default=0.1)
     p.add_argument("--rate", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--seed", type=int, nargs="+", default=[3],
+                   help="one or more seeds; cells run interleaved, seed by seed")
     p.add_argument("--timings", choices=("fast", "default"), default="default")
     p.add_argument("--bandwidth", default="1,20",
                    help="Mbit/s per participant, cycled (empty: unlimited)")
@@ -174,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     args.bandwidth = [float(x) for x in args.bandwidth.split(",") if x.strip()]
+    for prof in args.profiles:
+        if prof.startswith("ref=") and not (Path(prof[4:]) / "sds").is_dir():
+            p.error(f"{prof}: no checkout there (no sds/ directory)")
     sys.path.insert(0, str(ROOT))
     import os
 
@@ -186,10 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="sim-sync-repair-") as tmp:
         for n in args.sizes:
-            for profile in args.profiles:
-                row = run_cell(args, n, profile, Path(tmp))
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+            for seed in args.seed:
+                for profile in args.profiles:
+                    row = run_cell(args, n, profile, Path(tmp), seed)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

@@ -170,8 +170,10 @@ class Config:
     #: SDS-R: where the window is stretched, the first request for an id is drawn over
     #: the members expected to lack it, not over the whole channel: ``T_min`` plus up
     #: to ``loss x participants x repair_t_min_ms / 2`` (``loss`` as for
-    #: :attr:`repair_answer_copies`; at least the base window, at most the stretched
-    #: one), and at the latest four base windows (``4 x repair_t_max_ms``) plus one
+    #: :attr:`repair_answer_copies`; ``loss x participants`` at least 15, so that a
+    #: few lacking members' requests do not cross each other and their answers: at
+    #: 100 members and 10% loss 8.5 s; at least the base window, at most the
+    #: stretched one), and at the latest four base windows (``4 x repair_t_max_ms``) plus one
     #: draw of the base window after the id was found missing. The ~``loss x
     #: participants`` first requests are spread so that one comes early and the others
     #: hear it (and then ask within the base window,

@@ -433,3 +433,28 @@ def test_at_scale_first_requests_spread_over_the_members_expected_to_lack_the_id
     # over the stretched window ~15 of 200 would come within 10 s
     assert sum(d < 10_000 for d in dues) >= 25
     assert all(lo <= d < cap + CFG.repair_t_max_ms for d in dues)
+
+
+def test_first_requests_of_a_few_lacking_members_keep_a_floor_on_their_spread() -> None:
+    """100 participants, a tenth of the lines repaired by SDS-R: ~10 members lack an
+    id. Their first requests are drawn over T_min + FIRST_REQUEST_MIN_LACKING (15) x
+    repair_t_min_ms / 2 (8.5 s), not T_min + 10 x T_min / 2 (6 s): ~10 draws 0.5 s
+    apart asked before the first answer or a copy reached them and drew more answers
+    (sdschat sim, 100 members, 10% loss, seed 4: 12.7% more bytes per content message
+    than the stretched 50 s draw, 6.8% with the floor)."""
+    ch, _, _ = _answering_author(99, 10)
+    ids = [f"gone{i}" for i in range(200)]
+    ch.receive(msg("peer0001", "w", 400, [entry(m, None, "peer0000") for m in ids]), 3_000)
+    loss, n = ch._loss_mean, ch._participants(3_000)
+    assert 0.09 < loss <= 0.1 and n * loss < 10  # ~10 members lack an id
+    lo, hi = ch._repair_window(3_000)
+    assert hi == 10 * CFG.repair_t_max_ms
+    span = lo + 15 * CFG.repair_t_min_ms // 2  # 8.5 s
+    dues = [_request_due(ch, m) - 3_000 for m in ids]
+    cap = 4 * CFG.repair_t_max_ms
+    for m, d in zip(ids, dues, strict=True):
+        assert d == min(t_req("c", m, 0, lo, hi), t_req("c", m, 0, lo, span),
+                        cap + t_req("c", m, 0, lo, CFG.repair_t_max_ms))
+    assert all(lo <= d < span for d in dues)
+    # spread over 8.5 s, not the 6 s of ~10 members x T_min / 2: a third after 6 s
+    assert sum(d >= 6_000 for d in dues) >= 40
