@@ -464,18 +464,20 @@ class MemNetwork:
         pb = parsed.pb
         hint = parsed.hint
         cid = pb.channel_id if parsed.state == 1 else ""  # type: ignore[attr-defined]
+        well_formed = parsed.state == 1
+        after = self._after_channel_call
         for node in receivers:
             if not node.online:
                 self.counters["offline"] += 1
                 continue
             node.received += 1
-            ch = node.participant.channels.get(cid) if parsed.state == 1 else None
+            ch = node.participant.channels.get(cid) if well_formed else None
             if ch is None:  # malformed or not joined: let the Participant report it
                 node.participant.receive(data, now)
                 self._after_call(node)
             else:
                 ch.receive_parsed(pb, data, now, hint)  # type: ignore[arg-type]
-                self._after_channel_call(node, ch)
+                after(node, ch)
 
     def _timer(self, node: SimNode, at: int) -> None:
         if not node.online or node.armed_ms != at:
@@ -532,10 +534,23 @@ class MemNetwork:
                         self.now_ms)
                 self._broadcast(node, cid, dgram.data)
         more = False
-        for ev in ch.events():
-            self._observe(node, ev)
-            if type(ev) is sds.RepairDataNeeded:
-                more = self._supply_repair_data(node, ev) or more
+        events = ch.events()
+        if events:
+            # _observe, inlined (one to three events after each delivery)
+            track = self.track_delivered
+            observer = self.observer
+            store = self.store
+            now = self.now_ms
+            for ev in events:
+                t_ev = type(ev)
+                if track and type(ev) is sds.MessageDelivered:
+                    node.delivered[ev.channel_id].append(ev.message_id)
+                if observer is not None:
+                    observer(node.node_id, ev, now)
+                if store is not None and type(ev) is sds.MessagesMissing and node.online:
+                    self._store_query(node, ev)
+                if t_ev is sds.RepairDataNeeded:
+                    more = self._supply_repair_data(node, ev) or more  # type: ignore[arg-type]
         if more:
             self._after_call(node)
             return

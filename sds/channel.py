@@ -782,6 +782,10 @@ class Channel:
             self._unwant_lost(message_id)
             self._note_copy_on_wire(message_id, now_ms)
             self._count_wire_copy(message_id)
+        self._rename_copy(message_id, sender_id, now_ms)
+
+    def _rename_copy(self, message_id: str, sender_id: str, now_ms: int) -> None:
+        """:meth:`note_copy`'s adaptive-history part: the copy's id named again, soon."""
         if (
             sender_id == self.sender_id
             or self.config.causal_history_floor is None
@@ -1166,9 +1170,13 @@ class Channel:
             # or js-waku's same id for the same text) still acknowledges what it names.
             self._review_acks(pb, history_ids, sender_id)
             self._check_conflict(message_id, sender_id, pb.lamport_timestamp, content)
-            self.note_copy(message_id, sender_id, now_ms)
+            # note_copy, without the cancels just run above (run again, they found
+            # nothing): the copy on the wire is noted once
             if self.config.repair_enabled:
                 self._note_copy_on_wire(message_id, now_ms)
+                if message_id in self._entries or message_id in self._incoming:
+                    self._count_wire_copy(message_id)
+            self._rename_copy(message_id, sender_id, now_ms)
             self._drop(message_id, sender_id, DropReason.DUPLICATE)
             return
 
@@ -2297,7 +2305,9 @@ class Channel:
 
     def get_timer(self) -> int | None:
         """The earliest deadline at which :meth:`handle_timer` has work, or ``None``."""
-        candidates = []
+        # the minimum kept as it goes (no list: it runs after every delivery)
+        best: int | None = None
+        t: int | None
         heap = self._resend_heap
         if heap:
             # stale heads (acknowledged, or resent on a new deadline) are no work, as
@@ -2307,7 +2317,7 @@ class Channel:
                 due, mid = heap[0]
                 out = outgoing.get(mid)
                 if out is not None and out.next_resend_ms == due:
-                    candidates.append(due)
+                    best = due
                     break
                 heapq.heappop(heap)
         heap = self._lost_heap
@@ -2317,21 +2327,30 @@ class Channel:
             while heap and not self._lost_due_live(*heap[0]):
                 heapq.heappop(heap)
             if heap:  # recovery time -> wall time (no lost timeout runs while paused)
-                candidates.append(heap[0][0] + self._paused_total)
-        if self._next_sweep_ms is not None:
-            candidates.append(self._next_sweep_ms)
+                t = heap[0][0] + self._paused_total
+                if best is None or t < best:
+                    best = t
+        t = self._next_sweep_ms
+        if t is not None and (best is None or t < best):
+            best = t
         if self.config.repair_enabled:
-            nxt = self._repair_in.next_deadline()
-            if nxt is not None:
-                candidates.append(nxt)
+            t = self._repair_in.next_deadline()
+            if t is not None and (best is None or t < best):
+                best = t
             # due requests go out in syncs at most every repair_sync_interval_ms
-            for buf in (self._repair_out, self._lost_wanted):
-                nxt = buf.next_deadline()
-                if nxt is not None:
-                    candidates.append(max(nxt, self._next_repair_sync_ms))
-        if self._log or self._sync_asked:
-            candidates.append(self._next_sync_ms)
-        return min(candidates) if candidates else None
+            t = self._repair_out.next_deadline()
+            if t is not None:
+                t = max(t, self._next_repair_sync_ms)
+                if best is None or t < best:
+                    best = t
+            t = self._lost_wanted.next_deadline()
+            if t is not None:
+                t = max(t, self._next_repair_sync_ms)
+                if best is None or t < best:
+                    best = t
+        if (self._log or self._sync_asked) and (best is None or self._next_sync_ms < best):
+            best = self._next_sync_ms
+        return best
 
     def handle_timer(self, now_ms: int) -> None:
         """Run everything due by ``now_ms``: resends, repair responses, lost

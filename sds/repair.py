@@ -17,6 +17,7 @@ cancelling and finding what is due cost ``O(log n)`` whatever their size.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 from collections.abc import Callable
@@ -44,17 +45,23 @@ def t_req(own_id: str, message_id: str, now_ms: int, t_min_ms: int, t_max_ms: in
     return now_ms + repair_hash(own_id + message_id) % (t_max_ms - t_min_ms) + t_min_ms
 
 
+#: ``H`` of what every holder of a message hashes alike (its id, its author, the
+#: author + id of the response group): one SHA-256 for all the members that answer
+#: the same request (a simulated channel runs thousands in one process). Bounded.
+_shared_hash: Callable[[str], int] = functools.lru_cache(maxsize=4_096)(repair_hash)
+
+
 def t_resp(own_id: str, original_sender: str, message_id: str, now_ms: int, t_max_ms: int) -> int:
     """When a holder of ``message_id`` rebroadcasts it in answer to a request."""
-    distance = repair_hash(own_id) ^ repair_hash(original_sender)
-    return now_ms + (distance * repair_hash(message_id)) % t_max_ms
+    distance = repair_hash(own_id) ^ _shared_hash(original_sender)
+    return now_ms + (distance * _shared_hash(message_id)) % t_max_ms
 
 
 def in_response_group(own_id: str, original_sender: str, message_id: str, groups: int) -> bool:
     """Whether ``own_id`` is in the group that answers requests for ``message_id``."""
     if groups <= 1:
         return True
-    return repair_hash(own_id + message_id) % groups == repair_hash(
+    return repair_hash(own_id + message_id) % groups == _shared_hash(
         original_sender + message_id
     ) % groups
 

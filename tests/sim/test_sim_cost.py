@@ -137,3 +137,19 @@ def test_no_full_collection_runs_while_the_simulation_does(
         gc.set_threshold(*before)
     assert full_in_run == []
     assert thresholds == {(50, 1, NO_FULL_COLLECTIONS)}
+
+
+def test_the_shared_repair_hashes_give_the_spec_formulas_whatever_the_cache_holds() -> None:
+    """``T_resp`` and the response group hash what every holder shares once (an LRU):
+    the answers stay the spec's ``H`` formulas, also once the cache has turned over."""
+    import hashlib
+
+    from sds.repair import in_response_group, t_resp
+
+    def h(text: str) -> int:
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+    for i in range(6_000):  # more ids than the cache keeps: old ones are computed again
+        mid, author, own = f"m{i % 4_500}", f"a{i % 7}", f"p{i % 13}"
+        assert t_resp(own, author, mid, 5, 1_000) == 5 + ((h(own) ^ h(author)) * h(mid)) % 1_000
+        assert in_response_group(own, author, mid, 4) == (h(own + mid) % 4 == h(author + mid) % 4)
