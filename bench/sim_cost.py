@@ -66,14 +66,6 @@ print(json.dumps(out))
 """
 
 
-def _extract(rev: str, into: Path) -> None:
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "app", "net", "sds", "storage", "pipeline"],
-        capture_output=True, check=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-
-
 def run_one(root: Path, spec: dict[str, Any], tmp: Path, timeout: float) -> dict[str, Any]:
     """One run in a child process (``RuntimeError`` if it fails or times out)."""
     out = tmp / "run"
@@ -129,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.participants < 2 or args.messages < 0:
         ap.error("--rounds >= 1, --participants >= 2 and --messages >= 0")
     from machine import describe
+    from sim_scale import extract_revision
 
     spec = {"participants": args.participants, "messages": args.messages,
             "loss": args.loss, "seed": args.seed}
@@ -141,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline:
             base = tmp / "baseline"
             base.mkdir()
-            _extract(args.baseline, base)
+            extract_revision(args.baseline, base)
             roots.insert(0, (args.baseline, base))
         for _ in range(args.rounds):
             for label, root in roots:

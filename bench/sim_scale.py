@@ -54,7 +54,8 @@ print(json.dumps(out))
 """
 
 
-def _extract(rev: str, into: Path) -> None:
+def extract_revision(rev: str, into: Path) -> None:
+    """The runtime rooms (app, net, sds, storage, pipeline) of revision ``rev`` into ``into``."""
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", rev, "app", "net", "sds", "storage", "pipeline"],
         capture_output=True, check=True,
@@ -126,7 +127,7 @@ def main() -> int:
         if args.baseline:
             base = tmp / "baseline"
             base.mkdir()
-            _extract(args.baseline, base)
+            extract_revision(args.baseline, base)
             roots.insert(0, (args.baseline, base))
         for n in args.sizes:
             for label, root in roots:  # baseline then current, per size
