@@ -5,7 +5,7 @@ Wire format: ``Envelope`` and ``SealedPayload`` in ``net/envelope.proto``.
 Sealing ``sds`` (the serialised SDS message) for a channel::
 
     signature  = Ed25519.sign(b"sdschat-v2" + topic + SHA-256(sds))
-    plaintext  = SealedPayload(sds, sender_public_key, signature)
+    plaintext  = SealedPayload(sds, sender_public_key, signature, carried = [envelope, ...])
     aad        = b"sdschat-envelope" + uint32_be(version) + topic
     ciphertext = ChaCha20Poly1305(channel_key).encrypt(nonce = 12 random bytes, plaintext, aad)
     envelope   = Envelope(version = 2, topic, nonce, ciphertext)
@@ -53,6 +53,16 @@ subclass (its ``reason`` is stable, for counting and logs):
 node counts such a copy as a duplicate, not a rejection: the same bytes again are
 verified and harmless, and an honest sender republishes them after a restart.)
 
+Carried envelopes (``SealedPayload.carried``, at most :data:`MAX_CARRIED`; more is
+``malformed``) are other members' envelopes of the same channel riding on this one,
+byte for byte as their authors sealed them. :func:`open_envelope` returns them
+unopened in ``Opened.carried``; the receiver opens each as if it had arrived alone.
+Why this is safe: a carried envelope passes every check above on its own (its own
+AEAD under a channel key, its author's signature over its own SDS bytes, the replay
+guard); the carrier adds nothing a member could not already do by republishing the
+same bytes, and its own signature covers only its own SDS bytes. Only a key holder
+can put bytes inside the ciphertext, so an outsider cannot add or strip any.
+
 No other exception escapes :func:`open_envelope`, whatever the input bytes.
 The envelope hash (``sha256`` of the envelope bytes as received) is the SDS
 retrieval hint of the message inside.
@@ -79,6 +89,7 @@ from sds import sds_pb2
 
 __all__ = [
     "ENVELOPE_VERSION",
+    "MAX_CARRIED",
     "MAX_ENVELOPE_BYTES",
     "NONCE_BYTES",
     "REJECTION_REASONS",
@@ -118,6 +129,10 @@ while bounding what a peer can make us allocate, decrypt and verify.
 
 NONCE_BYTES = 12
 """ChaCha20-Poly1305 nonce length."""
+
+MAX_CARRIED = 4
+"""Most envelopes one envelope may carry (``SealedPayload.carried``); more is
+refused as malformed. ``sds.Channel.to_carry`` asks for at most 3."""
 
 SIGNATURE_DOMAIN = b"sdschat-v2"
 """Prefix of the signed message: ``SIGNATURE_DOMAIN + topic + SHA-256(sds)``."""
@@ -222,6 +237,9 @@ class Opened:
     envelope_hash: bytes
     topic: bytes
     sds_message: sds_pb2.SdsMessage | None = field(default=None, compare=False, repr=False)
+    #: Envelopes of other messages this one carries (``SealedPayload.carried``),
+    #: unopened: each is opened and checked on its own.
+    carried: tuple[bytes, ...] = field(default=(), compare=False, repr=False)
 
 
 def envelope_hash(envelope_bytes: bytes) -> bytes:
@@ -252,7 +270,12 @@ def _signed_message(topic: bytes, sds_bytes: bytes) -> bytes:
     return SIGNATURE_DOMAIN + topic + hashlib.sha256(sds_bytes).digest()
 
 
-def seal(sds_bytes: bytes, identity: Identity, channel_key: ChannelKey | bytes) -> bytes:
+def seal(
+    sds_bytes: bytes,
+    identity: Identity,
+    channel_key: ChannelKey | bytes,
+    carried: Sequence[bytes] = (),
+) -> bytes:
     """Sign, encrypt and wrap ``sds_bytes`` for the channel; returns envelope bytes.
 
     Args:
@@ -260,15 +283,22 @@ def seal(sds_bytes: bytes, identity: Identity, channel_key: ChannelKey | bytes) 
             ``identity.sender_id`` (receivers reject it otherwise).
         identity: the sender's key pair.
         channel_key: the channel's :class:`ChannelKey` (or its raw 32-byte key).
+        carried: envelopes of other messages of the channel to carry along,
+            as stored (at most :data:`MAX_CARRIED`).
 
     Raises:
         OversizedEnvelope: the result would exceed :data:`MAX_ENVELOPE_BYTES`.
-        ValueError: a raw channel key of the wrong length.
+        ValueError: a raw channel key of the wrong length, or too many carried.
     """
+    if len(carried) > MAX_CARRIED:
+        raise ValueError(f"{len(carried)} carried envelopes, at most {MAX_CARRIED}")
     key, topic = _key_and_topic(channel_key)
     signature = identity.sign(_signed_message(topic, sds_bytes))
     payload = envelope_pb2.SealedPayload(
-        sds=sds_bytes, sender_public_key=identity.public_key, signature=signature
+        sds=sds_bytes,
+        sender_public_key=identity.public_key,
+        signature=signature,
+        carried=carried,
     ).SerializeToString()
     nonce = os.urandom(NONCE_BYTES)
     ciphertext = _aead(key).encrypt(nonce, payload, _aad(ENVELOPE_VERSION, topic))
@@ -405,6 +435,9 @@ def _open_parsed(
     sds = payload.sds
     if not verify_signature(public_key, payload.signature, _signed_message(topic, sds)):
         raise BadSignature("signature does not verify")
+    carried = tuple(payload.carried)
+    if len(carried) > MAX_CARRIED:
+        raise MalformedEnvelope(f"carries {len(carried)} envelopes, at most {MAX_CARRIED}")
     sender_id = sender_id_for(public_key)
     message: sds_pb2.SdsMessage | None = None
     if sds_sender_id is None:
@@ -422,6 +455,7 @@ def _open_parsed(
         envelope_hash=envelope_hash(envelope_bytes),
         topic=topic,
         sds_message=message,
+        carried=carried,
     )
 
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0e\x65nvelope.proto\x12\x0bsdschat.net\"M\n\x08\x45nvelope\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\r\n\x05topic\x18\x02 \x01(\x0c\x12\r\n\x05nonce\x18\x03 \x01(\x0c\x12\x12\n\nciphertext\x18\x04 \x01(\x0c\"J\n\rSealedPayload\x12\x0b\n\x03sds\x18\x01 \x01(\x0c\x12\x19\n\x11sender_public_key\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"\x1b\n\tSubscribe\x12\x0e\n\x06topics\x18\x01 \x03(\x0c\"\x1d\n\x0bUnsubscribe\x12\x0e\n\x06topics\x18\x01 \x03(\x0c\"\x1b\n\x07Publish\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\"\x1b\n\x07\x44\x65liver\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\"%\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x15\n\x04Ping\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x15\n\x04Pong\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\xc0\x02\n\nRelayFrame\x12\x0f\n\x07version\x18\x01 \x01(\r\x12+\n\tsubscribe\x18\x02 \x01(\x0b\x32\x16.sdschat.net.SubscribeH\x00\x12/\n\x0bunsubscribe\x18\x03 \x01(\x0b\x32\x18.sdschat.net.UnsubscribeH\x00\x12\'\n\x07publish\x18\x04 \x01(\x0b\x32\x14.sdschat.net.PublishH\x00\x12\'\n\x07\x64\x65liver\x18\x05 \x01(\x0b\x32\x14.sdschat.net.DeliverH\x00\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x12.sdschat.net.ErrorH\x00\x12!\n\x04ping\x18\x07 \x01(\x0b\x32\x11.sdschat.net.PingH\x00\x12!\n\x04pong\x18\x08 \x01(\x0b\x32\x11.sdschat.net.PongH\x00\x42\x06\n\x04\x62odyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0e\x65nvelope.proto\x12\x0bsdschat.net\"M\n\x08\x45nvelope\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\r\n\x05topic\x18\x02 \x01(\x0c\x12\r\n\x05nonce\x18\x03 \x01(\x0c\x12\x12\n\nciphertext\x18\x04 \x01(\x0c\"[\n\rSealedPayload\x12\x0b\n\x03sds\x18\x01 \x01(\x0c\x12\x19\n\x11sender_public_key\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\x12\x0f\n\x07\x63\x61rried\x18\x04 \x03(\x0c\"\x1b\n\tSubscribe\x12\x0e\n\x06topics\x18\x01 \x03(\x0c\"\x1d\n\x0bUnsubscribe\x12\x0e\n\x06topics\x18\x01 \x03(\x0c\"\x1b\n\x07Publish\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\"\x1b\n\x07\x44\x65liver\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\"%\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x15\n\x04Ping\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x15\n\x04Pong\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\xc0\x02\n\nRelayFrame\x12\x0f\n\x07version\x18\x01 \x01(\r\x12+\n\tsubscribe\x18\x02 \x01(\x0b\x32\x16.sdschat.net.SubscribeH\x00\x12/\n\x0bunsubscribe\x18\x03 \x01(\x0b\x32\x18.sdschat.net.UnsubscribeH\x00\x12\'\n\x07publish\x18\x04 \x01(\x0b\x32\x14.sdschat.net.PublishH\x00\x12\'\n\x07\x64\x65liver\x18\x05 \x01(\x0b\x32\x14.sdschat.net.DeliverH\x00\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x12.sdschat.net.ErrorH\x00\x12!\n\x04ping\x18\x07 \x01(\x0b\x32\x11.sdschat.net.PingH\x00\x12!\n\x04pong\x18\x08 \x01(\x0b\x32\x11.sdschat.net.PongH\x00\x42\x06\n\x04\x62odyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,21 +34,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ENVELOPE']._serialized_start=31
   _globals['_ENVELOPE']._serialized_end=108
   _globals['_SEALEDPAYLOAD']._serialized_start=110
-  _globals['_SEALEDPAYLOAD']._serialized_end=184
-  _globals['_SUBSCRIBE']._serialized_start=186
-  _globals['_SUBSCRIBE']._serialized_end=213
-  _globals['_UNSUBSCRIBE']._serialized_start=215
-  _globals['_UNSUBSCRIBE']._serialized_end=244
-  _globals['_PUBLISH']._serialized_start=246
-  _globals['_PUBLISH']._serialized_end=273
-  _globals['_DELIVER']._serialized_start=275
-  _globals['_DELIVER']._serialized_end=302
-  _globals['_ERROR']._serialized_start=304
-  _globals['_ERROR']._serialized_end=341
-  _globals['_PING']._serialized_start=343
-  _globals['_PING']._serialized_end=364
-  _globals['_PONG']._serialized_start=366
-  _globals['_PONG']._serialized_end=387
-  _globals['_RELAYFRAME']._serialized_start=390
-  _globals['_RELAYFRAME']._serialized_end=710
+  _globals['_SEALEDPAYLOAD']._serialized_end=201
+  _globals['_SUBSCRIBE']._serialized_start=203
+  _globals['_SUBSCRIBE']._serialized_end=230
+  _globals['_UNSUBSCRIBE']._serialized_start=232
+  _globals['_UNSUBSCRIBE']._serialized_end=261
+  _globals['_PUBLISH']._serialized_start=263
+  _globals['_PUBLISH']._serialized_end=290
+  _globals['_DELIVER']._serialized_start=292
+  _globals['_DELIVER']._serialized_end=319
+  _globals['_ERROR']._serialized_start=321
+  _globals['_ERROR']._serialized_end=358
+  _globals['_PING']._serialized_start=360
+  _globals['_PING']._serialized_end=381
+  _globals['_PONG']._serialized_start=383
+  _globals['_PONG']._serialized_end=404
+  _globals['_RELAYFRAME']._serialized_start=407
+  _globals['_RELAYFRAME']._serialized_end=727
 # @@protoc_insertion_point(module_scope)

@@ -19,14 +19,16 @@ class Envelope(_message.Message):
     def __init__(self, version: _Optional[int] = ..., topic: _Optional[bytes] = ..., nonce: _Optional[bytes] = ..., ciphertext: _Optional[bytes] = ...) -> None: ...
 
 class SealedPayload(_message.Message):
-    __slots__ = ("sds", "sender_public_key", "signature")
+    __slots__ = ("sds", "sender_public_key", "signature", "carried")
     SDS_FIELD_NUMBER: _ClassVar[int]
     SENDER_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    CARRIED_FIELD_NUMBER: _ClassVar[int]
     sds: bytes
     sender_public_key: bytes
     signature: bytes
-    def __init__(self, sds: _Optional[bytes] = ..., sender_public_key: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    carried: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, sds: _Optional[bytes] = ..., sender_public_key: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., carried: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class Subscribe(_message.Message):
     __slots__ = ("topics",)

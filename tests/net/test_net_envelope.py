@@ -19,6 +19,7 @@ from net.channel_key import ChannelKey
 from net.envelope import (
     AAD_DOMAIN,
     ENVELOPE_VERSION,
+    MAX_CARRIED,
     MAX_ENVELOPE_BYTES,
     REJECTION_REASONS,
     SIGNATURE_DOMAIN,
@@ -128,6 +129,40 @@ def test_round_trip() -> None:
     assert open_alias(env, KEY.key).sds_bytes == sds
     # fresh nonce each time: sealing twice gives different envelopes (and hashes)
     assert seal(sds, ALICE, KEY) != env
+
+
+def test_carried_envelopes_travel_unopened_and_open_on_their_own() -> None:
+    bob = Identity.generate()
+    first = seal(sds_message(bob, b"first"), bob, KEY)
+    second = seal(sds_message(MALLORY, b"second"), MALLORY, KEY)
+    env = seal(sds_message(ALICE, b"third"), ALICE, KEY, carried=[first, second])
+    opened = open_envelope(env, KEY)
+    # byte for byte as their authors sealed them: the same hashes (retrieval hints)
+    assert opened.carried == (first, second)
+    assert [open_envelope(c, KEY).sender_id for c in opened.carried] == [
+        bob.sender_id,
+        MALLORY.sender_id,
+    ]
+    # the carrier's own message and signature are unchanged by what it carries
+    assert opened.sds_bytes == sds_message(ALICE, b"third")
+    assert open_envelope(seal(sds_message(ALICE), ALICE, KEY), KEY).carried == ()
+    # an older reader's SealedPayload (fields 1-3) reads the carrier's message alone
+    aad = AAD_DOMAIN + (2).to_bytes(4, "big") + KEY.topic
+    raw = envelope_pb2.Envelope.FromString(env)
+    plain = ChaCha20Poly1305(KEY.key).decrypt(raw.nonce, raw.ciphertext, aad)
+    assert envelope_pb2.SealedPayload.FromString(plain).sds == opened.sds_bytes
+
+
+def test_more_carried_envelopes_than_allowed_are_refused() -> None:
+    one = seal(sds_message(MALLORY), MALLORY, KEY)
+    with pytest.raises(ValueError, match="at most 4"):
+        seal(sds_message(ALICE), ALICE, KEY, carried=[one] * (MAX_CARRIED + 1))
+    payload = signed_payload(sds_message(ALICE), ALICE)
+    payload.carried.extend([one] * (MAX_CARRIED + 1))
+    with pytest.raises(MalformedEnvelope, match="carries 5 envelopes, at most 4"):
+        open_envelope(forge(payload), KEY)
+    del payload.carried[MAX_CARRIED:]
+    assert len(open_envelope(forge(payload), KEY).carried) == MAX_CARRIED
 
 
 def test_default_size_message_fits_and_is_small_overhead() -> None:
