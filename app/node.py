@@ -90,6 +90,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
+from app.carrying import IDS_REMEMBERED, Carrier
 from app.chat_content import decode_content, encode_content, split_typed
 from app.clock_guard import (
     ClockEstimate,
@@ -181,6 +182,7 @@ from net.channel_key import (
 from net.envelope import (
     EnvelopeError,
     Opened,
+    OversizedEnvelope,
     ReplayGuard,
     envelope_hash,
     open_envelope,
@@ -595,6 +597,7 @@ class Node:
         self._channels: dict[str, ChannelInfo] = {}
         self._by_topic: dict[bytes, str] = {}
         self._replay = ReplayGuard()
+        self._carrier = Carrier(IDS_REMEMBERED)  # app/carrying.py
         self._envelopes: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._waiting_envelopes: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
         self._own_state: dict[tuple[str, str], OwnState] = {}
@@ -1468,10 +1471,14 @@ class Node:
         self.counters[key] += 1
         out.events.append(Rejected(reason, channel, detail, self.counters[key]))
 
-    def _receive(self, data: bytes, now: int, out: _Round) -> None:
-        self.counters["received"] += 1
+    def _receive(
+        self, data: bytes, now: int, out: _Round, carried_on: bytes | None = None
+    ) -> None:
+        """One envelope, as delivered, or carried by an envelope of topic ``carried_on``."""
+        if carried_on is None:
+            self.counters["received"] += 1
         channel: str | None = None
-        if self._invite_topics:
+        if self._invite_topics and carried_on is None:
             framed = unwrap(data)
             if framed is not None and framed[0] in self._invite_topics:
                 self._invite_frame(framed[0], framed[1], now)
@@ -1479,6 +1486,8 @@ class Node:
 
         def key_for_topic(topic: bytes) -> ChannelKey | list[ChannelKey] | None:
             nonlocal channel  # a refusal after the topic matched names the channel
+            if carried_on is not None and topic != carried_on:
+                return None  # carried into another channel: refused as its topic
             channel = self._by_topic.get(topic)
             if channel is None:
                 return None
@@ -1488,7 +1497,8 @@ class Node:
         try:
             opened = open_for_topic(data, key_for_topic)
         except EnvelopeError as exc:
-            self._reject(exc.reason, channel, exc.detail, out)
+            reason = exc.reason if carried_on is None else f"carried_{exc.reason}"
+            self._reject(reason, channel, exc.detail, out)
             return
         members = self._members.get(channel) if channel is not None else None
         if members is not None:
@@ -1499,8 +1509,14 @@ class Node:
         if not self._replay.check_and_remember(opened.envelope_hash):
             # The same bytes again (a restarted sender republishing, a relay or store
             # redelivering): verified and harmless, a counted duplicate, not a rejection.
-            self.counters["duplicate_envelopes"] += 1
             pb = opened.sds_message
+            if carried_on is not None:
+                self.counters["carried_duplicates"] += 1
+                if channel is not None and pb is not None and pb.message_id:
+                    self._participant.channel(channel).note_carried(pb.message_id, now)
+                    out.core_called = True
+                return
+            self.counters["duplicate_envelopes"] += 1
             if channel is not None and pb is not None and pb.content and pb.message_id:
                 # an author's resend: it lacks our acknowledgement, name it again soon
                 self._participant.channel(channel).note_copy(pb.message_id, pb.sender_id, now)
@@ -1508,6 +1524,10 @@ class Node:
             return
         assert channel is not None  # opened: its topic named a joined channel
         out.received.append(opened.envelope_hash)  # forgotten if the round is not stored
+        if opened.carried and carried_on is None:
+            # older lines first: the carrier's own line names them in its history
+            self._receive_carried(opened.carried, opened.topic, now, out)
+            out.current = None
         pb0 = opened.sds_message
         if pb0 is not None and not pb0.content and pb0.HasField("lamport_timestamp"):
             # a sync: its time is its author's clock now (app/clock_guard.py)
@@ -1526,15 +1546,17 @@ class Node:
                 return
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         core = self._participant.channel(channel)
+        carried = carried_on is not None
         if opened.sds_message is not None:  # decoded once, by open_envelope
             if id_content is None:
                 core.receive_parsed(opened.sds_message, opened.sds_bytes, now,
-                                    opened.envelope_hash)  # fmt: skip
+                                    opened.envelope_hash, carried=carried)  # fmt: skip
             else:  # a members channel: the content was decrypted, the id covers the ciphertext
                 core.receive_parsed(opened.sds_message, opened.sds_bytes, now,
-                                    opened.envelope_hash, id_content=id_content)  # fmt: skip
+                                    opened.envelope_hash, id_content=id_content,
+                                    carried=carried)  # fmt: skip
         else:
-            core.receive(opened.sds_bytes, now, opened.envelope_hash)
+            core.receive(opened.sds_bytes, now, opened.envelope_hash, carried=carried)
         out.core_called = True
         self._drain(now, out)
         out.current = None
@@ -2103,6 +2125,38 @@ class Node:
         for content in mc.remove(member_id):  # its keys' parts first, in a large channel
             await self.post_content(channel, content)
 
+    def _seal_carrying(self, channel: str, sds_bytes: bytes, now: int) -> bytes:
+        """Our new message's envelope, with the envelopes the core wants carried
+        along (app/carrying.py); without them if they would not fit."""
+        key = self._seal_key(channel)
+        picks = self._participant.channel(channel).to_carry(now)
+        carried = Carrier.pick(channel, picks, self._envelopes) if picks else []
+        if carried:
+            try:
+                env = seal(sds_bytes, self.identity, key, carried)
+            except OversizedEnvelope:
+                self.counters["carried_too_big"] += 1
+            else:
+                self.counters["carried_sent"] += len(carried)
+                return env
+        return seal(sds_bytes, self.identity, key)
+
+    def _receive_carried(self, envelopes: Sequence[bytes], topic: bytes, now: int,
+                         out: _Round) -> None:  # fmt: skip
+        """Envelopes carried by one we opened, each as if it had arrived alone; one we
+        hold already is told to the core as a copy on the wire, without opening it."""
+        for env in envelopes:
+            self.counters["carried_received"] += 1
+            digest = envelope_hash(env)
+            if digest in self._replay:
+                self.counters["carried_duplicates"] += 1
+                named = self._carrier.named(digest)
+                if named is not None and named[0] in self._channels:
+                    self._participant.channel(named[0]).note_carried(named[1], now)
+                    out.core_called = True
+                continue
+            self._receive(env, now, out, carried_on=topic)
+
     def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
         cache = self._envelopes
         cache[(channel, message_id)] = envelope
@@ -2154,7 +2208,7 @@ class Node:
     def _handle_event(self, ev: sds.Event, now: int, out: _Round) -> None:
         ch = ev.channel_id
         if isinstance(ev, sds.MessageSent):
-            self._on_sent(ev, out)
+            self._on_sent(ev, now, out)
         elif isinstance(ev, sds.MessageDelivered):
             self._on_delivered(ev, now, out)
         elif isinstance(ev, sds.MessageAcknowledged):
@@ -2290,10 +2344,11 @@ class Node:
             "text": content.text,
         }
 
-    def _on_sent(self, ev: sds.MessageSent, out: _Round) -> None:
+    def _on_sent(self, ev: sds.MessageSent, now: int, out: _Round) -> None:
         ch, mid = ev.channel_id, ev.message_id
-        env = seal(ev.data, self.identity, self._seal_key(ch))
+        env = self._seal_carrying(ch, ev.data, now)
         digest = envelope_hash(env)
+        self._carrier.remember(digest, ch, mid)
         plain = ev.content
         mc = self._members.get(ch)
         if mc is not None:
@@ -2357,6 +2412,8 @@ class Node:
             env = None  # not kept either: we do not serve what we refused
         if env is not None:
             self._remember_envelope(ch, mid, env)
+        if hint is not None:
+            self._carrier.remember(hint, ch, mid)
         mc = self._members.get(ch)
         if mc is not None and is_control(ev.content):
             self._on_control(mc, ev.sender_id, ev.lamport, mid, ev.content, env)
