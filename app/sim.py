@@ -540,12 +540,13 @@ class _Traffic:
         original = net._broadcast
         counters = net.counters
 
-        def broadcast(src: Any, channel_id: str, data: bytes) -> None:
+        def broadcast(src: Any, channel_id: str, data: bytes,
+                      carried: tuple[bytes, ...] = ()) -> None:
             d0, b0 = counters["deliveries"], counters["bytes"]
-            original(src, channel_id, data)
+            original(src, channel_id, data, carried)
             row = self.totals[self.kind]
             row[0] += 1
-            row[1] += len(data)
+            row[1] += len(data) + sum(map(len, carried))
             row[2] += counters["deliveries"] - d0
             row[3] += counters["bytes"] - b0
             self.kind = "content"  # a first send has no datagram observer call before it
@@ -785,10 +786,15 @@ def run_sim(
     wall = time.monotonic() - wall0
 
     held_all = 0
+    carried_new = carried_held = 0
     for nid, mine in zip(ids, membership, strict=True):
         node = net.nodes[nid]
         if all(node.participant.channel(c).log_size == per_channel[c] for c in mine):
             held_all += 1
+        for c in mine:
+            st = node.participant.channel(c).stats()
+            carried_new += st["carried_received_new"]
+            carried_held += st["carried_received_duplicate"]
     usage = resource.getrusage(resource.RUSAGE_SELF)
     peak_kb = usage.ru_maxrss
     spec_dict = asdict(spec)
@@ -807,7 +813,18 @@ def run_sim(
         "virtual_seconds": (end_ms - spec.start_ms) / 1000,
         "network": dict(net.counters),
         "participants_holding_every_message": held_all,
-        "traffic": traffic.summary(spec.participants),
+        "traffic": {
+            **traffic.summary(spec.participants),
+            # sds.Config.carry_copies: copies attached to content broadcasts, and
+            # their arrivals: the first of a line at a member (it had missed the
+            # line) or one it held
+            "carried": {
+                "copies_sent": net.counters["carried_sent"],
+                "bytes_sent": net.counters["carried_bytes"],
+                "arrivals_new": carried_new,
+                "arrivals_held": carried_held,
+            },
+        },
         "rows": recorder.rows,
         "wall_seconds": round(wall, 3),
         # the process's CPU time (on a loaded machine, wall time counts the waiting)
@@ -1085,6 +1102,14 @@ def summary_lines(traffic: dict[str, Any], messages: int, participants: int) -> 
         lines.append(
             f"    {k:8} {v['broadcasts']:>9,} broadcasts {v['bytes_sent']:>14,} B sent "
             f"{v['deliveries']:>12,} deliveries {v['bytes_received']:>16,} B received"
+        )
+    carried = traffic.get("carried")
+    if carried and carried["copies_sent"]:
+        lines.append(
+            f"    carried  {carried['copies_sent']:>9,} copies     "
+            f"{carried['bytes_sent']:>14,} B sent (in the content bytes): "
+            f"{carried['arrivals_new']:,} arrivals new to the member, "
+            f"{carried['arrivals_held']:,} of lines it held"
         )
     for name, ph in traffic["phases"].items():
         lines.append(

@@ -61,14 +61,15 @@ def run_one(spec_d: dict[str, Any], out: Path) -> dict[str, Any]:
     class _Tagged(memnet._Parsed):  # type: ignore[misc,name-defined]
         __slots__ = ("tag",)
 
-        def __init__(self, data: bytes) -> None:
-            super().__init__(data)
+        def __init__(self, data: bytes, carried: tuple[bytes, ...] = ()) -> None:
+            super().__init__(data, carried)
             self.tag = current[0]
 
     orig_broadcast = memnet.MemNetwork._broadcast
     orig_deliver = memnet.MemNetwork._deliver_batch
 
-    def broadcast(self: Any, src: Any, channel_id: str, data: bytes) -> None:
+    def broadcast(self: Any, src: Any, channel_id: str, data: bytes,
+                  carried: tuple[bytes, ...] = ()) -> None:
         pb = sds_pb2.SdsMessage()
         pb.ParseFromString(data)
         if pb.content and pb.HasField("lamport_timestamp"):
@@ -77,7 +78,7 @@ def run_one(spec_d: dict[str, Any], out: Path) -> dict[str, Any]:
         else:
             current[0] = None
         try:
-            orig_broadcast(self, src, channel_id, data)
+            orig_broadcast(self, src, channel_id, data, carried)
         finally:
             current[0] = None
 

@@ -9,6 +9,7 @@ RSS is per process), with these protocol columns:
   sent, the sim's ``N²/64`` sync interval, every member re-naming);
 * ``round2``: the default with the second round's changes turned off (:data:`ROUND2`);
 * ``prev``: the default with the third round's repair rules turned off (:data:`PREV`);
+* ``nocarry``: the default without carrying (``carry_copies = 0``, :data:`NOCARRY`);
 * ``waku``: ``sds.Config.waku()`` (js-waku's sizes and fixed windows, the sim's
   ``N²/64`` interval as before);
 * ``ref=DIR``: the default of another checkout (``git worktree add --detach DIR
@@ -72,6 +73,10 @@ PREV: dict[str, Any] = {
     "repair_first_request_capped": False,
 }
 
+#: The sds.Config changes that turn carrying off (recent messages riding on later
+#: content messages, sds.Config.carry_copies).
+NOCARRY: dict[str, Any] = {"carry_copies": 0}
+
 
 def profile_changes(profile: str) -> dict[str, Any] | None:
     """The ``protocol`` changes of a named profile (``None``: the default's own)."""
@@ -81,6 +86,8 @@ def profile_changes(profile: str) -> dict[str, Any] | None:
         return dict(ROUND2)
     if profile == "prev":
         return dict(PREV)
+    if profile == "nocarry":
+        return dict(NOCARRY)
     if profile.startswith("{"):
         changes: dict[str, Any] = json.loads(profile)  # a candidate: sds.Config changes
         return changes
@@ -162,6 +169,7 @@ def run_cell(args: argparse.Namespace, n: int, profile: str, tmp: Path,
         "repairs_per_repaired_message": round(
             kinds["repair"]["broadcasts"] / max(1, r["repaired_messages"]), 2),
         "resends": kinds["resend"]["broadcasts"],
+        "carried": r["traffic"].get("carried"),
         "store_retrievals": r["network"].get("store_retrievals", 0),
         "holding_every_message": r["participants_holding_every_message"],
         "lost_messages": r["lost_messages"],
@@ -176,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1000])
     p.add_argument("--profiles", nargs="+", default=["before", "default", "waku"],
-                   help="before, round2, prev, default, waku, ref=DIR (the default of another "
-                   "checkout, e.g. a `git worktree add --detach` of an older commit, run "
+                   help="before, round2, prev, nocarry, default, waku, ref=DIR (the default "
+                   "of another checkout, e.g. a `git worktree add --detach` of an older commit, "
+                   "run "
                    "beside ours), or a JSON dict of sds.Config changes to the default")
     p.add_argument("--messages", type=int, default=40)
     p.add_argument("--loss", type=float, default=0.1)

@@ -39,6 +39,15 @@ handed to each receiver's channel with :meth:`sds.Channel.receive_parsed` (what
 ``Participant.receive`` does after parsing). Timers are re-armed lazily: a
 node's heap entry is replaced only when its deadline moves *earlier*; a later
 deadline is noticed when the old entry fires.
+
+Carrying (``sds.Config.carry_copies``): after a node sends a content message, the
+messages its channel names in :meth:`sds.Channel.to_carry` ride on the same
+broadcast, as a real node's envelope carries them: one loss draw per envelope, one
+delivery counted per receiver, the bytes of all of them uploaded and received. A
+receiver gives the carried messages to its channel first (``carried=True``: they
+are older, and the new message names them), then the message itself. The counters
+``carried_sent`` and ``carried_bytes`` count the copies attached (per broadcast);
+each channel's ``stats()`` counts those new to it and those it held.
 """
 
 from __future__ import annotations
@@ -165,15 +174,26 @@ def retrieval_hint(data: bytes) -> bytes:
 class _Parsed:
     """A broadcast's bytes, parsed at first delivery and shared by every receiver."""
 
-    __slots__ = ("data", "hint", "pb", "state")
+    __slots__ = ("carried", "data", "hint", "pb", "state")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, carried: tuple[bytes, ...] = ()) -> None:
         self.data = data
         self.pb: object = None
         self.state = 0  # 0 not parsed, 1 parsed, 2 malformed
         #: the retrieval hint receivers record (a real node's is the envelope's
         #: sha256: 32 bytes in every causal-history entry naming the message)
         self.hint = b""
+        #: the messages riding on it (sds.Config.carry_copies), parsed the same way
+        self.carried: tuple[_Parsed, ...] = tuple(_Parsed(c) for c in carried)
+
+    def parse(self) -> None:
+        if self.state == 0:
+            try:
+                self.pb = SharedMessage(parse_pb(self.data))
+                self.state = 1
+            except DecodeError:
+                self.state = 2
+            self.hint = retrieval_hint(self.data)
 
 
 class MemNetwork:
@@ -235,6 +255,8 @@ class MemNetwork:
             "queue_wait_ms": 0,
             "send_lost": 0,
             "send_lost_bytes": 0,
+            "carried_sent": 0,
+            "carried_bytes": 0,
         }
         # "bytes": received (deliveries x size); "bytes_sent": uploaded (one per
         # broadcast, those lost at the sender included); "queue_wait_ms": waiting
@@ -317,11 +339,12 @@ class MemNetwork:
                 message_id = ev.message_id
                 self._wire[(channel_id, message_id)] = data
                 ch.set_retrieval_hint(message_id, retrieval_hint(data))
+        carried = tuple(d for _, d in ch.to_carry(self.now_ms))
         if self.datagram_observer is not None:
             self.datagram_observer(
                 node_id, channel_id, "message", message_id, len(data), self.now_ms
             )
-        self._broadcast(node, channel_id, data)
+        self._broadcast(node, channel_id, data, carried)
         for ev in events:
             if isinstance(ev, sds.MessageSent) and self.track_delivered:
                 node.delivered[channel_id].append(ev.message_id)
@@ -381,15 +404,25 @@ class MemNetwork:
         d = -math.log(1.0 - self.rng.random()) * (hi - lo) / 3.0
         return lo + min(hi - lo, int(d))
 
-    def _broadcast(self, src: SimNode, channel_id: str, data: bytes) -> None:
+    def _broadcast(
+        self, src: SimNode, channel_id: str, data: bytes, carried: tuple[bytes, ...] = ()
+    ) -> None:
         counters = self.counters
+        size = len(data)
+        if carried:
+            extra = sum(map(len, carried))
+            size += extra
+            counters["carried_sent"] += len(carried)
+            counters["carried_bytes"] += extra
         counters["broadcasts"] += 1
-        counters["bytes_sent"] += len(data)
+        counters["bytes_sent"] += size
         if self.send_loss and self.rng.random() < self.send_loss:
             counters["send_lost"] += 1
-            counters["send_lost_bytes"] += len(data)
+            counters["send_lost_bytes"] += size
             return
         if self.store is not None:
+            for c in carried:
+                self._archive(channel_id, c)
             self._archive(channel_id, data)
         members = self.members.get(channel_id, ())
         lo, hi = self.latency_ms
@@ -400,7 +433,7 @@ class MemNetwork:
         uniform = self.latency_dist == "uniform"
         sgroup = src.group
         now = self.now_ms
-        bits = 8_000.0 * len(data)  # bits x 1000: divided by bit/s gives ms
+        bits = 8_000.0 * size  # bits x 1000: divided by bit/s gives ms
         depart: float = now
         waited = 0.0  # time spent waiting in link queues (not transmitting)
         if src.bandwidth_bps is not None:
@@ -444,21 +477,20 @@ class MemNetwork:
         counters["lost"] += lost
         counters["partitioned"] += partitioned
         counters["deliveries"] += delivered
-        counters["bytes"] += delivered * len(data)
+        counters["bytes"] += delivered * size
         counters["queue_wait_ms"] += int(waited)
         if batches:
-            parsed = _Parsed(data)
+            parsed = _Parsed(data, carried)
             for delay in sorted(batches):
                 self._push(now + delay, _DELIVER, (parsed, batches[delay]))
 
     def _deliver_batch(self, parsed: _Parsed, receivers: list[SimNode]) -> None:
         if parsed.state == 0:
-            try:
-                parsed.pb = SharedMessage(parse_pb(parsed.data))
-                parsed.state = 1
-            except DecodeError:
-                parsed.state = 2
-            parsed.hint = retrieval_hint(parsed.data)
+            parsed.parse()
+            for c in parsed.carried:
+                c.parse()
+        if parsed.carried:
+            self._deliver_carried(parsed.carried, receivers)
         now = self.now_ms
         data = parsed.data
         pb = parsed.pb
@@ -478,6 +510,29 @@ class MemNetwork:
             else:
                 ch.receive_parsed(pb, data, now, hint)  # type: ignore[arg-type]
                 after(node, ch)
+
+    def _deliver_carried(self, carried: tuple[_Parsed, ...], receivers: list[SimNode]) -> None:
+        """The messages riding on a broadcast, to each receiver before the broadcast's
+        own message (its output is handled after that message's)."""
+        now = self.now_ms
+        for c in carried:
+            data = c.data
+            if c.state != 1:
+                for node in receivers:
+                    if node.online:
+                        node.participant.receive(data, now, carried=True)
+                continue
+            pb = c.pb
+            cid = pb.channel_id  # type: ignore[attr-defined]
+            hint = c.hint
+            for node in receivers:
+                if not node.online:
+                    continue
+                ch = node.participant.channels.get(cid)
+                if ch is None:
+                    node.participant.receive(data, now, carried=True)
+                else:
+                    ch.receive_parsed(pb, data, now, hint, carried=True)  # type: ignore[arg-type]
 
     def _timer(self, node: SimNode, at: int) -> None:
         if not node.online or node.armed_ms != at:

@@ -259,6 +259,18 @@ FIRST_REQUEST_MIN_LACKING = 15
 #: (Config.repair_answer_copies): ln 2, where someone lacks it more likely than not.
 COPY_WHEN_LACKING = 0.693
 
+#: Most messages one content message carries (Config.carry_copies): at 2 lines/s
+#: a line is carried by the next ~k lines, so each carries the ~k before it.
+CARRY_MAX_IDS = 3
+
+#: Largest message carried (Config.carry_copies), in bytes: chat lines (1-2 KB with
+#: their history and filter), not file segments (up to 64 KB each), which a member
+#: that lacks one fetches or asks for.
+CARRY_MAX_BYTES = 4_096
+
+#: Newest entries of the repair cache looked at for something to carry.
+CARRY_SCAN = 16
+
 
 def _heard_kept(cfg: Config) -> int:
     """Senders a channel remembers for its SDS-R window (see :data:`HEARD_KEPT`)."""
@@ -416,6 +428,13 @@ class Channel:
         #: Ids we miss that an SDS-R request asked for (ours or one heard): when one
         #: arrives, SDS-R repaired it (not a store fetch). Bounded like _copy_seen.
         self._sdsr_asked: OrderedDict[str, int] = OrderedDict()
+        #: Config.carry_copies: the id of our newest content message (not carried by
+        #: itself) and what was carried: copies we attached, carried copies received
+        #: that were new to us, and carried copies of what we held already.
+        self._just_sent = ""
+        self._carried_sent = 0
+        self._carried_new = 0
+        self._carried_duplicates = 0
         #: Earliest time of the next sync sent only because repair requests are due.
         self._next_repair_sync_ms = now_ms
         #: Adaptive causal history (causal_history_floor): ids logged from others
@@ -539,6 +558,9 @@ class Channel:
             "syncs_deferred": self._syncs_deferred,
             "repair_answers_expired": self._answers_expired,
             "repair_answer_copies": len(self._answer_copies),
+            "carried_sent": self._carried_sent,
+            "carried_received_new": self._carried_new,
+            "carried_received_duplicate": self._carried_duplicates,
         }
 
     # ---------------------------------------------------------------------- send
@@ -599,7 +621,53 @@ class Channel:
         # Our content message carries our acks: the periodic sync can wait.
         self._next_sync_ms = now_ms + self._sync_delay(1.0, now_ms)
         self._heard_since_sent = False
+        self._just_sent = message_id
         return data
+
+    def to_carry(self, now_ms: int) -> list[tuple[str, bytes]]:
+        """What the content message just returned by :meth:`send` carries
+        (Config.carry_copies): ``(message id, SDS bytes)`` of recent messages, for the
+        transport to attach to that message's envelope; receivers give each to
+        :meth:`receive` with ``carried=True``. Calling it counts them as copies on the
+        wire (call it once per :meth:`send`).
+
+        Only at scale (``participants x loss`` at least
+        :data:`FIRST_REQUEST_MIN_LACKING`, the first-request spread's test: channels of
+        10 and 100 carry nothing): a message that entered our log within the base
+        window (``repair_t_max_ms``), at most :data:`CARRY_MAX_BYTES`, whose copies on
+        the wire as far as we know (the first, carried ones, answers) are fewer than
+        ``1 + k``, ``k`` the fewest copies after which the members expected to lack it,
+        ``participants x loss ** (k + 1)``, are below ln 2, at most
+        ``carry_copies``; the newest first, at most :data:`CARRY_MAX_IDS`.
+        """
+        cfg = self.config
+        k = self._carry_k(now_ms)
+        if not k:
+            return []
+        since = now_ms - cfg.repair_t_max_ms
+        entries = self._entries
+        copies = self._wire_copies
+        cache = self._repair_cache
+        out: list[tuple[str, bytes]] = []
+        for scanned, mid in enumerate(reversed(cache)):
+            if scanned >= CARRY_SCAN:
+                break
+            le = entries.get(mid)
+            if le is None or mid == self._just_sent:
+                continue  # waiting for a dependency, or the message itself
+            if le.logged_ms < since:
+                break  # the cache is in arrival order: older ones follow
+            data = cache[mid]
+            if len(data) > CARRY_MAX_BYTES or copies.get(mid, 1) >= 1 + k:
+                continue
+            out.append((mid, data))
+            if len(out) >= CARRY_MAX_IDS:
+                break
+        for mid, _ in out:
+            self._note_copy_on_wire(mid, now_ms)
+            self._count_wire_copy(mid)
+        self._carried_sent += len(out)
+        return out
 
     def send_ephemeral(self, content: bytes, now_ms: int) -> bytes:
         """Wrap ``content`` in an ephemeral message (spec "Ephemeral Messages").
@@ -1008,20 +1076,51 @@ class Channel:
             if len(rename) > self.config.log_window:
                 rename.popitem(last=False)
 
-    def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None) -> None:
+    def _carry_k(self, now_ms: int) -> int:
+        """Copies of a line carried after its first (Config.carry_copies; 0: none)."""
+        cfg = self.config
+        loss = self._loss_mean
+        if cfg.carry_copies <= 0 or not cfg.repair_enabled or not loss:
+            return 0
+        if not self._at_scale(now_ms):
+            return 0
+        n = self._participants(now_ms)
+        if n * loss < FIRST_REQUEST_MIN_LACKING:
+            return 0
+        k = 1
+        while k < cfg.carry_copies and n * loss ** (k + 1) >= COPY_WHEN_LACKING:
+            k += 1
+        return k
+
+    def receive(
+        self,
+        data: bytes,
+        now_ms: int,
+        retrieval_hint: bytes | None = None,
+        carried: bool = False,
+    ) -> None:
         """Process wire bytes from a peer (spec "Receive Message").
 
         Never raises for bad input: malformed or unwanted messages become a
         :class:`~sds.events.MessageDropped` event. ``retrieval_hint`` is how this
         message can be fetched again (e.g. its envelope hash); it is attached to
         the message's entry in later causal histories.
+
+        ``carried``: the bytes rode on another member's content message
+        (:meth:`to_carry`; give them before that message). A carried copy is a copy
+        on the wire (it cancels our request and pending answer for it, and counts
+        for the copies of answers); new to us, it is delivered as any message and
+        counts as a line we missed directly (the loss estimate); held already, it is
+        counted (``stats()["carried_received_duplicate"]``) and nothing else: no
+        event. Its repair requests and bloom filter are its author's of seconds ago:
+        not acted on.
         """
         try:
             pb = parse_pb(data)
         except DecodeError as exc:
             self._drop(None, None, DropReason.MALFORMED, exc.detail)
             return
-        self.receive_parsed(pb, bytes(data), now_ms, retrieval_hint)
+        self.receive_parsed(pb, bytes(data), now_ms, retrieval_hint, carried=carried)
 
     def receive_parsed(
         self,
@@ -1030,6 +1129,7 @@ class Channel:
         now_ms: int,
         retrieval_hint: bytes | None = None,
         id_content: bytes | None = None,
+        carried: bool = False,
     ) -> None:
         """As :meth:`receive`, for a message the caller already parsed (``Participant`` does).
 
@@ -1072,8 +1172,9 @@ class Channel:
         if len(content) > self.config.max_content_bytes:
             self._drop(message_id, sender_id, DropReason.OVERSIZED, f"{len(content)} bytes")
             return
-        if sender_id == self.sender_id:
-            # Spec: SHOULD ignore own messages.
+        if sender_id == self.sender_id and not carried:
+            # Spec: SHOULD ignore own messages. (A carried copy of one is a copy on
+            # the wire all the same: counted below, never delivered.)
             self._drop(message_id, sender_id, DropReason.OWN_ECHO)
             return
         if not has_lamport:
@@ -1103,8 +1204,11 @@ class Channel:
         if (
             is_content
             and self.config.verify_message_ids
-            and id_form(message_id, pb.channel_id, sender_id, pb.lamport_timestamp,
-                        content if id_content is None else id_content)
+            and (
+                parsed.id_form() if type(parsed) is SharedMessage and id_content is None
+                else id_form(message_id, pb.channel_id, sender_id, pb.lamport_timestamp,
+                             content if id_content is None else id_content)
+            )
             is None
         ):
             # Before anything else uses the id (repair cancels, dedup): a copied id
@@ -1140,6 +1244,25 @@ class Channel:
             or message_id in self._incoming
             or message_id in self._met_elsewhere  # the application holds it already
         )
+        if carried:
+            if not is_content:
+                self._drop(message_id, sender_id, DropReason.INVALID_KIND, "carried sync")
+                return
+            if sender_id == self.sender_id and not duplicate:
+                self._drop(message_id, sender_id, DropReason.OWN_ECHO)
+                return
+            if duplicate:
+                # the common case (all but ~loss of the members): a copy on the wire,
+                # counted apart, no event (Config.carry_copies)
+                self._carried_duplicates += 1
+                if cfg.repair_enabled:
+                    self._unrequest(message_id)
+                    self._repair_in.remove(message_id)
+                    self._unwant_lost(message_id)
+                    self._note_copy_on_wire(message_id, now_ms)
+                    if message_id in self._entries or message_id in self._incoming:
+                        self._count_wire_copy(message_id)
+                return
         if not duplicate and not self._within_budget(sender_id, message_id, history_ids):
             self._drop(
                 message_id,
@@ -1167,6 +1290,11 @@ class Channel:
             self._unrequest(message_id)
             self._repair_in.remove(message_id)
             self._unwant_lost(message_id)
+            if carried:
+                # at least the first and this copy were on the wire
+                self._carried_new += 1
+                self._note_copy_on_wire(message_id, now_ms)
+                self._count_wire_copy(message_id)
         if duplicate:
             # Spec "Review ACK Status" is for every received message: a copy (a resend,
             # or js-waku's same id for the same text) still acknowledges what it names.
@@ -1182,13 +1310,14 @@ class Channel:
             self._drop(message_id, sender_id, DropReason.DUPLICATE)
             return
 
-        if self.config.repair_enabled and len(pb.repair_request):
+        if self.config.repair_enabled and len(pb.repair_request) and not carried:
             self._on_repair_requests(pb, sender_id, now_ms)
 
         self._review_acks(pb, history_ids, sender_id)
 
         lamport = pb.lamport_timestamp
-        self._name_what_they_lack(pb, sender_id, now_ms)
+        if not carried:
+            self._name_what_they_lack(pb, sender_id, now_ms)
         if not is_content:
             # Spec "Periodic Sync Message": process history and filter, never persist.
             self._note_missing(message_id, sender_id, history, history_ids, now_ms, False)
@@ -1200,7 +1329,10 @@ class Channel:
         self._filter.add(message_id)
         # the channel's loss as we see it (Config.repair_answer_copies)
         self._loss_lines = lines = min(self._loss_lines + 1, LOSS_MEAN_LINES)
-        repaired = self._sdsr_asked.pop(message_id, 0) and message_id in self._missing
+        # a carried line was missed directly: without it, lines carried to us were
+        # never asked for and the estimate (and carrying with it) would starve
+        asked = self._sdsr_asked.pop(message_id, 0)
+        repaired = carried or bool(asked and message_id in self._missing)
         self._loss_mean += (repaired - self._loss_mean) / lines
         self._content_heard_ms = now_ms
         self._sync_deadline_for_first_entry(now_ms)
@@ -1828,13 +1960,22 @@ class Channel:
         later lines of the ~100 members lacking them held back behind them). Spread
         over at least :data:`FIRST_REQUEST_MIN_LACKING` members: a few lacking
         members' requests 0.5 s apart crossed each other and their answers. And at
-        the latest four base windows plus one draw of the base window."""
+        the latest four base windows plus one draw of the base window.
+
+        Where lines are carried (Config.carry_copies) a member that missed a line and
+        its ``k`` carried copies is one of ``participants x loss ** (k + 1)`` (below
+        ln 2): alone, more likely than not; it draws over the base window, as a
+        follow-up (drawn over ``T_min`` plus 50 s at 1,000 members and 10% loss, such
+        lone members asked 7 s after the notice at the median, 25 s at p90, and
+        the later lines they held back set the delivery p99)."""
         cfg = self.config
         base = cfg.repair_t_max_ms
         delay = FIRST_REQUEST_CAP_WINDOWS * base + t_req(self.sender_id, mid, 0, lo, base)
         lacking = self._participants(now_ms) * self._loss_mean
         if lacking:
-            spread = max(lacking, FIRST_REQUEST_MIN_LACKING)
+            k = self._carry_k(now_ms)
+            spread = lacking * self._loss_mean ** k if k else max(
+                lacking, FIRST_REQUEST_MIN_LACKING)
             span = lo + int(spread * cfg.repair_t_min_ms * FIRST_REQUEST_SPACING)
             span = min(hi, max(base, span))
             delay = min(delay, t_req(self.sender_id, mid, 0, lo, span))

@@ -11,10 +11,12 @@ from __future__ import annotations
 import enum
 import sys
 from dataclasses import dataclass
+from typing import cast
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 
 from sds import sds_pb2
+from sds.ids import id_form
 
 __all__ = [
     "DecodeError",
@@ -195,9 +197,9 @@ class SharedMessage:
     """
 
     __slots__ = (
-        "_has_bloom", "_has_lamport", "_pb", "bloom_filter", "causal_history", "channel_id",
-        "content", "history_ids", "lamport_timestamp", "message_id", "repair_request",
-        "sender_id",
+        "_has_bloom", "_has_lamport", "_id_form", "_pb", "bloom_filter", "causal_history",
+        "channel_id", "content", "history_ids", "lamport_timestamp", "message_id",
+        "repair_request", "sender_id",
     )
 
     def __init__(self, pb: sds_pb2.SdsMessage) -> None:
@@ -214,6 +216,18 @@ class SharedMessage:
         self.repair_request = tuple(pb.repair_request)
         #: the history's ids, interned (the one list every receiver reads)
         self.history_ids = [sys.intern(h.message_id) for h in self.causal_history]
+        self._id_form: str | bool | None = False  # not checked yet
+
+    def id_form(self) -> str | None:
+        """:func:`sds.ids.id_form` of the message's own fields, worked out once for
+        every receiver (a SHA-256 over the content each)."""
+        form = self._id_form
+        if form is False:
+            form = self._id_form = id_form(
+                self.message_id, self.channel_id, self.sender_id, self.lamport_timestamp,
+                self.content,
+            )
+        return cast("str | None", form)
 
     def HasField(self, name: str) -> bool:
         """As ``SdsMessage.HasField``."""

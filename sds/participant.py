@@ -70,8 +70,21 @@ class Participant:
         """The joined channel ``channel_id`` (``KeyError`` if not joined)."""
         return self._channels[channel_id]
 
-    def receive(self, data: bytes, now_ms: int, retrieval_hint: bytes | None = None) -> str | None:
-        """Route wire bytes to their channel; returns the channel id, or ``None`` if dropped."""
+    def to_carry(self, channel_id: str, now_ms: int) -> list[tuple[str, bytes]]:
+        """``Channel.to_carry`` of ``channel_id``: after ``channel(channel_id).send``,
+        the ``(message id, SDS bytes)`` that ride on the new message's envelope."""
+        return self._channels[channel_id].to_carry(now_ms)
+
+    def receive(
+        self,
+        data: bytes,
+        now_ms: int,
+        retrieval_hint: bytes | None = None,
+        carried: bool = False,
+    ) -> str | None:
+        """Route wire bytes to their channel; returns the channel id, or ``None`` if dropped.
+
+        ``carried``: the bytes rode on another message (``Channel.receive``)."""
         try:
             pb = parse_pb(data)
         except DecodeError as exc:
@@ -88,7 +101,7 @@ class Participant:
                 )
             )
             return None
-        ch.receive_parsed(pb, bytes(data), now_ms, retrieval_hint)
+        ch.receive_parsed(pb, bytes(data), now_ms, retrieval_hint, carried=carried)
         return ch.channel_id
 
     def events(self) -> list[Event]:

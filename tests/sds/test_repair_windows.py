@@ -414,8 +414,10 @@ def test_at_scale_first_requests_spread_over_the_members_expected_to_lack_the_id
     id, and their first requests are drawn over 100 x repair_t_min_ms / 2 (51 s), not
     the stretched 120 s: the first of ~100 comes ~0.5 s after T_min instead of ~1.2 s,
     and 1 line in 40 no longer waits 4.4 s or more for it (sdschat sim: such lines set
-    the delivery p99). Still capped at four base windows plus one draw."""
+    the delivery p99). Still capped at four base windows plus one draw. (Without
+    carrying: where lines are carried, tests/sds/test_carry.py.)"""
     ch, _, _ = _answering_author(999, 10)
+    ch.config = ch.config.with_changes(carry_copies=0)  # type: ignore[misc]
     ids = [f"gone{i}" for i in range(200)]
     ch.receive(msg("peer0001", "w", 400, [entry(m, None, "peer0000") for m in ids]), 3_000)
     loss = ch._loss_mean  # 2 of the 21 lines it counts so far

@@ -21,8 +21,8 @@ from sds.bloom import BloomFilter, RollingBloomFilter, positions_in
 from sds.message import SharedMessage, parse_pb
 
 # a channel large and lossy enough for repair requests, answers, copies, syncs,
-# missing dependencies and buffered messages
-SPEC = dict(participants=60, messages=40, loss=0.1, seed=3)
+# missing dependencies and buffered messages, and for carrying (200 x 10% >= 15)
+SPEC = dict(participants=200, messages=40, loss=0.1, seed=3)
 
 
 def _table(out: Path) -> pa.Table:
@@ -46,6 +46,7 @@ def test_a_broadcast_read_once_for_every_receiver_gives_the_events_of_one_parse_
     assert {"RepairSent", "SyncSent", "MessagesMissing", "MessageDelivered"} <= kinds
     assert shared.num_rows == own.num_rows > 0
     assert shared.equals(own)
+    assert meta["network"]["carried_sent"] > 0  # carried messages are read shared too
     assert meta["network"] == meta_own["network"]
     assert meta["traffic"] == meta_own["traffic"]
 
