@@ -1076,6 +1076,28 @@ class Channel:
             if len(rename) > self.config.log_window:
                 rename.popitem(last=False)
 
+    def note_carried(self, message_id: str, now_ms: int) -> None:
+        """A carried copy of a message we hold, recognised by the application without
+        handing over its bytes (the same envelope it stored): as :meth:`receive` with
+        ``carried=True`` of a message held already. Ignored for an id we do not hold."""
+        if (
+            message_id in self._entries
+            or message_id in self._incoming
+            or message_id in self._met_elsewhere
+        ):
+            self._carried_copy(message_id, now_ms)
+
+    def _carried_copy(self, message_id: str, now_ms: int) -> None:
+        """One more copy on the wire of ``message_id``, which we hold, carried."""
+        self._carried_duplicates += 1
+        if self.config.repair_enabled:
+            self._unrequest(message_id)
+            self._repair_in.remove(message_id)
+            self._unwant_lost(message_id)
+            self._note_copy_on_wire(message_id, now_ms)
+            if message_id in self._entries or message_id in self._incoming:
+                self._count_wire_copy(message_id)
+
     def _carry_k(self, now_ms: int) -> int:
         """Copies of a line carried after its first (Config.carry_copies; 0: none)."""
         cfg = self.config
@@ -1254,14 +1276,7 @@ class Channel:
             if duplicate:
                 # the common case (all but ~loss of the members): a copy on the wire,
                 # counted apart, no event (Config.carry_copies)
-                self._carried_duplicates += 1
-                if cfg.repair_enabled:
-                    self._unrequest(message_id)
-                    self._repair_in.remove(message_id)
-                    self._unwant_lost(message_id)
-                    self._note_copy_on_wire(message_id, now_ms)
-                    if message_id in self._entries or message_id in self._incoming:
-                        self._count_wire_copy(message_id)
+                self._carried_copy(message_id, now_ms)
                 return
         if not duplicate and not self._within_budget(sender_id, message_id, history_ids):
             self._drop(
