@@ -79,8 +79,9 @@ class Tap:
         self.stop = threading.Event()
         self.ready = threading.Event()
         self.lock = threading.Lock()
-        #: (monotonic s, sender id, kind, envelope bytes, sds bytes)
-        self.rows: list[tuple[float, str, str, int, int]] = []
+        #: (monotonic s, sender id, kind, envelope bytes, sds bytes (the carried
+        #: messages' included, as the sim counts them), carried copies)
+        self.rows: list[tuple[float, str, str, int, int, int]] = []
         self.errors = 0
         self._seen: set[str] = set()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -117,6 +118,12 @@ class Tap:
                     continue
                 msg = opened.sds_message
                 assert msg is not None
+                sds_len = len(opened.sds_bytes)
+                for c in opened.carried:  # envelopes riding on it (app/carrying.py)
+                    try:
+                        sds_len += len(open_envelope(c, self.key).sds_bytes)
+                    except EnvelopeError:
+                        self.errors += 1
                 if not msg.content:
                     kind = "sync"
                 elif msg.message_id in self._seen:
@@ -126,7 +133,7 @@ class Tap:
                     kind = "content"
                 with self.lock:
                     self.rows.append((time.monotonic(), opened.sender_id, kind, len(env),
-                                      len(opened.sds_bytes)))
+                                      sds_len, len(opened.carried)))
 
     def close(self) -> None:
         self.stop.set()
@@ -197,11 +204,13 @@ def tap_traffic(tap: Tap, member: str | None, phases: dict[str, tuple[float, flo
     with tap.lock:
         rows = list(tap.rows)
     by_kind: dict[str, dict[str, int]] = {}
-    for _, _, kind, env, sds in rows:
-        k = by_kind.setdefault(kind, {"broadcasts": 0, "envelope_bytes": 0, "sds_bytes": 0})
+    for _, _, kind, env, sds, carried in rows:
+        k = by_kind.setdefault(kind, {"broadcasts": 0, "envelope_bytes": 0, "sds_bytes": 0,
+                                      "carried": 0})
         k["broadcasts"] += 1
         k["envelope_bytes"] += env
         k["sds_bytes"] += sds
+        k["carried"] += carried
     out: dict[str, Any] = {"by_kind": by_kind, "phases": {}}
     for name, (t0, t1) in phases.items():
         secs = max(1e-3, t1 - t0)
@@ -365,6 +374,11 @@ def compare(real: dict[str, Any], sim: dict[str, Any], tol: float) -> list[dict[
         sim["deliveries_per_content"], "tolerance")
     add("SDS bytes uploaded per content message", real["sds_bytes_per_message"],
         sim["sds_bytes_per_message"], "tolerance")
+    none = {"copies_sent": 0, "arrivals_new": 0}  # a run kept from before carrying
+    rc, sc = real.get("carried") or none, sim.get("carried") or none
+    add("carried copies sent", rc["copies_sent"], sc["copies_sent"], "tolerance")
+    add("carried arrivals new to the member", rc["arrivals_new"], sc["arrivals_new"],
+        "tolerance")
     return rows
 
 
@@ -438,6 +452,13 @@ def main(argv: list[str] | None = None) -> int:
     real["sds_bytes_per_message"] = round(sds_total / o.messages)
     real["envelope_bytes_per_message"] = round(env_total / o.messages)
     real["traffic"] = traffic
+    carried_in = sum(int(c.get("carried_received", 0)) for c in run.closed.values())
+    carried_held = sum(int(c.get("carried_duplicates", 0)) for c in run.closed.values())
+    real["carried"] = {
+        "copies_sent": sum(k["carried"] for k in traffic["by_kind"].values()),
+        "arrivals_new": carried_in - carried_held,
+        "arrivals_held": carried_held,
+    }
     real["tap_errors"] = run.tap.errors
     real["wall_seconds"] = round(real_wall, 1)
     real["peak_rss_mb_all_nodes"] = round(run.peak_rss_kib / 1024)
@@ -516,6 +537,8 @@ def run_sim_summary(o: argparse.Namespace, out: Path, seed: int, latency: tuple[
     s["sds_bytes_per_message"] = round(
         (net["bytes_sent"] - net.get("send_lost_bytes", 0)) / max(1, o.messages))
     s["traffic"] = res.meta["traffic"]
+    c = s["traffic"].get("carried") or {}
+    s["carried"] = {k: c.get(k, 0) for k in ("copies_sent", "arrivals_new", "arrivals_held")}
     s["config"] = {k: res.meta["config"][k] for k in ("lost_timeout_ms", "repair_t_max_ms",
                                                        "sync_interval_ms")}
     return s
@@ -531,6 +554,8 @@ def average(runs: list[dict[str, Any]]) -> dict[str, Any]:
         vals = [r[key] for r in runs]
         out[key] = (min(vals) if key == "holding_every_message"
                     else round(sum(vals) / len(vals), 3))
+    out["carried"] = {k: round(sum(r["carried"][k] for r in runs) / len(runs), 1)
+                      for k in runs[0]["carried"]}
     out["per_seed"] = [{k: r[k] for k in ("kinds", "repair_ids_requested",
                                           "holding_every_message", "deliveries_per_content",
                                           "sds_bytes_per_message")} for r in runs]

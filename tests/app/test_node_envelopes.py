@@ -236,10 +236,10 @@ def test_an_envelope_that_fails_inside_the_round_costs_only_itself(tmp_path: Pat
             core = b.node.core("general")
             real = core.receive_parsed
 
-            def receive_parsed(message: Any, *args: Any) -> Any:
+            def receive_parsed(message: Any, *args: Any, **kwargs: Any) -> Any:
                 if b"three" in message.content:
                     raise RuntimeError("a bug met by this message only")
-                return real(message, *args)
+                return real(message, *args, **kwargs)
 
             core.receive_parsed = receive_parsed  # type: ignore[method-assign]
             # queued together, so the worker takes them in one round
