@@ -1460,7 +1460,20 @@ class Channel:
         acked = []
         trusted: bool | None = None  # worked out at the first hit (28 us for 18 KB)
         for out in outgoing.values():
-            if sender_id in out.hits or not contains_positions(bloom, out.positions):
+            # most of our outstanding messages are not in this filter (rolled out of
+            # it, or not received yet): two of the k bits inline rule out most of them
+            # without the call (at 400 msg/s a node holds ~280 outstanding: 100 -> 33
+            # us per received message)
+            pos = out.positions
+            i, mask = pos[0]
+            if not bloom[i] & mask:
+                continue
+            i, mask = pos[-1]
+            if (
+                not bloom[i] & mask
+                or sender_id in out.hits
+                or not contains_positions(bloom, pos)
+            ):
                 continue
             if trusted is None:
                 trusted = self._filter_is_evidence(pb, sender_id)
