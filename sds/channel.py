@@ -1462,8 +1462,8 @@ class Channel:
         for out in outgoing.values():
             # most of our outstanding messages are not in this filter (rolled out of
             # it, or not received yet): two of the k bits inline rule out most of them
-            # without the call (at 400 msg/s a node holds ~280 outstanding: 100 -> 33
-            # us per received message)
+            # without the call (a node that falls behind holds tens to hundreds: 283
+            # against a 472-byte filter, 100 -> 33 us per received message)
             pos = out.positions
             i, mask = pos[0]
             if not bloom[i] & mask:
