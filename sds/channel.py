@@ -650,8 +650,8 @@ class Channel:
         window (``repair_t_max_ms``), at most :data:`CARRY_MAX_BYTES`, whose copies on
         the wire as far as we know (the first, carried ones, answers) are fewer than
         ``1 + k``, ``k`` the fewest copies after which the members expected to lack it,
-        ``participants x loss ** (k + 1)``, are below ln 2, at most
-        ``carry_copies``; the newest first, at most :data:`CARRY_MAX_IDS`.
+        ``participants x loss ** (k + 1)``, are below :data:`CARRY_WHEN_LACKING`, at
+        most ``carry_copies``; the newest first, at most :data:`CARRY_MAX_IDS`.
         """
         cfg = self.config
         k = self._carry_k(now_ms)
@@ -1977,7 +1977,7 @@ class Channel:
 
         Where lines are carried (Config.carry_copies) a member that missed a line and
         its ``k`` carried copies is one of ``participants x loss ** (k + 1)`` (below
-        ln 2): alone, more likely than not; it draws over the base window, as a
+        :data:`CARRY_WHEN_LACKING`): alone, most likely; it draws over the base window, as a
         follow-up (drawn over ``T_min`` plus 50 s at 1,000 members and 10% loss, such
         lone members asked 7 s after the notice at the median, 25 s at p90, and
         the later lines they held back set the delivery p99)."""
