@@ -90,7 +90,9 @@ Pass ``--sync-interval MS`` to study a fixed base interval.
 
 At the end, besides ``run.json``, the command prints a traffic summary:
 broadcasts, bytes sent, deliveries and bytes received by kind (content, sync,
-resend, repair), deliveries per content delivery, bytes uploaded per content
+resend, repair; a content broadcast's bytes include the lines it carries,
+``sds.Config.carry_copies``), the carried copies (sent, and their arrivals new to a
+member or of a line it held), deliveries per content delivery, bytes uploaded per content
 message, and what one member uploads and downloads per second while the
 messages are sent (busy), in the first half of the drain (settling) and in its
 second half (idle); ``run.json`` has the same under ``traffic``.
