@@ -130,9 +130,10 @@ while bounding what a peer can make us allocate, decrypt and verify.
 NONCE_BYTES = 12
 """ChaCha20-Poly1305 nonce length."""
 
-MAX_CARRIED = 4
+MAX_CARRIED = 8
 """Most envelopes one envelope may carry (``SealedPayload.carried``); more is
-refused as malformed. ``sds.Channel.to_carry`` asks for at most 3."""
+refused as malformed. sdschat carries at most 4 (``sds.channel.CARRY_MAX_IDS``):
+the rest is room for a later version's choice."""
 
 SIGNATURE_DOMAIN = b"sdschat-v2"
 """Prefix of the signed message: ``SIGNATURE_DOMAIN + topic + SHA-256(sds)``."""
