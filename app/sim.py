@@ -90,8 +90,9 @@ Pass ``--sync-interval MS`` to study a fixed base interval.
 
 At the end, besides ``run.json``, the command prints a traffic summary:
 broadcasts, bytes sent, deliveries and bytes received by kind (content, sync,
-resend, repair; a content broadcast's bytes include the lines it carries,
-``sds.Config.carry_copies``), the carried copies (sent, and their arrivals new to a
+resend, repair; a broadcast's bytes include the lines it carries,
+``sds.Config.carry_copies``: a content message's, and the same again on its resends
+and repair answers), the carried copies (sent, and their arrivals new to a
 member or of a line it held), deliveries per content delivery, bytes uploaded per content
 message, and what one member uploads and downloads per second while the
 messages are sent (busy), in the first half of the drain (settling) and in its
@@ -822,6 +823,9 @@ def run_sim(
             # line) or one it held
             "carried": {
                 "copies_sent": net.counters["carried_sent"],
+                # of which riding again on resends and repair answers (the stored
+                # envelope of a line that carried others carries them again)
+                "copies_again": net.counters["carried_again"],
                 "bytes_sent": net.counters["carried_bytes"],
                 "arrivals_new": carried_new,
                 "arrivals_held": carried_held,
@@ -1109,7 +1113,8 @@ def summary_lines(traffic: dict[str, Any], messages: int, participants: int) -> 
     if carried and carried["copies_sent"]:
         lines.append(
             f"    carried  {carried['copies_sent']:>9,} copies     "
-            f"{carried['bytes_sent']:>14,} B sent (in the content bytes): "
+            f"{carried['bytes_sent']:>14,} B sent ({carried.get('copies_again', 0):,} again "
+            "on resends and answers): "
             f"{carried['arrivals_new']:,} arrivals new to the member, "
             f"{carried['arrivals_held']:,} of lines it held"
         )

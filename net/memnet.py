@@ -242,6 +242,9 @@ class MemNetwork:
         #: Wire bytes of every content message sent, by (channel, id): what each
         #: node's storage would hold (one shared reference per message).
         self._wire: dict[tuple[str, str], bytes] = {}
+        #: what each content message carried: a real node's stored envelope holds the
+        #: carried envelopes, so its resends and every repair answer carry them again
+        self._wire_carried: dict[tuple[str, str], tuple[bytes, ...]] = {}
         #: Counters of what happened on the wire.
         self.counters: dict[str, int] = {
             "broadcasts": 0,
@@ -257,6 +260,7 @@ class MemNetwork:
             "send_lost_bytes": 0,
             "carried_sent": 0,
             "carried_bytes": 0,
+            "carried_again": 0,
         }
         # "bytes": received (deliveries x size); "bytes_sent": uploaded (one per
         # broadcast, those lost at the sender included); "queue_wait_ms": waiting
@@ -340,6 +344,8 @@ class MemNetwork:
                 self._wire[(channel_id, message_id)] = data
                 ch.set_retrieval_hint(message_id, retrieval_hint(data))
         carried = tuple(d for _, d in ch.to_carry(self.now_ms))
+        if carried and message_id:
+            self._wire_carried[(channel_id, message_id)] = carried
         if self.datagram_observer is not None:
             self.datagram_observer(
                 node_id, channel_id, "message", message_id, len(data), self.now_ms
@@ -556,7 +562,7 @@ class MemNetwork:
                     if obs is not None:
                         obs(node.node_id, cid, dgram.kind, dgram.message_id, len(dgram.data),
                             self.now_ms)
-                    self._broadcast(node, cid, dgram.data)
+                    self._broadcast(node, cid, dgram.data, self._again_carried(cid, dgram))
             events = p.events()
             more = False
             for ev in events:
@@ -587,7 +593,7 @@ class MemNetwork:
                 if obs is not None:
                     obs(node.node_id, cid, dgram.kind, dgram.message_id, len(dgram.data),
                         self.now_ms)
-                self._broadcast(node, cid, dgram.data)
+                self._broadcast(node, cid, dgram.data, self._again_carried(cid, dgram))
         more = False
         events = ch.events()
         if events:
@@ -618,6 +624,15 @@ class MemNetwork:
         if armed is None or t < armed:
             node.armed_ms = t
             self._push(t, _TIMER, node)
+
+    def _again_carried(self, channel_id: str, dgram: sds.Datagram) -> tuple[bytes, ...]:
+        """What a resend or repair answer of a content message carries: the same
+        envelopes as its first broadcast (the node sends the stored envelope)."""
+        if dgram.kind == "sync" or not self._wire_carried:
+            return ()
+        again = self._wire_carried.get((channel_id, dgram.message_id), ())
+        self.counters["carried_again"] += len(again)
+        return again
 
     def _supply_repair_data(self, node: SimNode, ev: sds.RepairDataNeeded) -> bool:
         """What a node's storage does: hand the core the stored bytes of a logged message."""
