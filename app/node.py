@@ -2130,7 +2130,11 @@ class Node:
         along (app/carrying.py); without them if they would not fit."""
         key = self._seal_key(channel)
         picks = self._participant.channel(channel).to_carry(now)
-        carried = Carrier.pick(channel, picks, self._envelopes) if picks else []
+        carried: list[bytes] = []
+        if picks:
+            mc = self._members.get(channel)
+            keys = [self._channels[channel].key] if mc is None else mc.opening_keys()
+            carried = self._carrier.attach(channel, picks, self._envelopes, keys)
         if carried:
             try:
                 env = seal(sds_bytes, self.identity, key, carried)

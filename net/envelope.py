@@ -110,6 +110,7 @@ __all__ = [
     "open_for_topic",
     "peek_topic",
     "seal",
+    "without_carried",
 ]
 
 ENVELOPE_VERSION = 2
@@ -309,6 +310,45 @@ def seal(
     if len(out) > MAX_ENVELOPE_BYTES:
         raise OversizedEnvelope(f"{len(out)} bytes > {MAX_ENVELOPE_BYTES}")
     return out
+
+
+def without_carried(envelope_bytes: bytes, keys: Sequence[ChannelKey]) -> bytes:
+    """The same message's envelope without the envelopes it carries.
+
+    ``envelope_bytes`` itself when it carries none; otherwise its payload (the SDS
+    bytes, the author's key and signature, untouched) re-encrypted without
+    ``carried`` under the key among ``keys`` that opens it, with a fresh nonce: a new
+    envelope (a new hash) that opens and verifies as the author's. What a carrier
+    attaches, so that carried envelopes never nest (a line carrying a line that
+    carried others would carry those too, and so on). Only a key holder can do this,
+    as only a key holder can seal; it changes nothing the author signed.
+
+    Raises:
+        EnvelopeError: the bytes are not an envelope, or no key opens them.
+    """
+    with _only_envelope_errors():
+        env = _decode(envelope_bytes)
+        aad = _aad(env.version, env.topic)
+        for channel_key in keys:
+            if channel_key.topic != env.topic:
+                continue
+            try:
+                plaintext = _aead(channel_key.key).decrypt(env.nonce, env.ciphertext, aad)
+            except InvalidTag:
+                continue
+            try:
+                payload = envelope_pb2.SealedPayload.FromString(plaintext)
+            except Exception as exc:
+                raise MalformedEnvelope("not a SealedPayload") from exc
+            if not payload.carried:
+                return envelope_bytes
+            del payload.carried[:]
+            nonce = os.urandom(NONCE_BYTES)
+            ciphertext = _aead(channel_key.key).encrypt(nonce, payload.SerializeToString(), aad)
+            return envelope_pb2.Envelope(
+                version=env.version, topic=env.topic, nonce=nonce, ciphertext=ciphertext
+            ).SerializeToString()
+        raise WrongKeyOrTampered("none of the keys opens it")
 
 
 def peek_topic(envelope_bytes: bytes) -> bytes:

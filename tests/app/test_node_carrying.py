@@ -90,6 +90,49 @@ def test_a_line_bob_missed_arrives_carried_by_carols_next_line(
     run(main())
 
 
+def test_what_rides_is_the_line_without_what_it_carried_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Carried envelopes never nest: a line that carried others rides without them
+    (the author's message and signature, a new envelope)."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        c = await start_node(tmp_path / "c", hub, name="carol")
+        try:
+            alice, dave = Identity.generate(), Identity.generate()
+            zero, zero_id = signed(dave, "zero")
+            content = encode_content("first", "alice")
+            pb = sds_pb2.SdsMessage(
+                sender_id=alice.sender_id,
+                message_id=hashlib.sha256(content).hexdigest(),
+                channel_id="general",
+                lamport_timestamp=wall_ms(),
+                content=content,
+            )
+            first = seal(pb.SerializeToString(), alice, key("general"), carried=[zero])
+            await c.node._on_envelope(first)
+            await wait_until(lambda: sorted(c.texts()) == ["first", "zero"])
+            carry_from(monkeypatch, c, lambda: [pb.message_id, zero_id])
+            sent_before = len(c.node.transport.sent)  # type: ignore[attr-defined]
+            await c.node.send("general", "second")
+            await wait_until(lambda: sorted(b.texts()) == ["first", "second", "zero"])
+            carrier = c.node.transport.sent[sent_before]  # type: ignore[attr-defined]
+            rode, also = open_envelope(carrier, key("general")).carried
+            opened = open_envelope(rode, key("general"))
+            assert opened.carried == ()  # not zero inside it again
+            assert (opened.sds_bytes, opened.sender_id) == (pb.SerializeToString(),
+                                                            alice.sender_id)  # fmt: skip
+            assert also == zero  # carried nothing itself: its own bytes
+            assert b.node.counters["carried_received"] == 2
+        finally:
+            await b.node.close()
+            await c.node.close()
+
+    run(main())
+
+
 def test_a_carried_copy_held_already_is_counted_without_opening(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

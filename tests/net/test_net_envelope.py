@@ -38,6 +38,7 @@ from net.envelope import (
     open_for_topic,
     peek_topic,
     seal,
+    without_carried,
 )
 from net.envelope import open as open_alias
 from net.identity import Identity
@@ -163,6 +164,23 @@ def test_more_carried_envelopes_than_allowed_are_refused() -> None:
         open_envelope(forge(payload), KEY)
     del payload.carried[MAX_CARRIED:]
     assert len(open_envelope(forge(payload), KEY).carried) == MAX_CARRIED
+
+
+def test_without_carried_strips_what_an_envelope_carries_and_keeps_the_author() -> None:
+    inner = seal(sds_message(MALLORY, b"inner"), MALLORY, KEY)
+    sds = sds_message(ALICE, b"carrier")
+    carrying = seal(sds, ALICE, KEY, carried=[inner])
+    bare = without_carried(carrying, [OTHER_KEY, KEY])  # the key that opens it
+    opened = open_envelope(bare, KEY)
+    assert opened.carried == ()
+    assert (opened.sds_bytes, opened.sender_id) == (sds, ALICE.sender_id)
+    assert envelope_hash(bare) != envelope_hash(carrying)  # a new envelope
+    plain = seal(sds, ALICE, KEY)
+    assert without_carried(plain, [KEY]) is plain  # nothing to strip: the same bytes
+    with pytest.raises(WrongKeyOrTampered):
+        without_carried(carrying, [OTHER_KEY])
+    with pytest.raises(MalformedEnvelope):
+        without_carried(b"\x00garbage", [KEY])
 
 
 def test_default_size_message_fits_and_is_small_overhead() -> None:
