@@ -1544,8 +1544,13 @@ class Node:
             id_content = opened.sds_message.content if opened.sds_message is not None else None
             if not self._members_content(members, opened, data, out):
                 return
-        current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         core = self._participant.channel(channel)
+        # a carried copy (under a hash of its own: without what it carried) of a line
+        # we hold: the core checks its id and counts a copy on the wire, nothing waits
+        held = carried_on is not None and pb0 is not None and core.holds(pb0.message_id)
+        if held:
+            self.counters["carried_duplicates"] += 1
+        current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
         carried = carried_on is not None
         if opened.sds_message is not None:  # decoded once, by open_envelope
             if id_content is None:
@@ -1560,7 +1565,7 @@ class Node:
         out.core_called = True
         self._drain(now, out)
         out.current = None
-        if not current.consumed and not current.settled:
+        if not current.consumed and not current.settled and not held:
             # A content message that waits for dependencies (whether or not the core
             # reported them missing: it may wait only for other waiting messages).
             # Keep its envelope, by hash (its retrieval hint), for its delivery.

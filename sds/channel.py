@@ -1093,12 +1093,17 @@ class Channel:
         """A carried copy of a message we hold, recognised by the application without
         handing over its bytes (the same envelope it stored): as :meth:`receive` with
         ``carried=True`` of a message held already. Ignored for an id we do not hold."""
-        if (
+        if self.holds(message_id):
+            self._carried_copy(message_id, now_ms)
+
+    def holds(self, message_id: str) -> bool:
+        """Whether a copy of ``message_id`` would be a duplicate here: in the log
+        window, waiting in the incoming buffer, or held by the application."""
+        return (
             message_id in self._entries
             or message_id in self._incoming
             or message_id in self._met_elsewhere
-        ):
-            self._carried_copy(message_id, now_ms)
+        )
 
     def _carried_copy(self, message_id: str, now_ms: int) -> None:
         """One more copy on the wire of ``message_id``, which we hold, carried."""

@@ -169,6 +169,46 @@ def test_a_carried_copy_held_already_is_counted_without_opening(
     run(main())
 
 
+def test_a_carried_copy_under_another_hash_of_a_held_line_is_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line that carried others rides re-encrypted without them (a hash of its own):
+    a member holding the line counts a copy and keeps nothing aside for it."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        b = await start_node(tmp_path / "b", hub, name="bob")
+        c = await start_node(tmp_path / "c", hub, name="carol")
+        try:
+            alice, dave = Identity.generate(), Identity.generate()
+            zero, _ = signed(dave, "zero")
+            content = encode_content("first", "alice")
+            pb = sds_pb2.SdsMessage(
+                sender_id=alice.sender_id,
+                message_id=hashlib.sha256(content).hexdigest(),
+                channel_id="general",
+                lamport_timestamp=wall_ms(),
+                content=content,
+            )
+            first = seal(pb.SerializeToString(), alice, key("general"), carried=[zero])
+            for h in (b, c):
+                await h.node._on_envelope(first)
+            await wait_until(lambda: sorted(b.texts()) == sorted(c.texts()) == ["first", "zero"])
+            carry_from(monkeypatch, c, lambda: [pb.message_id])
+            await c.node.send("general", "second")
+            await wait_until(lambda: "second" in b.texts())
+            core = b.node._participant.channel("general")
+            assert b.node.counters["carried_duplicates"] == 1
+            assert core.stats()["carried_received_duplicate"] == 1
+            assert not b.node._waiting_envelopes  # nothing kept aside as waiting
+            assert b.texts().count("first") == 1
+        finally:
+            await b.node.close()
+            await c.node.close()
+
+    run(main())
+
+
 def test_a_bad_carried_envelope_costs_only_itself(tmp_path: Path) -> None:
     async def main() -> None:
         hub = MemoryHub()
