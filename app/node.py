@@ -2137,6 +2137,7 @@ class Node:
         picks = self._participant.channel(channel).to_carry(now)
         carried: list[bytes] = []
         if picks:
+            self.counters["carried_wanted"] += len(picks)
             mc = self._members.get(channel)
             keys = [self._channels[channel].key] if mc is None else mc.opening_keys()
             carried = self._carrier.attach(channel, picks, self._envelopes, keys)
