@@ -2158,14 +2158,13 @@ class Node:
         for env in envelopes:
             self.counters["carried_received"] += 1
             digest = envelope_hash(env)
-            if digest in self._replay:
+            named = self._carrier.named(digest) if digest in self._replay else None
+            if named is not None and named[0] == self._by_topic.get(topic):
                 self.counters["carried_duplicates"] += 1
-                named = self._carrier.named(digest)
-                if named is not None and named[0] in self._channels:
-                    self._participant.channel(named[0]).note_carried(named[1], now)
-                    out.core_called = True
+                self._participant.channel(named[0]).note_carried(named[1], now)
+                out.core_called = True
                 continue
-            self._receive(env, now, out, carried_on=topic)
+            self._receive(env, now, out, carried_on=topic)  # opened, and refused if need be
 
     def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
         cache = self._envelopes
