@@ -5,33 +5,12 @@ with it. The real core over the in-memory network, on and off, the same seed."""
 
 from __future__ import annotations
 
-import collections
 from pathlib import Path
+
+from sim_helpers import lossy_run
 
 import sds
 from app.sim import SimSpec, run_sim
-from net.memnet import MemNetwork
-
-
-def _run(n: int, cfg: sds.Config, messages: int, loss: float) -> tuple[
-        collections.Counter[str], dict[str, int], set[int]]:
-    """Broadcasts by kind, the network counters, and the members' log sizes after
-    ``messages`` lines at 2/s and a drain of 40 s."""
-    kinds: collections.Counter[str] = collections.Counter()
-
-    def seen(node: str, cid: str, kind: str, mid: str, size: int, now: int) -> None:
-        kinds[kind] += 1
-
-    net = MemNetwork(seed=5, loss=loss, latency_ms=(20, 120), datagram_observer=seen,
-                     track_delivered=False)
-    for i in range(n):
-        net.add_node(f"p{i:03d}", ["c"], cfg)
-    for i in range(messages):
-        net.send(f"p{(37 * i) % n:03d}", "c", f"line {i}".encode())
-        net.run_for(500)
-    net.run_for(40_000)
-    sizes = {nd.participant.channel("c").log_size for nd in net.nodes.values()}
-    return kinds, dict(net.counters), sizes
 
 
 def test_carrying_replaces_most_repair_rounds_at_scale() -> None:
@@ -43,8 +22,8 @@ def test_carrying_replaces_most_repair_rounds_at_scale() -> None:
     against 266, 41,795 deliveries against 87,735.)"""
     n, messages = 300, 60
     base = sds.Config.fast(repair_response_groups=n // 128 + 1)
-    on, on_net, on_sizes = _run(n, base, messages, 0.1)
-    off, off_net, off_sizes = _run(n, base.with_changes(carry_copies=0), messages, 0.1)
+    on, on_net, on_sizes = lossy_run(n, base, messages, 0.1)
+    off, off_net, off_sizes = lossy_run(n, base.with_changes(carry_copies=0), messages, 0.1)
     assert on_sizes == off_sizes == {messages}, (on_sizes, off_sizes)
     # at most carry_copies chosen per line; a resend or answer of a line that carried
     # others carries them again (the stored envelope), counted apart
