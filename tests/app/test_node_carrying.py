@@ -27,9 +27,14 @@ from sds import sds_pb2
 
 
 def signed(
-    who: Identity, text: str, channel: str = "general", k: ChannelKey | None = None
+    who: Identity,
+    text: str,
+    channel: str = "general",
+    k: ChannelKey | None = None,
+    carried: list[bytes] | None = None,
 ) -> tuple[bytes, str]:
-    """A content envelope of ``channel`` by ``who`` (a js-waku id: verifiable)."""
+    """A content envelope of ``channel`` by ``who`` (a js-waku id: verifiable),
+    carrying ``carried``."""
     content = encode_content(text, "alice")
     mid = hashlib.sha256(content).hexdigest()
     pb = sds_pb2.SdsMessage(
@@ -39,7 +44,7 @@ def signed(
         lamport_timestamp=wall_ms(),
         content=content,
     )
-    return seal(pb.SerializeToString(), who, k or key(channel)), mid
+    return seal(pb.SerializeToString(), who, k or key(channel), carried or ()), mid
 
 
 def carry_from(monkeypatch: pytest.MonkeyPatch, h: Harness, picks: Callable[[], list[str]]) -> None:
@@ -103,18 +108,10 @@ def test_what_rides_is_the_line_without_what_it_carried_itself(
         try:
             alice, dave = Identity.generate(), Identity.generate()
             zero, zero_id = signed(dave, "zero")
-            content = encode_content("first", "alice")
-            pb = sds_pb2.SdsMessage(
-                sender_id=alice.sender_id,
-                message_id=hashlib.sha256(content).hexdigest(),
-                channel_id="general",
-                lamport_timestamp=wall_ms(),
-                content=content,
-            )
-            first = seal(pb.SerializeToString(), alice, key("general"), carried=[zero])
+            first, first_id = signed(alice, "first", carried=[zero])
             await c.node._on_envelope(first)
             await wait_until(lambda: sorted(c.texts()) == ["first", "zero"])
-            carry_from(monkeypatch, c, lambda: [pb.message_id, zero_id])
+            carry_from(monkeypatch, c, lambda: [first_id, zero_id])
             sent_before = len(c.node.transport.sent)  # type: ignore[attr-defined]
             await c.node.send("general", "second")
             await wait_until(lambda: sorted(b.texts()) == ["first", "second", "zero"])
@@ -122,8 +119,8 @@ def test_what_rides_is_the_line_without_what_it_carried_itself(
             rode, also = open_envelope(carrier, key("general")).carried
             opened = open_envelope(rode, key("general"))
             assert opened.carried == ()  # not zero inside it again
-            assert (opened.sds_bytes, opened.sender_id) == (pb.SerializeToString(),
-                                                            alice.sender_id)  # fmt: skip
+            author = open_envelope(first, key("general"))
+            assert (opened.sds_bytes, opened.sender_id) == (author.sds_bytes, alice.sender_id)
             assert also == zero  # carried nothing itself: its own bytes
             assert b.node.counters["carried_received"] == 2
         finally:
@@ -182,19 +179,11 @@ def test_a_carried_copy_under_another_hash_of_a_held_line_is_a_copy(
         try:
             alice, dave = Identity.generate(), Identity.generate()
             zero, _ = signed(dave, "zero")
-            content = encode_content("first", "alice")
-            pb = sds_pb2.SdsMessage(
-                sender_id=alice.sender_id,
-                message_id=hashlib.sha256(content).hexdigest(),
-                channel_id="general",
-                lamport_timestamp=wall_ms(),
-                content=content,
-            )
-            first = seal(pb.SerializeToString(), alice, key("general"), carried=[zero])
+            first, first_id = signed(alice, "first", carried=[zero])
             for h in (b, c):
                 await h.node._on_envelope(first)
             await wait_until(lambda: sorted(b.texts()) == sorted(c.texts()) == ["first", "zero"])
-            carry_from(monkeypatch, c, lambda: [pb.message_id])
+            carry_from(monkeypatch, c, lambda: [first_id])
             await c.node.send("general", "second")
             await wait_until(lambda: "second" in b.texts())
             core = b.node._participant.channel("general")
@@ -222,19 +211,8 @@ def test_a_bad_carried_envelope_costs_only_itself(tmp_path: Path) -> None:
             held, _ = signed(alice, "held in pub", "pub", key("pub", None))
             await b.node._on_envelope(held)
             await wait_until(lambda: b.texts("pub") == ["held in pub"])
-            content = encode_content("the carrier", "mallory")
-            pb = sds_pb2.SdsMessage(
-                sender_id=mallory.sender_id,
-                message_id=hashlib.sha256(content).hexdigest(),
-                channel_id="general",
-                lamport_timestamp=wall_ms(),
-                content=content,
-            )
-            carrier = seal(
-                pb.SerializeToString(),
-                mallory,
-                key("general"),
-                carried=[b"\x00garbage", elsewhere, held, good],
+            carrier, _ = signed(
+                mallory, "the carrier", carried=[b"\x00garbage", elsewhere, held, good]
             )
             await b.node._on_envelope(carrier)
             await wait_until(
