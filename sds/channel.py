@@ -1279,11 +1279,7 @@ class Channel:
             else list(map(_MESSAGE_ID, history))
         )
 
-        duplicate = is_content and (
-            message_id in self._entries
-            or message_id in self._incoming
-            or message_id in self._met_elsewhere  # the application holds it already
-        )
+        duplicate = is_content and self.holds(message_id)
         if carried:
             if not is_content:
                 self._drop(message_id, sender_id, DropReason.INVALID_KIND, "carried sync")
