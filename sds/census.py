@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 
 __all__ = ["SAMPLE_KEPT", "ParticipantCensus"]
@@ -63,3 +64,24 @@ class ParticipantCensus:
                 break
             del heard[oldest]
         return len(heard) << self._level
+
+    def export(self) -> list[object]:
+        """``[level, [[sender, last heard], ...]]`` (oldest first), for a saved state."""
+        return [self._level, [[s, t] for s, t in self._heard.items()]]
+
+    def restore(self, data: object, seen: Callable[[object], int]) -> None:
+        """Back to what :meth:`export` gave; ``seen`` maps each saved time (a restored
+        clock may be behind it). A malformed value leaves the census empty."""
+        if not isinstance(data, list) or len(data) != 2:
+            return
+        level, rows = data
+        if not isinstance(level, int) or not 0 <= level <= 32 or not isinstance(rows, list):
+            return
+        heard: OrderedDict[str, int] = OrderedDict()
+        for row in rows[-SAMPLE_KEPT:]:
+            if isinstance(row, list) and len(row) == 2 and isinstance(row[0], str):
+                heard[row[0]] = seen(row[1])
+        self._level = level
+        self._mask = (1 << level) - 1
+        self._heard = heard
+

@@ -37,14 +37,14 @@ import random
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
 from sortedcontainers import SortedList
 
 from sds import sds_pb2
-from sds.bloom import RollingBloomFilter, contains_positions, positions_in
+from sds.bloom import RollingBloomFilter, contains_positions, positions_in, positions_mask
 from sds.census import ParticipantCensus
 from sds.config import Config
 from sds.events import (
@@ -142,6 +142,9 @@ class _Outgoing:
     hits: set[str]
     attempts: int
     next_resend_ms: int
+    #: ``positions`` as one integer (:func:`~sds.bloom.positions_mask`; 0 until the
+    #: first acknowledgement check): one AND per received filter.
+    mask: int = field(default=0, compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -1470,27 +1473,21 @@ class Channel:
         if not has_bloom or not outgoing:
             return
         bloom = pb.bloom_filter
+        bits = int.from_bytes(bloom, "little")
         threshold = self._ack_threshold
         acked = []
         trusted: bool | None = None  # worked out at the first hit (28 us for 18 KB)
         for out in outgoing.values():
-            # most of our outstanding messages are not in this filter (rolled out of
-            # it, or not received yet): two of the k bits inline rule out most of them
-            # without the call (a node that falls behind holds tens to hundreds: 283
-            # against a 472-byte filter, 100 -> 33 us per received message)
-            pos = out.positions
-            i, mask = pos[0]
-            if not bloom[i] & mask:
-                continue
-            i, mask = pos[-1]
-            if (
-                not bloom[i] & mask
-                or sender_id in out.hits
-                or not contains_positions(bloom, pos)
-            ):
+            # a node that falls behind holds tens to hundreds outstanding, tested against
+            # every filter it receives: one integer AND each (all k bits at once: 86 ns
+            # against 221 ns for two bits inline and the rest byte by byte)
+            mask = out.mask
+            if not mask:
+                mask = out.mask = positions_mask(out.positions)
+            if bits & mask != mask or sender_id in out.hits:
                 continue
             if trusted is None:
-                trusted = self._filter_is_evidence(pb, sender_id)
+                trusted = self._filter_is_evidence(pb, sender_id, bits)
             if not trusted:
                 return
             out.hits.add(sender_id)
@@ -1520,10 +1517,11 @@ class Channel:
             del outgoing[mid]
             self._events.append(MessageAcknowledged(self.channel_id, mid, False, sender_id))
 
-    def _filter_is_evidence(self, pb: sds_pb2.SdsMessage, sender_id: str) -> bool:
+    def _filter_is_evidence(self, pb: sds_pb2.SdsMessage, sender_id: str, bits: int) -> bool:
         """Whether the filter's fill keeps a wrong hit within the design rate; if not,
-        it is reported (``DropReason.SATURATED_FILTER``) and ignored for acks."""
-        set_bits = int.from_bytes(pb.bloom_filter, "big").bit_count()
+        it is reported (``DropReason.SATURATED_FILTER``) and ignored for acks.
+        ``bits``: the filter's bytes as an integer."""
+        set_bits = bits.bit_count()
         if set_bits <= self._max_filter_bits:
             return True
         self._drop(
@@ -2907,7 +2905,8 @@ class Channel:
                     for w in self._incoming.values()
                 ],
                 "missing": [
-                    [entry(i.entry), i.noticed_ms, i.by] for i in self._missing.values()
+                    [entry(i.entry), i.noticed_ms, i.by, i.named_ms]
+                    for i in self._missing.values()
                 ],
                 "repair_out": [
                     [entry(e), due, req, self._out_by.get(e.message_id, ASKED)]
@@ -2928,6 +2927,10 @@ class Channel:
                 # sync suppression (optional keys): heard since our last message, and
                 # the ids named again whose hold-off still runs
                 "heard_since_sent": self._heard_since_sent,
+                # participants heard (optional keys): the SDS-R windows and the sync
+                # interval count them; a restored channel counts on from there
+                "heard": [[s, t] for s, t in self._heard.items()],
+                "census": self._census.export(),
                 "unnamed": list(self._unnamed),
                 "rename": list(self._rename),
                 "renamed_at": [
@@ -3039,6 +3042,8 @@ class Channel:
             heapq.heappush(ch._resend_heap, (ch._outgoing[mid].next_resend_ms, mid))
         for row in d["missing"]:
             info = _Missing(entry(row[0]), int(row[1]), set(), str(row[2]) if len(row) > 2 else "")
+            if len(row) > 3 and row[3] is not None:  # optional: named by a live member
+                info.named_ms = seen(row[3])
             ch._add_missing(info)
             if ch.config.lost_timeout_ms:
                 heapq.heappush(ch._lost_heap, (info.noticed_ms + ch.config.lost_timeout_ms,
@@ -3092,6 +3097,9 @@ class Channel:
         ch._failed.update((m, None) for m in d.get("failed", ()))  # likewise
         ch._copy_seen.update((str(m), seen(t)) for m, t in d.get("copy_seen", ()))
         ch._heard_since_sent = bool(d.get("heard_since_sent", False))
+        for s, t in d.get("heard", ())[-ch._heard_kept :] if ch._heard_kept else ():
+            ch._heard[str(s)] = seen(t)
+        ch._census.restore(d.get("census"), seen)
         ch._unnamed.update((str(m), None) for m in d.get("unnamed", ()))
         ch._rename.update((str(m), None) for m in d.get("rename", ()))
         ch._renamed_at.update((str(m), seen(t)) for m, t in d.get("renamed_at", ()))

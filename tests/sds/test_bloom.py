@@ -9,9 +9,19 @@ from pathlib import Path
 
 import mmh3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sds
-from sds.bloom import BloomFilter, BloomParams, RollingBloomFilter, bloom_params, positions_in
+from sds.bloom import (
+    BloomFilter,
+    BloomParams,
+    RollingBloomFilter,
+    bloom_params,
+    contains_positions,
+    positions_in,
+    positions_mask,
+)
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "nim_hashn_vectors.json").read_text())[
     "vectors"
@@ -236,3 +246,23 @@ def test_public_names() -> None:
     assert "abc" in f
     assert "abc" in sds.BloomFilter.from_bytes(f.to_bytes(), capacity=10_000, error_rate=0.001)
     assert issubclass(sds.RollingBloomFilter, sds.BloomFilter)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    held=st.lists(st.text(min_size=1, max_size=20), max_size=300),
+    probes=st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=50),
+)
+def test_positions_mask_tests_what_the_positions_test(held: list[str], probes: list[str]) -> None:
+    """``positions_mask`` (one integer AND per id, the acknowledgement check) says an id
+    is in a filter exactly when every one of its (byte, bit) positions is set."""
+    f = BloomFilter(capacity=250, error_rate=0.001)
+    for item in held:
+        f.add(item)
+    data = f.to_bytes()
+    bits = int.from_bytes(data, "little")
+    for item in [*held[:20], *probes]:
+        pos = positions_in(item, f.params)
+        mask = positions_mask(pos)
+        assert (bits & mask == mask) == contains_positions(data, pos) == (item in f)
+        assert mask.bit_count() == len({(i, m) for i, m in pos})

@@ -263,6 +263,10 @@ def apply(ch: sds.Channel, op: tuple[str, int], now: int) -> int:
 # an acknowledged message's resend deadline left in the heap woke the original, not
 # the restored channel (which rebuilds the heap from what is outstanding)
 @example(before=[("send", 0), ("sync", 0), ("time", 1)], after=[("time", 29_999)])
+# the participants heard (census) and when a live member last named a missing id were
+# not saved: the restored channel drew another SDS-R retry time
+@example(before=[("recv", 5), ("sync", 9)], after=[("recv", 9), ("time", 3515)])
+@example(before=[("recv", 5), ("sync", 9), ("recv", 9)], after=[("time", 3515)])
 def test_restored_channel_behaves_like_the_original(
     before: list[tuple[str, int]], after: list[tuple[str, int]]
 ) -> None:
