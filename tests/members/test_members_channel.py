@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from app.carrying import Carrier
 from app.members import secrets_file
 from app.members.channel import BEFORE_JOINED, MembersChannel, members_topic
 from app.members.events import MemberInfo, encode_add, is_control
@@ -184,6 +185,55 @@ def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_remo
     # and what carol sends now is dropped by the members
     carol_env = carol.send(b"let me in")
     assert bob.receive(carol_env) in ("not_a_member", "wrong_key_or_tampered")
+
+
+def test_a_removed_member_opens_no_carried_copy_of_a_line_sent_after_removal(
+    tmp_path: Path,
+) -> None:
+    """Carried copies (app/carrying.py; docs/security.md "Carried envelopes") in a
+    members channel: a line's envelope riding on a later one is the author's, under
+    the key it was sealed with, inside a carrier under the current key. A member
+    removed, with its whole saved state and every envelope captured, opens neither
+    the carrier nor the copy of a line sent after its removal; the copy of a line from
+    before (which it read as a member then) is all it can open."""
+    alice, bob, carol = founded_team()
+    before = bob.send(b"before")
+    broadcast([before], alice, carol)
+    secrets_file.save(tmp_path, carol.mc)  # type: ignore[arg-type]
+    [removal] = [alice.send(c) for c in alice.mc.remove(carol.id)]  # type: ignore[union-attr]
+    broadcast([removal], bob, carol)
+    after = bob.send(b"after")
+    broadcast([*bob.outbox, after], alice)
+    assert alice.shown[-1] == b"after"
+    # alice's next line carries both (what the node's _seal_carrying attaches)
+    mc = alice.mc
+    assert mc is not None
+    stored = {("team", "before"): before, ("team", "after"): after}
+    carried = Carrier(64).attach("team", [("before", b""), ("after", b"")], stored,
+                                 mc.opening_keys())  # fmt: skip
+    assert len(carried) == 2
+    alice.lamport += 1
+    line = sds_pb2.SdsMessage(sender_id=alice.id, message_id="carrier", channel_id="team",
+                              lamport_timestamp=alice.lamport, content=b"x")  # fmt: skip
+    carrier = seal(line.SerializeToString(), alice.identity, mc.sending_key(), carried)
+    # bob opens the carrier and each copy as its author's
+    bob_mc = bob.mc
+    assert bob_mc is not None
+    opened = open_for_topic(carrier, lambda t: bob_mc.opening_keys())
+    copies = [open_for_topic(e, lambda t: bob_mc.opening_keys()) for e in opened.carried]
+    assert [c.sender_id for c in copies] == [bob.id, bob.id]
+    # carol's data directory as it was at the removal
+    stolen = secrets_file.load(tmp_path, "team")
+    assert stolen is not None
+    with pytest.raises(WrongKeyOrTampered):
+        open_for_topic(carrier, lambda t: stolen.opening_keys())
+    readable = []
+    for env in opened.carried:  # as a relay operator in league with carol would hand them
+        try:
+            readable.append(open_for_topic(env, lambda t: stolen.opening_keys()).sender_id)
+        except WrongKeyOrTampered:
+            readable.append(None)
+    assert readable == [bob.id, None]
 
 
 def test_a_message_that_outruns_its_key_share_is_held_then_read() -> None:
