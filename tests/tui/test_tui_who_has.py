@@ -36,8 +36,10 @@ async def test_info_lists_who_has_the_message_and_who_reacted(tmp_path: Path) ->
                              what="carol's line at alice and bob")  # fmt: skip
             carol.transport.hold = True  # type: ignore[attr-defined]  # she hears no more
             await type_line(pilot, "did you get this?")
-            await wait_until(lambda: "did you get this?" in bob.texts(), what="bob got it")
             view = app.model.channels["general"]
+            await wait_until(lambda: "did you get this?" in bob.texts()
+                             and any(r.text == "did you get this?" for r in view.rows),
+                             what="bob got it, and alice's view shows it")  # fmt: skip
             mine = next(r for r in view.rows if r.text == "did you get this?")
             await bob.say("yes")
             await bob.node.send("general", typed_text(mine.message_id or "", "👍"), "react")
