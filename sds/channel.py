@@ -36,7 +36,7 @@ import operator
 import random
 import sys
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -283,6 +283,14 @@ CARRY_WHEN_LACKING = 0.1
 
 #: Newest entries of the repair cache looked at for something to carry.
 CARRY_SCAN = 16
+
+#: Debug switch: when set, every :meth:`Channel.to_carry` call hands it one dict of
+#: its decision (``k`` from the loss estimate and the participants, the estimate, and
+#: for each recent message looked at: carried, or why not: older than the base
+#: window, enough copies on the wire as far as we know, too big). ``None``: nothing is
+#: traced (the default). bench/real_vs_sim.py ``--carry-trace`` sets it in the sim and
+#: in every real node (bench/carry_trace.py).
+carry_trace: Callable[[dict[str, Any]], None] | None = None
 
 #: Share of lines reaching us only by repair (our loss estimate) above which an id
 #: a sync names stays ours to name until a second sync names it
@@ -664,13 +672,17 @@ class Channel:
         """
         cfg = self.config
         k = self._carry_k(now_ms)
+        trace = carry_trace
         if not k:
+            if trace is not None:
+                self._trace_carry(trace, now_ms, k, [])
             return []
         since = now_ms - cfg.repair_t_max_ms
         entries = self._entries
         copies = self._wire_copies
         cache = self._repair_cache
         out: list[tuple[str, bytes]] = []
+        seen: list[tuple[str, str, int, int]] | None = [] if trace is not None else None
         for scanned, mid in enumerate(reversed(cache)):
             if scanned >= CARRY_SCAN:
                 break
@@ -678,18 +690,51 @@ class Channel:
             if le is None or mid == self._just_sent:
                 continue  # waiting for a dependency, or the message itself
             if le.logged_ms < since:
+                if seen is not None:
+                    seen.append((mid, "older_than_base_window", now_ms - le.logged_ms,
+                                 copies.get(mid, 1)))
                 break  # the cache is in arrival order: older ones follow
             data = cache[mid]
             if len(data) > CARRY_MAX_BYTES or copies.get(mid, 1) >= 1 + k:
+                if seen is not None:
+                    why = "too_big" if len(data) > CARRY_MAX_BYTES else "enough_copies"
+                    seen.append((mid, why, now_ms - le.logged_ms, copies.get(mid, 1)))
                 continue
             out.append((mid, data))
+            if seen is not None:
+                seen.append((mid, "carried", now_ms - le.logged_ms, copies.get(mid, 1)))
             if len(out) >= CARRY_MAX_IDS:
                 break
         for mid, _ in out:
             self._note_copy_on_wire(mid, now_ms)
             self._count_wire_copy(mid)
         self._carried_sent += len(out)
+        if trace is not None:
+            self._trace_carry(trace, now_ms, k, seen or [])
         return out
+
+    def _trace_carry(
+        self,
+        trace: Callable[[dict[str, Any]], None],
+        now_ms: int,
+        k: int,
+        seen: list[tuple[str, str, int, int]],
+    ) -> None:
+        """One :meth:`to_carry` decision for :data:`carry_trace` (a debug switch)."""
+        trace({
+            "channel": self.channel_id,
+            "sender": self.sender_id,
+            "message": self._just_sent,
+            "now_ms": now_ms,
+            "k": k,
+            "loss": round(self._loss_mean, 4),
+            "loss_lines": self._loss_lines,
+            "participants": self._participants(now_ms),
+            "at_scale": self._at_scale(now_ms),
+            "base_window_ms": self.config.repair_t_max_ms,
+            # (id, decision, ms since it entered our log, its copies on the wire as we know)
+            "candidates": [list(c) for c in seen],
+        })
 
     def send_ephemeral(self, content: bytes, now_ms: int) -> bytes:
         """Wrap ``content`` in an ephemeral message (spec "Ephemeral Messages").
@@ -903,7 +948,8 @@ class Channel:
 
     def _resent(self, message_id: str, now_ms: int) -> bool:
         """Config.sync_tail_quiet_ms: whether a copy of ``message_id`` (which we hold) is
-        its author's resend, not a repair answer: it comes a resend period
+        its author's resend of the last line of a burst, not a repair answer: it is still
+        the newest entry of our log (no later line named it), it comes a resend period
         (``resend_unacknowledged_ms``, less ``repair_t_min_ms`` for the latency) or more
         after the line reached us, and no request for it, nor a naming of it, was heard
         for ``repair_t_min_ms + repair_t_max_ms`` (a requester still lacking it asks
@@ -914,8 +960,8 @@ class Channel:
         in 2 of 50 runs of sdschat sim, 1,000 members, 10% loss)."""
         cfg = self.config
         le = self._entries.get(message_id)
-        if cfg.sync_tail_quiet_ms is None or le is None:
-            return False
+        if cfg.sync_tail_quiet_ms is None or le is None or self._log[-1][1] != message_id:
+            return False  # a later line names it (the newest ids of its author's log)
         if now_ms - le.logged_ms < cfg.resend_unacknowledged_ms - cfg.repair_t_min_ms:
             return False
         t = self._renamed_at.get(message_id)

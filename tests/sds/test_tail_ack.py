@@ -129,19 +129,20 @@ def _heard_members(n: int) -> list[tuple[sds.Channel, int, bytes]]:
             t += 1_000
         data = msg("author", "t", t, ["l14"])
         ch.receive(data, t)
-        # the next line names it for the channel
-        ch.receive(msg("peer2", "u", t + 1_000, ["t"]), t + 1_000)
+        # the last line of a burst: a sync names it for the channel
+        ch.receive(msg("peer2", "s", t + 4_000, ["t"], content=None), t + 4_000)
         ch.events()
         out.append((ch, t, data))
     return out
 
 
 def test_at_scale_the_authors_resend_of_a_line_gets_it_named_again() -> None:
-    """A copy of a line that comes a resend period after it, with no request for it
-    heard lately, is its author's resend: the namings missed the author, and a few
-    members (sync_interval_participants / participants of them) name it again soon.
-    A copy that is a repair answer (a request heard just before) or comes within the
-    resend period names nothing again (at scale copies are mostly answers)."""
+    """A copy of the last line of a burst that comes a resend period after it, with no
+    request for it heard lately, is its author's resend: the namings missed the
+    author, and a few members (sync_interval_participants / participants of them) name
+    it again soon. A copy that is a repair answer (a request heard just before), of a
+    line a later line named, or within the resend period names nothing again (at scale
+    copies are mostly answers)."""
     members = _heard_members(20)
     later = CFG.resend_unacknowledged_ms
     renamed = 0
@@ -153,6 +154,11 @@ def test_at_scale_the_authors_resend_of_a_line_gets_it_named_again() -> None:
     for ch, t, data in _heard_members(20):
         ch.receive(msg("peer9", "r", t + later - 500, [], content=None,
                        repair=[sds.HistoryEntry("t", None, "author")]), t + later - 500)
+        ch.receive(data, t + later)
+        assert "t" not in ch._rename
+    # a later line came: it names the line (its author's newest ids)
+    for ch, t, data in _heard_members(20):
+        ch.receive(msg("peer4", "v", t + 5_000, ["t"]), t + 5_000)
         ch.receive(data, t + later)
         assert "t" not in ch._rename
     # too soon after the line for a resend
