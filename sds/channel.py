@@ -45,7 +45,7 @@ from sortedcontainers import SortedList
 
 from sds import sds_pb2
 from sds.bloom import RollingBloomFilter, contains_positions, positions_in
-from sds.census import ParticipantCensus
+from sds.census import ParticipantCensus, salt_for
 from sds.config import Config
 from sds.events import (
     DropReason,
@@ -489,7 +489,7 @@ class Channel:
         self._heard_kept = _heard_kept(cfg)
         #: Senders heard (sampled count) that stretch the sync interval
         #: (Config.sync_interval_participants).
-        self._census = ParticipantCensus()
+        self._census = ParticipantCensus(salt_for(sender_id))
         self._participants_at = (-1, 0)  # (now_ms, count) of the last _participants
         #: Sync suppression (Config.sync_suppression): another participant was heard
         #: since our last message; syncs skipped so far (stats).
