@@ -234,6 +234,10 @@ class SimSpec:
     #: (32 hex characters: every message and every history entry naming a sender
     #: carries one). 0: the short ``p000`` ids.
     sender_id_chars: int = 0
+    #: Model a real node's replay guard (net.memnet.MemNetwork.replay_guard): a copy of a
+    #: message the receiver holds goes to ``note_copy``, not to ``receive``.
+    #: bench/real_vs_sim.py sets it; ``False`` by default (the figures in docs/).
+    replay_guard: bool = False
 
     def validate(self) -> None:
         """Raise :class:`SimError` naming every bad parameter."""
@@ -687,6 +691,7 @@ def run_sim(
         store=store,
         net_events=True,
         track_delivered=False,
+        replay_guard=spec.replay_guard,
     )
     traffic = _Traffic(net)
     traffic.snapshot("start", net.now_ms)

@@ -263,12 +263,16 @@ class RealRun:
         if not self.tap.ready.wait(30):
             raise RuntimeError("the tap could not subscribe")
         conf = self.tmp / "node.toml"  # the --fast timings at --time-scale
+        (self.tmp / "trace").mkdir(exist_ok=True)
         conf.write_text(f"fast = true\nfast_scale_ms = {o.time_scale}\n")
         for i in range(o.nodes):
             argv = sdschat("join", CHANNEL, "--headless", "--config", str(conf), "--relay",
                            self.url, "--data-dir", str(self.tmp / f"n{i:03d}"), "--name",
                            f"n{i:03d}", "--drop-rate", str(o.drop_rate),
                            "--drop-seed", str(o.seed * 1000 + i))
+            if o.carry_trace:  # the same command through the tracing wrapper
+                argv = [sys.executable, str(ROOT / "bench" / "carry_trace.py"),
+                        str(self.tmp / "trace" / f"n{i:03d}.jsonl"), *argv[3:]]
             child = Child(argv, f"n{i:03d}", self.tmp / "logs", stdin=True,
                           on_event=self._on_event)
             self.children.append(child)
@@ -405,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start-batch", type=int, default=10, help="nodes started before a wait")
     ap.add_argument("--join-timeout", type=float, default=180.0)
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--carry-trace", action="store_true",
+                    help="log every Channel.to_carry decision (sds.channel.carry_trace) in "
+                    "the real nodes and the sims, and print a summary of both")
     ap.add_argument("--keep", default=None, help="keep logs, data and exports in this directory")
     ap.add_argument("--real-from", default=None, metavar="JSON",
                     help="no real run: take it from this earlier --json, with its events "
@@ -463,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     real["carried"] = {
         "copies_sent": sum(k["carried"] for k in traffic["by_kind"].values()),
         "copies_attached": sum(int(c.get("carried_sent", 0)) for c in run.closed.values()),
+        # what the cores picked (to_carry); attached less those the node had no envelope for
+        "copies_wanted": sum(int(c.get("carried_wanted", 0)) for c in run.closed.values()),
         "arrivals_new": carried_in - carried_held,
         "arrivals_held": carried_held,
     }
@@ -491,6 +500,12 @@ def finish(o: argparse.Namespace, tmp: Path, real: dict[str, Any], started: str,
         lo, hi = int(a), int(b)
     sims = [run_sim_summary(o, tmp / f"sim-{k}", o.seed + k, (lo, hi), real["content_bytes"])
             for k in range(o.sim_seeds)]
+    if o.carry_trace:
+        from carry_trace import summarise_trace
+
+        real["carry_trace"] = summarise_trace(sorted((tmp / "trace").glob("n*.jsonl")))
+        for k, s in enumerate(sims):
+            s["carry_trace"] = summarise_trace([tmp / f"sim-{k}.carry.jsonl"])
     sim = average(sims)
     rows = compare(real, sim, o.tolerance)
     print(f"\nreal: {o.nodes} nodes, {o.messages} lines at {o.rate}/s, --drop-rate "
@@ -513,6 +528,13 @@ def finish(o: argparse.Namespace, tmp: Path, real: dict[str, Any], started: str,
         print(f"carried copies on the wire, with those again on resends and answers: real "
               f"{rc.get('copies_sent', 0)}, sim {sc.get('copies_sent', 0)} "
               f"({sc.get('copies_again', 0)} again)")
+    if rc.get("copies_wanted") is not None:
+        print(f"carried copies the real cores picked (to_carry): {rc['copies_wanted']}, "
+              f"attached {rc.get('copies_attached', 0)}")
+    if real.get("carry_trace"):
+        print(f"to_carry decisions, real: {json.dumps(real['carry_trace'])}")
+        for k, s in enumerate(sims):
+            print(f"to_carry decisions, sim seed {o.seed + k}: {json.dumps(s['carry_trace'])}")
     print(f"envelope bytes uploaded per content message (real, wire): "
           f"{real['envelope_bytes_per_message']}")
     for name, ph in traffic["phases"].items():
@@ -540,8 +562,24 @@ def run_sim_summary(o: argparse.Namespace, out: Path, seed: int, latency: tuple[
                    time_scale_ms=o.time_scale,
                    drain_ms=int(o.drain * 1000), latency_ms=latency,
                    content_bytes=max(1, content_bytes),
-                   sender_id_chars=32)  # a real node's sender id: 32 hex characters
-    res = run_sim(spec, out, force=True)
+                   sender_id_chars=32,  # a real node's sender id: 32 hex characters
+                   replay_guard=True)  # a copy it holds: note_copy, as a node's guard does
+    trace_file = None
+    if getattr(o, "carry_trace", False):
+        from carry_trace import tracer
+
+        import sds.channel
+
+        trace_file = open(f"{out}.carry.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        sds.channel.carry_trace = tracer(trace_file)
+    try:
+        res = run_sim(spec, out, force=True)
+    finally:
+        if trace_file is not None:
+            import sds.channel
+
+            sds.channel.carry_trace = None
+            trace_file.close()
     s = summarise(_read_events(out))
     net = res.meta["network"]
     content = s["kinds"]["MessageDelivered"]

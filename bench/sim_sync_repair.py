@@ -21,8 +21,9 @@ in a row.
 Per cell: bytes uploaded per content message (everything participants send,
 divided by the content messages: docs/profiles.md's bytes/msg; and by kind),
 deliveries per content delivery, broadcasts by kind (sync, repair), repair requests,
-participants holding every message, messages declared lost, delivery p50/p99, wall
-time, peak RSS::
+participants holding every message, messages declared lost, delivery p50/p99, the
+acknowledgement p50/p99 (the author's first ``MessageAcknowledged`` of each line) and that
+of the last line sent, wall time, peak RSS::
 
     .venv/bin/python bench/sim_sync_repair.py --sizes 1000 --messages 40 --loss 0.1 \\
         --rate 1 --timings default --bandwidth 1,20 --seed 3
@@ -101,10 +102,20 @@ spec = SimSpec(**json.loads({spec!r}))
 r = run_sim(spec, {out!r}, force=True)
 m = r.meta
 import pyarrow.compute as pc, pyarrow.parquet as pq
-t = pq.read_table({out!r} + "/events", columns=["kind", "message_id", "time_ms"])
+t = pq.read_table({out!r} + "/events", columns=["node_id", "kind", "message_id", "time_ms"])
 kinds = {{k["values"]: k["counts"] for k in pc.value_counts(t.column("kind")).to_pylist()}}
 sent = t.filter(pc.equal(t.column("kind"), "MessageSent"))
 when = dict(zip(sent.column("message_id").to_pylist(), sent.column("time_ms").to_pylist()))
+author = dict(zip(sent.column("message_id").to_pylist(), sent.column("node_id").to_pylist()))
+ak = t.filter(pc.equal(t.column("kind"), "MessageAcknowledged"))
+acked = {{}}
+for node, i, x in zip(ak.column("node_id").to_pylist(), ak.column("message_id").to_pylist(),
+                      ak.column("time_ms").to_pylist()):
+    if author.get(i) == node and i not in acked:
+        acked[i] = x - when[i]
+ack = sorted(acked.values())
+last = max(when, key=lambda i: (when[i], i)) if when else None
+apct = lambda q: ack[min(len(ack) - 1, int(q * len(ack)))] if ack else None
 dl = t.filter(pc.equal(t.column("kind"), "MessageDelivered"))
 lat = sorted(x - when[i] for i, x in zip(dl.column("message_id").to_pylist(),
              dl.column("time_ms").to_pylist()) if i in when)
@@ -114,7 +125,8 @@ lost = t.filter(pc.equal(t.column("kind"), "MessageLost")).column("message_id")
 out = {{k: m[k] for k in ("network", "traffic", "wall_seconds", "cpu_seconds", "peak_rss_mb",
       "participants_holding_every_message", "messages_sent")}}
 req = t.filter(pc.equal(t.column("kind"), "RepairRequested"))
-out.update(kinds=kinds, p50=pct(0.5), p99=pct(0.99),
+out.update(kinds=kinds, p50=pct(0.5), p99=pct(0.99), acked=len(ack), ack_p50=apct(0.5),
+           ack_p99=apct(0.99), last_ack=acked.get(last),
            repaired_messages=len(pc.unique(rep)), lost_messages=len(pc.unique(lost)))
 print(json.dumps(out))
 """
@@ -174,6 +186,8 @@ def run_cell(args: argparse.Namespace, n: int, profile: str, tmp: Path,
         "holding_every_message": r["participants_holding_every_message"],
         "lost_messages": r["lost_messages"],
         "p50_ms": r["p50"], "p99_ms": r["p99"],
+        "acked": r["acked"], "ack_p50_ms": r["ack_p50"], "ack_p99_ms": r["ack_p99"],
+        "last_line_ack_ms": r["last_ack"],
         "phases": r["traffic"]["phases"],
         "wall_s": r["wall_seconds"], "cpu_s": r["cpu_seconds"], "peak_rss_mb": r["peak_rss_mb"],
         "elapsed_s": round(time.monotonic() - t0, 1),

@@ -213,6 +213,7 @@ class MemNetwork:
         datagram_observer: DatagramObserver | None = None,
         track_delivered: bool = True,
         send_loss: float = 0.0,
+        replay_guard: bool = False,
     ) -> None:
         if not 0.0 <= loss < 1.0:
             raise ValueError("loss must be in [0, 1)")
@@ -233,6 +234,12 @@ class MemNetwork:
         self.datagram_observer = datagram_observer
         self.net_events = net_events
         self.track_delivered = track_delivered
+        #: A real node's replay guard: a content message a receiver holds arrives as
+        #: the same bytes again (a resend, a repair answer), and the node drops the
+        #: envelope before opening it (what it carried included) and tells the core
+        #: ``note_copy``; without it the copy reaches ``receive_parsed`` as a duplicate
+        #: (whose history may now count its author as heard: sds.census).
+        self.replay_guard = replay_guard
         self.store = store
         self.nodes: dict[str, SimNode] = {}
         #: Members of each channel (the broadcast audience), in join order.
@@ -495,6 +502,10 @@ class MemNetwork:
             parsed.parse()
             for c in parsed.carried:
                 c.parse()
+        if self.replay_guard and parsed.state == 1:
+            receivers = self._replayed(parsed, receivers)
+            if not receivers:
+                return
         if parsed.carried:
             self._deliver_carried(parsed.carried, receivers)
         now = self.now_ms
@@ -516,6 +527,27 @@ class MemNetwork:
             else:
                 ch.receive_parsed(pb, data, now, hint)  # type: ignore[arg-type]
                 after(node, ch)
+
+    def _replayed(self, parsed: _Parsed, receivers: list[SimNode]) -> list[SimNode]:
+        """``replay_guard``: the receivers that hold the content message are told of a
+        copy (``note_copy``, as a node's replay guard does); the others are returned."""
+        pb = parsed.pb
+        if not pb.content:  # type: ignore[attr-defined]
+            return receivers
+        cid = pb.channel_id  # type: ignore[attr-defined]
+        mid = pb.message_id  # type: ignore[attr-defined]
+        sender = pb.sender_id  # type: ignore[attr-defined]
+        now = self.now_ms
+        rest = []
+        for node in receivers:
+            ch = node.participant.channels.get(cid) if node.online else None
+            if ch is None or not ch.holds(mid):  # (its own lines too: remembered when sent)
+                rest.append(node)
+                continue
+            node.received += 1
+            ch.note_copy(mid, sender, now)
+            self._after_channel_call(node, ch)
+        return rest
 
     def _deliver_carried(self, carried: tuple[_Parsed, ...], receivers: list[SimNode]) -> None:
         """The messages riding on a broadcast, to each receiver before the broadcast's

@@ -36,7 +36,7 @@ import operator
 import random
 import sys
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -45,7 +45,7 @@ from sortedcontainers import SortedList
 
 from sds import sds_pb2
 from sds.bloom import RollingBloomFilter, contains_positions, positions_in, positions_mask
-from sds.census import ParticipantCensus
+from sds.census import ParticipantCensus, salt_for
 from sds.config import Config
 from sds.events import (
     DropReason,
@@ -287,6 +287,20 @@ CARRY_WHEN_LACKING = 0.1
 #: Newest entries of the repair cache looked at for something to carry.
 CARRY_SCAN = 16
 
+#: Debug switch: when set, every :meth:`Channel.to_carry` call hands it one dict of
+#: its decision (``k`` from the loss estimate and the participants, the estimate, and
+#: for each recent message looked at: carried, or why not: older than the base
+#: window, enough copies on the wire as far as we know, too big). ``None``: nothing is
+#: traced (the default). bench/real_vs_sim.py ``--carry-trace`` sets it in the sim and
+#: in every real node (bench/carry_trace.py).
+carry_trace: Callable[[dict[str, Any]], None] | None = None
+
+#: Share of lines reaching us only by repair (our loss estimate) above which an id
+#: a sync names stays ours to name until a second sync names it
+#: (Config.sync_tail_quiet_ms, :meth:`Channel._strike_named`): the author of the last
+#: line of a burst misses one naming sync ``loss`` of the time, two ``loss ** 2``.
+TAIL_ONE_NAMING_LOSS = 0.01
+
 
 def _heard_kept(cfg: Config) -> int:
     """Senders a channel remembers for its SDS-R window (see :data:`HEARD_KEPT`)."""
@@ -454,8 +468,11 @@ class Channel:
         #: Earliest time of the next sync sent only because repair requests are due.
         self._next_repair_sync_ms = now_ms
         #: Adaptive causal history (causal_history_floor): ids logged from others
-        #: that none of our messages named yet, in arrival order.
-        self._unnamed: OrderedDict[str, None] = OrderedDict()
+        #: that none of our messages named yet, in arrival order, each with ``None``,
+        #: or when a sync of another member named it the first time (at scale, while
+        #: we see loss, an id a sync names stays ours to name until a second sync
+        #: names it or ``Config.sync_tail_quiet_ms`` passes: :meth:`_strike_named`).
+        self._unnamed: OrderedDict[str, int | None] = OrderedDict()
         #: Ids to name again (a peer's filter lacks them, or a resend said our naming
         #: was lost): named first, before the unnamed ones, oldest first.
         self._rename: OrderedDict[str, None] = OrderedDict()
@@ -475,7 +492,7 @@ class Channel:
         self._heard_kept = _heard_kept(cfg)
         #: Senders heard (sampled count) that stretch the sync interval
         #: (Config.sync_interval_participants).
-        self._census = ParticipantCensus()
+        self._census = ParticipantCensus(salt_for(sender_id))
         self._participants_at = (-1, 0)  # (now_ms, count) of the last _participants
         #: Sync suppression (Config.sync_suppression): another participant was heard
         #: since our last message; syncs skipped so far (stats).
@@ -658,13 +675,17 @@ class Channel:
         """
         cfg = self.config
         k = self._carry_k(now_ms)
+        trace = carry_trace
         if not k:
+            if trace is not None:
+                self._trace_carry(trace, now_ms, k, [])
             return []
         since = now_ms - cfg.repair_t_max_ms
         entries = self._entries
         copies = self._wire_copies
         cache = self._repair_cache
         out: list[tuple[str, bytes]] = []
+        seen: list[tuple[str, str, int, int]] | None = [] if trace is not None else None
         for scanned, mid in enumerate(reversed(cache)):
             if scanned >= CARRY_SCAN:
                 break
@@ -672,18 +693,51 @@ class Channel:
             if le is None or mid == self._just_sent:
                 continue  # waiting for a dependency, or the message itself
             if le.logged_ms < since:
+                if seen is not None:
+                    seen.append((mid, "older_than_base_window", now_ms - le.logged_ms,
+                                 copies.get(mid, 1)))
                 break  # the cache is in arrival order: older ones follow
             data = cache[mid]
             if len(data) > CARRY_MAX_BYTES or copies.get(mid, 1) >= 1 + k:
+                if seen is not None:
+                    why = "too_big" if len(data) > CARRY_MAX_BYTES else "enough_copies"
+                    seen.append((mid, why, now_ms - le.logged_ms, copies.get(mid, 1)))
                 continue
             out.append((mid, data))
+            if seen is not None:
+                seen.append((mid, "carried", now_ms - le.logged_ms, copies.get(mid, 1)))
             if len(out) >= CARRY_MAX_IDS:
                 break
         for mid, _ in out:
             self._note_copy_on_wire(mid, now_ms)
             self._count_wire_copy(mid)
         self._carried_sent += len(out)
+        if trace is not None:
+            self._trace_carry(trace, now_ms, k, seen or [])
         return out
+
+    def _trace_carry(
+        self,
+        trace: Callable[[dict[str, Any]], None],
+        now_ms: int,
+        k: int,
+        seen: list[tuple[str, str, int, int]],
+    ) -> None:
+        """One :meth:`to_carry` decision for :data:`carry_trace` (a debug switch)."""
+        trace({
+            "channel": self.channel_id,
+            "sender": self.sender_id,
+            "message": self._just_sent,
+            "now_ms": now_ms,
+            "k": k,
+            "loss": round(self._loss_mean, 4),
+            "loss_lines": self._loss_lines,
+            "participants": self._participants(now_ms),
+            "at_scale": self._at_scale(now_ms),
+            "base_window_ms": self.config.repair_t_max_ms,
+            # (id, decision, ms since it entered our log, its copies on the wire as we know)
+            "candidates": [list(c) for c in seen],
+        })
 
     def send_ephemeral(self, content: bytes, now_ms: int) -> bytes:
         """Wrap ``content`` in an ephemeral message (spec "Ephemeral Messages").
@@ -882,7 +936,11 @@ class Channel:
         if cfg.sync_rename_sparingly and self._at_scale(now_ms):
             # at scale the copy is a repair answer every member heard (Config.
             # sync_rename_sparingly): a holder's late answer made ~1 sync each after the
-            # lines stopped (sdschat sim, 1,000 members)
+            # lines stopped (sdschat sim, 1,000 members); but its author's resend says
+            # the namings missed it (Config.sync_tail_quiet_ms)
+            if self._resent(message_id, now_ms) and self._one_of_few(now_ms):
+                self._note_rename(message_id)
+                self._rename_soon(now_ms, chosen=True)
             return
         if self._renamed_lately(message_id, now_ms) or not self._one_of_few(now_ms):
             # without: a few members name it again (for the author, if it was a
@@ -890,6 +948,27 @@ class Channel:
             return
         self._note_rename(message_id)
         self._rename_soon(now_ms, chosen=True)
+
+    def _resent(self, message_id: str, now_ms: int) -> bool:
+        """Config.sync_tail_quiet_ms: whether a copy of ``message_id`` (which we hold) is
+        its author's resend of the last line of a burst, not a repair answer: it is still
+        the newest entry of our log (no later line named it), it comes a resend period
+        (``resend_unacknowledged_ms``, less ``repair_t_min_ms`` for the latency) or more
+        after the line reached us, and no request for it, nor a naming of it, was heard
+        for ``repair_t_min_ms + repair_t_max_ms`` (a requester still lacking it asks
+        again within that time; answers due after it are dropped,
+        Config.repair_answer_expiry). Its author lacks the acknowledgement: the syncs
+        that named the line (the last of a burst) missed it, and without this only a
+        member that had missed them too named it again, at its next sync (33 and 197 s
+        in 2 of 50 runs of sdschat sim, 1,000 members, 10% loss)."""
+        cfg = self.config
+        le = self._entries.get(message_id)
+        if cfg.sync_tail_quiet_ms is None or le is None or self._log[-1][1] != message_id:
+            return False  # a later line names it (the newest ids of its author's log)
+        if now_ms - le.logged_ms < cfg.resend_unacknowledged_ms - cfg.repair_t_min_ms:
+            return False
+        t = self._renamed_at.get(message_id)
+        return t is None or now_ms - t >= cfg.repair_t_min_ms + cfg.repair_t_max_ms
 
     def _name_what_they_lack(self, pb: sds_pb2.SdsMessage, sender_id: str, now_ms: int) -> None:
         """Adaptive history: ids a peer's bloom filter lacks are named again, soon.
@@ -1051,22 +1130,66 @@ class Channel:
         delay = int(self._rng.random() * self.config.sync_interval_ms * 0.5)
         self._next_sync_ms = min(self._next_sync_ms, now_ms + delay)
 
-    def _strike_named(self, history_ids: list[str], sender_id: str) -> None:
+    def _strike_named(
+        self, history_ids: list[str], sender_id: str, sync_ms: int | None = None
+    ) -> None:
         """Sync suppression: ids a message we heard names are named for the channel
         (their author has its acknowledgement, those who lack them hear of them), so we
         no longer have to name them (Config.sync_suppression). An author naming its own
-        messages acknowledges nothing: those stay ours to name."""
+        messages acknowledges nothing: those stay ours to name.
+
+        ``sync_ms``: the message is a sync heard at that time. At scale, while we see
+        loss (Config.sync_tail_quiet_ms), an id nobody named before it stays ours to
+        name until a second sync names it or ``sync_tail_quiet_ms`` passes: a content
+        message's ids are named again by the next lines (``causal_history_floor``), but
+        the last line of a burst is named by syncs alone, and one sync missed by its
+        author (``loss`` of the time) left it unacknowledged until a member that had
+        missed that sync too synced (33 s and more in 2 of 20 runs of sdschat sim,
+        1,000 members, 10% loss)."""
         unnamed = self._unnamed
         rename = self._rename
         entries = self._entries
+        hold = sync_ms is not None and unnamed and self._second_naming(sync_ms)
         for mid in history_ids:
             le = entries.get(mid)
             if le is None or le.sender_id == sender_id:
                 continue
-            unnamed.pop(mid, None)
+            if hold and mid in unnamed and unnamed[mid] is None:
+                unnamed[mid] = sync_ms  # named once: one more sync names it
+            else:
+                unnamed.pop(mid, None)
             if rename and mid in rename:
                 del rename[mid]
                 self._note_renamed(mid)
+
+    def _second_naming(self, now_ms: int) -> bool:
+        """Whether an id a sync names stays ours to name until a second sync names it
+        (:meth:`_strike_named`): at scale, with Config.sync_tail_quiet_ms, while more
+        than :data:`TAIL_ONE_NAMING_LOSS` of the lines reach us only by repair."""
+        return (
+            self.config.sync_tail_quiet_ms is not None
+            and self._loss_mean > TAIL_ONE_NAMING_LOSS
+            and self._at_scale(now_ms)
+        )
+
+    def _to_name(self, now_ms: int) -> bool:
+        """Whether ids are still ours to name (Config.sync_suppression): one nobody
+        named, or one a sync named once less than ``sync_tail_quiet_ms`` ago (those
+        older are forgotten here)."""
+        unnamed = self._unnamed
+        if not unnamed:
+            return False
+        hold = self.config.sync_tail_quiet_ms or 0
+        done = []
+        found = False
+        for mid, first in unnamed.items():
+            if first is None or now_ms - first < hold:
+                found = True
+                break
+            done.append(mid)
+        for mid in done:
+            del unnamed[mid]
+        return found
 
     def _note_renamed(self, message_id: str) -> None:
         if not self.config.sync_suppression:
@@ -1316,7 +1439,7 @@ class Channel:
                 self._participants_at = (-1, 0)
         self._heard_since_sent = True
         if cfg.sync_suppression and (self._unnamed or self._rename):
-            self._strike_named(history_ids, sender_id)
+            self._strike_named(history_ids, sender_id, None if is_content else now_ms)
         if is_content and self.config.repair_enabled:
             # SDS-R: seeing m arrive cancels our request for it and our pending answer.
             self._unrequest(message_id)
@@ -2799,8 +2922,8 @@ class Channel:
             and not self._sync_asked
             and self.config.sync_suppression
             and self.config.causal_history_floor is not None
-            and not self._unnamed
             and not self._rename
+            and not self._to_name(now_ms)
         ):
             # Suppressed: others spoke since our last message and named everything we
             # would name beyond the newest entries they name too.
@@ -2847,7 +2970,8 @@ class Channel:
 
     def _naming_waits(self, now_ms: int) -> bool:
         """Config.sync_defer_naming: a sync that would only name ids waits (at scale,
-        while we heard new content in the last half base interval)."""
+        while we heard new content in the last half base interval; with ids nobody
+        named, only in the last ``Config.sync_tail_quiet_ms``)."""
         cfg = self.config
         heard = self._content_heard_ms
         if (
@@ -2855,8 +2979,15 @@ class Channel:
             or not cfg.sync_suppression
             or cfg.causal_history_floor is None
             or heard is None
-            or now_ms - heard >= cfg.sync_interval_ms // 2
         ):
+            return False
+        quiet = now_ms - heard
+        if quiet >= cfg.sync_interval_ms // 2:
+            return False
+        tail = cfg.sync_tail_quiet_ms
+        if tail is not None and quiet >= tail and self._to_name(now_ms):
+            # the last line of a burst: no later line will name it (its author waits
+            # for the acknowledgement), and ours names it for the channel
             return False
         return self._at_scale(now_ms)
 
