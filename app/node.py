@@ -409,11 +409,6 @@ class _Inbox:
     def __len__(self) -> int:
         return len(self._items)
 
-    @property
-    def envelopes(self) -> int:
-        """Received envelopes waiting."""
-        return self._envelopes
-
     def put(self, item: _Item) -> None:
         self._items.append(item)
         self._wake.set()
@@ -2550,13 +2545,12 @@ class Node:
 
     def _commits_inline(self, batch: Batch) -> bool:
         """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``):
-        small rounds, but not a typed line's (fsynced: 0.2-4 ms of waiting for the
-        disk) while envelopes wait in the inbox: that commit runs on SQLite's thread
-        and the loop opens them meanwhile."""
+        small rounds that are not fsynced. A typed line's commit waits for the disk
+        (0.2-4 ms here) on SQLite's thread while the loop opens the envelopes behind it."""
         return (
             len(batch.messages) <= self.options.inline_commit_messages
             and not batch.core_states
-            and not (batch.needs_fsync and self._inbox is not None and self._inbox.envelopes)
+            and not batch.needs_fsync
             and self.store.idle
         )
 
