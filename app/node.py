@@ -413,21 +413,6 @@ class _Inbox:
         self._items.append(item)
         self._wake.set()
 
-    def put_typed(self, item: _Item) -> None:
-        """A line the user typed: ahead of the received envelopes queued at the tail (never
-        ahead of anything else: a call, a barrier, an earlier line). A line's wait is
-        its author's and every receiver's: behind a flood of envelopes (400 msg/s in
-        a 10-member channel, rounds of ~14) it waited for all of them first."""
-        items = self._items
-        i = len(items)
-        while i and type(items[i - 1]) is _Envelope:
-            i -= 1
-        if i == len(items):
-            items.append(item)
-        else:
-            items.insert(i, item)
-        self._wake.set()
-
     def put_front(self, items: Sequence[_Item]) -> None:
         self._items.extendleft(reversed(items))
         self._wake.set()
@@ -453,15 +438,8 @@ class _Inbox:
             self._wake.clear()
             await self._wake.wait()
         out: list[_Item] = []
-        items = self._items
-        # a round that starts with typed lines takes only them (put_typed): their commit
-        # is fsynced and their envelopes wait for it; the envelopes queued behind them
-        # go in the next round instead of ahead of the line's publishing
-        typed = type(items[0]) is _Send
-        while items and len(out) < limit:
-            if typed and type(items[0]) is not _Send:
-                break
-            item = items.popleft()
+        while self._items and len(out) < limit:
+            item = self._items.popleft()
             if isinstance(item, _Envelope):
                 self._envelopes -= 1
             out.append(item)
@@ -1022,7 +1000,7 @@ class Node:
             raise ValueError(f"message is {len(content)} bytes encoded; the limit is {limit}")
         assert self._inbox is not None
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._inbox.put_typed(_Send(channel, content, text, kind, future))
+        self._inbox.put(_Send(channel, content, text, kind, future))
         return future
 
     def post_content(self, channel: str, content: bytes) -> asyncio.Future[int]:
@@ -1043,7 +1021,7 @@ class Node:
         summary = decode_content(content)
         assert self._inbox is not None
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._inbox.put_typed(_Send(channel, content, summary.text, summary.kind, future))
+        self._inbox.put(_Send(channel, content, summary.text, summary.kind, future))
         return future
 
     async def post_contents(self, channel: str, contents: Sequence[bytes]) -> list[int]:
@@ -2544,13 +2522,10 @@ class Node:
                     self._save_members(mc)
 
     def _commits_inline(self, batch: Batch) -> bool:
-        """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``):
-        small rounds that are not fsynced. A typed line's commit waits for the disk
-        (0.2-4 ms here) on SQLite's thread while the loop opens the envelopes behind it."""
+        """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""
         return (
             len(batch.messages) <= self.options.inline_commit_messages
             and not batch.core_states
-            and not batch.needs_fsync
             and self.store.idle
         )
 
