@@ -154,28 +154,36 @@ def test_members_read_each_other_and_outsiders_are_dropped_at_the_gate() -> None
     assert bob.mc.counters["not_a_member"] == 1  # type: ignore[union-attr]
 
 
-def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_removal(
-    tmp_path: Path,
-) -> None:
+def carol_removed(tmp_path: Path, author: str) -> tuple[Person, Person, Person, bytes]:
+    """A founded team where ``author`` (alice or bob) said "before" to the others, carol's
+    data directory was saved to ``tmp_path`` as it was then, and alice removed carol
+    (bob and carol took the removal). Returns alice, bob, carol and that line."""
     alice, bob, carol = founded_team()
-    before = alice.send(b"before")
-    broadcast([before], bob, carol)
+    sender = alice if author == "alice" else bob
+    before = sender.send(b"before")
+    broadcast([before], *(p for p in (alice, bob, carol) if p is not sender))
     secrets_file.save(tmp_path, carol.mc)  # type: ignore[arg-type]
     [removal] = [alice.send(c) for c in alice.mc.remove(carol.id)]  # type: ignore[union-attr]
     broadcast([removal], bob, carol)
+    return alice, bob, carol, before
+
+
+def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_removal(
+    tmp_path: Path,
+) -> None:
+    alice, bob, carol, _ = carol_removed(tmp_path, "alice")
     assert not bob.mc.roster.is_member(carol.id)  # type: ignore[union-attr]
     assert bob.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
     assert bob.mc.sending_key().key not in carol.mc.epoch_keys  # type: ignore[union-attr]
-    tap = [removal]
     sent = [alice.send(b"secret 1"), bob.send(b"secret 2"), alice.send(b"secret 3")]
-    tap += alice.outbox + bob.outbox + sent  # new Megolm sessions, shared with the rest first
+    tap = alice.outbox + bob.outbox + sent  # new Megolm sessions, shared with the rest first
     broadcast(alice.outbox + bob.outbox + sent, alice, bob)
     assert bob.shown[-2:] == [b"secret 1", b"secret 3"] and alice.shown[-1] == b"secret 2"
     # carol's data directory as it was at the removal, and every envelope since
     stolen = secrets_file.load(tmp_path, "team")
     assert stolen is not None
     opened = 0
-    for env in tap[1:]:
+    for env in tap:
         try:
             open_for_topic(env, lambda t: stolen.opening_keys())
             opened += 1
@@ -196,12 +204,7 @@ def test_a_removed_member_opens_no_carried_copy_of_a_line_sent_after_removal(
     removed, with its whole saved state and every envelope captured, opens neither
     the carrier nor the copy of a line sent after its removal; the copy of a line from
     before (which it read as a member then) is all it can open."""
-    alice, bob, carol = founded_team()
-    before = bob.send(b"before")
-    broadcast([before], alice, carol)
-    secrets_file.save(tmp_path, carol.mc)  # type: ignore[arg-type]
-    [removal] = [alice.send(c) for c in alice.mc.remove(carol.id)]  # type: ignore[union-attr]
-    broadcast([removal], bob, carol)
+    alice, bob, _carol, before = carol_removed(tmp_path, "bob")
     after = bob.send(b"after")
     broadcast([*bob.outbox, after], alice)
     assert alice.shown[-1] == b"after"
