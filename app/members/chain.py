@@ -117,7 +117,7 @@ def sign_chained(identity: Identity, channel_id: bytes, parents: Sequence[bytes]
     del body.parents[:]
     body.parents.extend(sorted(set(parents)))
     raw = body.SerializeToString(deterministic=True)
-    signed = pb.Signed(body=raw, signature=identity.sign(EVENT_LABEL + raw))
+    signed = pb.SignedEvent(body=raw, signature=identity.sign(EVENT_LABEL + raw))
     msg = pb.Control(version=CONTROL_VERSION, signed=signed)
     return CONTROL_MAGIC + msg.SerializeToString()
 

@@ -134,7 +134,7 @@ class Part(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[RosterEntry]
     def __init__(self, nonce: _Optional[bytes] = ..., ids: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[RosterEntry, _Mapping]]] = ...) -> None: ...
 
-class Signed(_message.Message):
+class SignedEvent(_message.Message):
     __slots__ = ("body", "signature")
     BODY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
@@ -309,10 +309,10 @@ class Control(_message.Message):
     rekey: Rekey
     direct_invite: DirectInvite
     epoch_keys: EpochKeys
-    signed: Signed
+    signed: SignedEvent
     digest: StateDigest
     span: bytes
-    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ..., direct_invite: _Optional[_Union[DirectInvite, _Mapping]] = ..., epoch_keys: _Optional[_Union[EpochKeys, _Mapping]] = ..., signed: _Optional[_Union[Signed, _Mapping]] = ..., digest: _Optional[_Union[StateDigest, _Mapping]] = ..., span: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, version: _Optional[int] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., key_share: _Optional[_Union[KeyShare, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ..., direct_invite: _Optional[_Union[DirectInvite, _Mapping]] = ..., epoch_keys: _Optional[_Union[EpochKeys, _Mapping]] = ..., signed: _Optional[_Union[SignedEvent, _Mapping]] = ..., digest: _Optional[_Union[StateDigest, _Mapping]] = ..., span: _Optional[bytes] = ...) -> None: ...
 
 class Record(_message.Message):
     __slots__ = ("content", "lamport", "message_id", "envelope")
