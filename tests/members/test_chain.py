@@ -133,7 +133,7 @@ def test_a_removed_admin_signing_a_back_dated_puppet_admin_changes_no_roster() -
 
 
 def test_the_back_dated_puppet_loses_in_every_delivery_order() -> None:
-    base, before = founded()
+    _, before = founded()
     events = [(ALICE, remove(ALICE, before, BOB)), (BOB, add(BOB, before, PUPPET, pb.ROLE_ADMIN))]
     # the puppet rekeys on top of its own add only (as if it never saw the removal)
     probe = founded()[0]
