@@ -86,6 +86,8 @@ _COMMANDS = {
     "invite": False,
     "members": False,
     "remove": True,
+    "admin": True,
+    "unadmin": True,
     "verify": True,
     "forget": True,
     "msg": True,

@@ -10,7 +10,7 @@ With ``--json`` each line is one object::
     {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
      "digest": "…", "conflict": false, "was_lost": false, "recovered": false,
-     "missing_before": 0}
+     "missing_before": 0, "refused": false}
 
 The log is shown *folded* (:mod:`app.history_fold`, ``docs/content.md``): reactions,
 edits, deletions and file segments are not lines of their own but change the line they
@@ -35,7 +35,9 @@ it, so it reads the same after a restart); a human-readable line then ends with
 ``↺ recovered after it was reported lost``, as the TUI marks it. ``recovered`` is true
 when it arrived late (named missing before it came, declared lost, or older than a
 message of its author that came first): the line ends with ``↺ recovered``.
-``missing_before`` counts the messages declared lost before it was delivered (its
+``refused`` is true when a members channel refused the message after it was stored
+(its sender was removed and the removal's cut leaves it out, docs/members.md): a
+human-readable line ends with ``✗ refused: …``. ``missing_before`` counts the messages declared lost before it was delivered (its
 causal dependencies that never came): a human-readable listing says ``✗ N messages
 lost`` on a line of its own above it, as the TUI does. All three are stored with the
 message by the participant that received it (``docs/chat.md``).
@@ -87,6 +89,8 @@ __all__ = [
 RECOVERED_MARK = "↺ recovered after it was reported lost"
 #: What follows any other message that arrived late (``LogLine.recovered``).
 LATE_MARK = "↺ recovered"
+#: What follows a message a members channel refused after it was shown (``LogLine.refused``).
+REFUSED_MARK = "✗ refused: its sender was removed, and its removal did not accept it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,9 @@ class LogLine:
     was_lost: bool = False
     recovered: bool = False
     missing_before: int = 0
+    refused: bool = False
+    """A members channel refused it after it was stored: its sender was removed and the
+    removal's cut leaves it out (``MessageRefused`` in the event log)."""
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -124,10 +131,12 @@ class LogLine:
             "was_lost": self.was_lost,
             "recovered": self.recovered,
             "missing_before": self.missing_before,
+            "refused": self.refused,
         }
 
 
-def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLine:
+def log_line(entry: LogEntry, position: int, *, conflict: bool = False,
+             refused: bool = False) -> LogLine:  # fmt: skip
     """Decode a stored :class:`storage.LogEntry` at ``position`` in the log."""
     content = decode_content(entry.content)
     return LogLine(
@@ -145,6 +154,7 @@ def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLi
         was_lost=entry.was_lost,
         recovered=entry.recovered or entry.was_lost,
         missing_before=entry.missing_before,
+        refused=refused,
     )
 
 
@@ -176,14 +186,16 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
         yield log_entry(row)
 
 
-def _conflicted_ids(db: sqlite3.Connection, channel: str) -> set[str]:
-    """Ids with a recorded ``MessageConflict`` event (``app.node`` records them)."""
+def _conflicted_ids(db: sqlite3.Connection, channel: str,
+                    kind: str = "MessageConflict") -> set[str]:  # fmt: skip
+    """Ids with a recorded ``MessageConflict`` event (``app.node`` records them), or
+    another ``kind`` (``MessageRefused``: a members channel's cut left it out)."""
     return {
         str(row[0])
         for row in db.execute(
             "SELECT DISTINCT message_id FROM events WHERE channel = ? AND kind = ? "
             "AND message_id IS NOT NULL",
-            (channel, "MessageConflict"),
+            (channel, kind),
         )
     }
 
@@ -209,8 +221,10 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
     try:
         lines: list[LogLine] = []
         disputed = _conflicted_ids(db, channel)
+        refused = _conflicted_ids(db, channel, "MessageRefused")
         for entry in _read_only_rows(db, directory, channel):
-            lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed))
+            lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed,
+                                  refused=entry.message_id in refused))  # fmt: skip
         return lines
     except sqlite3.Error as exc:
         raise translate_error(exc, path) from exc
@@ -296,7 +310,8 @@ def print_history(
                     out.write(" " * len(head) + lost_line(line.missing_before) + "\n")
                 # the lines of a multi-line message under the first one's text
                 text = text.replace("\n", "\n" + " " * len(head))
-                out.write(f"{head}{text}{late}{state}\n")
+                refused = f"  {REFUSED_MARK}" if line.refused else ""
+                out.write(f"{head}{text}{late}{refused}{state}\n")
         out.flush()
     except BrokenPipeError:
         # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point

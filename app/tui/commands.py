@@ -76,6 +76,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "online, verified"),
     CommandSpec("remove", "/remove NAME", "remove a member (admin): the others get new keys",
                 True, "name"),
+    CommandSpec("admin", "/admin NAME", "make a member an admin (admin)", True, "name"),
+    CommandSpec("unadmin", "/unadmin NAME", "make an admin a plain member (admin)", True,
+                "name"),
     CommandSpec("verify", "/verify NAME [yes]", "a safety number to compare with NAME out of "
                 "band; 'yes' marks NAME verified", True, "name"),
     CommandSpec("msg", "/msg NAME TEXT", "a direct message to NAME, a member of this channel",
