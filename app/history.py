@@ -37,10 +37,11 @@ when it arrived late (named missing before it came, declared lost, or older than
 message of its author that came first): the line ends with ``↺ recovered``.
 ``refused`` is true when a members channel refused the message after it was stored
 (its sender was removed and the removal's cut leaves it out, docs/members.md): a
-human-readable line ends with ``✗ refused: …``. ``missing_before`` counts the messages declared lost before it was delivered (its
-causal dependencies that never came): a human-readable listing says ``✗ N messages
-lost`` on a line of its own above it, as the TUI does. All three are stored with the
-message by the participant that received it (``docs/chat.md``).
+human-readable line ends with ``✗ refused: …``. ``missing_before`` counts the
+messages declared lost before it was delivered (its causal dependencies that never
+came): a human-readable listing says ``✗ N messages lost`` on a line of its own
+above it, as the TUI does. All three are stored with the message by the participant
+that received it (``docs/chat.md``).
 
 The command reads the database file read-only (SQLite WAL allows a reader
 beside the writer), without the data-dir lock, so participants can be compared

@@ -94,32 +94,53 @@ def _decided(p: Proc, text: str, message_id: str) -> bool:
     return text in _texts(p) or bool(_rejected(p, message_id))
 
 
+def _carol_removed(c: Cluster, tmp_path: Path, url: str) -> tuple[
+        dict[str, Proc], Path, str, int]:  # fmt: skip
+    """alice's #team with bob, carol and dave; carol's data directory copied whole (her
+    node stopped first), then carol removed and every other member told. Returns the
+    members, the copy, carol's id and the removal's wall-clock ms."""
+    people = _team(c, url, "bob", "carol", "dave")
+    alice, bob, carol, dave = (people[n] for n in ("alice", "bob", "carol", "dave"))
+    carol.send("carol says hi")
+    for p in (alice, bob, dave):
+        _sees(p, "carol says hi")
+    cid = carol_id(carol)
+    carol.close_stdin()
+    assert carol.wait(T(30)) == 0, carol.tail()
+    copy = tmp_path / "carol-copy"
+    shutil.copytree(tmp_path / "carol", copy)
+    removal_ms = int(time.time() * 1000)
+    alice.send("/remove carol")
+    _removed([alice, bob, dave], cid)
+    return people, copy, cid, removal_ms
+
+
+def _finish(tmp_path: Path, honest: list[Proc], *texts: str) -> None:
+    """A line after the attempt reaches everyone; nobody keeps the attacker's lines."""
+    honest[0].send("after the attempts")
+    for p in honest[1:]:
+        _sees(p, "after the attempts")
+    for p in honest:
+        p.close_stdin()
+    for p in honest:
+        assert p.wait(T(60)) == 0, p.tail()
+    for p in honest:
+        kept = {h["content"] for h in _history(tmp_path / p.name)}
+        assert not kept & set(texts), p.name
+
+
 @pytest.mark.skipif(not LIBFAKETIME.exists(), reason="libfaketime is not installed (make tools)")
-def test_a_removed_members_copied_data_dir_90_s_back_and_a_crafted_back_dated_share_are_refused(
+def test_a_removed_members_data_dir_copied_before_and_run_90_s_back_posts_nothing(
     tmp_path: Path,
 ) -> None:
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
-        people = _team(c, url, "bob", "carol", "dave")
-        alice, bob, carol, dave = (people[n] for n in ("alice", "bob", "carol", "dave"))
-        topic = bytes.fromhex(alice.select("channel")[0]["topic"])
-        carol.send("carol says hi")
-        for p in (alice, bob, dave):
-            _sees(p, "carol says hi")
-        cid = carol_id(carol)
-        carol.close_stdin()  # carol's data directory, copied whole before her removal
-        assert carol.wait(T(30)) == 0, carol.tail()
-        copy = tmp_path / "carol-copy"
-        shutil.copytree(tmp_path / "carol", copy)
-        stolen = secrets_file.load(copy, "team")
-        assert stolen is not None
-        ident = Identity.load(copy / "identity.pem")
-        removal_ms = int(time.time() * 1000)
-        alice.send("/remove carol")
-        _removed([alice, bob, dave], cid)
-        honest = [alice, bob, dave]
+        people, copy, _cid, removal_ms = _carol_removed(c, tmp_path, url)
+        honest = [people[n] for n in ("alice", "bob", "dave")]
+        topic = bytes.fromhex(people["alice"].select("channel")[0]["topic"])
         with tap(url, [topic]) as relay_tap:
-            # 1. the copy, run 90 s in the past: its node knows nothing of the removal
+            mark = relay_tap.count()
+            # the copy, run 90 s in the past: its node knows nothing of the removal
             argv = ["env", f"LD_PRELOAD={LIBFAKETIME}", "FAKETIME=-90s", sys.executable, "-m",
                     "app.cli", "join", "team", "--data-dir", str(copy), "--name", "carol",
                     "--headless", "--fast", "--relay", url]  # fmt: skip
@@ -132,47 +153,53 @@ def test_a_removed_members_copied_data_dir_90_s_back_and_a_crafted_back_dated_sh
                 "own", state="logged")), 30, "the copy sent its line")  # fmt: skip
             logged = next(e for e in ghost.select("own", state="logged") if e.get("text") == line)
             assert logged["lamport"] < removal_ms  # it really is dated before the removal
+            mid = logged["message_id"]
             for p in honest:
-                p.wait_for(lambda p=p: _decided(p, line, logged["message_id"]), 90,
+                p.wait_for(lambda p=p: _decided(p, line, mid), 90,
                            "the copy's line delivered or refused")  # fmt: skip
+            assert relay_tap.count() > mark  # the relay carried what the copy sent
             for p in honest:
                 assert line not in _texts(p), f"{p.name} delivered the copy's line"
-                assert _rejected(p, logged["message_id"]) == ["outside_cut"], p.name
+                assert _rejected(p, mid) == ["outside_cut"], p.name
+        ghost.close_stdin()
+        _finish(tmp_path, honest, line)
 
-            # 2. crafted from the copy's own modules: a fresh Megolm session shared with
-            # the others (a key share) and a line in it, both dated 2 s before the removal
-            stolen.group_keys.on_members_removed()
-            others = {mid: m.info.share_key for mid, m in stolen.roster.members.items()
-                      if mid != cid}  # fmt: skip
-            share = stolen.group_keys.key_share(others, removal_ms)
-            assert share is not None
-            [share] = stolen.outgoing(share, removal_ms)
-            crafted = "crafted back-dated line"
-            body = stolen.outgoing_content(encode_content(crafted, "carol"), removal_ms)
-            share_id, share_env = _crafted(stolen, ident, removal_ms - 2_000, share)
-            line_id, line_env = _crafted(stolen, ident, removal_ms - 1_999, body)
+
+def test_a_crafted_back_dated_key_share_and_line_of_a_removed_member_are_refused(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        people, copy, cid, removal_ms = _carol_removed(c, tmp_path, url)
+        honest = [people[n] for n in ("alice", "bob", "dave")]
+        topic = bytes.fromhex(people["alice"].select("channel")[0]["topic"])
+        stolen = secrets_file.load(copy, "team")
+        assert stolen is not None
+        ident = Identity.load(copy / "identity.pem")
+        # from the copy's own modules: a fresh Megolm session shared with the others (a
+        # key share) and a line in it, dated 2 s before the removal, pre-removal key
+        stolen.group_keys.on_members_removed()
+        others = {mid: m.info.share_key for mid, m in stolen.roster.members.items()
+                  if mid != cid}  # fmt: skip
+        share = stolen.group_keys.key_share(others, removal_ms)
+        assert share is not None
+        [share] = stolen.outgoing(share, removal_ms)
+        crafted = "crafted back-dated line"
+        body = stolen.outgoing_content(encode_content(crafted, "carol"), removal_ms)
+        share_id, share_env = _crafted(stolen, ident, removal_ms - 2_000, share)
+        line_id, line_env = _crafted(stolen, ident, removal_ms - 1_999, body)
+        with tap(url, [topic]) as relay_tap:
             mark = relay_tap.count()
             _publish(url, share_env, line_env)
             relay_tap_wait(relay_tap, mark, 2)
             for p in honest:
                 p.wait_for(lambda p=p: _decided(p, crafted, line_id) and bool(
                     _rejected(p, share_id)), 60, "the crafted share and line decided")  # fmt: skip
-            for p in honest:
-                assert crafted not in _texts(p), f"{p.name} delivered the crafted line"
-                assert _rejected(p, share_id) == ["outside_cut"], p.name
-                assert _rejected(p, line_id) == ["outside_cut"], p.name
-            # the members go on: a line after the attack reaches everyone
-            alice.send("after the attempts")
-            for p in (bob, dave):
-                _sees(p, "after the attempts")
-        ghost.close_stdin()
         for p in honest:
-            p.close_stdin()
-        for p in honest:
-            assert p.wait(T(60)) == 0, p.tail()
-        for name in ("alice", "bob", "dave"):
-            kept = {h["content"] for h in _history(tmp_path / name)}
-            assert line not in kept and crafted not in kept, name
+            assert crafted not in _texts(p), f"{p.name} delivered the crafted line"
+            assert _rejected(p, share_id) == ["outside_cut"], p.name
+            assert _rejected(p, line_id) == ["outside_cut"], p.name
+        _finish(tmp_path, honest, crafted)
 
 
 def _no_admin_command(p: Proc) -> bool:
@@ -214,6 +241,7 @@ def test_a_removed_admin_cannot_add_a_back_dated_puppet_admin_nor_rekey_the_chan
         people = _team(c, url, "bob", "carol", "dave")
         alice, bob, carol, dave = (people[n] for n in ("alice", "bob", "carol", "dave"))
         topic = bytes.fromhex(alice.select("channel")[0]["topic"])
+        promoted_ms = int(time.time() * 1000)
         alice.send("/admin bob")
         alice.wait_for(lambda: ("bob", "admin") in _roles(alice) or _no_admin_command(alice), 30,
                        "bob an admin")  # fmt: skip
@@ -221,6 +249,9 @@ def test_a_removed_admin_cannot_add_a_back_dated_puppet_admin_nor_rekey_the_chan
             _promote_as(tmp_path / "alice", str(bob.select("ready")[0]["sender"]), url)
         for p in (carol, dave):
             p.wait_for(lambda p=p: ("bob", "admin") in _roles(p), 30, "bob an admin")
+        # the attack dates its add 3 s before the removal: after bob became an admin
+        while time.time() * 1000 < promoted_ms + 4_000:  # bounded: 4 s of wall clock
+            time.sleep(0.1)
         bob_id = str(bob.select("ready")[0]["sender"])
         bob.close_stdin()  # bob keeps his whole data directory
         assert bob.wait(T(30)) == 0, bob.tail()
