@@ -346,3 +346,43 @@ class Replicas(RuleBasedStateMachine):
 
 Replicas.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 TestReplicas = Replicas.TestCase
+
+
+def test_two_members_that_do_not_converge_both_say_so_and_name_the_event() -> None:
+    """Their digests differ (one holds an event the other never gets): within the window
+    nothing is said (it may be on its way), after it both sides name the event; once
+    they agree again the next difference is reported afresh."""
+    from app.members.digest import CONVERGE_MS, DigestWatch
+
+    a, _ = founded()
+    b, _ = founded()
+    withheld = add(ALICE, a.heads, EVE)
+    take(a, ALICE, withheld)
+    event = a.outcome(hashlib.sha256(withheld).hexdigest()).event  # type: ignore[union-attr]
+    wa, wb = DigestWatch(), DigestWatch()
+    da = pb.Control()
+    db = pb.Control()
+    da.ParseFromString(wa.due(a, 0)[len(CONTROL_MAGIC):])  # type: ignore[index]
+    db.ParseFromString(wb.due(b, 0)[len(CONTROL_MAGIC):])  # type: ignore[index]
+    assert wa.observe(a, "b", db.digest, 1_000) is None  # not yet: it may be on its way
+    assert wb.observe(b, "a", da.digest, 1_000) is None
+    seen_by_a = wa.observe(a, "b", db.digest, 1_000 + CONVERGE_MS)
+    seen_by_b = wb.observe(b, "a", da.digest, 1_000 + CONVERGE_MS)
+    assert seen_by_a is not None and seen_by_a.side == "peer_lacks"
+    assert seen_by_b is not None and seen_by_b.side == "we_lack"
+    assert seen_by_a.events == seen_by_b.events == (event,)
+    assert wa.observe(a, "b", db.digest, 2 * CONVERGE_MS) is None  # said once
+    take(b, ALICE, withheld)  # it arrives: the same state, nothing to say
+    db.ParseFromString(wb.due(b, 10**7)[len(CONTROL_MAGIC):])  # type: ignore[index]
+    assert db.digest.state == da.digest.state
+    assert wa.observe(a, "b", db.digest, 10**7) is None
+
+
+def test_the_same_events_resolved_to_another_state_is_said_at_once() -> None:
+    from app.members.digest import DigestWatch
+
+    a, _ = founded()
+    watch = DigestWatch()
+    forged = pb.StateDigest(heads=a.heads, state=bytes(32))
+    found = watch.observe(a, "peer", forged, 0)
+    assert found is not None and found.side == "other_state" and found.events == tuple(a.heads)
