@@ -499,7 +499,7 @@ def test_a_line_shown_before_the_removal_came_is_refused_by_its_cut_and_a_later_
     seen = alice.send(b"carol, hi")
     broadcast([seen], bob, carol)
     before = carol.send(b"seen by both")
-    broadcast(carol.outbox + [before], alice, bob)
+    broadcast([*carol.outbox, before], alice, bob)
     only_bob = carol.send(b"seen by bob only")
     assert bob.receive(only_bob) == "" and bob.shown[-1] == b"seen by bob only"
     held = [m for m in (_mid(e, alice) for e in [*carol.outbox, before]) if m]
