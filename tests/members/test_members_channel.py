@@ -55,7 +55,8 @@ class Person:
         mc = self.mc
         assert mc is not None
         self.lamport += 1
-        mid = hashlib.sha256(f"{self.lamport:06d}-{next(_ids):06d}-{self.name}".encode()).hexdigest()
+        seed = f"{self.lamport:06d}-{next(_ids):06d}-{self.name}"
+        mid = hashlib.sha256(seed.encode()).hexdigest()
         body = content
         msg = sds_pb2.SdsMessage(sender_id=self.id, message_id=mid, channel_id="team",
                                  lamport_timestamp=self.lamport, content=body)  # fmt: skip
