@@ -144,7 +144,7 @@ from app.members.invite import (
     request_digest,
 )
 from app.members.invites import InviteBook, unwrap, wrap
-from app.members.node_glue import drain_notices, refusals, refused_event
+from app.members.node_glue import drain_notices, mark_outside_cut, refused_event
 from app.members.verified import Verified
 from app.node_events import (
     CatchUp,
@@ -207,7 +207,6 @@ from storage import (
     StoredMessage,
 )
 from storage import Identity as StoredIdentity
-from storage.events import event_row
 from storage.schema import DEFAULT_RECENT_WINDOW
 
 __all__ = [
@@ -1721,15 +1720,11 @@ class Node:
             self._spawn(self._refuse_outside_cut(mc, removal, member_id))
 
     async def _refuse_outside_cut(self, mc: MembersChannel, removal: bytes, member_id: str) -> None:
-        """A removal's cut is complete: mark the removed member's stored messages it
-        leaves out as refused (event log rows, read by ``sdschat history``)."""
+        """A removal's cut is complete: mark what it leaves out (app/members/node_glue.py)."""
         with contextlib.suppress(NodeClosedError, StorageError):
-            refused = refusals(mc, removal, member_id,
-                               await self.store.sender_ids(mc.channel, member_id))  # fmt: skip
-            if refused:
-                await self.store.append_events([event_row(r, self._now()) for r in refused])
-                self.counters["members_refused_shown"] += len(refused)
-                self._emit(refused_event(mc, member_id, refused))
+            event = await mark_outside_cut(self.store, mc, removal, member_id, self._now())
+            if event is not None:
+                self._emit(event)
 
     def _send_control(self, channel: str, content: bytes, now: int, out: _Round) -> None:
         """Send a control message of ours inside a round (before the line being made)."""

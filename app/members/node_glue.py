@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 from app.members.cut import MessageRefused
 from app.node_events import MembersEvent
+from storage.events import event_row
 
 if TYPE_CHECKING:
     from app.members.channel import MembersChannel
+    from storage import Store
 
-__all__ = ["drain_notices", "refusals", "refused_event"]
+__all__ = ["drain_notices", "mark_outside_cut", "refusals", "refused_event"]
 
 
 def drain_notices(mc: MembersChannel) -> list[MembersEvent]:
@@ -45,3 +47,15 @@ def refused_event(mc: MembersChannel, member_id: str,
     return MembersEvent(mc.channel, "refused", text, {
         "sender": member_id, "ids": [r.message_id for r in refused],
         "removal": refused[0].removal if refused else "", "reason": "outside_cut"})
+
+
+async def mark_outside_cut(store: Store, mc: MembersChannel, removal: bytes, member_id: str,
+                           now_ms: int) -> MembersEvent | None:  # fmt: skip
+    """A removal's cut is complete: log a ``MessageRefused`` row for each of the removed
+    member's stored messages it leaves out (``sdschat history`` marks them); the members
+    event to show, if any."""
+    refused = refusals(mc, removal, member_id, await store.sender_ids(mc.channel, member_id))
+    if not refused:
+        return None
+    await store.append_events([event_row(r, now_ms) for r in refused])
+    return refused_event(mc, member_id, refused)

@@ -9,7 +9,7 @@ import pytest
 from app_helpers import MemoryHub, run, start_node, wait_until
 
 from app.members.commands import run_members_command
-from app.node_events import InviteMade, MembersEvent, NodeEvent
+from app.node_events import Delivered, InviteMade, MembersEvent, NodeEvent
 
 
 def _members(events: list[NodeEvent], what: str) -> list[MembersEvent]:
@@ -163,6 +163,78 @@ def test_a_newcomer_gets_a_long_member_history_in_parts_each_under_the_box_limit
                        if peek_topic(e) == topic]  # fmt: skip
             assert len(answers) >= 2 and all(len(e) <= MAX_BOX_BYTES + 1024 for e in answers)
             assert max(map(len, answers)) > HISTORY_PAGE_BYTES // 2
+        finally:
+            for h in (alice, bob):
+                await h.node.close()
+
+    run(main(), 90)
+
+
+def test_a_line_shown_before_its_senders_removal_is_marked_refused_in_history(
+    tmp_path: Path,
+) -> None:
+    """carol's line (a key share and a line from her data directory) reaches bob only;
+    alice, who never held it, removes carol: her removal's cut leaves it out, and bob,
+    who showed it, marks it refused (a members event, and the mark ``sdschat history``
+    prints, read from his database)."""
+    from app.chat_content import encode_content
+    from app.history import read_history
+    from app.members import secrets_file
+    from net.envelope import seal
+    from net.identity import Identity
+    from sds import sds_pb2
+    from sds.ids import message_id_for
+
+    async def main() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "alice", hub, name="alice", channels=())
+        bob = await start_node(tmp_path / "bob", hub, name="bob", channels=())
+        carol = await start_node(tmp_path / "carol", hub, name="carol", channels=())
+        try:
+            await alice.node.create_channel("team")
+            for h in (bob, carol):
+                await h.node.join_by_invite(await alice.node.make_invite("team"), timeout_s=20)
+            mc_a = alice.node.members_channel("team")
+            assert mc_a is not None
+            mc_b = bob.node.members_channel("team")
+            assert mc_b is not None
+            await wait_until(lambda: len(mc_a.roster) == 3 and len(mc_b.roster) == 3
+                             and mc_b.roster.state_hash() == mc_a.roster.state_hash())
+            carol_id = carol.node.sender_id
+            await carol.node.close()
+            stolen = secrets_file.load(tmp_path / "carol", "team")
+            assert stolen is not None
+            ident = Identity.load(tmp_path / "carol" / "identity.pem")
+            now = alice.node.now_ms()
+            contents = stolen.outgoing(encode_content("only bob sees this", "carol"), now)
+            envs, line_id, crafted = [], "", set()
+            for i, content in enumerate(contents):
+                line_id = message_id_for("team", carol_id, now + i, content, bytes(8))
+                crafted.add(line_id)
+                msg = sds_pb2.SdsMessage(sender_id=carol_id, message_id=line_id,
+                                         channel_id="team", lamport_timestamp=now + i,
+                                         content=content)  # fmt: skip
+                envs.append(seal(msg.SerializeToString(), ident, stolen.sending_key()))
+            await alice.node.transport.unsubscribe([mc_a.topic])  # alice hears none of it
+            ghost = hub.transport()
+
+            async def ignore(_env: bytes) -> None:
+                return None
+
+            ghost.start(ignore, lambda _status: None)
+            for env in envs:
+                assert await ghost.publish(env)
+            await wait_until(lambda: any(isinstance(e, Delivered) and e.message_id == line_id
+                                         for e in bob.events))  # fmt: skip
+            await alice.node.transport.subscribe([mc_a.topic])
+            await alice.node.remove_member("team", carol_id)
+            await wait_until(lambda: any(line_id in e.data.get("ids", ())  # type: ignore[operator]
+                                         for e in _members(bob.events, "refused")))  # fmt: skip
+            lines = await asyncio.to_thread(read_history, tmp_path / "bob", "team")
+            marked = [ln for ln in lines if ln.message_id == line_id]
+            assert marked and marked[0].refused and marked[0].to_json()["refused"] is True
+            # her key share too (alice never held it), and nothing else
+            assert {ln.message_id for ln in lines if ln.refused} == crafted
         finally:
             for h in (alice, bob):
                 await h.node.close()
