@@ -154,6 +154,8 @@ class Chain:
         self._anc_cache: dict[bytes, frozenset[bytes]] = {}
         self.resolutions = 0
         """Full re-resolutions run (an event that did not build on every head)."""
+        self.changed: list[bytes] = []
+        """Events whose outcome the last :meth:`add` (or :meth:`release`) changed."""
 
     # -- feeding ---------------------------------------------------------------
 
@@ -163,6 +165,7 @@ class Chain:
     def add(self, ev: ChainEvent, position: Position) -> list[bytes] | str:
         """Take one event; returns the hashes inserted into the DAG now (it and held
         events it released), or a reason it was not taken (``held_full``)."""
+        self.changed = []
         if ev.hash in self.nodes or ev.hash in self.pending:
             return []
         if not self._ready(ev):
@@ -230,13 +233,16 @@ class Chain:
             self.order.append(ev.hash)
             reason = auth or self._check_fold(self.state, node)
             self.outcomes[ev.hash] = reason
+            self.changed.append(ev.hash)
             if not reason:
                 self._apply(self.state, node)
             return
         self._place(node)
         self.resolutions += 1
         everything = set(self.nodes)
+        before = self.outcomes
         self.state, self.outcomes = self._resolve(self.order, everything)
+        self.changed.extend(h for h, r in self.outcomes.items() if before.get(h) != r)
 
     def _place(self, node: _Node) -> None:
         """Put a new event where the topological order puts it (the order of the

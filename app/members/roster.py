@@ -126,6 +126,9 @@ class Roster:
         # epoch_keys parts (v1 controls): (author, nonce) -> message id -> sealed keys
         self._epoch_parts: dict[tuple[str, bytes], dict[str, dict[str, bytes]]] = {}
         self._cuts: dict[bytes, HeldCut] = {}
+        self._known: dict[str, bytes] = {}  # members and share keys as last reported (chain)
+        self._hash_cache: tuple[tuple[int, ...], bytes] | None = None
+        self._dirty_hash = True
 
     # -- feeding ------------------------------------------------------------
 
@@ -183,6 +186,7 @@ class Roster:
 
     def take(self, ev: ChainEvent, position: Position) -> Change:
         """Take one decoded chained event or part."""
+        self._dirty_hash = True
         mid = position[1]
         if mid:
             self._ids.add(mid)
@@ -193,8 +197,6 @@ class Roster:
         if mid:
             self._mid_of.setdefault(ev.hash, mid)
             self._hash_of[mid] = ev.hash
-        before = self._snapshot()
-        outcomes = dict(self.chain.outcomes)
         resolutions = self.chain.resolutions
         result = self.chain.add(ev, position)
         if isinstance(result, str):
@@ -202,13 +204,20 @@ class Roster:
                 self._ids.discard(mid)  # it may come again when there is room
             return Change(refused=(Outcome(position, ev.author_id, ev.body, ev.target, result,
                                            ev.hash),))  # fmt: skip
-        change = self._diff(before)
-        hashes = result if self.chain.resolutions == resolutions else list(self.chain.outcomes)
-        refused = []
-        for h in hashes:
-            reason = self.chain.outcomes.get(h)
-            if reason and outcomes.get(h) != reason:
-                refused.append(self._outcome_of(h))
+        if self.chain.resolutions != resolutions:
+            change = self._diff_known(None)
+        else:  # applied at the end of the order: only what these events name moved
+            touched: set[str] | None = set()
+            for h in result:
+                node = self.chain.nodes[h]
+                if node.ev.body == "genesis":
+                    touched = None
+                    break
+                assert touched is not None
+                touched.update((node.ev.author_id, node.ev.target))
+            change = self._diff_known(touched)
+        refused = [self._outcome_of(h) for h in dict.fromkeys(self.chain.changed)
+                   if self.chain.outcomes.get(h)]  # fmt: skip
         cuts = self._refresh_cuts()
         return Change(change.added, change.removed, change.share_keys_changed, tuple(refused),
                       cuts)  # fmt: skip
@@ -226,9 +235,9 @@ class Roster:
             return Change()
         held[ev.hash] = part
         self.part_events[ev.hash] = ev
-        before = self._snapshot()
+        self.chain.changed = []
         released = self.chain.release()
-        change = self._diff(before) if released else Change()
+        change = self._diff_known(None) if released else Change()
         cuts = self._refresh_cuts()
         return Change(change.added, change.removed, change.share_keys_changed, (), cuts)
 
@@ -273,6 +282,26 @@ class Roster:
             now[h] = held
         self._cuts = now
         return tuple(done)
+
+    def _diff_known(self, touched: set[str] | None) -> Change:
+        """How the members (and their share keys) moved since last reported, looking
+        only at ``touched`` (``None``: everyone)."""
+        members = self.chain.state.members if self.chained else self.legacy.members
+        ids = set(members) | set(self._known) if touched is None else touched
+        added, removed, rekeyed = set(), set(), set()
+        for mid in ids:
+            now = members.get(mid)
+            was = self._known.get(mid)
+            if now is None and was is not None:
+                removed.add(mid)
+                del self._known[mid]
+            elif now is not None:
+                if was is None:
+                    added.add(mid)
+                elif was != now.info.share_key:
+                    rekeyed.add(mid)
+                self._known[mid] = now.info.share_key
+        return Change(frozenset(added), frozenset(removed), frozenset(rekeyed))
 
     def _snapshot(self) -> dict[str, bytes]:
         return {mid: m.info.share_key for mid, m in self.members.items()}
@@ -471,7 +500,12 @@ class Roster:
     def state_hash(self) -> bytes:
         """A digest of the resolved state: the roster, the epochs, the invites used,
         the cuts (what every honest member must agree on)."""
-        return state_hash(self.chain)
+        key = (len(self.chain.nodes), self.chain.resolutions, len(self.chain.changed),
+               len(self._parts))  # fmt: skip
+        if self._hash_cache is None or self._hash_cache[0] != key or self._dirty_hash:
+            self._hash_cache = (key, state_hash(self.chain))
+            self._dirty_hash = False
+        return self._hash_cache[1]
 
     def state_hash_at(self, heads: list[bytes]) -> bytes:
         """The state hash of the events ``heads`` name (all held) and their ancestors."""
