@@ -913,6 +913,13 @@ class MembersChannel:
         return [*parts, *signed_parts, CONTROL_MAGIC + pb.Control(
             version=1, remove=remove).SerializeToString()]  # fmt: skip
 
+    def rename(self, name: str) -> bytes:
+        """The control content of our ``rename`` event: the roster lists us as ``name``
+        (a chained event: the channel must have its chain's root)."""
+        if not self.roster.chained:
+            raise ValueError(f"#{self.channel} has no membership chain yet")
+        return self.sign(pb.Chained(rename=pb.Rename(name=name)))
+
     def genesis_due(self) -> bool:
         """Whether we are the creator of a channel made before chaining, and its
         genesis is to be signed (once: it makes the chain's root)."""

@@ -581,3 +581,12 @@ def test_a_channel_made_before_chaining_is_upgraded_by_its_creators_genesis(
     assert bob.mc.roster.is_member(dave.id)  # type: ignore[union-attr]
     restored = secrets_file.load(tmp_path, "team")  # bob's file from before the genesis
     assert restored is not None and not restored.roster.chained
+
+
+def test_a_member_renames_itself_with_a_chained_event_and_nobody_else_can() -> None:
+    alice, bob, carol = founded_team()
+    env = bob.send(bob.mc.rename("robert"))  # type: ignore[union-attr]
+    broadcast([env], alice, carol)
+    for p in (alice, bob, carol):
+        assert p.mc.roster.member(bob.id).name == "robert"  # type: ignore[union-attr]
+    assert alice.mc.roster.state_hash() == carol.mc.roster.state_hash()  # type: ignore[union-attr]
