@@ -127,8 +127,7 @@ class Roster:
         self._epoch_parts: dict[tuple[str, bytes], dict[str, dict[str, bytes]]] = {}
         self._cuts: dict[bytes, HeldCut] = {}
         self._known: dict[str, bytes] = {}  # members and share keys as last reported (chain)
-        self._hash_cache: tuple[tuple[int, ...], bytes] | None = None
-        self._dirty_hash = True
+        self._hash_cache: bytes | None = None
 
     # -- feeding ------------------------------------------------------------
 
@@ -186,7 +185,7 @@ class Roster:
 
     def take(self, ev: ChainEvent, position: Position) -> Change:
         """Take one decoded chained event or part."""
-        self._dirty_hash = True
+        self._hash_cache = None
         mid = position[1]
         if mid:
             self._ids.add(mid)
@@ -500,12 +499,9 @@ class Roster:
     def state_hash(self) -> bytes:
         """A digest of the resolved state: the roster, the epochs, the invites used,
         the cuts (what every honest member must agree on)."""
-        key = (len(self.chain.nodes), self.chain.resolutions, len(self.chain.changed),
-               len(self._parts))  # fmt: skip
-        if self._hash_cache is None or self._hash_cache[0] != key or self._dirty_hash:
-            self._hash_cache = (key, state_hash(self.chain))
-            self._dirty_hash = False
-        return self._hash_cache[1]
+        if self._hash_cache is None:  # made again after every event taken
+            self._hash_cache = state_hash(self.chain)
+        return self._hash_cache
 
     def state_hash_at(self, heads: list[bytes]) -> bytes:
         """The state hash of the events ``heads`` name (all held) and their ancestors."""
