@@ -80,7 +80,7 @@ def run_conditions(inputs: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
             d = json.loads(meta.read_text())
             spec = d.get("spec") or {}
             n = int(spec.get("participants") or 0)
-            # the simulator's ids (app.sim._node_ids; run.json lists only the first 3)
+            # the simulator's ids (app.sim.simulation._node_ids; run.json lists only the first 3)
             names = [f"p{i:0{max(3, len(str(n - 1)))}d}" for i in range(n)]
             parts = [{"start_ms": p.get("start_ms"), "heal_ms": p.get("heal_ms"),
                       "groups": [[names[i] if i < len(names) else str(i) for i in g]

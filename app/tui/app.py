@@ -1,7 +1,7 @@
 """The sdschat Textual app and its :func:`make_app` factory.
 
 :func:`make_app` takes what the app must not decide by itself: the data
-directory, the :class:`~app.transport.Transport` (a relay, or an in-memory
+directory, the :class:`~app.node.transport.Transport` (a relay, or an in-memory
 hub in tests), the channels, the passphrase, node options and a clock. The
 app opens the :class:`~app.node.Node` itself (so every startup error is shown
 on screen), subscribes to its events and joins the channels.
@@ -45,7 +45,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import (
+from app.chat.lines import (
     TYPED_KINDS,
     channel_arg,
     check_nick,
@@ -55,13 +55,12 @@ from app.chat_content import (
     typed_text,
     visible,
 )
-from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.joined import forget_channel, load_joined, remember_channel
+from app.commands.members import MEMBERS_COMMANDS, run_members_command
+from app.commands.table import Command, parse
+from app.headless.run import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.joined import forget_channel, load_joined, remember_channel
 from app.members import secrets_file as members_file
-from app.members.commands import MEMBERS_COMMANDS, run_members_command
-from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
-from app.node import PassphraseMismatchError as NodePassphraseMismatch
-from app.node_events import (
+from app.node.events import (
     CatchUp,
     ClockSkew,
     Closed,
@@ -76,10 +75,11 @@ from app.node_events import (
     OwnMessage,
     Rejected,
 )
-from app.transport import Transport
+from app.node.runtime import IdentityMismatchError, Node, NodeClosedError, NodeOptions
+from app.node.runtime import PassphraseMismatchError as NodePassphraseMismatch
+from app.node.transport import Transport
 from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
-from app.tui.commands import Command, parse
 from app.tui.config import TuiConfig
 from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
@@ -1871,7 +1871,7 @@ class SdsChatApp(App[None]):
     async def _members_command(self, node: Node, channel: str | None, name: str,
                                arg: str) -> None:  # fmt: skip
         """/create, /invite, /members, /remove, /verify, /approve, /deny, /msg, /query
-        (app/members/commands.py); the answer in a panel or a notice."""
+        (app/commands/members.py); the answer in a panel or a notice."""
         def emit(ev: NodeEvent) -> None:
             if isinstance(ev, MembersEvent) and ev.what == "members":
                 self.push_screen(TextScreen(f"Members of #{ev.channel}", ev.text, id="members"))
@@ -1886,9 +1886,9 @@ class SdsChatApp(App[None]):
             self._switch(new)
 
     async def _file_command(self, node: Node, channel: str | None, name: str, arg: str) -> None:
-        """``/send PATH`` (a manifest and 48 KiB segments, app/files.py) and ``/save
-        [PATH]`` of the selected file line, or the newest one (app/content_commands.py)."""
-        from app.content_commands import run_content_command
+        """``/send PATH`` (a manifest and 48 KiB segments, app/chat/files.py) and ``/save
+        [PATH]`` of the selected file line, or the newest one (app/commands/content.py)."""
+        from app.commands.content import run_content_command
 
         if channel is None:
             self._refuse("no channel: /join one first")

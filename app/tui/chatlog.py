@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 
-from app.chat_content import visible
+from app.chat.lines import visible
 
 __all__ = ["ChatLogger", "LogSettings", "log_settings", "logger_for"]
 
@@ -90,7 +90,7 @@ class ChatLogger:
         """Log one message; False (and ``failed`` says why) once writing failed."""
         if self.failed is not None:
             return False
-        from app.history import _human  # the same sentences as sdschat history
+        from app.chat.history import _human  # the same sentences as sdschat history
 
         try:
             when = datetime.fromtimestamp(lamport / 1000.0, self.tz).strftime("%Y-%m-%d %H:%M:%S")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from app_helpers import MemoryHub, run, start_node, wait_until
 
-from app.members.commands import run_members_command
-from app.node_events import InviteMade, MembersEvent, NodeEvent
+from app.commands.members import run_members_command
+from app.node.events import InviteMade, MembersEvent, NodeEvent
 
 
 def _members(events: list[NodeEvent], what: str) -> list[MembersEvent]:

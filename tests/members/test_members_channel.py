@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from app.carrying import Carrier
 from app.members import secrets_file
 from app.members.channel import BEFORE_JOINED, MembersChannel, members_topic
 from app.members.events import MemberInfo, encode_add, is_control
 from app.members.group_keys import GroupKeys
+from app.node.carrying import Carrier
 from net.envelope import EnvelopeError, WrongKeyOrTampered, open_for_topic, seal
 from net.identity import Identity
 from sds import sds_pb2
@@ -198,7 +198,7 @@ def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_remo
 def test_a_removed_member_opens_no_carried_copy_of_a_line_sent_after_removal(
     tmp_path: Path,
 ) -> None:
-    """Carried copies (app/carrying.py; docs/security.md "Carried envelopes") in a
+    """Carried copies (app/node/carrying.py; docs/security.md "Carried envelopes") in a
     members channel: a line's envelope riding on a later one is the author's, under
     the key it was sealed with, inside a carrier under the current key. A member
     removed, with its whole saved state and every envelope captured, opens neither

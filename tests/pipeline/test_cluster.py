@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from pipeline_helpers import bench_module, report, simulate
 
-from app.sim import PartitionSpec
+from app.sim.simulation import PartitionSpec
 from pipeline.spark import connect_missing, connect_server_command, spark_home
 from tests.procs import T
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_helpers import channel, report, simulate
 
-from app.sim import PartitionSpec
+from app.sim.simulation import PartitionSpec
 from pipeline.html_report import nice_ticks, stacked_bar_svg
 
 

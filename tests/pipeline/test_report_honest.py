@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_helpers import channel, report, simulate
 
-from app.sim import PartitionSpec
+from app.sim.simulation import PartitionSpec
 from pipeline.report import ReportError, validate_inputs
 from pipeline.schema import EVENT_SCHEMA, SCHEMA_VERSION, VERSION_KEY
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from pipeline_helpers import report, simulate
 
-from app.sim import PartitionSpec
+from app.sim.simulation import PartitionSpec
 from pipeline.html_report import _COLORS
 from tests.procs import T
 

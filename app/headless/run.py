@@ -1,14 +1,14 @@
 """``sdschat join … --headless``: a node driven by stdin, reporting JSON lines on stdout.
 
-Input: one line per message (UTF-8); slash commands as in :mod:`app.commands`.
-Lines are read with backpressure and drained at the end (:mod:`app.line_feed` says
+Input: one line per message (UTF-8); slash commands as in :mod:`app.commands.line`.
+Lines are read with backpressure and drained at the end (:mod:`app.headless.line_feed` says
 what a script can count on): a line is handed to the node when its outgoing buffer
 has room (stdin is not read meanwhile); end of input or ``/quit`` waits until every
 line read is durable and sent, then shuts the node down cleanly (protocol state
 saved, exit status 0), or exits 6 naming the lines that did not leave. SIGTERM or
 SIGINT stops without waiting for lines to leave (they are durable in the outbox).
 
-Output: one JSON object per line for every node event (:mod:`app.node_events`
+Output: one JSON object per line for every node event (:mod:`app.node.events`
 documents them: ``ready``, ``channel`` (with ``"public": true`` for a channel
 without passphrase), ``delivered``, ``own`` (``queued``/``logged``/``sent``/
 ``possibly_acknowledged``/``acknowledged``/``failed``), ``missing``, ``lost``,
@@ -29,7 +29,7 @@ Exit status: 0 clean exit (every line read was sent); 2 bad usage or settings;
 (written by a newer sdschat, corrupt, key file of another identity);
 5 passphrase problem (unreadable or empty passphrase file, or a passphrase
 that differs from the one this data directory joined the channel with);
-6 lines read were not all sent (:data:`app.line_feed.EXIT_UNSENT`).
+6 lines read were not all sent (:data:`app.headless.line_feed.EXIT_UNSENT`).
 """
 
 from __future__ import annotations
@@ -53,15 +53,17 @@ from typing import Any, TextIO
 
 import orjson
 
-from app.chat_content import channel_arg, check_nick, json_visible, nick_text
-from app.commands import HELP, parse_line
-from app.content_commands import CONTENT_COMMANDS, run_content_command
-from app.files import FileWatch
-from app.joined import forget_channel, load_joined, remember_channel
-from app.line_feed import EXIT_UNSENT, LineFeed
+from app.chat.files import FileWatch
+from app.chat.lines import channel_arg, check_nick, json_visible, nick_text
+from app.commands.content import CONTENT_COMMANDS, run_content_command
+from app.commands.line import HELP, parse_line
+from app.commands.members import MEMBERS_COMMANDS, run_members_command
+from app.headless.line_feed import EXIT_UNSENT, LineFeed
+from app.launch.joined import forget_channel, load_joined, remember_channel
+from app.launch.settings import NodeSettings, load_config_file, settings_from_args
 from app.members import secrets_file as members_file
-from app.members.commands import MEMBERS_COMMANDS, run_members_command
-from app.node import (
+from app.node.events import Info, LanPeer, Missing, NodeError, NodeEvent, Peers, event_to_json
+from app.node.runtime import (
     IdentityMismatchError,
     Node,
     NodeClosedError,
@@ -70,9 +72,7 @@ from app.node import (
     peer_lines,
     wall_ms,
 )
-from app.node_events import Info, LanPeer, Missing, NodeError, NodeEvent, Peers, event_to_json
-from app.node_settings import NodeSettings, load_config_file, settings_from_args
-from app.transport import LossyTransport, RelayTransport, Transport
+from app.node.transport import LossyTransport, RelayTransport, Transport
 from net import runner
 from net.identity import IdentityFileError
 from net.lan.flags import build_transport
@@ -327,7 +327,7 @@ async def _serve(
         store_url=store_url,
         recent_window=settings.recent_window,
         new_history=settings.new_history,
-        file_quota_bytes=settings.file_quota_bytes,  # app/file_quota.py
+        file_quota_bytes=settings.file_quota_bytes,  # app/chat/file_quota.py
         file_channel_bytes=settings.file_channel_bytes,
     )
     try:
@@ -527,7 +527,7 @@ def _consume(fut: asyncio.Future[int]) -> None:
 
 
 def remember(data_dir: Path, info: Any) -> None:
-    """Keep a joined channel's derived key in ``channels.json`` (app/joined.py, as the
+    """Keep a joined channel's derived key in ``channels.json`` (app/launch/joined.py, as the
     TUI does), so the next start rejoins it; a write failure only loses that."""
     with contextlib.suppress(OSError, AttributeError):
         remember_channel(Path(data_dir), info.key)

@@ -20,7 +20,7 @@ read in ``sdschat history`` and in other clients. Unknown keys are ignored and
 ``v`` lets the format grow.
 
 Typed content (version 2): replies, reactions, edits and deletions are a
-protobuf ``TypedContent`` (schema ``app/chat_content.proto``) after the 4 bytes
+protobuf ``TypedContent`` (schema ``app/chat/chat_content.proto``) after the 4 bytes
 ``FF 'S' 'C' 02`` (0xFF never starts UTF-8 text, so the formats cannot be
 confused). In this module's API (and the node's ``post``/``Delivered``) such a
 message is a kind from :data:`TYPED_KINDS` and a ``text`` of the form
@@ -225,7 +225,7 @@ def encode_content(text: str, name: str, kind: str = "msg") -> bytes:
 
 
 def _encode_typed(text: str, name: str, kind: str) -> bytes:
-    from app import chat_content_pb2 as pb
+    from app.chat import chat_content_pb2 as pb
 
     target, body = split_typed(text)
     if not target:
@@ -252,7 +252,7 @@ def _encode_typed(text: str, name: str, kind: str) -> bytes:
 def _decode_typed(content: bytes) -> ChatContent | None:
     from google.protobuf.message import DecodeError
 
-    from app import chat_content_pb2 as pb
+    from app.chat import chat_content_pb2 as pb
 
     msg = pb.TypedContent()
     try:
@@ -303,8 +303,8 @@ def decode_content(content: bytes) -> ChatContent:
             name=clean_name(name) if isinstance(name, str) else None,
             kind=kind if kind in LINE_KINDS else "msg",
         )
-    if content[:1] == b"\xff":  # typed content (app/content.py): its one-line summary
-        from app.content import summary_content
+    if content[:1] == b"\xff":  # typed content (app/chat/content.py): its one-line summary
+        from app.chat.content import summary_content
 
         return summary_content(content)
     return ChatContent(text=content.decode("utf-8", errors="replace"), name=None, kind="raw")

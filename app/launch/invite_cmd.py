@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from app.commands.members import parse_ttl
 from app.members import secrets_file
-from app.members.commands import parse_ttl
 from app.members.invite import DEFAULT_TTL_MS, encode_invite, make_invite
 from app.members.invites import InviteBook
 from net.identity import Identity, IdentityFileError
@@ -34,8 +34,8 @@ def add_invite_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_invite(args: argparse.Namespace) -> int:
-    from app.chat_content import channel_arg
-    from app.headless import default_data_dir
+    from app.chat.lines import channel_arg
+    from app.headless.run import default_data_dir
 
     def fail(text: str) -> int:
         print(f"sdschat invite: {text}", file=sys.stderr)

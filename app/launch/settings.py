@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import sds
-from app.file_quota import DEFAULT_CHANNEL_FILE_BYTES, DEFAULT_FILE_QUOTA_BYTES
-from app.node import DEFAULT_STATE_SAVE_MS
+from app.chat.file_quota import DEFAULT_CHANNEL_FILE_BYTES, DEFAULT_FILE_QUOTA_BYTES
+from app.node.runtime import DEFAULT_STATE_SAVE_MS
 from net.channel_key import check_channel_name
 from net.urls import check_ws_url
 from storage.schema import DEFAULT_RECENT_WINDOW
@@ -228,7 +228,7 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         "(default ~/.local/share/sdschat)",
     )
     p.add_argument("--name", default=None, help="display name shown to others")
-    from app.store_cmd import add_cafile_argument  # light: stdlib only
+    from app.launch.store_cmd import add_cafile_argument  # light: stdlib only
 
     add_cafile_argument(p)
     p.add_argument(

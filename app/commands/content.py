@@ -4,7 +4,7 @@
 Each reads the channel's conversation view from the node's stored log
 (:func:`channel_view`), checks what it can locally (the target exists, it is our own
 message for ``/edit`` and ``/delete``), and queues typed content
-(:mod:`app.content`, :mod:`app.files`) with :meth:`app.node.Node.post_content`.
+(:mod:`app.chat.content`, :mod:`app.chat.files`) with :meth:`app.node.runtime.Node.post_content`.
 Receivers check again (an edit or delete by anyone but the author is ignored).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.content import (
+from app.chat.content import (
     ConversationView,
     encode_delete,
     encode_edit,
@@ -25,11 +25,11 @@ from app.content import (
     encode_reply,
     encode_topic,
 )
-from app.files import FileError, read_file_to_send, save_stored, split_file, stored_file
-from app.node_events import Info, NodeEvent, OwnMessage
+from app.chat.files import FileError, read_file_to_send, save_stored, split_file, stored_file
+from app.node.events import Info, NodeEvent, OwnMessage
 
 if TYPE_CHECKING:
-    from app.node import Node
+    from app.node.runtime import Node
 
 __all__ = [
     "CONTENT_COMMANDS",
@@ -56,7 +56,7 @@ async def channel_view(
 ) -> ConversationView:
     """The conversation view of ``channel``'s whole stored log (paged, newest first);
     ``keep_file_data=False`` keeps no file bytes in memory (see
-    :class:`~app.content.ConversationView`)."""
+    :class:`~app.chat.content.ConversationView`)."""
     view = ConversationView(keep_file_data=keep_file_data)
     before: tuple[int, str] | None = None
     for _ in range(100_000):  # bounded: a page of 1,000 per pass

@@ -4,7 +4,7 @@ A file of at most :data:`MAX_FILE_BYTES` is cut into segments of
 :data:`SEGMENT_BYTES` (so each typed content stays below the core's 64 KiB
 ``max_content_bytes``); the manifest names the file id, size, segment count and
 the sha256 of the whole file. Loss, repair and the store treat every segment like
-any message; :class:`app.content.ConversationView` reassembles (only the manifest
+any message; :class:`app.chat.content.ConversationView` reassembles (only the manifest
 author's segments count) and checks the sha256. :func:`save_file` writes a complete,
 intact file under the data directory's ``files/`` with a sanitised name.
 """
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app import content_pb2 as pb
-from app.chat_content import clean_name
-from app.content import MAGIC, SCHEMA_VERSION, ConversationView, FileInfo, decode
-from app.node_events import Delivered, NodeEvent
+from app.chat import content_pb2 as pb
+from app.chat.content import MAGIC, SCHEMA_VERSION, ConversationView, FileInfo, decode
+from app.chat.lines import clean_name
+from app.node.events import Delivered, NodeEvent
 
 if TYPE_CHECKING:
     from storage import Store
@@ -58,7 +58,7 @@ FILES_DIR = "files"
 MAX_NAME_BYTES = 200
 
 PLACEHOLDER_INDEX = 2**32 - 1
-"""Index of a segment stored empty (``app.file_quota.placeholder``): no file counts it."""
+"""Index of a segment stored empty (``app.chat.file_quota.placeholder``): no file counts it."""
 
 MAX_SEGMENTS = -(-MAX_FILE_BYTES // SEGMENT_BYTES)
 """Segments of the largest file (342): a manifest declaring more names no file we keep."""
@@ -240,7 +240,7 @@ class StoredFile:
     segments: dict[int, bytes] = field(default_factory=dict)
     not_kept: int = 0
     """Its author's segments that this node stored empty (over the sender's quota or
-    the channel's cap, ``app/file_quota.py``): the file cannot complete here."""
+    the channel's cap, ``app/chat/file_quota.py``): the file cannot complete here."""
 
     @property
     def complete(self) -> bool:
@@ -340,7 +340,7 @@ class FileWatch:
         if m is None:
             return
         key = (ev.channel, ev.sender_id, m.group(2))
-        if int(m.group(1)) >= 65_536:  # stored empty (app/file_quota.py): it cannot complete
+        if int(m.group(1)) >= 65_536:  # stored empty (app/chat/file_quota.py): it cannot complete
             known = self._open.pop(key, None)
             self._seen.pop(key, None)
             if known is not None:

@@ -1,6 +1,6 @@
 """The TUI's slash commands: their table, parsing, and tab completion.
 
-The headless mode's commands (:mod:`app.commands`) plus the interactive ones
+The headless mode's commands (:mod:`app.commands.line`) plus the interactive ones
 (``/info``, ``/search``, ``/passphrase``, ``/theme``). ``//text`` sends a line
 that starts with a slash.
 """

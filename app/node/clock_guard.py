@@ -7,7 +7,7 @@ message far in the future would otherwise move every clock there for good). A me
 whose clock ran 1 hour ahead had every message dropped by the others; one 1 day behind
 received nothing; neither was told. Now:
 
-* **The person is told** (:class:`~app.node_events.ClockSkew`, in headless a ``clock``
+* **The person is told** (:class:`~app.node.events.ClockSkew`, in headless a ``clock``
   event; the TUI shows its text). :class:`ClockEstimate` compares the Lamport time of the
   freshest sync message of each member heard in the last :data:`WINDOW_MS` with our wall
   clock: when a majority of them (at least :data:`MIN_VOTERS`, 2) agree that our clock

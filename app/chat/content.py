@@ -3,12 +3,12 @@ lines, files) and the *conversation view* that folds a channel's log into what t
 
 Formats, told apart by their first bytes (``docs/content.md``):
 
-* ``FF 'S' 'C' 02`` + ``TypedContent`` (``app/chat_content.proto``, schema version 2):
+* ``FF 'S' 'C' 02`` + ``TypedContent`` (``app/chat/chat_content.proto``, schema version 2):
   replies, reactions (``remove`` takes one back), edits, deletions, each naming its
   target by SDS message id; written by the TUI and by these encoders alike;
-* ``FF 08`` … : :data:`MAGIC` + a ``Content`` protobuf (``app/content.proto``, version
-  1): file manifests and file segments (:mod:`app.files`), and bodies to come;
-* ``{`` … : sdschat's JSON lines (:mod:`app.chat_content`): kinds ``msg``, ``me`` and
+* ``FF 08`` … : :data:`MAGIC` + a ``Content`` protobuf (``app/chat/content.proto``, version
+  1): file manifests and file segments (:mod:`app.chat.files`), and bodies to come;
+* ``{`` … : sdschat's JSON lines (:mod:`app.chat.lines`): kinds ``msg``, ``me`` and
   the announcements ``topic`` (the text is the topic), ``nick``, ``join``, ``leave``
   (the text is the sentence, readable by any client);
 * anything else: plain UTF-8 text (js-waku peers), kind ``raw``.
@@ -38,9 +38,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from app import chat_content_pb2 as cpb
-from app import content_pb2 as pb
-from app.chat_content import ChatContent, clean_name, decode_content
+from app.chat import chat_content_pb2 as cpb
+from app.chat import content_pb2 as pb
+from app.chat.lines import ChatContent, clean_name, decode_content
 from app.members.display import describe as describe_members_content
 from app.members.display import is_members_content
 
@@ -74,7 +74,7 @@ MAGIC = b"\xff"
 """First byte of typed content: never the first byte of UTF-8 text (nor of JSON)."""
 
 TYPED_MAGIC = b"\xffSC\x02"
-"""What replies, reactions, edits and deletions start with (``app/chat_content.proto``)."""
+"""What replies, reactions, edits and deletions start with (``app/chat/chat_content.proto``)."""
 
 TYPED_VERSION = 2
 """The ``TypedContent.version`` written and read."""
@@ -319,7 +319,7 @@ def _decode_file_body(msg: pb.Content, name: str | None) -> Decoded | None:
 
 
 def summary_content(content: bytes) -> ChatContent:
-    """Typed content as a :class:`~app.chat_content.ChatContent` (name, kind, one-line
+    """Typed content as a :class:`~app.chat.lines.ChatContent` (name, kind, one-line
     text): what code that shows plain lines uses (events, ``retry``)."""
     d = decode(content)
     text = d.text

@@ -12,7 +12,7 @@ With ``--json`` each line is one object::
      "digest": "…", "conflict": false, "was_lost": false, "recovered": false,
      "missing_before": 0}
 
-The log is shown *folded* (:mod:`app.history_fold`, ``docs/content.md``): reactions,
+The log is shown *folded* (:mod:`app.chat.history_fold`, ``docs/content.md``): reactions,
 edits, deletions and file segments are not lines of their own but change the line they
 name. ``content`` is then the line's current text (the author's latest edit; ``""``
 when deleted), ``kind`` one of ``msg``, ``me``, ``raw``, ``reply``, ``file``,
@@ -61,7 +61,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
-from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, json_visible, visible
+from app.chat.lines import EVENT_KINDS, TYPED_KINDS, decode_content, json_visible, visible
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -177,7 +177,7 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
 
 
 def _conflicted_ids(db: sqlite3.Connection, channel: str) -> set[str]:
-    """Ids with a recorded ``MessageConflict`` event (``app.node`` records them)."""
+    """Ids with a recorded ``MessageConflict`` event (``app.node.runtime`` records them)."""
     return {
         str(row[0])
         for row in db.execute(
@@ -274,7 +274,7 @@ def print_history(
     except (StorageError, sqlite3.Error) as exc:
         print(f"sdschat history: {exc}", file=sys.stderr)
         return 4
-    from app.history_fold import fold_lines  # it imports this module
+    from app.chat.history_fold import fold_lines  # it imports this module
 
     lines = fold_lines(lines)
     try:

@@ -4,7 +4,7 @@ aioquic-style, on ONE asyncio loop. The core (:class:`sds.Participant`) is
 sans-I/O; the node feeds it from three sources and does all the I/O:
 
 * API calls (:meth:`Node.post`/:meth:`Node.send`, :meth:`Node.join`, ...);
-* envelopes from the :class:`~app.transport.Transport`;
+* envelopes from the :class:`~app.node.transport.Transport`;
 * ONE timer, ``loop.call_later`` re-armed at ``participant.get_timer()`` after
   every round of core calls (paused while the transport is disconnected: then
   nothing could be sent anyway, and resend attempts and lost-timeouts are not
@@ -34,7 +34,7 @@ Every input goes through one worker task that takes whatever is queued (up to
    new messages first), and own messages that left are marked ``sent``;
 5. the timer is re-armed.
 
-Durability (see also :mod:`storage.batch` and :mod:`app.state_reconcile`):
+Durability (see also :mod:`storage.batch` and :mod:`app.node.state_reconcile`):
 
 * a typed line is durable (fsynced, in the outbox with its message, envelope
   and message id) before its future resolves and before its envelope is
@@ -48,7 +48,7 @@ Durability (see also :mod:`storage.batch` and :mod:`app.state_reconcile`):
 * the core's exported state is saved at most every ``state_save_interval_ms``
   (adaptively longer when exporting is slow: it is O(log window)), and at
   shutdown. After ``kill -9`` it may be older than the message log; at start
-  :func:`~app.state_reconcile.reconcile_state` rebuilds the window, clock and
+  :func:`~app.node.state_reconcile.reconcile_state` rebuilds the window, clock and
   outgoing buffer from storage;
 * on every (re)connection the node republishes the envelopes of every own
   message still unacknowledged (those recorded but never published after a
@@ -57,13 +57,13 @@ Durability (see also :mod:`storage.batch` and :mod:`app.state_reconcile`):
 
 Receiving: an envelope is opened (topic -> channel, AEAD, signature, sender
 id); rejections are counted by reason and reported as
-:class:`~app.node_events.Rejected`. An envelope seen before (a replay guard of
+:class:`~app.node.events.Rejected`. An envelope seen before (a replay guard of
 envelope hashes) is a counted duplicate (``duplicate_envelopes``), not a
 rejection. The SDS bytes then go to that channel's core with the envelope hash
 as retrieval hint (the SDS ``channel_id`` must match the channel of the topic);
 the core checks each content message's id against its author, timestamp and
 content (``sds.ids``: ``rejected`` ``unverifiable_id`` otherwise) and reports a
-second, different message under a held id as a :class:`~app.node_events.Conflict`.
+second, different message under a held id as a :class:`~app.node.events.Conflict`.
 
 Usage (the UI builds on this)::
 
@@ -90,29 +90,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.carrying import IDS_REMEMBERED, Carrier
-from app.chat_content import decode_content, encode_content, split_typed
-from app.clock_guard import (
-    ClockEstimate,
-    ClockHold,
-    Correction,
-    LamportMemory,
-    VoteRequests,
-    describe_offset,
-    implausible_time,
-    sent_ahead,
-)
-from app.db_pages import page_size_for
-from app.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
-from app.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
-from app.file_quota import (
+from app.chat.file_quota import (
     DEFAULT_CHANNEL_FILE_BYTES,
     DEFAULT_FILE_QUOTA_BYTES,
     LEDGER_FILE,
     FileQuota,
 )
-from app.history import LogLine, log_line
-from app.late_arrivals import LateArrivals
+from app.chat.history import LogLine, log_line
+from app.chat.lines import decode_content, encode_content, split_typed
+from app.chat.redaction import is_tombstone, redact_deleted
 from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel
 from app.members.direct import (
@@ -144,7 +130,21 @@ from app.members.invite import (
 )
 from app.members.invites import InviteBook, unwrap, wrap
 from app.members.verified import Verified
-from app.node_events import (
+from app.node.carrying import IDS_REMEMBERED, Carrier
+from app.node.clock_guard import (
+    ClockEstimate,
+    ClockHold,
+    Correction,
+    LamportMemory,
+    VoteRequests,
+    describe_offset,
+    implausible_time,
+    sent_ahead,
+)
+from app.node.db_pages import page_size_for
+from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
+from app.node.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
+from app.node.events import (
     CatchUp,
     ChannelJoined,
     ChannelLeft,
@@ -168,10 +168,10 @@ from app.node_events import (
     Ready,
     Rejected,
 )
-from app.redaction import is_tombstone, redact_deleted
-from app.state_reconcile import reconcile_state
-from app.transport import Transport, TransportStatus
-from app.unheard import UnheardLines, nobody_heard
+from app.node.late_arrivals import LateArrivals
+from app.node.state_reconcile import reconcile_state
+from app.node.transport import Transport, TransportStatus
+from app.node.unheard import UnheardLines, nobody_heard
 from net.channel_key import (
     DEFAULT_KDF,
     ChannelKey,
@@ -225,7 +225,7 @@ DEFAULT_STATE_SAVE_MS = 2000
 """Default least interval between two saves of the exported core state.
 
 The saved state only shortens the reconciliation at start
-(:mod:`app.state_reconcile` rebuilds the window, clock and outgoing buffer
+(:mod:`app.node.state_reconcile` rebuilds the window, clock and outgoing buffer
 from the message log, which every round commits), so saving it more often
 buys little: at 200 ms a node at 25 msg/s spent about a fifth of its CPU
 exporting, encoding and writing its state (``bench/e2e_latency.py``).
@@ -236,7 +236,7 @@ STATE_SAVE_COST_FACTOR = 100
 
 Exporting is O(log window) (4.5 ms at 1,500 entries, 40 ms at 10,000) and
 blocks the round that carries it; the saved state only shortens the
-reconciliation at start (:mod:`app.state_reconcile` rebuilds the rest from
+reconciliation at start (:mod:`app.node.state_reconcile` rebuilds the rest from
 storage), so it need not be fresher than that."""
 
 IDENTITY_FILE = "identity.pem"
@@ -301,10 +301,10 @@ class NodeOptions:
             different, empty channel).
         file_quota_bytes: file segment bytes kept per sender and channel (across restarts);
             beyond it (and for files above the 16 MiB limit) segments are stored as
-            empty placeholders (:mod:`app.file_quota`).
+            empty placeholders (:mod:`app.chat.file_quota`).
         file_channel_bytes: file segment bytes held per public or passphrase channel, all
             senders together; beyond it the biggest holder's oldest file is emptied
-            (:mod:`app.file_quota`). Members channels are not capped (only admitted
+            (:mod:`app.chat.file_quota`). Members channels are not capped (only admitted
             members send; each has the per-sender quota).
     """
 
@@ -597,25 +597,25 @@ class Node:
         self._channels: dict[str, ChannelInfo] = {}
         self._by_topic: dict[bytes, str] = {}
         self._replay = ReplayGuard()
-        self._carrier = Carrier(IDS_REMEMBERED)  # app/carrying.py
+        self._carrier = Carrier(IDS_REMEMBERED)  # app/node/carrying.py
         self._envelopes: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._waiting_envelopes: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
         self._own_state: dict[tuple[str, str], OwnState] = {}
         self._local_ids: dict[tuple[str, str], int] = {}
         self._own_text: dict[tuple[str, str], tuple[str, str]] = {}
-        # typed content (app.content) of own unacknowledged messages: resent as is
+        # typed content (app.chat.content) of own unacknowledged messages: resent as is
         self._own_typed: dict[tuple[str, str], bytes] = {}
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
-        self._files = FileQuota(  # app/file_quota.py
+        self._files = FileQuota(  # app/chat/file_quota.py
             self.options.file_quota_bytes, store.data_dir / LEDGER_FILE,
             channel_bytes=self.options.file_channel_bytes, store=store, counters=self.counters,
             capped=lambda ch: ch not in self._members,  # members channels: admitted senders
         )
-        self._disk = DiskGuard(store.data_dir)  # a full disk: app/disk_guard.py
+        self._disk = DiskGuard(store.data_dir)  # a full disk: app/node/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
-        # a skewed wall clock: app/clock_guard.py
+        # a skewed wall clock: app/node/clock_guard.py
         self._clock_est = ClockEstimate(self.options.config.max_clock_skew_ms)
         #: The correction the cores run on (``_now``): the estimate's, once the cores
         #: have been moved to it (``_apply_clock_offset``), never before.
@@ -624,7 +624,7 @@ class Node:
         self._clock_votes = VoteRequests(self.options.config.max_clock_skew_ms)
         self._hold_timer: asyncio.TimerHandle | None = None
         self._lamports = LamportMemory()
-        self._unheard = UnheardLines()  # own lines nobody was there to hear (app/unheard.py)
+        self._unheard = UnheardLines()  # own lines nobody was there to hear (app/node/unheard.py)
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -846,7 +846,7 @@ class Node:
                                          "from the stored log at the next start)"))
         finally:
             self._closed = True
-            self._files.stop()  # evictions, the ledger (app/file_quota.py)
+            self._files.stop()  # evictions, the ledger (app/chat/file_quota.py)
             self._emit(Closed(dict(self.counters)))
             for q in self._queues:
                 q.put_nowait(None)
@@ -1004,8 +1004,8 @@ class Node:
         return future
 
     def post_content(self, channel: str, content: bytes) -> asyncio.Future[int]:
-        """Queue ready-made content bytes (typed content, :mod:`app.content` and
-        :mod:`app.files`) for ``channel``, as :meth:`post` does for a typed line.
+        """Queue ready-made content bytes (typed content, :mod:`app.chat.content` and
+        :mod:`app.chat.files`) for ``channel``, as :meth:`post` does for a typed line.
 
         Raises:
             KeyError: ``channel`` is not joined.
@@ -1097,7 +1097,7 @@ class Node:
     async def send_ephemeral(self, channel: str, content: bytes) -> bool:
         """Broadcast an SDS ephemeral message (typing indicators): not logged, never resent.
 
-        Receivers get an :class:`~app.node_events.Ephemeral` event. Returns whether
+        Receivers get an :class:`~app.node.events.Ephemeral` event. Returns whether
         it left (False while disconnected: nothing is queued).
 
         Raises:
@@ -1173,7 +1173,7 @@ class Node:
         return self._clock()
 
     def _now(self) -> int:
-        return self._clock() + self._offset_ms  # corrected: app/clock_guard.py
+        return self._clock() + self._offset_ms  # corrected: app/node/clock_guard.py
 
     async def _on_envelope(self, data: bytes) -> None:
         if self._inbox is None or self._closed:
@@ -1372,7 +1372,7 @@ class Node:
 
     async def _redact_deleted(self, events: Sequence[NodeEvent]) -> None:
         """Deletions delivered or sent this round: their targets' text leaves the disk
-        (app/redaction.py)."""
+        (app/chat/redaction.py)."""
         for ev in events:
             if isinstance(ev, Delivered) and ev.kind == "delete":
                 ch, sender, text = ev.channel, ev.sender_id, ev.text
@@ -1530,7 +1530,7 @@ class Node:
             out.current = None
         pb0 = opened.sds_message
         if pb0 is not None and not pb0.content and pb0.HasField("lamport_timestamp"):
-            # a sync: its time is its author's clock now (app/clock_guard.py)
+            # a sync: its time is its author's clock now (app/node/clock_guard.py)
             fix = self._clock_est.observe(pb0.sender_id, pb0.lamport_timestamp, self._clock())
             if fix is not None:
                 self._clock_corrected(fix)
@@ -1595,7 +1595,7 @@ class Node:
 
     def _wait_for_listeners(self, ev: sds.MessageSendFailed, now: int, out: _Round) -> bool:
         """A message given up on while nobody else was heard in its channel: keep it
-        as sent, to publish again when someone is (app/unheard.py); whether it was."""
+        as sent, to publish again when someone is (app/node/unheard.py); whether it was."""
         ch, mid = ev.channel_id, ev.message_id
         cfg = self.options.config
         # its resends, and a sync period before them (a member's periodic sync says it is there)
@@ -2132,7 +2132,7 @@ class Node:
 
     def _seal_carrying(self, channel: str, sds_bytes: bytes, now: int) -> bytes:
         """Our new message's envelope, with the envelopes the core wants carried
-        along (app/carrying.py); without them if they would not fit."""
+        along (app/node/carrying.py); without them if they would not fit."""
         key = self._seal_key(channel)
         picks = self._participant.channel(channel).to_carry(now)
         carried: list[bytes] = []
@@ -2196,7 +2196,7 @@ class Node:
         """After every core call: events into the batch and the UI list, datagrams queued."""
         wall = self._now()
         for ev in self._participant.events():
-            out.batch.add_event(log_form(ev), wall)  # reminders by count: app/disk_guard.py
+            out.batch.add_event(log_form(ev), wall)  # reminders by count: app/node/disk_guard.py
             self._handle_event(ev, now, out)
         for channel, dg in self._participant.datagrams_to_send():
             info = self._channels.get(channel)
@@ -2248,7 +2248,7 @@ class Node:
                     )
                 )
         elif isinstance(ev, sds.MessageSendFailed) and self._wait_for_listeners(ev, now, out):
-            pass  # nobody was there to hear it: it waits (app/unheard.py)
+            pass  # nobody was there to hear it: it waits (app/node/unheard.py)
         elif isinstance(ev, sds.MessageSendFailed):
             text = self._own_text.get((ch, ev.message_id))
             if self._set_own(ch, ev.message_id, OwnState.FAILED, out):
@@ -2415,7 +2415,7 @@ class Node:
         elif hint is not None:
             env = self._waiting_envelopes.pop((ch, hint), None)
         kept, refused = self._files.check(ch, ev.sender_id, ev.content)
-        if refused is not None:  # a file's bytes not kept (app/file_quota.py)
+        if refused is not None:  # a file's bytes not kept (app/chat/file_quota.py)
             self.counters["file_refused_too_large" if refused == "too_large"
                           else "file_segments_refused"] += 1  # fmt: skip
             env = None  # not kept either: we do not serve what we refused
@@ -2545,7 +2545,7 @@ class Node:
                 result = await self.store.commit_batch(batch, now_ms=self._now())
                 break
             except Exception as exc:
-                if is_disk_full(exc):  # retrying at once does not help: app.disk_guard
+                if is_disk_full(exc):  # retrying at once does not help: app.node.disk_guard
                     raise
                 if attempt == 2:
                     self._emit(NodeError(f"storage commit failed: {exc}"))
@@ -2807,7 +2807,7 @@ class Node:
 
     async def _restore_core(self, key: ChannelKey) -> Any:
         """Join ``key``'s channel in the core from its saved state reconciled with the
-        stored log (at join, and after a full disk: :mod:`app.disk_guard`)."""
+        stored log (at join, and after a full disk: :mod:`app.node.disk_guard`)."""
         name = key.channel
         now = self._now()
         state: sds.ChannelState | None = None
@@ -2847,7 +2847,7 @@ class Node:
     # ------------------------------------------------------------------ skewed clock
 
     def _clock_corrected(self, fix: Correction) -> None:
-        """The members heard agree our wall clock is off (app/clock_guard.py): tell the
+        """The members heard agree our wall clock is off (app/node/clock_guard.py): tell the
         person; the node runs on the corrected time from now on."""
         if not fix.applied:
             self._emit(ClockSkew(
@@ -2938,7 +2938,7 @@ class Node:
     # ------------------------------------------------------------------ full disk
 
     def _disk_round_failed(self, out: _Round, items: Sequence[_Item], exc: Exception) -> None:
-        """A round that could not be stored for a full disk (:mod:`app.disk_guard`): its
+        """A round that could not be stored for a full disk (:mod:`app.node.disk_guard`): its
         lines are refused, its envelopes forgotten (taken again later), nothing published."""
         if self._disk.mark_full():
             free = self._disk.free_bytes()
@@ -3025,7 +3025,7 @@ def _text_of(content: bytes) -> tuple[str | None, str, str]:
 
 
 def _is_typed(content: bytes) -> bool:
-    """Typed content (``app/content.py``: starts with 0xFF): resent byte for byte."""
+    """Typed content (``app/chat/content.py``: starts with 0xFF): resent byte for byte."""
     return content[:1] == b"\xff"
 
 

@@ -2,7 +2,7 @@
 /members, /remove, /verify, /msg and /query (direct messages).
 
 Each command reports its result as node events (``members`` and ``invite`` JSON
-lines in headless mode, see app/node_events.py), or an ``error`` event saying what
+lines in headless mode, see app/node/events.py), or an ``error`` event saying what
 was wrong; a refused command changes nothing.
 """
 
@@ -12,13 +12,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from app.chat_content import channel_arg
+from app.chat.lines import channel_arg
 from app.members.roster import Member
 from app.members.safety import safety_emoji, safety_number
-from app.node_events import MembersEvent, NodeError, NodeEvent
+from app.node.events import MembersEvent, NodeError, NodeEvent
 
 if TYPE_CHECKING:
-    from app.node import Node
+    from app.node.runtime import Node
 
 __all__ = ["MEMBERS_COMMANDS", "find_member", "parse_ttl", "run_members_command"]
 

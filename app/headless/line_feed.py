@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.node import Node
-from app.node_events import Info, NodeEvent, OwnMessage
+from app.node.events import Info, NodeEvent, OwnMessage
+from app.node.runtime import Node
 
 __all__ = ["DRAIN_IDLE_S", "EXIT_UNSENT", "LineFeed", "Unsent"]
 

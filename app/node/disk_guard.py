@@ -9,13 +9,13 @@ treats the failure like a crash before the commit:
   nothing of them was published (envelopes leave only after their commit);
 * the round's received envelopes are forgotten by the replay guard, so their senders'
   resends, repairs and the store peer's copies are taken again later;
-* a :class:`~app.node_events.DiskFull` event (``state="full"``) says so;
+* a :class:`~app.node.events.DiskFull` event (``state="full"``) says so;
 * while the disk stays full, typed lines are refused at once and received envelopes
   are dropped unopened (counter ``dropped_disk_full``); the core is not fed, nothing
   is published;
 * every :data:`PROBE_S` seconds the free space is checked; once there is
   :data:`MIN_FREE_BYTES`, the core of every channel is rebuilt from what is stored
-  (as at a start after ``kill -9``: :func:`app.state_reconcile.reconcile_state`), a
+  (as at a start after ``kill -9``: :func:`app.node.state_reconcile.reconcile_state`), a
   ``DiskFull`` event with ``state="ok"`` follows, and what was missed comes back
   through the protocol (resends of unacknowledged messages, SDS-R, the store peer).
 

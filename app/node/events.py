@@ -118,12 +118,12 @@ class Delivered:
     ``was_lost`` is true when this message itself had been reported lost
     (a ``lost`` event) and arrived afterwards: show it as recovered.
     ``recovered`` is true when it arrived late (named missing before it came, lost,
-    or older than a message of its author that came first: ``app/late_arrivals.py``);
+    or older than a message of its author that came first: ``app/node/late_arrivals.py``);
     the node stores it with the message, so a log read back marks it the same.
     ``name`` is the author's claimed display name (``None`` for foreign
     content); ``sender_id`` is the authenticated author. ``implausible_time`` says
     why its send time (``lamport``) cannot be true (before 2020, or not after a
-    message it names: backdated), else ``None`` (:mod:`app.clock_guard`).
+    message it names: backdated), else ``None`` (:mod:`app.node.clock_guard`).
     """
 
     channel: str
@@ -171,7 +171,7 @@ class Missing:
     When ``waiting`` is a content message that has just arrived, ``lamport``,
     ``name``, ``kind`` and ``text`` describe it (a UI shows it at once, marked
     as waiting); they are ``None`` for sync messages and reminders. ``recovered``: that
-    message arrived late (``app/late_arrivals.py``; false without a preview).
+    message arrived late (``app/node/late_arrivals.py``; false without a preview).
     """
 
     channel: str
@@ -392,8 +392,8 @@ class ClockSkew:
     (``ok``, offset 0), or off the only other member heard (``differs``: nothing
     corrected, nobody can tell whose clock is wrong), or, right after a correction of a
     clock that was ahead, ``sent_ahead``: lines already sent carry the old time and the
-    others hold them until it is within their bound (:func:`app.clock_guard.sent_ahead`)
-    (:mod:`app.clock_guard`); ``text`` tells the person."""
+    others hold them until it is within their bound (:func:`app.node.clock_guard.sent_ahead`)
+    (:mod:`app.node.clock_guard`); ``text`` tells the person."""
 
     state: str
     offset_ms: int

@@ -1,13 +1,13 @@
 """The folded ``sdschat history``: a channel's log lines folded by
-:class:`app.content.ConversationView` (``app/history.py``'s docstring describes the
+:class:`app.chat.content.ConversationView` (``app/chat/history.py``'s docstring describes the
 output; ``docs/content.md`` the rules)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.content import ConversationView, ViewItem
-from app.history import LogLine
+from app.chat.content import ConversationView, ViewItem
+from app.chat.history import LogLine
 
 __all__ = ["FoldedLine", "fold", "fold_lines"]
 
@@ -16,7 +16,7 @@ __all__ = ["FoldedLine", "fold", "fold_lines"]
 class FoldedLine(LogLine):
     """A line of the folded view: a :class:`LogLine` whose ``kind``/``text`` say what
     to show (``text`` is one line with "(edited)", the reactions and a file's progress;
-    a reply's is ``"TARGET\nTEXT"`` as :mod:`app.chat_content` writes typed kinds),
+    a reply's is ``"TARGET\nTEXT"`` as :mod:`app.chat.lines` writes typed kinds),
     and whose JSON adds the view's fields (module docstring)."""
 
     item: ViewItem | None = None

@@ -14,7 +14,7 @@ A store peer, when one is used, archived the envelope when it was first sent, so
 members who catch up from it get the line too.
 
 Retry (Ctrl+R, ``/retry``) of a message that did fail publishes its identical
-envelope too (:meth:`app.node.Node.retry`), never a new message: a member that had
+envelope too (:meth:`app.node.runtime.Node.retry`), never a new message: a member that had
 it after all would otherwise see it twice.
 """
 

@@ -1,14 +1,14 @@
 """Files on receipt (issue 26 §5): the size limit enforced where files arrive, and a
 per-sender quota on the segment bytes a node keeps.
 
-The 16 MiB limit (:data:`app.files.MAX_FILE_BYTES`) was checked only when sending: a
+The 16 MiB limit (:data:`app.chat.files.MAX_FILE_BYTES`) was checked only when sending: a
 40 MiB file was accepted, and 30 files of 16 MiB from one member grew a receiver's
 database by 672 MiB. Every file part is an SDS content message (ordered, acknowledged,
 repaired like any), so a node cannot refuse to *deliver* one without breaking the
 causal order of everything after it; what it refuses is to *keep its bytes*:
 
 * a manifest declaring more than the limit, or more segments than a file at the limit
-  has (:data:`app.files.MAX_SEGMENTS`, 342), is stored as a one-line notice ("file ...
+  has (:data:`app.chat.files.MAX_SEGMENTS`, 342), is stored as a one-line notice ("file ...
   refused: ... above the 16 MiB limit") instead of the manifest;
 * a segment of such a file, a segment carrying more than a segment's worth of data, and
   every segment beyond the sender's quota (:data:`DEFAULT_FILE_QUOTA_BYTES` of segment
@@ -54,10 +54,10 @@ from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app import content_pb2 as pb
-from app.chat_content import encode_content
-from app.content import MAGIC, SCHEMA_VERSION, decode
-from app.files import MAX_FILE_BYTES, MAX_SEGMENTS, PLACEHOLDER_INDEX, SEGMENT_BYTES
+from app.chat import content_pb2 as pb
+from app.chat.content import MAGIC, SCHEMA_VERSION, decode
+from app.chat.files import MAX_FILE_BYTES, MAX_SEGMENTS, PLACEHOLDER_INDEX, SEGMENT_BYTES
+from app.chat.lines import encode_content
 
 if TYPE_CHECKING:
     from storage import Store
