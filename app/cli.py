@@ -130,7 +130,7 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--theme", choices=("dark", "light"), default=None, help="TUI colours")
 
     def run(args: argparse.Namespace) -> int:
-        from app.chat.lines import channel_arg, check_nick
+        from app.names import channel_arg, check_nick
 
         try:  # one rule for '#' and spaces in channel names (as /join applies it)
             if args.channel is not None:
@@ -169,8 +169,8 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     def run(args: argparse.Namespace) -> int:
         from app.chat.history import print_history
-        from app.chat.lines import channel_arg
-        from app.headless.run import default_data_dir
+        from app.launch.data_dir import default_data_dir
+        from app.names import channel_arg
 
         try:
             channel = channel_arg(args.channel)
@@ -218,7 +218,7 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
 
     def run(args: argparse.Namespace) -> int:
-        from app.headless.run import default_data_dir
+        from app.launch.data_dir import default_data_dir
         from storage.doctor import main_doctor
 
         return main_doctor(args.data_dir or str(default_data_dir()))

@@ -40,9 +40,10 @@ from google.protobuf.message import DecodeError
 
 from app.chat import chat_content_pb2 as cpb
 from app.chat import content_pb2 as pb
-from app.chat.lines import ChatContent, clean_name, decode_content
+from app.chat.lines import ChatContent, decode_line
 from app.members.display import describe as describe_members_content
 from app.members.display import is_members_content
+from app.names import clean_name
 
 __all__ = [
     "MAGIC",
@@ -58,6 +59,7 @@ __all__ = [
     "ReplyRef",
     "ViewItem",
     "decode",
+    "decode_content",
     "encode_delete",
     "encode_edit",
     "encode_membership",
@@ -180,7 +182,7 @@ def decode(content: bytes) -> Decoded:
 
 def _decode_line(content: bytes) -> Decoded:
     """JSON lines (with the announcement kinds) and plain text."""
-    c = decode_content(content)
+    c = decode_line(content)
     kind = c.kind
     if kind != "raw":
         try:
@@ -328,6 +330,17 @@ def summary_content(content: bytes) -> ChatContent:
     elif d.kind == "edit":
         text = f"(edit of {d.target_id[:8] if d.target_id else '?'}) {d.text}"
     return ChatContent(text=text, name=d.name, kind=d.kind)
+
+
+def decode_content(content: bytes) -> ChatContent:
+    """Any content bytes as a :class:`~app.chat.lines.ChatContent`; never raises.
+
+    A line (:mod:`app.chat.lines`: JSON lines, replies, reactions, edits, deletions)
+    decodes as there; the other typed content of this module (topic, files, ...) as its
+    one-line summary (:func:`summary_content`); foreign content as ``kind="raw"``."""
+    if content[:1] == b"\xff" and not content.startswith(TYPED_MAGIC):
+        return summary_content(content)
+    return decode_line(content)
 
 
 # ------------------------------------------------------------------ encoders

@@ -1,4 +1,5 @@
-"""A channel's log as people and scripts read it: ``sdschat history`` and :class:`LogLine`.
+"""A channel's log as people and scripts read it: ``sdschat history`` (its lines are
+:class:`app.chat.log_line.LogLine`).
 
 ``sdschat history <channel> [--data-dir DIR] [--json]`` prints the stored log in
 SDS order (ascending ``(lamport, message_id)``), which is the same order on
@@ -50,18 +51,18 @@ migrates it, and so needs the directory to itself).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import sqlite3
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
-from app.chat.lines import EVENT_KINDS, TYPED_KINDS, decode_content, json_visible, visible
+from app.chat.history_fold import fold_lines
+from app.chat.lines import json_visible, visible
+from app.chat.log_line import LATE_MARK, RECOVERED_MARK, LogLine, human_text, log_line, lost_line
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -72,87 +73,7 @@ from storage import (
 from storage.database import translate_error
 from storage.store import log_entry
 
-__all__ = [
-    "LATE_MARK",
-    "RECOVERED_MARK",
-    "LogLine",
-    "log_line",
-    "lost_line",
-    "print_history",
-    "read_history",
-]
-
-#: What follows a message that arrived after the protocol had declared it lost (the
-#: TUI's mark for it, ``app/tui/render.py``).
-RECOVERED_MARK = "↺ recovered after it was reported lost"
-#: What follows any other message that arrived late (``LogLine.recovered``).
-LATE_MARK = "↺ recovered"
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One message of a channel's log, with its content decoded."""
-
-    position: int
-    message_id: str
-    sender_id: str
-    name: str | None
-    kind: str
-    text: str
-    lamport: int
-    state: str | None
-    digest: str = ""
-    conflict: bool = False
-    content: bytes = b""  # the stored content bytes (what fold_lines folds)
-    was_lost: bool = False
-    recovered: bool = False
-    missing_before: int = 0
-
-    def to_json(self) -> dict[str, object]:
-        """The ``--json`` object (see the module docstring)."""
-        return {
-            "position": self.position,
-            "id": self.message_id,
-            "sender": self.sender_id,
-            "name": self.name,
-            "kind": self.kind,
-            "lamport": self.lamport,
-            "content": self.text,
-            "state": self.state,
-            "digest": self.digest,
-            "conflict": self.conflict,
-            "was_lost": self.was_lost,
-            "recovered": self.recovered,
-            "missing_before": self.missing_before,
-        }
-
-
-def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLine:
-    """Decode a stored :class:`storage.LogEntry` at ``position`` in the log."""
-    content = decode_content(entry.content)
-    return LogLine(
-        digest=hashlib.sha256(entry.content).hexdigest(),
-        content=entry.content,
-        conflict=conflict,
-        position=position,
-        message_id=entry.message_id,
-        sender_id=entry.sender_id,
-        name=content.name,
-        kind=content.kind,
-        text=content.text,
-        lamport=entry.lamport,
-        state=None if entry.state is None else entry.state.value,
-        was_lost=entry.was_lost,
-        recovered=entry.recovered or entry.was_lost,
-        missing_before=entry.missing_before,
-    )
-
-
-def lost_line(n: int) -> str:
-    """What stands above a message delivered after ``n`` of its dependencies were
-    declared lost (the TUI's line, ``app/tui/render.py``)."""
-    return f"✗ {n} message{'' if n == 1 else 's'} lost"
-
+__all__ = ["print_history", "read_history"]
 
 async def _read_with_store(data_dir: Path, channel: str) -> list[LogLine]:
     async with await Store.open(data_dir) as store:
@@ -218,28 +139,6 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         db.close()
 
 
-def _human(kind: str, who: str, body: str) -> str:
-    """How a line of ``sdschat history`` reads (``body`` already made visible)."""
-    if kind == "me":
-        return f"* {who} {body}"
-    if kind == "topic":
-        return f"-- {who} set the topic: {body}"
-    if kind in EVENT_KINDS:
-        return f"-- {body}"
-    if kind in TYPED_KINDS:
-        sep = "\n" if "\n" in body else "\\x0a"  # made visible with or without newlines
-        target, _, rest = body.partition(sep)
-        about = f"[{target[:8]}]"
-        return {
-            "reply": f"<{who}> ↪ {about} {rest}",
-            "react": f"* {who} reacted {rest} to {about}",
-            "unreact": f"* {who} took back {rest} on {about}",
-            "edit": f"* {who} edited {about}: {rest}",
-            "delete": f"* {who} deleted {about}",
-        }[kind]
-    return f"<{who}> {body}"
-
-
 def _when(lamport: int, tz: tzinfo | None) -> str:
     """A Lamport timestamp as the local date and time it stands for (its wall-clock ms)."""
     try:
@@ -274,8 +173,6 @@ def print_history(
     except (StorageError, sqlite3.Error) as exc:
         print(f"sdschat history: {exc}", file=sys.stderr)
         return 4
-    from app.chat.history_fold import fold_lines  # it imports this module
-
     lines = fold_lines(lines)
     try:
         for line in lines:
@@ -284,7 +181,7 @@ def print_history(
             else:
                 who = visible(line.name or "?")
                 body = visible(line.text, newlines=True)  # a line break stays one
-                text = _human(line.kind, who, body)
+                text = human_text(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""
                 late = (
                     f"  {RECOVERED_MARK}" if line.was_lost

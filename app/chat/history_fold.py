@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.chat.content import ConversationView, ViewItem
-from app.chat.history import LogLine
+from app.chat.log_line import LogLine
 
 __all__ = ["FoldedLine", "fold", "fold_lines"]
 

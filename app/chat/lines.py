@@ -4,7 +4,7 @@ Format (version 1): compact UTF-8 JSON, one object::
 
     {"v": 1, "name": "alice", "kind": "msg", "text": "hello"}
 
-* ``name``: the author's display name (at most :data:`MAX_NAME_CHARS` characters,
+* ``name``: the author's display name (at most :data:`app.names.MAX_NAME_CHARS` characters,
   control characters removed). It is the *claimed* name; the authenticated
   author is the envelope's ``sender_id``, which a UI shows beside it.
 * ``kind``: ``"msg"`` (an ordinary line), ``"me"`` (an action, ``/me waves``) or
@@ -40,18 +40,16 @@ from typing import Any
 
 import orjson
 
+from app.names import clean_name
+
 __all__ = [
     "CONTENT_VERSION",
     "EVENT_KINDS",
     "KINDS",
-    "MAX_NAME_CHARS",
     "MAX_REACTION_CHARS",
     "TYPED_KINDS",
     "ChatContent",
-    "channel_arg",
-    "check_nick",
-    "clean_name",
-    "decode_content",
+    "decode_line",
     "encode_content",
     "json_visible",
     "split_typed",
@@ -80,9 +78,6 @@ KINDS = (*LINE_KINDS, *TYPED_KINDS)
 ``"nick"`` announces a name change (``text``: ``"alice is now known as alicia"``,
 readable as it is by a client that does not know the kind)."""
 
-MAX_NAME_CHARS = 64
-"""Longest display name: ``/nick`` and ``--name`` refuse longer ones (saying so); a longer
-name in a peer's content is cut."""
 
 
 def nick_text(old: str, new: str) -> str:
@@ -120,51 +115,6 @@ def split_typed(text: str) -> tuple[str, str]:
     """``(target, body)`` of a typed message's ``text`` (see :func:`typed_text`)."""
     target, _, body = text.partition("\n")
     return target, body
-
-
-def clean_name(name: str) -> str:
-    """A display name with control characters removed, stripped, cut to :data:`MAX_NAME_CHARS`."""
-    printable = name if name.isprintable() else "".join(ch for ch in name if ch.isprintable())
-    cleaned = printable.strip()
-    return cleaned[:MAX_NAME_CHARS]
-
-
-def check_nick(name: str) -> str:
-    """A display name a person typed (``/nick``, ``--name``), or ValueError saying why not.
-
-    A name is 1 to :data:`MAX_NAME_CHARS` printable characters without spaces (a name
-    is one word: ``@name`` mentions and completion match it as one)."""
-    name = name.strip()
-    if not name:
-        raise ValueError("a name must not be empty")
-    if any(ch.isspace() for ch in name):
-        raise ValueError(f"a name is one word, without spaces: {name!r}")
-    if not name.isprintable():
-        raise ValueError(f"a name must not hold control characters: {name!r}")
-    if len(name) > MAX_NAME_CHARS:
-        raise ValueError(f"a name is at most {MAX_NAME_CHARS} characters, got {len(name)}")
-    return name
-
-
-def channel_arg(text: str) -> str:
-    """The channel a person means by ``text`` (``sdschat join``, ``--channel``, ``/join``,
-    ``/leave``, ``/switch``, ``sdschat history``): one rule everywhere, as in IRC clients.
-
-    Surrounding spaces are dropped and one leading ``#`` is the channel prefix, not
-    part of the name (``#ops`` and ``ops`` are the same channel). The name is then
-    checked by :func:`net.channel_key.check_channel_name`.
-
-    Raises:
-        ValueError: empty or whitespace-only (``#`` alone too), or not a valid name.
-    """
-    from net.channel_key import check_channel_name
-
-    name = text.strip()
-    if name.startswith("#"):
-        name = name[1:].strip()
-    if not name:
-        raise ValueError(f"a channel name must not be empty or only spaces: {text!r}")
-    return check_channel_name(name)
 
 
 #: DEL, C1 and the bidirectional embeddings, overrides and isolates: what a terminal
@@ -281,8 +231,10 @@ MAX_REACTION_CHARS = 16
 """Longest reaction (an emoji, possibly several code points, or a short word)."""
 
 
-def decode_content(content: bytes) -> ChatContent:
-    """Decode content bytes; never raises (foreign content becomes ``kind="raw"``)."""
+def decode_line(content: bytes) -> ChatContent:
+    """Decode the content bytes of a line (this module's formats); never raises: anything
+    else becomes ``kind="raw"`` (:func:`app.chat.content.decode_content` also summarises
+    the other typed content of :mod:`app.chat.content`)."""
     if content.startswith(TYPED_MAGIC):
         typed = _decode_typed(content)
         if typed is not None:
@@ -303,8 +255,4 @@ def decode_content(content: bytes) -> ChatContent:
             name=clean_name(name) if isinstance(name, str) else None,
             kind=kind if kind in LINE_KINDS else "msg",
         )
-    if content[:1] == b"\xff":  # typed content (app/chat/content.py): its one-line summary
-        from app.chat.content import summary_content
-
-        return summary_content(content)
     return ChatContent(text=content.decode("utf-8", errors="replace"), name=None, kind="raw")

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 
-from app.chat.lines import CONTENT_VERSION, decode_content, encode_content, split_typed, typed_text
+from app.chat.content import decode_content
+from app.chat.lines import CONTENT_VERSION, encode_content, split_typed, typed_text
 from storage import Store
 
 __all__ = ["TOMBSTONE_TEXT", "is_tombstone", "redact_deleted", "tombstone"]

@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from app.chat.lines import channel_arg
 from app.members.roster import Member
 from app.members.safety import safety_emoji, safety_number
+from app.names import channel_arg
 from app.node.events import MembersEvent, NodeError, NodeEvent
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from app.tui.emoji import complete_shortcode
+from app.commands.emoji import complete_shortcode
 
 __all__ = ["COMMANDS", "Command", "CommandSpec", "complete", "parse"]
 

@@ -53,15 +53,19 @@ from typing import Any, TextIO
 
 import orjson
 
-from app.chat.files import FileWatch
-from app.chat.lines import channel_arg, check_nick, json_visible, nick_text
+from app.chat.lines import json_visible, nick_text
 from app.commands.content import CONTENT_COMMANDS, run_content_command
 from app.commands.line import HELP, parse_line
 from app.commands.members import MEMBERS_COMMANDS, run_members_command
+from app.headless.file_watch import FileWatch
 from app.headless.line_feed import EXIT_UNSENT, LineFeed
+from app.launch.data_dir import default_data_dir
+from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.launch.joined import forget_channel, load_joined, remember_channel
+from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import NodeSettings, load_config_file, settings_from_args
 from app.members import secrets_file as members_file
+from app.names import channel_arg, check_nick
 from app.node.events import Info, LanPeer, Missing, NodeError, NodeEvent, Peers, event_to_json
 from app.node.runtime import (
     IdentityMismatchError,
@@ -78,23 +82,7 @@ from net.identity import IdentityFileError
 from net.lan.flags import build_transport
 from storage import DataDirLockedError, StorageError
 
-__all__ = [
-    "EXIT_DATABASE",
-    "EXIT_LOCKED",
-    "EXIT_PASSPHRASE",
-    "EXIT_UNSENT",
-    "EXIT_USAGE",
-    "PassphraseFileError",
-    "read_passphrase_file",
-    "run_join",
-]
-
-EXIT_USAGE = 2
-EXIT_LOCKED = 3
-EXIT_DATABASE = 4
-EXIT_PASSPHRASE = 5
-
-MAX_PASSPHRASE_FILE = 64 * 1024
+__all__ = ["EXIT_UNSENT", "run_join"]
 
 STDIN_HIGH = 512
 """Lines read ahead of the node before stdin stops being read (a pipe, or the thread)."""
@@ -106,34 +94,6 @@ REMINDER_IDS = 100
 repeating what is still missing, every sweep); ``ids_total`` then says how many there
 are. A member naming thousands of invented ids made each node write a ~700 KB line a
 second with ``--fast`` (56 of 62 MB of a soak node's output)."""
-
-
-class PassphraseFileError(ValueError):
-    """The passphrase file cannot be used."""
-
-
-def read_passphrase_file(path: str | Path) -> bytes:
-    """The passphrase: the file's first line, without its line ending.
-
-    Raises:
-        PassphraseFileError: unreadable, too large, or an empty first line.
-    """
-    p = Path(path)
-    try:
-        with p.open("rb") as f:
-            data = f.read(MAX_PASSPHRASE_FILE + 1)
-    except OSError as exc:
-        raise PassphraseFileError(
-            f"cannot read passphrase file {p}: {exc.strerror or exc}"
-        ) from None
-    if len(data) > MAX_PASSPHRASE_FILE:
-        raise PassphraseFileError(f"passphrase file {p} is larger than 64 KiB")
-    first = data.split(b"\n", 1)[0].rstrip(b"\r")
-    if not first:
-        raise PassphraseFileError(
-            f"passphrase file {p} is empty (omit --passphrase-file for a PUBLIC channel)"
-        )
-    return first
 
 
 class JsonLines:
@@ -289,7 +249,7 @@ async def _stdin_reader(
 async def _serve(
     args: argparse.Namespace, settings: NodeSettings, passphrase: bytes | None, out: JsonLines
 ) -> int:
-    data_dir = Path(args.data_dir).expanduser() if args.data_dir else _default_data_dir()
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     # LAN gossip unless a relay was chosen (net/lan/flags.py); --store or a LAN store.
     store_url: str | None = getattr(args, "store", None)
     lan_stores: list[str] = []
@@ -545,19 +505,10 @@ async def _rejoin(node: Node, data_dir: Path, out: JsonLines) -> None:
             out.event(NodeError(f"could not rejoin #{key.channel}: {exc}"))
 
 
-def default_data_dir() -> Path:
-    """Where ``sdschat join`` (and ``sdschat history``) keep and find data without
-    ``--data-dir``."""
-    return Path.home() / ".local" / "share" / "sdschat"
-
-
-_default_data_dir = default_data_dir
-
-
 def _passphrase(args: argparse.Namespace) -> bytes | None:
     if getattr(args, "create", False) or getattr(args, "invite", None):
         return None  # a members channel: keys come from its admin, not a passphrase
-    data_dir = Path(args.data_dir).expanduser() if args.data_dir else _default_data_dir()
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     if members_file.members_file(data_dir, args.channel).exists():
         return None  # a members channel joined before: its keys are in the data directory
     if args.passphrase_file:

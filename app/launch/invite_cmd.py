@@ -34,8 +34,8 @@ def add_invite_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_invite(args: argparse.Namespace) -> int:
-    from app.chat.lines import channel_arg
-    from app.headless.run import default_data_dir
+    from app.launch.data_dir import default_data_dir
+    from app.names import channel_arg
 
     def fail(text: str) -> int:
         print(f"sdschat invite: {text}", file=sys.stderr)

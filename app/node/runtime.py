@@ -90,14 +90,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
+from app.chat.content import decode_content
 from app.chat.file_quota import (
     DEFAULT_CHANNEL_FILE_BYTES,
     DEFAULT_FILE_QUOTA_BYTES,
     LEDGER_FILE,
     FileQuota,
 )
-from app.chat.history import LogLine, log_line
-from app.chat.lines import decode_content, encode_content, split_typed
+from app.chat.lines import encode_content, split_typed
+from app.chat.log_line import LogLine, log_line
 from app.chat.redaction import is_tombstone, redact_deleted
 from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel

@@ -45,21 +45,15 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat.lines import (
-    TYPED_KINDS,
-    channel_arg,
-    check_nick,
-    decode_content,
-    encode_content,
-    nick_text,
-    typed_text,
-    visible,
-)
+from app.chat.content import decode_content
+from app.chat.lines import TYPED_KINDS, encode_content, nick_text, typed_text, visible
+from app.commands.emoji import expand as expand_emoji
 from app.commands.members import MEMBERS_COMMANDS, run_members_command
 from app.commands.table import Command, parse
-from app.headless.run import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.launch.joined import forget_channel, load_joined, remember_channel
 from app.members import secrets_file as members_file
+from app.names import channel_arg, check_nick
 from app.node.events import (
     CatchUp,
     ClockSkew,
@@ -81,7 +75,6 @@ from app.node.transport import Transport
 from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
 from app.tui.config import TuiConfig
-from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.presence import HEARTBEAT_MAX_PEERS, decode_presence, encode_presence
@@ -1668,7 +1661,7 @@ class SdsChatApp(App[None]):
         channel = self.model.current
         name, arg = cmd.name, cmd.arg
         if name in ("say", "me", "reply", "react", "edit", "topic"):
-            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/tui/emoji.py)
+            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/commands/emoji.py)
         if name == "error":
             self._refuse(arg)
             return

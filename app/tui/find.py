@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.chat.lines import decode_content, split_typed, visible
+from app.chat.content import decode_content
+from app.chat.lines import split_typed, visible
 from app.chat.redaction import is_tombstone
 from storage import Cursor, LogEntry, Store
 

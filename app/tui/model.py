@@ -32,7 +32,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app.chat.lines import EVENT_KINDS, TYPED_KINDS, decode_content, split_typed
+from app.chat.content import decode_content
+from app.chat.lines import EVENT_KINDS, TYPED_KINDS, split_typed
 from app.node.events import (
     ChannelJoined,
     ChannelLeft,

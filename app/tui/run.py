@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import sds
-from app.headless.run import EXIT_PASSPHRASE, EXIT_USAGE, PassphraseFileError, read_passphrase_file
+from app.launch.exits import EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import load_config_file, settings_from_args
 from app.node.runtime import NodeOptions
 from app.node.transport import LossyTransport, RelayTransport, Transport

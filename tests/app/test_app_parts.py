@@ -15,9 +15,10 @@ import pytest
 from app_helpers import key, run
 
 import sds
-from app.chat.lines import ChatContent, decode_content, encode_content, visible
+from app.chat.content import decode_content
+from app.chat.lines import ChatContent, encode_content, visible
 from app.commands.line import Command, parse_line
-from app.headless.run import PassphraseFileError, read_passphrase_file
+from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import (
     add_join_arguments,
     default_config_path,

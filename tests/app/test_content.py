@@ -15,6 +15,7 @@ from app.chat.content import (
     MAGIC,
     ConversationView,
     decode,
+    decode_content,
     encode_delete,
     encode_edit,
     encode_membership,
@@ -25,7 +26,7 @@ from app.chat.content import (
     is_typed,
 )
 from app.chat.files import safe_filename, save_file, split_file
-from app.chat.lines import decode_content, encode_content
+from app.chat.lines import encode_content
 
 A, B = "a" * 64, "b" * 64  # sender ids
 

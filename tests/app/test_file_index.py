@@ -194,7 +194,7 @@ def test_many_manifests_naming_one_file_read_it_once(
     manifest made headless read and hash the whole file again (30 x its bytes). The
     ``file`` events still come, one per manifest, answered from what the first read
     found."""
-    from app.chat.files import FileWatch
+    from app.headless.file_watch import FileWatch
 
     reads = ContentReads(monkeypatch)
 

@@ -192,7 +192,7 @@ def test_headless_says_a_file_was_not_kept(tmp_path: Path) -> None:
     said "incomplete · waiting for mallory" for ever."""
     from typing import Any
 
-    from app.chat.files import FileWatch
+    from app.headless.file_watch import FileWatch
 
     async def body() -> None:
         hub = MemoryHub()

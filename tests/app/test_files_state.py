@@ -11,7 +11,8 @@ from typing import Any
 
 from app_helpers import run, start_node, wait_until
 
-from app.chat.files import FileWatch, split_file, stored_file
+from app.chat.files import split_file, stored_file
+from app.headless.file_watch import FileWatch
 from app.node.transport import MemoryHub
 from app.tui.files import read_file_state
 

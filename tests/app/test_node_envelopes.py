@@ -316,7 +316,7 @@ def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path
     """Issue 15 defect 4: the node passes the core's flag on (``Delivered.was_lost``,
     headless JSON ``"was_lost": true``) so the UI can mark the message recovered; and
     stores it with the message (``LogEntry.was_lost``), so it survives a restart."""
-    from app.chat.lines import decode_content
+    from app.chat.content import decode_content
     from app.node.events import event_to_json
     from app.node.runtime import wall_ms
     from storage import Store

@@ -15,7 +15,7 @@ from rich.console import Console
 from tui_helpers import SIZE, T, screen_text, tui, wait_until
 
 from app.cli import main
-from app.headless.run import EXIT_USAGE
+from app.launch.exits import EXIT_USAGE
 from app.node.transport import MemoryHub
 from app.tui.config import ACTIONS, tui_config
 from app.tui.render import palette

@@ -193,7 +193,7 @@ async def test_a_refused_line_stays_in_the_input_with_the_reason(tmp_path: Path)
 async def test_nick_is_announced_refused_with_a_reason_and_long_names_fit(
     tmp_path: Path,
 ) -> None:
-    from app.chat.lines import MAX_NAME_CHARS
+    from app.names import MAX_NAME_CHARS
 
     async with alice_and_bob(tmp_path, size=(80, 24)) as (app, pilot, bob):
         await type_line(pilot, "/nick " + "n" * (MAX_NAME_CHARS + 1))
@@ -338,7 +338,7 @@ async def test_every_late_message_of_a_burst_is_marked_recovered(tmp_path: Path)
     from tui_helpers import FAST, GatedTransport
 
     import sds
-    from app.chat.lines import decode_content
+    from app.chat.content import decode_content
     from net.channel_key import TEST_KDF, derive_channel_key
     from net.envelope import EnvelopeError, open_envelope
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from tui_helpers import SIZE, T, screen_text, start_peer, tui, type_line, wait_until
 
-from app.chat.lines import decode_content, encode_content, split_typed, typed_text
+from app.chat.content import decode_content
+from app.chat.lines import encode_content, split_typed, typed_text
 from app.node.events import Delivered
 from app.node.transport import MemoryHub
 from app.tui.widgets.chat_input import ChatInput

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import sds
-from app.chat.lines import decode_content
+from app.chat.content import decode_content
 from app.node.events import NodeEvent
 from app.node.runtime import IDENTITY_FILE, Node, NodeOptions
 from app.node.transport import EnvelopeCallback, MemoryHub, StatusCallback, Transport
