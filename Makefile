@@ -43,8 +43,8 @@ demo: $(STAMP) tools
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy --strict sds/
-	$(BIN)/mypy app net storage pipeline bench
+	$(BIN)/mypy --strict sds app net storage pipeline
+	$(BIN)/mypy bench
 
 test: lint tools
 	$(BIN)/python -m pytest -q

@@ -1085,7 +1085,7 @@ class SdsChatApp(App[None]):
                 member = mc.roster.member(sender_id)
                 if member is None:
                     return "not a member"
-                return member.role + (" ✓" if sender_id in node.verified else "")  # type: ignore[union-attr]
+                return member.role + (" ✓" if sender_id in node.verified else "")
 
             entries = [PeerEntry(node.sender_id, node.name, "now", you=True,
                                  role=role_of(node.sender_id))]  # fmt: skip
