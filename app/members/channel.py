@@ -335,7 +335,8 @@ class MembersChannel:
         until their key arrives: waiting for delivery would wait until the core gave
         them up as lost. Importing a session early is safe (a signed envelope under
         the outer key, from an author who was a member at the share's position; the
-        share is applied again, idempotently, by :meth:`on_control` on delivery).
+        share is applied again by :meth:`on_control` on delivery, which changes
+        nothing: a share never lowers a session's read mark).
         Membership events still take effect only on delivery.
         """
         if message_id in self.controls:
@@ -349,12 +350,13 @@ class MembersChannel:
                                                author_is_member=True)  # fmt: skip
         return self._release(author_id, result.session_id) if result.accepted else []
 
-    def advance(self, now_ms: int) -> bool:
+    def advance(self, now_ms: int, repair_horizon_ms: int | None = None) -> bool:
         """Forward secrecy for the keys (:meth:`GroupKeys.advance`, old share keys
-        waiting on the other current members); True when a control message is due
-        (a share-key rotation: the node then runs :meth:`due_controls`)."""
+        waiting on the other current members; ``repair_horizon_ms`` from the node's
+        SDS configuration); True when a control message is due (a share-key
+        rotation: the node then runs :meth:`due_controls`)."""
         others = [mid for mid in self.roster.members if mid != self.own_id]
-        self.group_keys.advance(now_ms, others)
+        self.group_keys.advance(now_ms, others, repair_horizon_ms)
         return self.roster.is_member(self.own_id) and self.group_keys.share_rotation_due(now_ms)
 
     def control_envelopes(self) -> list[bytes]:

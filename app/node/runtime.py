@@ -110,7 +110,7 @@ from app.members.direct import (
     seal_direct,
 )
 from app.members.events import MemberInfo, encode_add, is_control
-from app.members.group_keys import GroupKeys
+from app.members.group_keys import GroupKeys, repair_horizon_ms
 from app.members.invite import (
     DEFAULT_TTL_MS,
     Invite,
@@ -478,6 +478,9 @@ class _Round:
     current: _Receiving | None = None  # the envelope being received
     core_called: bool = False
     received: list[bytes] = field(default_factory=list)  # envelope hashes taken in
+    # members channels' read marks at this round's state save: their keys go once it
+    # is committed (GroupKeys.read_marks / forget_read)
+    read_marks: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
 
 
 #: Drops that do not discard the message being received (a bad filter is only
@@ -840,6 +843,8 @@ class Node:
                 try:
                     async with asyncio.timeout(timeout):
                         await self._save_all_states(durable=True)
+                    self._forget_read({ch: mc.group_keys.read_marks()  # all stored now
+                                       for ch, mc in self._members.items()})  # fmt: skip
                 except Exception as exc:
                     if not is_disk_full(exc):
                         raise
@@ -1360,6 +1365,7 @@ class Node:
                     raise
                 self._disk_round_failed(out, items, exc)
                 return
+            self._forget_read(out.read_marks)
             await self._redact_deleted(out.events)
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
@@ -1740,6 +1746,14 @@ class Node:
                     self._save_members(mc)
             if not self._members_dirty:
                 return
+
+    def _forget_read(self, marks: dict[str, dict[tuple[str, str], int]]) -> None:
+        """What was read up to ``marks`` is stored now: its Megolm keys leave the
+        members file (forward secrecy, app/members/group_keys.py)."""
+        for channel, m in marks.items():
+            mc = self._members.get(channel)
+            if mc is not None and mc.group_keys.forget_read(m):
+                self._save_members(mc)
 
     def _save_members(self, mc: MembersChannel) -> None:
         """Write a members channel's file; on a full disk (or another OS error) keep it
@@ -2516,9 +2530,11 @@ class Node:
             if self._members and self._invite_book().reload():  # `sdschat invite` wrote
                 for channel in self._members:
                     self._spawn(self._subscribe_invites(channel))
+            horizon = repair_horizon_ms(self.options.config)
             for mc in self._members.values():  # forward secrecy: forget what was read
-                if mc.advance(now):  # a share-key rotation due: sent in this round
+                if mc.advance(now, horizon):  # a share-key rotation due: sent in this round
                     self._members_dirty.add(mc.channel)
+                out.read_marks[mc.channel] = mc.group_keys.read_marks()  # cut once committed
                 if mc.group_keys.changes != mc.saved_changes:
                     self._save_members(mc)
 

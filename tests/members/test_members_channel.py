@@ -16,12 +16,13 @@ import pytest
 
 from app.members import secrets_file
 from app.members.channel import BEFORE_JOINED, MembersChannel, members_topic
-from app.members.events import MemberInfo, encode_add, is_control
+from app.members.events import MemberInfo, decode_encrypted, encode_add, is_control
 from app.members.group_keys import GroupKeys
 from app.node.carrying import Carrier
 from net.envelope import EnvelopeError, WrongKeyOrTampered, open_for_topic, seal
 from net.identity import Identity
 from sds import sds_pb2
+from tests.members.megolm_thief import stolen_opens
 
 _ids = itertools.count(1)
 
@@ -481,3 +482,52 @@ def test_a_newcomer_after_a_removal_asks_no_rekey_for_the_epoch_before_its_add()
     assert dave.receive(line) == "" and dave.shown == [b"hello"]
     assert "epoch_without_our_key" not in dave.mc.counters  # type: ignore[union-attr]
     assert dave.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
+
+
+def test_a_share_taken_on_arrival_then_on_delivery_keeps_what_was_read_forgotten(
+    tmp_path: Path,
+) -> None:
+    """The node's order (issue 39, break 3): bob's key share is taken as it arrives
+    (``early_share``), his lines are read, then the core delivers the share
+    (``on_control``), and a relay replays it after a restart. The members file never
+    again holds the keys of the lines read: a thief with it and the lines opens only
+    the unread one."""
+    alice, bob, _carol = founded_team()
+    mc = alice.mc
+    assert mc is not None
+    bob.mc.group_keys.on_members_removed()  # type: ignore[union-attr]  # a new session
+    lines = [bob.send(f"line {i}".encode()) for i in range(5)]
+    [share_env] = bob.outbox
+    opened = open_for_topic(share_env, lambda t: mc.opening_keys())
+    msg = opened.sds_message
+    assert msg is not None
+    got = mc.incoming_content(msg.sender_id, msg.lamport_timestamp, msg.message_id, msg.content)
+    assert got.content is not None
+    mc.early_share(msg.sender_id, msg.lamport_timestamp, msg.message_id, got.content, 0)
+    for env in lines[:4]:
+        assert alice.receive(env) == ""
+    assert alice.receive(share_env) == ""  # delivered by the core: taken again
+    mc.group_keys.forget_read(mc.group_keys.read_marks())  # the node, after its commit
+    secrets_file.save(tmp_path, mc)
+
+    def thief_opens() -> list[int]:  # the file's sessions, tried with vodozemac itself
+        stolen = secrets_file.load(tmp_path, "team")
+        assert stolen is not None
+        sent = []
+        for env in lines:
+            m = open_for_topic(env, lambda t: stolen.opening_keys()).sds_message
+            assert m is not None
+            framed = decode_encrypted(m.content)
+            assert framed is not None
+            sent.append(framed)
+        return stolen_opens(stolen.group_keys, sent)
+
+    assert thief_opens() == [4]
+    restarted = secrets_file.load(tmp_path, "team")  # a restart: key shares not kept
+    assert restarted is not None
+    assert restarted.early_share(msg.sender_id, msg.lamport_timestamp, msg.message_id,
+                                 got.content, 10) == []  # fmt: skip
+    restarted.on_control(msg.sender_id, msg.lamport_timestamp, msg.message_id, got.content,
+                         share_env, 10)  # fmt: skip
+    secrets_file.save(tmp_path, restarted)
+    assert thief_opens() == [4]
