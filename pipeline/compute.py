@@ -31,26 +31,28 @@ joins; a hash collision between two ids of one channel is detected and refused.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.explain import explain_channels
+from pipeline.frames import (
+    CSV_LIMIT,
+    LIST_LIMIT,
+    NODES_PER_MESSAGE,
+    TIME_BUCKETS,
+    InputError,
+    fresh,
+    hash_id,
+    kept,
+    spark_schema,
+    sql_conf,
+)
 from pipeline.schema import COLUMNS
 
 __all__ = ["LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS", "compute_channels"]
-
-#: Entries listed per channel in summary.json / the HTML and rows in the CSVs
-#: (the Parquet detail has all).
-LIST_LIMIT = 200
-#: Rows of missing.csv / causal_violations.csv (the Parquet detail has all).
-CSV_LIMIT = 10_000
-#: Participants named per missing message in summary.json.
-NODES_PER_MESSAGE = 50
-#: Buckets of the convergence-over-time chart.
-TIME_BUCKETS = 60
 
 _HELD = ["MessageSent", "MessageDelivered"]
 _NEED_ID = [*_HELD, "MessageLost"]
@@ -60,30 +62,10 @@ _KEYS = ["run", "channel"]
 _BIG = 2**62
 
 
-class InputError(Exception):
-    """Malformed rows (the caller turns it into its ReportError)."""
-
-
 def _pct(values: Sequence[Any] | None) -> dict[str, Any]:
     if not values:
         return {"p50": None, "p90": None, "p99": None}
     return {"p50": values[0], "p90": values[1], "p99": values[2]}
-
-
-@contextlib.contextmanager
-def _sql_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """SQL settings for the plans made inside the block (restored after it)."""
-    saved = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def _percentiles(counts: Any, total: Any) -> Any:
@@ -102,37 +84,6 @@ def _percentiles(counts: Any, total: Any) -> Any:
         F.lit(None).cast("long").alias(f"p{q}") for q in (50, 90, 99)])
     return F.aggregate(F.array_sort(counts), start, step,
                        lambda acc: F.array(acc["p50"], acc["p90"], acc["p99"]))
-
-
-def _kept(df: Any) -> Any:
-    """``df`` computed now and kept for the later queries that read it.
-
-    An eager local checkpoint rather than ``persist()``: the plan of every later
-    query refers to the kept rows instead of repeating the plan that made them
-    (over Spark Connect the client sends each query's whole plan tree, and the
-    server analyses it again to find the cache: 4-6x slower at 100k events). The kept rows keep
-    the column identities of the plan that made them, so they get new ones here
-    (the kept table can then meet its own inputs in a join); a kept table that
-    meets itself in a join needs :func:`_fresh` on one side.
-    """
-    from pyspark import StorageLevel
-
-    return _fresh(df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK))
-
-
-def _fresh(df: Any) -> Any:
-    """The same rows under new column identities, for the second side of a join
-    whose sides both read one kept table (Spark cannot tell them apart)."""
-    from pyspark.sql import functions as F
-
-    return df.select(*[F.col(c).alias(c) for c in df.columns])
-
-
-def _hash_id(col: str) -> Any:
-    """A non-null id as a 64-bit integer (``xxhash64``; null stays null)."""
-    from pyspark.sql import functions as F
-
-    return F.when(F.col(col).isNotNull(), F.xxhash64(col))
 
 
 def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
@@ -329,8 +280,6 @@ def compute_channels(
     """
     from pyspark.sql import functions as F
 
-    from pipeline.report import spark_schema
-
     detail = str(detail_dir) if detail_dir is not None else tempfile.mkdtemp(
         prefix="sdschat-report-detail-")
     raw = spark.read.schema(spark_schema()).parquet(*files).select(*COLUMNS)
@@ -381,8 +330,8 @@ def compute_channels(
         F.max(when(None, F.col("lamport"))).alias("lamport_max"),
         # senders as 64-bit hashes (named below): fixed-width buffers keep this a
         # hash aggregate (a string min/max makes Spark sort every row)
-        F.min(when(None, _hash_id("sender_id"))).alias("sender_min"),
-        F.max(when(None, _hash_id("sender_id"))).alias("sender_max"),
+        F.min(when(None, hash_id("sender_id"))).alias("sender_min"),
+        F.max(when(None, hash_id("sender_id"))).alias("sender_max"),
         F.max(when(None, F.col("size_bytes"))).alias("msg_size"),
         F.min(when("MessageSent", F.col("time_ms"))).alias("sent_ms"),
         F.min(when("MessageLost", F.col("time_ms"))).alias("lost_ms"),
@@ -402,8 +351,8 @@ def compute_channels(
     )
     # every (participant, message) is one group: a partial aggregate before the
     # shuffle would reduce nothing (the setting applies to the job run here)
-    with _sql_conf(spark, {"spark.sql.execution.bypassPartialAggregation": "true"}):
-        pairs = _kept(pairs)
+    with sql_conf(spark, {"spark.sql.execution.bypassPartialAggregation": "true"}):
+        pairs = kept(pairs)
     # the histories a message's rows carry, as hashes: how many different
     # ones (an aggregate per message, combined on the map side; only here and in
     # the causal check are the histories, the bulk of the data, read)
@@ -427,7 +376,7 @@ def compute_channels(
         F.min("sender_min").alias("sender_h"),
         (F.min("sender_min") != F.max("sender_max")).alias("sender_ids_differ"),
         F.min("held_ms").alias("first_held_ms"), F.max("msg_size").alias("msg_size"),
-        F.min(F.when(F.col("sent_ms").isNotNull(), _hash_id("node_id"))).alias("sent_by_h"),
+        F.min(F.when(F.col("sent_ms").isNotNull(), hash_id("node_id"))).alias("sent_by_h"),
         F.count("sent_ms").alias("n_sent_by"), F.min("sent_ms").alias("sent_ms_logged"),
         F.count("lost_ms").alias("lost_pairs"),
         F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
@@ -442,13 +391,13 @@ def compute_channels(
     names = ev.select("run", "channel", F.explode(F.array(
         "node_id", F.when(held_k, F.col("sender_id")))).alias("id")
     ).filter(F.col("id").isNotNull()).distinct().select(
-        "run", "channel", "id", _hash_id("id").alias("h"))
-    names = _kept(names)
+        "run", "channel", "id", hash_id("id").alias("h"))
+    names = kept(names)
     named = per_msg.filter(F.col("holders") > 0).join(
         F.broadcast(names.select("run", "channel", F.col("h").alias("sender_h"),
                                  F.col("id").alias("sender_id"))),
         ["run", "channel", "sender_h"], "left").join(
-        F.broadcast(_fresh(names).select("run", "channel", F.col("h").alias("sent_by_h"),
+        F.broadcast(fresh(names).select("run", "channel", F.col("h").alias("sent_by_h"),
                                  F.col("id").alias("sent_by"))),
         ["run", "channel", "sent_by_h"], "left")
     msgs = named.join(hist_stats, mkey, "left").select(
@@ -466,7 +415,7 @@ def compute_channels(
             & (F.col("sent_by_h") != F.col("sender_h")))).alias("sender_disagrees"),
         F.col("sent_ms_logged").alias("logged_sent_ms"),
     )
-    msgs = _kept(msgs)
+    msgs = kept(msgs)
     sent_first = msgs.filter(F.col("send_logged")).select(
         *mkey, F.col("logged_sent_ms").alias("sent_ms"))
 
@@ -545,7 +494,7 @@ def compute_channels(
     ).groupBy(*_KEYS, "node_id", "v", "b").agg(
         F.count(F.lit(1)).alias("n"), F.min("lat").alias("lo"), F.max("lat").alias("hi"),
         F.sum("lat").alias("sum"))
-    lat_n = _kept(lat_n)
+    lat_n = kept(lat_n)
     lat_per_channel = lat_n.groupBy(*_KEYS, "v").agg(
         F.sum("n").alias("n"), F.min("lo").alias("lo"), F.max("hi").alias("hi"),
         F.sum("sum").alias("sum"))
@@ -675,8 +624,6 @@ def compute_channels(
         for key, b in sorted(per_channel.items())
     ]
     # ---------------------------------------------------------------- job 6: explain
-    from pipeline.explain import explain_channels
-
     why = {} if not explain else explain_channels(
         ev.select("run", "channel", "node_id", "time_ms", "kind", "reason"),
         pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"))
@@ -744,7 +691,7 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, msgs: Any, held_first: 
     totals, per_receiver = _causal_totals(pos, edges, lost_pos if any_lost else None)
     # the receiver rows are few but each loops over all its checks: adaptive
     # execution would pack them into fewer tasks than there are cores
-    with _sql_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
+    with sql_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
         counts = {(r["run"], r["channel"]): r for r in totals.collect()}
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
     for key, b in figures.items():
@@ -842,19 +789,19 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any
     ids = ids.distinct()
     chan_w = Window.partitionBy(*keys)
     # each id's index i and its channel's number of ids u (one sort per channel)
-    ids = _kept(ids.select(
+    ids = kept(ids.select(
         *keys, "m", (F.row_number().over(chan_w.orderBy("m")) - 1).cast("int").alias("i"),
         F.count(F.lit(1)).over(chan_w).cast("int").alias("u")))
     # (the ids, one row per message or dependency, are the broadcast side by name:
     # see the send times in compute_channels)
     dep_lists = (
         edges.join(F.broadcast(ids.select(*keys, "m", F.col("i").alias("mi"))), [*keys, "m"])
-        .join(F.broadcast(_fresh(ids).select(
+        .join(F.broadcast(fresh(ids).select(
             *keys, F.col("m").alias("d"), F.col("i").alias("di"))), [*keys, "d"])
         .groupBy(*keys, "mi").agg(F.collect_list("di").alias("deps"))
     )
     chan = (
-        _fresh(ids).select(*keys, F.col("i").alias("mi"), "u")
+        fresh(ids).select(*keys, F.col("i").alias("mi"), "u")
         .join(dep_lists, [*keys, "mi"], "left")
         .groupBy(*keys).agg(F.array_sort(F.collect_list(F.struct("mi", "deps"))).alias("l"),
                             F.max("u").alias("u"))
@@ -864,7 +811,7 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any
     def dense(df: Any, seq: str, name: str) -> Any:
         # one row per receiver: its positions as a dense array over the channel's ids
         # (the sorted (i, seq) pairs plus (i, _BIG) for every i, first per i kept)
-        filled = df.join(F.broadcast(_fresh(ids)), [*keys, "m"]).groupBy(*keys, "node_id").agg(
+        filled = df.join(F.broadcast(fresh(ids)), [*keys, "m"]).groupBy(*keys, "node_id").agg(
             F.collect_list(F.struct(F.col("i"), F.col(seq).cast("long").alias("s"))).alias("p"),
             F.max("u").alias("u")).select(
             *keys, "node_id", F.array_sort(F.concat("p", F.transform(

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.frames import fresh, kept
+
 __all__ = ["SILENT_MS", "TIMELINE_BUCKETS", "explain_channels", "participant_names",
            "run_conditions"]
 
@@ -108,11 +110,9 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from pipeline.compute import _fresh, _kept
-
     key = ["run", "channel"]
     is_k = {k: F.col("kind") == k for k in _TIMELINE_KINDS}
-    per_sec = _kept(ev.groupBy(
+    per_sec = kept(ev.groupBy(
         *key, "node_id", F.floor(F.col("time_ms") / 1000).alias("s")).agg(
         F.min("time_ms").alias("first"), F.max("time_ms").alias("last"),
         *[F.count(F.when(is_k[k], 1)).alias(k) for k in _COUNTED],
@@ -166,7 +166,7 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
     # channel whose syncs come every 30 s is not a channel of silent nodes)
     limits = steps.groupBy(*key).agg(F.greatest(F.lit(SILENT_MS), 3_000 * F.percentile_approx(
         F.col("s") - F.col("prev"), 0.9)).alias("limit_ms"))
-    for r in steps.join(F.broadcast(_fresh(limits)), key).filter(
+    for r in steps.join(F.broadcast(fresh(limits)), key).filter(
             (F.col("s") - F.col("prev")) * 1000 > F.col("limit_ms")).orderBy(
             *key, "node_id", "s").limit(100_000).collect():
         k = (r["run"], r["channel"])

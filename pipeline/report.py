@@ -59,10 +59,18 @@ from typing import Any, TextIO
 
 import pyarrow.parquet as pq
 
-from pipeline.compute import CSV_LIMIT, LIST_LIMIT, NODES_PER_MESSAGE, TIME_BUCKETS
+from pipeline.compute import compute_channels
+from pipeline.explain import participant_names, run_conditions
+from pipeline.frames import (
+    CSV_LIMIT,
+    LIST_LIMIT,
+    NODES_PER_MESSAGE,
+    TIME_BUCKETS,
+    InputError,
+    spark_schema,
+)
 from pipeline.options import add_report_arguments
 from pipeline.schema import (
-    EVENT_SCHEMA,
     VERSION_KEY,
     SchemaMismatchError,
     check_schema,
@@ -72,7 +80,7 @@ from pipeline.schema import (
 __all__ = ["ReportError", "add_report_arguments", "check_server_options", "compute_report",
            "main", "run_report", "run_report_server"]
 
-__all__ += ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS"]
+__all__ += ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS", "spark_schema"]
 
 #: ``--master`` values Spark accepts (a typo used to end in a Py4J traceback).
 _MASTER = re.compile(
@@ -89,21 +97,6 @@ DEFAULT_SPARK_TIMEOUT = 60.0
 
 class ReportError(Exception):
     """The input cannot be reported on (empty, not an event log, malformed rows)."""
-
-
-def spark_schema() -> Any:
-    """:data:`EVENT_SCHEMA` as a Spark schema (every column nullable)."""
-    from pyspark.sql import types as T
-
-    mapping = {"string": T.StringType(), "int64": T.LongType()}
-    fields = []
-    for f in EVENT_SCHEMA:
-        if str(f.type).startswith("list"):
-            dt: Any = T.ArrayType(T.StringType())
-        else:
-            dt = mapping[str(f.type)]
-        fields.append(T.StructField(f.name, dt, True))
-    return T.StructType(fields)
 
 
 #: A URI with a scheme (``hdfs://``, ``s3a://``, ``file://``...).
@@ -179,8 +172,6 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
 
     Raises :class:`ReportError` for empty or malformed input.
     """
-    from pipeline.compute import InputError, compute_channels
-
     files, total_rows = validate_inputs(inputs)
     try:
         result = compute_channels(spark, files, total_rows, detail_dir, explain=explain)
@@ -190,8 +181,6 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
         raise ReportError("the input holds no events")
     if not result["channels"]:
         raise ReportError("no event in the input belongs to a channel")
-    from pipeline.explain import participant_names, run_conditions
-
     names = participant_names(inputs)
     conditions = run_conditions(inputs)
     for c in result["channels"]:
