@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.causes import lost_messages, missing_pairs
 from pipeline.explain import explain_channels
 from pipeline.frames import (
     CSV_LIMIT,
@@ -272,8 +273,12 @@ def _merge_kind(b: dict[str, Any], v: dict[str, Any]) -> None:
 def compute_channels(
     spark: Any, files: Sequence[str], total_rows: int | None,
     detail_dir: str | Path | None = None, explain: bool = True,
+    partitions: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Everything of the summary but the inputs; detail Parquet goes to ``detail_dir``.
+
+    ``partitions``: run label -> the partitions of a simulation (run.json, member
+    ids; times in ms since the run's start), for the causes of missing pairs.
 
     Returns the summary (JSON-able) with ``_missing_rows``, ``_violation_rows``
     (both at most :data:`CSV_LIMIT`), ``_receiver_rows`` and ``_detail_dir``.
@@ -614,19 +619,32 @@ def compute_channels(
     missing_total = sum(
         (b["participants"] or 0) * (b["messages"] or 0) - (b["held_pairs"] or 0)
         for b in per_channel.values())
+    # every time is relative to its run's first event
+    starts: dict[str, int] = {}
+    for (run, _), b in per_channel.items():
+        if b["t0"] is not None:
+            starts[run] = min(starts.get(run, b["t0"]), b["t0"])
     missing_rows: list[dict[str, Any]] = []
     miss_msgs: dict[tuple[str, str], dict[str, Any]] = {}
     if missing_total:
-        missing_rows, miss_msgs = _missing(spark, ev, msgs, pairs, detail)
+        by_run = {run: (partitions or {}).get(run.split("#", 1)[0], []) for run in starts}
+        missing_rows, miss_msgs = missing_pairs(
+            spark, ev, msgs, pairs, detail, starts=starts,
+            partitions={r: p for r, p in by_run.items() if p},
+            margin_ms=max((int(b["lat_max"] or 0) for b in per_channel.values()), default=0))
+    lost_listed = {} if not any(b["lost_pairs"] for b in per_channel.values()) else \
+        lost_messages(spark, pairs, msgs,
+                      f"{detail.rstrip('/')}/missing" if missing_total else None)
 
     channels = [
-        _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key))
+        _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key),
+                 starts.get(key[0]), lost_listed.get(key, []))
         for key, b in sorted(per_channel.items())
     ]
     # ---------------------------------------------------------------- job 6: explain
     why = {} if not explain else explain_channels(
         ev.select("run", "channel", "node_id", "time_ms", "kind", "reason"),
-        pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"))
+        pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"), starts)
     for c in channels:
         c["explain"] = why.get((c["run"], c["channel"]), {})
     return {
@@ -880,75 +898,16 @@ def _causal_pairs(spark: Any, pos: Any, edges: Any, held_first: Any, lost_pos: A
     return checks.withColumn("bad", bad), names
 
 
-def _missing(spark: Any, ev: Any, msgs: Any, pairs: Any, detail: str
-             ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
-    """Missing (participant, message) pairs: written as Parquet; the top read back."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    pair = ["run", "channel", "node_id", "message_id"]
-    parts = ev.select("run", "channel", "node_id").distinct()
-    noticed = (
-        ev.filter(F.col("kind") == "MessagesMissing")
-        .select("run", "channel", "node_id", "time_ms",
-                F.from_json("detail", "struct<missing:array<struct<message_id:string>>>")
-                .alias("d"))
-        .select("run", "channel", "node_id", "time_ms",
-                F.explode_outer("d.missing.message_id").alias("message_id"))
-        .filter(F.col("message_id").isNotNull())
-        .groupBy(*pair).agg(F.min("time_ms").alias("noticed_ms"))
-    )
-    path = f"{detail.rstrip('/')}/missing"
-    (
-        parts.join(msgs.select("run", "channel", "message_id", "sender", "lamport", "sent_ms"),
-                   _KEYS)
-        # one join with the pairs: never held (a declared loss is kept)
-        .join(pairs.select(*pair, (F.col("times") > 0).alias("held"), "lost_ms"), pair, "left")
-        .filter(~F.coalesce(F.col("held"), F.lit(False)))
-        .join(noticed, pair, "left")
-        .select("run", "channel", "message_id", "sender", "lamport", "sent_ms", "node_id",
-                "noticed_ms", "lost_ms")
-        .write.mode("overwrite").parquet(path)
-    )
-    missing = spark.read.parquet(path)
-    rows = [r.asDict() for r in missing.orderBy(
-        "run", "channel", "sent_ms", "message_id", "node_id").limit(CSV_LIMIT).collect()]
-    per_msg = missing.groupBy("run", "channel", "message_id").agg(
-        F.min("sender").alias("sender"), F.min("sent_ms").alias("sent_ms"),
-        F.count(F.lit(1)).alias("missing_count"),
-        F.slice(F.sort_array(F.collect_list("node_id")), 1, NODES_PER_MESSAGE)
-        .alias("missing_at"),
-        F.count("noticed_ms").alias("noticed_by"),
-        F.count("lost_ms").alias("declared_lost_by"),
-        F.min(F.coalesce("noticed_ms", "sent_ms")).alias("since"),
-        F.countDistinct("node_id").alias("nodes"),
-    )
-    w = Window.partitionBy("run", "channel").orderBy("sent_ms", "message_id")
-    ranked = per_msg.withColumn("i", F.row_number().over(w))
-    per_channel = ranked.groupBy("run", "channel").agg(
-        F.count(F.lit(1)).alias("messages"), F.sum("missing_count").alias("pairs"),
-        F.sort_array(F.collect_list(F.when(F.col("i") <= LIST_LIMIT, F.struct(
-            "i", "message_id", "sender", "sent_ms", "missing_count", "missing_at",
-            "noticed_by", "declared_lost_by", "since")))).alias("top"),
-    )
-    nodes = missing.groupBy("run", "channel").agg(
-        F.countDistinct("node_id").alias("participants"))
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in per_channel.join(nodes, _KEYS).collect():
-        out[(r["run"], r["channel"])] = {
-            "messages": int(r["messages"]), "pairs": int(r["pairs"]),
-            "participants": int(r["participants"]),
-            "top": [t.asDict() for t in r["top"]],
-        }
-    return rows, out
-
-
 def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
-             receivers: list[dict[str, Any]], miss: dict[str, Any] | None) -> dict[str, Any]:
+             receivers: list[dict[str, Any]], miss: dict[str, Any] | None,
+             run_start: int | None, lost_listed: list[dict[str, Any]]) -> dict[str, Any]:
     t0 = b["t0"]
+    # times in the summary count from the run's first event (absolute: run_start_ms)
+    r0 = t0 if run_start is None else run_start
     p = b["participants"]
     n_msgs = b["messages"] or 0
-    miss = miss or {"messages": 0, "pairs": 0, "participants": 0, "top": []}
+    miss = miss or {"messages": 0, "pairs": 0, "participants": 0, "top": [], "causes": {},
+                    "per_node": {}}
     cz = cz or {"checked_messages": 0, "checked_dependencies": 0, "violations": 0,
                 "delivered_after": 0, "never_held": 0, "participants_violating": 0,
                 "duplicates": 0, "unverifiable": 0, "history_disagreements": 0}
@@ -1002,11 +961,22 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
     kc = dict(b["kinds"] or {})
     missing = [
         {"message_id": m["message_id"], "sender": m["sender"],
-         "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - t0,
+         "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - r0,
          "missing_count": m["missing_count"], "missing_at": list(m["missing_at"]),
          "noticed_by": m["noticed_by"], "declared_lost_by": m["declared_lost_by"],
-         "missing_since_ms": None if m["since"] is None else m["since"] - t0}
+         "missing_since_ms": None if m["since"] is None else m["since"] - r0,
+         "causes": {k: int(v) for k, v in sorted((m["causes"] or {}).items())}}
         for m in miss["top"]
+    ]
+    lost_rows = [
+        {"message_id": m["message_id"], "sender": m["sender"],
+         "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - r0,
+         "declared_lost_by": m["declared_lost_by"], "first_declared_lost_ms":
+         m["first_lost_ms"] - r0, "received_later_by": m["received_later_by"],
+         "never_received_by": m["declared_lost_by"] - m["received_later_by"],
+         "declared_by": list(m["by"]),
+         "causes": {k: int(v) for k, v in sorted(m["causes"].items())}}
+        for m in lost_listed
     ]
     sources = list(b["sources"] or [])
     order = b.get("order") or {}
@@ -1021,6 +991,7 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
         "source": sources[0] if len(sources) == 1 else "mixed",
         "sources": sources,
         "participants": p, "messages": n_msgs, "events": b["rows"],
+        "run_start_ms": r0, "start_ms": t0 - r0,
         "duration_ms": b["t1"] - t0,
         "convergence": {
             "converged": converged,
@@ -1042,6 +1013,10 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
             "sends_not_in_input": b["send_not_logged"] or 0,
             "missing": missing,
             "missing_truncated": miss["messages"] > len(missing),
+            # why the pairs are missing (pipeline.causes): pairs per cause, and per
+            # participant the groups its story is told from
+            "causes": dict(sorted(miss["causes"].items())),
+            "causes_by_participant": miss["per_node"],
             "over_time": {"bucket_ms": (t1 - t0 + 1) / TIME_BUCKETS, "held_share": curve},
         },
         "causal_order": {**cz, "ok": cz["violations"] == 0},
@@ -1068,9 +1043,15 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
             "repairs_sent": kc.get("RepairSent", 0),
             "repair_data_needed": kc.get("RepairDataNeeded", 0),
             "store_retrievals": kc.get("StoreRetrieval", 0),
-            "lost": {"pairs": b["lost_pairs"] or 0, "messages": b["lost_messages"] or 0,
-                     "pairs_recovered": b["lost_pairs_recovered"] or 0,
-                     "messages_never_received": b["lost_messages_never_received"] or 0},
+            # lost = declared lost by a participant (it gave up on it); never received =
+            # missing at a participant at the end
+            "lost": {"messages": b["lost_messages"] or 0, "pairs": b["lost_pairs"] or 0,
+                     "pairs_received_later": b["lost_pairs_recovered"] or 0,
+                     "pairs_never_received": (b["lost_pairs"] or 0)
+                     - (b["lost_pairs_recovered"] or 0),
+                     "messages_never_received_by_some": b["lost_messages_never_received"] or 0,
+                     "listed": lost_rows,
+                     "listed_truncated": (b["lost_messages"] or 0) > len(lost_rows)},
             "dropped": dict(b["drops"] or {}),
             "by_kind": dict(sorted(kc.items())),
         },
