@@ -130,13 +130,16 @@ def explain_channels(ev: Any, pairs: Any, starts: dict[str, int] | None = None
         F.min("time_ms").alias("first"), F.max("time_ms").alias("last"),
         *[F.count(F.when(is_k[k], 1)).alias(k) for k in _COUNTED],
         F.count(F.when(F.col("kind").isin(*_BROADCASTS), 1)).alias("broadcasts"),
-        F.count(F.when(is_k["NodeJoined"], 1)).alias("joins"),
-        F.collect_list(F.when(is_k["NodeOffline"] | is_k["NodeOnline"], F.struct(
-            F.col("time_ms").alias("t"), is_k["NodeOffline"].alias("off")))).alias("marks")))
+        F.count(F.when(is_k["NodeJoined"], 1)).alias("joins")))
+    # (fixed-width buffers only: a hash aggregate; the few offline marks are read apart)
     people = per_sec.groupBy(*key, "node_id").agg(
         F.min("first").alias("first"), F.max("last").alias("last"),
-        F.sum("joins").alias("joins"),
-        F.flatten(F.collect_list("marks")).alias("marks")).collect()
+        F.sum("joins").alias("joins")).collect()
+    marks: dict[tuple[str, str, str], list[Any]] = {}
+    for r in ev.filter(is_k["NodeOffline"] | is_k["NodeOnline"]).select(
+            *key, "node_id", F.col("time_ms").alias("t"),
+            is_k["NodeOffline"].alias("off")).collect():
+        marks.setdefault((r["run"], r["channel"], r["node_id"]), []).append(r)
     spans: dict[tuple[str, str], tuple[int, int]] = {}
     for r in people:
         k = (r["run"], r["channel"])
@@ -159,7 +162,8 @@ def explain_channels(ev: Any, pairs: Any, starts: dict[str, int] | None = None
         p = {"node_id": r["node_id"], "first_ms": r["first"] - t0, "last_ms": r["last"] - t0,
              "joins": int(r["joins"] or 0), "offline": [], "silent": [], "held": 0,
              "last_held_ms": None}
-        for m in sorted(r["marks"] or [], key=lambda m: (m["t"], not m["off"])):
+        for m in sorted(marks.get((r["run"], r["channel"], r["node_id"]), []),
+                        key=lambda m: (m["t"], not m["off"])):
             if m["off"]:
                 p["offline"].append([m["t"] - t0, None])
             elif p["offline"] and p["offline"][-1][1] is None:

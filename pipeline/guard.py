@@ -252,6 +252,8 @@ def _java_reason(log: Path) -> str:
     for line in reversed(lines):
         if "bad array subscript" in line:  # spark-class's own failure: not the reason
             continue
+        if line.startswith(("Error: A fatal exception", "Error: Could not create the Java")):
+            continue  # Java's closing words: the reason is the line before
         if not line.startswith(("at ", "WARNING", "Setting default log level", "To adjust",
                                 "Using Spark's default")) and " WARN " not in line:
             return line[:200]

@@ -68,6 +68,7 @@ from pipeline.frames import (
     TIME_BUCKETS,
     InputError,
     spark_schema,
+    sql_conf,
 )
 from pipeline.options import add_report_arguments
 from pipeline.schema import (
@@ -165,6 +166,33 @@ def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[str], int | None
     return [str(f) for f in files] + remote, (None if remote else total)
 
 
+#: Scan splits for a small local input: at most this many bytes, at least this few.
+SCAN_SPLIT_MAX = 128 << 20
+SCAN_SPLIT_MIN = 1 << 20
+#: Splits wanted per scan (the cores of a small machine, twice).
+SCAN_SPLITS = 8
+
+
+def scan_settings(files: Sequence[str]) -> dict[str, str]:
+    """Split sizes for the input's scans: Spark's 128 MB makes one task of a file of
+    up to 128 MB, so a 1M-event input (a few MB) was read by one core in every pass;
+    splits of a eighth of the input (at least 1 MB, whole row groups) let every core
+    read. {} when the input's size is not known here (not local)."""
+    import os
+
+    total = 0
+    for f in files:
+        path = local_path(f)
+        if path is None:
+            return {}
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            return {}
+    split = min(SCAN_SPLIT_MAX, max(SCAN_SPLIT_MIN, total // SCAN_SPLITS))
+    return {"spark.sql.files.maxPartitionBytes": str(split)}
+
+
 def compute_report(spark: Any, inputs: Sequence[str | Path],
                    detail_dir: str | Path | None = None,
                    explain: bool = True) -> dict[str, Any]:
@@ -176,9 +204,10 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
     files, total_rows = validate_inputs(inputs)
     conditions = run_conditions(inputs)
     try:
-        result = compute_channels(
-            spark, files, total_rows, detail_dir, explain=explain,
-            partitions={run: c["partitions"] for run, c in conditions.items()})
+        with sql_conf(spark, scan_settings(files)):
+            result = compute_channels(
+                spark, files, total_rows, detail_dir, explain=explain,
+                partitions={run: c["partitions"] for run, c in conditions.items()})
     except InputError as exc:
         raise ReportError(str(exc)) from None
     if result["rows"] == 0:
