@@ -110,12 +110,18 @@ def endpoint_kind(host: str, port: int, timeout: float = 5.0) -> str | None:
             if not head:
                 return None
         except OSError:  # reset: the peer refused the bytes
-            return "http" if head.startswith(b"HTTP/") else "closed"
-    if head.startswith(b"HTTP/"):
+            return "http" if _is_http(head) else "closed"
+    if _is_http(head):
         return "http"
     if not head:
         return "closed"
     return "grpc" if len(head) == 9 and head[3] == 4 else "other"  # frame type 4: SETTINGS
+
+
+def _is_http(head: bytes) -> bool:
+    """An HTTP/1 answer: a status line, or (HTTP/0.9 style, as some servers answer a
+    request line they cannot parse) an HTML page."""
+    return head.startswith(b"HTTP/") or head.lstrip().startswith(b"<")
 
 
 def speaks_http2(host: str, port: int, timeout: float = 5.0) -> bool | None:

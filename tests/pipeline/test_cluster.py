@@ -336,9 +336,10 @@ def _one_line(done: subprocess.CompletedProcess[str], *expected: str) -> str:
 def test_a_jvm_that_cannot_start_is_one_line_exit_2(run_dir: Path, tmp_path: Path) -> None:
     """Java's own reason, not a Python traceback (nor Java's words on stdout)."""
     done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--master", "local[1]",
-                 "--conf", "spark.driver.extraJavaOptions=-XX:+NoSuchVmOption"], timeout=120)
+                 "--driver-memory", "512m",
+                 "--conf", "spark.driver.extraJavaOptions=-Xms4g"], timeout=120)
     _one_line(done, "the Spark driver JVM could not start",
-              "Unrecognized VM option 'NoSuchVmOption'")
+              "Initial heap size set to a larger value than the maximum heap size")
     assert list(tmp_path.iterdir()) == []
 
 

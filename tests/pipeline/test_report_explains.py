@@ -152,7 +152,8 @@ def test_the_timeline_draws_each_kind_on_its_own_scale(
 
     c = channel(report(spark, [churned], tmp_path / "report"))
     tl = c["explain"]["timeline"]
-    assert sum(tl["drops"]["duplicate"]) > 10 * max(tl["counts"]["MessageSent"])
+    # more duplicates dropped in a bucket than messages sent: one scale would dwarf them
+    assert max(tl["drops"]["duplicate"]) > max(tl["counts"]["MessageSent"])
     svg = timeline_svg(c, sorted(c["explain"]["participants"].values(),
                                  key=lambda p: p["node_id"]))
     bars: dict[str, list[float]] = {}
