@@ -43,19 +43,19 @@ demo: $(STAMP) tools
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy --strict sds/
-	$(BIN)/mypy app net storage pipeline bench
+	$(BIN)/mypy --strict sds app net storage pipeline
+	$(BIN)/mypy bench
 
 test: lint tools
 	$(BIN)/python -m pytest -q
 
 proto: $(STAMP)
-	$(BIN)/python -m grpc_tools.protoc -Iapp --python_out=app --pyi_out=app app/content.proto
+	$(BIN)/python -m grpc_tools.protoc -Iapp/chat --python_out=app/chat --pyi_out=app/chat app/chat/content.proto
 	$(BIN)/python -m grpc_tools.protoc -Isds --python_out=sds --pyi_out=sds sds/sds.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/envelope.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet --python_out=net --pyi_out=net net/store.proto
 	$(BIN)/python -m grpc_tools.protoc -Inet/lan --python_out=net/lan --pyi_out=net/lan net/lan/gossip.proto
-	$(BIN)/python -m grpc_tools.protoc -Iapp --python_out=app --pyi_out=app app/chat_content.proto
+	$(BIN)/python -m grpc_tools.protoc -Iapp/chat --python_out=app/chat --pyi_out=app/chat app/chat/chat_content.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/members.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/invite.proto
 

@@ -50,7 +50,7 @@ def _missing_extra(command: str, modules: Sequence[str]) -> int | None:
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from app.demo import add_demo_arguments  # light: stdlib only
+    from app.launch.demo import add_demo_arguments  # light: stdlib only
 
     p = sub.add_parser(
         "demo",
@@ -62,10 +62,10 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     def run(args: argparse.Namespace) -> int:
         if args.core:
-            from app.core_demo import run_core_demo
+            from app.launch.core_demo import run_core_demo
 
             return run_core_demo(messages=args.messages, loss=args.loss, seed=args.seed)
-        from app.demo import run_demo
+        from app.launch.demo import run_demo
 
         return run_demo(args)
 
@@ -76,7 +76,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     core.add_argument("--seed", type=int, default=1)
 
     def run_core(args: argparse.Namespace) -> int:
-        from app.core_demo import run_core_demo
+        from app.launch.core_demo import run_core_demo
 
         return run_core_demo(messages=args.messages, loss=args.loss, seed=args.seed)
 
@@ -110,7 +110,7 @@ def _add_relay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from app.node_settings import add_join_arguments  # light: no websockets import
+    from app.launch.settings import add_join_arguments  # light: no websockets import
 
     p = sub.add_parser(
         "join",
@@ -130,7 +130,7 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--theme", choices=("dark", "light"), default=None, help="TUI colours")
 
     def run(args: argparse.Namespace) -> int:
-        from app.chat_content import channel_arg, check_nick
+        from app.names import channel_arg, check_nick
 
         try:  # one rule for '#' and spaces in channel names (as /join applies it)
             if args.channel is not None:
@@ -144,7 +144,7 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             from app.tui.run import run_tui
 
             return run_tui(args)
-        from app.headless import run_join
+        from app.headless.run import run_join
 
         return run_join(args)
 
@@ -168,9 +168,9 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--json", action="store_true", help="one JSON object per message")
 
     def run(args: argparse.Namespace) -> int:
-        from app.chat_content import channel_arg
-        from app.headless import default_data_dir
-        from app.history import print_history
+        from app.chat.history import print_history
+        from app.launch.data_dir import default_data_dir
+        from app.names import channel_arg
 
         try:
             channel = channel_arg(args.channel)
@@ -183,7 +183,7 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _add_invite(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from app.members.invite_cmd import add_invite_arguments
+    from app.launch.invite_cmd import add_invite_arguments
 
     p = sub.add_parser(
         "invite",
@@ -196,7 +196,7 @@ def _add_invite(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add_invite_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
-        from app.members.invite_cmd import run_invite
+        from app.launch.invite_cmd import run_invite
 
         return run_invite(args)
 
@@ -218,7 +218,7 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
 
     def run(args: argparse.Namespace) -> int:
-        from app.headless import default_data_dir
+        from app.launch.data_dir import default_data_dir
         from storage.doctor import main_doctor
 
         return main_doctor(args.data_dir or str(default_data_dir()))
@@ -227,7 +227,7 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _add_sim(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from app.sim import add_sim_arguments  # light: imports nothing heavy at module level
+    from app.sim.simulation import add_sim_arguments  # light: imports nothing heavy at module level
 
     p = sub.add_parser(
         "sim",
@@ -242,7 +242,7 @@ def _add_sim(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def run(args: argparse.Namespace) -> int:
         if (status := _missing_extra("sim", ("pyarrow",))) is not None:
             return status
-        from app.sim import run_sim_command
+        from app.sim.simulation import run_sim_command
 
         return run_sim_command(args)
 
@@ -322,7 +322,7 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _add_store(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from app.store_cmd import add_store_arguments  # light: stdlib only
+    from app.launch.store_cmd import add_store_arguments  # light: stdlib only
 
     p = sub.add_parser(
         "store",
@@ -336,7 +336,7 @@ def _add_store(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_store_arguments(p)
 
     def run(args: argparse.Namespace) -> int:
-        from app.store_cmd import run_store_command
+        from app.launch.store_cmd import run_store_command
 
         return run_store_command(args)
 

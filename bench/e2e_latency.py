@@ -342,15 +342,16 @@ def patch(obj, attr, name):
 
 
 import websockets.asyncio.connection as wsc
-import app.headless, app.node, net.envelope, net.relay_client, sds.channel, storage.store
+import app.headless.run, app.node.runtime, net.envelope, net.relay_client
+import sds.channel, storage.store
 from storage.batch import Batch
 patch(wsc.Connection, "data_received", "websockets: frames in")
 patch(wsc.Connection, "send_data", "websockets: frames out")
 patch(net.relay_client, "decode_frame", "relay frame decode")
-patch(app.node, "open_for_topic", "envelope open")
+patch(app.node.runtime, "open_for_topic", "envelope open")
 patch(net.envelope, "verify_signature", "Ed25519 verify")
 patch(sds.channel.Channel, "receive_parsed", "SDS core receive")
-patch(app.node.Node, "_drain", "core events to node events")
+patch(app.node.runtime.Node, "_drain", "core events to node events")
 patch(Batch, "add_event", "event-log rows")
 commit = storage.store.Store.commit_batch_now
 plain, durable = timed("SQLite commit", commit), timed("SQLite commit, fsynced", commit)
@@ -381,12 +382,12 @@ class TimedDb:
 
 
 storage.store.apply_batch = lambda db, *a, **k: apply_batch(TimedDb(db), *a, **k)
-patch(app.node.Node, "_emit", "event output")
-patch(app.headless.JsonLines, "write", "stdout JSON write")
-patch(app.node.Node, "_send_typed", "own line: SDS send, seal")
-patch(app.node.Node, "_complete_batch", "carried states, state export")
-patch(app.node.Node, "_rearm", "timers")
-patch(app.node.Node, "_arm_state_save", "timers")
+patch(app.node.runtime.Node, "_emit", "event output")
+patch(app.headless.run.JsonLines, "write", "stdout JSON write")
+patch(app.node.runtime.Node, "_send_typed", "own line: SDS send, seal")
+patch(app.node.runtime.Node, "_complete_batch", "carried states, state export")
+patch(app.node.runtime.Node, "_rearm", "timers")
+patch(app.node.runtime.Node, "_arm_state_save", "timers")
 
 
 def dumper():

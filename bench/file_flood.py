@@ -62,7 +62,7 @@ CHANNEL = "floodbench"
 FLOOD = r"""
 import os, sys, threading, time
 from websockets.sync.client import connect
-from app.files import split_file
+from app.chat.files import split_file
 from net.channel_key import derive_channel_key
 from net.envelope import seal
 from net.identity import Identity
@@ -457,10 +457,10 @@ def layouts(files: int, file_mib: float, lines: int, tmp: Path) -> dict[str, dic
     import asyncio
     import hashlib as _h
 
-    from app import content_pb2 as pb
-    from app.chat_content import encode_content
-    from app.content import MAGIC
-    from app.files import split_file
+    from app.chat import content_pb2 as pb
+    from app.chat.content import MAGIC
+    from app.chat.files import split_file
+    from app.chat.lines import encode_content
     from storage import Store, StoredMessage
     from storage.records import message_digest, segment_file_id
 

@@ -91,9 +91,9 @@ from store_data import make_history
 
 import sds
 from app.members.events import is_control
-from app.node import Node, NodeOptions
-from app.node_events import Delivered, OwnMessage
-from app.transport import MemoryHub
+from app.node.events import Delivered, OwnMessage
+from app.node.runtime import Node, NodeOptions
+from app.node.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 from net.envelope import EnvelopeError, open_for_topic, peek_topic

@@ -1,6 +1,6 @@
 """The profile study: what causal-history and bloom-filter sizes cost and buy.
 
-Runs the real SDS core in ``sdschat sim`` (:func:`app.sim.run_sim`, links with
+Runs the real SDS core in ``sdschat sim`` (:func:`app.sim.simulation.run_sim`, links with
 bandwidth: ``--bandwidth``, default a mix of 1 Mbit/s and 20 Mbit/s) over a grid
 of *scenarios* (participants, message rate or burst, loss, a partition that
 heals, churn) x *profiles* (causal history 2 / 10 / 20 / 50 / 200, an adaptive
@@ -54,7 +54,7 @@ for _p in (str(ROOT), str(ROOT / "bench")):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from app.sim import PartitionSpec, SimSpec, run_sim  # noqa: E402
+from app.sim.simulation import PartitionSpec, SimSpec, run_sim  # noqa: E402
 
 __all__ = ["PROFILES", "Profile", "Scenario", "cell_metrics", "grid", "main", "run_study"]
 

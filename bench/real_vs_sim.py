@@ -8,7 +8,7 @@ directory. A fixed script (seeded): ``--messages`` (40) lines, one every
 ``1/--rate`` (0.2) s, each typed into the stdin of a node drawn at random; then
 ``--drain`` (100) seconds with nobody typing. The nodes are stopped (stdin closed),
 their SQLite event logs exported (``sdschat export``) and the same shape is
-simulated (``app.sim.run_sim``: same N, messages, rate, drain, fast timings at the
+simulated (``app.sim.simulation.run_sim``: same N, messages, rate, drain, fast timings at the
 same scale, content size, and the loss of ``--drop-rate P``, which is ``--loss P
 --send-loss P``: a dropped outgoing envelope is missed by every receiver, a dropped
 incoming one by one). The sim's latency range is the real run's one hop (p5 to p85
@@ -119,7 +119,7 @@ class Tap:
                 msg = opened.sds_message
                 assert msg is not None
                 sds_len = len(opened.sds_bytes)
-                for c in opened.carried:  # envelopes riding on it (app/carrying.py)
+                for c in opened.carried:  # envelopes riding on it (app/node/carrying.py)
                     try:
                         sds_len += len(open_envelope(c, self.key).sds_bytes)
                     except EnvelopeError:
@@ -555,7 +555,7 @@ def finish(o: argparse.Namespace, tmp: Path, real: dict[str, Any], started: str,
 
 def run_sim_summary(o: argparse.Namespace, out: Path, seed: int, latency: tuple[int, int],
                     content_bytes: int) -> dict[str, Any]:
-    from app.sim import SimSpec, run_sim
+    from app.sim.simulation import SimSpec, run_sim
 
     spec = SimSpec(participants=o.nodes, messages=o.messages, loss=o.drop_rate,
                    send_loss=o.drop_rate, seed=seed, rate=o.rate, timings="fast",

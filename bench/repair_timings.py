@@ -35,7 +35,7 @@ for _p in (str(ROOT), str(ROOT / "bench")):
 from machine import calibrate, describe  # noqa: E402
 from profile_study import Profile, Scenario, cell_metrics, sim_spec  # noqa: E402
 
-from app.sim import run_sim  # noqa: E402
+from app.sim.simulation import run_sim  # noqa: E402
 
 #: The timings compared (default sizes for all three).
 TIMINGS: dict[str, Profile] = {

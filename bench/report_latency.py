@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from app.demo import free_port  # noqa: E402
+from app.launch.demo import free_port  # noqa: E402
 
 
 def _env() -> dict[str, str]:

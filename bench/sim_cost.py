@@ -1,6 +1,6 @@
 """What a simulated delivery and a simulated member cost, beside a baseline revision.
 
-Runs ``sdschat sim``'s code (``app.sim.run_sim``, Parquet included) for one shape
+Runs ``sdschat sim``'s code (``app.sim.simulation.run_sim``, Parquet included) for one shape
 through another revision's code (``git archive`` of ``app net sds storage
 pipeline``) and through this tree, alternating, in one invocation, each run in
 its own process (peak RSS is per process)::
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 _CHILD = """
 import json, sys, hashlib
 sys.path.insert(0, {root!r})
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 spec = SimSpec(**json.loads({spec!r}))
 r = run_sim(spec, {out!r}, force=True)
 m = r.meta

@@ -1,6 +1,6 @@
 """Where the delivery p99 goes at 1,000 members: before issue 28's sync changes and now.
 
-Runs ``sdschat sim`` (:func:`app.sim.run_sim`, each in its own process) for the
+Runs ``sdschat sim`` (:func:`app.sim.simulation.run_sim`, each in its own process) for the
 ``before`` and ``default`` protocol columns of ``bench/sim_sync_repair.py`` with the
 same spec and seed, then splits every late delivery (latency at or above the run's
 p95) of a (member, message) pair into:
@@ -53,7 +53,7 @@ _CHILD = """
 import json, sys
 sys.path.insert(0, {root!r})
 import sds.channel as channel
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 expired, due = [], []
 answer_expired = channel.Channel._answer_expired
 schedule_missing = channel.Channel._schedule_missing

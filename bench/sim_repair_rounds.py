@@ -1,7 +1,7 @@
 """Where a lossy ``sdschat sim`` run's deliveries go: content, requests, answers that
 reached someone lacking the message, answers that reached nobody new.
 
-Runs :func:`app.sim.run_sim` in this process with two observers on the simulated
+Runs :func:`app.sim.simulation.run_sim` in this process with two observers on the simulated
 network (:mod:`net.memnet`), and for every copy of a content message on the wire
 (the author's first broadcast, its resends, every SDS-R answer) counts the
 receivers for which it was the first copy (neither delivered nor waiting in the
@@ -52,7 +52,7 @@ def run_one(spec_d: dict[str, Any], out: Path) -> dict[str, Any]:
     """Run the sim with the copy observers; return the breakdown."""
     import net.memnet as memnet
     import sds
-    from app.sim import SimSpec, run_sim
+    from app.sim.simulation import SimSpec, run_sim
     from sds import sds_pb2
 
     copies: list[list[Any]] = []  # [message id, sender, time, new receivers]

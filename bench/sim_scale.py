@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 _CHILD = """
 import json, sys
 sys.path.insert(0, {root!r})
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 spec = SimSpec(participants={n}, messages={m}, loss={loss}, seed={seed}, rate={rate})
 r = run_sim(spec, {out!r}, progress=True)
 m = r.meta

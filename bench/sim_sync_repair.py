@@ -1,7 +1,7 @@
 """Sync and repair traffic at scale, side by side: today's default, the behaviour
 before issue 28, and js-waku's profile, in one invocation, same seeds.
 
-Each cell is ``sdschat sim`` (:func:`app.sim.run_sim`) in its own process (peak
+Each cell is ``sdschat sim`` (:func:`app.sim.simulation.run_sim`) in its own process (peak
 RSS is per process), with these protocol columns:
 
 * ``default``: ``sds.Config()`` as shipped;
@@ -97,7 +97,7 @@ def profile_changes(profile: str) -> dict[str, Any] | None:
 _CHILD = """
 import json, sys
 sys.path.insert(0, {root!r})
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 spec = SimSpec(**json.loads({spec!r}))
 r = run_sim(spec, {out!r}, force=True)
 m = r.meta

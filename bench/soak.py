@@ -101,7 +101,7 @@ LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 FLOOD = """
 import os, sys, time
 from websockets.sync.client import connect
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from net.channel_key import derive_channel_key
 from net.envelope import seal
 from net.identity import Identity

@@ -46,9 +46,9 @@ from store_query import fill, start_store
 
 import sds
 import storage.store as storage_store
-from app.node import Node, NodeOptions
-from app.node_events import CatchUp, Delivered
-from app.transport import MemoryHub
+from app.node.events import CatchUp, Delivered
+from app.node.runtime import Node, NodeOptions
+from app.node.transport import MemoryHub
 from net import runner
 from net.channel_key import TEST_KDF, derive_channel_key
 

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 
 import sds
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from net.channel_key import ChannelKey
 from net.envelope import envelope_hash, seal
 from net.identity import Identity

@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 
 from textual import events  # noqa: E402
 
-from app.chat_content import encode_content  # noqa: E402
-from app.node import NodeOptions  # noqa: E402
-from app.transport import MemoryHub, RelayTransport  # noqa: E402
+from app.chat.lines import encode_content  # noqa: E402
+from app.node.runtime import NodeOptions  # noqa: E402
+from app.node.transport import MemoryHub, RelayTransport  # noqa: E402
 from app.tui import SdsChatApp, make_app  # noqa: E402
 from app.tui.widgets.message_log import MessageLog  # noqa: E402
 from net.channel_key import DEFAULT_KDF, derive_channel_key  # noqa: E402

@@ -143,8 +143,8 @@ def probe(label: str, objs: dict[str, Any]) -> None:
 
 async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) -> None:
     """Child: the TUI; JSON lines on stdout (ready, progress, done); ends on stdin EOF."""
-    from app.node import NodeOptions
-    from app.transport import RelayTransport
+    from app.node.runtime import NodeOptions
+    from app.node.transport import RelayTransport
     from app.tui import make_app
     from app.tui.widgets.message_log import MessageLog
 

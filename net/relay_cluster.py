@@ -597,8 +597,8 @@ class RelayCluster:
                 # may come back before the SUB was even sent. By the time it
                 # does the flusher has run, so a second PONG proves the server
                 # has the SUB (seen in a trace; tests/cluster caught it).
-                await nc.flush(timeout=10)  # type: ignore[arg-type]
-                await nc.flush(timeout=10)  # type: ignore[arg-type]
+                await nc.flush(timeout=10)
+                await nc.flush(timeout=10)
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 # Reconnecting: NATS-py sends every subscription again once connected.
                 self.log.debug("cluster_subscribe_deferred", error=type(exc).__name__)

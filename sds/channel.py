@@ -2046,7 +2046,7 @@ class Channel:
         no longer needed). The timer is not moved. For an application that needs this
         participant's sync heard: a member whose wall clock is off learns the others'
         time from their syncs, and a quiet channel under suppression has one member
-        syncing (app/clock_guard.py). It goes out even with an empty log (a member whose
+        syncing (app/node/clock_guard.py). It goes out even with an empty log (a member whose
         clock is a day behind has accepted nothing yet: its time is what it says)."""
         self._sync_asked = wanted
 

@@ -36,7 +36,7 @@ from .records import message_digest, recent_checksum, segment_file_id
 __all__ = ["MIN_FREE_BYTES", "DoctorReport", "diagnose", "main_doctor"]
 
 MIN_FREE_BYTES = 2 * 1024 * 1024
-"""Free space below which a node cannot keep writing (``app.disk_guard`` waits for as
+"""Free space below which a node cannot keep writing (``app.node.disk_guard`` waits for as
 much before it writes again)."""
 
 

@@ -1,7 +1,7 @@
 """The event-log Parquet schema: ONE schema for real nodes' exports and for simulations.
 
 ``sdschat export`` (real nodes' SQLite event logs, :mod:`storage.export`) and
-``sdschat sim`` (:mod:`app.sim`) both write rows of :data:`EVENT_SCHEMA` through
+``sdschat sim`` (:mod:`app.sim.simulation`) both write rows of :data:`EVENT_SCHEMA` through
 :class:`EventRecords`, so ``sdschat report`` (:mod:`pipeline.report`) reads either.
 One row per event per participant:
 

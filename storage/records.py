@@ -54,7 +54,7 @@ class OwnState(StrEnum):
     """The core gave up resending it."""
 
 
-#: First bytes of a typed ``Content`` (``app/content.proto``: the 0xFF magic, then
+#: First bytes of a typed ``Content`` (``app/chat/content.proto``: the 0xFF magic, then
 #: field 1 = version 1); a file segment is its field 20 (``file_segment``), whose
 #: field 1 is the file id. Storage indexes segment rows by that id (``messages.file_id``)
 #: so that a file's segments are found without reading the log.
@@ -69,7 +69,7 @@ def segment_file_id(content: bytes) -> str | None:
     Parsed with the protobuf library's own wire decoder (the fields of a message it
     does not know become unknown fields), so storage needs neither the app's schema
     nor a codec of its own; ``tests/app/test_file_index.py`` pins it to
-    ``app.files.split_file``. Malformed bytes give ``None``.
+    ``app.chat.files.split_file``. Malformed bytes give ``None``.
     """
     if content[:2] != _CONTENT_MAGIC or len(content) < 4:
         return None
@@ -215,7 +215,7 @@ class StoredMessage:
     sent or received (for repair and store-peer service). ``was_lost``: it arrived
     after the protocol had declared it lost (``MessageDelivered.was_lost``).
     ``recovered``: it arrived late (named missing before it came, declared lost, or
-    older than a message of its author that came first; ``app/late_arrivals.py``).
+    older than a message of its author that came first; ``app/node/late_arrivals.py``).
     ``missing_before``: dependencies declared lost before it was delivered
     (``MessageDelivered.missing_before``, 0 or more).
     """

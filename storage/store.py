@@ -742,7 +742,7 @@ class Store:
         ``(file id, [(message id, content bytes), ...])`` of its segment rows larger than
         ``min_bytes`` (an emptied segment is smaller), in SDS order, at most ``limit``;
         ``None`` when nothing of theirs is held. Reads the ``messages_by_file`` index and
-        row headers, not the segments' bytes (for eviction, ``app/file_quota.py``)."""
+        row headers, not the segments' bytes (for eviction, ``app/chat/file_quota.py``)."""
 
         def query(db: sqlite3.Connection) -> tuple[str, list[tuple[str, int]]] | None:
             row = db.execute(

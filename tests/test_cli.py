@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from app.cli import main
-from app.core_demo import run_core_demo
+from app.launch.core_demo import run_core_demo
 
 SDSCHAT = Path(sys.executable).with_name("sdschat")
 

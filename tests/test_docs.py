@@ -189,7 +189,7 @@ def test_systemd_unit(block: Block, tmp_path: Path) -> None:
 
         check_server_options(args)
     else:
-        from app.store_cmd import config_from_args as store_config
+        from app.launch.store_cmd import config_from_args as store_config
 
         store_config(args)
     tool = shutil.which("systemd-analyze")

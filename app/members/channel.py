@@ -71,6 +71,7 @@ from app.members.roster import (
     Position,
     Roster,
 )
+from app.members.upgrade import genesis_contents
 from net.channel_key import KEY_BYTES, TOPIC_BYTES, ChannelKey
 from net.identity import Identity
 
@@ -576,8 +577,9 @@ class MembersChannel:
         them up as lost. Importing a session early is safe: it is a signed envelope
         under the outer key, and it passed the same judgment as any message of its
         author (:meth:`_judge`: a removed member's share is taken only if its id is in
-        the removal's cut); it is applied again, idempotently, by :meth:`on_control`
-        on delivery. Membership events still take effect only on delivery.
+        the removal's cut); it is applied again by :meth:`on_control` on delivery,
+        which changes nothing (a share never lowers a session's read mark).
+        Membership events still take effect only on delivery.
         """
         if message_id in self._seen:
             return []
@@ -594,13 +596,14 @@ class MembersChannel:
         self.keys_moved = True
         return self._release(author_id, result.session_id)
 
-    def advance(self, now_ms: int) -> bool:
+    def advance(self, now_ms: int, repair_horizon_ms: int | None = None) -> bool:
         """Forward secrecy for the keys (:meth:`GroupKeys.advance`, old share keys
-        waiting on the other current members); True when a control message is due
-        (a share-key rotation, the genesis of an upgraded channel: the node then runs
+        waiting on the other current members; ``repair_horizon_ms`` from the node's
+        SDS configuration); True when a control message is due (a share-key
+        rotation, the genesis of an upgraded channel: the node then runs
         :meth:`due_controls`)."""
         others = [mid for mid in self.roster.members if mid != self.own_id]
-        self.group_keys.advance(now_ms, others)
+        self.group_keys.advance(now_ms, others, repair_horizon_ms)
         return self.roster.is_member(self.own_id) and (
             self.group_keys.share_rotation_due(now_ms) or self.genesis_due())  # fmt: skip
 
@@ -929,12 +932,12 @@ class MembersChannel:
 
     def genesis(self) -> list[bytes]:
         """The control contents of this channel's genesis (see :mod:`app.members.upgrade`)."""
-        from app.members.upgrade import genesis_contents
-
         members = {mid: m.info.share_key for mid, m in self.roster.members.items()}
         _, boxes = self._seal_epoch(members)
         parts, rest, nonce = _split_epoch(boxes)
-        return [*parts, *genesis_contents(self, rest, nonce, len(parts))]
+        contents = genesis_contents(self.roster.legacy, lambda body: self.sign(body, parents=()),
+                                    rest, nonce, len(parts))  # fmt: skip
+        return [*parts, *contents]
 
     def rekey(self) -> list[bytes]:
         """The control contents starting a new epoch for the current members (in

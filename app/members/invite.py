@@ -65,8 +65,8 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from google.protobuf.message import DecodeError
 
-from app.chat_content import check_nick
 from app.members import invite_pb2 as pb
+from app.names import check_nick
 from net.channel_key import check_channel_name
 from net.identity import Identity, sender_id_for, verify_signature
 from net.urls import check_ws_url
@@ -585,7 +585,7 @@ def make_join_request(
         identity: the newcomer's identity; it signs the request.
         x25519_public: the newcomer's 32-byte X25519 public key (PyNaCl
             ``PrivateKey.public_key.encode()``); the answer is sealed to it.
-        name: the display name asked for (:func:`app.chat_content.check_nick` rules).
+        name: the display name asked for (:func:`app.names.check_nick` rules).
         now_ms: the current unix time in ms.
         rng: random bytes for the nonce.
 

@@ -16,13 +16,12 @@ Pure apart from the randomness of the epoch key.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import Final
 
 from app.members import members_pb2 as pb
 from app.members.events import ROLE_ADMIN
-
-if TYPE_CHECKING:
-    from app.members.channel import MembersChannel
+from app.members.legacy import LegacyRoster
 
 __all__ = ["GENESIS_CHUNK", "GENESIS_INLINE", "genesis_contents"]
 
@@ -33,10 +32,11 @@ GENESIS_CHUNK: Final = 400
 """Members per ``Part`` record of a larger genesis."""
 
 
-def genesis_contents(mc: MembersChannel, epoch_keys: dict[str, bytes], epoch_nonce: bytes,
+def genesis_contents(legacy: LegacyRoster, sign: Callable[[pb.Chained], bytes],
+                     epoch_keys: dict[str, bytes], epoch_nonce: bytes,
                      epoch_parts: int) -> list[bytes]:  # fmt: skip
-    """The signed parts (if any) and the genesis of ``mc``'s channel, to post in order."""
-    legacy = mc.roster.legacy
+    """The signed parts (if any) and the genesis of the channel ``legacy`` folded, to post
+    in order; ``sign`` signs a root or a part (no parents) as the creator."""
     create = legacy.create_body()
     if create is None:
         raise ValueError("no create to upgrade from")
@@ -56,7 +56,7 @@ def genesis_contents(mc: MembersChannel, epoch_keys: dict[str, bytes], epoch_non
         nonce = os.urandom(16)
         for i in range(0, len(entries), GENESIS_CHUNK):
             part = pb.Part(nonce=nonce, members=entries[i : i + GENESIS_CHUNK])
-            parts.append(mc.sign(pb.Chained(part=part), parents=()))
+            parts.append(sign(pb.Chained(part=part)))
         genesis.members_nonce = nonce
         genesis.members_parts = len(parts)
-    return [*parts, mc.sign(pb.Chained(genesis=genesis), parents=())]
+    return [*parts, sign(pb.Chained(genesis=genesis))]

@@ -1,7 +1,7 @@
 """The sdschat Textual app and its :func:`make_app` factory.
 
 :func:`make_app` takes what the app must not decide by itself: the data
-directory, the :class:`~app.transport.Transport` (a relay, or an in-memory
+directory, the :class:`~app.node.transport.Transport` (a relay, or an in-memory
 hub in tests), the channels, the passphrase, node options and a clock. The
 app opens the :class:`~app.node.Node` itself (so every startup error is shown
 on screen), subscribes to its events and joins the channels.
@@ -45,23 +45,16 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat_content import (
-    TYPED_KINDS,
-    channel_arg,
-    check_nick,
-    decode_content,
-    encode_content,
-    nick_text,
-    typed_text,
-    visible,
-)
-from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.joined import forget_channel, load_joined, remember_channel
+from app.chat.content import decode_content
+from app.chat.lines import TYPED_KINDS, encode_content, nick_text, typed_text, visible
+from app.commands.emoji import expand as expand_emoji
+from app.commands.members import MEMBERS_COMMANDS, run_members_command
+from app.commands.table import Command, parse
+from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.joined import forget_channel, load_joined, remember_channel
 from app.members import secrets_file as members_file
-from app.members.commands import MEMBERS_COMMANDS, run_members_command
-from app.node import IdentityMismatchError, Node, NodeClosedError, NodeOptions
-from app.node import PassphraseMismatchError as NodePassphraseMismatch
-from app.node_events import (
+from app.names import channel_arg, check_nick
+from app.node.events import (
     CatchUp,
     ClockSkew,
     Closed,
@@ -76,12 +69,12 @@ from app.node_events import (
     OwnMessage,
     Rejected,
 )
-from app.transport import Transport
+from app.node.runtime import IdentityMismatchError, Node, NodeClosedError, NodeOptions
+from app.node.runtime import PassphraseMismatchError as NodePassphraseMismatch
+from app.node.transport import Transport
 from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
-from app.tui.commands import Command, parse
 from app.tui.config import TuiConfig
-from app.tui.emoji import expand as expand_emoji
 from app.tui.find import FindState, search_all, search_channel
 from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.presence import HEARTBEAT_MAX_PEERS, decode_presence, encode_presence
@@ -1093,7 +1086,7 @@ class SdsChatApp(App[None]):
                 member = mc.roster.member(sender_id)
                 if member is None:
                     return "not a member"
-                return member.role + (" ✓" if sender_id in node.verified else "")  # type: ignore[union-attr]
+                return member.role + (" ✓" if sender_id in node.verified else "")
 
             entries = [PeerEntry(node.sender_id, node.name, "now", you=True,
                                  role=role_of(node.sender_id))]  # fmt: skip
@@ -1669,7 +1662,7 @@ class SdsChatApp(App[None]):
         channel = self.model.current
         name, arg = cmd.name, cmd.arg
         if name in ("say", "me", "reply", "react", "edit", "topic"):
-            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/tui/emoji.py)
+            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/commands/emoji.py)
         if name == "error":
             self._refuse(arg)
             return
@@ -1872,7 +1865,7 @@ class SdsChatApp(App[None]):
     async def _members_command(self, node: Node, channel: str | None, name: str,
                                arg: str) -> None:  # fmt: skip
         """/create, /invite, /members, /remove, /verify, /approve, /deny, /msg, /query
-        (app/members/commands.py); the answer in a panel or a notice."""
+        (app/commands/members.py); the answer in a panel or a notice."""
         def emit(ev: NodeEvent) -> None:
             if isinstance(ev, MembersEvent) and ev.what == "members":
                 self.push_screen(TextScreen(f"Members of #{ev.channel}", ev.text, id="members"))
@@ -1887,9 +1880,9 @@ class SdsChatApp(App[None]):
             self._switch(new)
 
     async def _file_command(self, node: Node, channel: str | None, name: str, arg: str) -> None:
-        """``/send PATH`` (a manifest and 48 KiB segments, app/files.py) and ``/save
-        [PATH]`` of the selected file line, or the newest one (app/content_commands.py)."""
-        from app.content_commands import run_content_command
+        """``/send PATH`` (a manifest and 48 KiB segments, app/chat/files.py) and ``/save
+        [PATH]`` of the selected file line, or the newest one (app/commands/content.py)."""
+        from app.commands.content import run_content_command
 
         if channel is None:
             self._refuse("no channel: /join one first")

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 
-from app.chat_content import visible
+from app.chat.lines import visible
+from app.chat.log_line import human_text  # the same sentences as sdschat history
 
 __all__ = ["ChatLogger", "LogSettings", "log_settings", "logger_for"]
 
@@ -90,14 +91,12 @@ class ChatLogger:
         """Log one message; False (and ``failed`` says why) once writing failed."""
         if self.failed is not None:
             return False
-        from app.history import _human  # the same sentences as sdschat history
-
         try:
             when = datetime.fromtimestamp(lamport / 1000.0, self.tz).strftime("%Y-%m-%d %H:%M:%S")
         except (OverflowError, OSError, ValueError):
             when = str(lamport)
         head = f"{when}  {sender_id[:8]}  "
-        body = _human(kind, visible(name or "?"), visible(text, newlines=True))
+        body = human_text(kind, visible(name or "?"), visible(text, newlines=True))
         line = head + body.replace("\n", "\n" + " " * len(head)) + "\n"
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)

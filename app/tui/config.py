@@ -267,7 +267,7 @@ def _one_colour(name: str, value: object, where: str, section: str) -> Any:
 
 def tui_config(data: dict[str, Any], path: object = "") -> TuiConfig:
     """The checked ``[keys]`` and ``[colours]`` (or ``[colors]``) of a parsed config
-    file (:func:`app.node_settings.load_config_file`).
+    file (:func:`app.launch.settings.load_config_file`).
 
     Raises:
         ValueError: a bad entry; the message names the table, the entry, and what is

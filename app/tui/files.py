@@ -1,6 +1,6 @@
 """A received file's progress and integrity, read from the stored log for the TUI.
 
-A file is a manifest and segments (``app/files.py``), each an ordinary SDS message.
+A file is a manifest and segments (``app/chat/files.py``), each an ordinary SDS message.
 The log shows one line for it; while segments are missing that line is a progress
 bar (segments received of the total, bytes), and once every segment is stored the
 joined bytes are checked against the manifest's sha256: only then is it the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 
-from app.files import stored_file
+from app.chat.files import stored_file
 from app.tui.model import FileState
 from storage import Store
 
@@ -28,7 +28,7 @@ __all__ = ["read_file_state"]
 async def read_file_state(store: Store, channel: str, manifest_id: str) -> FileState | None:
     """The file announced by message ``manifest_id``: its manifest, the segments stored
     (only its author's count) and, when all are there, whether the sha256 matches.
-    None if the message is not a stored file manifest (``app.files.stored_file``)."""
+    None if the message is not a stored file manifest (``app.chat.files.stored_file``)."""
     f = await stored_file(store, channel, manifest_id)
     if f is None:
         return None

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.chat_content import decode_content, split_typed, visible
-from app.redaction import is_tombstone
+from app.chat.content import decode_content
+from app.chat.lines import split_typed, visible
+from app.chat.redaction import is_tombstone
 from storage import Cursor, LogEntry, Store
 
 __all__ = ["FIND_LIMIT", "FindState", "search_all", "search_channel", "shown_text"]

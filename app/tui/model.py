@@ -1,6 +1,6 @@
 """What the TUI knows about each channel, without Textual: rows, markers, states, counts.
 
-:class:`ChatModel` turns node events (:mod:`app.node_events`) and pages of
+:class:`ChatModel` turns node events (:mod:`app.node.events`) and pages of
 the stored log (:meth:`storage.Store.page`) into per-channel
 :class:`ChannelView` windows that the message log widget draws. Keeping this
 apart from the widgets makes the reliability rules testable on their own:
@@ -15,11 +15,11 @@ apart from the widgets makes the reliability rules testable on their own:
   order once the core made a message of them (``logged``), then move through
   ``sent`` -> ``possibly_acknowledged`` -> ``acknowledged`` (or ``failed``).
 * **A message waiting for its causal dependencies** is shown at once (from
-  :class:`~app.node_events.Missing`), marked "N earlier messages missing";
+  :class:`~app.node.events.Missing`), marked "N earlier messages missing";
   the count falls as the dependencies arrive (they are inserted before it, in
   order, marked *recovered*); when it is finally delivered the marker goes, or
   becomes "N messages lost" if the core gave some up
-  (:class:`~app.node_events.Lost`).
+  (:class:`~app.node.events.Lost`).
 * **Unread and mentions** count per channel while it is not the current one;
   ``new_after`` is where the "── new ──" line goes.
 * **Typing**: who is typing, until when (expiry is the reader's clock).
@@ -32,8 +32,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app.chat_content import EVENT_KINDS, TYPED_KINDS, decode_content, split_typed
-from app.node_events import (
+from app.chat.content import decode_content
+from app.chat.lines import EVENT_KINDS, TYPED_KINDS, split_typed
+from app.node.events import (
     ChannelJoined,
     ChannelLeft,
     Conflict,
@@ -106,7 +107,7 @@ def mentions(text: str, name: str) -> bool:
 
 
 _SEGMENT_TEXT = re.compile(r"file segment (\d+) of ([0-9a-f]{8})")
-"""A segment's summary text (``app.content.decode``): its index and its file id's start."""
+"""A segment's summary text (``app.chat.content.decode``): its index and its file id's start."""
 
 
 @dataclass(eq=False)
@@ -125,7 +126,7 @@ class FileState:
     intact: bool | None = None
     not_kept: bool = False
     """Some of its segments were stored empty here (over the sender's file quota or
-    the channel's file cap, ``app/file_quota.py``): it can never complete."""
+    the channel's file cap, ``app/chat/file_quota.py``): it can never complete."""
 
     @property
     def received_bytes(self) -> int:
@@ -167,7 +168,7 @@ class Row:
     recovered: bool = False
     """It arrived late: after it was reported missing (by any later message, a sync
     message or a reminder), or after a later message of its author (repair, resend,
-    sync or the store filled the gap). The node decides it (``app/late_arrivals.py``:
+    sync or the store filled the gap). The node decides it (``app/node/late_arrivals.py``:
     ``Delivered.recovered``, ``Missing.recovered``) and stores it with the message
     (``LogEntry.recovered``), so a row read back from SQLite is marked the same."""
     after_lost: bool = False
@@ -354,7 +355,7 @@ class ChannelView:
         if m is None:
             return False
         index, short = int(m.group(1)), m.group(2)
-        if index >= 65_536:  # stored empty (app/file_quota.py): the file cannot complete
+        if index >= 65_536:  # stored empty (app/chat/file_quota.py): the file cannot complete
             return self._not_kept(sender_id, short)
         seen = self.segments.setdefault((sender_id, short), set())
         if index in seen:
@@ -890,7 +891,7 @@ class ChatModel:
                 ch.channels.add(ev.channel)  # a file line's progress moved
             view.recheck_files(ev.text)  # stored now: a complete file can be checked
         key = (ev.lamport, ev.message_id)
-        # late or not, the node decided (app/late_arrivals.py) and stored it: a row read
+        # late or not, the node decided (app/node/late_arrivals.py) and stored it: a row read
         # back after a restart is marked the same
         was_lost = ev.was_lost  # the core reported this very message lost before it came
         recovered = (ev.recovered or was_lost) and ev.sender_id != self.sender_id

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from app.chat_content import clean_name
+from app.names import clean_name
 
 __all__ = ["HEARTBEAT_MAX_PEERS", "STATES", "decode_presence", "encode_presence"]
 

@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from app.chat_content import EVENT_KINDS, visible
+from app.chat.lines import EVENT_KINDS, visible
 from app.tui.formatting import formatted
 from app.tui.model import STATE_GLYPHS, Row
 

@@ -1,7 +1,7 @@
 """``sdschat join <channel>`` without ``--headless``: the TUI over a websocket relay.
 
 Same flags, settings and exit statuses as the headless mode
-(:mod:`app.headless`): 0 clean exit; 2 bad usage or settings; 3 the data
+(:mod:`app.headless.run`): 0 clean exit; 2 bad usage or settings; 3 the data
 directory is in use; 4 the database or identity file is unusable; 5 a
 passphrase problem. Problems found before the screen opens (bad flags, an
 unreadable passphrase file) are printed on stderr; the others are shown in
@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import sds
-from app.headless import EXIT_PASSPHRASE, EXIT_USAGE, PassphraseFileError, read_passphrase_file
-from app.node import NodeOptions
-from app.node_settings import load_config_file, settings_from_args
-from app.transport import LossyTransport, RelayTransport, Transport
+from app.launch.exits import EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.passphrase import PassphraseFileError, read_passphrase_file
+from app.launch.settings import load_config_file, settings_from_args
+from app.node.runtime import NodeOptions
+from app.node.transport import LossyTransport, RelayTransport, Transport
 from net.lan.flags import build_transport, relay_given
 from net.urls import display_address
 
@@ -116,7 +117,7 @@ def run_tui(args: argparse.Namespace) -> int:
         store_url=store_url,
         recent_window=settings.recent_window,
         new_history=settings.new_history,
-        file_quota_bytes=settings.file_quota_bytes,  # app/file_quota.py
+        file_quota_bytes=settings.file_quota_bytes,  # app/chat/file_quota.py
         file_channel_bytes=settings.file_channel_bytes,
     )
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from app.chat_content import clean_name
+from app.names import clean_name
 
 __all__ = [
     "SEND_INTERVAL",

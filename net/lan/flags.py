@@ -98,7 +98,7 @@ def build_transport(
     Args:
         args: parsed ``sdschat join`` flags.
         relay_url: the resolved relay URL (used only when a relay was chosen).
-        make_relay: builds the relay transport (``app.transport.RelayTransport``).
+        make_relay: builds the relay transport (``app.node.transport.RelayTransport``).
         config: the parsed config file, if any.
         on_peer, on_store: LAN peer and LAN store callbacks.
 

@@ -1,6 +1,6 @@
 """LAN gossip as a node transport: zeroconf discovery plus the gossip mesh.
 
-:class:`LanTransport` has the shape of ``app.transport.Transport`` (``connected``,
+:class:`LanTransport` has the shape of ``app.node.transport.Transport`` (``connected``,
 ``start(on_envelope, on_status)``, ``publish``, ``subscribe``, ``unsubscribe``,
 ``close``), so the node drives it like a relay connection:
 
@@ -39,7 +39,7 @@ logger = logging.getLogger("sdschat.lan")
 
 @dataclass(frozen=True, slots=True)
 class LanStatus:
-    """A status change, shaped like ``app.transport.TransportStatus``."""
+    """A status change, shaped like ``app.node.transport.TransportStatus``."""
 
     state: str
     reason: str | None = None

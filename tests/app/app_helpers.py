@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.node import Node, NodeOptions
-from app.node_events import Delivered, NodeEvent, OwnMessage, Rejected
-from app.transport import LossyTransport, MemoryHub, Transport
+from app.node.events import Delivered, NodeEvent, OwnMessage, Rejected
+from app.node.runtime import Node, NodeOptions
+from app.node.transport import LossyTransport, MemoryHub, Transport
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 from tests.procs import T
 
@@ -129,7 +129,7 @@ async def crash(node: Node) -> None:
 class DeafTransport:
     """Publishes, never receives: a member the others hear (its periodic syncs) who
     never gets, so never acknowledges, what they send (their lines then fail instead of
-    waiting for someone to be heard, app/unheard.py)."""
+    waiting for someone to be heard, app/node/unheard.py)."""
 
     def __init__(self, inner: Transport) -> None:
         self.inner = inner

@@ -15,17 +15,18 @@ import pytest
 from app_helpers import key, run
 
 import sds
-from app.chat_content import ChatContent, decode_content, encode_content, visible
-from app.commands import Command, parse_line
-from app.headless import PassphraseFileError, read_passphrase_file
-from app.node_events import Delivered, OwnMessage, event_to_json
-from app.node_settings import (
+from app.chat.content import decode_content
+from app.chat.lines import ChatContent, encode_content, visible
+from app.commands.line import Command, parse_line
+from app.launch.passphrase import PassphraseFileError, read_passphrase_file
+from app.launch.settings import (
     add_join_arguments,
     default_config_path,
     load_config_file,
     settings_from_args,
 )
-from app.transport import LossyTransport, MemoryHub
+from app.node.events import Delivered, OwnMessage, event_to_json
+from app.node.transport import LossyTransport, MemoryHub
 from net.envelope import seal
 from net.identity import Identity
 
@@ -35,7 +36,7 @@ def test_content_round_trip_and_foreign_content() -> None:
     assert decode_content(raw) == ChatContent("héllo", "alice[31m", "me")
     assert decode_content(b"plain text") == ChatContent("plain text", None, "raw")
     assert decode_content(b"\xfe\xff").kind == "raw"
-    # 0xFF starts typed content (app/content.py): a malformed one is shown as unsupported
+    # 0xFF starts typed content (app/chat/content.py): a malformed one is shown as unsupported
     assert decode_content(b"\xff\xfe").kind == "unsupported"
     assert decode_content(b'{"v":1,"text":"t","kind":"weird"}') == ChatContent("t", None, "msg")
     assert decode_content(b"[" * 100_000).kind == "raw"  # deep nesting: no crash
@@ -59,7 +60,7 @@ def test_headless_json_lines_keep_the_text_and_hide_terminal_controls() -> None:
     import io
     import json
 
-    from app.headless import JsonLines
+    from app.headless.run import JsonLines
 
     out = io.StringIO()
     text = "a\x1b[2J \x9b31m \u202eb\u2066 é 😀"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from app_helpers import run, start_node
 
-from app.chat_content import MAX_NAME_CHARS, channel_arg, check_nick
-from app.headless import JsonLines, _command
-from app.transport import MemoryHub
+from app.headless.run import JsonLines, _command
+from app.names import MAX_NAME_CHARS, channel_arg, check_nick
+from app.node.transport import MemoryHub
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,13 +138,13 @@ def test_headless_nick_is_announced_as_a_line(tmp_path: Path) -> None:
 
 
 def test_history_reads_typed_content_as_sentences() -> None:
-    from app.chat_content import visible
-    from app.history import _human
+    from app.chat.lines import visible
+    from app.chat.log_line import human_text
 
     body = visible("0123456789abcdef\n👍")
-    assert _human("react", "bob", body) == "* bob reacted 👍 to [01234567]"
-    assert _human("reply", "bob", visible("0123456789abcdef\nyes")) == "<bob> ↪ [01234567] yes"
-    assert _human("delete", "bob", visible("0123456789abcdef\n")) == "* bob deleted [01234567]"
+    assert human_text("react", "bob", body) == "* bob reacted 👍 to [01234567]"
+    assert human_text("reply", "bob", visible("0123456789abcdef\nyes")) == "<bob> ↪ [01234567] yes"
+    assert human_text("delete", "bob", visible("0123456789abcdef\n")) == "* bob deleted [01234567]"
 
 
 def test_leave_right_after_a_line_saves_state_without_failing(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_leave_right_after_a_line_saves_state_without_failing(tmp_path: Path) ->
     round failed', the leave never finished)."""
     import logging
 
-    from app.node_events import NodeError
+    from app.node.events import NodeError
 
     records: list[logging.LogRecord] = []
     handler = logging.Handler()

@@ -3,7 +3,7 @@ times (issue 26 §3; the processes under libfaketime: tests/e2e/test_e2e_clock_s
 
 from __future__ import annotations
 
-from app.clock_guard import (
+from app.node.clock_guard import (
     PLAUSIBLE_MIN_MS,
     ClockEstimate,
     ClockHold,
@@ -67,7 +67,7 @@ def test_a_clock_far_off_asks_for_our_sync_until_two_agreeing_members_voted() ->
     """Sync suppression leaves a quiet channel with one member syncing: a sync far off
     ours asks for our next sync (a vote), two members agreeing with us withdraw the
     request, and it is renewed at most every VOTE_RENEW_MS."""
-    from app.clock_guard import VOTE_RENEW_MS
+    from app.node.clock_guard import VOTE_RENEW_MS
 
     votes = VoteRequests(SKEW)
     assert votes.on_sync("c", "alice", 3_600_000, NOW) is True  # an hour off: vote

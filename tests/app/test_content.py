@@ -1,4 +1,4 @@
-"""Typed content (app/content.py): framing, decoding, and the folded conversation view."""
+"""Typed content (app/chat/content.py): framing, decoding, and the folded conversation view."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import random
 
 import pytest
 
-from app import chat_content_pb2 as cpb
-from app import content_pb2 as pb
-from app.chat_content import decode_content, encode_content
-from app.content import (
+from app.chat import chat_content_pb2 as cpb
+from app.chat import content_pb2 as pb
+from app.chat.content import (
     MAGIC,
     ConversationView,
     decode,
+    decode_content,
     encode_delete,
     encode_edit,
     encode_membership,
@@ -25,7 +25,8 @@ from app.content import (
     encode_topic,
     is_typed,
 )
-from app.files import safe_filename, save_file, split_file
+from app.chat.files import safe_filename, save_file, split_file
+from app.chat.lines import encode_content
 
 A, B = "a" * 64, "b" * 64  # sender ids
 
@@ -92,7 +93,7 @@ def test_round_trips() -> None:
 
 def test_the_tui_format_is_the_one_written() -> None:
     """Replies, reactions, edits and deletions are the TUI's ``FF 'S' 'C' 02`` +
-    ``TypedContent`` (app/chat_content.proto); topic/nick/join/leave its JSON kinds."""
+    ``TypedContent`` (app/chat/chat_content.proto); topic/nick/join/leave its JSON kinds."""
     t = mid(1)
     raw = encode_reaction(t, "👍", "bob")
     assert raw.startswith(b"\xffSC\x02")

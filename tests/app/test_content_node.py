@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from app_helpers import FAST, Harness, run, start_deaf_listener, start_node, wait_until
 
-from app.content import ConversationView, decode, encode_reaction
-from app.content_commands import add_delivered, channel_view, run_content_command
-from app.files import MAX_FILE_BYTES
-from app.history import print_history, read_history
-from app.history_fold import fold
-from app.node_events import Delivered, Info, NodeEvent
-from app.transport import MemoryHub
+from app.chat.content import ConversationView, decode, encode_reaction
+from app.chat.files import MAX_FILE_BYTES
+from app.chat.history import print_history, read_history
+from app.chat.history_fold import fold
+from app.commands.content import add_delivered, channel_view, run_content_command
+from app.node.events import Delivered, Info, NodeEvent
+from app.node.transport import MemoryHub
 
 
 def _logged(h: Harness) -> int:

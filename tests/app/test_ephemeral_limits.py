@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from app_helpers import run, start_node, wait_until
 
-from app.ephemeral_guard import EPHEMERAL_BURST, MAX_EPHEMERAL_BYTES
-from app.node_events import Ephemeral
-from app.transport import MemoryHub
+from app.node.ephemeral_guard import EPHEMERAL_BURST, MAX_EPHEMERAL_BYTES
+from app.node.events import Ephemeral
+from app.node.transport import MemoryHub
 from net.envelope import seal
 
 

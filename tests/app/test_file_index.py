@@ -15,13 +15,13 @@ import pytest
 from app_helpers import run, start_node, wait_until
 
 import storage.store
-from app import content_pb2 as pb
-from app.content import MAGIC, SCHEMA_VERSION, decode
-from app.content_commands import run_content_command
-from app.file_quota import placeholder
-from app.files import MAX_SEGMENTS, SEGMENT_BYTES, split_file, stored_file
-from app.node_events import Info, NodeEvent
-from app.transport import MemoryHub
+from app.chat import content_pb2 as pb
+from app.chat.content import MAGIC, SCHEMA_VERSION, decode
+from app.chat.file_quota import placeholder
+from app.chat.files import MAX_SEGMENTS, SEGMENT_BYTES, split_file, stored_file
+from app.commands.content import run_content_command
+from app.node.events import Info, NodeEvent
+from app.node.transport import MemoryHub
 from storage import Store, StoredMessage
 from storage.records import segment_file_id
 
@@ -194,7 +194,7 @@ def test_many_manifests_naming_one_file_read_it_once(
     manifest made headless read and hash the whole file again (30 x its bytes). The
     ``file`` events still come, one per manifest, answered from what the first read
     found."""
-    from app.files import FileWatch
+    from app.headless.file_watch import FileWatch
 
     reads = ContentReads(monkeypatch)
 
@@ -228,7 +228,7 @@ def test_the_topic_shown_is_the_folded_views(tmp_path: Path) -> None:
     """``/topic`` without text reads the lines that mention "topic", not the whole log,
     and answers what the folded view answers: the newest topic its author did not
     delete, "" once cleared, None before any."""
-    from app.content_commands import channel_view, current_topic
+    from app.commands.content import channel_view, current_topic
 
     async def body() -> None:
         hub = MemoryHub()

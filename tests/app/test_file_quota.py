@@ -10,12 +10,12 @@ from pathlib import Path
 
 from app_helpers import run, start_node, wait_until
 
-from app import content_pb2 as pb
-from app.content import MAGIC, SCHEMA_VERSION
-from app.content_commands import channel_view
-from app.file_quota import PLACEHOLDER_INDEX
-from app.files import MAX_FILE_BYTES, SEGMENT_BYTES, split_file
-from app.transport import MemoryHub
+from app.chat import content_pb2 as pb
+from app.chat.content import MAGIC, SCHEMA_VERSION
+from app.chat.file_quota import PLACEHOLDER_INDEX
+from app.chat.files import MAX_FILE_BYTES, SEGMENT_BYTES, split_file
+from app.commands.content import channel_view
+from app.node.transport import MemoryHub
 
 
 def _oversized_file(segments: int) -> list[bytes]:
@@ -113,7 +113,7 @@ def test_the_quota_survives_a_restart(tmp_path: Path) -> None:
 
 
 def test_a_damaged_quota_ledger_is_set_aside(tmp_path: Path) -> None:
-    from app.file_quota import FileQuota
+    from app.chat.file_quota import FileQuota
 
     ledger = tmp_path / "file_quota.json"
     ledger.write_text('{"version": 1, "held": [["general", "x", "lots"]]}')
@@ -176,7 +176,7 @@ def test_the_channel_cap_spares_members_channels() -> None:
     """Only admitted members send in a members channel (each with its quota): the cap is
     for channels where anyone can make identities. Without a store to evict from, a
     capped channel refuses past its cap."""
-    from app.file_quota import FileQuota
+    from app.chat.file_quota import FileQuota
 
     quota = FileQuota(10 * SEGMENT_BYTES, None, channel_bytes=2 * SEGMENT_BYTES,
                       capped=lambda ch: ch != "team")  # fmt: skip
@@ -192,7 +192,7 @@ def test_headless_says_a_file_was_not_kept(tmp_path: Path) -> None:
     said "incomplete · waiting for mallory" for ever."""
     from typing import Any
 
-    from app.files import FileWatch
+    from app.headless.file_watch import FileWatch
 
     async def body() -> None:
         hub = MemoryHub()
@@ -226,7 +226,7 @@ def test_the_quota_and_the_cap_are_set_in_the_config_file(tmp_path: Path) -> Non
 
     import pytest
 
-    from app.node_settings import add_join_arguments, settings_from_args
+    from app.launch.settings import add_join_arguments, settings_from_args
 
     def settings(*lines: str) -> object:
         cfg = tmp_path / "config.toml"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from app_helpers import crash, run, start_node, wait_until
 
-from app.content_commands import channel_view, run_content_command
-from app.node_events import NodeEvent, OwnMessage
-from app.transport import MemoryHub
+from app.commands.content import channel_view, run_content_command
+from app.node.events import NodeEvent, OwnMessage
+from app.node.transport import MemoryHub
 
 
 def test_a_file_sender_killed_mid_send_finishes_at_restart(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ from typing import Any
 
 from app_helpers import run, start_node, wait_until
 
-from app.files import FileWatch, split_file, stored_file
-from app.transport import MemoryHub
+from app.chat.files import split_file, stored_file
+from app.headless.file_watch import FileWatch
+from app.node.transport import MemoryHub
 from app.tui.files import read_file_state
 
 

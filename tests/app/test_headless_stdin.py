@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from app.headless import _stdin_lines
+from app.headless.run import _stdin_lines
 
 
 def test_a_piped_stdin_is_read_by_the_loop_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:

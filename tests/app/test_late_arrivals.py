@@ -1,9 +1,9 @@
-"""The rule behind the "↺ recovered" mark (``app/late_arrivals.py``), which the node
+"""The rule behind the "↺ recovered" mark (``app/node/late_arrivals.py``), which the node
 applies as messages arrive and stores with them."""
 
 from __future__ import annotations
 
-from app.late_arrivals import MAX_REPORTED, LateArrivals
+from app.node.late_arrivals import MAX_REPORTED, LateArrivals
 
 ME, BOB, CAROL = "a" * 64, "b" * 64, "c" * 64
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from app_helpers import run, start_node
 
-from app.line_feed import LineFeed
-from app.node_events import NodeEvent
-from app.transport import MemoryHub
+from app.headless.line_feed import LineFeed
+from app.node.events import NodeEvent
+from app.node.transport import MemoryHub
 
 
 def test_drain_names_the_lines_that_did_not_leave_and_waits_for_those_that_do(

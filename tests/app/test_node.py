@@ -10,11 +10,11 @@ import pytest
 from app_helpers import FAST, crash, key, run, start_deaf_listener, start_node, wait_until
 
 import sds
-from app.chat_content import encode_content
-from app.history import read_history
-from app.node import Node, PassphraseMismatchError
-from app.node_events import ChannelJoined, ConnectionChanged, PeerSeen
-from app.transport import MemoryHub
+from app.chat.history import read_history
+from app.chat.lines import encode_content
+from app.node.events import ChannelJoined, ConnectionChanged, PeerSeen
+from app.node.runtime import Node, PassphraseMismatchError
+from app.node.transport import MemoryHub
 from storage import OwnState, Store
 
 
@@ -317,7 +317,7 @@ def test_a_message_refused_as_too_far_ahead_is_accepted_when_resent_later(
     """Issue 14 section 1: a message stamped beyond max_clock_skew_ms of our clock is
     refused, not adopted; its author's resend (the identical envelope) is accepted
     once our clock has caught up: the replay guard does not hold it against it."""
-    from app.node import wall_ms
+    from app.node.runtime import wall_ms
 
     async def main() -> None:
         hub = MemoryHub()
@@ -546,7 +546,7 @@ def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     import io
     import json
 
-    from app.history import print_history
+    from app.chat.history import print_history
 
     evil = "\x1b[2J\x1b[31mred \r\n\x00 nul \u202eevil\ttab é \x9b31m"
 

@@ -1,4 +1,4 @@
-"""Carried copies at the node (app/carrying.py): envelopes riding on a line.
+"""Carried copies at the node (app/node/carrying.py): envelopes riding on a line.
 
 The core's choice of what rides (``sds.Channel.to_carry``) is tested in
 tests/sds/test_carry.py; here the node's part: the stored envelopes are attached
@@ -17,9 +17,9 @@ import pytest
 from app_helpers import Harness, key, run, start_node, wait_until
 
 import sds
-from app.chat_content import encode_content
-from app.node import wall_ms
-from app.transport import MemoryHub
+from app.chat.lines import encode_content
+from app.node.runtime import wall_ms
+from app.node.transport import MemoryHub
 from net.channel_key import ChannelKey
 from net.envelope import envelope_hash, open_envelope, seal
 from net.identity import Identity

@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.chat_content import encode_content
-from app.transport import MemoryHub
+from app.chat.lines import encode_content
+from app.node.transport import MemoryHub
 from net import envelope_pb2
 from net.channel_key import ChannelKey
 from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal
@@ -279,7 +279,7 @@ def test_a_history_of_unknown_ids_is_one_lost_report(tmp_path: Path) -> None:
     """Issue 14 section 3: a member's message naming 300 ids nobody has makes the
     node give them up after the lost timeout in ONE ``lost`` event listing them
     all (not 300 events), and the message is delivered with ``missing_before``."""
-    from app.node import wall_ms
+    from app.node.runtime import wall_ms
 
     async def main() -> None:
         hub = MemoryHub()
@@ -316,9 +316,9 @@ def test_a_message_arriving_after_it_was_reported_lost_is_flagged(tmp_path: Path
     """Issue 15 defect 4: the node passes the core's flag on (``Delivered.was_lost``,
     headless JSON ``"was_lost": true``) so the UI can mark the message recovered; and
     stores it with the message (``LogEntry.was_lost``), so it survives a restart."""
-    from app.chat_content import decode_content
-    from app.node import wall_ms
-    from app.node_events import event_to_json
+    from app.chat.content import decode_content
+    from app.node.events import event_to_json
+    from app.node.runtime import wall_ms
     from storage import Store
 
     async def main() -> None:
@@ -358,7 +358,7 @@ def test_a_message_pushed_out_of_the_incoming_buffer_is_taken_again(tmp_path: Pa
     repair answer is the identical envelope. The node's replay guard forgets it, so
     those bytes are taken (before, they were refused as a replay and the message
     never came, however often it was asked for)."""
-    from app.node import wall_ms
+    from app.node.runtime import wall_ms
 
     async def main() -> None:
         cfg = FAST.with_changes(incoming_buffer_cap=3)

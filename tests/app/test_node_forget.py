@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from app_helpers import MemoryHub, key, run, start_node, wait_until
 
-from app.node import PassphraseMismatchError
+from app.node.runtime import PassphraseMismatchError
 
 
 def test_forget_frees_a_name_pinned_to_a_mistyped_passphrase(tmp_path: Path) -> None:

@@ -28,11 +28,11 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from app.chat_content import encode_content
-from app.history import read_history
-from app.node import Node, NodeOptions
-from app.node_events import Delivered, NodeEvent, OwnMessage
-from app.transport import MemoryHub
+from app.chat.history import read_history
+from app.chat.lines import encode_content
+from app.node.events import Delivered, NodeEvent, OwnMessage
+from app.node.runtime import Node, NodeOptions
+from app.node.transport import MemoryHub
 from net.channel_key import TEST_KDF
 from net.envelope import open_envelope, seal
 from net.identity import Identity

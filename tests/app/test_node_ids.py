@@ -7,10 +7,10 @@ from pathlib import Path
 
 from app_helpers import FAST, key, run, start_node, wait_until
 
-from app.chat_content import encode_content
-from app.history import read_history
-from app.node_events import Conflict
-from app.transport import MemoryHub
+from app.chat.history import read_history
+from app.chat.lines import encode_content
+from app.node.events import Conflict
+from app.node.transport import MemoryHub
 from net.envelope import seal
 from net.identity import Identity
 from sds import sds_pb2

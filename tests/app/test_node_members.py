@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from app_helpers import MemoryHub, run, start_node, wait_until
 
-from app.members.commands import run_members_command
-from app.node_events import Delivered, InviteMade, MembersEvent, NodeEvent
+from app.commands.members import run_members_command
+from app.node.events import Delivered, InviteMade, MembersEvent, NodeEvent
 
 
 def _members(events: list[NodeEvent], what: str) -> list[MembersEvent]:
@@ -177,8 +177,8 @@ def test_a_line_shown_before_its_senders_removal_is_marked_refused_in_history(
     alice, who never held it, removes carol: her removal's cut leaves it out, and bob,
     who showed it, marks it refused (a members event, and the mark ``sdschat history``
     prints, read from his database)."""
-    from app.chat_content import encode_content
-    from app.history import read_history
+    from app.chat.history import read_history
+    from app.chat.lines import encode_content
     from app.members import secrets_file
     from net.envelope import seal
     from net.identity import Identity

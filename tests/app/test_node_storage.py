@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import sds
-from app.history import read_history
-from app.node import Node, NodeOptions
-from app.transport import MemoryHub, Transport
+from app.chat.history import read_history
+from app.node.runtime import Node, NodeOptions
+from app.node.transport import MemoryHub, Transport
 from storage import Batch, MissingHistoryError, Store
 from tests.app.app_helpers import crash, run, start_node, wait_until
 

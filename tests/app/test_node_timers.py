@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.transport import MemoryHub
+from app.node.transport import MemoryHub
 from tests.app.app_helpers import run, start_node, wait_until
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from net_helpers import T, run, start_relay
 
-from app.node_settings import add_join_arguments, settings_from_args
+from app.launch.settings import add_join_arguments, settings_from_args
 from net.relay_client import ConnectionState, RelayClient, StateChange
 from net.urls import display_address
 from tests.procs import free_port

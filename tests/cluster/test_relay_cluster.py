@@ -63,7 +63,7 @@ async def settle(*peers: Peer) -> list[list[bytes]]:
 def test_relay_import_does_not_import_nats() -> None:
     code = (
         "import sys, asyncio\n"
-        "import app.cli, net.relay, net.relay_client, app.transport\n"
+        "import app.cli, net.relay, net.relay_client, app.node.transport\n"
         "from net.relay import RelayServer\n"
         "from net.relay_config import RelayConfig\n"
         "async def main():\n"

@@ -34,7 +34,7 @@ def _join(
 
 def test_eof_exits_cleanly_and_saves_state(tmp_path: Path) -> None:
     r = _join(tmp_path, "--headless", stdin="offline line\n/who\n/help\n/stats\n")
-    # the line could not be sent (no relay): named at EOF, exit 6 (app/line_feed.py);
+    # the line could not be sent (no relay): named at EOF, exit 6 (app/headless/line_feed.py);
     # it stays durable in the outbox for the next start
     assert r.returncode == 6, r.stderr
     assert b"1 line(s) read were not sent: line 1 (local_id " in r.stderr

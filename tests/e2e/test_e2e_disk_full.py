@@ -104,7 +104,7 @@ def test_a_full_disk_refuses_lines_and_refetches_what_it_missed(
         for p in (alice, bob):
             pipe = stdin_of(p)
             pipe.close()
-        # the refused line is named at EOF: exit 6 (app/line_feed.py)
+        # the refused line is named at EOF: exit 6 (app/headless/line_feed.py)
         assert alice.wait(60) == 6, alice.tail()
         assert bob.wait(60) == 0, bob.tail()
     ha, hb = history(small_disk / "alice"), history(tmp_path / "bob")

@@ -19,8 +19,8 @@ from e2e_helpers import cluster
 from test_e2e_hostile_ids import _stats
 from test_e2e_security import _up, spy
 
-from app.chat_content import encode_content
-from app.headless import REMINDER_IDS
+from app.chat.lines import encode_content
+from app.headless.run import REMINDER_IDS
 from net.channel_key import derive_channel_key
 from net.envelope import seal
 from net.identity import Identity

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.server import ServerConnection, serve
 
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from net import envelope_pb2
 from net.channel_key import derive_channel_key
 from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal

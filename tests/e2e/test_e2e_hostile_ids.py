@@ -16,7 +16,7 @@ from typing import Any
 from e2e_helpers import Proc, T, cluster, history, log_count
 from test_e2e_security import _up, spy
 
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from net.channel_key import derive_channel_key
 from net.envelope import open_envelope, seal
 from net.identity import Identity

@@ -31,7 +31,7 @@ from nacl.public import PublicKey, SealedBox
 from test_e2e_members import _invite, _join_by_invite, _joined, _sees, _texts, carol_id, tap
 from websockets.sync.client import connect
 
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from app.members import members_pb2 as pb
 from app.members import secrets_file
 from app.members.channel import MembersChannel

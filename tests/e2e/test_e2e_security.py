@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from e2e_helpers import T, cluster, log_count
 from websockets.sync.client import ClientConnection, connect
 
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from net import envelope_pb2
 from net.channel_key import ChannelKey, derive_channel_key
 from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal

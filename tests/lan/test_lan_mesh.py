@@ -215,7 +215,7 @@ def test_bridge_joins_lan_and_relay_people() -> None:
         a_box, b_box, c_items = Inbox(), Inbox(), []
         a = LanTransport(LOOPBACK)
         b_lan = LanTransport(LOOPBACK)
-        from app.transport import RelayTransport
+        from app.node.transport import RelayTransport
 
         b = BridgeTransport([b_lan, RelayTransport(relay.url)], ["lan", "relay"])
         c = RelayClient(relay.url, [KEY.topic], lambda e: c_items.append(e))

@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from app.carrying import Carrier
 from app.members import secrets_file
 from app.members.channel import BEFORE_JOINED, MembersChannel, members_topic
-from app.members.events import MemberInfo, encode_add, is_control
+from app.members.events import MemberInfo, decode_encrypted, encode_add, is_control
 from app.members.group_keys import GroupKeys
+from app.node.carrying import Carrier
 from net.envelope import EnvelopeError, WrongKeyOrTampered, open_for_topic, seal
 from net.identity import Identity
 from sds import sds_pb2
+from tests.members.megolm_thief import stolen_opens
 
 _ids = itertools.count(1)
 
@@ -198,7 +199,7 @@ def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_remo
 def test_a_removed_member_opens_no_carried_copy_of_a_line_sent_after_removal(
     tmp_path: Path,
 ) -> None:
-    """Carried copies (app/carrying.py; docs/security.md "Carried envelopes") in a
+    """Carried copies (app/node/carrying.py; docs/security.md "Carried envelopes") in a
     members channel: a line's envelope riding on a later one is the author's, under
     the key it was sealed with, inside a carrier under the current key. A member
     removed, with its whole saved state and every envelope captured, opens neither
@@ -590,3 +591,52 @@ def test_a_member_renames_itself_with_a_chained_event_and_nobody_else_can() -> N
     for p in (alice, bob, carol):
         assert p.mc.roster.member(bob.id).name == "robert"  # type: ignore[union-attr]
     assert alice.mc.roster.state_hash() == carol.mc.roster.state_hash()  # type: ignore[union-attr]
+
+
+def test_a_share_taken_on_arrival_then_on_delivery_keeps_what_was_read_forgotten(
+    tmp_path: Path,
+) -> None:
+    """The node's order (issue 39, break 3): bob's key share is taken as it arrives
+    (``early_share``), his lines are read, then the core delivers the share
+    (``on_control``), and a relay replays it after a restart. The members file never
+    again holds the keys of the lines read: a thief with it and the lines opens only
+    the unread one."""
+    alice, bob, _carol = founded_team()
+    mc = alice.mc
+    assert mc is not None
+    bob.mc.group_keys.on_members_removed()  # type: ignore[union-attr]  # a new session
+    lines = [bob.send(f"line {i}".encode()) for i in range(5)]
+    [share_env] = bob.outbox
+    opened = open_for_topic(share_env, lambda t: mc.opening_keys())
+    msg = opened.sds_message
+    assert msg is not None
+    got = mc.incoming_content(msg.sender_id, msg.lamport_timestamp, msg.message_id, msg.content)
+    assert got.content is not None
+    mc.early_share(msg.sender_id, msg.lamport_timestamp, msg.message_id, got.content, 0)
+    for env in lines[:4]:
+        assert alice.receive(env) == ""
+    assert alice.receive(share_env) == ""  # delivered by the core: taken again
+    mc.group_keys.forget_read(mc.group_keys.read_marks())  # the node, after its commit
+    secrets_file.save(tmp_path, mc)
+
+    def thief_opens() -> list[int]:  # the file's sessions, tried with vodozemac itself
+        stolen = secrets_file.load(tmp_path, "team")
+        assert stolen is not None
+        sent = []
+        for env in lines:
+            m = open_for_topic(env, lambda t: stolen.opening_keys()).sds_message
+            assert m is not None
+            framed = decode_encrypted(m.content)
+            assert framed is not None
+            sent.append(framed)
+        return stolen_opens(stolen.group_keys, sent)
+
+    assert thief_opens() == [4]
+    restarted = secrets_file.load(tmp_path, "team")  # a restart: key shares not kept
+    assert restarted is not None
+    assert restarted.early_share(msg.sender_id, msg.lamport_timestamp, msg.message_id,
+                                 got.content, 10) == []  # fmt: skip
+    restarted.on_control(msg.sender_id, msg.lamport_timestamp, msg.message_id, got.content,
+                         share_env, 10)  # fmt: skip
+    secrets_file.save(tmp_path, restarted)
+    assert thief_opens() == [4]

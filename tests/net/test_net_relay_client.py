@@ -271,7 +271,7 @@ def test_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         RelayClient("http://127.0.0.1:1", [], lambda e: None)
     # URLs that could never connect are refused by every client, not only by the CLI
-    from app.transport import RelayTransport
+    from app.node.transport import RelayTransport
     from net.store_client import StoreClient
 
     for bad in ("ws://127.0.0.1:99999", "ws://[::1", "ws://", "ws://h:0"):

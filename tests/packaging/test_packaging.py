@@ -28,8 +28,9 @@ HEAVY = ("pyarrow", "pandas", "pyspark")
 
 # Every module a chat command (join, relay, store, history, demo) loads.
 CHAT_MODULES = (
-    "app.cli", "app.headless", "app.node", "app.history", "app.demo", "app.core_demo",
-    "app.store_cmd", "app.transport", "app.tui.run", "app.tui.app",
+    "app.cli", "app.headless.run", "app.node.runtime", "app.chat.history", "app.launch.demo",
+    "app.launch.core_demo", "app.launch.store_cmd", "app.node.transport", "app.tui.run",
+    "app.tui.app",
     "net.relay", "net.relay_client", "net.store_peer", "net.store_client", "net.store_sync",
     "net.lan.transport", "net.lan.store_feed", "storage", "sds",
 )
@@ -104,8 +105,8 @@ def test_every_package_is_in_the_wheel(tmp_path: Path) -> None:
         "app/tui/sdschat.tcss",
         "sds/py.typed",
         "net/envelope.proto",
-        "app/content.proto",
-        "app/content_pb2.pyi",
+        "app/chat/content.proto",
+        "app/chat/content_pb2.pyi",
     ):
         assert data in names
 

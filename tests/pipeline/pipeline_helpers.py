@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 from pipeline.report import compute_report, write_report
 from tests.procs import load_bench
 

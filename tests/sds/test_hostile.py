@@ -569,7 +569,7 @@ def test_lost_ids_an_honest_member_asks_for_count_against_the_shared_budget() ->
 
 
 def test_a_wanted_lost_id_that_storage_holds_at_restart_is_not_asked_for() -> None:
-    """At start the node rebuilds the window from storage (app.state_reconcile): a
+    """At start the node rebuilds the window from storage (app.node.state_reconcile): a
     lost id that reached the log meanwhile is no longer wanted."""
     cfg = FAST.with_changes(lost_timeout_ms=20_000)
     ch = sds.Channel("chan", "a", cfg, NOW, random.Random(1))

@@ -316,7 +316,7 @@ _REPAIR_EVENTS = (sds.RepairSent, sds.RepairDataNeeded)
 
 def test_a_clock_that_went_back_does_not_push_deadlines_hours_away() -> None:
     """A node whose clock ran an hour ahead set its deadlines an hour ahead; restored at
-    the right time (clock fixed, or corrected by app/clock_guard.py), the sync, the
+    the right time (clock fixed, or corrected by app/node/clock_guard.py), the sync, the
     repair request and the resend run within their usual waits, not an hour later."""
     hour = 3_600_000
     ch = make_channel("c", now=hour)

@@ -203,7 +203,7 @@ def test_sync_postponed_by_own_content_message() -> None:
 def test_a_sync_asked_for_goes_out_with_an_empty_log() -> None:
     """A member that has accepted nothing yet (its clock a day behind: every message is
     ahead of it) has nothing to name, yet its time is what the others need to vote on
-    (app/clock_guard.py): an asked-for sync goes out anyway, once."""
+    (app/node/clock_guard.py): an asked-for sync goes out anyway, once."""
     ch = make_channel("a", now=0)
     period = ch.config.sync_interval_ms
     _evs, grams = run_timers(ch, 2 * period)

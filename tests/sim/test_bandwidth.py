@@ -10,7 +10,7 @@ import pytest
 
 import sds
 from app.cli import main
-from app.sim import SimError, SimSpec, link_bandwidth_bps
+from app.sim.simulation import SimError, SimSpec, link_bandwidth_bps
 from net.memnet import MemNetwork
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from sim_helpers import lossy_run
 
 import sds
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 
 
 def test_carrying_replaces_most_repair_rounds_at_scale() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 
 
 def _duplicates(out: Path) -> int:

@@ -10,7 +10,14 @@ import pytest
 
 import sds
 from app.cli import main
-from app.sim import PartitionSpec, SimError, SimSpec, parse_partition, run_sim, sim_config
+from app.sim.simulation import (
+    PartitionSpec,
+    SimError,
+    SimSpec,
+    parse_partition,
+    run_sim,
+    sim_config,
+)
 from net.memnet import MemNetwork
 from pipeline.schema import EVENT_SCHEMA, EventRecords
 from storage.events import event_row
@@ -63,7 +70,7 @@ def test_fast_path_rows_equal_the_generic_event_row_conversion() -> None:
                                                   sds.HistoryEntry("b\u00e9", None, None)), True),
         sds.MessagesMissing("c", "", "", (sds.HistoryEntry("a" * 64, None, "x"),), False),
     ]
-    from app.sim import _Recorder
+    from app.sim.simulation import _Recorder
 
     class _Sink:
         def write(self, records: EventRecords) -> None: ...

@@ -15,7 +15,7 @@ import pytest
 
 import net.memnet
 import sds
-from app.sim import NO_FULL_COLLECTIONS, SimSpec, run_sim
+from app.sim.simulation import NO_FULL_COLLECTIONS, SimSpec, run_sim
 from sds import sds_pb2
 from sds.bloom import BloomFilter, RollingBloomFilter, positions_in
 from sds.message import SharedMessage, parse_pb

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.cli import main
-from app.sim import SimSpec, run_sim
+from app.sim.simulation import SimSpec, run_sim
 
 
 def test_traffic_by_kind_adds_up_to_the_network_counters(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def _hello(sender: str, now: int) -> bytes:
 
 def test_a_sync_asked_for_goes_out_even_when_it_would_be_suppressed() -> None:
     """A quiet channel under suppression: the members who heard another since their
-    last message stay silent. Channel.ask_sync (a clock vote, app/clock_guard.py) sends
+    last message stay silent. Channel.ask_sync (a clock vote, app/node/clock_guard.py) sends
     one such member's next due sync anyway; a withdrawn request sends nothing. The
     channel keeps one syncing member: the others, hearing it, stay silent."""
     cfg = sds.Config.fast()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from storage_testkit import mid, msg, open_with_channel, run
 
-from app.content import decode
-from app.file_quota import placeholder
-from app.files import split_file
+from app.chat.content import decode
+from app.chat.file_quota import placeholder
+from app.chat.files import split_file
 from storage import DB_FILENAME, Store
 from storage.doctor import diagnose
 from storage.schema import SCHEMA_VERSION

@@ -123,7 +123,7 @@ def _two_messages(channel: str) -> tuple[bytes, bytes]:
     import random
 
     import sds
-    from app.chat_content import encode_content
+    from app.chat.lines import encode_content
     from net.channel_key import derive_channel_key
     from net.envelope import envelope_hash, seal
     from net.identity import Identity

@@ -20,7 +20,7 @@ from store_helpers import (
     wait_connected,
 )
 
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from net.channel_key import derive_channel_key
 from net.envelope import seal
 from net.identity import Identity

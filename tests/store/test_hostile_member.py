@@ -16,7 +16,7 @@ from typing import Any
 from store_helpers import T, cluster, history, run, wait_connected
 
 import sds
-from app.chat_content import encode_content
+from app.chat.lines import encode_content
 from net.channel_key import derive_channel_key
 from net.envelope import seal
 from net.identity import Identity

@@ -31,8 +31,8 @@ from tui_helpers import (  # noqa: E402
     wait_until,
 )
 
-from app.chat_content import encode_content  # noqa: E402
-from app.transport import MemoryHub  # noqa: E402
+from app.chat.lines import encode_content  # noqa: E402
+from app.node.transport import MemoryHub  # noqa: E402
 from app.tui import SdsChatApp  # noqa: E402
 from app.tui.typing import encode_typing  # noqa: E402
 from storage import Store, StoredMessage  # noqa: E402
@@ -80,7 +80,7 @@ def _attach(app: SdsChatApp, peers: list[Peer]) -> None:
 def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
     """#general with own states, a mention, an action, a reply, reactions, an edit, a
     waiting message and typing."""
-    from app.chat_content import typed_text
+    from app.chat.lines import typed_text
 
     hub = MemoryHub()
     gate = GatedTransport(hub.transport())
@@ -166,7 +166,7 @@ def conversation(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBef
 
 def typed(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
     """Replies, reactions, an edit, a deletion, a join and a nick line (issue 15)."""
-    from app.chat_content import typed_text
+    from app.chat.lines import typed_text
 
     hub = MemoryHub()
     app = tui(base / "alice", hub.transport(), fixed=True, theme=theme, remember_state=False)
@@ -256,8 +256,8 @@ def main_screen(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefo
     yesterday's lines and one for today's, a reply (quoted), reactions, an edit, a
     deletion, a file line and a message marked "↺ recovered" (held back until the
     message after it had arrived)."""
-    from app.chat_content import typed_text
-    from app.files import split_file
+    from app.chat.files import split_file
+    from app.chat.lines import typed_text
 
     asyncio.run(seed_yesterday(base / "alice"))
     hub = MemoryHub()
@@ -408,7 +408,7 @@ def files(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
     (a progress bar: segments received, KiB)."""
     from test_tui_files import segment_index
 
-    from app.files import split_file
+    from app.chat.files import split_file
     from net.envelope import envelope_hash
 
     hub = MemoryHub()

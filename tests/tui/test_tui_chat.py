@@ -23,8 +23,8 @@ from tui_helpers import (
     wait_until,
 )
 
-from app.node_events import Ephemeral
-from app.transport import MemoryHub
+from app.node.events import Ephemeral
+from app.node.transport import MemoryHub
 from app.tui.model import STATE_GLYPHS
 from app.tui.widgets.message_log import MessageLog
 

@@ -18,8 +18,8 @@ from tui_helpers import (
     wait_until,
 )
 
-from app.chat_content import encode_content
-from app.transport import MemoryHub
+from app.chat.lines import encode_content
+from app.node.transport import MemoryHub
 from app.tui.app import TUI_STATE_FILE
 from app.tui.model import MAX_WINDOW, PAGE
 from app.tui.screens.dialogs import HelpScreen, PassphraseScreen, TextScreen

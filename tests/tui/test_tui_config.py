@@ -15,8 +15,8 @@ from rich.console import Console
 from tui_helpers import SIZE, T, screen_text, tui, wait_until
 
 from app.cli import main
-from app.headless import EXIT_USAGE
-from app.transport import MemoryHub
+from app.launch.exits import EXIT_USAGE
+from app.node.transport import MemoryHub
 from app.tui.config import ACTIONS, tui_config
 from app.tui.render import palette
 from app.tui.screens.dialogs import HelpScreen

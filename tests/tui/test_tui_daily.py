@@ -21,8 +21,8 @@ from tui_helpers import (
     wait_until,
 )
 
-from app.joined import JOINED_FILE
-from app.transport import MemoryHub
+from app.launch.joined import JOINED_FILE
+from app.node.transport import MemoryHub
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.message_log import MessageLog
 
@@ -77,7 +77,7 @@ async def test_times_are_the_authors_send_times_with_day_separators(tmp_path: Pa
 
     from tui_helpers import FAST, write_identity
 
-    from app.node import Node, NodeOptions
+    from app.node.runtime import Node, NodeOptions
     from net.channel_key import TEST_KDF
 
     # bob's clock: Tuesday 30 December 2025, 13:31 UTC; alice's (the app's): 2026-01-01 00:00
@@ -193,7 +193,7 @@ async def test_a_refused_line_stays_in_the_input_with_the_reason(tmp_path: Path)
 async def test_nick_is_announced_refused_with_a_reason_and_long_names_fit(
     tmp_path: Path,
 ) -> None:
-    from app.chat_content import MAX_NAME_CHARS
+    from app.names import MAX_NAME_CHARS
 
     async with alice_and_bob(tmp_path, size=(80, 24)) as (app, pilot, bob):
         await type_line(pilot, "/nick " + "n" * (MAX_NAME_CHARS + 1))
@@ -306,7 +306,7 @@ async def test_notifications_do_not_cover_the_input(tmp_path: Path) -> None:
 
 
 async def test_wss_to_a_plain_relay_says_what_to_do(tmp_path: Path) -> None:
-    from app.transport import RelayTransport
+    from app.node.transport import RelayTransport
     from tests.procs import Cluster
 
     cluster = Cluster(tmp_path)
@@ -338,7 +338,7 @@ async def test_every_late_message_of_a_burst_is_marked_recovered(tmp_path: Path)
     from tui_helpers import FAST, GatedTransport
 
     import sds
-    from app.chat_content import decode_content
+    from app.chat.content import decode_content
     from net.channel_key import TEST_KDF, derive_channel_key
     from net.envelope import EnvelopeError, open_envelope
 

@@ -162,7 +162,7 @@ async def test_a_line_nobody_heard_waits_and_reaches_the_next_member_once(
     line ends acknowledged."""
     from tui_helpers import FAST, start_peer, tui
 
-    from app.transport import MemoryHub
+    from app.node.transport import MemoryHub
 
     hub = MemoryHub()
     app = tui(tmp_path / "alice", hub.transport(), config=FAST.with_changes(max_resend_attempts=1))
@@ -195,7 +195,7 @@ async def test_retry_of_a_failed_line_never_shows_it_twice(tmp_path: Path) -> No
     incoming flows he has the line once, and alice shows one row, acknowledged."""
     from tui_helpers import FAST, start_peer, tui
 
-    from app.transport import MemoryHub
+    from app.node.transport import MemoryHub
 
     config = FAST.with_changes(max_resend_attempts=1)
     hub = MemoryHub()
@@ -235,7 +235,7 @@ async def test_a_deleted_message_is_not_found_and_its_text_leaves_the_disk(
     """Item 6: bob deletes his line (and his edit of it): alice's Ctrl+F no longer finds
     it, and neither its text nor the edit's is in any file of her data directory once
     the app has closed (nor of bob's)."""
-    from app.chat_content import typed_text
+    from app.chat.lines import typed_text
     from app.tui.find import search_channel
 
     async with alice_and_bob(tmp_path) as (app, pilot, bob):
@@ -301,7 +301,7 @@ async def _seed_hourly(data_dir: Path, n: int) -> None:
     """``n`` messages of someone else in #general, one an hour from 2026-01-01 00:00 UTC."""
     from tui_helpers import FIXED_MS
 
-    from app.chat_content import encode_content
+    from app.chat.lines import encode_content
     from net.channel_key import TEST_KDF, derive_channel_key
     from storage import Store, StoredMessage
 
@@ -331,7 +331,7 @@ async def test_ctrl_home_reaches_the_first_message_at_once_and_goto_a_date(
     the first message of that day, selected."""
     from tui_helpers import SIZE, started, tui
 
-    from app.transport import MemoryHub
+    from app.node.transport import MemoryHub
 
     n = 20_000
     await _seed_hourly(tmp_path / "alice", n)
@@ -426,7 +426,7 @@ async def test_emoji_shortcodes_copy_and_who_reacted(tmp_path: Path) -> None:
     message on the clipboard with OSC 52."""
     import base64
 
-    from app.chat_content import typed_text
+    from app.chat.lines import typed_text
 
     async with alice_and_bob(tmp_path) as (app, pilot, bob):
         await type_line(pilot, "ship it :rocket:")
@@ -470,7 +470,7 @@ async def test_mute_and_mentions_only_per_channel(tmp_path: Path) -> None:
     in the channel list; /unmute; kept in tui.json across a restart."""
     from tui_helpers import start_peer, started, tui
 
-    from app.transport import MemoryHub
+    from app.node.transport import MemoryHub
     from app.tui.widgets.panels import ChannelList
 
     hub = MemoryHub()
@@ -529,14 +529,14 @@ def test_history_export_keeps_line_breaks_and_doctor_defaults_its_data_dir(
 
     from test_tui_commands import seed_history
 
-    from app.history import print_history
+    from app.chat.history import print_history
     from storage import Store
 
     data = tmp_path / "home" / ".local" / "share" / "sdschat"
     asyncio.run(seed_history(data, 1))
 
     async def add_multiline() -> None:
-        from app.chat_content import encode_content
+        from app.chat.lines import encode_content
         from storage import StoredMessage
 
         async with await Store.open(data) as store:
@@ -673,7 +673,7 @@ async def test_away_and_quit_are_shown_to_the_others_at_once(tmp_path: Path) -> 
     /away TEXT shows in alice's F2; when carol quits, alice counts her offline at once."""
     from tui_helpers import SIZE, start_peer, started, tui
 
-    from app.transport import MemoryHub
+    from app.node.transport import MemoryHub
     from app.tui.widgets.panels import PeerList
 
     hub = MemoryHub()

@@ -18,7 +18,7 @@ import pytest
 from tui_helpers import T
 
 from app.cli import main
-from app.demo import Participant, plan_demo, save_plan, start_session, stop_session
+from app.launch.demo import Participant, plan_demo, save_plan, start_session, stop_session
 
 pytestmark = [
     pytest.mark.timeout(240),

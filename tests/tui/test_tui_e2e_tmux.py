@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from tui_helpers import T
 
-from app.demo import Participant, plan_demo, start_session, stop_session
+from app.launch.demo import Participant, plan_demo, start_session, stop_session
 
 pytestmark = [
     pytest.mark.timeout(240),

@@ -44,7 +44,7 @@ from typing import Any
 import pytest
 from tui_helpers import T
 
-from app.demo import Participant, plan_demo, wait_listening
+from app.launch.demo import Participant, plan_demo, wait_listening
 from tests.procs import ROOT, sdschat
 
 pytestmark = [

@@ -14,8 +14,8 @@ import pytest
 from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
 
 from app.cli import main
-from app.headless import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE
-from app.transport import MemoryHub, RelayTransport
+from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE
+from app.node.transport import MemoryHub, RelayTransport
 from app.tui.screens.dialogs import FatalScreen, PassphraseScreen
 from storage import DB_FILENAME, Store
 

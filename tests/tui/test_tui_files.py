@@ -20,9 +20,9 @@ from tui_helpers import (
 )
 
 import sds
-from app.content import decode
-from app.content_commands import run_content_command
-from app.transport import MemoryHub
+from app.chat.content import decode
+from app.commands.content import run_content_command
+from app.node.transport import MemoryHub
 from app.tui.model import FileState
 from app.tui.render import progress_bar
 from app.tui.widgets.message_log import MessageLog
@@ -102,8 +102,8 @@ async def test_file_line_shows_progress_until_repaired_then_checked(tmp_path: Pa
 async def test_a_file_whose_bytes_do_not_match_is_shown_damaged(tmp_path: Path) -> None:
     """A complete file whose joined segments fail the manifest's sha256 is never the
     saveable line (a forged manifest: the sha256 of other bytes)."""
-    from app import content_pb2 as pb
-    from app.files import split_file
+    from app.chat import content_pb2 as pb
+    from app.chat.files import split_file
 
     parts = split_file("evil.bin", os.urandom(60_000), "bob")
     manifest = pb.Content()
@@ -136,7 +136,7 @@ async def test_a_file_not_kept_here_says_so_instead_of_waiting(tmp_path: Path) -
 
     from tui_helpers import node_options
 
-    from app.files import SEGMENT_BYTES
+    from app.chat.files import SEGMENT_BYTES
 
     (tmp_path / "big.bin").write_bytes(os.urandom(3 * SEGMENT_BYTES))
     hub = MemoryHub()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tui_helpers import T, start_peer, tui, wait_until
 
-from app.node_events import Ephemeral
-from app.transport import MemoryHub
+from app.node.events import Ephemeral
+from app.node.transport import MemoryHub
 from app.tui.presence import decode_presence, encode_presence
 
 

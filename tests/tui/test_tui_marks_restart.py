@@ -22,9 +22,9 @@ from pathlib import Path
 from test_tui_recovered_restart import envelope
 from tui_helpers import SIZE, screen_text, started, tui, wait_until
 
-from app.history import print_history
-from app.node import wall_ms
-from app.transport import MemoryHub
+from app.chat.history import print_history
+from app.node.runtime import wall_ms
+from app.node.transport import MemoryHub
 from app.tui import SdsChatApp
 from net.identity import Identity
 

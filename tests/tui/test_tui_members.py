@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from tui_helpers import T, screen_text, start_peer, texts, tui, type_line, wait_until
 
-from app.node_events import InviteMade, MembersEvent
-from app.transport import MemoryHub
+from app.node.events import InviteMade, MembersEvent
+from app.node.transport import MemoryHub
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tui_helpers import FAST, T, start_peer, texts, tui, wait_until
 
 import sds
-from app.transport import MemoryHub
+from app.node.transport import MemoryHub
 from app.tui.run import TUI_LOG_WINDOW, tui_protocol
 
 

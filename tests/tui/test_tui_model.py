@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.node_events import ChannelJoined, Delivered, Lost, Missing, OwnMessage
-from app.tui.commands import COMMANDS, complete, parse
+from app.commands.table import COMMANDS, complete, parse
+from app.node.events import ChannelJoined, Delivered, Lost, Missing, OwnMessage
 from app.tui.model import MAX_WINDOW, PENDING_LAMPORT, ChatModel, Row, mentions
 from app.tui.typing import TypingThrottle, decode_typing, encode_typing, typing_text
 
@@ -333,7 +333,7 @@ def test_a_conflict_marks_the_message_shown_and_one_loaded_later() -> None:
     window after the report (paged in from storage)."""
     from rich.console import Console
 
-    from app.node_events import Conflict
+    from app.node.events import Conflict
     from app.tui.render import palette, row_lines
 
     m = model()

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from tui_helpers import SIZE, screen_text, started, tui, wait_until
 
-from app.chat_content import encode_content
-from app.history import print_history
-from app.node import wall_ms
-from app.transport import MemoryHub
+from app.chat.history import print_history
+from app.chat.lines import encode_content
+from app.node.runtime import wall_ms
+from app.node.transport import MemoryHub
 from app.tui import SdsChatApp
 from net.channel_key import TEST_KDF, derive_channel_key
 from net.envelope import seal

@@ -10,7 +10,7 @@ import pytest
 from test_tui_commands import seed_history
 from tui_helpers import SIZE, alice_and_bob, screen_text, started, tui, type_line, wait_until
 
-from app.transport import MemoryHub
+from app.node.transport import MemoryHub
 from app.tui.render import palette
 from app.tui.screens.search import SearchScreen
 from app.tui.widgets.chat_input import ChatInput

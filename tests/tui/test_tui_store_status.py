@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 from tui_helpers import SIZE, T, screen_text, tui, wait_until
 
-from app.chat_content import encode_content
-from app.node_events import CatchUp
-from app.transport import MemoryHub
+from app.chat.lines import encode_content
+from app.node.events import CatchUp
+from app.node.transport import MemoryHub
 from net.channel_key import TEST_KDF, ChannelKey, derive_channel_key
 from net.envelope import seal
 from net.identity import Identity

@@ -1,4 +1,4 @@
-"""Replies, reactions, edits and deletions: typed SDS content (app/chat_content.proto)
+"""Replies, reactions, edits and deletions: typed SDS content (app/chat/chat_content.proto)
 shown like gomuks and iamb show them, the same after a restart."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from tui_helpers import SIZE, T, screen_text, start_peer, tui, type_line, wait_until
 
-from app.chat_content import decode_content, encode_content, split_typed, typed_text
-from app.node_events import Delivered
-from app.transport import MemoryHub
+from app.chat.content import decode_content
+from app.chat.lines import encode_content, split_typed, typed_text
+from app.node.events import Delivered
+from app.node.transport import MemoryHub
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.message_log import MessageLog
 
@@ -250,14 +251,14 @@ async def test_topic_is_shown_set_and_found_again_after_a_restart(tmp_path: Path
 
 
 async def test_a_file_is_one_line_sent_with_send_and_kept_with_save(tmp_path: Path) -> None:
-    """A file is a manifest and segments (app/files.py); the log shows ONE line for it
+    """A file is a manifest and segments (app/chat/files.py); the log shows ONE line for it
     (its segments are hidden), /send sends one, /save keeps the selected or newest one
     in DATA_DIR/files byte for byte."""
     import os
 
     from tui_helpers import alice_and_bob
 
-    from app.content_commands import run_content_command
+    from app.commands.content import run_content_command
 
     data = os.urandom(150_000)  # four segments
     (tmp_path / "notes.bin").write_bytes(data)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tui_helpers import T, screen_text, start_peer, texts, tui, type_line, wait_until
 
-from app.chat_content import typed_text
-from app.transport import MemoryHub
+from app.chat.lines import typed_text
+from app.node.transport import MemoryHub
 from app.tui.readers import who_has
 from app.tui.widgets.message_log import MessageLog
 from storage import Store, StoredMessage

@@ -2,7 +2,7 @@
 
 Every wait is bounded by :func:`T` (base seconds times ``SDSCHAT_TEST_TIMEOUT_SCALE``).
 Peers are real :class:`~app.node.Node` objects on the same
-:class:`~app.transport.MemoryHub` as the app under test; :class:`GatedTransport`
+:class:`~app.node.transport.MemoryHub` as the app under test; :class:`GatedTransport`
 lets a test hold back or black-hole envelopes to make a message arrive before
 its dependencies, or never.
 """
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import sds
-from app.chat_content import decode_content
-from app.node import IDENTITY_FILE, Node, NodeOptions
-from app.node_events import NodeEvent
-from app.transport import EnvelopeCallback, MemoryHub, StatusCallback, Transport
+from app.chat.content import decode_content
+from app.node.events import NodeEvent
+from app.node.runtime import IDENTITY_FILE, Node, NodeOptions
+from app.node.transport import EnvelopeCallback, MemoryHub, StatusCallback, Transport
 from app.tui import SdsChatApp, make_app
 from net.channel_key import TEST_KDF, derive_channel_key
 from net.envelope import EnvelopeError, envelope_hash, open_envelope
@@ -167,7 +167,7 @@ class Peer:
         return await self.node.send(channel, text, kind)
 
     def texts(self, channel: str = "general") -> list[str]:
-        from app.node_events import Delivered
+        from app.node.events import Delivered
 
         return [e.text for e in self.events if isinstance(e, Delivered) and e.channel == channel]
 

@@ -15,7 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static, TextArea
 
-from app.tui.commands import COMMANDS
+from app.commands.table import COMMANDS
 from app.tui.config import TuiConfig, key_label
 from app.tui.model import STATE_GLYPHS
 from app.tui.render import state_label

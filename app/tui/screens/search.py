@@ -17,7 +17,8 @@ from textual.timer import Timer
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from app.chat_content import decode_content, visible
+from app.chat.content import decode_content
+from app.chat.lines import visible
 from app.tui.find import shown_text
 from storage import LogEntry
 

@@ -12,7 +12,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.widgets import Input
 
-from app.tui.commands import complete
+from app.commands.table import complete
 
 __all__ = ["ChatInput", "CompletionSource"]
 

@@ -9,7 +9,7 @@ On "general": 10 lines of bob and alice; a 3-segment file of bob (``FILE_DATA``:
 manifest, then its segments, the second one sent twice: the first in SDS order
 counts); a line of carol naming the file id; a manifest of mallory naming bob's file
 id (a copy: none of bob's segments are hers); a placeholder segment of mallory
-(``app/file_quota.py``); a second file of bob on "other". Schema 6 indexed none of
+(``app/chat/file_quota.py``); a second file of bob on "other". Schema 6 indexed none of
 it: a file's segments were found by searching the log.
 """
 
@@ -18,11 +18,11 @@ import hashlib
 import sys
 from pathlib import Path
 
-from app import content_pb2 as pb
-from app.chat_content import encode_content
-from app.content import MAGIC, decode
-from app.file_quota import placeholder
-from app.files import split_file
+from app.chat import content_pb2 as pb
+from app.chat.content import MAGIC, decode
+from app.chat.file_quota import placeholder
+from app.chat.files import split_file
+from app.chat.lines import encode_content
 from storage import Identity, Store, StoredMessage
 
 BOB, MALLORY, CAROL = "b" * 32, "m" * 32, "c" * 32

@@ -1,0 +1,3 @@
+"""``sdschat join --headless``: a node driven by stdin, reporting JSON lines on stdout
+(:mod:`app.headless.run`), with backpressure on typed lines (:mod:`app.headless.line_feed`).
+"""

@@ -1,0 +1,538 @@
+"""``sdschat join … --headless``: a node driven by stdin, reporting JSON lines on stdout.
+
+Input: one line per message (UTF-8); slash commands as in :mod:`app.commands.line`.
+Lines are read with backpressure and drained at the end (:mod:`app.headless.line_feed` says
+what a script can count on): a line is handed to the node when its outgoing buffer
+has room (stdin is not read meanwhile); end of input or ``/quit`` waits until every
+line read is durable and sent, then shuts the node down cleanly (protocol state
+saved, exit status 0), or exits 6 naming the lines that did not leave. SIGTERM or
+SIGINT stops without waiting for lines to leave (they are durable in the outbox).
+
+Output: one JSON object per line for every node event (:mod:`app.node.events`
+documents them: ``ready``, ``channel`` (with ``"public": true`` for a channel
+without passphrase), ``delivered``, ``own`` (``queued``/``logged``/``sent``/
+``possibly_acknowledged``/``acknowledged``/``failed``), ``missing``, ``lost``,
+``peer``, ``connection``, ``rejected``, ``peers``, ``info``, ``error``,
+``catchup`` (progress of catching up from a store peer), ``lan_peer`` (LAN
+gossip peers coming and going), ``closed``; a ``missing`` reminder lists at most
+:data:`REMINDER_IDS` ids, with ``ids_total``). Every object has ``ts``
+(wall-clock seconds, taken when the node made the event) and ``emitted_ns``
+(wall-clock nanoseconds when the line was written: for a ``delivered`` event,
+after the message was committed to the log).
+
+Network: LAN gossip when no relay is chosen, the relay with ``--relay``, both
+(bridged) with ``--relay … --lan`` (:mod:`net.lan.flags`); ``--store URL`` (or a
+store announced on the LAN) to catch up after being away.
+
+Exit status: 0 clean exit (every line read was sent); 2 bad usage or settings;
+3 the data directory is in use by another instance; 4 the database or identity file is unusable
+(written by a newer sdschat, corrupt, key file of another identity);
+5 passphrase problem (unreadable or empty passphrase file, or a passphrase
+that differs from the one this data directory joined the channel with);
+6 lines read were not all sent (:data:`app.headless.line_feed.EXIT_UNSENT`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import getpass
+import json
+import os
+import random
+import signal
+import stat
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from app.chat.lines import json_visible, nick_text
+from app.commands.content import CONTENT_COMMANDS, run_content_command
+from app.commands.line import HELP, parse_line
+from app.commands.members import MEMBERS_COMMANDS, run_members_command
+from app.headless.file_watch import FileWatch
+from app.headless.line_feed import EXIT_UNSENT, LineFeed
+from app.launch.data_dir import default_data_dir
+from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.joined import forget_channel, load_joined, remember_channel
+from app.launch.passphrase import PassphraseFileError, read_passphrase_file
+from app.launch.settings import NodeSettings, load_config_file, settings_from_args
+from app.members import secrets_file as members_file
+from app.names import channel_arg, check_nick
+from app.node.events import Info, LanPeer, Missing, NodeError, NodeEvent, Peers, event_to_json
+from app.node.runtime import (
+    IdentityMismatchError,
+    Node,
+    NodeClosedError,
+    NodeOptions,
+    PassphraseMismatchError,
+    peer_lines,
+    wall_ms,
+)
+from app.node.transport import LossyTransport, RelayTransport, Transport
+from net import runner
+from net.identity import IdentityFileError
+from net.lan.flags import build_transport
+from storage import DataDirLockedError, StorageError
+
+__all__ = ["EXIT_UNSENT", "run_join"]
+
+STDIN_HIGH = 512
+"""Lines read ahead of the node before stdin stops being read (a pipe, or the thread)."""
+STDIN_LOW = 128
+"""Stdin is read again once the lines read ahead are down to this many."""
+
+REMINDER_IDS = 100
+"""Ids written in a ``missing`` reminder (``first`` false, ``waiting`` empty: the core
+repeating what is still missing, every sweep); ``ids_total`` then says how many there
+are. A member naming thousands of invented ids made each node write a ~700 KB line a
+second with ``--fast`` (56 of 62 MB of a soak node's output)."""
+
+
+class JsonLines:
+    """Writes node events as JSON lines (flushed per event: scripts read them live)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.broken = False
+
+    def write(self, obj: dict[str, object]) -> None:
+        if self.broken:
+            return
+        try:
+            try:
+                line = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE).decode()
+            except (orjson.JSONEncodeError, TypeError):  # e.g. an int beyond 64 bits
+                line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+            self.out.write(json_visible(line))
+            self.out.flush()
+        except (BrokenPipeError, ValueError):
+            self.broken = True  # the reader went away; keep running until stdin ends
+
+    def event(self, ev: NodeEvent) -> None:
+        total = None
+        if (isinstance(ev, Missing) and not ev.first and not ev.waiting
+                and len(ev.ids) > REMINDER_IDS):  # fmt: skip
+            total = len(ev.ids)
+            ev = dataclasses.replace(ev, ids=ev.ids[:REMINDER_IDS])
+        obj = event_to_json(ev)
+        if total is not None:
+            obj["ids_total"] = total
+        obj["emitted_ns"] = time.time_ns()
+        self.write(obj)
+
+
+def _fatal(out: JsonLines, message: str, code: int) -> int:
+    print(f"sdschat join: {message}", file=sys.stderr)
+    out.write({"event": "error", "message": message, "fatal": True, "exit": code})
+    return code
+
+
+class _PipeLines(asyncio.Protocol):
+    """Stdin lines read by the event loop itself (stdin a pipe): no thread, so a line
+    reaches the node without a thread waiting for the GIL while the loop is busy (up
+    to ``sys.getswitchinterval()``, 5 ms, on a node receiving at 100 msg/s)."""
+
+    def __init__(self, queue: asyncio.Queue[str | None]) -> None:
+        self.queue = queue
+        self.buf = b""
+        self.transport: asyncio.BaseTransport | None = None
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # a read pipe (uvloop's is no asyncio.ReadTransport)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if b"\n" not in data:
+            return
+        *lines, self.buf = self.buf.split(b"\n")
+        for raw in lines:
+            self.queue.put_nowait((raw + b"\n").decode("utf-8", errors="replace"))
+        if self.queue.qsize() >= STDIN_HIGH and self.transport is not None and not self.paused:
+            self.paused = True  # backpressure: the writer's pipe fills and it blocks
+            self.transport.pause_reading()  # type: ignore[attr-defined]
+
+    def resume_if_room(self) -> None:
+        """Read stdin again once the lines read ahead are down to :data:`STDIN_LOW`."""
+        if self.paused and self.queue.qsize() <= STDIN_LOW and self.transport is not None:
+            self.paused = False
+            with contextlib.suppress(RuntimeError):  # already closed (EOF)
+                self.transport.resume_reading()  # type: ignore[attr-defined]
+
+    def connection_lost(self, exc: Exception | None) -> None:  # EOF or a read error
+        if self.buf:
+            self.queue.put_nowait(self.buf.decode("utf-8", errors="replace"))
+            self.buf = b""
+        self.queue.put_nowait(None)
+
+
+class _ThreadLines:
+    """Stdin read by a daemon thread (a terminal, a file): at most :data:`STDIN_HIGH`
+    lines ahead of the node (the thread waits for room)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]):
+        self.loop = loop
+        self.queue = queue
+        self.room = threading.Semaphore(STDIN_HIGH)
+
+    def pump(self) -> None:
+        stream = sys.stdin.buffer
+        while True:  # ends at EOF
+            self.room.acquire()  # released as the node takes lines (resume_if_room)
+            try:
+                raw = stream.readline()
+            except (OSError, ValueError):
+                raw = b""
+            item = raw.decode("utf-8", errors="replace") if raw else None
+            try:
+                self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            except RuntimeError:
+                return  # the loop is gone
+            if item is None:
+                return
+
+    def resume_if_room(self) -> None:
+        self.room.release()
+
+
+class _StdinReader:
+    """Where stdin lines come from: :meth:`taken` after each line taken from the queue."""
+
+    def __init__(self, pipe: _PipeLines | None, thread: _ThreadLines | None,
+                 transport: asyncio.BaseTransport | None) -> None:  # fmt: skip
+        self.pipe, self.thread, self.transport = pipe, thread, transport
+
+    def taken(self) -> None:
+        if self.pipe is not None:
+            self.pipe.resume_if_room()
+        elif self.thread is not None:
+            self.thread.resume_if_room()
+
+
+async def _stdin_lines(
+    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
+) -> asyncio.BaseTransport | None:
+    """Feed stdin lines (then ``None`` at EOF) into ``queue`` (see :func:`_stdin_reader`);
+    returns the pipe's transport (to close at the end), or None for the thread."""
+    return (await _stdin_reader(loop, queue)).transport
+
+
+async def _stdin_reader(
+    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
+) -> _StdinReader:
+    """Feed stdin lines (then ``None`` at EOF) into ``queue``: read by the loop when stdin
+    is a pipe (:class:`_PipeLines`), else (a terminal, a file) by a daemon thread; at
+    most :data:`STDIN_HIGH` lines ahead of the node either way."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = sys.stdin.fileno()
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            pipe = os.fdopen(os.dup(fd), "rb", buffering=0)  # the transport closes its copy
+            try:
+                protocol = _PipeLines(queue)
+                transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
+                return _StdinReader(protocol, None, transport)
+            except (OSError, ValueError, NotImplementedError):
+                pipe.close()
+    reader = _ThreadLines(loop, queue)
+    threading.Thread(target=reader.pump, name="stdin", daemon=True).start()
+    return _StdinReader(None, reader, None)
+
+
+async def _serve(
+    args: argparse.Namespace, settings: NodeSettings, passphrase: bytes | None, out: JsonLines
+) -> int:
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    # LAN gossip unless a relay was chosen (net/lan/flags.py); --store or a LAN store.
+    store_url: str | None = getattr(args, "store", None)
+    lan_stores: list[str] = []
+    node_box: list[Node] = []
+
+    def on_lan_store(url: str, present: bool) -> None:
+        if present and store_url is None and not lan_stores:
+            lan_stores.append(url)
+            if node_box:
+                with contextlib.suppress(RuntimeError, NodeClosedError):
+                    node_box[0].use_store(url)
+
+    def on_lan_peer(ev: Any) -> None:
+        out.event(LanPeer(ev.state, ev.peer, ev.address, ev.role, ev.reason, ev.connected))
+
+    try:
+        config_file = load_config_file(args.config) if args.config else {}
+        transport: Transport
+        transport, _lan = build_transport(
+            args,
+            settings.relay,
+            lambda _url: RelayTransport(settings.relays or settings.relay),
+            config=config_file,
+            on_peer=on_lan_peer,
+            on_store=on_lan_store,
+        )
+    except ValueError as exc:
+        return _fatal(out, str(exc), EXIT_USAGE)
+    if settings.drop_rate > 0:
+        rng = random.Random(settings.drop_seed)
+        transport = LossyTransport(transport, settings.drop_rate, rng)
+    options = NodeOptions(
+        config=settings.config,
+        state_save_interval_ms=settings.state_save_ms,
+        store_url=store_url,
+        recent_window=settings.recent_window,
+        new_history=settings.new_history,
+        file_quota_bytes=settings.file_quota_bytes,  # app/chat/file_quota.py
+        file_channel_bytes=settings.file_channel_bytes,
+    )
+    try:
+        node = await Node.open(data_dir, transport, name=settings.name, options=options)
+    except DataDirLockedError as exc:
+        return _fatal(out, str(exc), EXIT_LOCKED)
+    except (StorageError, IdentityFileError, IdentityMismatchError) as exc:
+        # newer schema, damaged file, unusable directory: every storage refusal but the lock
+        return _fatal(out, str(exc), EXIT_DATABASE)
+    node.subscribe(out.event)
+    files = FileWatch(node.store, out.write)  # "file" events: incomplete / complete
+    node.subscribe(files.on_event)
+    node_box.append(node)
+    feed = LineFeed(node, out.event)
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    signalled: list[int] = []
+
+    def on_signal(sig: int) -> None:  # stop now: no draining (lines are in the outbox)
+        signalled.append(sig)
+        feed.stop()
+        lines.put_nowait(None)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal, sig)
+    status = 0
+    stdin_pipe: asyncio.BaseTransport | None = None
+    try:
+        await node.start()
+        channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
+        try:
+            first = args.channel
+            if node.members_channel(first) is None and not members_file.members_file(
+                    data_dir, first).exists():  # fmt: skip
+                if getattr(args, "create", False):
+                    await node.create_channel(first)
+                elif getattr(args, "invite", None):
+                    await node.join_by_invite(args.invite)
+            for ch in channels:
+                await node.join(ch, passphrase)
+        except PassphraseMismatchError as exc:
+            return _fatal(out, str(exc), EXIT_PASSPHRASE)
+        except ValueError as exc:
+            return _fatal(out, str(exc), EXIT_USAGE)
+        except StorageError as exc:  # e.g. a damaged page found only now
+            return _fatal(out, str(exc), EXIT_DATABASE)
+        await _rejoin(node, data_dir, out)  # channels /join'ed in an earlier run, as the TUI
+        from net.lan.flags import relay_given
+
+        # the relays an /invite code names: those chosen, none for LAN gossip
+        invite_relays = ((settings.relays or (settings.relay,))
+                         if relay_given(args, config_file) else ())  # fmt: skip
+        reader = await _stdin_reader(loop, lines)
+        stdin_pipe = reader.transport
+        current: str | None = args.channel
+        number = 0
+        for _ in iter(int, 1):  # until EOF, /quit or a signal
+            line = await lines.get()
+            reader.taken()
+            if line is None or signalled:
+                break
+            number += 1
+            cmd = parse_line(line)
+            if cmd is None:
+                continue
+            if cmd.name == "quit":
+                break
+            if cmd.name in ("say", "me") and current is not None:
+                await feed.admit(current)  # backpressure: room in the outgoing buffer
+                if signalled:
+                    break
+                try:
+                    feed.post(number, current, cmd.arg, "me" if cmd.name == "me" else "msg")
+                except (ValueError, KeyError) as exc:
+                    out.event(NodeError(str(exc)))
+                except NodeClosedError:
+                    break
+                continue
+            current = await _command(node, cmd.name, cmd.arg, current, passphrase, out,
+                                     data_dir, relays=invite_relays)
+        if not signalled:
+            unsent = await feed.drain()
+            if unsent:
+                status = EXIT_UNSENT
+                shown = ", ".join(
+                    f"line {u.number}"
+                    + (f" (local_id {u.local_id})" if u.local_id is not None else "")
+                    + f": {u.state}"
+                    + (f" ({u.error})" if u.error else "")
+                    for u in unsent[:20]
+                )
+                more = f" and {len(unsent) - 20} more" if len(unsent) > 20 else ""
+                message = f"{len(unsent)} line(s) read were not sent: {shown}{more}"
+                print(f"sdschat join: {message}", file=sys.stderr)
+                out.write({
+                    "event": "error", "message": message, "fatal": True, "exit": status,
+                    "unsent": [
+                        {"line": u.number, "local_id": u.local_id, "state": u.state}
+                        for u in unsent
+                    ],
+                })
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        if stdin_pipe is not None:
+            stdin_pipe.close()
+        await files.close()
+        await node.close()
+    return status
+
+
+async def _command(
+    node: Node,
+    name: str,
+    arg: str,
+    current: str | None,
+    passphrase: bytes | None,
+    out: JsonLines,
+    data_dir: Path | None = None,
+    *,
+    relays: Sequence[str] | str | None = None,
+) -> str | None:
+    """Run one parsed command; returns the (possibly new) current channel."""
+    try:
+        if name in MEMBERS_COMMANDS:
+            urls = [relays] if isinstance(relays, str) else list(relays or ())
+            return await run_members_command(node, name, arg, current, out.event, urls)
+        if name in ("say", "me"):
+            if current is None:
+                out.event(NodeError("no current channel: /join one first"))
+            else:
+                fut = node.post(current, arg, "me" if name == "me" else "msg")
+                fut.add_done_callback(_consume)
+        elif name == "error":
+            out.event(NodeError(arg))
+        elif name in CONTENT_COMMANDS:
+            if current is None:
+                out.event(NodeError("no current channel: /join one first"))
+            else:
+                await run_content_command(node, name, arg, current, out.event)
+        elif name == "join":
+            target = channel_arg(arg)
+            info = await node.join(target, passphrase)
+            if data_dir is not None:
+                remember(data_dir, info)  # rejoined at the next start (issue 27 item 9)
+            return target
+        elif name == "leave":
+            gone = channel_arg(arg) if arg else current
+            if gone is None or not await node.leave(gone):
+                out.event(NodeError(f"not in channel {gone!r}"))
+            elif data_dir is not None:
+                with contextlib.suppress(OSError):
+                    forget_channel(data_dir, gone)  # not rejoined at the next start
+            elif gone == current:
+                remaining = sorted(node.channels)
+                return remaining[0] if remaining else None
+        elif name == "forget":
+            await node.forget(channel_arg(arg))
+        elif name == "switch":
+            arg = channel_arg(arg)
+            if arg not in node.channels:
+                out.event(NodeError(f"not in channel {arg!r} (/join it first)"))
+            else:
+                out.event(Info(f"current channel: {arg}", {"channel": arg}))
+                return arg
+        elif name == "nick":
+            new, old = check_nick(arg), node.name
+            await node.set_name(new)
+            if new != old:  # announced in every channel joined, as a line
+                for joined in list(node.channels):
+                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
+            out.event(Info(f"your name is now {node.name}", {"name": node.name}))
+        elif name == "who":
+            peers = tuple(node.peers(current))
+            out.event(Peers(current, peers))
+            out.event(Info("\n".join(peer_lines(peers, wall_ms())) or "nobody heard from yet"))
+        elif name == "retry":
+            n = await node.retry()
+            out.event(Info(f"sending {n} failed message(s) again", {"retried": n}))
+        elif name == "stats":
+            out.event(Info("stats", node.stats()))
+        elif name == "help":
+            out.event(Info(HELP))
+    except (ValueError, KeyError) as exc:
+        out.event(NodeError(str(exc)))
+    except NodeClosedError:
+        pass
+    return current
+
+
+def _consume(fut: asyncio.Future[int]) -> None:
+    """The node reports a failed enqueue as an ``error`` event; just retrieve it here."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+def remember(data_dir: Path, info: Any) -> None:
+    """Keep a joined channel's derived key in ``channels.json`` (app/launch/joined.py, as the
+    TUI does), so the next start rejoins it; a write failure only loses that."""
+    with contextlib.suppress(OSError, AttributeError):
+        remember_channel(Path(data_dir), info.key)
+
+
+async def _rejoin(node: Node, data_dir: Path, out: JsonLines) -> None:
+    """Join again the channels of ``channels.json`` not joined yet (a supervisor's
+    restart of a bot keeps the channels it /join'ed), each with its stored key."""
+    for key in load_joined(Path(data_dir)):
+        if key.channel in node.channels:
+            continue
+        try:
+            await node.join(key.channel, None, key=key)
+        except (ValueError, StorageError) as exc:
+            out.event(NodeError(f"could not rejoin #{key.channel}: {exc}"))
+
+
+def _passphrase(args: argparse.Namespace) -> bytes | None:
+    if getattr(args, "create", False) or getattr(args, "invite", None):
+        return None  # a members channel: keys come from its admin, not a passphrase
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    if members_file.members_file(data_dir, args.channel).exists():
+        return None  # a members channel joined before: its keys are in the data directory
+    if args.passphrase_file:
+        return read_passphrase_file(args.passphrase_file)
+    if sys.stdin.isatty():
+        entered = getpass.getpass(
+            f"Passphrase for {args.channel} (empty: PUBLIC channel anyone can read): "
+        )
+        return entered.encode("utf-8") if entered else None
+    return None
+
+
+def run_join(args: argparse.Namespace) -> int:
+    """``sdschat join --headless``: validate settings, then run the headless node (the
+    CLI sends ``join`` without ``--headless`` to :func:`app.tui.run.run_tui`)."""
+    out = JsonLines(sys.stdout)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        return _fatal(out, str(exc), EXIT_USAGE)
+    try:
+        passphrase = _passphrase(args)
+    except PassphraseFileError as exc:
+        return _fatal(out, str(exc), EXIT_PASSPHRASE)
+    except (EOFError, KeyboardInterrupt):
+        return _fatal(out, "no passphrase entered", EXIT_PASSPHRASE)
+    return runner.run(_serve(args, settings, passphrase, out))

@@ -1,0 +1,13 @@
+"""Exit statuses of ``sdschat join`` shared by the TUI and headless mode (docs/chat.md).
+
+Headless mode adds :data:`app.headless.line_feed.EXIT_UNSENT` (lines that could not
+leave), the TUI :data:`app.tui.hangup.EXIT_HANGUP` (its terminal went away)."""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_DATABASE", "EXIT_LOCKED", "EXIT_PASSPHRASE", "EXIT_USAGE"]
+
+EXIT_USAGE = 2
+EXIT_LOCKED = 3
+EXIT_DATABASE = 4
+EXIT_PASSPHRASE = 5
