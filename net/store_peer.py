@@ -90,7 +90,7 @@ from net.envelope import (
     envelope_hash,
     open_envelope,
 )
-from net.relay import TokenBucket, host_group
+from net.relay import TokenBucket
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
@@ -678,7 +678,7 @@ class StorePeer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         cfg = self.config
-        host = host_group(_peer_ip(ws))
+        host = cfg.host_grouping.group(_peer_ip(ws))
         refusal = None
         if self._closing or len(self._conns) >= cfg.max_clients:
             refusal = "store full"
@@ -835,7 +835,7 @@ class StorePeer:
                 "too_many_hashes", f"{len(items)} envelopes > {self.config.max_hashes}"
             )
         self.stats.queries["put"] += 1
-        writer = b"h" + host_group(_peer_ip(ws)).encode()
+        writer = b"h" + self.config.host_grouping.group(_peer_ip(ws)).encode()
         accepted = 0
         refused: list[str] = []
         for item in items:

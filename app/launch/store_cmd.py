@@ -135,9 +135,12 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=d.max_clients_per_ip,
         metavar="N",
-        help=f"query connections from one host (an IPv4 address, an IPv6 /64), 0 = no limit "
-        f"(default {d.max_clients_per_ip})",
+        help=f"query connections from one host (an IPv4 /24, all of 127.0.0.0/8, an IPv6 "
+        f"/64), 0 = no limit (default {d.max_clients_per_ip})",
     )
+    from net.relay_config import add_host_prefix_arguments, add_tls_arguments  # stdlib only
+
+    add_host_prefix_arguments(p, d.ipv4_host_prefix, d.ipv6_host_prefix)
     p.add_argument(
         "--idle-timeout",
         type=float,
@@ -181,8 +184,6 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help=f"seconds between store_stats log lines, 0 = only at exit "
         f"(default {d.stats_interval_s:g})",
     )
-    from net.relay_config import add_tls_arguments  # light: stdlib only
-
     add_tls_arguments(p)
     add_cafile_argument(p)
 
@@ -292,6 +293,8 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         default_page_size=min(200, args.max_page_size),
         max_clients=args.max_clients,
         max_clients_per_ip=args.max_clients_per_ip,
+        ipv4_host_prefix=args.ipv4_host_prefix,
+        ipv6_host_prefix=args.ipv6_host_prefix,
         idle_timeout_s=args.idle_timeout,
         log_format=args.log_format,
         stats_interval_s=args.stats_interval,
