@@ -24,11 +24,14 @@ import re
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from net.hosts import HostGrouping
 from net.relay_log import LogFormat
 from net.urls import check_ws_url
+
+if TYPE_CHECKING:  # storage imports SQLite: only when a store runs
+    from storage.retention import RetentionRule
 
 __all__ = [
     "DEFAULT_STORE_PORT",
@@ -256,6 +259,13 @@ class StorePeerConfig:
             raise ValueError("--write-key needs a query listener (nodes send proofs there)")
         if self.certfile is not None and self.listen is None:
             raise ValueError("--certfile needs a query listener (not --listen none)")
+
+    @cached_property
+    def retention(self) -> RetentionRule:
+        """The retention rule of ``max_bytes`` and ``max_age_ms`` (:mod:`storage.retention`)."""
+        from storage.retention import RetentionRule
+
+        return RetentionRule(max_bytes=self.max_bytes, max_age_ms=self.max_age_ms)
 
     @cached_property
     def host_grouping(self) -> HostGrouping:

@@ -105,7 +105,7 @@ from net.store_frames import (
     encode_info,
     encode_put_result,
 )
-from net.store_proof import proof_checks
+from net.store_proof import key_id, proof_checks
 from net.tls import ServerTLS, reload_on_sighup
 from storage import ArchivedEnvelope, Store
 
@@ -333,7 +333,9 @@ class StorePeer:
         self.config = config
         self.log = logger if logger is not None else RelayLogger(config.log_format)
         self.topics: frozenset[bytes] = frozenset(config.topics)
-        self._write_keys: dict[bytes, bytes] = dict(config.write_keys)
+        self._write_keys: dict[bytes, list[bytes]] = {}
+        for topic, wkey in config.write_keys:  # several per topic: a key rotation
+            self._write_keys.setdefault(topic, []).append(wkey)
         self._open_keys: dict[bytes, bytes] = dict(config.public_channel_keys)
         self.stats = StoreStats()
         self._clock = clock
@@ -604,14 +606,14 @@ class StorePeer:
         """Apply retention by age, then by size; returns how many envelopes were deleted."""
         archive = self.store.archive
         deleted = 0
-        cfg = self.config
-        if cfg.max_age_ms > 0:
-            cutoff = self._now() - cfg.max_age_ms
+        rule = self.config.retention
+        cutoff = rule.age_cutoff(self._now())
+        if cutoff is not None:
             deleted += await archive.delete_older_than(cutoff)
-        if cfg.max_bytes > 0:
+        if rule.max_bytes > 0:
             _count, size = await archive.stats()
-            if size > cfg.max_bytes:
-                deleted += await archive.trim_fair(cfg.max_bytes)
+            if size > rule.max_bytes:
+                deleted += await archive.trim(rule)
         self._since_retention = 0
         if deleted:
             self.stats.retention_deleted += deleted
@@ -790,6 +792,7 @@ class StorePeer:
             max_request_bytes=cfg.max_request_bytes,
             oldest_arrival_ms=oldest,
             proven_topics=sorted(self._write_keys),
+            proven_key_ids=[key_id(k) for keys in self._write_keys.values() for k in keys],
         )
         self.stats.queries["info"] += 1
         await ws.send(encode_info(rid, info))
@@ -835,21 +838,23 @@ class StorePeer:
                 "too_many_hashes", f"{len(items)} envelopes > {self.config.max_hashes}"
             )
         self.stats.queries["put"] += 1
-        writer = b"h" + self.config.host_grouping.group(_peer_ip(ws)).encode()
+        host = b"h" + self.config.host_grouping.group(_peer_ip(ws)).encode()
         accepted = 0
         refused: list[str] = []
         for item in items:
             topic, reason = check_envelope(item.envelope, self.topics)
-            if topic is not None:
-                key = self._write_keys.get(topic)
-                if key is not None and not proof_checks(key, topic, item.envelope, item.proof):
-                    reason = "bad_proof"
+            keys = self._write_keys.get(topic, ()) if topic is not None else ()
+            if keys and not any(proof_checks(k, topic or b"", item.envelope, item.proof)
+                                for k in keys):  # fmt: skip
+                reason = "bad_proof"
             if reason is not None:
                 self.stats.received += 1
                 self.stats.rejected[reason] += 1
                 refused.append(reason)
                 continue
-            await self.ingest(item.envelope, proven=True, writer=writer)
+            # a checked proof attributes the envelope to the sending host; without a
+            # write key a Put proves nothing: unattributed, as from a relay
+            await self.ingest(item.envelope, proven=True, writer=host if keys else b"")
             accepted += 1
         await ws.send(encode_put_result(rid, accepted, refused))
 
