@@ -28,7 +28,8 @@ T1, T2 = b"topic-one-16byte", b"topic-two-16byte"
 
 
 def _held(writer: bytes, size: int, at: int, topic: bytes = T1) -> Held:
-    return Held(Holder(topic, writer), size, at, hashlib.sha256(f"{writer!r}{at}".encode()).digest())
+    key = hashlib.sha256(f"{writer!r}{at}".encode()).digest()
+    return Held(Holder(topic, writer), size, at, key)
 
 
 def test_everything_fits_or_no_limit_keeps_everything() -> None:
@@ -93,7 +94,8 @@ _items = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(items=_items, max_bytes=st.integers(0, 8_000))
 def test_the_sqlite_archive_deletes_exactly_what_the_rule_says(
     tmp_path_factory: pytest.TempPathFactory,
