@@ -440,6 +440,15 @@ class StorePeer:
                 bytes=size,
                 topics=[t.hex() for t in cfg.topics],
             )
+            unproven = [t.hex() for t in cfg.topics
+                        if t not in self._write_keys and t not in self._open_keys]  # fmt: skip
+            if unproven:
+                self.log.warning(
+                    "store_topics_unattributed", topics=unproven,
+                    note="no write key for these topics: their envelopes are attributed to "
+                    "nobody, and anyone who knows a topic can push the others of it out; "
+                    "give a members or passphrase channel --write-key (--print-write-key)",
+                )
             await self.run_retention()
             self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
             if cfg.listen is not None:

@@ -69,7 +69,14 @@ from net.relay_client import backoff_delay
 from net.store_client import StoreClient, StoredItem, StoreError, StoreUnavailable
 from net.store_proof import key_id, make_proof, write_key
 
-__all__ = ["MAX_OFFERED", "MAX_OFFERED_BYTES", "STATE_FILE", "CatchUpProgress", "StoreSync"]
+__all__ = [
+    "MAX_OFFERED",
+    "MAX_OFFERED_BYTES",
+    "STATE_FILE",
+    "CatchUpProgress",
+    "ProvingKeys",
+    "StoreSync",
+]
 
 MAX_OFFERED = 4096
 """Own envelopes waiting to be sent to a store with write proofs (oldest dropped first)."""
@@ -77,12 +84,25 @@ MAX_OFFERED = 4096
 MAX_OFFERED_BYTES = 32 * 1024 * 1024
 """Bytes of own envelopes waiting to be sent to a store with write proofs."""
 
+ProvingKeys = bytes | Sequence[bytes] | Callable[[], Sequence[bytes]]
+"""What :meth:`StoreSync.offer` may prove an envelope with: a channel key, channel keys
+(oldest first), or a function returning them when the envelope is sent."""
+
 _PUT_BYTES = 768 * 1024  # envelope bytes per Put frame (a store reads frames up to 1 MiB)
 
 logger = logging.getLogger("sdschat.store_sync")
 
 STATE_FILE = "store_sync.json"
 """Where a node keeps its catch-up positions (inside its data directory)."""
+
+
+def _keys_now(keys: ProvingKeys) -> tuple[bytes, ...]:
+    """The channel keys ``keys`` stands for now, oldest first."""
+    if isinstance(keys, bytes):
+        return (keys,)
+    if isinstance(keys, Sequence):
+        return tuple(keys)
+    return tuple(keys())
 
 
 class _Entry(Protocol):
@@ -217,8 +237,8 @@ class StoreSync:
         self._savers: set[asyncio.Task[None]] = set()
         self._topics: dict[bytes, str] = {}
         self._closed = False
-        # (topic, envelope, channel keys to prove with, newest first)
-        self._offered: deque[tuple[bytes, bytes, tuple[bytes, ...]]] = deque()
+        # (topic, envelope, the channel keys to prove with)
+        self._offered: deque[tuple[bytes, bytes, ProvingKeys]] = deque()
         self._offered_bytes = 0
         self._write_keys: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}  # -> (key, id)
         self._no_key_logged: set[bytes] = set()
@@ -255,15 +275,20 @@ class StoreSync:
 
     # ------------------------------------------------------------------ write proofs
 
-    def offer(self, channel_keys: bytes | Sequence[bytes], topic: bytes, envelope: bytes) -> None:
+    def offer(self, channel_keys: ProvingKeys, topic: bytes, envelope: bytes) -> None:
         """An own envelope of ``topic`` was sent: if the store archives that topic only
         with write proofs, send it there with its proof (in the background).
-        ``channel_keys``: the key, or the keys (a members channel's epoch keys, oldest
-        first), whose write key may be the one the store checks proofs with."""
+
+        ``channel_keys``: the key, or the keys, whose write key may be the one the store
+        checks proofs with; or a function that returns them when the envelope is sent
+        (a members channel's epoch keys, oldest first: a removal while the envelope
+        waits, and a store given the new epoch's key, still take it: a member of the
+        new epoch vouches for its own envelope)."""
         if self._closed:
             return
-        keys = (channel_keys,) if isinstance(channel_keys, bytes) else tuple(channel_keys)
-        self._offered.append((topic, envelope, keys[::-1]))
+        if isinstance(channel_keys, bytes):
+            channel_keys = (channel_keys,)
+        self._offered.append((topic, envelope, channel_keys))
         self._offered_bytes += len(envelope)
         while len(self._offered) > MAX_OFFERED or self._offered_bytes > MAX_OFFERED_BYTES:
             _t, dropped, _k = self._offered.popleft()
@@ -281,11 +306,12 @@ class StoreSync:
             found = self._write_keys[(channel_key, topic)] = (wkey, key_id(wkey))
         return found
 
-    def _proof(self, topic: bytes, envelope: bytes, keys: tuple[bytes, ...],
+    def _proof(self, topic: bytes, envelope: bytes, keys: ProvingKeys,
                ids: frozenset[bytes]) -> bytes | None:  # fmt: skip
-        """The proof of ``envelope`` under the first of ``keys`` whose write key the store
+        """The proof of ``envelope`` under the newest of ``keys`` whose write key the store
         lists; ``None`` (counted, logged once per topic) when it lists none of them."""
-        for channel_key in keys:
+        held = _keys_now(keys)
+        for channel_key in reversed(held):
             wkey, kid = self._write_key(channel_key, topic)
             if kid in ids:
                 return make_proof(wkey, topic, envelope)
@@ -294,7 +320,9 @@ class StoreSync:
             self._no_key_logged.add(topic)
             logger.warning("store %s checks write proofs of topic %s with a key this node does "
                            "not hold (another epoch or channel): its envelopes are not sent "
-                           "there", self.url, topic.hex())  # fmt: skip
+                           "there (store: %s; ours: %s)", self.url, topic.hex(),
+                           sorted(i.hex() for i in ids),
+                           [self._write_key(k, topic)[1].hex() for k in held])  # fmt: skip
         return None
 
     async def _put_loop(self) -> None:
@@ -307,7 +335,7 @@ class StoreSync:
             while offered:
                 try:
                     info = await self.client.info()
-                    batch: list[tuple[bytes, bytes, tuple[bytes, ...], bytes]] = []
+                    batch: list[tuple[bytes, bytes, ProvingKeys, bytes]] = []
                     size = 0
                     while offered and len(batch) < 64:
                         topic, env, keys = offered[0]

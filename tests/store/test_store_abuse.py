@@ -130,3 +130,37 @@ def test_a_flood_past_max_bytes_is_trimmed_as_it_comes_and_the_file_shrinks(
             assert peer.stats.retention_deleted >= 150
 
     run(main(), 60)
+
+
+def test_twenty_loopback_addresses_are_one_host_at_a_store_process(tmp_path: Path) -> None:
+    """Issue 39 §8 at the store: 20 addresses of 127.0.0.0/8 x 4 query connections to
+    ``sdschat store --max-clients-per-ip 4`` get 4 slots in all (before: 4 each, 80)."""
+    from store_helpers import cluster
+
+    async def flood(port: int) -> list[ClientConnection]:
+        opened = []
+        for a in range(20):
+            for _ in range(4):
+                ws = await _idle_socket(port, f"127.0.{a}.{a + 2}")
+                try:
+                    await asyncio.wait_for(ws.ping(), T(5))
+                    opened.append(ws)
+                except ConnectionClosed:
+                    pass
+        return opened
+
+    with cluster(tmp_path) as c:
+        store, url = c.store(None, tmp_path / "store", topics=(KEY.topic,),
+                             extra=["--max-clients-per-ip", "4", "--idle-timeout", "30"])
+        port = int(url.rsplit(":", 1)[1])
+
+        async def main() -> int:
+            opened = await flood(port)
+            alive = sum(1 for ws in opened if ws.state.name == "OPEN")
+            for ws in opened:
+                ws.transport.abort()
+            return alive
+
+        assert run(main(), 60) == 4
+        rejected = [r for r in store.log_records() if r.get("event") == "query_connection_rejected"]
+        assert rejected and {r["host"] for r in rejected} == {"127.0.0.0/8"}
