@@ -7,9 +7,10 @@ Retention (both limits apply; 0 disables one):
 
 * ``max_age_ms``: envelopes that arrived longer ago are deleted
   (``--max-age``, default 30 days);
-* ``max_bytes``: when the archived envelopes total more, the writers holding the
-  most lose their oldest envelopes until all fit, each keeping at least an equal
-  share (``--max-bytes``, default 1 GiB; fair per writer, ``net/store_peer.py``).
+* ``max_bytes``: when the archived envelopes total more, what the store cannot
+  attribute goes first, then the writers holding the most lose their oldest
+  envelopes until all fit, each keeping at least an equal share (``--max-bytes``,
+  default 1 GiB; the store's rule, :mod:`storage.retention`).
   Sizes are envelope bytes, not the SQLite file's size; after deleting, the file
   gives its free pages back (incremental vacuum, ``net/store_peer.py``).
 
@@ -169,7 +170,8 @@ class StorePeerConfig:
         write_keys: ``(topic, write key)`` pairs (``--write-key``): those topics
             are archived only from ``Put`` frames with a valid write proof
             (``net/store_proof.py``); their envelopes from relays and the LAN
-            are refused (``unproven``).
+            are refused (``unproven``). A topic may have several (a members
+            channel's epochs while the operator switches): any of them proves.
         public_channel_keys: ``(topic, channel key)`` of the public channels
             archived by name (``--channel``; their key follows from the name, so
             anyone can have it): the store opens their envelopes only to read

@@ -37,21 +37,25 @@ message, answered in order per connection):
 Refusals are ``Error`` frames with a stable ``code`` (see store.proto); the
 connection stays open. Frames above ``max_frame`` close it with 1009.
 Connections beyond ``max_clients``, or beyond ``max_clients_per_ip`` from one
-host (an IPv4 address, an IPv6 /64), are closed with 1013 at once; a
-connection that sends no request for ``idle_timeout_s`` is closed with 1008,
-so idle sockets cannot hold every slot (clients reconnect when they next ask,
-and a node's catch-up retries while the store is full: ``net/store_sync.py``).
+host (an IPv4 /24, all of ``127.0.0.0/8``, an IPv6 /64: :mod:`net.hosts`), are
+closed with 1013 at once; a connection that sends no request for
+``idle_timeout`` is closed with 1008, so idle sockets cannot hold every slot
+(clients reconnect when they next ask, and a node's catch-up retries while the
+store is full: ``net/store_sync.py``).
 
 Retention by age and by size runs at start and every ``retention_interval_s``
-(:mod:`net.store_config` documents the flags). Retention by size is fair per
-writer (``EnvelopeArchive.trim_fair``): the writers holding the most lose their
-oldest envelopes first, down to an equal share, so a flood cannot push out the
-others. A writer is what the store can attribute an envelope to: on a topic whose
-channel key it knows (a public channel archived by name, ``public_channel_keys``)
-the signer whose Ed25519 signature verifies; on other topics the host (IPv4
-address, IPv6 /64) that sent it in a ``Put``; otherwise nobody (one shared
-"unattributed" writer: garbage nobody signed, relay and LAN envelopes of a topic
-whose key the store does not hold). Logs are JSON lines on stderr
+(:mod:`net.store_config` documents the flags), by the store's rule
+(:mod:`storage.retention`): unattributed envelopes are kept only in the room the
+attributed ones leave, and within each tier the writers holding the most lose
+their oldest envelopes first, down to an equal share, so a flood cannot push out
+the others. A writer is what the store can attribute an envelope to: on a topic
+whose channel key it knows (a public channel archived by name,
+``public_channel_keys``) the signer whose Ed25519 signature verifies; on a topic
+with a write key the host that sent it in a ``Put`` whose proof checked (a store
+may hold several write keys of a topic, one per epoch of a members channel, and
+lists their ids in ``Info``); otherwise nobody (``b""``, unattributed: garbage
+nobody signed, a ``Put`` on a topic without a write key, relay and LAN envelopes
+of a topic whose key the store does not hold). Logs are JSON lines on stderr
 (``store_listening`` with the bound ``port``, ``store_stats``, ...). SIGINT and
 SIGTERM flush the buffer, close connections and exit 0.
 

@@ -175,6 +175,15 @@ def _connected_and_chatting(alice: Proc, bob: Proc, base_timeout: float) -> None
                              for e in bob.select("delivered")), 30, "alice's line")  # fmt: skip
 
 
+def _relay(c: Cluster, port: int, *flags: str) -> Proc:
+    """``sdschat relay`` on 127.0.0.1 and ::1 (two hosts of one machine), 64 slots, an
+    idle timeout of 2 s, a generous rate."""
+    return c.start(sdschat("relay", "--host", "127.0.0.1,::1", "--port", str(port),
+                           "--stats-interval", "0", "--max-clients", "64", "--idle-timeout",
+                           "2", "--rate", "5000", "--burst", "10000", *flags),
+                   "relay", stdin=False)  # fmt: skip
+
+
 def test_twenty_loopback_addresses_no_longer_hold_every_slot_of_a_relay_process(
     tmp_path: Path,
 ) -> None:
@@ -184,11 +193,7 @@ def test_twenty_loopback_addresses_no_longer_hold_every_slot_of_a_relay_process(
     the 80 attempts took all 64 slots and the honest nodes were refused (relay full)."""
     port = free_port()
     with running(Cluster(tmp_path)) as c:
-        relay = c.start(sdschat("relay", "--host", "127.0.0.1,::1", "--port", str(port),
-                                "--stats-interval", "0", "--max-clients", "64",
-                                "--max-clients-per-ip", "4", "--idle-timeout", "2",
-                                "--rate", "5000", "--burst", "10000"),
-                        "relay", stdin=False)  # fmt: skip
+        relay = _relay(c, port, "--max-clients-per-ip", "4")
         assert relay.wait_log("relay_listening")["ipv4_host_prefix"] == 24
 
         async def main() -> int:
@@ -212,11 +217,7 @@ def test_one_busy_host_holding_every_slot_makes_room_for_new_hosts(tmp_path: Pat
     once and chat, each taking the slot of a squatter. Before, they were refused."""
     port = free_port()
     with running(Cluster(tmp_path)) as c:
-        relay = c.start(sdschat("relay", "--host", "127.0.0.1,::1", "--port", str(port),
-                                "--stats-interval", "0", "--max-clients", "64",
-                                "--max-clients-per-ip", "0", "--idle-timeout", "2",
-                                "--rate", "5000", "--burst", "10000"),
-                        "relay", stdin=False)  # fmt: skip
+        relay = _relay(c, port, "--max-clients-per-ip", "0")
         relay.wait_log("relay_listening")
 
         async def main() -> int:

@@ -16,65 +16,19 @@ envelope alice and bob sent, and carol's from before her removal, is in the stor
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from store_helpers import ROOT, Cluster, Proc, T, cluster, free_port, run, sdschat, wait_until
-from websockets.sync.client import ClientConnection, connect
 
 from app.members import secrets_file
 from net.envelope import EnvelopeError, envelope_hash, open_for_topic
-from net.relay_frames import decode_frame, encode_subscribe
 from net.store_client import StoreClient
 from net.store_proof import write_key
-
-
-class Tap:
-    """A relay client recording every envelope of a topic (a thread reads them all)."""
-
-    def __init__(self, ws: ClientConnection, topic: bytes) -> None:
-        self.captured: list[bytes] = []
-        self._lock = threading.Lock()
-        self._ws = ws
-        self._ws.send(encode_subscribe([topic]))
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        with contextlib.suppress(Exception):  # ends when the connection closes
-            for raw in self._ws:
-                frame = decode_frame(bytes(raw))  # type: ignore[arg-type]
-                if frame.WhichOneof("body") == "deliver":
-                    with self._lock:
-                        self.captured.append(bytes(frame.deliver.envelope))
-
-    def since(self, mark: int) -> list[bytes]:
-        with self._lock:
-            return list(self.captured[mark:])
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.captured)
-
-    def close(self) -> None:
-        self._ws.close()
-        self._thread.join(T(10))
-
-
-@contextlib.contextmanager
-def tap(url: str, topic: bytes) -> Iterator[Tap]:
-    with connect(url, max_size=None, proxy=None, ping_interval=None, max_queue=None) as ws:
-        t = Tap(ws, topic)
-        try:
-            yield t
-        finally:
-            t.close()
+from tests.procs import tap
 
 
 def _joined(p: Proc, what: str) -> None:
