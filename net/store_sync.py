@@ -100,9 +100,9 @@ def _keys_now(keys: ProvingKeys) -> tuple[bytes, ...]:
     """The channel keys ``keys`` stands for now, oldest first."""
     if isinstance(keys, bytes):
         return (keys,)
-    if isinstance(keys, Sequence):
-        return tuple(keys)
-    return tuple(keys())
+    if callable(keys):
+        return tuple(keys())
+    return tuple(keys)
 
 
 class _Entry(Protocol):
