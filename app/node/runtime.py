@@ -2667,9 +2667,9 @@ class Node:
         if self.store_sync is not None:  # a store that archives only with write proofs
             for ch, _mid, env in out.own_new:
                 key = self._channels[ch].key
-                mc = self._members.get(ch)  # a members channel: its first outer key, stable
-                self.store_sync.offer(key.key if mc is None else mc.epoch_keys[0], key.topic,
-                                      env)  # fmt: skip
+                mc = self._members.get(ch)  # a members channel: its epoch keys when sent
+                keys = key.key if mc is None else lambda mc=mc: mc.epoch_keys
+                self.store_sync.offer(keys, key.topic, env)
         sent_events: list[NodeEvent] = []
         for ch, mid, env in envelopes:
             if await self._publish(env) and mid is not None:
