@@ -90,6 +90,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
+from app import AppError
 from app.chat.content import decode_content
 from app.chat.file_quota import (
     DEFAULT_CHANNEL_FILE_BYTES,
@@ -249,15 +250,15 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class NodeClosedError(RuntimeError):
+class NodeClosedError(AppError, RuntimeError):
     """The node is closing or closed."""
 
 
-class PassphraseMismatchError(ValueError):
+class PassphraseMismatchError(AppError, ValueError):
     """The channel was joined in this data directory with another passphrase (other topic)."""
 
 
-class IdentityMismatchError(RuntimeError):
+class IdentityMismatchError(AppError, RuntimeError):
     """The identity key file does not match the identity this database belongs to."""
 
 
