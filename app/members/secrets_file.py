@@ -31,6 +31,7 @@ import stat
 from base64 import b64decode, b64encode
 from pathlib import Path
 
+from app import AppError
 from app.members.channel import MembersChannel
 from app.members.group_keys import GroupKeys, RotationPolicy
 from app.members.private_file import write_private
@@ -40,7 +41,7 @@ __all__ = ["MembersFileError", "load", "members_file", "records_file", "save"]
 _VERSION = 2
 
 
-class MembersFileError(Exception):
+class MembersFileError(AppError):
     """The file exists but cannot be used; the message says what to do."""
 
 

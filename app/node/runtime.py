@@ -90,6 +90,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
+from app import AppError
 from app.chat.content import decode_content
 from app.chat.file_quota import (
     DEFAULT_CHANNEL_FILE_BYTES,
@@ -251,15 +252,15 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class NodeClosedError(RuntimeError):
+class NodeClosedError(AppError, RuntimeError):
     """The node is closing or closed."""
 
 
-class PassphraseMismatchError(ValueError):
+class PassphraseMismatchError(AppError, ValueError):
     """The channel was joined in this data directory with another passphrase (other topic)."""
 
 
-class IdentityMismatchError(RuntimeError):
+class IdentityMismatchError(AppError, RuntimeError):
     """The identity key file does not match the identity this database belongs to."""
 
 
@@ -2683,9 +2684,9 @@ class Node:
         if self.store_sync is not None:  # a store that archives only with write proofs
             for ch, _mid, env in out.own_new:
                 key = self._channels[ch].key
-                mc = self._members.get(ch)  # a members channel: its first outer key, stable
-                self.store_sync.offer(key.key if mc is None else mc.epoch_keys[0], key.topic,
-                                      env)  # fmt: skip
+                mc = self._members.get(ch)  # a members channel: its epoch keys when sent
+                keys = key.key if mc is None else lambda mc=mc: mc.epoch_keys
+                self.store_sync.offer(keys, key.topic, env)
         sent_events: list[NodeEvent] = []
         for ch, mid, env in envelopes:
             if await self._publish(env) and mid is not None:
