@@ -86,13 +86,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       (tests/pipeline/conftest.py), and no standalone cluster's JVMs beside it;
     * the LAN tests: zeroconf on 127.0.0.1 is one shared segment, so two LAN tests at
       once would discover each other's nodes and receive each other's envelopes.
+
+    The Spark group is the longest: it goes first, so that it is not the run's tail.
     """
-    spark = pytest.mark.xdist_group("spark")
-    lan = pytest.mark.xdist_group("lan")
+    groups: dict[int, str] = {}
     for item in items:
         if item.nodeid.startswith("tests/pipeline/") or "spark" in getattr(
             item, "fixturenames", ()
         ):
-            item.add_marker(spark)
+            groups[id(item)] = "spark"
         elif item.nodeid.startswith("tests/lan/"):
-            item.add_marker(lan)
+            groups[id(item)] = "lan"
+    for item in items:
+        if id(item) in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    order = {"spark": 0, "lan": 1}
+    items.sort(key=lambda item: order.get(groups.get(id(item), ""), 2))
