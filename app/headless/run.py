@@ -41,7 +41,6 @@ import dataclasses
 import getpass
 import json
 import os
-import random
 import signal
 import stat
 import sys
@@ -64,6 +63,7 @@ from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_U
 from app.launch.joined import forget_channel, load_joined, remember_channel
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import NodeSettings, load_config_file, settings_from_args
+from app.launch.wiring import node_options, wire_transport
 from app.members import secrets_file as members_file
 from app.names import channel_arg, check_nick
 from app.node.events import Info, LanPeer, Missing, NodeError, NodeEvent, Peers, event_to_json
@@ -71,15 +71,12 @@ from app.node.runtime import (
     IdentityMismatchError,
     Node,
     NodeClosedError,
-    NodeOptions,
     PassphraseMismatchError,
     peer_lines,
     wall_ms,
 )
-from app.node.transport import LossyTransport, RelayTransport, Transport
 from net import runner
 from net.identity import IdentityFileError
-from net.lan.flags import build_transport
 from storage import DataDirLockedError, StorageError
 
 __all__ = ["EXIT_UNSENT", "run_join"]
@@ -267,29 +264,12 @@ async def _serve(
 
     try:
         config_file = load_config_file(args.config) if args.config else {}
-        transport: Transport
-        transport, _lan = build_transport(
-            args,
-            settings.relay,
-            lambda _url: RelayTransport(settings.relays or settings.relay),
-            config=config_file,
-            on_peer=on_lan_peer,
-            on_store=on_lan_store,
-        )
+        wired = wire_transport(args, settings, config=config_file, on_peer=on_lan_peer,
+                               on_store=on_lan_store)  # fmt: skip
     except ValueError as exc:
         return _fatal(out, str(exc), EXIT_USAGE)
-    if settings.drop_rate > 0:
-        rng = random.Random(settings.drop_seed)
-        transport = LossyTransport(transport, settings.drop_rate, rng)
-    options = NodeOptions(
-        config=settings.config,
-        state_save_interval_ms=settings.state_save_ms,
-        store_url=store_url,
-        recent_window=settings.recent_window,
-        new_history=settings.new_history,
-        file_quota_bytes=settings.file_quota_bytes,  # app/chat/file_quota.py
-        file_channel_bytes=settings.file_channel_bytes,
-    )
+    transport = wired.transport
+    options = node_options(settings, store_url=store_url)
     try:
         node = await Node.open(data_dir, transport, name=settings.name, options=options)
     except DataDirLockedError as exc:
@@ -336,11 +316,7 @@ async def _serve(
         except StorageError as exc:  # e.g. a damaged page found only now
             return _fatal(out, str(exc), EXIT_DATABASE)
         await _rejoin(node, data_dir, out)  # channels /join'ed in an earlier run, as the TUI
-        from net.lan.flags import relay_given
-
-        # the relays an /invite code names: those chosen, none for LAN gossip
-        invite_relays = ((settings.relays or (settings.relay,))
-                         if relay_given(args, config_file) else ())  # fmt: skip
+        invite_relays = wired.invite_relays  # those chosen, none for LAN gossip
         reader = await _stdin_reader(loop, lines)
         stdin_pipe = reader.transport
         current: str | None = args.channel
