@@ -46,7 +46,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from app.chat.content import decode_content
-from app.chat.lines import TYPED_KINDS, encode_content, nick_text, typed_text, visible
+from app.chat.lines import encode_content, nick_text, typed_text, visible
 from app.commands.emoji import expand as expand_emoji
 from app.commands.members import MEMBERS_COMMANDS, run_members_command
 from app.commands.table import Command, parse
@@ -75,12 +75,12 @@ from app.node.transport import Transport
 from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
 from app.tui.config import TuiConfig
-from app.tui.find import FindState, search_all, search_channel
+from app.tui.find import FindState, search_all, search_channel, search_mentions
 from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
 from app.tui.presence import HEARTBEAT_MAX_PEERS, decode_presence, encode_presence
 from app.tui.readers import who_has
 from app.tui.reasons import explain
-from app.tui.render import palette, set_colours, state_label
+from app.tui.render import palette, set_colours
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import (
     FatalScreen,
@@ -90,6 +90,16 @@ from app.tui.screens.dialogs import (
     TextScreen,
 )
 from app.tui.screens.search import SearchScreen
+from app.tui.texts import (
+    Holders,
+    PeerLine,
+    ago,
+    info_text,
+    mentions_text,
+    names_text,
+    stats_text,
+    who_text,
+)
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.find_bar import FindBar, FindInput
@@ -268,15 +278,6 @@ def make_app(
             relays=tuple(relays),
         )
     )
-
-
-def _ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s ago"
-    if s < 3600:
-        return f"{s // 60}m ago"
-    return f"{s // 3600}h ago"
 
 
 class SdsChatApp(App[None]):
@@ -1098,7 +1099,7 @@ class SdsChatApp(App[None]):
                         m.label(p.sender_id, p.name),
                         self._away_text(p.sender_id)
                         or "online" if self._online(p.last_seen_ms, p.sender_id)
-                        else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
+                        else f"heard from {ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
                         online=self._online(p.last_seen_ms, p.sender_id),
                         role=role_of(p.sender_id),
@@ -1850,12 +1851,7 @@ class SdsChatApp(App[None]):
             elif name == "retry":
                 await self._retry()
             elif name == "stats":
-                stats = node.stats()
-                # connected, the counters, the store, then each channel; keys
-                # sorted: the counters are on the first screen, not below all channels
-                ordered = {k: _sorted(v) for k, v in sorted(stats.items(), key=_stats_order)}
-                stats_text = "\n".join(_stats_lines(ordered))  # "name: value" (was raw JSON)
-                self.push_screen(TextScreen("Stats", stats_text, id="stats"))
+                self.push_screen(TextScreen("Stats", stats_text(node.stats()), id="stats"))
         except NodeClosedError:
             return
         except (KeyError, ValueError) as exc:
@@ -2004,226 +2000,72 @@ class SdsChatApp(App[None]):
     async def _mentions_text(self, node: Node, limit: int = 50) -> Text:
         """``/mentions``: the newest lines for you (@name, a highlight word, a reply to
         one of yours) in every joined channel, from the stored logs."""
-        found: list[tuple[int, str, LogEntry]] = []
         words = [f"@{node.name}", *self.model.highlights]
-        for channel in self.model.order:
-            seen: set[str] = set()
-            for word in words:
-                with contextlib.suppress(Exception):
-                    for e in await node.store.search(channel, word, limit=limit):
-                        c = decode_content(e.content)
-                        if e.message_id in seen or e.sender_id == node.sender_id:
-                            continue
-                        if c.kind in TYPED_KINDS and c.kind != "reply":
-                            continue
-                        if self.model.mentions(c.text):
-                            seen.add(e.message_id)
-                            found.append((e.lamport, channel, e))
-        found.sort(key=lambda t: t[0], reverse=True)
-        out = Text()
-        for lamport, channel, e in found[:limit]:
-            c = decode_content(e.content)
-            when = datetime.fromtimestamp(lamport / 1000.0, self.opts.tz)
-            body = c.text.split("\n", 1)[-1] if c.kind == "reply" else c.text
-            out.append(f"{when:%Y-%m-%d %H:%M} ", "dim")
-            out.append(f"#{channel} ", "bold")
-            out.append(f"{visible(c.name or e.sender_id[:8])}: ", "bold")
-            out.append(visible(body.replace("\n", " ")[:200]) + "\n")
-        if not found:
-            out.append(f"nobody mentioned @{node.name} yet", "dim")
-        return out
+        found = await search_mentions(node.store, list(self.model.order), words,
+                                      me=node.sender_id, mentions=self.model.mentions,
+                                      limit=limit)  # fmt: skip
+        return mentions_text(found, node.name, self.opts.tz)
+
+    def _peer_lines(self, node: Node, channel: str | None) -> list[PeerLine]:
+        """The peers heard from in ``channel`` as ``/who`` and ``/names`` show them."""
+        m = self.model
+        return [
+            PeerLine(p.sender_id, str(p.name or m.names.get(p.sender_id) or p.sender_id[:8]),
+                     m.label(p.sender_id, p.name), self._online(p.last_seen_ms, p.sender_id),
+                     self._away_text(p.sender_id), p.last_seen_ms, p.messages)
+            for p in node.peers(channel)
+        ]  # fmt: skip
 
     def _names_text(self, channel: str | None) -> Text:
         """``/names``: who is in the channel, online first (● online, ○ heard from)."""
         node = self.node
-        out = Text()
         if node is None:
-            return out
-        peers = node.peers(channel)
-        def name(p: Any) -> str:
-            return str(p.name or self.model.names.get(p.sender_id) or p.sender_id[:8])
-
-        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms, p.sender_id))
-        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms, p.sender_id))
-        out.append(f"{len(online) + 1} online", "bold")
-        out.append(f", {len(away)} heard from earlier\n" if away else "\n")
-        out.append(f"● {node.name} (you)\n")
-        for n in online:
-            out.append(f"● {n}\n")
-        for n in away:
-            out.append(f"○ {n}\n", "dim")
-        return out
+            return Text()
+        return names_text(node.name, self._peer_lines(node, channel))
 
     def _who_text(self, channel: str | None) -> Text:
         node = self.node
-        out = Text()
         if node is None:
-            return out
+            return Text()
         now_ms = int(self.clock() * 1000)
-        out.append(f"{node.name}", "bold")
-        out.append(f"  {node.sender_id}  (you)\n")
-        peers = node.peers(channel)
-        for p in peers:
-            out.append(self.model.label(p.sender_id, p.name), "bold")
-            seen = _ago((now_ms - p.last_seen_ms) / 1000.0)
-            state = "online" if self._online(p.last_seen_ms, p.sender_id) else "away"
-            state = self._away_text(p.sender_id) or state
-            out.append(
-                f"  {p.sender_id}  {state}, "
-                f"heard from {seen}, {p.messages} message{'s' if p.messages != 1 else ''}\n"
-            )
-        if not peers:
-            out.append("nobody else heard from yet\n", "dim")
-        return out
+        return who_text(node.name, node.sender_id, self._peer_lines(node, channel), now_ms)
 
     async def _info_text(self, channel: str, row: Row) -> Text:
         node = self.node
-        out = Text()
-
-        def field(label: str, value: str) -> None:
-            out.append(f"{label:<18}", "bold")
-            out.append(f"{visible(value)}\n")  # ids are a peer's: any text up to 256 chars
-
-        sent = datetime.fromtimestamp(row.sent_ms / 1000.0, self.opts.tz)
-        arrived = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
-        field("author", row.who if row.name else "?")
-        field("sender id", row.sender_id)
-        field("sent", sent.strftime("%Y-%m-%d %H:%M:%S") + "  (author's clock)")
-        field(
-            "arrived" if not row.own else "typed",
-            arrived.strftime("%Y-%m-%d %H:%M:%S") + "  (this screen's clock)",
-        )
-        field("message id", row.message_id or f"(not made yet: outbox line {row.local_id})")
-        lamport = row.key[0] if row.message_id else None
-        field("lamport", str(lamport) if lamport is not None else "—")
-        if row.own:
-            field("delivery", state_label(row.own_state))
-        elif row.waiting:
-            field("delivery", f"waiting for {len(row.waiting_for)} earlier message(s)")
-        else:
-            field("delivery", "delivered (in causal order)")
-        if row.lost:
-            field("lost before it", str(row.lost))
-        if row.reactions and not row.deleted:  # who reacted with what (issue 27 item 9)
-            field("reactions", "")
-            me = node.sender_id if node is not None else ""
-            for emoji, who in row.reactions.items():
-                names = ", ".join(
-                    "you" if sid == me else self.model.label(sid, None) for sid in who
-                )
-                out.append(f"  {emoji} {len(who)}  {visible(names)}\n")
         stored = None
+        have: set[str] = set()
+        holders = None
         if node is not None and row.message_id:
             with contextlib.suppress(Exception):
                 stored = (await node.store.get_messages(channel, [row.message_id])).get(
                     row.message_id
                 )
-        if stored is not None:
-            field("retrieval hint", stored.retrieval_hint.hex() if stored.retrieval_hint else "—")
-            have = set()
-            if node is not None and stored.causal_history:
+            if stored is not None and stored.causal_history:
                 with contextlib.suppress(Exception):
                     have = await node.store.has_ids(channel, stored.causal_history)
-            field("depends on", f"{len(stored.causal_history)} message(s)")
-            for dep in stored.causal_history[-12:]:
-                out.append(f"  {'✓' if dep in have else '·'} {_short_id(dep)}\n", "dim")
-            if len(stored.causal_history) > 12:
-                out.append(f"  … and {len(stored.causal_history) - 12} older\n", "dim")
-        elif row.waiting_for:
-            field("missing", "")
-            for dep in sorted(row.waiting_for):
-                state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
-                out.append(f"  ⋯ {_short_id(dep)}{state}\n", "dim")
-        if node is not None and row.message_id and not row.deleted:
-            await self._info_who_has(out, channel, row)
-        return out
+            if not row.deleted:
+                holders = await self._holders(node, channel, row)
+        return info_text(row, tz=self.opts.tz, me=node.sender_id if node is not None else "",
+                         label=lambda sid: self.model.label(sid, None), stored=stored,
+                         have=have, holders=holders)  # fmt: skip
 
-
-    async def _info_who_has(self, out: Text, channel: str, row: Row) -> None:
-        """``/info``'s "who has it": the members whose causal histories (the messages
-        after it in the store) or bloom filters show they have the message."""
-        node = self.node
-        assert node is not None and row.message_id is not None
+    async def _holders(self, node: Node, channel: str, row: Row) -> Holders:
+        """``/info``'s "who has it": the members heard from, and which of them showed
+        (causal histories of the messages after it, bloom filters) they have it."""
+        assert row.message_id is not None
         me = node.sender_id
         members = [p.sender_id for p in node.peers(channel) if p.sender_id != me]
         if row.sender_id and row.sender_id != me and row.sender_id not in members:
             members.append(row.sender_id)
         try:
-            have = await who_has(
+            found = await who_has(
                 node.store, channel, row.message_id, row.key[0],
                 members=[m for m in members if m != row.sender_id],
                 filters=row.filter_hits,
             )  # fmt: skip
         except Exception as e:  # a read error must not lose the rest of /info
-            out.append(f"{'who has it':<18}", "bold")
-            out.append(f"not known ({visible(str(e))[:60]})\n", "dim")
-            return
-        for sid in row.seen_by:  # an acknowledgement by a history beyond the scan
-            have.by_history.setdefault(sid, "")
-        shown = {**dict.fromkeys(have.by_history, "causal history"),
-                 **{s: "bloom filter" for s in have.by_filter}}  # fmt: skip
-        for sid in shown:
-            if sid not in members and sid != me:
-                members.append(sid)
-        others = [m for m in members if m != row.sender_id]
-        if not others:  # nobody but the author and you heard from: nothing to say
-            return
-        count = sum(1 for m in others if m in shown)
-        out.append(f"{'who has it':<18}", "bold")
-        out.append(f"{count} of {len(others)} other member{'s' if len(others) != 1 else ''}"
-                   f" (besides {'you' if row.own else 'the author and you'})\n")  # fmt: skip
-        for sid in sorted(others, key=lambda m: (m not in shown, self.model.label(m, None))):
-            label = visible(self.model.label(sid, None))
-            how = shown.get(sid)
-            if how is not None:
-                out.append(f"  ✓ {label}  ", "")
-                out.append(f"{how}\n", "dim")
-            else:
-                more = "" if have.complete else f" in the {have.scanned} messages after it"
-                out.append(f"  · {label}  no sign yet{more}\n", "dim")
-
-
-def _short_id(message_id: str, keep: int = 24) -> str:
-    """A dependency's id on one row of ``/info`` (an 80-column pane): its first
-    characters and ``…`` when longer (the message's own id is shown whole above)."""
-    shown = visible(message_id)
-    return shown if len(shown) <= keep else shown[: keep - 1] + "…"
-
-
-_STATS_ORDER = ("connected", "counters", "store", "channels")
-
-
-def _stats_order(item: tuple[str, object]) -> tuple[int, str]:
-    key = item[0]
-    return (_STATS_ORDER.index(key) if key in _STATS_ORDER else len(_STATS_ORDER), key)
-
-
-def _stats_lines(value: dict[str, object], depth: int = 0) -> list[str]:
-    """``/stats`` as readable lines: ``name: value``, a nested table indented below its
-    name, a list on one line."""
-    pad = "  " * depth
-    out: list[str] = []
-    for key, item in value.items():
-        if isinstance(item, dict):
-            if item:
-                out.append(f"{pad}{key}:")
-                out += _stats_lines(item, depth + 1)
-            else:
-                out.append(f"{pad}{key}: none")
-        elif isinstance(item, list | tuple):
-            out.append(f"{pad}{key}: {', '.join(str(x) for x in item) or 'none'}")
-        elif item is None:
-            out.append(f"{pad}{key}: -")
-        else:
-            out.append(f"{pad}{key}: {item}")
-    return out
-
-
-def _sorted(value: object) -> object:
-    """``value`` with its dicts' keys sorted, at every depth."""
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    return value
+            return Holders(members, None, str(e))
+        return Holders(members, found)
 
 
 def _consume(fut: asyncio.Future[int]) -> None:
