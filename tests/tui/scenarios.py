@@ -378,10 +378,11 @@ def search_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
         await pilot.press("ctrl+f")
         await pilot.press(*"bloom")  # found as you type, highlighted in the log
         await wait_until(
-            lambda: app._find is not None and app._find.text == "bloom" and app._find.index == 0
+            lambda: app.finder.state is not None and app.finder.state.text == "bloom"
+            and app.finder.state.index == 0
         )
         await pilot.press("up")  # the match before the newest
-        await wait_until(lambda: app._find is not None and app._find.index == 1)
+        await wait_until(lambda: app.finder.state is not None and app.finder.state.index == 1)
         await steady(app, pilot)
 
     return app, run_before

@@ -311,13 +311,13 @@ async def test_older_page_is_ready_before_the_reader_reaches_the_top(tmp_path: P
     await seed_history(tmp_path / "alice", 1000)
     app = tui(tmp_path / "alice", MemoryHub().transport())
     asked_at: list[float] = []
-    page_older = app._page_older
+    page_older = app.pager.older
 
-    def spy(channel: str) -> object:
+    def spy(channel: str) -> None:
         asked_at.append(app.chat.query_one(MessageLog).scroll_y)
-        return page_older(channel)
+        page_older(channel)
 
-    app._page_older = spy  # type: ignore[method-assign]
+    app.pager.older = spy  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
         await started(app)
         log = app.chat.query_one(MessageLog)
