@@ -33,7 +33,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, tzinfo
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,14 +44,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat.lines import encode_content, nick_text, typed_text, visible
-from app.commands.emoji import expand as expand_emoji
-from app.commands.members import MEMBERS_COMMANDS, run_members_command
-from app.commands.table import Command, parse
+from app.chat.lines import visible
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.launch.joined import forget_channel, load_joined, remember_channel
+from app.launch.joined import load_joined, remember_channel
 from app.members import secrets_file as members_file
-from app.names import channel_arg, check_nick
 from app.node.events import (
     CatchUp,
     ClockSkew,
@@ -72,34 +68,18 @@ from app.node.runtime import PassphraseMismatchError as NodePassphraseMismatch
 from app.node.transport import Transport
 from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
+from app.tui.commanding import TuiCommands
 from app.tui.config import TuiConfig
-from app.tui.find import search_mentions
 from app.tui.finding import Finder
-from app.tui.model import NOTIFY_LEVELS, Changes, ChatModel, Row
+from app.tui.model import Changes, ChatModel
 from app.tui.online import Online
 from app.tui.paging import Pager
-from app.tui.readers import who_has
 from app.tui.reasons import explain
 from app.tui.render import palette, set_colours
 from app.tui.saved import HISTORY_KEPT, INPUT_HISTORY_FILE, TUI_STATE_FILE, SavedState
 from app.tui.screens.chat import ChatScreen
-from app.tui.screens.dialogs import (
-    FatalScreen,
-    HelpScreen,
-    MultiLineScreen,
-    PassphraseScreen,
-    TextScreen,
-)
-from app.tui.texts import (
-    Holders,
-    PeerLine,
-    ago,
-    info_text,
-    mentions_text,
-    names_text,
-    stats_text,
-    who_text,
-)
+from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen, TextScreen
+from app.tui.texts import ago
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.find_bar import FindBar, FindInput
@@ -117,11 +97,7 @@ from app.tui.widgets.panels import (
 from net.channel_key import ChannelKey
 from net.identity import IdentityFileError
 from net.urls import display_address
-from storage import (
-    DataDirLockedError,
-    NewerSchemaError,
-    StorageError,
-)
+from storage import DataDirLockedError, NewerSchemaError, StorageError
 
 __all__ = ["HISTORY_KEPT", "INPUT_HISTORY_FILE", "TUI_STATE_FILE", "SdsChatApp", "TuiOptions",
            "make_app"]  # fmt: skip
@@ -287,18 +263,13 @@ class SdsChatApp(App[None]):
         """(message, exit status) of the error that stopped the app."""
         self.chat = ChatScreen(self._completion_source, opts.tz)
         self._pending: list[NodeEvent] = []
-        self._commands: asyncio.Queue[tuple[Command, str | None]] = asyncio.Queue()
-        self._line: str | None = None
-        """The typed line being carried out (put back in the input if refused)."""
-        self.pending_commands = 0
-        """Typed lines not yet carried out (tests wait for 0)."""
         self._flush_scheduled = False
         self._last_flush = 0.0
         self._shutting_down = False
         self._throttle = TypingThrottle()
         self._rejected_noted: set[str] = set()
         self._connection_noted = False
-        self._known_channels: set[str] = set()
+        self.known_channels: set[str] = set()
         self.saved = SavedState(opts.data_dir, remember=opts.remember_state,
                                 set_timer=self.set_timer)  # fmt: skip
         """tui.json and the input history (app/tui/saved.py)."""
@@ -319,6 +290,13 @@ class SdsChatApp(App[None]):
                              cancel_workers=self._cancel_find,
                              tz=opts.tz)  # fmt: skip
         """Ctrl+F and Alt+F (app/tui/finding.py)."""
+        self.commands = TuiCommands(
+            self, pager=self.pager, finder=self.finder, online=self.online, saved=self.saved,
+            throttle=self._throttle, clock=self.clock, tz=opts.tz, data_dir=opts.data_dir,
+            remember=opts.remember_state, relays=opts.relays,
+        )
+        """Typed lines and their commands: the TUI's side of the command table
+        (app/tui/commanding.py)."""
         self.collector = Collector()
         """When the cyclic GC may run (see :mod:`app.tui.collector`)."""
 
@@ -331,8 +309,8 @@ class SdsChatApp(App[None]):
         theme = self.opts.theme or self.saved.theme or "dark"
         self.theme = "textual-light" if theme == "light" else "textual-dark"
         self.set_interval(self.opts.tick_interval, self._tick)
-        self._refresh_panels()
-        self._command_loop()
+        self.refresh_panels()
+        self.run_worker(self.commands.loop(), group="commands")
         self._install_signal_handlers()
         self._boot()
 
@@ -397,7 +375,7 @@ class SdsChatApp(App[None]):
         if (opts.create or opts.invite) and not await self._members_first(node):
             return
         for channel in opts.channels:
-            joined_ok = await self._join(channel, fatal=True, ask_again=opts.ask_passphrase)
+            joined_ok = await self.join_channel(channel, fatal=True, ask_again=opts.ask_passphrase)
             while joined_ok is None:  # a wrong passphrase typed at the prompt: ask again
                 entered = await self.push_screen_wait(
                     PassphraseScreen(
@@ -411,13 +389,15 @@ class SdsChatApp(App[None]):
                     self.exit(return_code=EXIT_PASSPHRASE, message="sdschat: no passphrase entered")
                     return
                 self.passphrase = entered or None
-                joined_ok = await self._join(channel, fatal=True, ask_again=True)
+                joined_ok = await self.join_channel(channel, fatal=True, ask_again=True)
             if not joined_ok:
                 return
         joined = list(opts.channels)
         for key in load_joined(opts.data_dir) if opts.remember_state else ():
             # channels joined in an earlier run (/join), with their derived keys
-            if key.channel not in joined and await self._join(key.channel, fatal=False, key=key):
+            if key.channel in joined:
+                continue
+            if await self.join_channel(key.channel, fatal=False, key=key):
                 joined.append(key.channel)
         for channel in joined:
             await self.pager.load_tail(channel)
@@ -431,7 +411,7 @@ class SdsChatApp(App[None]):
         # their reference counts).
         gc.freeze()
         self.ready.set()
-        self._refresh_panels()
+        self.refresh_panels()
 
     async def _members_first(self, node: Node) -> bool:
         """``--create`` or ``--invite``: make the members channel, or redeem the code,
@@ -454,7 +434,7 @@ class SdsChatApp(App[None]):
             return False
         return True
 
-    async def _join(
+    async def join_channel(
         self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False
     ) -> bool | None:
         """Join ``channel``; False if that failed (said on screen, or fatal), None for a
@@ -474,13 +454,13 @@ class SdsChatApp(App[None]):
                     EXIT_PASSPHRASE,
                 )
             else:
-                self._refuse(str(exc), title="wrong passphrase", timeout=10)
+                self.commands.refuse(str(exc), title="wrong passphrase", timeout=10)
             return False
         except ValueError as exc:
             if fatal:
                 self._fatal_screen("Cannot join", str(exc), "", EXIT_USAGE)
             else:
-                self._refuse(str(exc))
+                self.commands.refuse(str(exc))
             return False
         except StorageError as exc:  # e.g. a damaged page found only now
             self._fatal_screen(
@@ -490,7 +470,7 @@ class SdsChatApp(App[None]):
                 EXIT_DATABASE,
             )
             return False
-        self._known_channels.add(channel)
+        self.known_channels.add(channel)
         self.model.add_channel(info.name, info.public)
         if self.opts.remember_state:
             try:  # rejoined at the next start (its derived key, never the passphrase)
@@ -502,7 +482,7 @@ class SdsChatApp(App[None]):
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
         self.fatal = (message, code)
-        self._refresh_panels()
+        self.refresh_panels()
         self.push_screen(FatalScreen(title, message, hint, code))
         self.run_worker(self._close_node(), group="close")
 
@@ -562,16 +542,16 @@ class SdsChatApp(App[None]):
             self._flush_scheduled = True
             since = time.monotonic() - self._last_flush
             delay = max(self.opts.flush_interval, self.opts.redraw_interval - since)
-            self.set_timer(delay, self._flush_events)
+            self.set_timer(delay, self.flush_events)
 
-    def _flush_events(self) -> None:
+    def flush_events(self) -> None:
         self._flush_scheduled = False
         self._last_flush = time.monotonic()
         if self._shutting_down:
             return
         if not self.chat_ready():  # still composing: keep the batch, look again soon
             self._flush_scheduled = True
-            self.set_timer(self.opts.flush_interval or 0.05, self._flush_events)
+            self.set_timer(self.opts.flush_interval or 0.05, self.flush_events)
             return
         batch, self._pending = self._pending, []
         if not batch:
@@ -606,7 +586,7 @@ class SdsChatApp(App[None]):
                     loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected")
                     changes.notices.append(("warning" if loud else "information", ev.text))
                 if ev.what in ("changed", "created", "joined", "admitted"):
-                    self._refresh_panels()
+                    self.refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
                 changes.notices.append(("warning" if ev.offset_ms else "information", ev.text))
             elif isinstance(ev, DiskFull):  # issue 26 §2
@@ -722,7 +702,7 @@ class SdsChatApp(App[None]):
             self.desktop_notify(f"{who} in #{channel}", text)
         for severity, text in changes.notices:
             self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
-        self._refresh_panels()
+        self.refresh_panels()
 
     def _note_connection(self) -> None:
         m = self.model
@@ -757,7 +737,7 @@ class SdsChatApp(App[None]):
         if changed:
             self._apply(Changes(channels=changed, peers=True))
         else:
-            self._refresh_panels()
+            self.refresh_panels()
 
     def _sync_text(self, channel: str | None) -> tuple[str, int, int]:
         """("synced" | "syncing · N missing", unacknowledged own, waiting) for ``channel``."""
@@ -777,7 +757,7 @@ class SdsChatApp(App[None]):
             return f"syncing · {waiting} waiting", unacked, waiting
         return "synced", unacked, waiting
 
-    def _refresh_panels(self) -> None:
+    def refresh_panels(self) -> None:
         if not self.chat_ready():
             return
         m = self.model
@@ -903,7 +883,7 @@ class SdsChatApp(App[None]):
         log = self.chat.query_one(MessageLog)
         log.show(self.model.channels[channel])
         self.chat.query_one(ChatInput).use_history(self.saved.history(channel))
-        self._refresh_panels()
+        self.refresh_panels()
 
     def action_cycle(self, step: int) -> None:
         self.leave_current()
@@ -947,23 +927,6 @@ class SdsChatApp(App[None]):
         else:
             log.to_bottom()
 
-    async def _goto_date(self, node: Node, channel: str, arg: str) -> None:
-        """/goto YYYY-MM-DD: the first message sent that day or later (author's clock,
-        this screen's time zone), selected in the middle of its context."""
-        try:
-            day = date.fromisoformat(arg.strip())
-        except ValueError:
-            self._refuse(f"/goto: {arg.strip()!r} is not a date (YYYY-MM-DD, e.g. 2026-11-20)")
-            return
-        start = datetime(day.year, day.month, day.day, tzinfo=self.opts.tz)
-        if self.opts.tz is None:
-            start = start.astimezone()  # this machine's zone
-        entry = await self.pager.first_of_day(channel, int(start.timestamp() * 1000))
-        if entry is None:
-            self._refuse(f"/goto: no message in #{channel} on {day.isoformat()} or later")
-            return
-        await self.pager.jump_to(channel, entry)
-
     def action_select(self, step: int) -> None:
         self.chat.query_one(MessageLog).select_step(step)
 
@@ -981,7 +944,7 @@ class SdsChatApp(App[None]):
     def action_toggle_peers(self) -> None:
         peers = self.chat.query_one(PeerList)
         peers.display = not peers.display
-        self._refresh_panels()
+        self.refresh_panels()
 
     def desktop_notify(self, title: str, body: str) -> None:
         """A desktop notification for a mention or a reply to you in a channel not in
@@ -1005,26 +968,6 @@ class SdsChatApp(App[None]):
         if driver is not None and not self.is_headless:
             driver.write(data)
             driver.flush()
-
-    def _set_level(self, channel: str | None, level: str) -> None:
-        """/mute [mentions], /unmute: this channel's notification level, kept in tui.json."""
-        if channel is None:
-            self._refuse("no channel: /join one first")
-            return
-        level = level.strip().lower()
-        if level not in NOTIFY_LEVELS:
-            self._refuse("usage: /mute [mentions] (none by default), /unmute")
-            return
-        if level == "all":
-            self.model.levels.pop(channel, None)
-        else:
-            self.model.levels[channel] = level
-        view = self.model.channels.get(channel)
-        if view is not None and level == "none":
-            view.unread, view.mentioned = 0, False
-        self.save_state()
-        self._refresh_panels()
-        self.notify(f"#{channel}: {NOTIFY_LEVELS[level]}", timeout=4)
 
     def copy_to_clipboard_osc52(self, text: str) -> None:
         """Put ``text`` on the terminal's clipboard: OSC 52, which xterm, kitty, WezTerm,
@@ -1066,7 +1009,7 @@ class SdsChatApp(App[None]):
         """Narrow terminals (a tmux pane): the channel list gives its columns to the log."""
         self._fit_width(event.size.width)
         if self.chat_ready():
-            self.call_later(self._refresh_panels)  # the channel bar's "new in" follows
+            self.call_later(self.refresh_panels)  # the channel bar's "new in" follows
 
     def _unread_elsewhere(self, current: str) -> Text:
         """For a narrow terminal, where the channel list is hidden: news in the other
@@ -1119,27 +1062,7 @@ class SdsChatApp(App[None]):
         self.action_search_all(message.text)
 
     def action_retry(self) -> None:
-        self.run_worker(self._retry(), group="retry")
-
-    async def _retry(self) -> None:
-        node = self.node
-        if node is None:
-            return
-        try:
-            n = await node.retry()
-        except NodeClosedError:
-            return
-        for view in self.model.channels.values() if n else ():
-            for row in view.rows:
-                if row.own_state == "failed" and not row.retried:
-                    row.retried = True
-                    row.touch()
-        self.chat.query_one(MessageLog).sync()
-        self.notify(
-            f"sending {n} failed message{'s' if n != 1 else ''} again"
-            if n
-            else "no failed messages to retry"
-        )
+        self.run_worker(self.commands.retry_failed(), group="retry")
 
     # ------------------------------------------------------------------ input
 
@@ -1152,7 +1075,7 @@ class SdsChatApp(App[None]):
         # a name two members share: each with its fingerprint (issue 25: told apart)
         names = {self.model.book.label(name, sid) for sid, name in heard.items() if name}
         joined = list(self.model.order)
-        known = sorted(self._known_channels | self.saved.channels_read())
+        known = sorted(self.known_channels | self.saved.channels_read())
         return sorted(names), joined, known
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -1177,430 +1100,9 @@ class SdsChatApp(App[None]):
     def on_chat_input_line(self, event: ChatInput.Line) -> None:
         event.stop()
         self.saved.history_changed(self.model.current)
-        cmd = parse(event.line)
-        if cmd is not None:
-            self.pending_commands += 1
-            self._commands.put_nowait((cmd, event.line))
+        self.commands.typed(event.line)
 
     def on_chat_input_multi_line(self, event: ChatInput.MultiLine) -> None:
         """A paste of several lines: shown in a dialog to edit and send as one message."""
         event.stop()
-        node, channel = self.node, self.model.current
-        if node is None or channel is None:
-            self.notify("no channel: /join one first", severity="error")
-            return
-        text, kind = event.text, "msg"
-        if text.startswith("/me "):  # typed '/me ', then pasted the action's lines
-            text, kind = text[4:], "me"
-        elif text.startswith("//"):
-            text = text[1:]
-
-        def check(body: str) -> str | None:
-            size = len(encode_content(body, node.name, kind))
-            limit = node.options.config.max_content_bytes
-            if size > limit:
-                return f"too long to send: {size:,} bytes encoded, the limit is {limit:,}"
-            return None
-
-        def done(body: str | None) -> None:
-            if body is None:
-                return
-            box = self.chat.query_one(ChatInput)
-            box.value = ""
-            self.pending_commands += 1
-            self._commands.put_nowait((Command(kind if kind == "me" else "say", body), None))
-
-        self.push_screen(MultiLineScreen(channel, text, check), done)
-
-    @work(group="commands")
-    async def _command_loop(self) -> None:
-        """Carry out typed lines one after the other, in the order they were typed."""
-        while True:  # ends when the app's workers are cancelled at exit
-            cmd, line = await self._commands.get()
-            self._line = line
-            try:
-                await self.run_command(cmd)
-            except Exception as exc:  # a bug in one command must not stop the others
-                self._refuse(f"{type(exc).__name__}: {exc}")
-            finally:
-                self._line = None
-                self.pending_commands -= 1
-
-    def _refuse(self, reason: str, **notify: Any) -> None:
-        """A typed line cannot be carried out: say why, and put the line back in the
-        input (unless something new was typed, or another line submitted, meanwhile)
-        with the reason under it, so nothing typed is lost and it can be fixed and
-        sent again."""
-        self.notify(reason, severity="error", **notify)
-        line = self._line
-        if line is None or not self.chat_ready() or self.pending_commands > 1:
-            return  # a line submitted after this one owns the input now
-        box = self.chat.query_one(ChatInput)
-        if not box.value:
-            box.value = line
-            box.cursor_position = len(line)
-            box.refused(reason)
-
-    async def run_command(self, cmd: Command) -> None:
-        """Carry out one parsed input line."""
-        node = self.node
-        channel = self.model.current
-        name, arg = cmd.name, cmd.arg
-        if name in ("say", "me", "reply", "react", "edit", "topic"):
-            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/commands/emoji.py)
-        if name == "error":
-            self._refuse(arg)
-            return
-        if name == "quit":
-            await self.action_quit()
-            return
-        if name == "help":
-            self.action_help()
-            return
-        if name == "theme":
-            self.action_toggle_theme()
-            return
-        if name == "passphrase":
-            self.push_screen(
-                PassphraseScreen(
-                    arg or "",
-                    purpose="Used by the next /join. Leave empty for PUBLIC channels "
-                    "(anyone who knows the name can read them).",
-                ),
-                self._passphrase_set,
-            )
-            return
-        if not self.ready.is_set():
-            if self.fatal is not None:
-                return
-            await self.ready.wait()  # typed during startup: carried out once joined
-            node = self.node
-            channel = self.model.current
-        if node is None:
-            return
-        try:
-            if name in ("say", "me"):
-                if channel is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                fut = node.post(channel, arg, "me" if name == "me" else "msg")
-                fut.add_done_callback(_consume)
-                self._throttle.reset(channel)
-                log = self.chat.query_one(MessageLog)
-                log.follow = True
-            elif name == "goto":
-                if channel is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                await self._goto_date(node, channel, arg)
-            elif name == "join":
-                target = channel_arg(arg)
-                if target in self.model.channels:
-                    self.leave_current()
-                    self.switch_to(target)
-                    return
-                known = await node.store.get_channel(target)
-                if await self._join(target, fatal=False):
-                    if known is None or known.left_at is not None:  # joined, not resumed
-                        line = f"{node.name} joined #{target}"
-                        node.post(target, line, "join").add_done_callback(_consume)
-                    self._flush_events()
-                    await self.pager.load_tail(target)
-                    self.leave_current()
-                    self.switch_to(target)
-            elif name == "leave":
-                target = channel_arg(arg) if arg else (channel or "")
-                if target in node.channels:  # said before leaving: the line still goes out
-                    await node.send(target, f"{node.name} left #{target}", "leave")
-                if not target or not await node.leave(target):
-                    self._refuse(f"not in #{target}")
-                    return
-                if self.opts.remember_state:
-                    with contextlib.suppress(OSError):
-                        forget_channel(self.opts.data_dir, target)
-                self._flush_events()
-                self.model.remove_channel(target)
-                if self.model.current is not None:
-                    self.switch_to(self.model.current)
-                else:
-                    self.chat.query_one(MessageLog).show(None)
-                    self._refresh_panels()
-                self.notify(f"left #{target} (its history stays on disk)")
-            elif name == "switch":
-                target = channel_arg(arg)
-                if target not in self.model.channels:
-                    self._refuse(f"not in #{target} (/join it first)")
-                    return
-                self.leave_current()
-                self.switch_to(target)
-            elif name == "nick":
-                new, old = check_nick(arg), node.name
-                if new == old:
-                    self.notify(f"you are already {new}")
-                    return
-                await node.set_name(new)
-                self.model.name = new
-                # announced in every channel joined, as a line (a "nick" message)
-                for joined in list(node.channels):
-                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
-                self.notify(f"you are now {new}")
-                self._refresh_panels()
-            elif name in ("reply", "react", "edit", "delete"):
-                if channel is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                await self._typed(node, channel, name, arg)
-            elif name == "read":
-                for view in self.model.channels.values():
-                    view.unread, view.mentioned, view.new_after = 0, False, None
-                    self.model.mark_read(view.name)
-                self.save_state()
-                self._refresh_panels()
-                self.chat.query_one(MessageLog).sync(force=True)
-                self.notify("every channel marked read", timeout=2)
-            elif name == "away":
-                self.online.away = arg or None
-                await self.online.say("away" if arg else "back", arg)
-                self.notify(f"away: {arg}" if arg else "back (not away)", timeout=3)
-            elif name in ("mute", "unmute"):
-                self._set_level(channel, "all" if name == "unmute" else (arg or "none"))
-            elif name == "notify":
-                if arg.lower() not in ("", "on", "off"):
-                    self._refuse("usage: /notify [on|off]")
-                    return
-                if arg:
-                    self.saved.desktop_notify = arg.lower() == "on"
-                    self.save_state()
-                on = self.saved.desktop_notify
-                self.notify(
-                    f"desktop notifications {'on' if on else 'off'} (mentions and replies "
-                    "to you in channels not in view)",
-                    timeout=4,
-                )
-            elif name == "highlight":
-                words = set(self.model.highlights)
-                if arg:
-                    word = arg.strip()
-                    words.symmetric_difference_update({word})
-                    self.model.set_highlights(words)
-                    self.save_state()
-                shown = ", ".join(self.model.highlights) or "none (only @" + node.name + ")"
-                self.notify(f"highlight words: {shown}", timeout=5)
-            elif name == "mentions":
-                self.push_screen(
-                    TextScreen("Mentions of you", await self._mentions_text(node), id="mentions")
-                )
-            elif name == "topic":
-                here = self.model.channels.get(channel or "")
-                if channel is None or here is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                if not arg:
-                    self.notify(
-                        f"topic of #{channel}: {visible(here.topic)} (set by {here.topic_by})"
-                        if here.topic
-                        else f"#{channel} has no topic yet (/topic TEXT sets one)",
-                        timeout=6,
-                    )
-                    return
-                node.post(channel, arg, "topic").add_done_callback(_consume)
-            elif name in ("send", "save"):
-                await self._file_command(node, channel, name, arg)
-            elif name == "names":
-                self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
-            elif name == "who":
-                # a dialog only: the peer list (F2) stays as it was
-                self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
-            elif name == "copy":
-                row = self.chat.query_one(MessageLog).selected_row()
-                if row is None or row.deleted:
-                    self._refuse("/copy: no message to copy (select one with Ctrl+Up)")
-                    return
-                self.copy_to_clipboard_osc52(row.text)
-                self.notify(f"copied {len(row.text)} characters", timeout=2)
-            elif name == "info":
-                row = self.chat.query_one(MessageLog).selected_row()
-                if row is None:
-                    self.notify("no message to show", severity="warning")
-                    return
-                body = await self._info_text(channel or "", row)
-                self.push_screen(TextScreen("Message", body, id="info"))
-            elif name == "search":
-                flag, _, rest = arg.partition(" ")
-                if flag in ("-a", "--all"):
-                    self.action_search_all(rest.strip())
-                else:
-                    self.action_search(arg)
-            elif name in MEMBERS_COMMANDS:
-                await self._members_command(node, channel, name, arg)
-            elif name == "retry":
-                await self._retry()
-            elif name == "stats":
-                self.push_screen(TextScreen("Stats", stats_text(node.stats()), id="stats"))
-        except NodeClosedError:
-            return
-        except (KeyError, ValueError) as exc:
-            self._refuse(str(exc).strip("'\""))
-
-    async def _members_command(self, node: Node, channel: str | None, name: str,
-                               arg: str) -> None:  # fmt: skip
-        """/create, /invite, /members, /remove, /verify, /approve, /deny, /msg, /query
-        (app/commands/members.py); the answer in a panel or a notice."""
-        def emit(ev: NodeEvent) -> None:
-            if isinstance(ev, MembersEvent) and ev.what == "members":
-                self.push_screen(TextScreen(f"Members of #{ev.channel}", ev.text, id="members"))
-            elif isinstance(ev, MembersEvent):
-                self.notify(ev.text, timeout=20 if ev.what == "verify" else 8)
-            elif isinstance(ev, NodeError):
-                self._refuse(ev.message)
-
-        new = await run_members_command(node, name, arg, channel, emit, self.opts.relays)
-        if new is not None and new != channel and new in node.channels:
-            await self.pager.load_tail(new)
-            self.switch_to(new)
-
-    async def _file_command(self, node: Node, channel: str | None, name: str, arg: str) -> None:
-        """``/send PATH`` (a manifest and 48 KiB segments, app/chat/files.py) and ``/save
-        [PATH]`` of the selected file line, or the newest one (app/commands/content.py)."""
-        from app.commands.content import run_content_command
-
-        if channel is None:
-            self._refuse("no channel: /join one first")
-            return
-        if name == "save":
-            log = self.chat.query_one(MessageLog)
-            row = log.selected_row()
-            if row is None or row.kind != "file":
-                view = log.view
-                rows = view.rows if view is not None else []
-                row = next((r for r in reversed(rows) if r.kind == "file"), None)
-            if row is None or row.message_id is None:
-                self._refuse("no file here to save: select a file line (Ctrl+Up) first")
-                return
-            arg = f"{row.message_id} {arg}".strip()
-
-        def emit(ev: NodeEvent) -> None:
-            if isinstance(ev, Info):
-                self.notify(ev.text, timeout=8)
-
-        await run_content_command(node, name, arg, channel, emit)
-
-    async def _typed(self, node: Node, channel: str, name: str, arg: str) -> None:
-        """/reply, /react, /edit, /delete: a typed message about the selected message
-        (Ctrl+Up/Down; by default the last one, for /edit your last one; /delete only
-        the selected one)."""
-        log = self.chat.query_one(MessageLog)
-        row = log.selected_row()
-        view = self.model.channels.get(channel)
-        if name == "delete" and log.selected is None:
-            # never a guess: a deletion cannot be taken back
-            self._refuse("/delete: select the message first (Ctrl+Up, or a click), then /delete")
-            return
-        if name == "edit" and log.selected is None and view is not None:
-            row = next((r for r in reversed(view.rows) if r.own and not r.hidden), None)
-        if row is None:
-            self._refuse(f"/{name}: no message to {name} (select one with Ctrl+Up)")
-            return
-        if row.message_id is None:
-            self._refuse(f"/{name}: that message is not sent yet; try again in a moment")
-            return
-        if name in ("edit", "delete") and not row.own:
-            self._refuse(f"/{name}: you can only {name} your own messages")
-            return
-        if row.deleted:
-            self._refuse(f"/{name}: that message was deleted")
-            return
-        kind = name
-        if name == "react" and node.sender_id in row.reactions.get(arg, []):
-            kind = "unreact"  # the same reaction again takes it back
-        fut = node.post(channel, typed_text(row.message_id, arg), kind)
-        fut.add_done_callback(_consume)
-        log.select(None)  # done with it: the next /edit is about your last line again
-        if name == "reply":
-            log.follow = True
-
-    def _passphrase_set(self, value: str | None) -> None:
-        if value is None:
-            return
-        self.passphrase = value or None
-        self.notify(
-            "passphrase set for the next /join"
-            if value
-            else "no passphrase: the next /join makes a PUBLIC channel"
-        )
-
-    async def _mentions_text(self, node: Node, limit: int = 50) -> Text:
-        """``/mentions``: the newest lines for you (@name, a highlight word, a reply to
-        one of yours) in every joined channel, from the stored logs."""
-        words = [f"@{node.name}", *self.model.highlights]
-        found = await search_mentions(node.store, list(self.model.order), words,
-                                      me=node.sender_id, mentions=self.model.mentions,
-                                      limit=limit)  # fmt: skip
-        return mentions_text(found, node.name, self.opts.tz)
-
-    def _peer_lines(self, node: Node, channel: str | None) -> list[PeerLine]:
-        """The peers heard from in ``channel`` as ``/who`` and ``/names`` show them."""
-        m = self.model
-        return [
-            PeerLine(p.sender_id, str(p.name or m.names.get(p.sender_id) or p.sender_id[:8]),
-                     m.label(p.sender_id, p.name),
-                     self.online.is_online(p.last_seen_ms, p.sender_id),
-                     self.online.away_text(p.sender_id), p.last_seen_ms, p.messages)
-            for p in node.peers(channel)
-        ]  # fmt: skip
-
-    def _names_text(self, channel: str | None) -> Text:
-        """``/names``: who is in the channel, online first (● online, ○ heard from)."""
-        node = self.node
-        if node is None:
-            return Text()
-        return names_text(node.name, self._peer_lines(node, channel))
-
-    def _who_text(self, channel: str | None) -> Text:
-        node = self.node
-        if node is None:
-            return Text()
-        now_ms = int(self.clock() * 1000)
-        return who_text(node.name, node.sender_id, self._peer_lines(node, channel), now_ms)
-
-    async def _info_text(self, channel: str, row: Row) -> Text:
-        node = self.node
-        stored = None
-        have: set[str] = set()
-        holders = None
-        if node is not None and row.message_id:
-            with contextlib.suppress(Exception):
-                stored = (await node.store.get_messages(channel, [row.message_id])).get(
-                    row.message_id
-                )
-            if stored is not None and stored.causal_history:
-                with contextlib.suppress(Exception):
-                    have = await node.store.has_ids(channel, stored.causal_history)
-            if not row.deleted:
-                holders = await self._holders(node, channel, row)
-        return info_text(row, tz=self.opts.tz, me=node.sender_id if node is not None else "",
-                         label=lambda sid: self.model.label(sid, None), stored=stored,
-                         have=have, holders=holders)  # fmt: skip
-
-    async def _holders(self, node: Node, channel: str, row: Row) -> Holders:
-        """``/info``'s "who has it": the members heard from, and which of them showed
-        (causal histories of the messages after it, bloom filters) they have it."""
-        assert row.message_id is not None
-        me = node.sender_id
-        members = [p.sender_id for p in node.peers(channel) if p.sender_id != me]
-        if row.sender_id and row.sender_id != me and row.sender_id not in members:
-            members.append(row.sender_id)
-        try:
-            found = await who_has(
-                node.store, channel, row.message_id, row.key[0],
-                members=[m for m in members if m != row.sender_id],
-                filters=row.filter_hits,
-            )  # fmt: skip
-        except Exception as e:  # a read error must not lose the rest of /info
-            return Holders(members, None, str(e))
-        return Holders(members, found)
-
-
-def _consume(fut: asyncio.Future[int]) -> None:
-    if not fut.cancelled():
-        fut.exception()
+        self.commands.pasted(event.text)

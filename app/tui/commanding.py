@@ -34,6 +34,7 @@ from app.node.events import Info, MembersEvent, NodeError, NodeEvent
 from app.node.runtime import Node, NodeClosedError
 from app.tui.find import search_mentions
 from app.tui.finding import Finder
+from app.tui.host import AppHost
 from app.tui.model import NOTIFY_LEVELS, ChatModel, Row
 from app.tui.online import Online
 from app.tui.paging import Pager
@@ -59,7 +60,15 @@ __all__ = ["CommandHost", "TuiCommands"]
 NO_CHANNEL = "no channel: /join one first"
 
 
-class CommandHost(Protocol):
+def _reason(exc: Exception) -> str:
+    """What a refusal says: the exception's message (a KeyError's without the quotes
+    of its repr; a ValueError's whole, closing quote included)."""
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    return str(exc)
+
+
+class CommandHost(AppHost, Protocol):
     """What the commands ask of the app (its screens, the node, the channel shown)."""
 
     node: Node | None
@@ -68,18 +77,10 @@ class CommandHost(Protocol):
     fatal: tuple[str, int] | None
 
     @property
-    def model(self) -> ChatModel: ...
-
-    @property
-    def chat(self) -> ChatScreen: ...
-
-    @property
     def ready(self) -> asyncio.Event: ...
 
     @property
     def known_channels(self) -> set[str]: ...
-
-    def chat_ready(self) -> bool: ...
 
     def refresh_panels(self) -> None: ...
 
@@ -88,8 +89,6 @@ class CommandHost(Protocol):
     def save_state(self) -> None: ...
 
     def switch_to(self, channel: str) -> None: ...
-
-    def leave_current(self) -> None: ...
 
     async def join_channel(self, channel: str, *, fatal: bool) -> bool | None: ...
 
@@ -100,16 +99,6 @@ class CommandHost(Protocol):
     def action_toggle_theme(self) -> None: ...
 
     def copy_to_clipboard_osc52(self, text: str) -> None: ...
-
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
-                   description: str = "", exit_on_error: bool = True, start: bool = True,
-                   exclusive: bool = False, thread: bool = False) -> Any: ...  # fmt: skip
-
-    def push_screen(self, screen: Any, callback: Any = None,
-                    wait_for_dismiss: bool = False) -> Any: ...  # fmt: skip
-
-    def notify(self, message: str, *, title: str = "", severity: Any = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...  # fmt: skip
 
 
 class TuiCommands:
@@ -229,7 +218,7 @@ class TuiCommands:
         except NodeClosedError:
             return
         except (KeyError, ValueError) as exc:
-            self.refuse(str(exc).strip("'\""))
+            self.refuse(_reason(exc))
 
     def refuse(self, reason: str, **notify: Any) -> None:
         """A typed line cannot be carried out: say why, and put the line back in the

@@ -21,8 +21,7 @@ from typing import Any, Protocol
 
 from app.node.runtime import Node
 from app.tui.find import FindState, search_all, search_channel
-from app.tui.model import ChatModel
-from app.tui.screens.chat import ChatScreen
+from app.tui.host import AppHost
 from app.tui.screens.search import SearchScreen
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.find_bar import FindBar
@@ -35,33 +34,13 @@ FIND_PAUSE = 0.15
 """Seconds after the last key in the find bar before it searches (as you type)."""
 
 
-class FindHost(Protocol):
+class FindHost(AppHost, Protocol):
     """What the finder asks of the app."""
 
     @property
     def node(self) -> Node | None: ...
 
-    @property
-    def model(self) -> ChatModel: ...
-
-    @property
-    def chat(self) -> ChatScreen: ...
-
-    def chat_ready(self) -> bool: ...
-
-    def leave_current(self) -> None: ...
-
     def action_log_end(self, direction: int) -> None: ...
-
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default",
-                   description: str = "", exit_on_error: bool = True, start: bool = True,
-                   exclusive: bool = False, thread: bool = False) -> Any: ...  # fmt: skip
-
-    def set_timer(self, delay: float, callback: Any = None, *, name: str | None = None,
-                  pause: bool = False) -> Any: ...  # fmt: skip
-
-    def notify(self, message: str, *, title: str = "", severity: Any = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...  # fmt: skip
 
 
 class Finder:

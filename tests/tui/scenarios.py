@@ -186,7 +186,7 @@ def typed(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
         box = app.chat.query_one("#input")
         box.value = text
         await pilot.press("enter")
-        await wait_until(lambda: app.pending_commands == 0)
+        await wait_until(lambda: app.commands.pending == 0)
 
     async def run_before(pilot: Any) -> None:
         await asyncio.wait_for(app.ready.wait(), 30)
@@ -276,7 +276,7 @@ def main_screen(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefo
         box = app.chat.query_one("#input")
         box.value = text
         await pilot.press("enter")
-        await wait_until(lambda: app.pending_commands == 0)
+        await wait_until(lambda: app.commands.pending == 0)
 
     async def run_before(pilot: Any) -> None:
         await asyncio.wait_for(app.ready.wait(), 30)
