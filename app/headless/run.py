@@ -1,6 +1,8 @@
 """``sdschat join … --headless``: a node driven by stdin, reporting JSON lines on stdout.
 
-Input: one line per message (UTF-8); slash commands as in :mod:`app.commands.line`.
+Input: one line per message (UTF-8); slash commands from the command table
+(:mod:`app.commands.table`; ``/help`` lists them; :mod:`app.headless.front` says how
+headless mode answers them).
 Lines are read with backpressure and drained at the end (:mod:`app.headless.line_feed` says
 what a script can count on): a line is handed to the node when its outgoing buffer
 has room (stdin is not read meanwhile); end of input or ``/quit`` waits until every
