@@ -294,6 +294,7 @@ class SdsChatApp(App[None]):
             self, pager=self.pager, finder=self.finder, online=self.online, saved=self.saved,
             throttle=self._throttle, clock=self.clock, tz=opts.tz, data_dir=opts.data_dir,
             remember=opts.remember_state, relays=opts.relays,
+            refresh_panels=self._refresh_panels, flush_events=self._flush_events,
         )
         """Typed lines and their commands: the TUI's side of the command table
         (app/tui/commanding.py)."""
@@ -309,7 +310,7 @@ class SdsChatApp(App[None]):
         theme = self.opts.theme or self.saved.theme or "dark"
         self.theme = "textual-light" if theme == "light" else "textual-dark"
         self.set_interval(self.opts.tick_interval, self._tick)
-        self.refresh_panels()
+        self._refresh_panels()
         self.run_worker(self.commands.loop(), group="commands")
         self._install_signal_handlers()
         self._boot()
@@ -411,7 +412,7 @@ class SdsChatApp(App[None]):
         # their reference counts).
         gc.freeze()
         self.ready.set()
-        self.refresh_panels()
+        self._refresh_panels()
 
     async def _members_first(self, node: Node) -> bool:
         """``--create`` or ``--invite``: make the members channel, or redeem the code,
@@ -482,7 +483,7 @@ class SdsChatApp(App[None]):
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
         self.fatal = (message, code)
-        self.refresh_panels()
+        self._refresh_panels()
         self.push_screen(FatalScreen(title, message, hint, code))
         self.run_worker(self._close_node(), group="close")
 
@@ -542,16 +543,16 @@ class SdsChatApp(App[None]):
             self._flush_scheduled = True
             since = time.monotonic() - self._last_flush
             delay = max(self.opts.flush_interval, self.opts.redraw_interval - since)
-            self.set_timer(delay, self.flush_events)
+            self.set_timer(delay, self._flush_events)
 
-    def flush_events(self) -> None:
+    def _flush_events(self) -> None:
         self._flush_scheduled = False
         self._last_flush = time.monotonic()
         if self._shutting_down:
             return
         if not self.chat_ready():  # still composing: keep the batch, look again soon
             self._flush_scheduled = True
-            self.set_timer(self.opts.flush_interval or 0.05, self.flush_events)
+            self.set_timer(self.opts.flush_interval or 0.05, self._flush_events)
             return
         batch, self._pending = self._pending, []
         if not batch:
@@ -586,7 +587,7 @@ class SdsChatApp(App[None]):
                     loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected")
                     changes.notices.append(("warning" if loud else "information", ev.text))
                 if ev.what in ("changed", "created", "joined", "admitted"):
-                    self.refresh_panels()
+                    self._refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
                 changes.notices.append(("warning" if ev.offset_ms else "information", ev.text))
             elif isinstance(ev, DiskFull):  # issue 26 §2
@@ -702,7 +703,7 @@ class SdsChatApp(App[None]):
             self.desktop_notify(f"{who} in #{channel}", text)
         for severity, text in changes.notices:
             self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
-        self.refresh_panels()
+        self._refresh_panels()
 
     def _note_connection(self) -> None:
         m = self.model
@@ -737,7 +738,7 @@ class SdsChatApp(App[None]):
         if changed:
             self._apply(Changes(channels=changed, peers=True))
         else:
-            self.refresh_panels()
+            self._refresh_panels()
 
     def _sync_text(self, channel: str | None) -> tuple[str, int, int]:
         """("synced" | "syncing · N missing", unacknowledged own, waiting) for ``channel``."""
@@ -757,7 +758,7 @@ class SdsChatApp(App[None]):
             return f"syncing · {waiting} waiting", unacked, waiting
         return "synced", unacked, waiting
 
-    def refresh_panels(self) -> None:
+    def _refresh_panels(self) -> None:
         if not self.chat_ready():
             return
         m = self.model
@@ -883,7 +884,7 @@ class SdsChatApp(App[None]):
         log = self.chat.query_one(MessageLog)
         log.show(self.model.channels[channel])
         self.chat.query_one(ChatInput).use_history(self.saved.history(channel))
-        self.refresh_panels()
+        self._refresh_panels()
 
     def action_cycle(self, step: int) -> None:
         self.leave_current()
@@ -944,7 +945,7 @@ class SdsChatApp(App[None]):
     def action_toggle_peers(self) -> None:
         peers = self.chat.query_one(PeerList)
         peers.display = not peers.display
-        self.refresh_panels()
+        self._refresh_panels()
 
     def desktop_notify(self, title: str, body: str) -> None:
         """A desktop notification for a mention or a reply to you in a channel not in
@@ -1009,7 +1010,7 @@ class SdsChatApp(App[None]):
         """Narrow terminals (a tmux pane): the channel list gives its columns to the log."""
         self._fit_width(event.size.width)
         if self.chat_ready():
-            self.call_later(self.refresh_panels)  # the channel bar's "new in" follows
+            self.call_later(self._refresh_panels)  # the channel bar's "new in" follows
 
     def _unread_elsewhere(self, current: str) -> Text:
         """For a narrow terminal, where the channel list is hidden: news in the other

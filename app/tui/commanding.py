@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import date, datetime, tzinfo
 from pathlib import Path
 from typing import Any, Protocol
@@ -82,10 +82,6 @@ class CommandHost(AppHost, Protocol):
     @property
     def known_channels(self) -> set[str]: ...
 
-    def refresh_panels(self) -> None: ...
-
-    def flush_events(self) -> None: ...
-
     def save_state(self) -> None: ...
 
     def switch_to(self, channel: str) -> None: ...
@@ -118,8 +114,14 @@ class TuiCommands:
         data_dir: Path,
         remember: bool,
         relays: Sequence[str],
+        refresh_panels: Callable[[], None],
+        flush_events: Callable[[], None],
     ) -> None:
         self.host = host
+        self._refresh_panels = refresh_panels
+        """Redraw the channel list, status and channel bars (after a command changed them)."""
+        self._flush_events = flush_events
+        """Fold the node events received so far into the model now (before a switch)."""
         self.pager = pager
         self.finder = finder
         self.online = online
@@ -309,7 +311,7 @@ class TuiCommands:
             if known is None or known.left_at is not None:  # joined, not resumed
                 line = f"{node.name} joined #{channel}"
                 node.post(channel, line, "join").add_done_callback(consume)
-            host.flush_events()
+            self._flush_events()
             await self.pager.load_tail(channel)
             host.leave_current()
             host.switch_to(channel)
@@ -324,13 +326,13 @@ class TuiCommands:
         if self._remember:
             with contextlib.suppress(OSError):
                 forget_channel(self._data_dir, channel)
-        host.flush_events()
+        self._flush_events()
         self.model.remove_channel(channel)
         if self.model.current is not None:
             host.switch_to(self.model.current)
         else:
             self._log().show(None)
-            host.refresh_panels()
+            self._refresh_panels()
         host.notify(f"left #{channel} (its history stays on disk)")
 
     async def switch(self, channel: str) -> None:
@@ -348,7 +350,7 @@ class TuiCommands:
             return
         self.model.name = new
         self.host.notify(f"you are now {new}")
-        self.host.refresh_panels()
+        self._refresh_panels()
 
     def forgot(self, channel: str) -> None:
         """Nothing of ``channel`` kept here either: where you left off, what you typed
@@ -546,7 +548,7 @@ class TuiCommands:
             view.unread, view.mentioned, view.new_after = 0, False, None
             self.model.mark_read(view.name)
         self.host.save_state()
-        self.host.refresh_panels()
+        self._refresh_panels()
         self._log().sync(force=True)
         self.host.notify("every channel marked read", timeout=2)
 
@@ -572,7 +574,7 @@ class TuiCommands:
         if view is not None and level == "none":
             view.unread, view.mentioned = 0, False
         self.host.save_state()
-        self.host.refresh_panels()
+        self._refresh_panels()
         self.host.notify(f"#{channel}: {NOTIFY_LEVELS[level]}", timeout=4)
 
     def desktop_notifications(self, on: bool | None) -> None:
