@@ -24,6 +24,7 @@ from sds.channel import (
     OwnState,
 )
 from sds.config import PROFILES, Config
+from sds.errors import SdsError
 from sds.events import (
     DropReason,
     EphemeralReceived,
@@ -84,6 +85,7 @@ __all__ = [
     "RepairRequested",
     "RepairSent",
     "RollingBloomFilter",
+    "SdsError",
     "SyncReceived",
     "SyncSent",
     "decode",

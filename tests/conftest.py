@@ -75,3 +75,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(3)
 
     threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs ``--dist loadgroup``), every test that uses
+    Spark runs on one worker: one ``local[2]`` session per run (tests/pipeline/conftest.py),
+    and the standalone-cluster tests do not start JVMs beside it."""
+    spark = pytest.mark.xdist_group("spark")
+    for item in items:
+        if item.nodeid.startswith("tests/pipeline/") or "spark" in getattr(
+            item, "fixturenames", ()
+        ):
+            item.add_marker(spark)

@@ -190,6 +190,12 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("remove", h.members, completes="name", **_both(
         "/remove NAME", "remove a member (admin): the others get new keys",
         "remove a member (admin): the others get new keys", True)),
+    CommandSpec("admin", h.members, completes="name", **_both(
+        "/admin NAME", "make a member an admin (admin)", "make a member an admin (admin)",
+        True)),
+    CommandSpec("unadmin", h.members, completes="name", **_both(
+        "/unadmin NAME", "make an admin a plain member (admin)",
+        "make an admin a plain member (admin)", True)),
     CommandSpec("verify", h.members, completes="name", **_both(
         "/verify NAME [yes]", "a safety number to compare with NAME out of band; 'yes' marks "
         "NAME verified", "a safety number to compare with NAME out of band (then /verify "

@@ -584,7 +584,8 @@ class SdsChatApp(App[None]):
                     id="invite"))  # fmt: skip
             elif isinstance(ev, MembersEvent):
                 if ev.what not in ("members", "verify"):  # answers shown by the command
-                    loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected")
+                    loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected",
+                                       "refused", "diverged")
                     changes.notices.append(("warning" if loud else "information", ev.text))
                 if ev.what in ("changed", "created", "joined", "admitted"):
                     self._refresh_panels()
