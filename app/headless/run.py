@@ -60,7 +60,7 @@ from app.commands.table import Command
 from app.headless.file_watch import FileWatch
 from app.headless.front import HeadlessFront
 from app.headless.line_feed import EXIT_UNSENT, LineFeed
-from app.launch.data_dir import default_data_dir
+from app.launch.data_dir import default_data_dir, prepare_data_dir
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.launch.joined import load_joined
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
@@ -421,6 +421,11 @@ def run_join(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except ValueError as exc:
         return _fatal(out, str(exc), EXIT_USAGE)
+    try:  # before a passphrase is asked: a --data-dir that cannot work is said first
+        prepare_data_dir(Path(args.data_dir).expanduser() if args.data_dir
+                         else default_data_dir())  # fmt: skip
+    except StorageError as exc:
+        return _fatal(out, str(exc), EXIT_DATABASE)
     try:
         passphrase = _passphrase(args)
     except PassphraseFileError as exc:

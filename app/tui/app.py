@@ -97,7 +97,7 @@ from app.tui.widgets.panels import (
 from net.channel_key import ChannelKey
 from net.identity import IdentityFileError
 from net.urls import display_address
-from storage import DataDirLockedError, NewerSchemaError, StorageError
+from storage import DataDirLockedError, DataDirUnusableError, NewerSchemaError, StorageError
 
 __all__ = ["HISTORY_KEPT", "INPUT_HISTORY_FILE", "TUI_STATE_FILE", "SdsChatApp", "TuiOptions",
            "make_app"]  # fmt: skip
@@ -358,6 +358,11 @@ class SdsChatApp(App[None]):
                 EXIT_DATABASE,
             )
             return
+        except DataDirUnusableError as exc:  # a path that cannot be a data directory
+            self._fatal_screen("Data directory unusable", str(exc),
+                               "Nothing was changed. Start again with another --data-dir.",
+                               EXIT_DATABASE)  # fmt: skip
+            return
         except (StorageError, IdentityFileError, IdentityMismatchError) as exc:
             self._fatal_screen(
                 "Data directory unusable",
@@ -429,8 +434,11 @@ class SdsChatApp(App[None]):
                 self.notify(f"asking an admin of #{first} to let you in…", timeout=10)
                 await node.join_by_invite(opts.invite)
         except (ValueError, KeyError) as exc:
-            title = "Invite not accepted" if opts.invite else "Channel not created"
-            hint = "Nothing was joined. Ask an admin for a new code, or pick another name."
+            title, hint = (
+                ("Invite not accepted", "Nothing was joined. Ask an admin for a new code.")
+                if opts.invite
+                else ("Channel not created", "Nothing was made. Pick another name.")
+            )
             self._fatal_screen(title, str(exc), hint, EXIT_USAGE)
             return False
         return True

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import sds
-from app.launch.data_dir import default_data_dir
-from app.launch.exits import EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.data_dir import default_data_dir, prepare_data_dir
+from app.launch.exits import EXIT_DATABASE, EXIT_PASSPHRASE, EXIT_USAGE
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import load_config_file, settings_from_args
 from app.launch.wiring import node_options, relay_label, wire_transport
+from storage import StorageError
 
 __all__ = ["TUI_LOG_WINDOW", "default_data_dir", "relay_label", "run_tui", "tui_protocol"]
 
@@ -55,6 +56,12 @@ def run_tui(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sdschat join: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    try:  # before a passphrase is asked: a --data-dir that cannot work is said first
+        prepare_data_dir(data_dir)
+    except StorageError as exc:
+        print(f"sdschat join: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
     passphrase: bytes | None = None
     if args.passphrase_file:
         try:
@@ -62,7 +69,6 @@ def run_tui(args: argparse.Namespace) -> int:
         except PassphraseFileError as exc:
             print(f"sdschat join: {exc}", file=sys.stderr)
             return EXIT_PASSPHRASE
-    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     from app.members import secrets_file as members_file
 
     members = bool(getattr(args, "create", False) or getattr(args, "invite", None)

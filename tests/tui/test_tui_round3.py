@@ -48,3 +48,27 @@ async def test_the_log_file_keeps_chat_not_key_housekeeping(tmp_path: Path) -> N
             assert "shared keys" not in text and "new key" not in text, text
     finally:
         await carol.close()
+
+
+async def test_an_expired_invite_says_ask_for_a_new_code_not_pick_another_name(
+    tmp_path: Path,
+) -> None:
+    """Item 13: a used or expired invite said "... or pick another name": the name is the
+    code's, there is nothing to pick; what helps is a new code."""
+    from tui_helpers import screen_text
+
+    from app.members.invite import encode_invite, make_invite
+    from app.tui.screens.dialogs import FatalScreen
+
+    expired = encode_invite(make_invite("team", bytes(32), ("ws://127.0.0.1:9",),
+                                        now_ms=1_000_000, ttl_ms=60_000))  # fmt: skip
+    app = tui(tmp_path / "bob", MemoryHub().transport(), channels=("team",), invite=expired)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(lambda: isinstance(app.screen, FatalScreen), what="error screen")
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "Invite not accepted" in shown and "expired" in shown
+        assert "Ask an admin for a new code" in shown and "pick another name" not in shown
+        await pilot.press("enter")
+        await wait_until(lambda: app._exit, what="exit")
+    assert app.return_code == 2
