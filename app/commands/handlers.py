@@ -15,6 +15,7 @@ from datetime import date
 from typing import cast
 
 from app.chat.lines import nick_text
+from app.commands.channels import check_new_channel
 from app.commands.content import run_content_command
 from app.commands.front import TUI, FrontEnd, TuiFrontEnd
 from app.commands.members import run_members_command
@@ -58,7 +59,9 @@ async def say(fe: FrontEnd, name: str, arg: str) -> None:
 
 
 async def join(fe: FrontEnd, name: str, arg: str) -> None:
-    await fe.join(channel_arg(arg))
+    channel = channel_arg(arg)
+    await check_new_channel(fe.node, channel, fe.joined())  # "a/b": refused if new here
+    await fe.join(channel)
 
 
 async def leave(fe: FrontEnd, name: str, arg: str) -> None:

@@ -55,6 +55,7 @@ from typing import Any, TextIO
 import orjson
 
 from app.chat.lines import json_visible
+from app.commands.channels import check_new_channel
 from app.commands.line import parse_line
 from app.commands.table import Command
 from app.headless.file_watch import FileWatch
@@ -300,6 +301,8 @@ async def _serve(
         channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
         try:
             first = args.channel
+            for ch in channels:  # a new channel's name: one word without '/'
+                await check_new_channel(node, ch)
             if node.members_channel(first) is None and not members_file.members_file(
                     data_dir, first).exists():  # fmt: skip
                 if getattr(args, "create", False):

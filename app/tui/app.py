@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -45,9 +46,11 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from app.chat.lines import visible
+from app.commands.channels import check_new_channel
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
 from app.launch.joined import load_joined, remember_channel
 from app.members import secrets_file as members_file
+from app.names import check_new_channel_name
 from app.node.events import (
     CatchUp,
     ClockSkew,
@@ -429,7 +432,7 @@ class SdsChatApp(App[None]):
             return True  # made or redeemed in an earlier run: joined below, as any channel
         try:
             if opts.create:
-                await node.create_channel(first)
+                await node.create_channel(check_new_channel_name(first))
             elif opts.invite:
                 self.notify(f"asking an admin of #{first} to let you in…", timeout=10)
                 await node.join_by_invite(opts.invite)
@@ -444,14 +447,18 @@ class SdsChatApp(App[None]):
         return True
 
     async def join_channel(
-        self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False
+        self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False,
+        passphrase: bytes | str | EllipsisType | None = ...,
     ) -> bool | None:
-        """Join ``channel``; False if that failed (said on screen, or fatal), None for a
-        wrong passphrase when ``ask_again`` (the caller asks for it again)."""
+        """Join ``channel`` (with ``passphrase``, by default the app's); False if that
+        failed (said on screen, or fatal), None for a wrong passphrase when ``ask_again``
+        (the caller asks for it again)."""
         node = self.node
         assert node is not None
         try:
-            info = await node.join(channel, self.passphrase, key=key)
+            await check_new_channel(node, channel)  # a new channel's name: one word, no '/'
+            chosen = self.passphrase if isinstance(passphrase, EllipsisType) else passphrase
+            info = await node.join(channel, chosen, key=key)
         except NodePassphraseMismatch as exc:
             if ask_again:
                 return None

@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Callable, Collection, Sequence
 from datetime import date, datetime, tzinfo
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, Protocol
 
 from rich.text import Text
@@ -29,7 +30,8 @@ from app.chat.lines import encode_content, typed_text, visible
 from app.commands.front import TUI, Front
 from app.commands.handlers import consume
 from app.commands.table import Command, parse, run_command, spec_of
-from app.launch.joined import forget_channel
+from app.launch.joined import forget_channel, load_joined
+from app.members import secrets_file as members_file
 from app.node.events import Info, MembersEvent, NodeError, NodeEvent
 from app.node.runtime import Node, NodeClosedError
 from app.tui.find import search_mentions
@@ -86,7 +88,9 @@ class CommandHost(AppHost, Protocol):
 
     def switch_to(self, channel: str) -> None: ...
 
-    async def join_channel(self, channel: str, *, fatal: bool) -> bool | None: ...
+    async def join_channel(self, channel: str, *, fatal: bool, ask_again: bool = False,
+                           passphrase: bytes | str | EllipsisType | None = ...,
+                           ) -> bool | None: ...  # fmt: skip
 
     async def action_quit(self) -> None: ...
 
@@ -307,7 +311,8 @@ class TuiCommands:
             host.switch_to(channel)
             return
         known = await node.store.get_channel(channel)
-        if await host.join_channel(channel, fatal=False):
+        joined = await self._join_asking(channel)
+        if joined:
             if known is None or known.left_at is not None:  # joined, not resumed
                 line = f"{node.name} joined #{channel}"
                 node.post(channel, line, "join").add_done_callback(consume)
@@ -315,6 +320,47 @@ class TuiCommands:
             await self.pager.load_tail(channel)
             host.leave_current()
             host.switch_to(channel)
+
+    def _needs_passphrase(self, channel: str) -> bool:
+        """Whether ``/join channel`` asks for a passphrase: no passphrase was set
+        (``/passphrase``, or the one sdschat started with) and its key is not kept here
+        (a members channel's keys, a channel remembered in channels.json)."""
+        if self.host.passphrase is not None:
+            return False
+        if members_file.members_file(self._data_dir, channel).exists():
+            return False
+        return not any(k.channel == channel for k in load_joined(self._data_dir))
+
+    async def _ask(self, screen: PassphraseScreen) -> str | None:
+        """What the dialog ``screen`` was dismissed with (None: cancelled)."""
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+
+        def done(value: str | None) -> None:
+            if not answer.done():
+                answer.set_result(value)
+
+        self.host.push_screen(screen, done)
+        return await answer
+
+    async def _join_asking(self, channel: str) -> bool:
+        """``/join``: the channel's passphrase asked in the dialog when none is set (empty:
+        PUBLIC, as the dialog says; Esc: nothing joined), again after a wrong one."""
+        if not self._needs_passphrase(channel):
+            return bool(await self.host.join_channel(channel, fatal=False))
+        error = ""
+        for _ in range(100):  # bounded: each round is a person's answer
+            entered = await self._ask(PassphraseScreen(channel, error=error, purpose=(
+                f"Everyone in #{channel} types the same passphrase. Leave it empty for a "
+                "PUBLIC channel: anyone who knows its name can read it.")))  # fmt: skip
+            if entered is None:
+                self.host.notify(f"#{channel} not joined", timeout=3)
+                return False
+            result = await self.host.join_channel(channel, fatal=False, ask_again=True,
+                                                  passphrase=entered or None)  # fmt: skip
+            if result is not None:
+                return result
+            error = f"Wrong passphrase: this data directory joined #{channel} with another one."
+        return False
 
     async def leaving(self, channel: str) -> None:
         node = self.node

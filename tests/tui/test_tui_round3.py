@@ -72,3 +72,81 @@ async def test_an_expired_invite_says_ask_for_a_new_code_not_pick_another_name(
         await pilot.press("enter")
         await wait_until(lambda: app._exit, what="exit")
     assert app.return_code == 2
+
+
+async def test_join_asks_for_the_passphrase_and_refuses_a_new_name_with_a_slash(
+    tmp_path: Path,
+) -> None:
+    """Item 9: ``/join NAME`` with no passphrase set made a PUBLIC channel without a word
+    (the README says a passphrase is asked); ``/join #random/forget random`` made a
+    channel of that name. Now the passphrase dialog asks (Esc: nothing joined), and a new
+    name with '/' or a space is refused, the line kept in the input with the reason."""
+    from tui_helpers import screen_text
+
+    from app.tui.screens.dialogs import PassphraseScreen
+    from app.tui.widgets.chat_input import ChatInput
+
+    hub = MemoryHub()
+    app = tui(tmp_path / "alice", hub.transport())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await asyncio.wait_for(app.ready.wait(), T(20))
+        node = app.node
+        assert node is not None
+        box = app.chat.query_one(ChatInput)
+        box.value = "/join random"
+        await pilot.press("enter")
+        await wait_until(lambda: isinstance(app.screen, PassphraseScreen), what="the dialog")
+        await pilot.pause()
+        assert "Passphrase for #random" in screen_text(app)
+        await pilot.press(*"s3cret", "enter")
+        await wait_until(lambda: "random" in node.channels, what="#random joined")
+        assert not node.channels["random"].public  # a passphrase channel, not PUBLIC
+        await wait_until(lambda: app.model.current == "random", what="shown")
+
+        box.value = "/join other"
+        await pilot.press("enter")
+        await wait_until(lambda: isinstance(app.screen, PassphraseScreen), what="asked again")
+        await pilot.press("escape")
+        await wait_until(lambda: app.commands.pending == 0, what="done")
+        assert "other" not in node.channels
+
+        line = "/join #random/forget random"
+        box.value = line
+        await pilot.press("enter")
+        await wait_until(lambda: app.commands.pending == 0, what="refused")
+        await pilot.pause()
+        assert not isinstance(app.screen, PassphraseScreen)
+        assert "random/forget random" not in node.channels
+        assert box.value == line  # back in the input, to fix
+        assert "without spaces or '/'" in str(box.border_subtitle)  # the reason, under it
+        await type_line(pilot, "/join two words")
+        assert "two words" not in node.channels
+
+
+async def test_a_channel_joined_before_under_an_odd_name_keeps_working(tmp_path: Path) -> None:
+    """Item 9: the stricter rule is for new names only: a channel this data directory
+    joined before under a name with a space is joined again, at the start and by /join."""
+    from app.commands.channels import check_new_channel
+
+    hub = MemoryHub()
+    old = await start_peer(tmp_path / "alice", hub, "alice", seed=1, channels=("our team",))
+    with pytest.raises(ValueError, match="without spaces or '/'"):
+        await check_new_channel(old.node, "new team")
+    await check_new_channel(old.node, "our team")  # known here: fine
+    await old.node.leave("our team")
+    await old.close()
+    app = tui(tmp_path / "alice", hub.transport(), channels=("general", "our team"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await asyncio.wait_for(app.ready.wait(), T(20))
+        assert app.node is not None and "our team" in app.node.channels
+        await type_line(pilot, "/leave our team")
+        assert "our team" not in app.node.channels
+        from app.tui.screens.dialogs import PassphraseScreen
+        from app.tui.widgets.chat_input import ChatInput
+
+        app.chat.query_one(ChatInput).value = "/join our team"  # left: its key is not kept
+        await pilot.press("enter")
+
+        await wait_until(lambda: isinstance(app.screen, PassphraseScreen), what="asked")
+        await pilot.press("enter")  # it was PUBLIC
+        await wait_until(lambda: "our team" in app.node.channels, what="rejoined")  # type: ignore[union-attr]

@@ -265,15 +265,21 @@ async def started(app: SdsChatApp) -> None:
     await asyncio.wait_for(app.ready.wait(), T(20))
 
 
-async def type_line(pilot: Any, line: str) -> None:
+async def type_line(pilot: Any, line: str, *, passphrase: str | None = None) -> None:
     """Put ``line`` in the input (keystrokes are tested elsewhere), press Enter and wait
-    until the app has carried it out."""
+    until the app has carried it out. ``passphrase``: the ``/join`` asks for one (the
+    passphrase dialog), type it (``""``: a PUBLIC channel) and Enter."""
+    from app.tui.screens.dialogs import PassphraseScreen
     from app.tui.widgets.chat_input import ChatInput
 
     box = pilot.app.chat.query_one(ChatInput)
     box.value = line
     box.cursor_position = len(line)
     await pilot.press("enter")
+    if passphrase is not None:
+        await wait_until(lambda: isinstance(pilot.app.screen, PassphraseScreen),
+                         what=f"{line!r} asks for a passphrase")  # fmt: skip
+        await pilot.press(*passphrase, "enter")
     await wait_until(lambda: pilot.app.commands.pending == 0, what=f"{line!r} done")
     await pilot.pause()
 
