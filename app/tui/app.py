@@ -48,7 +48,7 @@ from textual.widgets import Input
 from app.chat.lines import visible
 from app.commands.channels import check_new_channel
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.launch.joined import load_joined, remember_channel
+from app.launch.joined import JoinedKeeper, load_remembered, rejoinable, remembered_order
 from app.members import secrets_file as members_file
 from app.names import check_new_channel_name
 from app.node.events import (
@@ -153,6 +153,8 @@ class TuiOptions:
     """Join by this invite code first (``sdschat join --invite CODE``)."""
     relays: tuple[str, ...] = ()
     """Relay URLs an ``/invite`` code names (the newcomer uses them)."""
+    on_ready: Callable[[], None] | None = None
+    """Called once the channels are joined (``sdschat join`` keeps its setup then)."""
 
 
 def make_app(
@@ -178,6 +180,7 @@ def make_app(
     create: bool = False,
     invite: str | None = None,
     relays: Sequence[str] = (),
+    on_ready: Callable[[], None] | None = None,
 ) -> SdsChatApp:
     """Build the app.
 
@@ -209,6 +212,7 @@ def make_app(
         create: create the first channel as a members channel, with us as admin.
         invite: join by this invite code first (the channel is the code's).
         relays: the relay URLs an ``/invite`` code names.
+        on_ready: called once the channels are joined and shown.
     """
     return SdsChatApp(
         TuiOptions(
@@ -233,6 +237,7 @@ def make_app(
             create=create,
             invite=invite,
             relays=tuple(relays),
+            on_ready=on_ready,
         )
     )
 
@@ -378,13 +383,22 @@ class SdsChatApp(App[None]):
         self.model.sender_id = node.sender_id
         self.model.name = node.name
         node.subscribe(self._on_node_event)
+        if opts.remember_state:  # every channel joined is rejoined at the next start
+            node.subscribe(JoinedKeeper(node, opts.data_dir, lambda why: self.notify(
+                why, severity="warning")).on_event)  # fmt: skip
         await node.start()
         if self._store_later is not None:
             self.use_lan_store(self._store_later)
         if (opts.create or opts.invite) and not await self._members_first(node):
             return
+        remembered = load_remembered(opts.data_dir) if opts.remember_state else []
+        keys = {e.name: e.key for e in remembered if e.key is not None}
         for channel in opts.channels:
-            joined_ok = await self.join_channel(channel, fatal=True, ask_again=opts.ask_passphrase)
+            # a channel kept from an earlier run: its key (nothing to ask), unless a
+            # passphrase was given (then it is checked against the one it joined with)
+            key = keys.get(channel) if self.passphrase is None else None
+            joined_ok = await self.join_channel(channel, fatal=True, key=key,
+                                                ask_again=opts.ask_passphrase)  # fmt: skip
             while joined_ok is None:  # a wrong passphrase typed at the prompt: ask again
                 entered = await self.push_screen_wait(
                     PassphraseScreen(
@@ -402,12 +416,11 @@ class SdsChatApp(App[None]):
             if not joined_ok:
                 return
         joined = list(opts.channels)
-        for key in load_joined(opts.data_dir) if opts.remember_state else ():
-            # channels joined in an earlier run (/join), with their derived keys
-            if key.channel in joined:
-                continue
-            if await self.join_channel(key.channel, fatal=False, key=key):
-                joined.append(key.channel)
+        for entry in rejoinable(opts.data_dir, remembered, joined):
+            # every channel and direct conversation of the last run, with its key
+            if await self.join_channel(entry.name, fatal=False, key=entry.key):
+                joined.append(entry.name)
+        self.model.order[:] = remembered_order(self.model.order, remembered)
         for channel in joined:
             await self.pager.load_tail(channel)
         await self.pager.count_unread()
@@ -421,6 +434,8 @@ class SdsChatApp(App[None]):
         gc.freeze()
         self.ready.set()
         self._refresh_panels()
+        if opts.on_ready is not None:
+            opts.on_ready()  # the last setup is kept (app/launch/last_setup.py)
 
     async def _members_first(self, node: Node) -> bool:
         """``--create`` or ``--invite``: make the members channel, or redeem the code,
@@ -488,13 +503,7 @@ class SdsChatApp(App[None]):
             return False
         self.known_channels.add(channel)
         self.model.add_channel(info.name, info.public)
-        if self.opts.remember_state:
-            try:  # rejoined at the next start (its derived key, never the passphrase)
-                remember_channel(self.opts.data_dir, info.key)
-            except OSError as exc:
-                self.notify(f"#{info.name} will not be rejoined at the next start: {exc}",
-                            severity="warning")
-        return True
+        return True  # kept for the next start by the JoinedKeeper (app/launch/joined.py)
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
         self.fatal = (message, code)

@@ -30,7 +30,7 @@ from app.chat.lines import encode_content, typed_text, visible
 from app.commands.front import TUI, Front
 from app.commands.handlers import consume
 from app.commands.table import Command, parse, run_command, spec_of
-from app.launch.joined import forget_channel, load_joined
+from app.launch.joined import load_joined
 from app.members import secrets_file as members_file
 from app.node.events import Info, MembersEvent, NodeError, NodeEvent
 from app.node.runtime import Node, NodeClosedError
@@ -368,10 +368,7 @@ class TuiCommands:
             await node.send(channel, f"{node.name} left #{channel}", "leave")
 
     async def left(self, channel: str) -> None:
-        host = self.host
-        if self._remember:
-            with contextlib.suppress(OSError):
-                forget_channel(self._data_dir, channel)
+        host = self.host  # not rejoined at the next start: the JoinedKeeper forgot it
         self._flush_events()
         self.model.remove_channel(channel)
         if self.model.current is not None:
@@ -386,8 +383,12 @@ class TuiCommands:
         self.host.switch_to(channel)
 
     async def entered(self, channel: str) -> None:
-        if channel in self.node.channels:
-            await self.pager.load_tail(channel)
+        info = self.node.channels.get(channel)
+        if info is not None:
+            self._flush_events()  # its "joined" event: the view exists before it is read
+            self.model.add_channel(channel, info.public)
+            await self.pager.load_tail(channel)  # its history ("/query bob" after a restart)
+            self.host.leave_current()
             self.host.switch_to(channel)
 
     def named(self, old: str, new: str) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 import sds
 from app.launch.data_dir import default_data_dir, prepare_data_dir
 from app.launch.exits import EXIT_DATABASE, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.joined import load_joined
+from app.launch.last_setup import record_start
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import load_config_file, settings_from_args
 from app.launch.wiring import node_options, relay_label, wire_transport
@@ -73,7 +75,8 @@ def run_tui(args: argparse.Namespace) -> int:
 
     members = bool(getattr(args, "create", False) or getattr(args, "invite", None)
                    or members_file.members_file(data_dir, args.channel).exists())  # fmt: skip
-    ask = not args.passphrase_file and sys.stdin.isatty() and not members
+    kept = any(k.channel == args.channel for k in load_joined(data_dir))  # its key is here
+    ask = not args.passphrase_file and sys.stdin.isatty() and not members and not kept
     # A store peer announced on the LAN is used when no --store was given (as headless does).
     store_url = getattr(args, "store", None)
     app_box: list[Any] = []
@@ -121,6 +124,7 @@ def run_tui(args: argparse.Namespace) -> int:
         create=bool(getattr(args, "create", False)),
         invite=getattr(args, "invite", None),
         relays=wired.invite_relays,
+        on_ready=lambda: record_start(settings.start) if settings.start is not None else None,
     )
     app_box.append(app)
     from app.tui.hangup import EXIT_HANGUP, watch_terminal

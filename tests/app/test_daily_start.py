@@ -3,6 +3,7 @@ without a screen: what is checked before anything is asked, and what is printed.
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import os
 import sys
@@ -64,3 +65,99 @@ def test_the_demo_says_how_to_stop_it_as_this_shell_can_type_it(
     assert os.access(shown if os.path.isabs(shown) else Path.cwd() / shown, os.X_OK)
     monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")  # `. .venv/bin/activate`
     assert sdschat_command() == "sdschat"
+
+
+def _args(**given: object) -> argparse.Namespace:
+    base: dict[str, object] = {"channel": "team", "data_dir": None, "relay": None, "lan": False,
+                               "interface": [], "store": None, "invite": None, "create": False}
+    base.update(given)
+    return argparse.Namespace(**base)
+
+
+def test_one_rule_decides_the_relays_and_store_of_a_start(tmp_path: Path) -> None:
+    """"A start restores the whole setup": --invite (and --link, later) first, then the
+    network flags, then the last run's, then the config file, then LAN; the store peer
+    from --store, else the last run's. What came from the config file is not kept (it
+    keeps itself); a start that fails keeps nothing (record_start is called once joined)."""
+    from app.launch.last_setup import apply_last_setup, load_setup, record_start
+
+    d = str(tmp_path)
+    config = {"relay": "ws://127.0.0.1:7001"}
+    plan = apply_last_setup(first := _args(data_dir=d), config)
+    assert (plan.network_from, first.relay) == ("config file", None)  # settings reads the file
+    record_start(plan)
+    assert not load_setup(tmp_path).network  # nothing to restore: the config file says it
+
+    plan = apply_last_setup(_args(data_dir=d, relay=["ws://127.0.0.1:7002"],
+                                  store="ws://127.0.0.1:7102"), config)  # fmt: skip
+    assert (plan.network_from, plan.store_from) == ("flags", "flags")
+    assert load_setup(tmp_path) == load_setup(tmp_path / "none")  # not kept before the start
+    record_start(plan)
+
+    again = _args(data_dir=d)
+    plan = apply_last_setup(again, config)  # the last run's beat the config file's
+    assert (plan.network_from, again.relay) == ("last run", ["ws://127.0.0.1:7002"])
+    assert (plan.store_from, again.store) == ("last run", "ws://127.0.0.1:7102")
+    assert plan.note.startswith("the relays and the store peer of the last run")
+
+    code = _args(data_dir=d, invite="sdschat-invite:x", relay=["ws://127.0.0.1:7003"])
+    assert apply_last_setup(code, config).network_from == "invite"  # the code's relays
+    assert code.relay == ["ws://127.0.0.1:7003"]
+    lan = _args(data_dir=d, lan=True, interface=["127.0.0.1"])
+    plan = apply_last_setup(lan, config)
+    assert (plan.network_from, lan.relay) == ("flags", None)
+    record_start(plan)  # LAN only, this time: the next start too
+    after = _args(data_dir=d)
+    apply_last_setup(after, {})
+    assert (after.relay, after.lan, after.interface) == (None, True, ["127.0.0.1"])
+
+
+def test_a_restart_as_the_readme_says_keeps_the_relay_the_invite_named(tmp_path: Path) -> None:
+    """Item 1: bob joins by invite (the relay comes from the code), quits; alice types 3
+    lines; ``sdschat join team --data-dir bob`` ran LAN gossip ("LAN 0 peers") and showed
+    none of them. Now it uses the relay of the last run, beating the config file's (a
+    dead one here: so the run before the fix did not multicast either), and ``sdschat
+    join`` alone opens the same setup."""
+    from tests.procs import Cluster, running, sdschat
+
+    dead = tmp_path / "dead-relay.toml"
+    dead.write_text('relay = "ws://127.0.0.1:9"\n')  # nothing listens on the discard port
+    alice_dir, bob_dir = tmp_path / "alice", tmp_path / "bob"
+    with running(Cluster(tmp_path)) as c:
+        _relay, url = c.relay()
+        alice = c.start(sdschat("join", "team", "--create", "--headless", "--fast", "--relay",
+                                url, "--name", "alice", "--data-dir", str(alice_dir),
+                                "--no-config"), "alice")  # fmt: skip
+        alice.wait_for(lambda: bool(alice.select("members", what="created")), 60, "created")
+        alice.send("/invite")
+        alice.wait_for(lambda: bool(alice.select("invite")), 30, "an invite")
+        code = alice.select("invite")[-1]["code"]
+        bob = c.start(sdschat("join", "--invite", code, "--headless", "--fast", "--name",
+                              "bob", "--data-dir", str(bob_dir), "--config", str(dead)),
+                      "bob")  # fmt: skip
+        bob.wait_for(lambda: bool(bob.select("members", what="joined")), 60, "bob joined")
+        bob.send("/quit")
+        assert bob.wait(60) == 0
+        lines = ["one", "two", "three"]
+        alice.send(*lines)
+        alice.wait_for(lambda: len([e for e in alice.select("own", state="sent")]) >= 3, 30,
+                       "alice's lines sent")  # fmt: skip
+
+        def got(p: object, want: list[str]) -> bool:
+            texts = [e["text"] for e in p.select("delivered")]  # type: ignore[attr-defined]
+            return all(w in texts for w in want)
+
+        again = c.start(sdschat("join", "team", "--headless", "--fast", "--data-dir",
+                                str(bob_dir), "--config", str(dead)), "bob2")  # fmt: skip
+        again.wait_for(lambda: got(again, lines), 90, "the three lines, through the relay")
+        note = [e for e in again.select("info") if "last run" in e.get("text", "")]
+        assert note and note[0]["data"] == {"restored": "last run"}
+        again.send("/quit")
+        assert again.wait(60) == 0
+        alice.send("four")
+        alone = c.start(sdschat("join", "--headless", "--fast", "--data-dir", str(bob_dir),
+                                "--config", str(dead)), "bob3")  # fmt: skip
+        alone.wait_for(lambda: got(alone, ["four"]), 90, "the fourth, `sdschat join` alone")
+        assert alone.select("channel", channel="team")
+        alone.send("/quit")
+        assert alone.wait(60) == 0
