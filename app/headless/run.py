@@ -63,6 +63,7 @@ from app.headless.front import HeadlessFront
 from app.headless.line_feed import EXIT_UNSENT, LineFeed
 from app.launch.data_dir import default_data_dir, prepare_data_dir
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.invite_wait import redeem
 from app.launch.joined import JoinedKeeper, load_joined, load_remembered, rejoinable
 from app.launch.last_setup import record_start
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
@@ -310,8 +311,9 @@ async def _serve(
                     data_dir, first).exists():  # fmt: skip
                 if getattr(args, "create", False):
                     await node.create_channel(first)
-                elif getattr(args, "invite", None):
-                    await node.join_by_invite(args.invite)
+                elif getattr(args, "invite", None):  # bounded: "nobody answered"
+                    await redeem(node, args.invite, lambda text: out.event(
+                        Info(text, {"invite": "no_answer_yet"})))  # fmt: skip
             keys = {k.channel: k for k in load_joined(data_dir)}
             for ch in channels:  # a channel kept from an earlier run: with its key
                 key = keys.get(ch) if passphrase is None else None

@@ -25,7 +25,6 @@ and sent on reconnection.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import gc
 import os
@@ -33,7 +32,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 from pathlib import Path
 from types import EllipsisType
 from typing import Any, ClassVar
@@ -48,6 +47,7 @@ from textual.widgets import Input
 from app.chat.lines import visible
 from app.commands.channels import check_new_channel
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.invite_wait import redeem
 from app.launch.joined import JoinedKeeper, load_remembered, rejoinable, remembered_order
 from app.members import secrets_file as members_file
 from app.names import check_new_channel_name
@@ -70,6 +70,7 @@ from app.node.runtime import IdentityMismatchError, Node, NodeClosedError, NodeO
 from app.node.runtime import PassphraseMismatchError as NodePassphraseMismatch
 from app.node.transport import Transport
 from app.tui.chatlog import logger_for
+from app.tui.clipboard import copy_text
 from app.tui.collector import Collector
 from app.tui.commanding import TuiCommands
 from app.tui.config import TuiConfig
@@ -81,7 +82,8 @@ from app.tui.reasons import explain
 from app.tui.render import palette, set_colours
 from app.tui.saved import HISTORY_KEPT, INPUT_HISTORY_FILE, TUI_STATE_FILE, SavedState
 from app.tui.screens.chat import ChatScreen
-from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen, TextScreen
+from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen
+from app.tui.screens.invite import InviteScreen
 from app.tui.texts import ago
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
 from app.tui.widgets.chat_input import ChatInput
@@ -448,9 +450,10 @@ class SdsChatApp(App[None]):
         try:
             if opts.create:
                 await node.create_channel(check_new_channel_name(first))
-            elif opts.invite:
+            elif opts.invite:  # bounded: "nobody answered" (app/launch/invite_wait.py)
                 self.notify(f"asking an admin of #{first} to let you in…", timeout=10)
-                await node.join_by_invite(opts.invite)
+                await redeem(node, opts.invite, lambda text: self.notify(
+                    text, title="still asking", severity="warning", timeout=60))  # fmt: skip
         except (ValueError, KeyError) as exc:
             title, hint = (
                 ("Invite not accepted", "Nothing was joined. Ask an admin for a new code.")
@@ -599,13 +602,9 @@ class SdsChatApp(App[None]):
                 self._rejected(ev, changes)
             elif isinstance(ev, Info):
                 changes.notices.append(("information", ev.text))
-            elif isinstance(ev, InviteMade):  # the code, whole, to copy and pass on
-                until = datetime.fromtimestamp(ev.expires_ms / 1000, self.opts.tz)
-                self.push_screen(TextScreen(f"Invite to #{ev.channel}", (
-                    f"{ev.code}\n\nGive this one line to the newcomer, who runs:\n\n"
-                    f"  sdschat join --invite CODE\n\nSingle use; valid until "
-                    f"{until:%Y-%m-%d %H:%M}. This sdschat lets them in while it runs."),
-                    id="invite"))  # fmt: skip
+            elif isinstance(ev, InviteMade):  # the code on one line, to copy and pass on
+                self.push_screen(InviteScreen(ev.channel, ev.code, ev.expires_ms,
+                                              self.copy_text, tz=self.opts.tz))  # fmt: skip
             elif isinstance(ev, MembersEvent):
                 if ev.what not in ("members", "verify"):  # answers shown by the command
                     loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected",
@@ -996,11 +995,15 @@ class SdsChatApp(App[None]):
             driver.flush()
 
     def copy_to_clipboard_osc52(self, text: str) -> None:
-        """Put ``text`` on the terminal's clipboard: OSC 52, which xterm, kitty, WezTerm,
-        iTerm2, Windows Terminal and tmux (``set -g set-clipboard on``) take, also over
-        ssh. Textual's own copy does the same; it is written here so tests see it."""
-        data = base64.b64encode(text.encode("utf-8")).decode("ascii")
-        self.write_terminal(f"\x1b]52;c;{data}\x07")
+        """Put ``text`` on the clipboard (:meth:`copy_text`)."""
+        self.copy_text(text)
+
+    def copy_text(self, text: str) -> list[str]:
+        """Put ``text`` on the terminal's clipboard (OSC 52, which xterm, kitty, WezTerm,
+        iTerm2, Windows Terminal and tmux with ``set -g set-clipboard on`` take, also
+        over ssh) and, inside tmux, in tmux's paste buffer (app/tui/clipboard.py);
+        returns where it went."""
+        return copy_text(text, self.write_terminal)
 
     def action_hotlist(self) -> None:
         """Alt+A: the next channel with news, as WeeChat's hotlist: mentions first, then

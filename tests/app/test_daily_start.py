@@ -161,3 +161,34 @@ def test_a_restart_as_the_readme_says_keeps_the_relay_the_invite_named(tmp_path:
         assert alone.select("channel", channel="team")
         alone.send("/quit")
         assert alone.wait(60) == 0
+
+
+def test_an_invite_code_cut_short_is_incomplete_and_a_dead_one_nobody_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 11 without a screen: the first line of a wrapped code is "incomplete" (it
+    said "a character is wrong"), and a code nobody answers says so within the bound,
+    after an ``info`` event that nobody has answered yet (it waited five minutes)."""
+    import json
+
+    import app.launch.invite_wait as invite_wait
+    from app.members.invite import encode_invite, make_invite
+    from app.node.runtime import wall_ms
+
+    code = encode_invite(make_invite("team", bytes(32), ("ws://127.0.0.1:9",), now_ms=wall_ms()))
+    first_line = code[:70]
+    status = main(["join", "--invite", first_line, "--headless", "--no-config",
+                   "--data-dir", str(tmp_path / "a")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2 and "incomplete: its end is missing" in err, err
+    assert "character is wrong" not in err
+
+    monkeypatch.setattr(invite_wait, "NOTICE_S", 0.5)
+    monkeypatch.setattr(invite_wait, "ANSWER_S", 3.0)
+    status = main(["join", "--invite", code, "--headless", "--no-config", "--fast",
+                   "--data-dir", str(tmp_path / "b")])  # fmt: skip
+    captured = capsys.readouterr()
+    events = [json.loads(line) for line in captured.out.splitlines() if line.startswith("{")]
+    assert status == 2, captured.err
+    assert any(e.get("data", {}).get("invite") == "no_answer_yet" for e in events)
+    assert "nobody answered the invite to #team within 3 s" in captured.err

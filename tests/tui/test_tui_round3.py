@@ -150,3 +150,112 @@ async def test_a_channel_joined_before_under_an_odd_name_keeps_working(tmp_path:
         await wait_until(lambda: isinstance(app.screen, PassphraseScreen), what="asked")
         await pilot.press("enter")  # it was PUBLIC
         await wait_until(lambda: "our team" in app.node.channels, what="rejoined")  # type: ignore[union-attr]
+
+
+async def test_an_invite_code_is_one_line_in_a_dialog_that_copies_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 11: the code was wrapped over two lines inside a box drawn over the log, with
+    no copy action. Now it is one line (it scrolls sideways where the terminal is
+    narrower), and c copies it: OSC 52 to the terminal, and tmux's paste buffer inside
+    tmux (a tmux server of the test's own, reached through $TMUX as in a real pane).
+    A second /invite while the first dialog is open opens another (it crashed: two
+    widgets with one id)."""
+    import base64
+    import shutil
+    import subprocess
+    import uuid
+
+    from tui_helpers import screen_text
+
+    from app.tui.screens.invite import InviteScreen
+
+    tmux = shutil.which("tmux")
+    socket_name = f"sdschat-invite-{uuid.uuid4().hex[:8]}"
+    if tmux is not None:
+        subprocess.run([tmux, "-L", socket_name, "-f", "/dev/null", "new-session", "-d"],
+                       check=True, timeout=T(10))  # fmt: skip
+        where = subprocess.run([tmux, "-L", socket_name, "display-message", "-p",
+                                "#{socket_path},#{pid},0"], check=True, capture_output=True,
+                               text=True, timeout=T(10)).stdout.strip()  # fmt: skip
+        monkeypatch.setenv("TMUX", where)
+    else:
+        monkeypatch.delenv("TMUX", raising=False)
+    hub = MemoryHub()
+    app = tui(tmp_path / "alice", hub.transport(), channels=("team",), create=True,
+              relays=("ws://127.0.0.1:8765",))  # fmt: skip
+    written: list[str] = []
+    monkeypatch.setattr(app, "write_terminal", written.append)
+    try:
+        async with app.run_test(size=(250, 30)) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(20))
+            made: list[InviteMade] = []
+            assert app.node is not None
+            app.node.subscribe(lambda e: made.append(e) if isinstance(e, InviteMade) else None)
+            await type_line(pilot, "/invite")
+            await wait_until(lambda: isinstance(app.screen, InviteScreen), what="the dialog")
+            await pilot.pause()
+            code = made[0].code
+            assert len(code) > 150
+            rows = [ln for ln in screen_text(app).splitlines() if code[:40] in ln]
+            assert len(rows) == 1 and code in rows[0]  # whole, on one line
+            await pilot.press("c")
+            await pilot.pause()
+            osc = f"\x1b]52;c;{base64.b64encode(code.encode()).decode()}\x07"
+            assert osc in written
+            dialog = app.screen
+            assert isinstance(dialog, InviteScreen)
+            if tmux is not None:
+                got = subprocess.run(
+                    [tmux, "-L", socket_name, "show-buffer"], check=True,
+                    capture_output=True, text=True, timeout=T(10)).stdout  # fmt: skip
+                assert got == code
+                assert any("tmux" in w for w in dialog.copied)
+            await pilot.press("escape")
+            await type_line(pilot, "/invite 2h")
+            await wait_until(lambda: len(made) == 2, what="a second code")
+            await app.node.make_invite("team", ())  # the dialog still open: another one
+            await wait_until(lambda: len(made) == 3, what="a third code")
+            await pilot.pause()
+            assert sum(isinstance(s, InviteScreen) for s in app.screen_stack) == 2
+    finally:
+        if tmux is not None:
+            subprocess.run([tmux, "-L", socket_name, "kill-server"], timeout=T(10),
+                           check=False)  # fmt: skip
+    # an 80-column pane: still one line, which scrolls sideways (← →)
+    app = tui(tmp_path / "alice", hub.transport(), channels=("team",))
+    async with app.run_test(size=(80, 30)) as pilot:
+        await asyncio.wait_for(app.ready.wait(), T(20))
+        await type_line(pilot, "/invite")
+        await wait_until(lambda: isinstance(app.screen, InviteScreen), what="the dialog")
+        await pilot.pause()
+        line = app.screen.query_one("#invite-code")
+        assert line.size.height == 1 and line.size.width >= 150
+
+
+async def test_an_invite_nobody_answers_says_so_after_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 11: a guessed or dead code waited in silence (five minutes). Now the screen
+    says nobody has answered yet, then stops: "nobody answered", what to do, exit 2."""
+    from tui_helpers import screen_text
+
+    import app.launch.invite_wait as invite_wait
+    from app.members.invite import encode_invite, make_invite
+    from app.node.runtime import wall_ms
+    from app.tui.screens.dialogs import FatalScreen
+
+    monkeypatch.setattr(invite_wait, "NOTICE_S", 0.5)
+    monkeypatch.setattr(invite_wait, "ANSWER_S", 3.0)
+    dead = encode_invite(make_invite("team", bytes(32), (), now_ms=wall_ms()))
+    app = tui(tmp_path / "bob", MemoryHub().transport(), channels=("team",), invite=dead)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(lambda: any("nobody has answered" in n.message
+                                     for n in app._notifications), what="the notice")  # fmt: skip
+        await wait_until(lambda: isinstance(app.screen, FatalScreen), 30, "the error screen")
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "nobody answered" in shown and "new code" in shown
+        await pilot.press("enter")
+        await wait_until(lambda: app._exit, what="exit")
+    assert app.return_code == 2
