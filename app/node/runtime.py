@@ -461,6 +461,7 @@ class _Receiving:
     sds_bytes: bytes
     consumed: bool = False  # delivered at once: its envelope went with the message
     settled: bool = False  # sync, ephemeral or dropped: nothing will wait for it
+    plain: bytes | None = None  # a members channel's content as decrypted for the core
 
 
 @dataclass(slots=True)
@@ -1563,6 +1564,8 @@ class Node:
         if held:
             self.counters["carried_duplicates"] += 1
         current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
+        if id_content is not None and opened.sds_message is not None:
+            current.plain = opened.sds_message.content  # what a waiting preview shows
         carried = carried_on is not None
         if opened.sds_message is not None:  # decoded once, by open_envelope
             if id_content is None:
@@ -2370,7 +2373,9 @@ class Node:
             return {}
         if pb.message_id != mid or not pb.content:
             return {}
-        content = decode_content(pb.content)
+        # a members channel's: the decrypted content, not the ciphertext on the wire
+        content = decode_content(out.current.plain if out.current.plain is not None
+                                 else pb.content)  # fmt: skip
         return {
             "lamport": pb.lamport_timestamp,
             "name": content.name,
@@ -2786,6 +2791,12 @@ class Node:
             asyncio.get_running_loop().call_later(
                 self.options.nobody_heard_ms / 1000, self._nobody_heard, name, key.topic)
         report = await self._restore_core(key)
+        # Back after a restart (or a /join again): our next sync goes out even where sync
+        # suppression would skip it (its restored state says others spoke since our last
+        # message): its bloom filter shows what we missed, and the others name it again.
+        # Else a quiet channel never told us (issue 41 §3; tests/tui/test_tui_log_matches_
+        # history.py).
+        self._participant.channel(name).ask_sync()
         for note in report.notes:
             self._emit(Info(f"{name}: {note}"))
         if report.rebuilt or report.changed:
