@@ -84,8 +84,10 @@ from app.tui.saved import HISTORY_KEPT, INPUT_HISTORY_FILE, TUI_STATE_FILE, Save
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen
 from app.tui.screens.invite import InviteScreen
+from app.tui.standing import banner_text, counted, members_notices, quiet_rejection
 from app.tui.texts import ago
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
+from app.tui.widgets.banner import Banner
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.find_bar import FindBar, FindInput
 from app.tui.widgets.message_log import MessageLog
@@ -606,9 +608,11 @@ class SdsChatApp(App[None]):
                 self.push_screen(InviteScreen(ev.channel, ev.code, ev.expires_ms,
                                               self.copy_text, tz=self.opts.tz))  # fmt: skip
             elif isinstance(ev, MembersEvent):
-                if ev.what not in ("members", "verify"):  # answers shown by the command
-                    loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected",
-                                       "refused", "diverged")
+                said = members_notices(self.node, ev, self.opts.tz)  # removals, with names
+                changes.notices.extend(said)
+                if ev.what not in ("members", "verify") and not said:  # answers: the command's
+                    loud = ev.what in ("key_changed", "join_request", "rejected", "refused",
+                                       "diverged")  # fmt: skip
                     changes.notices.append(("warning" if loud else "information", ev.text))
                 if ev.what in ("changed", "created", "joined", "admitted"):
                     self._refresh_panels()
@@ -694,8 +698,8 @@ class SdsChatApp(App[None]):
             changes.peers = True
 
     def _rejected(self, ev: Rejected, changes: Changes) -> None:
-        if ev.reason in self._rejected_noted:
-            return
+        if ev.reason in self._rejected_noted or quiet_rejection(self.node, ev):
+            return  # (sealed to keys we were not given, once removed: no news)
         if ev.reason == "wrong_key_or_tampered":
             self._rejected_noted.add(ev.reason)
             changes.notices.append(
@@ -829,12 +833,13 @@ class SdsChatApp(App[None]):
                 bar.append_text(self._unread_elsewhere(view.name))
             mc = node.members_channel(view.name) if node is not None else None
             if mc is not None:  # members channel: who is in, and your role
-                role = "admin" if mc.roster.is_admin(node.sender_id) else "member"  # type: ignore[union-attr]
+                role = ("admin" if mc.roster.is_admin(node.sender_id) else  # type: ignore[union-attr]
+                        "member" if mc.roster.is_member(node.sender_id) else "read-only")  # type: ignore[union-attr]
                 kind = "direct" if view.name.startswith("dm-") else "members"
                 bar.append(f" · {kind} ({len(mc.roster)}, you: {role})", "dim")
             else:
                 bar.append(" · public" if view.public else " · passphrase", "dim")
-            peers = node.peers(view.name) if node is not None else []
+            peers = counted(node, view.name, node.peers(view.name)) if node is not None else []
             here = sum(1 for p in peers if self.online.is_online(p.last_seen_ms, p.sender_id))
             # online now (heard within a few sync periods), and all ever heard from
             bar.append(f" · {here} online", "dim")
@@ -849,6 +854,7 @@ class SdsChatApp(App[None]):
         elif node is None:
             bar.append("starting…", "dim")
         chat.query_one(ChannelBar).update_text(bar)
+        chat.query_one(Banner).say(banner_text(node, m.current, self.opts.tz))
         typing = ""
         if view is not None:
             names = [n for n, until in view.typing.values() if until > self.clock()]
@@ -874,7 +880,7 @@ class SdsChatApp(App[None]):
 
             entries = [PeerEntry(node.sender_id, node.name, "now", you=True,
                                  role=role_of(node.sender_id))]  # fmt: skip
-            for p in node.peers(view.name):
+            for p in counted(node, view.name, node.peers(view.name)):  # members only
                 entries.append(
                     PeerEntry(
                         p.sender_id,

@@ -44,6 +44,7 @@ from app.tui.readers import who_has
 from app.tui.saved import SavedState
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import MultiLineScreen, PassphraseScreen, TextScreen
+from app.tui.standing import counted
 from app.tui.texts import (
     Holders,
     PeerLine,
@@ -413,7 +414,7 @@ class TuiCommands:
             PeerLine(p.sender_id, str(p.name or m.names.get(p.sender_id) or p.sender_id[:8]),
                      m.label(p.sender_id, p.name), online.is_online(p.last_seen_ms, p.sender_id),
                      online.away_text(p.sender_id), p.last_seen_ms, p.messages)
-            for p in self.node.peers(channel)
+            for p in counted(self.node, channel, self.node.peers(channel))  # members only
         ]  # fmt: skip
 
     def show_peers(self, channel: str | None) -> None:
@@ -552,7 +553,8 @@ class TuiCommands:
         node = self.node
         assert row.message_id is not None
         me = node.sender_id
-        members = [p.sender_id for p in node.peers(channel) if p.sender_id != me]
+        members = [p.sender_id for p in counted(node, channel, node.peers(channel))
+                   if p.sender_id != me]  # a removed member is not counted any more
         if row.sender_id and row.sender_id != me and row.sender_id not in members:
             members.append(row.sender_id)
         try:

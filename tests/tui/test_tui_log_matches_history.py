@@ -119,6 +119,9 @@ class Scenario:
         self.pilot = await self._ctx.__aenter__()
         await asyncio.wait_for(self.app.ready.wait(), T(30))
 
+    def _invite_shown(self) -> bool:
+        return self.app is not None and isinstance(self.app.screen, InviteScreen)
+
     async def close_app(self) -> None:
         if self._ctx is not None:
             assert self.app is not None
@@ -134,8 +137,7 @@ class Scenario:
                                     passphrase=PASSPHRASE)  # fmt: skip
             if self.kind == "members":
                 code = await self.app.node.make_invite(CHANNEL, ())
-                app = self.app
-                await wait_until(lambda: isinstance(app.screen, InviteScreen), 20, "dialog")
+                await wait_until(self._invite_shown, 20, "the invite dialog")
                 await self.pilot.press("escape")  # the invite dialog: closed
                 await peer.node.join_by_invite(code, timeout_s=T(30))
             else:
