@@ -18,9 +18,17 @@ child process of its own, and prints each figure of both with their ratio.
 ``--micro-count`` messages): once the channel holds N messages, a content message
 whose dependencies are all met given to ``receive_parsed`` already parsed (the
 core alone: the hot path), the same given to ``receive`` as bytes (parse
-included), a sync, and ``send``::
+included), a sync, and ``send``, each with what a node does after every call into
+the core (drain the events, read the next deadline)::
 
     python bench/core.py --sizes 2000,20000 --rounds 5 --micro --baseline 41573be
+
+``--interleaved`` (with ``--baseline``) measures only the per-message costs, of both
+trees in one process: the baseline's ``sds`` is imported beside this one (as
+``sds_baseline``) and the two take turns, ``--batch`` messages at a time, so that a
+loaded machine weighs on both alike (the way to compare on a shared 2-core box)::
+
+    python bench/core.py --sizes 2000,20000 --baseline 41573be --interleaved
 
 Usage: python bench/core.py [--sizes 1000,3000,10000,100000] [--rounds 3] [--json]
 """
@@ -98,13 +106,13 @@ def run_sdschat(n: int, pairs: int = 1) -> dict[str, float]:
     }
 
 
-def _filled(n: int) -> tuple[sds.Channel, sds.Channel, int]:
-    """Alice and Bob after ``n`` messages as in :func:`run_sdschat` (deterministic: the
-    same channels every time), and the time."""
-    cfg = sds.Config()
+def _filled(n: int, mod: Any = sds) -> tuple[Any, Any, int]:
+    """Alice and Bob (channels of ``mod``, an ``sds``) after ``n`` messages as in
+    :func:`run_sdschat` (deterministic: the same channels every time), and the time."""
+    cfg = mod.Config()
     now = 1_700_000_000_000
-    a = sds.Channel("bench", "alice", cfg, now, random.Random(1))
-    b = sds.Channel("bench", "bob", cfg, now, random.Random(2))
+    a = mod.Channel("bench", "alice", cfg, now, random.Random(1))
+    b = mod.Channel("bench", "bob", cfg, now, random.Random(2))
     for i in range(n):
         now += 1
         src, dst = (a, b) if i % 2 == 0 else (b, a)
@@ -114,54 +122,139 @@ def _filled(n: int) -> tuple[sds.Channel, sds.Channel, int]:
     return a, b, now
 
 
-def micro(n: int, count: int) -> dict[str, float]:
-    """Per-message costs in a channel holding ``n`` messages (see the module docstring):
-    microseconds, the median over ``count`` messages of each kind. Each kind runs on a
-    Bob of its own, filled alike: the same history, the same messages."""
-    a, bob, now = _filled(n)
+def _timed(ch: Any, call: Any, calls: list[Any]) -> list[int]:
+    """Nanoseconds of each ``call(*args)`` on ``ch`` with what a node does after every
+    call into the core: drain the events, read the next deadline."""
     perf = time.perf_counter_ns
+    events, get_timer = ch.events, ch.get_timer
+    out = []
+    for args in calls:
+        t0 = perf()
+        call(*args)
+        events()
+        get_timer()
+        out.append(perf() - t0)
+    return out
+
+
+#: what --micro times: (kind, the method of a filled Bob, which of Alice's messages)
+MICRO_KINDS = (
+    ("receive_parsed_us", "receive_parsed", "parsed"),
+    ("receive_us", "receive", "lines"),
+    ("sync_us", "receive", "syncs"),
+    ("send_us", "send", "replies"),
+)
+
+
+def _micro_calls(n: int, count: int, mod: Any = sds) -> dict[str, list[Any]]:
+    """Alice's messages for Bob once he holds ``n``: her syncs (each names only what he
+    holds), then her lines (each naming the ones before it), parsed too; and Bob's
+    replies."""
+    a, _, now = _filled(n, mod)
     syncs: list[tuple[bytes, int]] = []
     t = now
-    while len(syncs) < count:  # alice's syncs: each names only what Bob holds
+    while len(syncs) < count:
         t = max(t + 1, a.get_timer() or t + 1)
         a.handle_timer(t)
         a.events()
         syncs += [(d.data, t) for d in a.datagrams_to_send() if d.kind == "sync"]
     lines: list[tuple[bytes, int]] = []
-    for i in range(count):  # then her lines, each naming the ones before it
+    for i in range(count):
         t += 1
         lines.append((a.send(b"line %d: the quick brown fox" % i, t), t))
         a.events()
-    parsed = [(sds_pb2.SdsMessage.FromString(d), d, t) for d, t in lines]
-    out: dict[str, list[int]] = {"receive_parsed_us": [], "receive_us": [], "sync_us": [],
-                                 "send_us": []}
-    ch = bob
-    for pb, d, t in parsed:
-        t0 = perf()
-        ch.receive_parsed(pb, d, t)
-        ch.events()
-        out["receive_parsed_us"].append(perf() - t0)
-    ch = _filled(n)[1]
-    for d, t in lines:
-        t0 = perf()
-        ch.receive(d, t)
-        ch.events()
-        out["receive_us"].append(perf() - t0)
-    ch = _filled(n)[1]
-    for d, t in syncs:
-        t0 = perf()
-        ch.receive(d, t)
-        ch.events()
-        out["sync_us"].append(perf() - t0)
-    ch = _filled(n)[1]
-    t = now
-    for i in range(count):
-        t += 1
-        t0 = perf()
-        ch.send(b"reply %d: the quick brown fox" % i, t)
-        ch.events()
-        out["send_us"].append(perf() - t0)
-    return {k: statistics.median(v) / 1_000 for k, v in out.items()}
+    return {
+        "syncs": syncs[:count],
+        "lines": lines,
+        "parsed": [(sds_pb2.SdsMessage.FromString(d), d, t) for d, t in lines],
+        "replies": [(b"reply %d: the quick brown fox" % i, now + 1 + i) for i in range(count)],
+    }
+
+
+def micro(n: int, count: int) -> dict[str, float]:
+    """Per-message costs in a channel holding ``n`` messages (see the module docstring):
+    microseconds, the median over ``count`` messages of each kind. Each kind runs on a
+    Bob of its own, filled alike: the same history, the same messages."""
+    calls = _micro_calls(n, count)
+    out = {}
+    for kind, method, which in MICRO_KINDS:
+        bob = _filled(n)[1]
+        out[kind] = statistics.median(_timed(bob, getattr(bob, method), calls[which])) / 1_000
+    return out
+
+
+def load_baseline(rev: str, into: Path) -> Any:
+    """Revision ``rev``'s sds, importable beside this tree's as the package
+    ``sds_baseline`` (its imports of ``sds.X`` rewritten; the generated protobuf module,
+    which both must share byte for byte, is this tree's)."""
+    import importlib
+    import re
+
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sds"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    pkg = into / "sds_baseline"
+    (into / "sds").rename(pkg)
+    if (pkg / "sds_pb2.py").read_bytes() != (ROOT / "sds" / "sds_pb2.py").read_bytes():
+        raise SystemExit(f"{rev}: another sds_pb2.py; compare without --interleaved")
+    (pkg / "sds_pb2.py").unlink()
+    for path in pkg.glob("*.py"):
+        text = re.sub(r"^(\s*)(from|import) sds\.(?!sds_pb2\b)", r"\1\2 sds_baseline.",
+                      path.read_text(), flags=re.M)
+        text = re.sub(r"^(\s*)from sds import (?!sds_pb2\b)", r"\1from sds_baseline import ",
+                      text, flags=re.M)
+        path.write_text(text)
+    sys.path.insert(0, str(into))
+    mod = importlib.import_module("sds_baseline")
+    assert mod.Channel is not sds.Channel
+    return mod
+
+
+def interleaved(args: argparse.Namespace, sizes: list[int]) -> int:
+    """``--interleaved``: the per-message costs of both trees in this one process,
+    batch by batch in turn (``--batch`` messages, the order swapped every batch), so
+    that whatever else the machine runs weighs on both alike."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from machine import describe
+
+    out: dict[str, Any] = {"machine": describe(), "load": [os.getloadavg()[0]], "sizes": {}}
+    if not args.json:
+        print(f"{out['machine']}; load {out['load'][0]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="sdschat-core-bench-") as tmp_s:
+        mods = {args.baseline: load_baseline(args.baseline, Path(tmp_s)), "current": sds}
+        for n in sizes:
+            calls = _micro_calls(n, args.micro_count)
+            base_calls = _micro_calls(n, args.micro_count, mods[args.baseline])
+            same = all(calls[k] == base_calls[k] for k in ("syncs", "lines"))
+            row: dict[str, Any] = {"same_bytes": same}
+            for kind, method, which in MICRO_KINDS:
+                bobs = {label: _filled(n, mod)[1] for label, mod in mods.items()}
+                times: dict[str, list[int]] = {label: [] for label in mods}
+                labels = list(mods)
+                for k in range(0, args.micro_count, args.batch):
+                    batch = calls[which][k:k + args.batch]
+                    for label in labels if (k // args.batch) % 2 == 0 else labels[::-1]:
+                        bob = bobs[label]
+                        times[label] += _timed(bob, getattr(bob, method), batch)
+                row[kind] = {label: {"median_us": statistics.median(v) / 1_000,
+                                     "p10_us": sorted(v)[len(v) // 10] / 1_000}
+                             for label, v in times.items()}
+            out["sizes"][n] = row
+            if not args.json:
+                what = "the same bytes" if same else "OTHER BYTES"
+                print(f"N={n:>7} ({what} from both)", flush=True)
+                for kind, _, _ in MICRO_KINDS:
+                    b, c = row[kind][args.baseline], row[kind]["current"]
+                    print(f"  {kind:>18}  {args.baseline} {b['median_us']:6.1f} us (p10 "
+                          f"{b['p10_us']:5.1f})  current {c['median_us']:6.1f} us (p10 "
+                          f"{c['p10_us']:5.1f})  ratio {c['median_us'] / b['median_us']:.3f} "
+                          f"(p10 {c['p10_us'] / b['p10_us']:.3f})", flush=True)
+    out["load"].append(os.getloadavg()[0])
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"load {out['load'][1]:.1f}")
+    return 0
 
 
 def run_child(root: Path, job: dict[str, Any]) -> dict[str, float]:
@@ -194,7 +287,10 @@ def compare(args: argparse.Namespace, sizes: list[int]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from machine import describe
 
-    print(f"{describe()}; load {os.getloadavg()[0]:.1f}", flush=True)
+    machine = describe()
+    load_before = os.getloadavg()[0]
+    if not args.json:
+        print(f"{machine}; load {load_before:.1f}", flush=True)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="sdschat-core-bench-") as tmp_s:
         base = Path(tmp_s)
@@ -216,9 +312,12 @@ def compare(args: argparse.Namespace, sizes: list[int]) -> int:
             results.append(row)
             if not args.json:
                 print_comparison(row, [label for label, _ in roots])
-    print(f"load {os.getloadavg()[0]:.1f}", flush=True)
+    load_after = os.getloadavg()[0]
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"machine": machine, "load": [load_before, load_after],
+                          "results": results}, indent=2))
+    else:
+        print(f"load {load_after:.1f}", flush=True)
     return 0
 
 
@@ -284,11 +383,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="git revision whose sds runs beside this tree's (alternating)")
     ap.add_argument("--micro", action="store_true", help="per-message costs (with --baseline)")
     ap.add_argument("--micro-count", type=int, default=2_000)
+    ap.add_argument("--interleaved", action="store_true",
+                    help="with --baseline: the per-message costs of both in one process")
+    ap.add_argument("--batch", type=int, default=50, help="messages per turn (--interleaved)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
         return child_main(argv[1], argv[2])
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.baseline and args.interleaved:
+        return interleaved(args, sizes)
     if args.baseline:
         return compare(args, sizes)
     ref_sizes = {int(s) for s in args.reference_sizes.split(",") if s}
