@@ -527,9 +527,9 @@ class Channel:
         many receivers (the simulator's broadcasts), read the same way.
 
         The phases, in order: :meth:`_screen` (what is dropped at once, ephemeral
-        messages), :meth:`_admit` (carried copies, the sender's budget),
-        :meth:`_hear` (what hearing the sender tells us); then a copy of a message we
-        hold goes to :meth:`_take_copy`; any other has its repair requests answered
+        messages), :meth:`_admit` (carried copies, the sender's budget, and what
+        hearing the message tells us); then a copy of a message we hold goes to
+        :meth:`_take_copy`; any other has its repair requests answered
         (:meth:`_on_repair_requests`), its acknowledgements reviewed and its filter
         checked for what it lacks, and is taken as a sync (:meth:`_take_sync`) or as
         content (:meth:`_take_content`).
@@ -542,11 +542,9 @@ class Channel:
         message_id, sender_id, content, history, history_ids = screened
         is_content = bool(content)
         duplicate = is_content and self.holds(message_id)
-        known = self._admit(message_id, sender_id, history_ids, is_content, duplicate,
-                            carried, now_ms)
-        if known is None:
+        if not self._admit(message_id, sender_id, history_ids, is_content, duplicate,
+                           carried, now_ms):
             return
-        self._hear(message_id, sender_id, history_ids, is_content, known, carried, now_ms)
         if duplicate:
             self._take_copy(pb, message_id, sender_id, content, history_ids, now_ms)
             return
@@ -676,23 +674,25 @@ class Channel:
         duplicate: bool,
         carried: bool,
         now_ms: int,
-    ) -> bool | None:
+    ) -> bool:
         """Receive, phase 2: a carried copy of what we hold is counted and goes no
         further, as does a carried sync or echo; a message naming more unknown ids than
-        its sender's budget allows is refused. ``None``: stop here; else whether the
-        message names only what we hold."""
+        its sender's budget allows is refused (``False``: stop here). Then what hearing
+        the message tells us, copy or not: its sender takes part, it names ids for the
+        channel, and a copy of a content message is on the wire (it cancels our request
+        and pending answer for it)."""
         if carried:
             if not is_content:
                 self._drop(message_id, sender_id, DropReason.INVALID_KIND, "carried sync")
-                return None
+                return False
             if sender_id == self.sender_id and not duplicate:
                 self._drop(message_id, sender_id, DropReason.OWN_ECHO)
-                return None
+                return False
             if duplicate:
                 # the common case (all but ~loss of the members): a copy on the wire,
                 # counted apart, no event (Config.carry_copies)
                 self._carried_copy(message_id, now_ms)
-                return None
+                return False
         known = all(map(self._entries.__contains__, history_ids))
         if (
             not duplicate
@@ -707,22 +707,7 @@ class Channel:
                 f"sender are still missing; at most {self._config.max_missing_per_sender}",
             )
             self._refuse(message_id, sender_id, now_ms)
-            return None
-        return known
-
-    def _hear(
-        self,
-        message_id: str,
-        sender_id: str,
-        history_ids: list[str],
-        is_content: bool,
-        known: bool,
-        carried: bool,
-        now_ms: int,
-    ) -> None:
-        """Receive, phase 3: what hearing the message tells us, copy or not: its sender
-        takes part, it names ids for the channel, and a copy of a content message is
-        on the wire (it cancels our request and pending answer for it)."""
+            return False
         cfg = self._config
         if known:
             # A participant counts (the SDS-R windows, the sync interval) once a message
@@ -743,6 +728,7 @@ class Channel:
                 self._carrying.new += 1
                 self._answers.note_copy_on_wire(message_id, now_ms)
                 self._answers.count_wire_copy(message_id)
+        return True
 
     def _take_copy(
         self,
@@ -759,7 +745,7 @@ class Channel:
         author, text or timestamp is a conflict; the copy is on the wire."""
         self._outgoing.review_acks(pb, history_ids, sender_id)
         self._check_conflict(message_id, sender_id, pb.lamport_timestamp, content)
-        # note_copy, without the cancels _hear ran (run again, they found nothing):
+        # note_copy, without the cancels _admit ran (run again, they found nothing):
         # the copy on the wire is noted once
         if self._config.repair_enabled:
             self._answers.note_copy_on_wire(message_id, now_ms)
@@ -780,7 +766,8 @@ class Channel:
     ) -> None:
         """Receive, a sync (spec "Periodic Sync Message"): its history tells us what
         we lack; never persisted."""
-        self._tracker.note(message_id, sender_id, history, history_ids, now_ms, False)
+        if not all(map(self._entries.__contains__, history_ids)):
+            self._tracker.note(message_id, sender_id, history, history_ids, now_ms, False)
         self._cap_missing(now_ms)
         self._events.append(
             SyncReceived(self.channel_id, message_id, sender_id, pb.lamport_timestamp)
@@ -1107,6 +1094,8 @@ class Channel:
         """``Config.max_missing``: beyond it the longest-missing ids are declared lost
         (:meth:`sds.missing.MissingTracker.cap_victims`). Call only once the message
         being received is buffered or delivered."""
+        if len(self._missing) <= self._config.max_missing:
+            return
         for mid in self._tracker.cap_victims():
             self._declare_lost(mid, now_ms)
 
