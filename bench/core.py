@@ -23,10 +23,11 @@ the core (drain the events, read the next deadline)::
 
     python bench/core.py --sizes 2000,20000 --rounds 5 --micro --baseline 41573be
 
-``--interleaved`` (with ``--baseline``) measures only the per-message costs, of both
-trees in one process: the baseline's ``sds`` is imported beside this one (as
-``sds_baseline``) and the two take turns, ``--batch`` messages at a time, so that a
-loaded machine weighs on both alike (the way to compare on a shared 2-core box)::
+``--interleaved`` (with ``--baseline``) runs the exchange (without the 10 pairs) and
+the per-message costs of both trees in one process: the baseline's ``sds`` is
+imported beside this one (as ``sds_baseline``) and the two take turns (the exchange
+message by message, the per-message costs ``--batch`` messages at a time), so that
+a loaded machine weighs on both alike (the way to compare on a shared 2-core box)::
 
     python bench/core.py --sizes 2000,20000 --baseline 41573be --interleaved
 
@@ -210,10 +211,58 @@ def load_baseline(rev: str, into: Path) -> Any:
     return mod
 
 
+def exchange_interleaved(mods: dict[str, Any], n: int) -> dict[str, dict[str, float]]:
+    """:func:`run_sdschat`'s exchange for each ``sds`` of ``mods`` at once, message by
+    message in turn (the order swapped every message): the rates from the total times
+    as :func:`run_sdschat` gives them, and the median times of a send and a receive
+    (over all ``n`` messages and over the last 1,000), which a preemption that falls
+    on one side's message does not move."""
+    now = 1_700_000_000_000
+    pairs = {
+        label: (mod.Channel("bench", "alice", mod.Config(), now, random.Random(1)),
+                mod.Channel("bench", "bob", mod.Config(), now, random.Random(2)))
+        for label, mod in mods.items()
+    }
+    sends: dict[str, list[int]] = {label: [] for label in mods}
+    recvs: dict[str, list[int]] = {label: [] for label in mods}
+    sizes = dict.fromkeys(mods, 0)
+    labels = list(mods)
+    perf = time.perf_counter_ns
+    for i in range(n):
+        now += 1
+        content = b"message %d: the quick brown fox" % i
+        for label in labels if i % 2 == 0 else labels[::-1]:
+            a, b = pairs[label]
+            src, dst = (a, b) if i % 2 == 0 else (b, a)
+            t0 = perf()
+            data = src.send(content, now)
+            src.events()
+            t1 = perf()
+            dst.receive(data, now, None)
+            dst.events()
+            t2 = perf()
+            sends[label].append(t1 - t0)
+            recvs[label].append(t2 - t1)
+            sizes[label] += len(data)
+    out = {}
+    for label in mods:
+        s_, r_ = sends[label], recvs[label]
+        out[label] = {
+            "send_per_s": 1e9 * n / sum(s_), "recv_per_s": 1e9 * n / sum(r_),
+            "send_median_us": statistics.median(s_) / 1e3,
+            "recv_median_us": statistics.median(r_) / 1e3,
+            "tail_send_median_us": statistics.median(s_[-TAIL:]) / 1e3,
+            "tail_recv_median_us": statistics.median(r_[-TAIL:]) / 1e3,
+            "bytes_per_msg": sizes[label] / n,
+        }
+    return out
+
+
 def interleaved(args: argparse.Namespace, sizes: list[int]) -> int:
-    """``--interleaved``: the per-message costs of both trees in this one process,
-    batch by batch in turn (``--batch`` messages, the order swapped every batch), so
-    that whatever else the machine runs weighs on both alike."""
+    """``--interleaved``: the exchange and the per-message costs of both trees in this
+    one process, in turn (the exchange message by message, the per-message costs
+    ``--batch`` messages at a time, the order swapped every turn), so that whatever
+    else the machine runs weighs on both alike."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from machine import describe
 
@@ -226,7 +275,8 @@ def interleaved(args: argparse.Namespace, sizes: list[int]) -> int:
             calls = _micro_calls(n, args.micro_count)
             base_calls = _micro_calls(n, args.micro_count, mods[args.baseline])
             same = all(calls[k] == base_calls[k] for k in ("syncs", "lines"))
-            row: dict[str, Any] = {"same_bytes": same}
+            row: dict[str, Any] = {"same_bytes": same,
+                                   "exchange": exchange_interleaved(mods, n)}
             for kind, method, which in MICRO_KINDS:
                 bobs = {label: _filled(n, mod)[1] for label, mod in mods.items()}
                 times: dict[str, list[int]] = {label: [] for label in mods}
@@ -243,9 +293,16 @@ def interleaved(args: argparse.Namespace, sizes: list[int]) -> int:
             if not args.json:
                 what = "the same bytes" if same else "OTHER BYTES"
                 print(f"N={n:>7} ({what} from both)", flush=True)
+                ex = row["exchange"]
+                for key in ("send_per_s", "recv_per_s", "send_median_us", "recv_median_us",
+                            "tail_send_median_us", "tail_recv_median_us"):
+                    b_, c_ = ex[args.baseline][key], ex["current"][key]
+                    unit = "/s" if key.endswith("_per_s") else " us"
+                    print(f"  {key:>19}  {args.baseline} {b_:8.1f}{unit}  current "
+                          f"{c_:8.1f}{unit}  ratio {c_ / b_:.3f}", flush=True)
                 for kind, _, _ in MICRO_KINDS:
                     b, c = row[kind][args.baseline], row[kind]["current"]
-                    print(f"  {kind:>18}  {args.baseline} {b['median_us']:6.1f} us (p10 "
+                    print(f"  {kind:>19}  {args.baseline} {b['median_us']:6.1f} us (p10 "
                           f"{b['p10_us']:5.1f})  current {c['median_us']:6.1f} us (p10 "
                           f"{c['p10_us']:5.1f})  ratio {c['median_us'] / b['median_us']:.3f} "
                           f"(p10 {c['p10_us'] / b['p10_us']:.3f})", flush=True)
