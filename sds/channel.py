@@ -212,16 +212,24 @@ class Channel:
 
     # ------------------------------------------------------------------ draining
 
+    # (the parts append to these two lists: drained by copy, never replaced)
+
     def events(self) -> list[Event]:
         """Drain the events produced since the last call (oldest first)."""
-        out = self._events.copy()
-        self._events.clear()
+        events = self._events
+        if not events:
+            return []
+        out = events[:]
+        events.clear()
         return out
 
     def datagrams_to_send(self) -> list[Datagram]:
         """Drain what the core wants broadcast: resends, sync messages, repair responses."""
-        out = self._datagrams.copy()
-        self._datagrams.clear()
+        datagrams = self._datagrams
+        if not datagrams:
+            return []
+        out = datagrams[:]
+        datagrams.clear()
         return out
 
     # ---------------------------------------------------------------- inspection
