@@ -43,11 +43,14 @@ demo: $(STAMP) tools
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy --strict sds/
-	$(BIN)/mypy app net storage pipeline bench
+	$(BIN)/mypy --strict sds app net storage pipeline
+	$(BIN)/mypy bench
 
+# Tests side by side in TEST_WORKERS processes (pytest-xdist): most of the suite waits on
+# real processes and sockets, not on the CPU. Spark tests share one worker (tests/conftest.py).
+TEST_WORKERS ?= 4
 test: lint tools
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iapp/chat --python_out=app/chat --pyi_out=app/chat app/chat/content.proto

@@ -249,6 +249,94 @@ def _jvm_peak_mb() -> float:
     return peak
 
 
+def _figures(summary: dict[str, Any]) -> tuple[Any, ...]:
+    """The counts two versions must agree on."""
+    c = summary["channels"][0]
+    return (c["messages"], c["convergence"]["held_pairs"], c["convergence"]["missing_pairs"],
+            c["causal_order"]["checked_dependencies"], c["causal_order"]["violations"],
+            c["latency_ms"].get("p50"), c["latency_ms"].get("p99"))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def command_ab(data: Path, codes: list[Path], rounds: int, master: str, server: bool,
+               reports: int) -> None:
+    """The whole ``sdschat report`` command (process start to exit) of each version
+    over the same data, alternating, ``rounds`` times; with ``server``, also
+    ``reports`` reports on a ``sdschat report-server --master MASTER`` of each version
+    (started on 127.0.0.1, stopped by PID). Each line: time, load, calibration."""
+    import json
+    import signal
+    import socket
+    import subprocess
+
+    from machine import describe
+
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SPARK_REMOTE", None)
+    seen: dict[str, tuple[Any, ...]] = {}
+
+    def one(code: Path, extra: list[str], label: str) -> None:
+        out = Path(tempfile.mkdtemp(prefix="bench-report-")) / "r"
+        t = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "app.cli", "report", str(data), "--out",
+                               str(out), *extra], cwd=code, env=env, capture_output=True,
+                              text=True)
+        wall = time.monotonic() - t
+        if done.returncode != 0:
+            print(f"  {label}: FAILED {done.stderr.strip()[-300:]}", flush=True)
+            return
+        summary = json.loads((out / "summary.json").read_text())
+        shutil.rmtree(out.parent, ignore_errors=True)
+        figures = _figures(summary)
+        ref = seen.setdefault(label.split()[0], figures)
+        print(f"{time.strftime('%H:%M:%S', time.gmtime())} load {os.getloadavg()[0]:.1f} "
+              f"{label:<40} command {wall:6.1f}s  (spark {summary['spark_seconds']:.1f}s)  "
+              f"{'same figures' if figures == ref else f'FIGURES DIFFER {figures} {ref}'}",
+              flush=True)
+
+    print(describe(), flush=True)
+    for r in range(rounds):
+        for code in codes:
+            one(code, ["--master", master], f"{data.name} {code} local #{r + 1}")
+    if not server:
+        return
+    for code in codes:
+        port = _free_port()
+        log = Path(tempfile.mkdtemp(prefix="bench-server-")) / "server.log"
+        with log.open("wb") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "app.cli", "report-server",
+                                     "--master", master, "--port", str(port),
+                                     "--driver-memory", "4g"], cwd=code, env=env,
+                                    stdout=fh, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.5)
+            for i in range(reports):
+                one(code, ["--remote", f"sc://127.0.0.1:{port}"],
+                    f"{data.name} {code} server #{i + 1}")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+            shutil.rmtree(log.parent, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -269,7 +357,29 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each report this many times in the session (the first pays the "
                          "JVM's warm-up: code generation, class loading, JIT)")
+    ap.add_argument("--against", type=Path, default=None, metavar="DIR",
+                    help="time the whole 'sdschat report' command of this checkout and of "
+                    "DIR (another version: git worktree add DIR COMMIT), alternating, on "
+                    "the same data (--rounds times; with --server also on a report server "
+                    "of each)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--server", type=int, default=0, metavar="N",
+                    help="with --against: N reports on a warm report server of each version")
     args = ap.parse_args()
+
+    if args.against is not None:
+        base = args.keep or Path(tempfile.mkdtemp(prefix="sdschat-bench-"))
+        try:
+            for rows in args.rows:
+                data = base / f"events-{rows}-{args.participants}-{args.history}"
+                if not (data / "part-00000.parquet").exists():
+                    generate(data, rows, args.participants, args.history)
+                command_ab(data, [ROOT, args.against.resolve()], args.rounds, args.master,
+                           args.server > 0, args.server)
+        finally:
+            if args.keep is None:
+                shutil.rmtree(base, ignore_errors=True)
+        return 0
 
     from machine import describe
 

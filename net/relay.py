@@ -24,17 +24,21 @@ Defences, all set by :class:`~net.relay_config.RelayConfig`:
   (nothing queued, write buffer <= 32 KiB) frames skip the queue and are
   written at once with ``websockets.broadcast``;
 * ``max_clients_per_ip``: connections beyond it from one host are closed with
-  1013 after the handshake. A host is one IPv4 address (/32: an IPv4 address
-  is scarce, a household or a NAT already shares one) or one IPv6 /64 (the
-  block one host or link is given; its 2**64 addresses cost nothing), see
-  :func:`host_group`;
-* ``max_clients``: when that many connections are open, a newcomer takes the
-  slot of the connection that costs most and carries least
-  (:meth:`RelayServer._shed_for_newcomer`: open and without traffic for at
-  least ``idle_timeout``; first those whose topics no other host subscribes
-  to, then those of the host with the most connections, the most topics,
-  the longest silence), closed with 1013 (``shed``). Only when no
-  connection qualifies is the newcomer closed with 1013;
+  1013 after the handshake. A host is an IPv4 /24 (all of ``127.0.0.0/8`` is
+  one) or an IPv6 /64, both prefixes configurable (``ipv4_host_prefix``,
+  ``ipv6_host_prefix``; :mod:`net.hosts`): addresses are what an attacker has
+  many of, networks are not;
+* ``max_clients``: when that many connections are open, a newcomer still gets
+  a slot (:meth:`RelayServer._shed_for_newcomer`, the shed one is closed with
+  1013, ``shed``): first, a newcomer from a host holding fewer connections than
+  the biggest host by two or more takes the slot of that host's longest-silent
+  connection (busy or not: so a full relay always keeps room for a new host,
+  and one host, however busy its connections, cannot hold every slot); else
+  the connection that costs most and carries least gives way, if one has been
+  open and without traffic for ``idle_timeout`` (first those whose topics no
+  other host subscribes to, then those of the host with the most connections,
+  the most topics, the longest silence). Only when neither applies is the
+  newcomer closed with 1013;
 * ``idle_timeout``: a connection that has subscribed to nothing that long
   after opening is closed with 1008 (``idle``);
 * malformed input (undecodable frame, text frame, bad envelope, bad topic,
@@ -72,7 +76,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import itertools
 import os
 from collections import Counter, deque
@@ -88,6 +91,7 @@ from websockets.protocol import State
 from net import runner
 from net.envelope import EnvelopeError, peek_topic
 from net.forwarded import client_address, parse_networks
+from net.hosts import host_group
 from net.relay_config import MAX_TOPIC_BYTES, RelayConfig
 from net.relay_frames import (
     FrameDecodeError,
@@ -134,25 +138,6 @@ CLOSE_SHUTDOWN = 1001
 DIRECT_WRITE_LIMIT = 2**15
 """A frame bypasses a connection's queue only while its socket write buffer
 holds at most this many bytes (websockets' default write high-water mark)."""
-
-
-IPV6_HOST_PREFIX = 64
-"""The IPv6 prefix length counted as one host by ``max_clients_per_ip``."""
-
-
-def host_group(ip: str) -> str:
-    """What ``max_clients_per_ip`` counts as one host: an IPv4 address as it is, an
-    IPv6 address as its /64 (``2001:db8:1:2::/64``; an IPv4-mapped one as its IPv4
-    address). Anything that is not an IP address (a Unix socket) is its own group."""
-    try:
-        addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return ip
-    if isinstance(addr, ipaddress.IPv6Address):
-        if addr.ipv4_mapped is not None:
-            return str(addr.ipv4_mapped)
-        return str(ipaddress.IPv6Network((addr, IPV6_HOST_PREFIX), strict=False))
-    return str(addr)
 
 
 def _rss_kib() -> int | None:
@@ -215,7 +200,7 @@ class RelayStats:
             ``queue_discarded`` counts frames thrown away from the queues of
             disconnected connections).
         rejected_per_ip: connections refused by ``max_clients_per_ip`` (per host:
-            an IPv4 address, an IPv6 /64).
+            an IPv4 /24, ``127.0.0.0/8``, an IPv6 /64; :mod:`net.hosts`).
         queued_bytes_peak: the most bytes queued for all connections at once.
     """
 
@@ -282,7 +267,7 @@ class _Conn:
         self.ws = ws
         # (ip, peer) of the client behind a trusted proxy, else the socket's
         self.ip, self.peer = client if client is not None else (_peer_ip(ws), _peer_name(ws))
-        self.group = host_group(self.ip)  # what max_clients_per_ip counts
+        self.group = config.host_grouping.group(self.ip)  # what max_clients_per_ip counts
         self.opened = now
         self.last_carried = now  # the last publish from it or delivery to it
         # (time queued, frame), oldest first; bounded by config.queue and config.queue_bytes
@@ -307,6 +292,12 @@ def _peer_ip(ws: ServerConnection) -> str:
     if isinstance(addr, tuple) and addr:
         return str(addr[0])
     return str(addr)
+
+
+def _address(sockname: Any) -> str:
+    """``127.0.0.1:8765`` or ``[::1]:8765`` of a bound socket."""
+    host, port = str(sockname[0]), int(sockname[1])
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _peer_name(ws: ServerConnection) -> str:
@@ -361,7 +352,7 @@ class RelayServer:
     @property
     def url(self) -> str:
         """``ws://host:port`` (``wss://`` with TLS) of the running relay."""
-        host = self.config.host
+        host = self.config.hosts[0]
         if ":" in host:
             host = f"[{host}]"
         return f"{'wss' if self.tls is not None else 'ws'}://{host}:{self.port}"
@@ -429,10 +420,12 @@ class RelayServer:
             self._cluster = cluster
         if cfg.certfile is not None:
             self.tls = ServerTLS(cfg.certfile, cfg.keyfile)
+        # several addresses: a list, which websockets hands to loop.create_server as it is
+        hosts: Any = list(cfg.hosts) if len(cfg.hosts) > 1 else cfg.hosts[0]
         try:
             self._server = await serve(
                 self._handle,
-                cfg.host,
+                hosts,
                 cfg.port,
                 ssl=self.tls.context if self.tls is not None else None,
                 max_size=cfg.max_frame,
@@ -450,6 +443,7 @@ class RelayServer:
         self.log.info(
             "relay_listening",
             host=cfg.host,
+            addresses=[_address(s.getsockname()) for s in self._server.sockets],
             port=self._port,
             tls=self.tls is not None,
             max_clients=cfg.max_clients,
@@ -461,6 +455,8 @@ class RelayServer:
             max_lag=cfg.max_lag,
             memory_budget=cfg.memory_budget,
             max_clients_per_ip=cfg.max_clients_per_ip,
+            ipv4_host_prefix=cfg.ipv4_host_prefix,
+            ipv6_host_prefix=cfg.ipv6_host_prefix,
             idle_timeout=cfg.idle_timeout,
             trusted_proxies=list(cfg.trusted_proxies),
         )
@@ -554,7 +550,7 @@ class RelayServer:
             await self._close_ws(ws, CLOSE_SHUTDOWN, "relay shutting down")
             return
         ip, peer = self._client(ws)
-        group = host_group(ip)
+        group = self.config.host_grouping.group(ip)
         per_ip = self.config.max_clients_per_ip
         if per_ip and self._per_ip[group] >= per_ip:
             self.stats.connections_rejected += 1
@@ -569,7 +565,7 @@ class RelayServer:
             await self._close_ws(ws, CLOSE_FULL, "too many connections from your address")
             return
         if self._open_count() >= self.config.max_clients and not self._shed_for_newcomer(
-            asyncio.get_running_loop().time()
+            asyncio.get_running_loop().time(), group
         ):
             self.stats.connections_rejected += 1
             self.log.warning("connection_rejected", peer=peer, reason="relay full")
@@ -610,23 +606,40 @@ class RelayServer:
         """Connections open and not being closed (a shed one no longer takes a slot)."""
         return sum(1 for c in self._conns.values() if not c.closing)
 
-    def _shed_for_newcomer(self, now: float) -> bool:
-        """The relay is full: close the connection that costs most and carries least, so
-        a newcomer gets its slot; False if none qualifies (the newcomer is refused).
+    def _shed_for_newcomer(self, now: float, newcomer: str) -> bool:
+        """The relay is full: close one connection so that a newcomer from host
+        ``newcomer`` gets its slot; False if none qualifies (the newcomer is refused).
 
-        A connection qualifies once it has been open, and has neither published nor
-        been delivered anything, for ``idle_timeout`` seconds (never when it is 0):
-        a member of a live channel is delivered its peers' messages and syncs. Of
-        those, first the ones whose topics no other host subscribes to here (they
-        carry nothing to anyone), then those of the host with the most
-        connections, with the most topics, silent the longest.
+        First the host rule: when the biggest host holds at least two connections more
+        than the newcomer's host, its longest-silent connection (the longest since it
+        published or was delivered anything) gives way, whatever its traffic. After
+        that the biggest host still holds at least as many as the newcomer's, so two
+        hosts never take turns, and a relay of N slots holds room for a new host until
+        every host holds at most one more connection than the newcomer's.
+
+        Else the idle rule: a connection qualifies once it has been open, and has
+        neither published nor been delivered anything, for ``idle_timeout`` seconds
+        (never when it is 0): a member of a live channel is delivered its peers'
+        messages and syncs. Of those, first the ones whose topics no other host
+        subscribes to here (they carry nothing to anyone), then those of the host
+        with the most connections, with the most topics, silent the longest.
         """
+        live = [c for c in self._conns.values() if not c.closing]
+        per_host = Counter(c.group for c in live)
+        if per_host:
+            biggest = max(per_host.values())
+            if biggest >= per_host[newcomer] + 2:
+                victim = min(
+                    (c for c in live if per_host[c.group] == biggest),
+                    key=lambda c: (c.last_carried, c.cid),
+                )
+                self._shed_one(victim, now, "new_host", newcomer, per_host[victim.group])
+                return True
         grace = self.config.idle_timeout
         if grace <= 0:
             return False
         candidates = [
-            c for c in self._conns.values()
-            if not c.closing and now - c.opened >= grace and now - c.last_carried >= grace
+            c for c in live if now - c.opened >= grace and now - c.last_carried >= grace
         ]
         if not candidates:
             return False
@@ -637,18 +650,22 @@ class RelayServer:
                 any(o.group != c.group for o in topics.get(t, ())) for t in c.topics
             )
 
-        per_host = self._per_ip
         victim = min(
             candidates,
             key=lambda c: (shared(c), -per_host[c.group], -len(c.topics), c.last_carried),
         )
+        self._shed_one(victim, now, "idle", newcomer, per_host[victim.group], shared(victim))
+        return True
+
+    def _shed_one(self, victim: _Conn, now: float, rule: str, newcomer: str, held: int,
+              shared: bool | None = None) -> None:  # fmt: skip
+        """Close ``victim`` (``shed``) to make room for a newcomer from host ``newcomer``."""
         self.log.info(
             "connection_shed", conn=victim.cid, peer=victim.peer, host=victim.group,
-            topics=len(victim.topics), shared=shared(victim),
-            silent_s=round(now - victim.last_carried, 1),
+            host_connections=held, rule=rule, for_host=newcomer, topics=len(victim.topics),
+            shared=shared, silent_s=round(now - victim.last_carried, 1),
         )
-        self._disconnect(victim, CLOSE_FULL, "relay full: idle connection shed", "shed")
-        return True
+        self._disconnect(victim, CLOSE_FULL, "relay full: connection shed", "shed")
 
     def _client(self, ws: ServerConnection) -> tuple[str, str]:
         """``(ip, peer)`` of the client: the socket's, or behind a trusted proxy the

@@ -91,6 +91,7 @@ from nats.aio.subscription import Subscription
 
 from net import envelope_pb2
 from net.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, MalformedEnvelope
+from net.errors import NetError
 from net.relay_log import RelayLogger
 from net.urls import redact_url
 
@@ -180,7 +181,7 @@ def dedup_key(envelope: bytes) -> bytes:
     return _key(_parse(envelope))
 
 
-class ClusterUnavailable(ConnectionError):
+class ClusterUnavailable(NetError, ConnectionError):
     """No NATS server of the list could be reached when the relay started.
 
     An ``OSError``, like a port that cannot be bound: the relay does not start.
@@ -597,8 +598,8 @@ class RelayCluster:
                 # may come back before the SUB was even sent. By the time it
                 # does the flusher has run, so a second PONG proves the server
                 # has the SUB (seen in a trace; tests/cluster caught it).
-                await nc.flush(timeout=10)  # type: ignore[arg-type]
-                await nc.flush(timeout=10)  # type: ignore[arg-type]
+                await nc.flush(timeout=10)
+                await nc.flush(timeout=10)
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 # Reconnecting: NATS-py sends every subscription again once connected.
                 self.log.debug("cluster_subscribe_deferred", error=type(exc).__name__)
@@ -725,7 +726,7 @@ class RelayCluster:
         )
 
 
-class TlsMissing(nats.errors.Error):
+class TlsMissing(NetError, nats.errors.Error):
     """A NATS server without TLS where TLS was asked for: no credential is sent to it."""
 
     def __init__(self, server: str | None) -> None:

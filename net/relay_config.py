@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 from net.forwarded import parse_networks
+from net.hosts import HostGrouping, is_loopback_host
 from net.relay_log import LogFormat
 from net.urls import check_nats_url, redact_url
 
@@ -19,6 +22,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME",
     "MAX_TOPIC_BYTES",
     "RelayConfig",
+    "add_host_prefix_arguments",
     "add_relay_arguments",
     "add_tls_arguments",
     "config_from_args",
@@ -42,7 +46,9 @@ class RelayConfig:
     all connections together queue at most ``memory_budget`` bytes.
 
     Attributes:
-        host: address to bind (default loopback only).
+        host: address to bind (default loopback only); several separated by
+            commas (``127.0.0.1,::1``) are all bound, on the same ``port``
+            (which must then not be 0). See :attr:`hosts`.
         port: TCP port; 0 picks a free one (see ``RelayServer.port``).
         max_clients: open connections allowed; extra ones are closed with
             code 1013 (try again later) right after the handshake.
@@ -60,9 +66,13 @@ class RelayConfig:
         memory_budget: bytes queued for all connections together; past it the
             connections holding the most are disconnected with 1008
             (``memory_budget``) until the new frame fits.
-        max_clients_per_ip: open connections allowed from one IP address
-            (0: no limit, e.g. behind a reverse proxy where every client has
-            the proxy's address); extra ones are closed with 1013.
+        max_clients_per_ip: open connections allowed from one host (0: no
+            limit, e.g. behind a reverse proxy where every client has the
+            proxy's address); extra ones are closed with 1013.
+        ipv4_host_prefix: what ``max_clients_per_ip`` (and a full relay's
+            room for a new host) counts as one IPv4 host: its /24 by default;
+            all of ``127.0.0.0/8`` is always one (:mod:`net.hosts`).
+        ipv6_host_prefix: the same for IPv6: its /64 by default.
         idle_timeout: seconds a connection may stay open without subscribing
             to any topic; then it is closed with 1008 (``idle``). 0 disables.
         abuse_strikes: over-the-rate frames tolerated (refilled at one per
@@ -115,6 +125,8 @@ class RelayConfig:
     max_lag: float = 20.0
     memory_budget: int = 256 * 1024 * 1024
     max_clients_per_ip: int = 64
+    ipv4_host_prefix: int = 24
+    ipv6_host_prefix: int = 64
     idle_timeout: float = 30.0
     abuse_strikes: int = 100
     max_topics: int = 64
@@ -136,7 +148,14 @@ class RelayConfig:
     cluster_insecure: bool = False
 
     def __post_init__(self) -> None:
+        if not all(self.hosts):
+            raise ValueError(f"--host must be an address or addresses separated by commas, "
+                             f"got {self.host!r}")
+        if len(self.hosts) > 1 and self.port == 0:
+            raise ValueError("--port 0 picks a port per address: give a port to bind "
+                             "several --host addresses")
         parse_networks(self.trusted_proxies)
+        HostGrouping(self.ipv4_host_prefix, self.ipv6_host_prefix)
         for url in self.cluster:
             check_nats_url(url)
         if not 0 <= self.port <= 65535:
@@ -202,6 +221,16 @@ class RelayConfig:
         if self.max_clients_per_ip < 0:
             raise ValueError("max_clients_per_ip must be >= 0 (0 = no limit)")
 
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The addresses bound (``host`` split at commas; ``[::1]`` as ``::1``)."""
+        return tuple(h.strip().removeprefix("[").removesuffix("]") for h in self.host.split(","))
+
+    @cached_property
+    def host_grouping(self) -> HostGrouping:
+        """What counts as one host (``ipv4_host_prefix``, ``ipv6_host_prefix``)."""
+        return HostGrouping(self.ipv4_host_prefix, self.ipv6_host_prefix)
+
     def replace(self, **changes: Any) -> RelayConfig:
         """A copy with some fields changed (validated again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -209,26 +238,21 @@ class RelayConfig:
         return RelayConfig(**values)
 
 
-_LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
-
-
 def insecure_nats_urls(urls: tuple[str, ...], *, tls: bool, token_file: bool) -> list[str]:
     """The NATS URLs of ``urls`` that would carry the cluster in the open: neither TLS
     (``tls://``, or ``tls`` for a CA or client certificate given) nor credentials
     (``USER:PASSWORD@`` or ``TOKEN@`` in the URL, ``token_file``), on a host that is
-    not loopback (``127.0.0.0/8``, ``::1``, ``localhost``)."""
+    not loopback for certain (:func:`net.hosts.is_loopback_host`: an IP literal in
+    ``127.0.0.0/8``, ``::1``, or exactly ``localhost``; a DNS name such as
+    ``127.0.0.1.nip.io`` may resolve anywhere)."""
     if tls or token_file:
         return []
     out = []
     for url in urls:
-        scheme, _, rest = url.partition("://")
-        authority = rest.partition("/")[0]
-        userinfo, at, hostport = authority.rpartition("@")
-        if scheme == "tls" or (at and userinfo):
+        parts = urlsplit(url)
+        if parts.scheme == "tls" or parts.username:
             continue
-        host = hostport.rpartition(":")[0] if not hostport.endswith("]") else hostport
-        host = host or hostport
-        if host in _LOOPBACK_HOSTS or host.startswith("127."):
+        if is_loopback_host(parts.hostname or ""):
             continue
         out.append(url)
     return out
@@ -246,7 +270,12 @@ def _size(text: str) -> int:
 def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``sdschat relay`` flags to ``parser`` (defaults from :class:`RelayConfig`)."""
     d = RelayConfig()
-    parser.add_argument("--host", default=d.host, help=f"address to bind (default {d.host})")
+    parser.add_argument(
+        "--host",
+        default=d.host,
+        help=f"address to bind, or several separated by commas, e.g. 127.0.0.1,::1 "
+        f"(default {d.host})",
+    )
     parser.add_argument(
         "--port", type=int, default=d.port, help=f"TCP port, 0 = any free port (default {d.port})"
     )
@@ -315,9 +344,11 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=d.max_clients_per_ip,
         metavar="N",
-        help=f"connections from one IP address, 0 = no limit "
-        f"(default {d.max_clients_per_ip}); behind a reverse proxy see --trusted-proxy",
+        help=f"connections from one host (an IPv4 /24, all of 127.0.0.0/8, an IPv6 /64), "
+        f"0 = no limit (default {d.max_clients_per_ip}); behind a reverse proxy see "
+        f"--trusted-proxy",
     )
+    add_host_prefix_arguments(parser, d.ipv4_host_prefix, d.ipv6_host_prefix)
     parser.add_argument(
         "--trusted-proxy",
         action="append",
@@ -416,6 +447,27 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
     add_tls_arguments(parser)
 
 
+def add_host_prefix_arguments(parser: argparse.ArgumentParser, ipv4: int, ipv6: int) -> None:
+    """``--ipv4-host-prefix``/``--ipv6-host-prefix``: what per-host limits count as one
+    host (shared by relay and store; :mod:`net.hosts`)."""
+    parser.add_argument(
+        "--ipv4-host-prefix",
+        type=int,
+        default=ipv4,
+        metavar="BITS",
+        help=f"IPv4 addresses sharing this many leading bits are one host for the per-host "
+        f"limits (1-32, default {ipv4}; all of 127.0.0.0/8 is always one host)",
+    )
+    parser.add_argument(
+        "--ipv6-host-prefix",
+        type=int,
+        default=ipv6,
+        metavar="BITS",
+        help=f"IPv6 addresses sharing this many leading bits are one host for the per-host "
+        f"limits (1-128, default {ipv6})",
+    )
+
+
 def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
     """``--certfile``/``--keyfile``: serve ``wss://`` (shared by relay and store)."""
     parser.add_argument(
@@ -452,6 +504,8 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
         max_lag=args.max_lag,
         memory_budget=args.memory_budget,
         max_clients_per_ip=args.max_clients_per_ip,
+        ipv4_host_prefix=getattr(args, "ipv4_host_prefix", d.ipv4_host_prefix),
+        ipv6_host_prefix=getattr(args, "ipv6_host_prefix", d.ipv6_host_prefix),
         idle_timeout=args.idle_timeout,
         max_topics=args.max_topics,
         log_format=args.log_format,

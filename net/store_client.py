@@ -43,6 +43,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from net import store_pb2
+from net.errors import NetError
 from net.relay_client import backoff_delay
 from net.store_frames import (
     HASH_BYTES,
@@ -75,7 +76,7 @@ DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 """Largest answer frame accepted (a store splits answers into ~1 MiB frames)."""
 
 
-class StoreError(Exception):
+class StoreError(NetError):
     """Something went wrong talking to a store. ``code`` is stable, for counters."""
 
     code = "store_error"
@@ -109,6 +110,8 @@ class StoreInfo:
     oldest_arrival_ms: int
     proven_topics: frozenset[bytes] = frozenset()
     """Topics the store archives only from :meth:`StoreClient.put` with write proofs."""
+    proven_key_ids: frozenset[bytes] = frozenset()
+    """Ids of the write keys it checks those proofs with (``net.store_proof.key_id``)."""
 
 
 class StoredItem:
@@ -245,7 +248,7 @@ class StoreClient:
         return self._ws is not None
 
     async def info(self, *, refresh: bool = False) -> StoreInfo:
-        """The store's limits and clock (cached after the first call unless ``refresh``)."""
+        """The store's limits and clock (cached for the connection unless ``refresh``)."""
         if self._info is not None and not refresh:
             return self._info
         req = await self._send(lambda rid: encode_info_request(rid))
@@ -263,6 +266,7 @@ class StoreClient:
             i.max_request_bytes,
             i.oldest_arrival_ms,
             frozenset(i.proven_topics),
+            frozenset(i.proven_key_ids),
         )
         return self._info
 
@@ -507,6 +511,7 @@ class StoreClient:
         finally:
             if self._ws is ws:
                 self._ws = None
+                self._info = None  # a store that comes back may say otherwise (a new key)
             self._fail_waiting(reason)
 
     def _fail_waiting(self, reason: str) -> None:
@@ -517,6 +522,7 @@ class StoreClient:
     async def _drop(self, reason: str) -> None:
         ws, reader = self._ws, self._reader
         self._ws, self._reader = None, None
+        self._info = None
         self._fail_waiting(reason)
         if ws is not None:
             with contextlib.suppress(Exception):

@@ -7,9 +7,10 @@ Retention (both limits apply; 0 disables one):
 
 * ``max_age_ms``: envelopes that arrived longer ago are deleted
   (``--max-age``, default 30 days);
-* ``max_bytes``: when the archived envelopes total more, the writers holding the
-  most lose their oldest envelopes until all fit, each keeping at least an equal
-  share (``--max-bytes``, default 1 GiB; fair per writer, ``net/store_peer.py``).
+* ``max_bytes``: when the archived envelopes total more, what the store cannot
+  attribute goes first, then the writers holding the most lose their oldest
+  envelopes until all fit, each keeping at least an equal share (``--max-bytes``,
+  default 1 GiB; the store's rule, :mod:`storage.retention`).
   Sizes are envelope bytes, not the SQLite file's size; after deleting, the file
   gives its free pages back (incremental vacuum, ``net/store_peer.py``).
 
@@ -22,11 +23,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from net.hosts import HostGrouping
 from net.relay_log import LogFormat
 from net.urls import check_ws_url
+
+if TYPE_CHECKING:  # storage imports SQLite: only when a store runs
+    from storage.retention import RetentionRule
 
 __all__ = [
     "DEFAULT_STORE_PORT",
@@ -142,8 +148,10 @@ class StorePeerConfig:
             envelope bytes (its ``next`` cursor continues the range).
         max_clients: open query connections allowed (extra: closed with 1013).
         max_clients_per_ip: open query connections allowed from one host (an
-            IPv4 address or an IPv6 /64, as on the relay: ``net.relay.host_group``);
-            extra ones are closed with 1013. 0: no limit.
+            IPv4 /24, all of ``127.0.0.0/8``, an IPv6 /64, as on the relay:
+            :mod:`net.hosts`); extra ones are closed with 1013. 0: no limit.
+        ipv4_host_prefix, ipv6_host_prefix: what counts as one host, for
+            ``max_clients_per_ip`` and for the writer of a ``Put`` (24 and 64).
         idle_timeout_s: a query connection that sends no request for this many
             seconds is closed with 1008 (``idle``); clients reconnect when they
             next ask. 0: never.
@@ -162,7 +170,8 @@ class StorePeerConfig:
         write_keys: ``(topic, write key)`` pairs (``--write-key``): those topics
             are archived only from ``Put`` frames with a valid write proof
             (``net/store_proof.py``); their envelopes from relays and the LAN
-            are refused (``unproven``).
+            are refused (``unproven``). A topic may have several (a members
+            channel's epochs while the operator switches): any of them proves.
         public_channel_keys: ``(topic, channel key)`` of the public channels
             archived by name (``--channel``; their key follows from the name, so
             anyone can have it): the store opens their envelopes only to read
@@ -186,6 +195,8 @@ class StorePeerConfig:
     max_page_bytes: int = 32 * 1024 * 1024
     max_clients: int = 256
     max_clients_per_ip: int = 16
+    ipv4_host_prefix: int = 24
+    ipv6_host_prefix: int = 64
     idle_timeout_s: float = 60.0
     rate: float = 200.0
     burst: int = 400
@@ -217,6 +228,7 @@ class StorePeerConfig:
                 raise ValueError(f"{name} must be a finite number, got {value}")
         if self.max_clients_per_ip < 0:
             raise ValueError("max_clients_per_ip must be >= 0 (0 = no limit)")
+        HostGrouping(self.ipv4_host_prefix, self.ipv6_host_prefix)
         if not math.isfinite(self.idle_timeout_s) or self.idle_timeout_s < 0:
             raise ValueError(
                 f"idle_timeout_s must be a number of seconds >= 0, got {self.idle_timeout_s}"
@@ -249,6 +261,18 @@ class StorePeerConfig:
             raise ValueError("--write-key needs a query listener (nodes send proofs there)")
         if self.certfile is not None and self.listen is None:
             raise ValueError("--certfile needs a query listener (not --listen none)")
+
+    @cached_property
+    def retention(self) -> RetentionRule:
+        """The retention rule of ``max_bytes`` and ``max_age_ms`` (:mod:`storage.retention`)."""
+        from storage.retention import RetentionRule
+
+        return RetentionRule(max_bytes=self.max_bytes, max_age_ms=self.max_age_ms)
+
+    @cached_property
+    def host_grouping(self) -> HostGrouping:
+        """What counts as one host (``ipv4_host_prefix``, ``ipv6_host_prefix``)."""
+        return HostGrouping(self.ipv4_host_prefix, self.ipv6_host_prefix)
 
     def replace(self, **changes: Any) -> StorePeerConfig:
         """A copy with some fields changed (validated again)."""

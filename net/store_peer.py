@@ -37,21 +37,25 @@ message, answered in order per connection):
 Refusals are ``Error`` frames with a stable ``code`` (see store.proto); the
 connection stays open. Frames above ``max_frame`` close it with 1009.
 Connections beyond ``max_clients``, or beyond ``max_clients_per_ip`` from one
-host (an IPv4 address, an IPv6 /64), are closed with 1013 at once; a
-connection that sends no request for ``idle_timeout_s`` is closed with 1008,
-so idle sockets cannot hold every slot (clients reconnect when they next ask,
-and a node's catch-up retries while the store is full: ``net/store_sync.py``).
+host (an IPv4 /24, all of ``127.0.0.0/8``, an IPv6 /64: :mod:`net.hosts`), are
+closed with 1013 at once; a connection that sends no request for
+``idle_timeout`` is closed with 1008, so idle sockets cannot hold every slot
+(clients reconnect when they next ask, and a node's catch-up retries while the
+store is full: ``net/store_sync.py``).
 
 Retention by age and by size runs at start and every ``retention_interval_s``
-(:mod:`net.store_config` documents the flags). Retention by size is fair per
-writer (``EnvelopeArchive.trim_fair``): the writers holding the most lose their
-oldest envelopes first, down to an equal share, so a flood cannot push out the
-others. A writer is what the store can attribute an envelope to: on a topic whose
-channel key it knows (a public channel archived by name, ``public_channel_keys``)
-the signer whose Ed25519 signature verifies; on other topics the host (IPv4
-address, IPv6 /64) that sent it in a ``Put``; otherwise nobody (one shared
-"unattributed" writer: garbage nobody signed, relay and LAN envelopes of a topic
-whose key the store does not hold). Logs are JSON lines on stderr
+(:mod:`net.store_config` documents the flags), by the store's rule
+(:mod:`storage.retention`): unattributed envelopes are kept only in the room the
+attributed ones leave, and within each tier the writers holding the most lose
+their oldest envelopes first, down to an equal share, so a flood cannot push out
+the others. A writer is what the store can attribute an envelope to: on a topic
+whose channel key it knows (a public channel archived by name,
+``public_channel_keys``) the signer whose Ed25519 signature verifies; on a topic
+with a write key the host that sent it in a ``Put`` whose proof checked (a store
+may hold several write keys of a topic, one per epoch of a members channel, and
+lists their ids in ``Info``); otherwise nobody (``b""``, unattributed: garbage
+nobody signed, a ``Put`` on a topic without a write key, relay and LAN envelopes
+of a topic whose key the store does not hold). Logs are JSON lines on stderr
 (``store_listening`` with the bound ``port``, ``store_stats``, ...). SIGINT and
 SIGTERM flush the buffer, close connections and exit 0.
 
@@ -90,7 +94,8 @@ from net.envelope import (
     envelope_hash,
     open_envelope,
 )
-from net.relay import TokenBucket, host_group
+from net.errors import NetError
+from net.relay import TokenBucket
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
@@ -105,7 +110,7 @@ from net.store_frames import (
     encode_info,
     encode_put_result,
 )
-from net.store_proof import proof_checks
+from net.store_proof import key_id, proof_checks
 from net.tls import ServerTLS, reload_on_sighup
 from storage import ArchivedEnvelope, Store
 
@@ -274,7 +279,7 @@ class StoreStats:
         }
 
 
-class _RejectedRequest(Exception):
+class _RejectedRequest(NetError):
     def __init__(self, code: str, reason: str) -> None:
         super().__init__(f"{code}: {reason}")
         self.code = code
@@ -333,7 +338,9 @@ class StorePeer:
         self.config = config
         self.log = logger if logger is not None else RelayLogger(config.log_format)
         self.topics: frozenset[bytes] = frozenset(config.topics)
-        self._write_keys: dict[bytes, bytes] = dict(config.write_keys)
+        self._write_keys: dict[bytes, list[bytes]] = {}
+        for topic, wkey in config.write_keys:  # several per topic: a key rotation
+            self._write_keys.setdefault(topic, []).append(wkey)
         self._open_keys: dict[bytes, bytes] = dict(config.public_channel_keys)
         self.stats = StoreStats()
         self._clock = clock
@@ -438,6 +445,15 @@ class StorePeer:
                 bytes=size,
                 topics=[t.hex() for t in cfg.topics],
             )
+            unproven = [t.hex() for t in cfg.topics
+                        if t not in self._write_keys and t not in self._open_keys]  # fmt: skip
+            if unproven:
+                self.log.warning(
+                    "store_topics_unattributed", topics=unproven,
+                    note="no write key for these topics: their envelopes are attributed to "
+                    "nobody, and anyone who knows a topic can push the others of it out; "
+                    "give a members or passphrase channel --write-key (--print-write-key)",
+                )
             await self.run_retention()
             self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
             if cfg.listen is not None:
@@ -604,14 +620,14 @@ class StorePeer:
         """Apply retention by age, then by size; returns how many envelopes were deleted."""
         archive = self.store.archive
         deleted = 0
-        cfg = self.config
-        if cfg.max_age_ms > 0:
-            cutoff = self._now() - cfg.max_age_ms
+        rule = self.config.retention
+        cutoff = rule.age_cutoff(self._now())
+        if cutoff is not None:
             deleted += await archive.delete_older_than(cutoff)
-        if cfg.max_bytes > 0:
+        if rule.max_bytes > 0:
             _count, size = await archive.stats()
-            if size > cfg.max_bytes:
-                deleted += await archive.trim_fair(cfg.max_bytes)
+            if size > rule.max_bytes:
+                deleted += await archive.trim(rule)
         self._since_retention = 0
         if deleted:
             self.stats.retention_deleted += deleted
@@ -678,7 +694,7 @@ class StorePeer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         cfg = self.config
-        host = host_group(_peer_ip(ws))
+        host = cfg.host_grouping.group(_peer_ip(ws))
         refusal = None
         if self._closing or len(self._conns) >= cfg.max_clients:
             refusal = "store full"
@@ -790,6 +806,7 @@ class StorePeer:
             max_request_bytes=cfg.max_request_bytes,
             oldest_arrival_ms=oldest,
             proven_topics=sorted(self._write_keys),
+            proven_key_ids=[key_id(k) for keys in self._write_keys.values() for k in keys],
         )
         self.stats.queries["info"] += 1
         await ws.send(encode_info(rid, info))
@@ -835,21 +852,23 @@ class StorePeer:
                 "too_many_hashes", f"{len(items)} envelopes > {self.config.max_hashes}"
             )
         self.stats.queries["put"] += 1
-        writer = b"h" + host_group(_peer_ip(ws)).encode()
+        host = b"h" + self.config.host_grouping.group(_peer_ip(ws)).encode()
         accepted = 0
         refused: list[str] = []
         for item in items:
             topic, reason = check_envelope(item.envelope, self.topics)
-            if topic is not None:
-                key = self._write_keys.get(topic)
-                if key is not None and not proof_checks(key, topic, item.envelope, item.proof):
-                    reason = "bad_proof"
+            keys = self._write_keys.get(topic, ()) if topic is not None else ()
+            if keys and not any(proof_checks(k, topic or b"", item.envelope, item.proof)
+                                for k in keys):  # fmt: skip
+                reason = "bad_proof"
             if reason is not None:
                 self.stats.received += 1
                 self.stats.rejected[reason] += 1
                 refused.append(reason)
                 continue
-            await self.ingest(item.envelope, proven=True, writer=writer)
+            # a checked proof attributes the envelope to the sending host; without a
+            # write key a Put proves nothing: unattributed, as from a relay
+            await self.ingest(item.envelope, proven=True, writer=host if keys else b"")
             accepted += 1
         await ws.send(encode_put_result(rid, accepted, refused))
 

@@ -40,6 +40,22 @@ Security argument (HKDF and HMAC from ``cryptography``, nothing hand-rolled):
   key, hence the write key, is derivable by anyone from the name: a write
   key there proves nothing, and ``sdschat store`` refuses one for a public
   channel it archives by name.
+
+**Members channels** have a key per epoch (every removal starts one, and a
+newcomer gets the keys of all earlier epochs). Their write key is that of one
+epoch key: ``write_key(epoch key, topic)``; ``sdschat store --print-write-key
+CHANNEL --member-dir DIR`` prints the one of the current epoch from a member's
+data directory. A store may hold several write keys of a topic (one per
+``--write-key``) and lists their ids in ``Info.proven_key_ids``
+(:func:`key_id`: ``SHA-256("sdschat-store-write-key-id-v1" || write key)[:8]``,
+which reveals nothing of the key); a node proves each own envelope with the
+write key of whichever of its epoch keys has a listed id. So the operator cuts
+a removed member out of the archive by giving the store the write key of an
+epoch after the removal (the removed member never held that epoch key, so it
+can neither compute the write key nor guess a proof) and dropping the older
+one; the nodes follow by themselves. Until the operator does, the removed
+member, which kept the older epoch keys, can still put envelopes that are
+attributed to its host like anyone else's (docs/security.md).
 """
 
 from __future__ import annotations
@@ -51,8 +67,10 @@ from cryptography.hazmat.primitives import hashes, hmac
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 __all__ = [
+    "KEY_ID_BYTES",
     "PROOF_BYTES",
     "WRITE_KEY_BYTES",
+    "key_id",
     "make_proof",
     "parse_write_key",
     "proof_checks",
@@ -65,8 +83,12 @@ WRITE_KEY_BYTES = 32
 PROOF_BYTES = 16
 """Length of a write proof (a truncated HMAC-SHA256)."""
 
+KEY_ID_BYTES = 8
+"""Length of a write key's id (``Info.proven_key_ids``)."""
+
 _SALT = b"sdschat-store-write-v1"
 _DOMAIN = b"sdschat-store-put-v1"
+_KEY_ID = b"sdschat-store-write-key-id-v1"
 
 
 def write_key(channel_key: bytes, topic: bytes) -> bytes:
@@ -76,6 +98,12 @@ def write_key(channel_key: bytes, topic: bytes) -> bytes:
     return HKDF(
         algorithm=hashes.SHA256(), length=WRITE_KEY_BYTES, salt=_SALT, info=topic
     ).derive(channel_key)
+
+
+def key_id(key: bytes) -> bytes:
+    """The public id of a write key (a truncated SHA-256 under its own domain): what a
+    store lists so that a node knows which of its keys to prove with."""
+    return hashlib.sha256(_KEY_ID + key).digest()[:KEY_ID_BYTES]
 
 
 def make_proof(key: bytes, topic: bytes, envelope: bytes) -> bytes:

@@ -38,12 +38,16 @@ message lost only after ``lost_timeout_ms``, when all of this has failed.
 
 **Write proofs** (:meth:`offer`, ``net/store_proof.py``): a store may archive a
 topic only from ``Put`` frames with a write proof (its ``Info`` lists those
-topics). The node offers every own envelope it sends; for such a topic the
-sync sends it to the store with its proof (in batches, in the background,
-kept and retried while the store is unreachable: at most
+topics, and the ids of the write keys it checks them with). The node offers
+every own envelope it sends, with the channel keys it could prove with (a
+members channel: every epoch key); for such a topic the sync sends it to the
+store with its proof under the write key whose id the store lists (in batches,
+in the background, kept and retried while the store is unreachable: at most
 :data:`MAX_OFFERED` envelopes or :data:`MAX_OFFERED_BYTES` wait, the oldest
-dropped first). For other topics nothing is sent: the store hears them on
-the relay or the LAN.
+dropped first). When none of the node's keys is one the store lists (the
+store's operator gave it a write key of another epoch or channel), the
+envelope is not sent (``put_no_key``, logged once per topic). For other
+topics nothing is sent: the store hears them on the relay or the LAN.
 """
 
 from __future__ import annotations
@@ -56,16 +60,23 @@ import os
 import random
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from net.relay_client import backoff_delay
 from net.store_client import StoreClient, StoredItem, StoreError, StoreUnavailable
-from net.store_proof import make_proof, write_key
+from net.store_proof import key_id, make_proof, write_key
 
-__all__ = ["MAX_OFFERED", "MAX_OFFERED_BYTES", "STATE_FILE", "CatchUpProgress", "StoreSync"]
+__all__ = [
+    "MAX_OFFERED",
+    "MAX_OFFERED_BYTES",
+    "STATE_FILE",
+    "CatchUpProgress",
+    "ProvingKeys",
+    "StoreSync",
+]
 
 MAX_OFFERED = 4096
 """Own envelopes waiting to be sent to a store with write proofs (oldest dropped first)."""
@@ -73,12 +84,25 @@ MAX_OFFERED = 4096
 MAX_OFFERED_BYTES = 32 * 1024 * 1024
 """Bytes of own envelopes waiting to be sent to a store with write proofs."""
 
+ProvingKeys = bytes | Sequence[bytes] | Callable[[], Sequence[bytes]]
+"""What :meth:`StoreSync.offer` may prove an envelope with: a channel key, channel keys
+(oldest first), or a function returning them when the envelope is sent."""
+
 _PUT_BYTES = 768 * 1024  # envelope bytes per Put frame (a store reads frames up to 1 MiB)
 
 logger = logging.getLogger("sdschat.store_sync")
 
 STATE_FILE = "store_sync.json"
 """Where a node keeps its catch-up positions (inside its data directory)."""
+
+
+def _keys_now(keys: ProvingKeys) -> tuple[bytes, ...]:
+    """The channel keys ``keys`` stands for now, oldest first."""
+    if isinstance(keys, bytes):
+        return (keys,)
+    if callable(keys):
+        return tuple(keys())
+    return tuple(keys)
 
 
 class _Entry(Protocol):
@@ -213,9 +237,11 @@ class StoreSync:
         self._savers: set[asyncio.Task[None]] = set()
         self._topics: dict[bytes, str] = {}
         self._closed = False
-        self._offered: deque[tuple[bytes, bytes, bytes]] = deque()  # (topic, envelope, proof)
+        # (topic, envelope, the channel keys to prove with)
+        self._offered: deque[tuple[bytes, bytes, ProvingKeys]] = deque()
         self._offered_bytes = 0
-        self._write_keys: dict[tuple[bytes, bytes], bytes] = {}
+        self._write_keys: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}  # -> (key, id)
+        self._no_key_logged: set[bytes] = set()
         self._put_wake = asyncio.Event()
         self._putter: asyncio.Task[None] | None = None
 
@@ -249,23 +275,55 @@ class StoreSync:
 
     # ------------------------------------------------------------------ write proofs
 
-    def offer(self, channel_key: bytes, topic: bytes, envelope: bytes) -> None:
+    def offer(self, channel_keys: ProvingKeys, topic: bytes, envelope: bytes) -> None:
         """An own envelope of ``topic`` was sent: if the store archives that topic only
-        with write proofs, send it there with its proof (in the background)."""
+        with write proofs, send it there with its proof (in the background).
+
+        ``channel_keys``: the key, or the keys, whose write key may be the one the store
+        checks proofs with; or a function that returns them when the envelope is sent
+        (a members channel's epoch keys, oldest first: a removal while the envelope
+        waits, and a store given the new epoch's key, still take it: a member of the
+        new epoch vouches for its own envelope)."""
         if self._closed:
             return
-        wkey = self._write_keys.get((channel_key, topic))
-        if wkey is None:
-            if len(self._write_keys) > 256:
-                self._write_keys.clear()
-            wkey = self._write_keys[(channel_key, topic)] = write_key(channel_key, topic)
-        self._offered.append((topic, envelope, make_proof(wkey, topic, envelope)))
+        if isinstance(channel_keys, bytes):
+            channel_keys = (channel_keys,)
+        self._offered.append((topic, envelope, channel_keys))
         self._offered_bytes += len(envelope)
         while len(self._offered) > MAX_OFFERED or self._offered_bytes > MAX_OFFERED_BYTES:
-            _t, dropped, _p = self._offered.popleft()
+            _t, dropped, _k = self._offered.popleft()
             self._offered_bytes -= len(dropped)
             self.counters["put_dropped"] += 1
         self._put_wake.set()
+
+    def _write_key(self, channel_key: bytes, topic: bytes) -> tuple[bytes, bytes]:
+        """``(write key, its id)`` of ``channel_key`` for ``topic`` (cached: HKDF)."""
+        found = self._write_keys.get((channel_key, topic))
+        if found is None:
+            if len(self._write_keys) > 1024:
+                self._write_keys.clear()
+            wkey = write_key(channel_key, topic)
+            found = self._write_keys[(channel_key, topic)] = (wkey, key_id(wkey))
+        return found
+
+    def _proof(self, topic: bytes, envelope: bytes, keys: ProvingKeys,
+               ids: frozenset[bytes]) -> bytes | None:  # fmt: skip
+        """The proof of ``envelope`` under the newest of ``keys`` whose write key the store
+        lists; ``None`` (counted, logged once per topic) when it lists none of them."""
+        held = _keys_now(keys)
+        for channel_key in reversed(held):
+            wkey, kid = self._write_key(channel_key, topic)
+            if kid in ids:
+                return make_proof(wkey, topic, envelope)
+        self.counters["put_no_key"] += 1
+        if topic not in self._no_key_logged:
+            self._no_key_logged.add(topic)
+            logger.warning("store %s checks write proofs of topic %s with a key this node does "
+                           "not hold (another epoch or channel): its envelopes are not sent "
+                           "there (store: %s; ours: %s)", self.url, topic.hex(),
+                           sorted(i.hex() for i in ids),
+                           [self._write_key(k, topic)[1].hex() for k in held])  # fmt: skip
+        return None
 
     async def _put_loop(self) -> None:
         """The one task that sends offered envelopes to the store (see :meth:`offer`)."""
@@ -276,26 +334,30 @@ class StoreSync:
             self._put_wake.clear()
             while offered:
                 try:
-                    proven = (await self.client.info()).proven_topics
-                    batch: list[tuple[bytes, bytes, bytes]] = []
+                    info = await self.client.info()
+                    batch: list[tuple[bytes, bytes, ProvingKeys, bytes]] = []
                     size = 0
                     while offered and len(batch) < 64:
-                        topic, env, proof = offered[0]
+                        topic, env, keys = offered[0]
                         if batch and size + len(env) > _PUT_BYTES:
                             break
                         offered.popleft()
                         self._offered_bytes -= len(env)
-                        if topic in proven:
-                            batch.append((topic, env, proof))
+                        if topic not in info.proven_topics:
+                            continue
+                        proof = self._proof(topic, env, keys, info.proven_key_ids)
+                        if proof is not None:
+                            batch.append((topic, env, keys, proof))
                             size += len(env)
                     if not batch:
                         continue
                     try:
-                        accepted, refused = await self.client.put([(e, p) for _t, e, p in batch])
+                        items = [(env, proof) for _t, env, _k, proof in batch]
+                        accepted, refused = await self.client.put(items)
                     except StoreUnavailable:
-                        for item in reversed(batch):  # keep them, in order
-                            offered.appendleft(item)
-                            self._offered_bytes += len(item[1])
+                        for topic, env, keys, _p in reversed(batch):  # keep them, in order
+                            offered.appendleft((topic, env, keys))
+                            self._offered_bytes += len(env)
                         raise
                 except StoreUnavailable:
                     failures += 1

@@ -31,26 +31,29 @@ joins; a hash collision between two ids of one channel is detected and refused.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.causes import lost_messages, missing_pairs
+from pipeline.explain import explain_channels
+from pipeline.frames import (
+    CSV_LIMIT,
+    LIST_LIMIT,
+    NODES_PER_MESSAGE,
+    TIME_BUCKETS,
+    InputError,
+    fresh,
+    hash_id,
+    kept,
+    spark_schema,
+    sql_conf,
+)
 from pipeline.schema import COLUMNS
 
 __all__ = ["LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS", "compute_channels"]
-
-#: Entries listed per channel in summary.json / the HTML and rows in the CSVs
-#: (the Parquet detail has all).
-LIST_LIMIT = 200
-#: Rows of missing.csv / causal_violations.csv (the Parquet detail has all).
-CSV_LIMIT = 10_000
-#: Participants named per missing message in summary.json.
-NODES_PER_MESSAGE = 50
-#: Buckets of the convergence-over-time chart.
-TIME_BUCKETS = 60
 
 _HELD = ["MessageSent", "MessageDelivered"]
 _NEED_ID = [*_HELD, "MessageLost"]
@@ -60,30 +63,10 @@ _KEYS = ["run", "channel"]
 _BIG = 2**62
 
 
-class InputError(Exception):
-    """Malformed rows (the caller turns it into its ReportError)."""
-
-
 def _pct(values: Sequence[Any] | None) -> dict[str, Any]:
     if not values:
         return {"p50": None, "p90": None, "p99": None}
     return {"p50": values[0], "p90": values[1], "p99": values[2]}
-
-
-@contextlib.contextmanager
-def _sql_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """SQL settings for the plans made inside the block (restored after it)."""
-    saved = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def _percentiles(counts: Any, total: Any) -> Any:
@@ -102,37 +85,6 @@ def _percentiles(counts: Any, total: Any) -> Any:
         F.lit(None).cast("long").alias(f"p{q}") for q in (50, 90, 99)])
     return F.aggregate(F.array_sort(counts), start, step,
                        lambda acc: F.array(acc["p50"], acc["p90"], acc["p99"]))
-
-
-def _kept(df: Any) -> Any:
-    """``df`` computed now and kept for the later queries that read it.
-
-    An eager local checkpoint rather than ``persist()``: the plan of every later
-    query refers to the kept rows instead of repeating the plan that made them
-    (over Spark Connect the client sends each query's whole plan tree, and the
-    server analyses it again to find the cache: 4-6x slower at 100k events). The kept rows keep
-    the column identities of the plan that made them, so they get new ones here
-    (the kept table can then meet its own inputs in a join); a kept table that
-    meets itself in a join needs :func:`_fresh` on one side.
-    """
-    from pyspark import StorageLevel
-
-    return _fresh(df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK))
-
-
-def _fresh(df: Any) -> Any:
-    """The same rows under new column identities, for the second side of a join
-    whose sides both read one kept table (Spark cannot tell them apart)."""
-    from pyspark.sql import functions as F
-
-    return df.select(*[F.col(c).alias(c) for c in df.columns])
-
-
-def _hash_id(col: str) -> Any:
-    """A non-null id as a 64-bit integer (``xxhash64``; null stays null)."""
-    from pyspark.sql import functions as F
-
-    return F.when(F.col(col).isNotNull(), F.xxhash64(col))
 
 
 def check_rows(raw: Any, total_rows: int | None) -> dict[str, Any]:
@@ -321,15 +273,17 @@ def _merge_kind(b: dict[str, Any], v: dict[str, Any]) -> None:
 def compute_channels(
     spark: Any, files: Sequence[str], total_rows: int | None,
     detail_dir: str | Path | None = None, explain: bool = True,
+    partitions: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Everything of the summary but the inputs; detail Parquet goes to ``detail_dir``.
+
+    ``partitions``: run label -> the partitions of a simulation (run.json, member
+    ids; times in ms since the run's start), for the causes of missing pairs.
 
     Returns the summary (JSON-able) with ``_missing_rows``, ``_violation_rows``
     (both at most :data:`CSV_LIMIT`), ``_receiver_rows`` and ``_detail_dir``.
     """
     from pyspark.sql import functions as F
-
-    from pipeline.report import spark_schema
 
     detail = str(detail_dir) if detail_dir is not None else tempfile.mkdtemp(
         prefix="sdschat-report-detail-")
@@ -381,8 +335,8 @@ def compute_channels(
         F.max(when(None, F.col("lamport"))).alias("lamport_max"),
         # senders as 64-bit hashes (named below): fixed-width buffers keep this a
         # hash aggregate (a string min/max makes Spark sort every row)
-        F.min(when(None, _hash_id("sender_id"))).alias("sender_min"),
-        F.max(when(None, _hash_id("sender_id"))).alias("sender_max"),
+        F.min(when(None, hash_id("sender_id"))).alias("sender_min"),
+        F.max(when(None, hash_id("sender_id"))).alias("sender_max"),
         F.max(when(None, F.col("size_bytes"))).alias("msg_size"),
         F.min(when("MessageSent", F.col("time_ms"))).alias("sent_ms"),
         F.min(when("MessageLost", F.col("time_ms"))).alias("lost_ms"),
@@ -402,8 +356,8 @@ def compute_channels(
     )
     # every (participant, message) is one group: a partial aggregate before the
     # shuffle would reduce nothing (the setting applies to the job run here)
-    with _sql_conf(spark, {"spark.sql.execution.bypassPartialAggregation": "true"}):
-        pairs = _kept(pairs)
+    with sql_conf(spark, {"spark.sql.execution.bypassPartialAggregation": "true"}):
+        pairs = kept(pairs)
     # the histories a message's rows carry, as hashes: how many different
     # ones (an aggregate per message, combined on the map side; only here and in
     # the causal check are the histories, the bulk of the data, read)
@@ -427,7 +381,7 @@ def compute_channels(
         F.min("sender_min").alias("sender_h"),
         (F.min("sender_min") != F.max("sender_max")).alias("sender_ids_differ"),
         F.min("held_ms").alias("first_held_ms"), F.max("msg_size").alias("msg_size"),
-        F.min(F.when(F.col("sent_ms").isNotNull(), _hash_id("node_id"))).alias("sent_by_h"),
+        F.min(F.when(F.col("sent_ms").isNotNull(), hash_id("node_id"))).alias("sent_by_h"),
         F.count("sent_ms").alias("n_sent_by"), F.min("sent_ms").alias("sent_ms_logged"),
         F.count("lost_ms").alias("lost_pairs"),
         F.count(F.when(F.col("lost_ms").isNotNull() & (F.col("times") > 0), 1))
@@ -442,13 +396,13 @@ def compute_channels(
     names = ev.select("run", "channel", F.explode(F.array(
         "node_id", F.when(held_k, F.col("sender_id")))).alias("id")
     ).filter(F.col("id").isNotNull()).distinct().select(
-        "run", "channel", "id", _hash_id("id").alias("h"))
-    names = _kept(names)
+        "run", "channel", "id", hash_id("id").alias("h"))
+    names = kept(names)
     named = per_msg.filter(F.col("holders") > 0).join(
         F.broadcast(names.select("run", "channel", F.col("h").alias("sender_h"),
                                  F.col("id").alias("sender_id"))),
         ["run", "channel", "sender_h"], "left").join(
-        F.broadcast(_fresh(names).select("run", "channel", F.col("h").alias("sent_by_h"),
+        F.broadcast(fresh(names).select("run", "channel", F.col("h").alias("sent_by_h"),
                                  F.col("id").alias("sent_by"))),
         ["run", "channel", "sent_by_h"], "left")
     msgs = named.join(hist_stats, mkey, "left").select(
@@ -466,7 +420,7 @@ def compute_channels(
             & (F.col("sent_by_h") != F.col("sender_h")))).alias("sender_disagrees"),
         F.col("sent_ms_logged").alias("logged_sent_ms"),
     )
-    msgs = _kept(msgs)
+    msgs = kept(msgs)
     sent_first = msgs.filter(F.col("send_logged")).select(
         *mkey, F.col("logged_sent_ms").alias("sent_ms"))
 
@@ -545,7 +499,7 @@ def compute_channels(
     ).groupBy(*_KEYS, "node_id", "v", "b").agg(
         F.count(F.lit(1)).alias("n"), F.min("lat").alias("lo"), F.max("lat").alias("hi"),
         F.sum("lat").alias("sum"))
-    lat_n = _kept(lat_n)
+    lat_n = kept(lat_n)
     lat_per_channel = lat_n.groupBy(*_KEYS, "v").agg(
         F.sum("n").alias("n"), F.min("lo").alias("lo"), F.max("hi").alias("hi"),
         F.sum("sum").alias("sum"))
@@ -665,21 +619,32 @@ def compute_channels(
     missing_total = sum(
         (b["participants"] or 0) * (b["messages"] or 0) - (b["held_pairs"] or 0)
         for b in per_channel.values())
+    # every time is relative to its run's first event
+    starts: dict[str, int] = {}
+    for (run, _), b in per_channel.items():
+        if b["t0"] is not None:
+            starts[run] = min(starts.get(run, b["t0"]), b["t0"])
     missing_rows: list[dict[str, Any]] = []
     miss_msgs: dict[tuple[str, str], dict[str, Any]] = {}
     if missing_total:
-        missing_rows, miss_msgs = _missing(spark, ev, msgs, pairs, detail)
+        by_run = {run: (partitions or {}).get(run.split("#", 1)[0], []) for run in starts}
+        missing_rows, miss_msgs = missing_pairs(
+            spark, ev, msgs, pairs, detail, starts=starts,
+            partitions={r: p for r, p in by_run.items() if p},
+            margin_ms=max((int(b["lat_max"] or 0) for b in per_channel.values()), default=0))
+    lost_listed = {} if not any(b["lost_pairs"] for b in per_channel.values()) else \
+        lost_messages(spark, pairs, msgs,
+                      f"{detail.rstrip('/')}/missing" if missing_total else None)
 
     channels = [
-        _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key))
+        _channel(key, b, causal["per_channel"].get(key), receivers, miss_msgs.get(key),
+                 starts.get(key[0]), lost_listed.get(key, []))
         for key, b in sorted(per_channel.items())
     ]
     # ---------------------------------------------------------------- job 6: explain
-    from pipeline.explain import explain_channels
-
     why = {} if not explain else explain_channels(
         ev.select("run", "channel", "node_id", "time_ms", "kind", "reason"),
-        pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"))
+        pairs.select("run", "channel", "node_id", "message_id", "held_ms", "times"), starts)
     for c in channels:
         c["explain"] = why.get((c["run"], c["channel"]), {})
     return {
@@ -744,7 +709,7 @@ def _causal(spark: Any, raw: Any, run_col: Any, ev: Any, msgs: Any, held_first: 
     totals, per_receiver = _causal_totals(pos, edges, lost_pos if any_lost else None)
     # the receiver rows are few but each loops over all its checks: adaptive
     # execution would pack them into fewer tasks than there are cores
-    with _sql_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
+    with sql_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
         counts = {(r["run"], r["channel"]): r for r in totals.collect()}
     per_channel: dict[tuple[str, str], dict[str, Any]] = {}
     for key, b in figures.items():
@@ -842,19 +807,19 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any
     ids = ids.distinct()
     chan_w = Window.partitionBy(*keys)
     # each id's index i and its channel's number of ids u (one sort per channel)
-    ids = _kept(ids.select(
+    ids = kept(ids.select(
         *keys, "m", (F.row_number().over(chan_w.orderBy("m")) - 1).cast("int").alias("i"),
         F.count(F.lit(1)).over(chan_w).cast("int").alias("u")))
     # (the ids, one row per message or dependency, are the broadcast side by name:
     # see the send times in compute_channels)
     dep_lists = (
         edges.join(F.broadcast(ids.select(*keys, "m", F.col("i").alias("mi"))), [*keys, "m"])
-        .join(F.broadcast(_fresh(ids).select(
+        .join(F.broadcast(fresh(ids).select(
             *keys, F.col("m").alias("d"), F.col("i").alias("di"))), [*keys, "d"])
         .groupBy(*keys, "mi").agg(F.collect_list("di").alias("deps"))
     )
     chan = (
-        _fresh(ids).select(*keys, F.col("i").alias("mi"), "u")
+        fresh(ids).select(*keys, F.col("i").alias("mi"), "u")
         .join(dep_lists, [*keys, "mi"], "left")
         .groupBy(*keys).agg(F.array_sort(F.collect_list(F.struct("mi", "deps"))).alias("l"),
                             F.max("u").alias("u"))
@@ -864,7 +829,7 @@ def _causal_totals(pos: Any, edges: Any, lost_pos: Any | None) -> tuple[Any, Any
     def dense(df: Any, seq: str, name: str) -> Any:
         # one row per receiver: its positions as a dense array over the channel's ids
         # (the sorted (i, seq) pairs plus (i, _BIG) for every i, first per i kept)
-        filled = df.join(F.broadcast(_fresh(ids)), [*keys, "m"]).groupBy(*keys, "node_id").agg(
+        filled = df.join(F.broadcast(fresh(ids)), [*keys, "m"]).groupBy(*keys, "node_id").agg(
             F.collect_list(F.struct(F.col("i"), F.col(seq).cast("long").alias("s"))).alias("p"),
             F.max("u").alias("u")).select(
             *keys, "node_id", F.array_sort(F.concat("p", F.transform(
@@ -933,75 +898,16 @@ def _causal_pairs(spark: Any, pos: Any, edges: Any, held_first: Any, lost_pos: A
     return checks.withColumn("bad", bad), names
 
 
-def _missing(spark: Any, ev: Any, msgs: Any, pairs: Any, detail: str
-             ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], dict[str, Any]]]:
-    """Missing (participant, message) pairs: written as Parquet; the top read back."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    pair = ["run", "channel", "node_id", "message_id"]
-    parts = ev.select("run", "channel", "node_id").distinct()
-    noticed = (
-        ev.filter(F.col("kind") == "MessagesMissing")
-        .select("run", "channel", "node_id", "time_ms",
-                F.from_json("detail", "struct<missing:array<struct<message_id:string>>>")
-                .alias("d"))
-        .select("run", "channel", "node_id", "time_ms",
-                F.explode_outer("d.missing.message_id").alias("message_id"))
-        .filter(F.col("message_id").isNotNull())
-        .groupBy(*pair).agg(F.min("time_ms").alias("noticed_ms"))
-    )
-    path = f"{detail.rstrip('/')}/missing"
-    (
-        parts.join(msgs.select("run", "channel", "message_id", "sender", "lamport", "sent_ms"),
-                   _KEYS)
-        # one join with the pairs: never held (a declared loss is kept)
-        .join(pairs.select(*pair, (F.col("times") > 0).alias("held"), "lost_ms"), pair, "left")
-        .filter(~F.coalesce(F.col("held"), F.lit(False)))
-        .join(noticed, pair, "left")
-        .select("run", "channel", "message_id", "sender", "lamport", "sent_ms", "node_id",
-                "noticed_ms", "lost_ms")
-        .write.mode("overwrite").parquet(path)
-    )
-    missing = spark.read.parquet(path)
-    rows = [r.asDict() for r in missing.orderBy(
-        "run", "channel", "sent_ms", "message_id", "node_id").limit(CSV_LIMIT).collect()]
-    per_msg = missing.groupBy("run", "channel", "message_id").agg(
-        F.min("sender").alias("sender"), F.min("sent_ms").alias("sent_ms"),
-        F.count(F.lit(1)).alias("missing_count"),
-        F.slice(F.sort_array(F.collect_list("node_id")), 1, NODES_PER_MESSAGE)
-        .alias("missing_at"),
-        F.count("noticed_ms").alias("noticed_by"),
-        F.count("lost_ms").alias("declared_lost_by"),
-        F.min(F.coalesce("noticed_ms", "sent_ms")).alias("since"),
-        F.countDistinct("node_id").alias("nodes"),
-    )
-    w = Window.partitionBy("run", "channel").orderBy("sent_ms", "message_id")
-    ranked = per_msg.withColumn("i", F.row_number().over(w))
-    per_channel = ranked.groupBy("run", "channel").agg(
-        F.count(F.lit(1)).alias("messages"), F.sum("missing_count").alias("pairs"),
-        F.sort_array(F.collect_list(F.when(F.col("i") <= LIST_LIMIT, F.struct(
-            "i", "message_id", "sender", "sent_ms", "missing_count", "missing_at",
-            "noticed_by", "declared_lost_by", "since")))).alias("top"),
-    )
-    nodes = missing.groupBy("run", "channel").agg(
-        F.countDistinct("node_id").alias("participants"))
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in per_channel.join(nodes, _KEYS).collect():
-        out[(r["run"], r["channel"])] = {
-            "messages": int(r["messages"]), "pairs": int(r["pairs"]),
-            "participants": int(r["participants"]),
-            "top": [t.asDict() for t in r["top"]],
-        }
-    return rows, out
-
-
 def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
-             receivers: list[dict[str, Any]], miss: dict[str, Any] | None) -> dict[str, Any]:
+             receivers: list[dict[str, Any]], miss: dict[str, Any] | None,
+             run_start: int | None, lost_listed: list[dict[str, Any]]) -> dict[str, Any]:
     t0 = b["t0"]
+    # times in the summary count from the run's first event (absolute: run_start_ms)
+    r0 = t0 if run_start is None else run_start
     p = b["participants"]
     n_msgs = b["messages"] or 0
-    miss = miss or {"messages": 0, "pairs": 0, "participants": 0, "top": []}
+    miss = miss or {"messages": 0, "pairs": 0, "participants": 0, "top": [], "causes": {},
+                    "per_node": {}}
     cz = cz or {"checked_messages": 0, "checked_dependencies": 0, "violations": 0,
                 "delivered_after": 0, "never_held": 0, "participants_violating": 0,
                 "duplicates": 0, "unverifiable": 0, "history_disagreements": 0}
@@ -1055,11 +961,22 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
     kc = dict(b["kinds"] or {})
     missing = [
         {"message_id": m["message_id"], "sender": m["sender"],
-         "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - t0,
+         "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - r0,
          "missing_count": m["missing_count"], "missing_at": list(m["missing_at"]),
          "noticed_by": m["noticed_by"], "declared_lost_by": m["declared_lost_by"],
-         "missing_since_ms": None if m["since"] is None else m["since"] - t0}
+         "missing_since_ms": None if m["since"] is None else m["since"] - r0,
+         "causes": {k: int(v) for k, v in sorted((m["causes"] or {}).items())}}
         for m in miss["top"]
+    ]
+    lost_rows = [
+        {"message_id": m["message_id"], "sender": m["sender"],
+         "sent_at_ms": None if m["sent_ms"] is None else m["sent_ms"] - r0,
+         "declared_lost_by": m["declared_lost_by"], "first_declared_lost_ms":
+         m["first_lost_ms"] - r0, "received_later_by": m["received_later_by"],
+         "never_received_by": m["declared_lost_by"] - m["received_later_by"],
+         "declared_by": list(m["by"]),
+         "causes": {k: int(v) for k, v in sorted(m["causes"].items())}}
+        for m in lost_listed
     ]
     sources = list(b["sources"] or [])
     order = b.get("order") or {}
@@ -1074,6 +991,7 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
         "source": sources[0] if len(sources) == 1 else "mixed",
         "sources": sources,
         "participants": p, "messages": n_msgs, "events": b["rows"],
+        "run_start_ms": r0, "start_ms": t0 - r0,
         "duration_ms": b["t1"] - t0,
         "convergence": {
             "converged": converged,
@@ -1095,6 +1013,10 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
             "sends_not_in_input": b["send_not_logged"] or 0,
             "missing": missing,
             "missing_truncated": miss["messages"] > len(missing),
+            # why the pairs are missing (pipeline.causes): pairs per cause, and per
+            # participant the groups its story is told from
+            "causes": dict(sorted(miss["causes"].items())),
+            "causes_by_participant": miss["per_node"],
             "over_time": {"bucket_ms": (t1 - t0 + 1) / TIME_BUCKETS, "held_share": curve},
         },
         "causal_order": {**cz, "ok": cz["violations"] == 0},
@@ -1121,9 +1043,15 @@ def _channel(key: tuple[str, str], b: dict[str, Any], cz: dict[str, Any] | None,
             "repairs_sent": kc.get("RepairSent", 0),
             "repair_data_needed": kc.get("RepairDataNeeded", 0),
             "store_retrievals": kc.get("StoreRetrieval", 0),
-            "lost": {"pairs": b["lost_pairs"] or 0, "messages": b["lost_messages"] or 0,
-                     "pairs_recovered": b["lost_pairs_recovered"] or 0,
-                     "messages_never_received": b["lost_messages_never_received"] or 0},
+            # lost = declared lost by a participant (it gave up on it); never received =
+            # missing at a participant at the end
+            "lost": {"messages": b["lost_messages"] or 0, "pairs": b["lost_pairs"] or 0,
+                     "pairs_received_later": b["lost_pairs_recovered"] or 0,
+                     "pairs_never_received": (b["lost_pairs"] or 0)
+                     - (b["lost_pairs_recovered"] or 0),
+                     "messages_never_received_by_some": b["lost_messages_never_received"] or 0,
+                     "listed": lost_rows,
+                     "listed_truncated": (b["lost_messages"] or 0) > len(lost_rows)},
             "dropped": dict(b["drops"] or {}),
             "by_kind": dict(sorted(kc.items())),
         },

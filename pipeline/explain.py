@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.frames import fresh, kept
+
 __all__ = ["SILENT_MS", "TIMELINE_BUCKETS", "explain_channels", "participant_names",
            "run_conditions"]
 
@@ -36,6 +38,13 @@ LISTED = 50
 _COUNTED = ("MessageSent", "MessageDelivered", "MessagesMissing", "RepairSent", "MessageLost",
             "StoreRetrieval")
 _TIMELINE_KINDS = (*_COUNTED, "MessageDropped", "NodeOffline", "NodeOnline", "NodeJoined")
+#: What a participant logs when it broadcasts: every other participant that runs and
+#: is connected then logs something (a delivery, a sync, a duplicate dropped...).
+_BROADCASTS = ("MessageSent", "SyncSent", "MessageResent", "RepairSent")
+#: Broadcasts by others during a gap that a participant did not log any trace of,
+#: for the gap to be a silent period (a lossy network may hide a few: 30% loss hides
+#: five in a row once in 400 times).
+SILENT_EVIDENCE = 5
 
 
 def participant_names(inputs: Sequence[str | Path]) -> dict[str, str]:
@@ -72,20 +81,25 @@ def _beside(inputs: Sequence[str | Path], name: str) -> list[Path]:
 
 def run_conditions(inputs: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
     """run label -> the conditions a simulation ran under, from its ``run.json``:
-    loss, churn, partitions (times in ms since the run's start, participant names
-    per group) and the network's counts of what it did not deliver, and why."""
+    loss, churn, partitions (times in ms since the run's start, the participants'
+    ids per group) and the network's counts of what it did not deliver, and why."""
     out: dict[str, dict[str, Any]] = {}
     for meta in _beside(inputs, "run.json"):
         try:
             d = json.loads(meta.read_text())
             spec = d.get("spec") or {}
-            n = int(spec.get("participants") or 0)
-            # the simulator's ids (app.sim.simulation._node_ids; run.json lists only the first 3)
-            names = [f"p{i:0{max(3, len(str(n - 1)))}d}" for i in range(n)]
-            parts = [{"start_ms": p.get("start_ms"), "heal_ms": p.get("heal_ms"),
-                      "groups": [[names[i] if i < len(names) else str(i) for i in g]
-                                 for g in p.get("groups") or []]}
-                     for p in spec.get("partitions") or []]
+            if isinstance(d.get("partitions"), list):  # written with the members' ids
+                parts = [{"start_ms": p.get("start_ms"), "heal_ms": p.get("heal_ms"),
+                          "groups": [[str(x) for x in g] for g in p.get("groups") or []]}
+                         for p in d["partitions"]]
+            else:  # an older run.json: indexes; the short ids are p000.. (app.sim.simulation)
+                n = int(spec.get("participants") or 0)
+                short = not spec.get("sender_id_chars")
+                width = max(3, len(str(n - 1)))
+                parts = [{"start_ms": p.get("start_ms"), "heal_ms": p.get("heal_ms"),
+                          "groups": [[f"p{i:0{width}d}" if short else f"#{i}" for i in g]
+                                     for g in p.get("groups") or []]}
+                         for p in spec.get("partitions") or []]
             net = d.get("network") or {}
             out[str(d["run"])] = {
                 "loss": spec.get("loss"), "churn": spec.get("churn"), "partitions": parts,
@@ -96,11 +110,12 @@ def run_conditions(inputs: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any]]:
+def explain_channels(ev: Any, pairs: Any, starts: dict[str, int] | None = None
+                     ) -> dict[tuple[str, str], dict[str, Any]]:
     """(run, channel) -> {"participants", "timeline", "duplicates"} (times in ms
-    since the channel's first event). ``ev``: the channel rows (run, channel,
-    node_id, time_ms, kind, reason); ``pairs``: (run, channel, node_id, message_id,
-    held_ms, times).
+    since the run's first event, ``starts[run]``; else the channel's). ``ev``: the
+    channel rows (run, channel, node_id, time_ms, kind, reason); ``pairs``: (run,
+    channel, node_id, message_id, held_ms, times).
 
     Two passes over the event rows: one aggregate per (participant, second) with
     the counts the timeline draws, kept; one for the drops by reason. The rest
@@ -108,40 +123,47 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from pipeline.compute import _fresh, _kept
-
     key = ["run", "channel"]
     is_k = {k: F.col("kind") == k for k in _TIMELINE_KINDS}
-    per_sec = _kept(ev.groupBy(
+    per_sec = kept(ev.groupBy(
         *key, "node_id", F.floor(F.col("time_ms") / 1000).alias("s")).agg(
         F.min("time_ms").alias("first"), F.max("time_ms").alias("last"),
         *[F.count(F.when(is_k[k], 1)).alias(k) for k in _COUNTED],
-        F.count(F.when(is_k["NodeJoined"], 1)).alias("joins"),
-        F.collect_list(F.when(is_k["NodeOffline"] | is_k["NodeOnline"], F.struct(
-            F.col("time_ms").alias("t"), is_k["NodeOffline"].alias("off")))).alias("marks")))
+        F.count(F.when(F.col("kind").isin(*_BROADCASTS), 1)).alias("broadcasts"),
+        F.count(F.when(is_k["NodeJoined"], 1)).alias("joins")))
+    # (fixed-width buffers only: a hash aggregate; the few offline marks are read apart)
     people = per_sec.groupBy(*key, "node_id").agg(
         F.min("first").alias("first"), F.max("last").alias("last"),
-        F.sum("joins").alias("joins"),
-        F.flatten(F.collect_list("marks")).alias("marks")).collect()
+        F.sum("joins").alias("joins")).collect()
+    marks: dict[tuple[str, str, str], list[Any]] = {}
+    for r in ev.filter(is_k["NodeOffline"] | is_k["NodeOnline"]).select(
+            *key, "node_id", F.col("time_ms").alias("t"),
+            is_k["NodeOffline"].alias("off")).collect():
+        marks.setdefault((r["run"], r["channel"], r["node_id"]), []).append(r)
     spans: dict[tuple[str, str], tuple[int, int]] = {}
     for r in people:
         k = (r["run"], r["channel"])
         t0, t1 = spans.get(k, (r["first"], r["last"]))
         spans[k] = (min(t0, r["first"]), max(t1, r["last"]))
+    # times count from the run's start (the channel's span still sets the buckets)
+    origin = {k: (starts or {}).get(k[0], t0) for k, (t0, _) in spans.items()}
     out: dict[tuple[str, str], dict[str, Any]] = {
-        k: {"participants": {}, "timeline": {"bucket_ms": max(1, t1 - t0 + 1) / TIMELINE_BUCKETS,
-                                             "counts": {}, "drops": {}},
+        k: {"participants": {},
+            "timeline": {"bucket_ms": max(1, t1 - t0 + 1) / TIMELINE_BUCKETS,
+                         "start_ms": t0 - (starts or {}).get(k[0], t0),
+                         "counts": {}, "drops": {}},
             "duplicates": []}
         for k, (t0, t1) in spans.items()}
 
     # participants: first/last event, joins, logged offline periods
     for r in people:
         k = (r["run"], r["channel"])
-        t0 = spans[k][0]
+        t0 = origin[k]
         p = {"node_id": r["node_id"], "first_ms": r["first"] - t0, "last_ms": r["last"] - t0,
              "joins": int(r["joins"] or 0), "offline": [], "silent": [], "held": 0,
              "last_held_ms": None}
-        for m in sorted(r["marks"] or [], key=lambda m: (m["t"], not m["off"])):
+        for m in sorted(marks.get((r["run"], r["channel"], r["node_id"]), []),
+                        key=lambda m: (m["t"], not m["off"])):
             if m["off"]:
                 p["offline"].append([m["t"] - t0, None])
             elif p["offline"] and p["offline"][-1][1] is None:
@@ -156,26 +178,36 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
         p = out[k]["participants"].get(r["node_id"])
         if p is not None:
             p["held"] = r["held"]
-            p["last_held_ms"] = r["last_held"] - spans[k][0]
+            p["last_held_ms"] = r["last_held"] - origin[k]
 
-    # silent periods: gaps between the seconds in which a participant logged anything
+    # silent periods: a gap between the seconds in which a participant logged anything,
+    # longer than SILENT_MS, during which the others broadcast at least SILENT_EVIDENCE
+    # times (each broadcast leaves a trace in the log of every participant that runs
+    # and is connected). The idle tail of a run, in which nobody broadcasts, is not
+    # silence: nothing was there to log.
     w = Window.partitionBy(*key, "node_id").orderBy("s")
     steps = per_sec.select(*key, "node_id", "s", F.lag("s").over(w).alias("prev")).filter(
-        F.col("prev").isNotNull())
-    # longer than SILENT_MS and than 3 x the channel's 90th-percentile step (a quiet
-    # channel whose syncs come every 30 s is not a channel of silent nodes)
-    limits = steps.groupBy(*key).agg(F.greatest(F.lit(SILENT_MS), 3_000 * F.percentile_approx(
-        F.col("s") - F.col("prev"), 0.9)).alias("limit_ms"))
-    for r in steps.join(F.broadcast(_fresh(limits)), key).filter(
-            (F.col("s") - F.col("prev")) * 1000 > F.col("limit_ms")).orderBy(
+        F.col("prev").isNotNull() & ((F.col("s") - F.col("prev")) * 1000 > SILENT_MS))
+    cum = per_sec.groupBy(*key, "s").agg(F.sum("broadcasts").alias("b")).select(
+        *key, "s", F.sum("b").over(Window.partitionBy(*key).orderBy("s").rowsBetween(
+            Window.unboundedPreceding, 0)).alias("cum"))
+    # broadcasts in the seconds strictly between prev and s: cum(last second < s)
+    # - cum(prev); the participant logged nothing then, so none of them is its own
+    before = fresh(cum).select(*key, F.col("s").alias("s2"), F.col("cum").alias("c2"))
+    gaps = steps.join(cum.select(*key, F.col("s").alias("prev"), F.col("cum").alias("c1")),
+                      [*key, "prev"]).join(before, key).filter(
+        (F.col("s2") < F.col("s")) & (F.col("s2") >= F.col("prev"))).groupBy(
+        *key, "node_id", "prev", "s").agg(
+        (F.max("c2") - F.min("c1")).alias("heard"))
+    for r in gaps.filter(F.col("heard") >= SILENT_EVIDENCE).orderBy(
             *key, "node_id", "s").limit(100_000).collect():
         k = (r["run"], r["channel"])
-        t0 = spans[k][0]
+        t0 = origin[k]
         p = out[k]["participants"][r["node_id"]]
         a, b = max(0, (r["prev"] + 1) * 1000 - t0), r["s"] * 1000 - t0
         covered = any(x <= a + 2_000 and (y is None or y >= b - 2_000) for x, y in p["offline"])
         if len(p["silent"]) < LISTED and not covered:  # a logged offline period says it
-            p["silent"].append([a, b])
+            p["silent"].append([a, b, int(r["heard"])])
 
     # the timeline: counts per bucket (by second) and kind; drops per bucket and reason
     def bucket_of(k: tuple[str, str], ms: int) -> int:
@@ -206,6 +238,6 @@ def explain_channels(ev: Any, pairs: Any) -> dict[tuple[str, str], dict[str, Any
         k = (r["run"], r["channel"])
         out[k]["duplicates"].append({
             "node_id": r["node_id"], "message_id": r["message_id"],
-            "first_held_ms": None if r["held_ms"] is None else r["held_ms"] - spans[k][0],
+            "first_held_ms": None if r["held_ms"] is None else r["held_ms"] - origin[k],
             "times_held": r["times"]})
     return out

@@ -40,7 +40,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["DEFAULT_TIMEOUT", "SparkRun", "SparkStopped", "check_endpoint", "endpoints",
+from pipeline.errors import PipelineError
+
+__all__ = ["DEFAULT_TIMEOUT", "SparkRun", "SparkStopped", "check_endpoint", "endpoint_kind",
+           "endpoints", "java_problem", "jvm_bytes", "machine_memory", "memory_problem",
            "spark_failure", "speaks_http2"]
 
 #: Seconds Spark may take to start, to run no task while a job waits, or a Spark
@@ -54,7 +57,7 @@ TICK = 0.25
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
-class SparkStopped(Exception):
+class SparkStopped(PipelineError):
     """Spark itself failed or was stopped (one line: what failed, what to check)."""
 
 
@@ -85,11 +88,12 @@ def endpoints(target: str) -> list[tuple[str, int]]:
     return out
 
 
-def speaks_http2(host: str, port: int, timeout: float = 5.0) -> bool | None:
-    """Whether ``host:port`` answers an HTTP/2 preface with a SETTINGS frame, as a
-    gRPC (Spark Connect) server does; False if it closes the connection or answers
-    something else (a Spark master's RPC port closes it); None if it says nothing
-    within ``timeout`` or cannot be reached."""
+def endpoint_kind(host: str, port: int, timeout: float = 5.0) -> str | None:
+    """What ``host:port`` is, from its answer to an HTTP/2 client preface: ``"grpc"``
+    (a SETTINGS frame: an HTTP/2 server, as Spark Connect's gRPC), ``"http"`` (an
+    HTTP/1 status line: a web server, e.g. a Spark master's or worker's web UI),
+    ``"closed"`` (it closed or reset the connection, as a Spark master's RPC port does)
+    or ``"other"``; None if it says nothing within ``timeout`` or cannot be reached."""
     try:
         conn = socket.create_connection((host, port), timeout=timeout)
     except OSError:
@@ -102,31 +106,114 @@ def speaks_http2(host: str, port: int, timeout: float = 5.0) -> bool | None:
             while len(head) < 9 and time.monotonic() < deadline:
                 chunk = conn.recv(9 - len(head))
                 if not chunk:
-                    return False
+                    break
                 head += chunk
         except TimeoutError:
-            return None
+            if not head:
+                return None
         except OSError:  # reset: the peer refused the bytes
-            return False
-    return len(head) == 9 and head[3] == 4  # frame type 4: SETTINGS
+            return "http" if _is_http(head) else "closed"
+    if _is_http(head):
+        return "http"
+    if not head:
+        return "closed"
+    return "grpc" if len(head) == 9 and head[3] == 4 else "other"  # frame type 4: SETTINGS
+
+
+def _is_http(head: bytes) -> bool:
+    """An HTTP/1 answer: a status line, or (HTTP/0.9 style, as some servers answer a
+    request line they cannot parse) an HTML page."""
+    return head.startswith(b"HTTP/") or head.lstrip().startswith(b"<")
+
+
+def speaks_http2(host: str, port: int, timeout: float = 5.0) -> bool | None:
+    """Whether ``host:port`` answers an HTTP/2 preface with a SETTINGS frame, as a
+    gRPC (Spark Connect) server does (:func:`endpoint_kind`); None if it says nothing
+    within ``timeout`` or cannot be reached."""
+    kind = endpoint_kind(host, port, timeout)
+    return None if kind is None else kind == "grpc"
 
 
 def check_endpoint(master: str | None, remote: str | None, timeout: float = 5.0) -> str | None:
     """A one-line complaint when the endpoint is the wrong kind: a ``spark://`` master
-    that is a Spark Connect server, an ``sc://`` server that is not one; None when it
-    looks right or cannot be told (the run's own bounds then apply)."""
+    that is a Spark Connect server or a web server, an ``sc://`` server that is not a
+    Spark Connect server; None when it looks right or cannot be told (the run's own
+    bounds then apply)."""
     if remote is not None:
         host, port = endpoints(remote)[0]
-        if speaks_http2(host, port, timeout) is False:
+        kind = endpoint_kind(host, port, timeout)
+        if kind == "http":
+            return (f"{host}:{port} is a web server (it answers HTTP/1 with a page), not a "
+                    "Spark Connect server: a Spark web UI? Give the Connect server's gRPC "
+                    "port (15002 unless set; 'sdschat report-server' prints its sc:// URL)")
+        if kind in ("closed", "other"):
             return (f"{host}:{port} answers but is not a Spark Connect server (no gRPC): a "
                     f"Spark master? Use --master spark://{host}:{port} for a master")
         return None
     if master is not None and master.startswith("spark://"):
         for host, port in endpoints(master):
-            if speaks_http2(host, port, timeout):
+            kind = endpoint_kind(host, port, timeout)
+            if kind == "grpc":
                 return (f"{host}:{port} is a Spark Connect server, not a Spark master: "
                         f"use --remote sc://{host}:{port}")
+            if kind == "http":
+                return (f"{host}:{port} is a web server (it answers HTTP/1 with a page), not "
+                        "a Spark master's port: the master's web UI? Give the port of "
+                        "the master's URL, as its log says: 'Starting Spark master at "
+                        "spark://HOST:PORT' (7077 unless set)")
     return None
+
+
+def java_problem(env: dict[str, str] | None = None) -> str | None:
+    """Why no JVM can start here, before Spark's launcher tries (it fails with its own
+    shell errors, e.g. "CMD: bad array subscript", for a wrong JAVA_HOME): the java
+    that ``spark-class`` would run (``$JAVA_HOME/bin/java``, else ``java`` on PATH) is
+    missing or not executable; None when it is there."""
+    import shutil
+
+    env = dict(os.environ) if env is None else env
+    home = env.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if not java.exists():
+            return (f"JAVA_HOME={home}: {java}: No such file or directory (set JAVA_HOME to "
+                    "a Java 17+ installation, or unset it to use the java on PATH)")
+        if not os.access(java, os.X_OK):
+            return f"JAVA_HOME={home}: {java}: Permission denied (not executable)"
+        return None
+    if shutil.which("java", path=env.get("PATH")) is None:
+        return "java: command not found (install Java 17+ or set JAVA_HOME)"
+    return None
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (None if unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def jvm_bytes(size: str) -> int | None:
+    """A JVM memory size (``512m``, ``2g``, ``1024k``, bytes) in bytes; None if not one."""
+    import re
+
+    m = re.fullmatch(r"([1-9]\d*)([kmgtp]?)b?", size.strip(), re.IGNORECASE)
+    if m is None:
+        return None
+    return int(m.group(1)) << (10 * " kmgtp".index(m.group(2).lower() or " "))
+
+
+def memory_problem(flag: str, size: str | None) -> str | None:
+    """A complaint when a driver memory is larger than this machine's memory (the JVM
+    would start, with a heap the machine cannot back, and fail or swap later)."""
+    if size is None:
+        return None
+    want, have = jvm_bytes(size), machine_memory()
+    if want is None or have is None or want <= have:
+        return None
+    return (f"{flag} {size} is more than this machine's memory ({have / 2**30:,.1f} GiB): "
+            "the driver runs here")
 
 
 class JvmOutput:
@@ -171,6 +258,10 @@ def _java_reason(log: Path) -> str:
     except OSError:
         return ""
     for line in reversed(lines):
+        if "bad array subscript" in line:  # spark-class's own failure: not the reason
+            continue
+        if line.startswith(("Error: A fatal exception", "Error: Could not create the Java")):
+            continue  # Java's closing words: the reason is the line before
         if not line.startswith(("at ", "WARNING", "Setting default log level", "To adjust",
                                 "Using Spark's default")) and " WARN " not in line:
             return line[:200]

@@ -8,8 +8,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
-__all__ = ["bar_chart_svg", "explain_html", "line_chart_svg", "missing_words", "nice_ticks",
-           "render_html", "stacked_bar_svg", "timeline_svg"]
+from pipeline.stories import CAUSE_WORDS, absolute, seconds, short_id
+
+__all__ = ["GLOSSARY", "bar_chart_svg", "explain_html", "glossary_html", "line_chart_svg",
+           "missing_words", "nice_ticks", "render_html", "stacked_bar_svg", "timeline_svg"]
 
 _W, _H = 560, 220
 _PAD_L, _PAD_B, _PAD_T, _PAD_R = 56, 36, 12, 12
@@ -158,14 +160,60 @@ def stacked_bar_svg(parts_in: list[tuple[str, int | None]], title: str) -> str:
     return "".join(out)
 
 
+#: The words of the report, each with one meaning (docs/report.md, "Glossary", says
+#: the same: tests/pipeline/test_report_words.py checks it).
+GLOSSARY = (
+    ("never received", "a (participant, message) pair: the participant does not hold the "
+     "message at the end of its log"),
+    ("lost", "declared lost: a participant gave up on a message (it logged MessageLost "
+     "after waiting for it for the lost timeout); the message may still arrive later"),
+    ("received later", "declared lost, then held after all (a repair or a resend brought "
+     "it)"),
+    ("noticed", "the participant logged the message missing (MessagesMissing: a message or "
+     "sync it received named it in its causal history)"),
+    ("missing since", "when the participant first noticed the message missing, or when it "
+     "was sent if it never noticed"),
+    ("copy", "one broadcast of a message: its first send, a resend by its sender, or a "
+     "repair answer by anyone"),
+    ("offline", "logged offline (NodeOffline until NodeOnline, or to the end)"),
+    ("silent", "logged nothing for more than 10 s while the others broadcast at least 5 "
+     "times: not running, restarted, or cut off"),
+    ("partitioned", "on the other side of a partition of the run (run.json) from a copy's "
+     "broadcaster when the copy went out"),
+    ("dropped by the network", "a copy went out while the participant was online and "
+     "reachable, and never arrived"),
+    ("waiting", "the message reached the participant, which holds it back until it has the "
+     "dependencies the message names"),
+    ("sender left", "nobody but its sender ever held the message, and the sender went "
+     "offline for good"),
+    ("times", "seconds since the run's first event; the absolute time (UTC) is in the "
+     "tooltip and in missing.csv's sent_at_utc"),
+    ("participants", "by name where the export knows one, else by the first 8 characters "
+     "of the id; the tooltip has the full id"),
+)
+
+
+class Markup(str):
+    """Text that is already HTML (a table cell not to escape again)."""
+
+
 def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
     if not rows:
         return "<p><em>none</em></p>"
     head = "".join(f"<th>{_e(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{_e(_cell(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows
+        "<tr>" + "".join(f"<td>{_html_cell(r.get(c))}</td>" for c in cols) + "</tr>"
+        for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_cell(v: Any) -> str:
+    if isinstance(v, Markup):
+        return str(v)
+    if isinstance(v, list) and v and all(isinstance(x, Markup) for x in v):
+        return ", ".join(v)
+    return _e(_cell(v))
 
 
 def _cell(v: Any) -> str:
@@ -199,6 +247,42 @@ def _listed_note(listed: int, total: int, detail: str) -> str:
             f"{_e(detail)} has all of them.</p>")
 
 
+def _s(ms: float | None, digits: int = 3) -> str:
+    """A duration in ms as seconds ("0.070 s")."""
+    return "-" if ms is None else f"{ms / 1000:,.{digits}f} s"
+
+
+class _Page:
+    """How one channel's section names participants and times: display names with
+    the full id on hover, seconds since the run's start with the UTC time on hover."""
+
+    def __init__(self, c: dict[str, Any]) -> None:
+        people = (c.get("explain") or {}).get("participants") or {}
+        self.names = {n: p.get("name") for n, p in people.items() if p.get("name")}
+        self.r0 = int(c.get("run_start_ms") or 0)
+
+    def who(self, node: Any) -> Markup:
+        if node is None:
+            return Markup("-")
+        node = str(node)
+        return Markup(f'<span title="{_e(node)}">{_e(self.names.get(node) or short_id(node))}'
+                      "</span>")
+
+    def msg(self, mid: Any) -> Markup:
+        return Markup(f'<span title="{_e(mid)}">{_e(short_id(str(mid)))}</span>')
+
+    def at(self, rel_ms: float | None) -> Markup:
+        if rel_ms is None:
+            return Markup("-")
+        return Markup(f'<span title="{_e(absolute(int(self.r0 + rel_ms)))}">'
+                      f"{_e(seconds(rel_ms))}</span>")
+
+
+def _causes(d: dict[str, int]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')}: {v:,}"
+                     for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
+
+
 def _channel_section(c: dict[str, Any]) -> str:
     conv = c["convergence"]
     causal = c["causal_order"]
@@ -206,14 +290,16 @@ def _channel_section(c: dict[str, Any]) -> str:
     ack = c["acknowledgement"]
     ov = c["overhead"]
     lost = c["counts"]["lost"]
+    page = _Page(c)
     name = f"{c['run']} / {c['channel']}"
     status = {None: "no messages", True: "converged", False: "NOT converged"}[conv["converged"]]
     cls = "ok" if conv["converged"] is not False and causal["ok"] else "bad"
     hist = c["latency_histogram"]
     edges = hist["edges_ms"]
-    labels = [f"{edges[i]:g}" for i in range(len(hist["counts"]))]
+    labels = [f"{edges[i] / 1000:g}" for i in range(len(hist["counts"]))]
     over = conv["over_time"]
-    xs = [over["bucket_ms"] * (i + 1) for i in range(len(over["held_share"]))]
+    xs = [(c.get("start_ms") or 0) + over["bucket_ms"] * (i + 1)
+          for i in range(len(over["held_share"]))]
     syncs_unknown = bool(ov.get("sync_messages")) and ov.get("sync_sizes_unknown") == ov.get(
         "sync_messages")
     overhead_parts: list[tuple[str, int | None]] = [
@@ -227,17 +313,17 @@ def _channel_section(c: dict[str, Any]) -> str:
     facts = [
         ("participants", c["participants"]), ("messages", c["messages"]),
         ("events", c["events"]), ("source", c["source"]),
-        ("missing (participant, message) pairs", conv["missing_pairs"]),
-        ("messages missing somewhere", conv["messages_missing_somewhere"]),
+        ("never received ((participant, message) pairs)", conv["missing_pairs"]),
+        ("never received, by cause", _causes(conv.get("causes") or {})),
+        ("messages never received somewhere", conv["messages_missing_somewhere"]),
         ("duplicate deliveries", conv["duplicate_deliveries"]),
         ("messages with inconsistent Lamport timestamps", conv["lamport_inconsistent_messages"]),
         ("causal-order violations", causal["violations"]),
         ("dependencies checked", causal.get("checked_dependencies", 0)),
-        ("latency p50 / p90 / p99 / max (ms)",
-         f"{_cell(lat.get('p50'))} / {_cell(lat.get('p90'))} / {_cell(lat.get('p99'))} / "
-         f"{_cell(lat.get('max'))}"),
-        ("time to acknowledgement p50 / p99 (ms)",
-         f"{_cell(ack.get('p50'))} / {_cell(ack.get('p99'))}"),
+        ("latency p50 / p90 / p99 / max",
+         f"{_s(lat.get('p50'))} / {_s(lat.get('p90'))} / {_s(lat.get('p99'))} / "
+         f"{_s(lat.get('max'))}"),
+        ("time to acknowledgement p50 / p99", f"{_s(ack.get('p50'))} / {_s(ack.get('p99'))}"),
         ("acknowledged (causal history / bloom filter)",
          f"{_cell(ack.get('acknowledged'))} ({_cell(ack.get('by_causal_history'))} / "
          f"{_cell(ack.get('by_bloom_filter'))})"),
@@ -248,10 +334,10 @@ def _channel_section(c: dict[str, Any]) -> str:
          f"{c['counts']['repair_requests']:,} ({c['counts']['repair_ids_requested']:,})"),
         ("repairs sent", c["counts"]["repairs_sent"]),
         ("store retrievals", c["counts"]["store_retrievals"]),
-        ("declared lost (messages / participant pairs)",
+        ("lost (declared lost: messages / participant pairs)",
          f"{lost['messages']:,} / {lost['pairs']:,}; received later: "
-         f"{lost['pairs_recovered']:,} pairs; never received: "
-         f"{lost['messages_never_received']:,} messages"),
+         f"{lost['pairs_received_later']:,} pairs; never received: "
+         f"{lost['pairs_never_received']:,} pairs"),
         ("drops by reason", _counts(c["counts"]["dropped"])),
         ("metadata bytes per content byte", ov.get("metadata_per_content_byte")),
         ("overhead share of bytes sent",
@@ -264,112 +350,163 @@ def _channel_section(c: dict[str, Any]) -> str:
         "messages are listed; the Parquet detail missing/ has every pair.</p>"
         if conv["missing_truncated"] else ""
     )
+    missing_rows = [{
+        "message": page.msg(m["message_id"]), "sender": page.who(m["sender"]),
+        "sent at": page.at(m["sent_at_ms"]), "never received by": m["missing_count"],
+        "missing since": page.at(m["missing_since_ms"]), "noticed by": m["noticed_by"],
+        "declared lost by": m["declared_lost_by"], "cause": _causes(m.get("causes") or {}),
+        "at": [page.who(n) for n in m["missing_at"]],
+    } for m in conv["missing"]]
+    lost_rows = [{
+        "message": page.msg(m["message_id"]), "sender": page.who(m["sender"]),
+        "sent at": page.at(m["sent_at_ms"]), "declared lost by": m["declared_lost_by"],
+        "first declared lost at": page.at(m["first_declared_lost_ms"]),
+        "received later by": m["received_later_by"],
+        "never received by": m["never_received_by"],
+        "cause (of those that never received it)": _causes(m["causes"]),
+    } for m in lost.get("listed") or []]
+    violations = [{
+        "participant": page.who(v["node_id"]), "message": page.msg(v["message_id"]),
+        "dependency": page.msg(v["dependency"]), "violation": v["violation"].replace("_", " "),
+        "seq": v["seq"], "dependency seq": v["dependency_seq"],
+    } for v in causal["violations_listed"]]
+    slowest = [{
+        "receiver": page.who(r["node_id"]), "deliveries": r["deliveries"],
+        "p50": _s(r["p50"]), "p90": _s(r["p90"]), "p99": _s(r["p99"]), "max": _s(r["max"]),
+    } for r in c["slowest_receivers"]]
     return f"""
 <section>
 <h2>{_e(name)} <span class="{cls}">{_e(status)}; causal order
 {'ok' if causal['ok'] else 'VIOLATED'}</span></h2>
 <table class="facts">{facts_html}</table>
 <div class="charts">
-<figure>{bar_chart_svg(labels, hist["counts"], "deliveries", "latency from (ms)")}
+<figure>{bar_chart_svg(labels, hist["counts"], "deliveries", "latency from (s)")}
 <figcaption>Delivery latency (send to deliver, every receiver; half-octave bins)</figcaption>
 </figure>
-<figure>{line_chart_svg(xs, over["held_share"], "held %", "time since first event")}
+<figure>{line_chart_svg(xs, over["held_share"], "held %", "time since the run's start")}
 <figcaption>Convergence over time: share of (participant, message sent so far) pairs held
 </figcaption></figure>
 <figure>{stacked_bar_svg(overhead_parts, "bytes sent")}
 <figcaption>Protocol overhead: bytes broadcast, by purpose</figcaption></figure>
 </div>
 {explain_html(c)}
-<h3>Missing messages</h3>
-<p class="why">{_e(missing_words(c))} <em>Missing since</em>: when that participant first
-logged the message as missing (a <code>MessagesMissing</code> event: it saw a history naming
-it), or, if it never noticed, when the message was sent. <em>Noticed by</em>: participants
-that logged it missing; <em>declared lost by</em>: those that gave up on it
-(<code>MessageLost</code>).</p>
-{_table(conv["missing"], ["message_id", "sender", "sent_at_ms", "missing_count",
-                          "missing_since_ms", "noticed_by", "declared_lost_by", "missing_at"])}
+<h3>Never received</h3>
+<p class="why">{_e(missing_words(c))}</p>
+{_table(missing_rows, list(missing_rows[0]) if missing_rows else [])}
 {missing_note}
+<h3>Lost (declared lost)</h3>
+<p class="why">Messages a participant gave up on (<code>MessageLost</code>), with how many
+received them later and why the others never did.</p>
+{_table(lost_rows, list(lost_rows[0]) if lost_rows else [])}
+{_listed_note(len(lost_rows), lost["messages"], "(the event log)")}
 <h3>Causal-order violations</h3>
-{_table(causal["violations_listed"], ["node_id", "message_id", "dependency", "violation", "seq",
-                                      "dependency_seq"])}
+{_table(violations, ["participant", "message", "dependency", "violation", "seq",
+                     "dependency seq"])}
 {_listed_note(len(causal["violations_listed"]), causal["violations"], "causal_violations/")}
 <h3>Slowest receivers (by p99)</h3>
-{_table(c["slowest_receivers"], ["node_id", "deliveries", "p50", "p90", "p99", "max"])}
+{_table(slowest, ["receiver", "deliveries", "p50", "p90", "p99", "max"])}
 </section>"""
 
 
 def missing_words(c: dict[str, Any]) -> str:
-    """Missing against lost, said plainly."""
+    """Never received against lost, said plainly."""
     conv = c["convergence"]
     lost = c["counts"]["lost"]
     pairs = conv["missing_pairs"]
     if not pairs:
         return "Every participant holds every message."
-    return (f"{pairs:,} (participant, message) pairs are missing at the end: "
+    causes = conv.get("causes") or {}
+    why = "; ".join(f"{v:,} {CAUSE_WORDS.get(k, k)}"
+                    for k, v in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"{pairs:,} (participant, message) pairs are never received: "
             f"{conv['messages_missing_somewhere']:,} messages absent somewhere, at "
-            f"{conv['participants_missing_something']:,} participants. Lost is another "
-            f"thing: a participant declares a message lost when it gave up repairing it; "
-            f"{lost['pairs']:,} pairs were declared lost ({lost['pairs_recovered']:,} of them "
-            f"received later). A missing pair never declared lost is one the participant "
-            "did not know about, or was still waiting for when the log ends.")
+            f"{conv['participants_missing_something']:,} participants"
+            + (f" ({why})" if why else "") + ". Lost is another thing: a participant "
+            f"declares a message lost when it gives up on it; {lost['pairs']:,} pairs were "
+            f"declared lost ({lost['pairs_received_later']:,} of them received later). A pair "
+            "never received and never declared lost is one the participant did not know "
+            "about, or was still waiting for when its log ends. Each pair's cause is in "
+            "missing.csv (cause, why).")
 
 
 def _secs(ms: float | None) -> str:
-    return "-" if ms is None else f"{ms / 1000:,.1f} s"
+    return seconds(ms)
 
 
 def _who(p: dict[str, Any]) -> str:
     """A participant by name (export.json), else its id (shortened when a long hex id)."""
     node = str(p["node_id"])
-    short = node if len(node) <= 12 else node[:8] + "…"
-    return f"{p['name']} ({short})" if p.get("name") else short
+    return p["name"] if p.get("name") else short_id(node)
 
 
 def _periods(spans: list[list[Any]]) -> str:
-    return "; ".join(f"{_secs(a)} – {_secs(b) if b is not None else 'end'}"
-                     for a, b in spans) or "-"
+    return "; ".join(f"{_secs(x[0])} – {_secs(x[1]) if x[1] is not None else 'end'}"
+                     for x in spans) or "-"
+
+
+def glossary_html() -> str:
+    """The report's words and what each means."""
+    return ("<h2>Words</h2><dl class=\"glossary\">" + "".join(
+        f"<dt>{_e(term)}</dt><dd>{_e(meaning)}</dd>" for term, meaning in GLOSSARY)
+        + "</dl>")
 
 
 def explain_html(c: dict[str, Any]) -> str:
-    """Participants, the timeline and the duplicates of one channel (the "why")."""
+    """Participants, their stories, the timeline and the duplicates of one channel."""
     ex = c.get("explain") or {}
     people = sorted((ex.get("participants") or {}).values(),
                     key=lambda p: (p.get("name") or "", p["node_id"]))
     if not people:
         return ""
+    page = _Page(c)
     n = c["messages"]
     rows = [{
-        "participant": _who(p), "first event": _secs(p["first_ms"]),
-        "last event": _secs(p["last_ms"]), "joins": p["joins"],
+        "participant": page.who(p["node_id"]), "first event": page.at(p["first_ms"]),
+        "last event": page.at(p["last_ms"]), "joins": p["joins"],
         "holds": f"{p['held']:,} of {n:,}" if n else "-",
-        "last message held at": _secs(p.get("last_held_ms")),
+        "last message held at": page.at(p.get("last_held_ms")),
         "offline (logged)": _periods(p["offline"]),
-        "silent (nothing logged for long: not running, restarted or cut off)":
-            _periods(p["silent"]),
+        "silent (logged nothing while others broadcast)": _periods(p["silent"]),
     } for p in people]
     dups = ex.get("duplicates") or []
-    names = {p["node_id"]: _who(p) for p in people}
-    dup_rows = [{"receiver": names.get(d["node_id"], d["node_id"]),
-                 "message_id": d["message_id"], "first held at": _secs(d["first_held_ms"]),
+    dup_rows = [{"receiver": page.who(d["node_id"]), "message": page.msg(d["message_id"]),
+                 "first held at": page.at(d["first_held_ms"]),
                  "times held": d["times_held"]} for d in dups]
     total_dups = c["convergence"]["duplicate_deliveries"]
+    stories = c["convergence"].get("stories") or {}
+    listed = list(stories.items())[:LISTED_STORIES]
+    story_html = "".join(
+        f'<p class="story"><strong>{page.who(node)}</strong>: {_e(text)}</p>'
+        for node, text in listed) or "<p><em>Every participant holds every message.</em></p>"
+    if len(stories) > len(listed):
+        story_html += (f"<p>The {len(listed):,} participants lacking the most are told; "
+                       f"{len(stories) - len(listed):,} more lack something (summary.json: "
+                       "convergence.stories).</p>")
     return f"""
 <h3>Participants</h3>
-<p class="why">Who was there and when (times since the channel's first event). A participant
+<p class="why">Who was there and when (seconds since the run's start). A participant
 that was offline or not running misses what was sent meanwhile until a sync or repair brings
 it; a restart shows as a silent period.</p>
 {_table(rows, list(rows[0]))}
+<h3>What happened to each participant</h3>
+{story_html}
 <h3>Timeline</h3>
 {timeline_svg(c, people)}
 <p class="why">Top: one lane per participant (green: logging events; red: logged offline;
-grey: silent). Bottom: per time bucket, messages sent, noticed missing, repaired, declared
-lost, and drops by cause (loss, partition, offline...), as the event log records them.</p>
+grey: silent). Below: per time bucket, one chart per kind of event, each on its own scale
+(the number at its left is its largest bucket): messages sent, noticed missing, repaired,
+declared lost, retrieved from a store, drops by reason; duplicates dropped (copies of
+messages already held, the normal cost of repairs and resends) last and apart.</p>
 {conditions_html(ex.get("conditions"))}
 <h3>Duplicate deliveries</h3>
-{_table(dup_rows, ["receiver", "message_id", "first held at", "times held"]) if dup_rows
+{_table(dup_rows, ["receiver", "message", "first held at", "times held"]) if dup_rows
  else "<p><em>none</em></p>"}
 {_listed_note(len(dup_rows), total_dups, "(the event log)")}
 """
+
+
+#: Participants whose story the page tells (the most lacking first).
+LISTED_STORIES = 50
 
 
 def conditions_html(cond: dict[str, Any] | None) -> str:
@@ -400,101 +537,103 @@ def conditions_html(cond: dict[str, Any] | None) -> str:
 
 
 _LANE_H = 12
-_SERIES = (("MessageSent", "sent", _COLORS[0]), ("MessagesMissing", "noticed missing",
-                                                  _COLORS[1]),
-           ("RepairSent", "repaired", _COLORS[2]), ("MessageLost", "declared lost",
-                                                    _COLORS[4]))
+#: The timeline's event charts: (kind, label, colour), then drops by reason.
+_SERIES = (("MessageSent", "sent", _COLORS[0]),
+           ("MessagesMissing", "noticed missing", _COLORS[1]),
+           ("RepairSent", "repaired", _COLORS[2]),
+           ("MessageLost", "declared lost", _COLORS[4]),
+           ("StoreRetrieval", "retrieved from a store", _COLORS[3]))
+#: Height of one event chart of the timeline (px).
+_PANEL_H = 34
 
 
 def timeline_svg(c: dict[str, Any], people: list[dict[str, Any]]) -> str:
-    """Lanes per participant (at most 40) over the channel's span, then counts per
-    time bucket: sent, noticed missing, repaired, lost, drops by reason."""
+    """Lanes per participant (at most 40) over the channel's span, then one small
+    chart per kind of event, each on its own scale (bars per time bucket):
+    sent, noticed missing, repaired, declared lost, store retrievals, drops by reason,
+    and duplicates dropped last."""
     ex = c.get("explain") or {}
     tl = ex.get("timeline") or {}
+    start = float(tl.get("start_ms", c.get("start_ms") or 0) or 0)
     span = max(1.0, float(c.get("duration_ms") or 1))
     lanes = people[:40]
     label_w = 150
     plot_w = _W + 200 - label_w - _PAD_R
-    counts_h = 150
     top = 8
-    h = top + _LANE_H * len(lanes) + 30 + counts_h + 40 + 16 * 3
+    series = [(label, color, (tl.get("counts") or {}).get(kind))
+              for kind, label, color in _SERIES]
+    drops = sorted((tl.get("drops") or {}).items(), key=lambda kv: (kv[0] == "duplicate", kv[0]))
+    for j, (reason, vals) in enumerate(drops):
+        label = ("duplicates dropped (copies of held messages)" if reason == "duplicate"
+                 else f"dropped: {reason}")
+        series.append((label, _COLORS[5] if reason == "duplicate" else
+                       _COLORS[(1 + 2 * j) % len(_COLORS)], vals))
+    present = [(lab, col, v) for lab, col, v in series if v and any(v)]
+    lanes_h = _LANE_H * len(lanes)
+    counts_top = top + lanes_h + 30
+    h = counts_top + (_PANEL_H + 10) * max(1, len(present)) + 24
     width = _W + 200
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" role="img" '
            f'aria-label="timeline">']
 
     def x_of(ms: float) -> float:
-        return label_w + max(0.0, min(1.0, ms / span)) * plot_w
+        return label_w + max(0.0, min(1.0, (ms - start) / span)) * plot_w
 
     for i, p in enumerate(lanes):
         y = top + i * _LANE_H
         out.append(f'<text x="{label_w - 4}" y="{y + 9}" font-size="9" text-anchor="end">'
-                   f"{_e(_who(p))}</text>")
+                   f'<title>{_e(p["node_id"])}</title>{_e(_who(p))}</text>')
         out.append(f'<rect x="{x_of(p["first_ms"]):.1f}" y="{y + 1}" '
                    f'width="{max(1.0, x_of(p["last_ms"]) - x_of(p["first_ms"])):.1f}" '
                    f'height="{_LANE_H - 3}" fill="#9ae6b4"/>')
-        for a, b in p["silent"]:
+        for a, b, *_ in p["silent"]:
             out.append(f'<rect x="{x_of(a):.1f}" y="{y + 1}" '
                        f'width="{max(1.0, x_of(b) - x_of(a)):.1f}" height="{_LANE_H - 3}" '
                        f'fill="#cbd5e0"><title>silent {_secs(a)} – {_secs(b)}</title></rect>')
         for a, b in p["offline"]:
-            end = span if b is None else b
+            end = start + span if b is None else b
             out.append(f'<rect x="{x_of(a):.1f}" y="{y + 1}" '
                        f'width="{max(1.0, x_of(end) - x_of(a)):.1f}" height="{_LANE_H - 3}" '
                        f'fill="#feb2b2"><title>offline {_secs(a)} – {_secs(b)}</title>'
                        "</rect>")
-    lanes_h = _LANE_H * len(lanes)
     for part in (ex.get("conditions") or {}).get("partitions") or []:
         a = part.get("start_ms") or 0
-        b = span if part.get("heal_ms") is None else part["heal_ms"]
+        b = start + span if part.get("heal_ms") is None else part["heal_ms"]
         bw = max(1.0, x_of(b) - x_of(a))
         out.append(f'<rect x="{x_of(a):.1f}" y="{top - 4}" width="{bw:.1f}" '
                    f'height="{lanes_h + 8}" fill="none" stroke="{_COLORS[3]}" '
                    f'stroke-dasharray="4 2"><title>partition {_secs(a)} \u2013 '
                    f'{_secs(part.get("heal_ms"))}</title></rect>')
     if len(people) > len(lanes):
-        out.append(f'<text x="{label_w}" y="{top + _LANE_H * len(lanes) + 10}" font-size="9">'
+        out.append(f'<text x="{label_w}" y="{top + lanes_h + 10}" font-size="9">'
                    f"{len(people) - len(lanes):,} more participants not drawn</text>")
-    # counts per bucket
-    y0 = top + _LANE_H * len(lanes) + 30 + counts_h
-    series = [(label, color, (tl.get("counts") or {}).get(kind))
-              for kind, label, color in _SERIES]
-    for j, (reason, vals) in enumerate(sorted((tl.get("drops") or {}).items())):
-        series.append((f"dropped: {reason}", _COLORS[(3 + 2 * j) % len(_COLORS)]
-                       if j else _COLORS[5], vals))
-    present = [(lab, col, v) for lab, col, v in series if v and any(v)]
-    peak = max((max(v) for _, _, v in present), default=1) or 1
-    ticks = nice_ticks(peak)
-    y_max = ticks[-1]
-    out.append(f'<line x1="{label_w}" y1="{y0}" x2="{label_w + plot_w}" y2="{y0}" '
-               'stroke="#333"/>')
-    out.append(f'<line x1="{label_w}" y1="{y0 - counts_h}" x2="{label_w}" y2="{y0}" '
-               'stroke="#333"/>')
-    for v in ticks:
-        ty = y0 - v / y_max * counts_h
-        out.append(f'<text x="{label_w - 4}" y="{ty + 3:.1f}" font-size="9" '
-                   f'text-anchor="end">{_tick_label(v)}</text>')
-    out.append(f'<text x="{label_w - 40}" y="{y0 - counts_h / 2}" font-size="10" '
-               f'text-anchor="middle" transform="rotate(-90 {label_w - 40} '
-               f'{y0 - counts_h / 2})">events per bucket</text>')
-    buckets = len(present[0][2]) if present else 1
-    for lab, col, vals in present:
-        pts = " ".join(f"{label_w + (b + 0.5) / buckets * plot_w:.1f},"
-                       f"{y0 - v / y_max * counts_h:.1f}" for b, v in enumerate(vals))
-        out.append(f'<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1.5">'
-                   f"<title>{_e(lab)}</title></polyline>")
-    for v in nice_ticks(span / 1000, 6):
-        if v * 1000 > span * 1.0001:
-            break
+    # one small chart per kind of event, each on its own scale
+    for i, (lab, col, vals) in enumerate(present):
+        y0 = counts_top + i * (_PANEL_H + 10) + _PANEL_H
+        peak = max(vals) or 1
+        n = len(vals)
+        bw = plot_w / n
+        out.append(f'<text x="{label_w - 4}" y="{y0 - _PANEL_H + 9}" font-size="9" '
+                   f'text-anchor="end">{_e(lab)}</text>')
+        out.append(f'<text x="{label_w - 4}" y="{y0 - _PANEL_H + 20}" font-size="8" '
+                   f'text-anchor="end" fill="#555">max {peak:,} · total {sum(vals):,}</text>')
+        out.append(f'<line x1="{label_w}" y1="{y0}" x2="{label_w + plot_w}" y2="{y0}" '
+                   'stroke="#999"/>')
+        for b, v in enumerate(vals):
+            if not v:
+                continue
+            bh = max(1.0, v / peak * _PANEL_H)
+            out.append(f'<rect x="{label_w + b * bw:.1f}" y="{y0 - bh:.1f}" '
+                       f'width="{max(1.0, bw - 1):.1f}" height="{bh:.1f}" fill="{col}">'
+                       f"<title>{_e(lab)}: {v:,}</title></rect>")
+    y_axis = counts_top + len(present) * (_PANEL_H + 10) + 2
+    for v in nice_ticks((start + span) / 1000, 6):
+        if v * 1000 < start - 1 or v * 1000 > (start + span) * 1.0001:
+            continue
         x = x_of(v * 1000)
         anchor = "end" if x > width - _PAD_R - 20 else "middle"
-        out.append(f'<text x="{x:.1f}" y="{y0 + 12}" font-size="9" text-anchor="{anchor}">'
+        out.append(f'<text x="{x:.1f}" y="{y_axis + 10}" font-size="9" text-anchor="{anchor}">'
                    f"{_tick_label(v)} s</text>")
-    for i, (lab, col, vals) in enumerate(present):
-        lx = label_w + (i % 3) * 220
-        ly = y0 + 28 + (i // 3) * 16
-        out.append(f'<rect x="{lx}" y="{ly - 8}" width="10" height="10" fill="{col}"/>')
-        out.append(f'<text x="{lx + 14}" y="{ly}" font-size="10">{_e(lab)}: '
-                   f"{sum(vals):,}</text>")
     out.append("</svg>")
     return "".join(out)
 
@@ -506,10 +645,10 @@ def _comparison(runs: list[dict[str, Any]]) -> str:
     rows = [{
         "run": r["run"], "participants": r["participants"], "messages": r["messages"],
         "converged": {None: "-", True: "yes", False: "NO"}[r["converged"]],
-        "missing pairs": r["missing_pairs"], "lost": r["lost_messages"],
+        "never received (pairs)": r["missing_pairs"], "lost (messages)": r["lost_messages"],
         "duplicates": r["duplicate_deliveries"], "causal violations": r["causal_violations"],
-        "latency p99 ms": r["latency_p99_ms"], "ack p50 ms": r["ack_p50_ms"],
-        "ack p99 ms": r["ack_p99_ms"], "resends": r["resends"], "repairs": r["repairs_sent"],
+        "latency p99": _s(r["latency_p99_ms"]), "ack p50": _s(r["ack_p50_ms"]),
+        "ack p99": _s(r["ack_p99_ms"]), "resends": r["resends"], "repairs": r["repairs_sent"],
         "bytes per delivered message": r["bytes_per_delivered_message"],
     } for r in runs]
     return ("<h2>Runs compared</h2><p>One row per run (runs.csv, runs.parquet); a run with "
@@ -526,13 +665,13 @@ def render_html(summary: dict[str, Any]) -> str:
             "participants": c["participants"],
             "messages": c["messages"],
             "converged": {None: "-", True: "yes", False: "NO"}[c["convergence"]["converged"]],
-            "missing pairs": c["convergence"]["missing_pairs"],
+            "never received (pairs)": c["convergence"]["missing_pairs"],
+            "lost (messages)": c["counts"]["lost"]["messages"],
             "causal violations": c["causal_order"]["violations"],
-            "latency p50 ms": c["latency_ms"].get("p50"),
-            "latency p99 ms": c["latency_ms"].get("p99"),
+            "latency p50": _s(c["latency_ms"].get("p50")),
+            "latency p99": _s(c["latency_ms"].get("p99")),
             "resends": c["counts"]["resends"],
             "repairs": c["counts"]["repairs_sent"],
-            "lost": c["counts"]["lost"]["messages_never_received"],
         })
     cols = list(rows[0]) if rows else []
     comparison = _comparison(summary.get("comparison") or [])
@@ -551,6 +690,10 @@ table.facts th {{ background: #f4f4f4; font-weight: normal; }}
 figure {{ margin: 0; }} figcaption {{ font-size: 12px; color: #555; max-width: 560px; }}
 td {{ max-width: 420px; overflow-wrap: anywhere; }}
 p.why {{ font-size: 13px; color: #444; max-width: 900px; }}
+p.story {{ font-size: 13px; max-width: 900px; margin: .3em 0; }}
+dl.glossary {{ font-size: 13px; max-width: 900px; }} dl.glossary dt {{ font-weight: bold; }}
+dl.glossary dd {{ margin: 0 0 .4em 1.5em; }}
+span[title] {{ text-decoration: underline dotted #999; }}
 </style></head><body>
 <h1>sdschat reliability report</h1>
 <p>{summary['rows']:,} events from {summary['files']} file(s): {_e(', '.join(summary['inputs']))}.
@@ -560,5 +703,6 @@ This report is complete: every channel in the input is below.</p>
 {comparison}
 {'<h3>Notes</h3><ul>' + caveats + '</ul>' if caveats else ''}
 {sections}
+{glossary_html()}
 </body></html>
 """

@@ -59,20 +59,31 @@ from typing import Any, TextIO
 
 import pyarrow.parquet as pq
 
-from pipeline.compute import CSV_LIMIT, LIST_LIMIT, NODES_PER_MESSAGE, TIME_BUCKETS
+from pipeline.compute import compute_channels
+from pipeline.errors import PipelineError
+from pipeline.explain import participant_names, run_conditions
+from pipeline.frames import (
+    CSV_LIMIT,
+    LIST_LIMIT,
+    NODES_PER_MESSAGE,
+    TIME_BUCKETS,
+    InputError,
+    spark_schema,
+    sql_conf,
+)
 from pipeline.options import add_report_arguments
 from pipeline.schema import (
-    EVENT_SCHEMA,
     VERSION_KEY,
     SchemaMismatchError,
     check_schema,
     iter_parquet_files,
 )
+from pipeline.stories import csv_row, tell_stories
 
 __all__ = ["ReportError", "add_report_arguments", "check_server_options", "compute_report",
            "main", "run_report", "run_report_server"]
 
-__all__ += ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS"]
+__all__ += ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS", "spark_schema"]
 
 #: ``--master`` values Spark accepts (a typo used to end in a Py4J traceback).
 _MASTER = re.compile(
@@ -87,23 +98,8 @@ _MEMORY = re.compile(r"[1-9]\d*[kmgt]?b?", re.IGNORECASE)
 DEFAULT_SPARK_TIMEOUT = 60.0
 
 
-class ReportError(Exception):
+class ReportError(PipelineError):
     """The input cannot be reported on (empty, not an event log, malformed rows)."""
-
-
-def spark_schema() -> Any:
-    """:data:`EVENT_SCHEMA` as a Spark schema (every column nullable)."""
-    from pyspark.sql import types as T
-
-    mapping = {"string": T.StringType(), "int64": T.LongType()}
-    fields = []
-    for f in EVENT_SCHEMA:
-        if str(f.type).startswith("list"):
-            dt: Any = T.ArrayType(T.StringType())
-        else:
-            dt = mapping[str(f.type)]
-        fields.append(T.StructField(f.name, dt, True))
-    return T.StructType(fields)
 
 
 #: A URI with a scheme (``hdfs://``, ``s3a://``, ``file://``...).
@@ -171,6 +167,33 @@ def validate_inputs(inputs: Sequence[str | Path]) -> tuple[list[str], int | None
     return [str(f) for f in files] + remote, (None if remote else total)
 
 
+#: Scan splits for a small local input: at most this many bytes, at least this few.
+SCAN_SPLIT_MAX = 128 << 20
+SCAN_SPLIT_MIN = 1 << 20
+#: Splits wanted per scan (the cores of a small machine, twice).
+SCAN_SPLITS = 8
+
+
+def scan_settings(files: Sequence[str]) -> dict[str, str]:
+    """Split sizes for the input's scans: Spark's 128 MB makes one task of a file of
+    up to 128 MB, so a 1M-event input (a few MB) was read by one core in every pass;
+    splits of a eighth of the input (at least 1 MB, whole row groups) let every core
+    read. {} when the input's size is not known here (not local)."""
+    import os
+
+    total = 0
+    for f in files:
+        path = local_path(f)
+        if path is None:
+            return {}
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            return {}
+    split = min(SCAN_SPLIT_MAX, max(SCAN_SPLIT_MIN, total // SCAN_SPLITS))
+    return {"spark.sql.files.maxPartitionBytes": str(split)}
+
+
 def compute_report(spark: Any, inputs: Sequence[str | Path],
                    detail_dir: str | Path | None = None,
                    explain: bool = True) -> dict[str, Any]:
@@ -179,27 +202,32 @@ def compute_report(spark: Any, inputs: Sequence[str | Path],
 
     Raises :class:`ReportError` for empty or malformed input.
     """
-    from pipeline.compute import InputError, compute_channels
-
     files, total_rows = validate_inputs(inputs)
+    conditions = run_conditions(inputs)
     try:
-        result = compute_channels(spark, files, total_rows, detail_dir, explain=explain)
+        with sql_conf(spark, scan_settings(files)):
+            result = compute_channels(
+                spark, files, total_rows, detail_dir, explain=explain,
+                partitions={run: c["partitions"] for run, c in conditions.items()})
     except InputError as exc:
         raise ReportError(str(exc)) from None
     if result["rows"] == 0:
         raise ReportError("the input holds no events")
     if not result["channels"]:
         raise ReportError("no event in the input belongs to a channel")
-    from pipeline.explain import participant_names, run_conditions
-
     names = participant_names(inputs)
-    conditions = run_conditions(inputs)
     for c in result["channels"]:
         label = str(c["run"]).split("#", 1)[0]
         if label in conditions:
             c.setdefault("explain", {})["conditions"] = conditions[label]
         for p in c.get("explain", {}).get("participants", {}).values():
             p["name"] = names.get(p["node_id"])
+        tell_stories(c, conditions.get(label))
+    by_key = {(c["run"], c["channel"]): c for c in result["channels"]}
+    result["_missing_rows"] = [
+        csv_row(r, by_key[(r["run"], r["channel"])],
+                conditions.get(str(r["run"]).split("#", 1)[0]))
+        for r in result["_missing_rows"]]
     notes = result.pop("label_notes")
     summary = {
         "complete": True,
@@ -247,7 +275,7 @@ def compare_runs(summary: dict[str, Any]) -> list[dict[str, Any]]:
             "converged": None if all(v is None for v in conv) else all(v is not False
                                                                        for v in conv),
             "missing_pairs": sum(c["convergence"]["missing_pairs"] for c in chans),
-            "lost_messages": sum(c["counts"]["lost"]["messages_never_received"] for c in chans),
+            "lost_messages": sum(c["counts"]["lost"]["messages"] for c in chans),
             "duplicate_deliveries": sum(c["convergence"]["duplicate_deliveries"] for c in chans),
             "causal_violations": sum(c["causal_order"]["violations"] for c in chans),
             "latency_p50_ms": worst("latency_ms", "p50"),
@@ -331,6 +359,12 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -
             w.writerow([r.get(c) for c in columns])
 
 
+#: Columns of missing.csv: times in seconds since the run's start (the send time also
+#: absolute, UTC), names beside ids, the cause (pipeline.causes) and why in words.
+MISSING_COLUMNS = ("run", "channel", "message_id", "sender", "sender_name", "lamport",
+                   "sent_s", "sent_at_utc", "node_id", "node_name", "noticed_s",
+                   "declared_lost_s", "cause", "why")
+
 #: Parquet detail directories written next to summary.json.
 DETAIL_DIRS = ("missing", "causal_violations")
 
@@ -370,9 +404,7 @@ def write_report(summary: dict[str, Any], out: str | Path) -> Path:
         missing_rows = summary.pop("_missing_rows")
         violation_rows = summary.pop("_violation_rows")
         receiver_rows = summary.pop("_receiver_rows")
-        _write_csv(staging / "missing.csv", missing_rows,
-                   ("run", "channel", "message_id", "sender", "lamport", "sent_ms", "node_id",
-                    "noticed_ms", "lost_ms"))
+        _write_csv(staging / "missing.csv", missing_rows, MISSING_COLUMNS)
         _write_csv(staging / "causal_violations.csv", violation_rows,
                    ("run", "channel", "node_id", "message_id", "dependency", "violation", "seq",
                     "dependency_seq"))
@@ -446,7 +478,7 @@ def print_table(summary: dict[str, Any], out: TextIO) -> None:
     """The short terminal table: one line per channel (names in full)."""
     names = [f"{c['run']}/{c['channel']}" for c in summary["channels"]]
     w = max([24, *map(len, names)])
-    head = (f"{'run/channel':<{w}} {'parts':>6} {'msgs':>6} {'conv':>4} {'missing':>8} "
+    head = (f"{'run/channel':<{w}} {'parts':>6} {'msgs':>6} {'conv':>4} {'not recv':>8} "
             f"{'causal':>6} {'lat p50':>8} {'lat p99':>8} {'ack p50':>8} {'resend':>7} "
             f"{'repair':>7} {'lost':>5} {'ovh':>6}")
     print(head, file=out)
@@ -460,7 +492,7 @@ def print_table(summary: dict[str, Any], out: TextIO) -> None:
             f"{c['causal_order']['violations']:>6} {_fmt_ms(c['latency_ms'].get('p50')):>8} "
             f"{_fmt_ms(c['latency_ms'].get('p99')):>8} "
             f"{_fmt_ms(c['acknowledgement'].get('p50')):>8} {c['counts']['resends']:>7} "
-            f"{c['counts']['repairs_sent']:>7} {c['counts']['lost']['messages_never_received']:>5} "
+            f"{c['counts']['repairs_sent']:>7} {c['counts']['lost']['messages']:>5} "
             f"{'-' if ov is None else f'{ov:.1%}':>6}",
             file=out,
         )
@@ -649,10 +681,26 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
             detail = out_path.parent / f".{out_path.name}.detail-{time.time_ns()}"
             started = time.monotonic()
             if own:
-                from pipeline.guard import SparkRun, SparkStopped, check_endpoint
+                from pipeline.guard import (
+                    SparkRun,
+                    SparkStopped,
+                    check_endpoint,
+                    java_problem,
+                    memory_problem,
+                )
                 from pipeline.spark import local_shuffle_partitions, make_session
 
                 wrong = check_endpoint(master, remote)
+                if wrong is None and remote is None:
+                    # the driver JVM starts here: java must be there, its heap must fit
+                    wrong = java_problem()
+                    if wrong is None:
+                        wrong = memory_problem(
+                            "--driver-memory", getattr(args, "driver_memory", None)
+                        ) or memory_problem("spark.driver.memory",
+                                            conf.get("spark.driver.memory"))
+                    if wrong is not None and not wrong.startswith(("--driver", "spark.")):
+                        wrong = f"the Spark driver JVM cannot start: {wrong}"
                 if wrong is not None:
                     raise ReportError(wrong)
                 shuffle = args.shuffle_partitions
@@ -730,17 +778,17 @@ def run_report_server(args: argparse.Namespace) -> int:
     becomes a Spark Connect server in the foreground (this process is replaced by
     the server's JVM: Ctrl+C or SIGTERM to its PID stops it)."""
     import os
-    import shutil
     import socket
 
+    from pipeline.guard import java_problem, memory_problem
     from pipeline.spark import connect_server_command
 
     try:
         conf = check_server_options(args)
         master = args.master
-        java_home = os.environ.get("JAVA_HOME")
-        if not (shutil.which("java") or (java_home and Path(java_home, "bin", "java").exists())):
-            raise ReportError("Java 17 or newer is needed (no java on PATH, no JAVA_HOME)")
+        problem = java_problem() or memory_problem("--driver-memory", args.driver_memory)
+        if problem is not None:
+            raise ReportError(problem)
         try:
             family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
             with socket.socket(family, socket.SOCK_STREAM) as probe:

@@ -17,6 +17,7 @@ from sds.bloom import BloomFilter, RollingBloomFilter
 from sds.channel import Channel
 from sds.config import PROFILES, Config
 from sds.datagram import Datagram
+from sds.errors import SdsError
 from sds.events import (
     DropReason,
     EphemeralReceived,
@@ -80,6 +81,7 @@ __all__ = [
     "RepairRequested",
     "RepairSent",
     "RollingBloomFilter",
+    "SdsError",
     "SyncReceived",
     "SyncSent",
     "decode",

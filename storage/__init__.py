@@ -37,6 +37,7 @@ from .records import (
     StoredEvent,
     StoredMessage,
 )
+from .retention import RetentionRule
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .store import Store
 
@@ -65,6 +66,7 @@ __all__ = [
     "OutboxStateError",
     "OwnState",
     "PendingMessage",
+    "RetentionRule",
     "StorageError",
     "Store",
     "StoreClosedError",

@@ -4,8 +4,9 @@ A store peer keeps opaque (encrypted) envelopes for participants who were
 away. Rows are keyed by the envelope's hash (the SDS retrieval hint), indexed
 by ``(topic, arrival_ms, hash)`` for range queries, by ``(arrival_ms,
 hash)`` for retention by age and by ``(topic, writer, arrival_ms, hash)`` for
-retention by size, which is fair per writer (:meth:`EnvelopeArchive.trim_fair`).
-Obtain it as ``store.archive``.
+retention by size (:meth:`EnvelopeArchive.trim`), which applies the store's rule
+of :mod:`storage.retention` (attributed envelopes first, fair per writer, oldest
+first). Obtain it as ``store.archive``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import Protocol, TypeVar
 from .batch import Batch
 from .database import transaction
 from .records import ArchivedEnvelope
+from .retention import Holder, RetentionRule, fair_cap
+
+__all__ = ["EnvelopeArchive", "fair_cap"]
 
 T = TypeVar("T")
 
@@ -28,22 +32,6 @@ class Runner(Protocol):
     """Runs a function on the store's database connection, in its thread."""
 
     def __call__(self, fn: Callable[[sqlite3.Connection], T], /) -> Awaitable[T]: ...
-
-
-def fair_cap(sizes: Iterable[int], max_bytes: int) -> int | None:
-    """The most bytes each writer may keep so that all keep at most ``max_bytes``, filling
-    the smallest writers first (max-min fairness: a writer under the cap keeps
-    everything, the others are cut to the cap). ``None`` when everything fits."""
-    ordered = sorted(sizes)
-    if sum(ordered) <= max_bytes:
-        return None
-    remaining = max_bytes
-    for i, size in enumerate(ordered):
-        share = remaining // (len(ordered) - i)
-        if size > share:
-            return share
-        remaining -= size
-    return 0  # unreachable: the sizes did not fit, so some writer is over its share
 
 
 def _row(row: tuple[bytes, bytes, int, bytes]) -> ArchivedEnvelope:
@@ -146,26 +134,18 @@ class EnvelopeArchive:
 
         return await self._run(trim)
 
-    async def trim_fair(self, max_bytes: int) -> int:
-        """Retention by size, fair per writer: when the envelopes total more than
-        ``max_bytes``, each ``(topic, writer)`` over the :func:`fair_cap` loses its oldest
-        envelopes until it holds at most the cap; writers under it lose nothing. So
-        the biggest writers are cut first, and a flood (or garbage nobody signed,
-        one writer ``b""``) cannot push out what others wrote. Returns how many were
-        deleted."""
-        if max_bytes < 0:
-            raise ValueError("max_bytes must be >= 0")
+    async def trim(self, rule: RetentionRule) -> int:
+        """Retention by size, by the store's rule (:meth:`RetentionRule.caps`): each
+        ``(topic, writer)`` the rule caps loses its oldest envelopes until it holds at
+        most its cap; the others lose nothing. So unattributed envelopes (writer
+        ``b""``) never push out attributed ones, and within each tier the biggest
+        holders are cut first. One transaction; returns how many were deleted."""
 
         def trim(db: sqlite3.Connection) -> int:
             with transaction(db):
-                groups = _writer_bytes(db)
-                cap = fair_cap(groups.values(), max_bytes)
-                if cap is None:
-                    return 0
+                caps = rule.caps({Holder(t, w): n for (t, w), n in _writer_bytes(db).items()})
                 deleted = 0
-                for (topic, writer), size in groups.items():
-                    if size <= cap:
-                        continue
+                for holder, cap in caps.items():
                     deleted += db.execute(
                         "DELETE FROM archive WHERE rowid IN ("
                         " SELECT rowid FROM ("
@@ -174,7 +154,7 @@ class EnvelopeArchive:
                         "   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS kept"
                         "  FROM archive WHERE topic = ? AND writer = ?)"
                         " WHERE kept > ?)",
-                        (topic, writer, cap),
+                        (holder.topic, holder.writer, cap),
                     ).rowcount
                 return deleted
 

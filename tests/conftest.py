@@ -75,3 +75,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(3)
 
     threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs ``--dist loadgroup``), tests that share
+    something run on one worker, one after the other:
+
+    * every test that uses Spark: one ``local[2]`` session per run
+      (tests/pipeline/conftest.py), and no standalone cluster's JVMs beside it;
+    * the LAN tests: zeroconf on 127.0.0.1 is one shared segment, so two LAN tests at
+      once would discover each other's nodes and receive each other's envelopes.
+
+    The Spark group is the longest: it goes first, so that it is not the run's tail.
+    """
+    groups: dict[int, str] = {}
+    for item in items:
+        if item.nodeid.startswith("tests/pipeline/") or "spark" in getattr(
+            item, "fixturenames", ()
+        ):
+            groups[id(item)] = "spark"
+        elif item.nodeid.startswith("tests/lan/"):
+            groups[id(item)] = "lan"
+    for item in items:
+        if id(item) in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    order = {"spark": 0, "lan": 1}
+    items.sort(key=lambda item: order.get(groups.get(id(item), ""), 2))

@@ -291,3 +291,53 @@ def running(cluster: Cluster) -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+class Tap:
+    """A relay client recording every envelope of a topic (a thread reads them all):
+    what a relay, which records everything, would hold."""
+
+    def __init__(self, ws: Any, topic: bytes) -> None:
+        from net.relay_frames import encode_subscribe
+
+        self.captured: list[bytes] = []
+        self._lock = threading.Lock()
+        self._ws = ws
+        self._ws.send(encode_subscribe([topic]))
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        from net.relay_frames import decode_frame
+
+        with contextlib.suppress(Exception):  # ends when the connection closes
+            for raw in self._ws:
+                frame = decode_frame(bytes(raw))
+                if frame.WhichOneof("body") == "deliver":
+                    with self._lock:
+                        self.captured.append(bytes(frame.deliver.envelope))
+
+    def since(self, mark: int) -> list[bytes]:
+        with self._lock:
+            return list(self.captured[mark:])
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.captured)
+
+    def close(self) -> None:
+        self._ws.close()
+        self._thread.join(T(10))
+
+
+@contextlib.contextmanager
+def tap(url: str, topic: bytes) -> Iterator[Tap]:
+    """A :class:`Tap` on ``topic`` at the relay ``url`` (closed at the end)."""
+    from websockets.sync.client import connect
+
+    with connect(url, max_size=None, proxy=None, ping_interval=None, max_queue=None) as ws:
+        t = Tap(ws, topic)
+        try:
+            yield t
+        finally:
+            t.close()

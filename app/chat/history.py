@@ -11,7 +11,7 @@ With ``--json`` each line is one object::
     {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
      "digest": "…", "conflict": false, "was_lost": false, "recovered": false,
-     "missing_before": 0}
+     "missing_before": 0, "refused": false}
 
 The log is shown *folded* (:mod:`app.chat.history_fold`, ``docs/content.md``): reactions,
 edits, deletions and file segments are not lines of their own but change the line they
@@ -36,10 +36,13 @@ it, so it reads the same after a restart); a human-readable line then ends with
 ``↺ recovered after it was reported lost``, as the TUI marks it. ``recovered`` is true
 when it arrived late (named missing before it came, declared lost, or older than a
 message of its author that came first): the line ends with ``↺ recovered``.
-``missing_before`` counts the messages declared lost before it was delivered (its
-causal dependencies that never came): a human-readable listing says ``✗ N messages
-lost`` on a line of its own above it, as the TUI does. All three are stored with the
-message by the participant that received it (``docs/chat.md``).
+``refused`` is true when a members channel refused the message after it was stored
+(its sender was removed and the removal's cut leaves it out, docs/members.md): a
+human-readable line ends with ``✗ refused: …``. ``missing_before`` counts the
+messages declared lost before it was delivered (its causal dependencies that never
+came): a human-readable listing says ``✗ N messages lost`` on a line of its own
+above it, as the TUI does. All three are stored with the message by the participant
+that received it (``docs/chat.md``).
 
 The command reads the database file read-only (SQLite WAL allows a reader
 beside the writer), without the data-dir lock, so participants can be compared
@@ -62,7 +65,15 @@ from typing import TextIO
 
 from app.chat.history_fold import fold_lines
 from app.chat.lines import json_visible, visible
-from app.chat.log_line import LATE_MARK, RECOVERED_MARK, LogLine, human_text, log_line, lost_line
+from app.chat.log_line import (
+    LATE_MARK,
+    RECOVERED_MARK,
+    REFUSED_MARK,
+    LogLine,
+    human_text,
+    log_line,
+    lost_line,
+)
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -97,14 +108,16 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
         yield log_entry(row)
 
 
-def _conflicted_ids(db: sqlite3.Connection, channel: str) -> set[str]:
-    """Ids with a recorded ``MessageConflict`` event (``app.node.runtime`` records them)."""
+def _conflicted_ids(db: sqlite3.Connection, channel: str,
+                    kind: str = "MessageConflict") -> set[str]:  # fmt: skip
+    """Ids with a recorded ``MessageConflict`` event (``app.node.runtime`` records them), or
+    another ``kind`` (``MessageRefused``: a members channel's cut left it out)."""
     return {
         str(row[0])
         for row in db.execute(
             "SELECT DISTINCT message_id FROM events WHERE channel = ? AND kind = ? "
             "AND message_id IS NOT NULL",
-            (channel, "MessageConflict"),
+            (channel, kind),
         )
     }
 
@@ -130,8 +143,10 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
     try:
         lines: list[LogLine] = []
         disputed = _conflicted_ids(db, channel)
+        refused = _conflicted_ids(db, channel, "MessageRefused")
         for entry in _read_only_rows(db, directory, channel):
-            lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed))
+            lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed,
+                                  refused=entry.message_id in refused))  # fmt: skip
         return lines
     except sqlite3.Error as exc:
         raise translate_error(exc, path) from exc
@@ -193,7 +208,8 @@ def print_history(
                     out.write(" " * len(head) + lost_line(line.missing_before) + "\n")
                 # the lines of a multi-line message under the first one's text
                 text = text.replace("\n", "\n" + " " * len(head))
-                out.write(f"{head}{text}{late}{state}\n")
+                refused = f"  {REFUSED_MARK}" if line.refused else ""
+                out.write(f"{head}{text}{late}{refused}{state}\n")
         out.flush()
     except BrokenPipeError:
         # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point

@@ -57,6 +57,7 @@ def fold_lines(lines: list[LogLine]) -> list[LogLine]:
                 was_lost=line.was_lost,
                 recovered=line.recovered,
                 missing_before=line.missing_before,
+                refused=line.refused,
                 item=item,
             )
         )

@@ -13,6 +13,7 @@ from storage import LogEntry
 __all__ = [
     "LATE_MARK",
     "RECOVERED_MARK",
+    "REFUSED_MARK",
     "LogLine",
     "human_text",
     "log_line",
@@ -24,6 +25,8 @@ __all__ = [
 RECOVERED_MARK = "↺ recovered after it was reported lost"
 #: What follows any other message that arrived late (``LogLine.recovered``).
 LATE_MARK = "↺ recovered"
+#: What follows a message a members channel refused after it was shown (``LogLine.refused``).
+REFUSED_MARK = "✗ refused: its sender was removed, and its removal did not accept it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,9 @@ class LogLine:
     was_lost: bool = False
     recovered: bool = False
     missing_before: int = 0
+    refused: bool = False
+    """A members channel refused it after it was stored: its sender was removed and the
+    removal's cut leaves it out (``MessageRefused`` in the event log)."""
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -61,10 +67,12 @@ class LogLine:
             "was_lost": self.was_lost,
             "recovered": self.recovered,
             "missing_before": self.missing_before,
+            "refused": self.refused,
         }
 
 
-def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLine:
+def log_line(entry: LogEntry, position: int, *, conflict: bool = False,
+             refused: bool = False) -> LogLine:  # fmt: skip
     """Decode a stored :class:`storage.LogEntry` at ``position`` in the log."""
     content = decode_content(entry.content)
     return LogLine(
@@ -82,6 +90,7 @@ def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLi
         was_lost=entry.was_lost,
         recovered=entry.recovered or entry.was_lost,
         missing_before=entry.missing_before,
+        refused=refused,
     )
 
 

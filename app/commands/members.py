@@ -1,5 +1,5 @@
 """The members-channel commands of headless mode (and the TUI): /create, /invite,
-/members, /remove, /verify, /msg and /query (direct messages).
+/members, /remove, /admin, /unadmin, /verify, /msg and /query (direct messages).
 
 Each command reports its result as node events (``members`` and ``invite`` JSON
 lines in headless mode, see app/node/events.py), or an ``error`` event saying what
@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from app.members.events import encode_set_role
 from app.members.roster import Member
 from app.members.safety import safety_emoji, safety_number
 from app.names import channel_arg
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["MEMBERS_COMMANDS", "find_member", "parse_ttl", "run_members_command"]
 
 MEMBERS_COMMANDS = frozenset(
-    {"create", "invite", "members", "remove", "verify", "msg", "query", "approve", "deny"})
+    {"create", "invite", "members", "remove", "admin", "unadmin", "verify", "msg", "query",
+     "approve", "deny"})
 
 ONLINE_MS = 90_000
 """A member heard from within this long is shown online."""
@@ -156,6 +158,15 @@ async def run_members_command(
     elif name == "remove":
         target = find_member(members, arg)
         await node.remove_member(current, target.member_id)
+    elif name in ("admin", "unadmin"):
+        target = find_member(members, arg)
+        if not mc.roster.is_admin(node.sender_id):
+            raise ValueError(f"only an admin of #{current} can change roles")
+        if target.is_admin == (name == "admin"):
+            role = "an admin" if target.is_admin else "not an admin"
+            raise ValueError(f"{label(target, members)} is {role} already")
+        await node.post_content(current, encode_set_role(
+            target.member_id, "admin" if name == "admin" else "member"))  # signed as it goes out
     elif name == "verify":
         who, _, confirm = arg.rpartition(" ")
         if confirm.lower() not in ("yes", "ok"):

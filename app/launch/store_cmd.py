@@ -57,8 +57,16 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="CHANNEL",
         help="print TOPIC:KEY for --write-key of this passphrase channel and exit (the "
-        "passphrase from --passphrase-file, or asked); the key lets a store check write "
-        "proofs, never read or sign messages",
+        "passphrase from --passphrase-file, or asked), or of this members channel with "
+        "--member-dir; the key lets a store check write proofs, never read or sign messages",
+    )
+    p.add_argument(
+        "--member-dir",
+        default=None,
+        metavar="DIR",
+        help="with --print-write-key: the data directory of a member of the members channel "
+        "(the write key of its current epoch; print it again after a removal and give the "
+        "store the new key, so that the removed member cannot write into it any more)",
     )
     p.add_argument(
         "--passphrase-file",
@@ -135,9 +143,12 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=d.max_clients_per_ip,
         metavar="N",
-        help=f"query connections from one host (an IPv4 address, an IPv6 /64), 0 = no limit "
-        f"(default {d.max_clients_per_ip})",
+        help=f"query connections from one host (an IPv4 /24, all of 127.0.0.0/8, an IPv6 "
+        f"/64), 0 = no limit (default {d.max_clients_per_ip})",
     )
+    from net.relay_config import add_host_prefix_arguments, add_tls_arguments  # stdlib only
+
+    add_host_prefix_arguments(p, d.ipv4_host_prefix, d.ipv6_host_prefix)
     p.add_argument(
         "--idle-timeout",
         type=float,
@@ -181,8 +192,6 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
         help=f"seconds between store_stats log lines, 0 = only at exit "
         f"(default {d.stats_interval_s:g})",
     )
-    from net.relay_config import add_tls_arguments  # light: stdlib only
-
     add_tls_arguments(p)
     add_cafile_argument(p)
 
@@ -236,6 +245,8 @@ def print_write_key(args: argparse.Namespace) -> int:
     from net.store_proof import write_key
 
     name = args.print_write_key
+    if args.member_dir is not None:
+        return _print_members_write_key(name, Path(args.member_dir).expanduser())
     try:
         check_channel_name(name)
         if args.passphrase_file is not None:
@@ -253,6 +264,26 @@ def print_write_key(args: argparse.Namespace) -> int:
               f"by anyone, so it has no write key", file=sys.stderr)
         return 2
     key = derive_channel_key(name, passphrase)
+    print(f"{key.topic.hex()}:{write_key(key.key, key.topic).hex()}")
+    return 0
+
+
+def _print_members_write_key(name: str, member_dir: Path) -> int:
+    """``--print-write-key NAME --member-dir DIR``: the write key of the members channel's
+    current epoch, read from a member's data directory (``net/store_proof.py``)."""
+    from app.members.secrets_file import MembersFileError, load
+    from net.store_proof import write_key
+
+    try:
+        mc = load(member_dir, name)
+    except (MembersFileError, OSError, ValueError) as exc:
+        print(f"sdschat store: {exc}", file=sys.stderr)
+        return 2
+    if mc is None:
+        print(f"sdschat store: #{name} is not a members channel in {member_dir}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    key = mc.sending_key()
     print(f"{key.topic.hex()}:{write_key(key.key, key.topic).hex()}")
     return 0
 
@@ -292,6 +323,8 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         default_page_size=min(200, args.max_page_size),
         max_clients=args.max_clients,
         max_clients_per_ip=args.max_clients_per_ip,
+        ipv4_host_prefix=args.ipv4_host_prefix,
+        ipv6_host_prefix=args.ipv6_host_prefix,
         idle_timeout_s=args.idle_timeout,
         log_format=args.log_format,
         stats_interval_s=args.stats_interval,
@@ -309,6 +342,9 @@ def run_store_command(args: argparse.Namespace) -> int:
 
     if args.print_write_key is not None:
         return print_write_key(args)
+    if args.member_dir is not None:
+        print("sdschat store: --member-dir goes with --print-write-key", file=sys.stderr)
+        return 2
     try:
         config = config_from_args(args)
         set_default_cafile(args.cafile)

@@ -21,16 +21,25 @@ at most ``max_messages`` messages (each session draws its own count, see
 added later gets the current session from its current index: it reads from the
 moment it was added, not before.
 
-Forward secrecy, bounded (:meth:`GroupKeys.advance`): an inbound session is kept
-as an export at its *low-water index*, the lowest index not yet read, so the key
-material for messages already read is gone from memory and from the data
-directory; a session superseded by a newer one from the same sender is dropped
+Forward secrecy, bounded: every inbound session has a *read mark*, its low-water
+index (the lowest index neither read nor given up). Once everything read below it
+is stored (the node's commit: :meth:`GroupKeys.read_marks` before it,
+:meth:`GroupKeys.forget_read` after it), the session is re-imported from its read
+mark, so the key material of what was read is gone from memory and from the data
+directory. An unread index below a read one (a message lost or late) holds the
+mark back for ``repair_horizon_ms`` at most (:func:`repair_horizon_ms`: as long as
+SDS may still bring it), then is given up (:meth:`GroupKeys.advance`). Nothing
+lowers a read mark: a key share of a session already held never replaces it with
+an earlier start once something of it was read, and a share of a session already
+dropped is refused (``forgotten``) while a share key that could open it is held. A
+session superseded by a newer one from the same sender is dropped
 ``keep_superseded_ms`` after that, and any session after ``max_keep_ms``. A share
 key is replaced by a new one every ``share_key_max_age_ms`` (7 days:
 :meth:`GroupKeys.share_rotation_due`, :meth:`GroupKeys.rotate_share_key`) and the
 old private key deleted once nothing sealed to it can still come (see
-:class:`RotationPolicy`), so that a stolen data directory cannot open key shares
-captured long before.
+:class:`RotationPolicy`): a captured key share opens with a share key the data
+directory holds, whatever the session's read mark, so this is what bounds what a
+stolen data directory with a capture reads (docs/security.md).
 
 Pure apart from randomness (vodozemac and libsodium draw their own keys): no I/O,
 no clock; ``now_ms`` comes from the caller. State is exported with
@@ -50,20 +59,49 @@ import vodozemac
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, PublicKey, SealedBox
 
+import sds
 from app.members import members_pb2 as pb
 from app.members.events import SHARE_KEY_BYTES, encode_key_share, encode_share_key
 
 __all__ = [
     "DECRYPT_REASONS",
+    "FORGOTTEN_PER_SENDER",
     "Decrypted",
     "GroupKeys",
     "RotationPolicy",
     "ShareResult",
+    "repair_horizon_ms",
 ]
 
 DECRYPT_REASONS = (
-    "unknown_session", "before_share", "already_read", "not_megolm", "bad_megolm")
+    "unknown_session", "before_share", "already_read", "key_forgotten", "not_megolm",
+    "bad_megolm")  # fmt: skip
 """Why :meth:`GroupKeys.decrypt` could not give plaintext (stable, for counters)."""
+
+FORGOTTEN_PER_SENDER = 256
+"""Dropped sessions remembered per sender (to refuse a replay of their key share);
+beyond it the oldest is forgotten first. A sender's own flood of sessions then only
+lets its own old sessions be imported again."""
+
+_SKIPPED_RANGES = 16  # given-up index ranges remembered per session (for the reason)
+
+
+def repair_horizon_ms(config: sds.Config) -> int:
+    """How long an unread index below a read one is still waited for: as long as SDS
+    may still bring the message (written down in docs/members.md).
+
+    The sender resends an unacknowledged message up to ``max_resend_attempts``
+    times, ``resend_possibly_acknowledged_ms`` apart at most; a receiver asks for a
+    missing one (SDS-R, store fetches) until it declares it lost after
+    ``lost_timeout_ms``; the answer to the last request comes within
+    ``repair_t_min_ms + repair_t_max_limit_ms`` (the widest SDS-R window). Counted
+    from the moment a later index of the same session was read (the missing one was
+    sent before it), the later of the first two, plus the last.
+    """
+    period = max(config.resend_unacknowledged_ms, config.resend_possibly_acknowledged_ms)
+    resends = config.max_resend_attempts * period
+    window = config.repair_t_min_ms + max(config.repair_t_max_ms, config.repair_t_max_limit_ms)
+    return max(config.lost_timeout_ms, resends) + window
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +130,10 @@ class RotationPolicy:
             ``keep_superseded_ms``, then until every other member has sealed a
             key share to the new key (it knows the new one, so it seals nothing
             more to the old), at most ``max_keep_ms``.
+        repair_horizon_ms: how long an unread index below a read one holds a
+            session's read mark back (:func:`repair_horizon_ms` of the default
+            SDS configuration, 721 s; the node passes its own to
+            :meth:`GroupKeys.advance`).
     """
 
     max_messages: int = 100
@@ -100,6 +142,7 @@ class RotationPolicy:
     keep_superseded_ms: int = 3600 * 1000
     max_keep_ms: int = 7 * 24 * 3600 * 1000
     share_key_max_age_ms: int = 7 * 24 * 3600 * 1000
+    repair_horizon_ms: int = field(default_factory=lambda: repair_horizon_ms(sds.Config()))
 
     def session_limit(self, draw: float) -> int:
         """How many messages an outbound session carries, for its ``draw`` in [0, 1)
@@ -141,12 +184,28 @@ class _Outbound:
 
 @dataclass(slots=True)
 class _Inbound:
+    """A received session. ``low_water`` is its read mark: every index below it was
+    read or given up; the key material below it goes at :meth:`GroupKeys.forget_read`.
+    ``marks``: (when, index) each time an index above the read mark was read (the
+    unread ones below it are waited for ``repair_horizon_ms`` from then);
+    ``high``: the highest such index read since the last :meth:`GroupKeys.advance`
+    (stamped by it); ``skipped``: index ranges given up, ``[start, end)``."""
+
     session: vodozemac.InboundGroupSession
     received_ms: int
     low_water: int
     shared_from: int
     read_above: set[int] = field(default_factory=set)
     superseded_ms: int | None = None
+    marks: list[tuple[int, int]] = field(default_factory=list)
+    high: int | None = None
+    skipped: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def untouched(self) -> bool:
+        """Nothing of it read or given up yet."""
+        return self.low_water == self.shared_from and not self.read_above and (
+            self.high is None and not self.marks)  # fmt: skip
 
 
 class GroupKeys:
@@ -178,8 +237,12 @@ class GroupKeys:
         self._newest: dict[str, str] = {}  # sender id -> its newest session id
         self._share_created_ms: int | None = None  # the current share key's start
         self._new_key_seen: set[str] = set()  # members who sealed to the current share key
+        # sessions dropped -> the share key current then (their shares are refused
+        # while it, or an older one, is held: nothing else can open them)
+        self._forgotten: dict[tuple[str, str], bytes] = {}
         self.changes = 0
-        """Counts every change of this state (the caller saves it when this moved)."""
+        """Counts every change of this state that is saved (the caller saves it when
+        this moved); reads count once :meth:`forget_read` cuts their keys."""
 
     # -- share keys --------------------------------------------------------
 
@@ -346,7 +409,12 @@ class GroupKeys:
         ``not_a_member``, ``not_for_us`` (normal: a share for others),
         ``undecryptable`` (sealed to a share key we no longer or never held),
         ``wrong_channel``, ``wrong_sender`` (the session names another owner
-        than the share's author), ``bad_session``.
+        than the share's author), ``bad_session``, ``forgotten`` (a session we
+        dropped: a replayed share), ``would_reopen`` (an earlier start of a
+        session we already read from: taking it would bring back the keys of what
+        was read). A share of a session we hold from as early or earlier changes
+        nothing (the copy the node takes on arrival and again on delivery, a
+        replay) and is accepted.
         """
         if not author_is_member:
             return ShareResult(reason="not_a_member")
@@ -376,9 +444,19 @@ class GroupKeys:
             return ShareResult(reason="bad_session")
         if session.session_id != plain.session_id:
             return ShareResult(reason="bad_session")
-        known = self._in.get((author_id, plain.session_id))
-        if known is not None and known.low_water <= session.first_known_index:
+        key = (author_id, plain.session_id)
+        if key in self._forgotten:
+            return ShareResult(reason="forgotten")
+        known = self._in.get(key)
+        first = int(session.first_known_index)
+        if known is not None and first >= known.shared_from:
             return ShareResult(session_id=plain.session_id)  # we can read as much already
+        if known is not None and not known.untouched:
+            return ShareResult(session_id=plain.session_id, reason="would_reopen")
+        if known is not None:  # an earlier start of a session nothing was read from
+            known.session, known.shared_from, known.low_water = session, first, first
+            self.changes += 1
+            return ShareResult(session_id=plain.session_id)
         self._add_inbound(author_id, session, now_ms)
         return ShareResult(session_id=plain.session_id)
 
@@ -405,13 +483,16 @@ class GroupKeys:
         a message from before we joined); ``before_share``: the message is older
         than the index the session was shared with us at (sent before we were
         added); ``already_read``: its index is below
-        the low-water mark (a copy of a message we read; the key is gone);
-        ``not_megolm``: the bytes are not a Megolm message; ``bad_megolm``: the
-        message does not authenticate under the session.
+        the read mark (a copy of a message we read; the key is gone);
+        ``key_forgotten``: the session was dropped, or the index was given up
+        unread (it came after ``repair_horizon_ms``); ``not_megolm``: the bytes
+        are not a Megolm message; ``bad_megolm``: the message does not
+        authenticate under the session.
         """
         entry = self._in.get((sender_id, session_id))
         if entry is None:
-            return "unknown_session"
+            return "key_forgotten" if (sender_id, session_id) in self._forgotten else (
+                "unknown_session")  # fmt: skip
         try:
             message = vodozemac.MegolmMessage.from_bytes(data)
         except Exception:
@@ -420,14 +501,18 @@ class GroupKeys:
         if index < entry.shared_from:
             return "before_share"
         if index < entry.low_water:
-            return "already_read"
+            skipped = any(lo <= index < hi for lo, hi in entry.skipped)
+            return "key_forgotten" if skipped else "already_read"
         try:
             plaintext = bytes(entry.session.decrypt(message).plaintext)
         except Exception:
             return "bad_megolm"
-        self.changes += 1
+        # a read changes nothing to save: the saved state moves at forget_read (a
+        # restart trusts no read that was not stored)
         if index > entry.low_water:
             entry.read_above.add(index)
+            if entry.high is None or index > entry.high:
+                entry.high = index
         else:
             entry.low_water += 1
             while entry.low_water in entry.read_above:
@@ -437,37 +522,43 @@ class GroupKeys:
 
     # -- forward secrecy ---------------------------------------------------
 
-    def advance(self, now_ms: int, others: Iterable[str] | None = None) -> int:
-        """Forget key material no longer needed; returns how many sessions were dropped.
+    def advance(self, now_ms: int, others: Iterable[str] | None = None,
+                repair_horizon_ms: int | None = None) -> int:  # fmt: skip
+        """Forget sessions and share keys no longer needed, give up unread indexes
+        SDS can no longer bring; returns how many sessions were dropped.
 
-        Every inbound session is re-imported at its low-water index (what was
-        read below it can no longer be decrypted from this state); superseded
-        sessions are dropped ``keep_superseded_ms`` after they were superseded,
-        every session after ``max_keep_ms``. Old share keys go
-        ``keep_superseded_ms`` after they were replaced once every one of
-        ``others`` (the other current members; ``None``: nobody to wait for) has
-        sealed a key share to the current one, and after ``max_keep_ms`` anyway.
+        Superseded sessions are dropped ``keep_superseded_ms`` after they were
+        superseded, every session after ``max_keep_ms`` (remembered, to refuse a
+        replay of their share, while a share key that could open it is held). An
+        unread index below a read one is given up ``repair_horizon_ms`` (the
+        policy's unless given) after that read: the read mark moves past it (the
+        key material goes at the next :meth:`forget_read`). Not in our own
+        sessions (their copy is what key shares for late-added members come from).
+        Old share keys go ``keep_superseded_ms`` after they were replaced once
+        every one of ``others`` (the other current members; ``None``: nobody to
+        wait for) has sealed a key share to the current one, and after
+        ``max_keep_ms`` anyway.
         """
         dropped = 0
         p = self.policy
+        horizon = p.repair_horizon_ms if repair_horizon_ms is None else repair_horizon_ms
+        current_key = self.share_key
         for key, entry in list(self._in.items()):
-            own_current = key[0] == self.own_id and self._out is not None and (
+            own = key[0] == self.own_id
+            own_current = own and self._out is not None and (
                 key[1] == self._out.session.session_id)  # fmt: skip
             expired = now_ms - entry.received_ms >= p.max_keep_ms or (
                 entry.superseded_ms is not None
                 and now_ms - entry.superseded_ms >= p.keep_superseded_ms)
             if expired and not own_current:
                 del self._in[key]
+                if not own:
+                    self._remember_forgotten(key, current_key)
                 dropped += 1
                 self.changes += 1
                 continue
-            if entry.low_water > entry.session.first_known_index:
-                exported = entry.session.export_at(entry.low_water)
-                if exported is None:
-                    continue
-                entry.session = vodozemac.InboundGroupSession.import_session(
-                    vodozemac.ExportedSessionKey(exported.to_base64()))
-                self.changes += 1
+            if not own:
+                self._give_up(entry, now_ms, horizon)
         held = len(self._share_secrets)
         waiting = others is not None and not set(others) <= self._new_key_seen | {self.own_id}
 
@@ -478,8 +569,78 @@ class GroupKeys:
             return age < p.keep_superseded_ms or (waiting and age < p.max_keep_ms)
 
         self._share_secrets = [(s, since) for s, since in self._share_secrets if keep(since)]
-        self.changes += held - len(self._share_secrets)
+        if len(self._share_secrets) != held:
+            self.changes += held - len(self._share_secrets)
+            publics = {bytes(s.public_key) for s, _ in self._share_secrets}
+            self._forgotten = {k: v for k, v in self._forgotten.items() if v in publics}
         return dropped
+
+    def _remember_forgotten(self, key: tuple[str, str], share_key: bytes) -> None:
+        self._forgotten[key] = share_key
+        mine = [k for k in self._forgotten if k[0] == key[0]]
+        for old in mine[: max(0, len(mine) - FORGOTTEN_PER_SENDER)]:
+            del self._forgotten[old]
+
+    def _give_up(self, entry: _Inbound, now_ms: int, horizon: int) -> None:
+        """Stamp the reads since the last call; move the read mark past unread indexes
+        waited for ``horizon`` since a later one was read."""
+        if entry.high is not None:
+            if entry.high >= entry.low_water:
+                entry.marks.append((now_ms, entry.high))
+            entry.high = None
+        floor = entry.low_water
+        for when, index in entry.marks:
+            if now_ms - when >= horizon:
+                floor = max(floor, index + 1)
+        if floor > entry.low_water:
+            # the unread indexes in [low_water, floor), as ranges between the read ones
+            # (never one by one: the sender chooses its indexes)
+            start = entry.low_water
+            for read in sorted(i for i in entry.read_above if i < floor):
+                if read > start:
+                    entry.skipped.append((start, read))
+                start = read + 1
+            if start < floor:
+                entry.skipped.append((start, floor))
+            del entry.skipped[:-_SKIPPED_RANGES]
+            entry.read_above = {i for i in entry.read_above if i >= floor}
+            entry.low_water = floor
+            while entry.low_water in entry.read_above:
+                entry.read_above.discard(entry.low_water)
+                entry.low_water += 1
+        entry.marks = [(w, i) for w, i in entry.marks if i >= entry.low_water]
+
+    def read_marks(self) -> dict[tuple[str, str], int]:
+        """Every inbound session's read mark now ((sender, session id) -> index).
+
+        Take it when everything read so far is on its way to storage (the node: at
+        a state save, with the round's batch), and hand it to :meth:`forget_read`
+        once that is stored: forgetting a key before the line it opened is stored
+        would lose the line in a crash (a copy repaired later no longer opens).
+        """
+        return {key: e.low_water for key, e in self._in.items()}
+
+    def forget_read(self, marks: Mapping[tuple[str, str], int]) -> int:
+        """Re-import every session in ``marks`` (:meth:`read_marks`, taken before
+        what it covers was stored) from its mark: the keys of what was read below
+        it are gone from this state and from what :meth:`export` writes. Returns
+        how many sessions were cut."""
+        cut = 0
+        for key, mark in marks.items():
+            entry = self._in.get(key)
+            if entry is None:
+                continue
+            start = min(mark, entry.low_water)
+            if start <= entry.session.first_known_index:
+                continue
+            exported = entry.session.export_at(start)
+            if exported is None:
+                continue
+            entry.session = vodozemac.InboundGroupSession.import_session(
+                vodozemac.ExportedSessionKey(exported.to_base64()))
+            cut += 1
+        self.changes += cut
+        return cut
 
     # -- persistence -------------------------------------------------------
 
@@ -497,8 +658,8 @@ class GroupKeys:
                    "draw": self._out.draw}  # fmt: skip
         inbound = [
             {"sender": s, "pickle": e.session.pickle(pickle_key), "received_ms": e.received_ms,
-             "low_water": e.low_water, "shared_from": e.shared_from,
-             "read_above": sorted(e.read_above), "superseded_ms": e.superseded_ms}
+             "shared_from": e.shared_from, "superseded_ms": e.superseded_ms,
+             "skipped": [list(r) for r in e.skipped]}
             for (s, _), e in self._in.items()
         ]  # fmt: skip
         doc = {
@@ -513,6 +674,8 @@ class GroupKeys:
             "newest": self._newest,
             "share_created_ms": self._share_created_ms,
             "new_key_seen": sorted(self._new_key_seen),
+            "forgotten": [[s, sid, b64encode(k).decode()]
+                          for (s, sid), k in self._forgotten.items()],
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -535,13 +698,19 @@ class GroupKeys:
                                       float(o.get("draw", 1.0)))  # fmt: skip
             for e in doc["in"]:
                 session = vodozemac.InboundGroupSession.from_pickle(e["pickle"], pickle_key)
+                # The read mark restarts where the saved session starts: reads past it
+                # may not have been stored (a crash before the commit); a copy of one
+                # opens again and the core drops it as a duplicate.
+                first = int(session.first_known_index)
                 keys._in[(e["sender"], str(session.session_id))] = _Inbound(
-                    session, int(e["received_ms"]), int(e["low_water"]), int(e["shared_from"]),
-                    set(e["read_above"]), e["superseded_ms"])  # fmt: skip
+                    session, int(e["received_ms"]), first, int(e["shared_from"]),
+                    superseded_ms=e["superseded_ms"],
+                    skipped=[(int(a), int(b)) for a, b in e.get("skipped", [])])  # fmt: skip
             keys._newest = dict(doc["newest"])
             created = doc.get("share_created_ms")  # absent in files of earlier versions
             keys._share_created_ms = None if created is None else int(created)
             keys._new_key_seen = set(doc.get("new_key_seen", []))
+            keys._forgotten = {(s, sid): b64decode(k) for s, sid, k in doc.get("forgotten", [])}
             return keys
         except ValueError:
             raise
@@ -552,6 +721,7 @@ class GroupKeys:
         """Counts for ``/stats``: inbound sessions, share keys held, current index."""
         return {
             "inbound_sessions": len(self._in),
+            "forgotten_sessions": len(self._forgotten),
             "share_keys_held": len(self._share_secrets),
             "outbound_index": int(self._out.session.message_index) if self._out else 0,
         }

@@ -65,6 +65,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from google.protobuf.message import DecodeError
 
+from app import AppError
 from app.members import invite_pb2 as pb
 from app.names import check_nick
 from net.channel_key import check_channel_name
@@ -162,7 +163,7 @@ _REFUSAL_MESSAGES: dict[str, str] = {
 }
 
 
-class InviteError(ValueError):
+class InviteError(AppError, ValueError):
     """An invite code that cannot be used.
 
     Attributes:
@@ -180,7 +181,7 @@ class InviteError(ValueError):
         self.message = message
 
 
-class JoinError(ValueError):
+class JoinError(AppError, ValueError):
     """A handshake message that is refused.
 
     Attributes:

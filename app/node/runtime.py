@@ -90,6 +90,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
+from app import AppError
 from app.chat.content import decode_content
 from app.chat.file_quota import (
     DEFAULT_CHANNEL_FILE_BYTES,
@@ -102,6 +103,7 @@ from app.chat.log_line import LogLine, log_line
 from app.chat.redaction import is_tombstone, redact_deleted
 from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel
+from app.members.cut import MessageRefused
 from app.members.direct import (
     direct_name,
     encode_direct_invite,
@@ -110,7 +112,7 @@ from app.members.direct import (
     seal_direct,
 )
 from app.members.events import MemberInfo, encode_add, is_control
-from app.members.group_keys import GroupKeys
+from app.members.group_keys import GroupKeys, repair_horizon_ms
 from app.members.invite import (
     DEFAULT_TTL_MS,
     Invite,
@@ -170,6 +172,7 @@ from app.node.events import (
     Rejected,
 )
 from app.node.late_arrivals import LateArrivals
+from app.node.members_glue import drain_notices, mark_outside_cut, refused_event
 from app.node.state_reconcile import reconcile_state
 from app.node.transport import Transport, TransportStatus
 from app.node.unheard import UnheardLines, nobody_heard
@@ -249,15 +252,15 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class NodeClosedError(RuntimeError):
+class NodeClosedError(AppError, RuntimeError):
     """The node is closing or closed."""
 
 
-class PassphraseMismatchError(ValueError):
+class PassphraseMismatchError(AppError, ValueError):
     """The channel was joined in this data directory with another passphrase (other topic)."""
 
 
-class IdentityMismatchError(RuntimeError):
+class IdentityMismatchError(AppError, RuntimeError):
     """The identity key file does not match the identity this database belongs to."""
 
 
@@ -478,6 +481,9 @@ class _Round:
     current: _Receiving | None = None  # the envelope being received
     core_called: bool = False
     received: list[bytes] = field(default_factory=list)  # envelope hashes taken in
+    # members channels' read marks at this round's state save: their keys go once it
+    # is committed (GroupKeys.read_marks / forget_read)
+    read_marks: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
 
 
 #: Drops that do not discard the message being received (a bad filter is only
@@ -840,6 +846,8 @@ class Node:
                 try:
                     async with asyncio.timeout(timeout):
                         await self._save_all_states(durable=True)
+                    self._forget_read({ch: mc.group_keys.read_marks()  # all stored now
+                                       for ch, mc in self._members.items()})  # fmt: skip
                 except Exception as exc:
                     if not is_disk_full(exc):
                         raise
@@ -952,7 +960,9 @@ class Node:
         if key is None and channel not in self._members:
             mc = await asyncio.to_thread(members_file.load, self.store.data_dir, channel)
             if mc is not None:  # a members channel: its keys are in the data directory
+                mc.signer = self.identity
                 self._members[channel] = mc
+                self._members_dirty.add(channel)  # a genesis may be due (an upgrade)
         if key is None and channel in self._members:
             key = self._members[channel].sending_key()
         if key is None:
@@ -1360,6 +1370,7 @@ class Node:
                     raise
                 self._disk_round_failed(out, items, exc)
                 return
+            self._forget_read(out.read_marks)
             await self._redact_deleted(out.events)
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
@@ -1503,7 +1514,7 @@ class Node:
             return
         members = self._members.get(channel) if channel is not None else None
         if members is not None:
-            why = members.admit(opened.sender_id)
+            why = members.admit(opened.sender_id, opened.sds_message)
             if why:  # before the replay guard: a member added later resends these bytes
                 self._reject(why, channel, opened.sender_id, out)
                 return
@@ -1646,7 +1657,12 @@ class Node:
             return True  # a sync message: only the outer layer
         ephemeral = not pb.HasField("lamport_timestamp")
         got = mc.incoming_content(pb.sender_id, pb.lamport_timestamp, pb.message_id,
-                                  pb.content, ephemeral=ephemeral)  # fmt: skip
+                                  pb.content, ephemeral=ephemeral, now_ms=self._now())  # fmt: skip
+        self._members_notices(mc)
+        if got.quiet:
+            return False
+        if got.retry:  # welcome later (a rate limit, a cut still coming): forget its bytes
+            self._replay.forget(opened.envelope_hash)
         if got.hold:  # its sender's key share has not arrived: open it again then
             self._replay.forget(opened.envelope_hash)
             if not ephemeral and mc.hold(pb.sender_id, mc.session_of(pb.content), data):
@@ -1676,13 +1692,9 @@ class Node:
             assert self._inbox is not None
             self._inbox.requeue_envelopes(released)
         self._members_dirty.add(mc.channel)
-        outcome = mc.roster.outcome(mid)
-        if outcome is not None and outcome.reason:
-            self.counters[f"members_rejected_{outcome.reason}"] += 1
-            self._emit(MembersEvent(mc.channel, "rejected",
-                                    f"membership event refused: {outcome.reason}",
-                                    {"id": mid, "author": author, "reason": outcome.reason,
-                                     "body": outcome.body}))  # fmt: skip
+        for out in change.refused:
+            self.counters[f"members_rejected_{out.reason}"] += 1
+        self._members_notices(mc)
         for mid in change.added:
             member = mc.roster.member(mid)
             twin = None if member is None else self.verified.impersonated(mid, member.name)
@@ -1706,6 +1718,21 @@ class Node:
         if was_member and not mc.roster.is_member(self.sender_id):
             self._emit(MembersEvent(mc.channel, "removed_me",
                                     f"you were removed from #{mc.channel}"))  # fmt: skip
+
+    def _members_notices(self, mc: MembersChannel) -> None:
+        """Emit what a members channel noticed; mark what a completed cut refuses."""
+        for event in drain_notices(mc):
+            self._emit(event)
+        while mc.cuts_done:
+            removal, member_id = mc.cuts_done.pop(0)
+            self._spawn(self._refuse_outside_cut(mc, removal, member_id))
+
+    async def _refuse_outside_cut(self, mc: MembersChannel, removal: bytes, member_id: str) -> None:
+        """A removal's cut is complete: mark what it leaves out (app/node/members_glue.py)."""
+        with contextlib.suppress(NodeClosedError, StorageError):
+            event = await mark_outside_cut(self.store, mc, removal, member_id, self._now())
+            if event is not None:
+                self._emit(event)
 
     def _send_control(self, channel: str, content: bytes, now: int, out: _Round) -> None:
         """Send a control message of ours inside a round (before the line being made)."""
@@ -1737,16 +1764,24 @@ class Node:
             for channel in dirty:
                 mc = self._members.get(channel)
                 if mc is not None:
-                    self._save_members(mc)
+                    self._save_members(mc, state=False)
             if not self._members_dirty:
                 return
 
-    def _save_members(self, mc: MembersChannel) -> None:
-        """Write a members channel's file; on a full disk (or another OS error) keep it
-        dirty for the next round: its control messages stay in the core's log, and
-        the file is rewritten whole."""
+    def _forget_read(self, marks: dict[str, dict[tuple[str, str], int]]) -> None:
+        """What was read up to ``marks`` is stored now: its Megolm keys leave the
+        members file (forward secrecy, app/members/group_keys.py)."""
+        for channel, m in marks.items():
+            mc = self._members.get(channel)
+            if mc is not None and mc.group_keys.forget_read(m):
+                self._save_members(mc)
+
+    def _save_members(self, mc: MembersChannel, *, state: bool = True) -> None:
+        """Append a members channel's new records, and write its state (``state``, or
+        when key material moved); on a full disk (or another OS error) keep it dirty
+        for the next round: its control messages stay in the core's log."""
         try:
-            members_file.save(self.store.data_dir, mc)
+            members_file.save(self.store.data_dir, mc, state=state)
         except OSError as exc:
             self.counters["members_save_failed"] += 1
             self._members_dirty.add(mc.channel)
@@ -1773,8 +1808,7 @@ class Node:
                              "pick another name (or /forget it first)")  # fmt: skip
         if members_file.members_file(data_dir, channel).exists():
             raise ValueError(f"#{channel} is a members channel here already")
-        own = MemberInfo(self.identity.public_key, b"\0" * 32, self.name)
-        mc, create = MembersChannel.create(channel, own, self.sender_id)
+        mc, create = MembersChannel.create(channel, self.name, self.identity)
         members_file.save(data_dir, mc)
         self._members[channel] = mc
         info = await self.join(channel, key=mc.sending_key())
@@ -1918,7 +1952,7 @@ class Node:
                 await self.post_content(invite.channel,
                                         encode_add(member, invite_id=invite.invite_id))  # fmt: skip
             self._invite_book().mark_used(topic, request.sender_id)
-            controls = mc.membership_envelopes()  # in parts of ~150 KiB, asked in turn
+            controls = mc.membership_records()  # in parts of ~150 KiB, asked in turn
             page = history_page(controls, request.history_from)
             current = mc.sending_key().key
             answer = make_join_accepted(
@@ -1996,18 +2030,9 @@ class Node:
         if isinstance(answer, JoinRefused):
             raise ValueError(f"the invite to #{channel} was refused: {answer.message}")
         mc = MembersChannel(channel, invite.channel_id, self.sender_id,
-                            [*answer.epoch_keys, answer.channel_key], keys)  # fmt: skip
-        now = self._now()
-        for env in history:
-            try:
-                opened = open_for_topic(env, lambda _t: mc.opening_keys())
-            except EnvelopeError:
-                continue
-            pb = opened.sds_message
-            if pb is None or not is_control(pb.content) or pb.sender_id != opened.sender_id:
-                continue
-            mc.on_control(opened.sender_id, pb.lamport_timestamp, pb.message_id, pb.content,
-                          env, now)  # fmt: skip
+                            [*answer.epoch_keys, answer.channel_key], keys,
+                            signer=self.identity)  # fmt: skip
+        mc.import_history(history, self._now())
         mc.set_current(answer.channel_key)
         if not (mc.roster.is_admin(answer.admin_sender_id)
                 and mc.roster.is_member(self.sender_id)):  # fmt: skip
@@ -2060,14 +2085,13 @@ class Node:
             return self._channels[name]
         if members_file.members_file(self.store.data_dir, name).exists():
             return await self.join(name)
-        own = MemberInfo(self.identity.public_key, b"\0" * 32, self.name)
-        dm, create = MembersChannel.create(name, own, self.sender_id)
+        dm, create = MembersChannel.create(name, self.name, self.identity)
         self._save_members(dm)
         self._members[name] = dm
         info = await self.join(name, key=dm.sending_key())
         await self.post_content(name, create)
         await self.post_content(name, encode_add(peer.info, role="admin"))
-        controls = dm.control_envelopes()
+        controls = dm.membership_records()
         sealed = seal_direct(peer.info.share_key, name, dm.channel_id, dm.epoch_keys, controls)
         await self.post_content(via, encode_direct_invite(member_id, sealed))
         self._emit(MembersEvent(name, "direct", f"direct conversation with {peer.name}",
@@ -2095,10 +2119,9 @@ class Node:
             return
         secret = via_mc.group_keys.share_secret  # the same X25519 key as in ``via``
         keys = GroupKeys(offer.channel_id, self.sender_id, share_secret=secret)
-        dm = MembersChannel(name, offer.channel_id, self.sender_id, offer.epoch_keys, keys)
-        now = self._now()
-        for author, lamport, mid, content, env in offer.controls:
-            dm.on_control(author, lamport, mid, content, env, now)
+        dm = MembersChannel(name, offer.channel_id, self.sender_id, offer.epoch_keys, keys,
+                            signer=self.identity)  # fmt: skip
+        dm.import_history(offer.records, self._now())
         if not (dm.roster.is_admin(inviter) and dm.roster.is_member(self.sender_id)):
             self.counters["direct_refused_history"] += 1
             return
@@ -2128,7 +2151,8 @@ class Node:
             raise ValueError(f"only an admin of #{channel} can remove members")
         if not mc.roster.is_member(member_id):
             raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
-        for content in mc.remove(member_id):  # its keys' parts first, in a large channel
+        held = await self.store.sender_ids(channel, member_id)  # the removal's cut
+        for content in mc.remove(member_id, held):  # its parts first, in a large channel
             await self.post_content(channel, content)
 
     def _seal_carrying(self, channel: str, sds_bytes: bytes, now: int) -> bytes:
@@ -2427,6 +2451,10 @@ class Node:
         mc = self._members.get(ch)
         if mc is not None and is_control(ev.content):
             self._on_control(mc, ev.sender_id, ev.lamport, mid, ev.content, env)
+        elif mc is not None and (why := mc.refused_at_delivery(ev.sender_id, mid)):
+            mark = MessageRefused(ch, mid, ev.sender_id, why, "")
+            out.batch.add_event(mark, self._now())  # stored and marked refused
+            out.events.append(refused_event(mc, ev.sender_id, [mark]))
         late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
         out.batch.insert_message(
             StoredMessage(
@@ -2516,11 +2544,16 @@ class Node:
             if self._members and self._invite_book().reload():  # `sdschat invite` wrote
                 for channel in self._members:
                     self._spawn(self._subscribe_invites(channel))
+            horizon = repair_horizon_ms(self.options.config)
             for mc in self._members.values():  # forward secrecy: forget what was read
-                if mc.advance(now):  # a share-key rotation due: sent in this round
+                if mc.advance(now, horizon):  # a share-key rotation due: sent in this round
                     self._members_dirty.add(mc.channel)
-                if mc.group_keys.changes != mc.saved_changes:
+                out.read_marks[mc.channel] = mc.group_keys.read_marks()  # cut once committed
+                if mc.group_keys.changes != mc.saved_changes or mc.unsaved:
                     self._save_members(mc)
+                digest = mc.digest_due(now)  # our membership state, to compare
+                if digest is not None and mc.channel in self._channels:
+                    self._spawn(self.send_ephemeral(mc.channel, digest))
 
     def _commits_inline(self, batch: Batch) -> bool:
         """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""
@@ -2651,9 +2684,9 @@ class Node:
         if self.store_sync is not None:  # a store that archives only with write proofs
             for ch, _mid, env in out.own_new:
                 key = self._channels[ch].key
-                mc = self._members.get(ch)  # a members channel: its first outer key, stable
-                self.store_sync.offer(key.key if mc is None else mc.epoch_keys[0], key.topic,
-                                      env)  # fmt: skip
+                mc = self._members.get(ch)  # a members channel: its epoch keys when sent
+                keys = key.key if mc is None else lambda mc=mc: mc.epoch_keys
+                self.store_sync.offer(keys, key.topic, env)
         sent_events: list[NodeEvent] = []
         for ch, mid, env in envelopes:
             if await self._publish(env) and mid is not None:

@@ -26,6 +26,8 @@ What is simulated (all times in virtual seconds unless said otherwise):
 * ``--churn F``: a fraction F of participants goes offline once, at a random
   time of the message phase, for ``--churn-offline LO:HI`` seconds (offline:
   they hear nothing and their timers pause, as a closed laptop);
+* ``--offline I:START:END`` (repeatable): participant I goes offline at START
+  seconds and comes back at END (``never``: it leaves for good), on top of any churn;
 * ``--store``: a store peer archives every content message and answers a
   participant's ``MessagesMissing`` after ``--store-rtt`` ms;
 * then ``--drain`` seconds with no new messages for resends, syncs and repairs.
@@ -143,12 +145,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 import orjson
 
 import sds
+from app import AppError
 
 if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
     from storage.events_schema import EventWriter
 
 __all__ = [
     "TRAFFIC_KINDS",
+    "OfflineSpec",
     "PartitionSpec",
     "SimError",
     "SimResult",
@@ -180,7 +184,7 @@ FLUSH_HISTORY_ENTRIES = 4_000_000
 NO_FULL_COLLECTIONS = 1 << 30
 
 
-class SimError(ValueError):
+class SimError(AppError, ValueError):
     """Invalid simulation parameters (the message says which)."""
 
 
@@ -191,6 +195,16 @@ class PartitionSpec:
     start_ms: int
     heal_ms: int | None
     groups: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineSpec:
+    """Participant ``index`` offline from ``start_ms`` until ``end_ms`` (``None``: it
+    never comes back: it left)."""
+
+    index: int
+    start_ms: int
+    end_ms: int | None
 
 
 @dataclass(slots=True)
@@ -213,6 +227,8 @@ class SimSpec:
     partitions: list[PartitionSpec] = field(default_factory=list)
     churn: float = 0.0
     churn_offline_ms: tuple[int, int] = (10_000, 60_000)
+    #: Planned offline periods (``--offline``), beside the random churn.
+    offline: list[OfflineSpec] = field(default_factory=list)
     store: bool = False
     store_rtt_ms: int = 100
     timings: str = "fast"
@@ -297,6 +313,11 @@ class SimSpec:
             problems.append(f"--content-bytes must be in 1..{MAX_CONTENT_BYTES}")
         if self.store_rtt_ms < 0:
             problems.append("--store-rtt must be >= 0")
+        for o in self.offline:
+            if not 0 <= o.index < self.participants:
+                problems.append(f"--offline names participant index {o.index} (out of range)")
+            if o.start_ms < 0 or (o.end_ms is not None and o.end_ms <= o.start_ms):
+                problems.append("--offline needs 0 <= START < END")
         for p in self.partitions:
             for g in p.groups:
                 for i in g:
@@ -414,7 +435,10 @@ def run_label(spec: SimSpec) -> str:
     """``sim-<seed>-<8 hex>``: the seed and a digest of every parameter."""
     import hashlib
 
-    digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode()).hexdigest()
+    fields = asdict(spec)
+    if not fields["offline"]:  # added later: runs without it keep their labels
+        del fields["offline"]
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     return f"sim-{spec.seed}-{digest[:8]}"
 
 
@@ -730,6 +754,10 @@ def run_sim(
                 back = at + rng.randint(lo, hi)
                 actions.append((at, 2, "offline", (ids[j],)))
                 actions.append((back, 2, "online", (ids[j],)))
+        for o in spec.offline:
+            actions.append((spec.start_ms + o.start_ms, 2, "offline", (ids[o.index],)))
+            if o.end_ms is not None:
+                actions.append((spec.start_ms + o.end_ms, 2, "online", (ids[o.index],)))
         actions.sort(key=lambda a: (a[0], a[1]))
         end_ms = spec.start_ms + max(
             phase + spec.effective_drain_ms,
@@ -814,6 +842,10 @@ def run_sim(
         "config": cfg.to_dict(),
         "channels": {c: {"messages": per_channel[c]} for c in channels},
         "participants": ids[:3] + (["..."] if len(ids) > 3 else []),
+        # the partitions with the participants' ids (the spec names them by index)
+        "partitions": [{"start_ms": p.start_ms, "heal_ms": p.heal_ms,
+                        "groups": [[ids[j] for j in g] for g in p.groups]}
+                       for p in spec.partitions],
         "messages_sent": sent,
         "messages_skipped_no_sender_online": skipped,
         "start_ms": spec.start_ms,
@@ -950,6 +982,22 @@ def parse_partition(text: str, participants: int) -> PartitionSpec:
     return PartitionSpec(start, heal, tuple(groups))
 
 
+def parse_offline(text: str, participants: int) -> OfflineSpec:
+    """``I:START:END`` in seconds; END may be ``never`` (the participant leaves)."""
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0].isdigit():
+        raise SimError(f"--offline must be INDEX:START:END, got {text!r}")
+    start = int(_finite(parts[1], "--offline START") * 1000)
+    end = (None if parts[2].lower() in ("never", "-", "")
+           else int(_finite(parts[2], "--offline END") * 1000))
+    spec = OfflineSpec(int(parts[0]), start, end)
+    if not 0 <= spec.index < participants:
+        raise SimError(f"--offline names participant index {spec.index} (out of range)")
+    if start < 0 or (end is not None and end <= start):
+        raise SimError(f"--offline needs 0 <= START < END, got {text!r}")
+    return spec
+
+
 def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     """The ``sdschat sim`` options."""
     a = p.add_argument
@@ -977,6 +1025,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
     a("--churn", type=float, default=0.0,
       help="fraction of participants that go offline once during the message phase")
     a("--churn-offline", default="10:60", help="how long they stay away, LO:HI seconds")
+    a("--offline", action="append", default=[], metavar="INDEX:START:END",
+      help="participant INDEX offline from START to END seconds ('never': it leaves); "
+      "repeatable")
     a("--store", action="store_true", help="add a store peer that serves missing messages")
     a("--store-rtt", type=int, default=100, help="store peer round trip in ms (default 100)")
     a("--timings", choices=("fast", "default"), default="fast",
@@ -1037,6 +1088,7 @@ def spec_from_args(args: argparse.Namespace) -> SimSpec:
         partitions=[parse_partition(t, args.participants) for t in args.partition],
         churn=args.churn,
         churn_offline_ms=_range(args.churn_offline, "--churn-offline", 1000.0),
+        offline=[parse_offline(t, args.participants) for t in getattr(args, "offline", [])],
         store=args.store,
         store_rtt_ms=args.store_rtt,
         timings=args.timings,

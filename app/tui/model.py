@@ -41,6 +41,7 @@ from app.node.events import (
     ConnectionChanged,
     Delivered,
     Lost,
+    MembersEvent,
     Missing,
     NodeEvent,
     OwnMessage,
@@ -176,6 +177,10 @@ class Row:
     """Another member sent a different message under this id (``Conflict.reason``:
     ``author``, ``content`` or ``timestamp``): the row shows the one this
     participant received first, marked, never silently replaced."""
+    refused: bool = False
+    """A members channel refused it after it was shown: its sender was removed and the
+    removal did not accept it (a ``members`` event ``refused``; ``sdschat history`` marks
+    it too)."""
     mention: bool = False
     retried: bool = False
     version: int = 0
@@ -852,6 +857,8 @@ class ChatModel:
             self._lost(ev, ch)
         elif isinstance(ev, Conflict):
             self._conflict(ev, ch)
+        elif isinstance(ev, MembersEvent) and ev.what == "refused":
+            self._refused(ev, ch)
         elif isinstance(ev, ConnectionChanged):
             self.connection = ev.state
             self.connection_reason = ev.reason
@@ -1096,6 +1103,18 @@ class ChatModel:
             row.disputed = ev.reason
             row.touch()
             ch.channels.add(ev.channel)
+
+    def _refused(self, ev: MembersEvent, ch: Changes) -> None:
+        view = self.channels.get(ev.channel)
+        ids = ev.data.get("ids", [])
+        if view is None or not isinstance(ids, list):
+            return
+        for mid in ids:
+            row = view.find_message(str(mid))
+            if row is not None:
+                row.refused = True
+                row.touch()
+                ch.channels.add(ev.channel)
 
     def _lost(self, ev: Lost, ch: Changes) -> None:
         view = self.channels.get(ev.channel)

@@ -318,6 +318,8 @@ def _marks(row: Row, pal: Palette) -> list[Text]:
         marks.append(Text("(edited)", pal.dim))
     if row.disputed is not None:
         marks.append(Text(f"⚠ disputed: {_DISPUTE[row.disputed]}", pal.states["failed"]))
+    if row.refused:
+        marks.append(Text("✗ refused: its sender was removed", pal.states["failed"]))
     if row.after_lost:
         marks.append(Text("↺ recovered after it was reported lost", pal.dim))
     elif row.recovered:

@@ -95,6 +95,10 @@ async def start_node(
         transport = hub.transport()
         if drop:
             transport = LossyTransport(transport, drop, random.Random(seed))
+    # a seed of its own per node: with one seed for all, every node drew the same id nonces,
+    # and two members' messages shared their first 16 hex digits (a /save ID prefix of 10
+    # named both; which ones depended on timing, since sync jitter draws from it too)
+    opts.setdefault("rng", random.Random(f"7:{name}:{data_dir.name}"))
     node = await Node.open(data_dir, transport, name=name, options=options(**opts))
     h = Harness(node, data_dir)
     node.subscribe(h.events.append)

@@ -40,3 +40,32 @@ def test_tls_credentials_loopback_or_the_explicit_flag_are_accepted() -> None:
     with pytest.raises(ValueError, match=r"--cluster nats://192\.0\.2\.10:4222 has neither"):
         RelayConfig(cluster=("nats://u:p@192.0.2.11:4222", OPEN))
     assert insecure_nats_urls((OPEN, "nats://u:p@h:1"), tls=False, token_file=False) == [OPEN]
+
+
+@pytest.mark.parametrize("host", [
+    "127.0.0.1.nip.io",  # a DNS name: may resolve anywhere (it did pass as "127.")
+    "127.evil.example",
+    "127.1",  # not an IP literal the check accepts (inet_aton would read 127.0.0.1)
+    "localhost.example.org",
+    "[::ffff:192.0.2.10]",
+    "0.0.0.0",
+])
+def test_only_loopback_literals_and_localhost_pass_without_credentials(host: str) -> None:
+    """Issue 39 §8: any host name beginning "127." passed as loopback. Now only an IP
+    literal in 127.0.0.0/8, ::1 or exactly localhost does; the rest is refused."""
+    url = f"nats://{host}:4222"
+    assert insecure_nats_urls((url,), tls=False, token_file=False) == [url]
+    with pytest.raises(ValueError, match="has neither TLS nor credentials"):
+        RelayConfig(cluster=(url,))
+    out = subprocess.run(
+        sdschat("relay", "--port", "0", "--cluster", url, "--cluster-timeout", "1"),
+        cwd=ROOT, capture_output=True, text=True, timeout=T(30), check=False,
+    )
+    assert out.returncode == 2 and "neither TLS nor credentials" in out.stderr, out.stderr
+    assert "relay_listening" not in out.stderr
+
+
+def test_loopback_literals_in_any_spelling_pass() -> None:
+    for url in ("nats://127.255.0.1:4222", "nats://LOCALHOST:4222", "nats://[::1]:4222",
+                "nats://[0:0:0:0:0:0:0:1]:4222"):
+        assert insecure_nats_urls((url,), tls=False, token_file=False) == [], url

@@ -21,7 +21,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from net.relay_frames import encode_subscribe
-from tests.procs import ROOT, Cluster, Proc, running, sdschat
+from tests.procs import ROOT, Cluster, Proc, free_port, running, sdschat
 
 DOC = ROOT / "docs" / "deploy.md"
 SOURCES = "\n".join(p.read_text() for p in sorted((ROOT / "net").glob("*.py")))
@@ -65,10 +65,14 @@ def _values(records: list[dict[str, Any]]) -> set[str]:
 
 
 async def _client(port: int, source: str, ctx: ssl.SSLContext) -> ClientConnection:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """A wss:// client from ``source`` (an address of 127.0.0.0/8, one host, or ``::1``,
+    another) to the relay's address of the same family."""
+    v6 = ":" in source
+    sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((source, 0))
     sock.setblocking(False)
-    await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port)), T(5))
+    target = ("::1" if v6 else "127.0.0.1", port)
+    await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, target), T(5))
     return await asyncio.wait_for(
         connect(f"wss://127.0.0.1:{port}", sock=sock, ssl=ctx, server_hostname="127.0.0.1",
                 proxy=None, compression=None),
@@ -86,22 +90,27 @@ async def _refused(ws: ClientConnection) -> int:
 
 
 async def _connections(port: int, ctx: ssl.SSLContext, relay: Proc) -> None:
-    """relay full, too many from address, an idle client dropped, a silent one shed for
-    a newcomer (limits: 2 and 1 per IP, idle timeout 3 s)."""
+    """too many from one host, relay full, an idle client dropped, a silent one shed for
+    a newcomer (limits: 3 in all, 2 per host, idle timeout 3 s; 127.0.0.0/8 is one host,
+    ::1 another)."""
+    topic = channel("monitor").topic
     idle = await _client(port, "127.0.0.1", ctx)  # never subscribes: dropped as idle
-    assert await _refused(await _client(port, "127.0.0.1", ctx)) == 1013  # 2nd from .1
-    other = await _client(port, "127.0.0.2", ctx)
-    await other.send(encode_subscribe([channel("monitor").topic]))
-    # full, and both are younger than the idle timeout: refused
-    assert await _refused(await _client(port, "127.0.0.3", ctx)) == 1013
+    first = await _client(port, "127.0.0.2", ctx)
+    await first.send(encode_subscribe([topic]))
+    assert await _refused(await _client(port, "127.0.0.3", ctx)) == 1013  # 3rd of the host
+    other = await _client(port, "::1", ctx)
+    await other.send(encode_subscribe([topic]))
+    # full, the hosts within one connection of each other, all younger than the idle
+    # timeout: refused
+    assert await _refused(await _client(port, "::1", ctx)) == 1013
     await asyncio.to_thread(relay.wait_log, "connection_dropped", 20)
-    third = await _client(port, "127.0.0.3", ctx)  # takes the idle one's slot
-    await third.send(encode_subscribe([channel("monitor").topic]))
-    await asyncio.sleep(1.0)  # "other" is now silent for longer than the idle timeout
-    newcomer = await _client(port, "127.0.0.4", ctx)  # full: "other" is shed for it
+    third = await _client(port, "::1", ctx)  # takes the idle one's slot
+    await third.send(encode_subscribe([topic]))
+    await asyncio.sleep(1.0)  # "first" and "other" are now silent for longer than 3 s
+    newcomer = await _client(port, "127.0.0.4", ctx)  # full: a silent one is shed for it
     await asyncio.to_thread(relay.wait_log, "connection_shed", 20)
-    await newcomer.send(encode_subscribe([channel("monitor").topic]))
-    for ws in (idle, other, third, newcomer):
+    await newcomer.send(encode_subscribe([topic]))
+    for ws in (idle, first, other, third, newcomer):
         await ws.close()
 
 
@@ -120,13 +129,14 @@ def test_every_event_and_field_the_deploy_guide_names_is_in_real_log_lines(
     cert, key = issue(ca, tmp_path)
     ctx = ssl.create_default_context(cafile=str(ca.path))
     with running(Cluster(tmp_path)) as c:
+        port = free_port()
         relay = c.start(
-            sdschat("relay", "--port", "0", "--certfile", str(cert), "--keyfile", str(key),
-                    "--stats-interval", "0.5", "--max-clients", "2", "--max-clients-per-ip", "1",
-                    "--idle-timeout", "3"),
+            sdschat("relay", "--host", "127.0.0.1,::1", "--port", str(port), "--certfile",
+                    str(cert), "--keyfile", str(key), "--stats-interval", "0.5",
+                    "--max-clients", "3", "--max-clients-per-ip", "2", "--idle-timeout", "3"),
             "relay", stdin=False,
         )
-        port = int(relay.wait_log("relay_listening")["port"])
+        assert int(relay.wait_log("relay_listening")["port"]) == port
         asyncio.run(_connections(port, ctx, relay))
         # a second relay on the same port cannot start
         busy = subprocess.run(sdschat("relay", "--port", str(port)), cwd=ROOT,

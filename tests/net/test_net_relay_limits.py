@@ -16,14 +16,16 @@ from websockets.exceptions import ConnectionClosed
 
 from net.relay import RelayServer
 from net.relay_frames import encode_subscribe
-from tests.procs import Cluster, running, sdschat
+from tests.procs import Cluster, free_port, running, sdschat
 
 TOPIC = channel("limits").topic
 KEY = channel("limits")
 
 
-async def _non_reader(port: int, *, source: str = "127.0.0.1") -> ClientConnection:
-    """A client with a tiny receive buffer that subscribes and then never reads."""
+async def _non_reader(port: int, *, source: str = "127.0.0.1",
+                      subscribe: bool = True) -> ClientConnection:  # fmt: skip
+    """A client from ``source`` with a tiny receive buffer that subscribes (unless not
+    ``subscribe``) and then never reads."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.bind((source, 0))
@@ -34,7 +36,8 @@ async def _non_reader(port: int, *, source: str = "127.0.0.1") -> ClientConnecti
                 max_size=None),
         T(5),
     )
-    await ws.send(encode_subscribe([TOPIC]))
+    if subscribe:
+        await ws.send(encode_subscribe([TOPIC]))
     return ws
 
 
@@ -149,32 +152,41 @@ def test_memory_budget_disconnects_the_biggest_queues() -> None:
     run(main(), base_timeout=60)
 
 
-def test_max_clients_per_ip_leaves_room_for_other_addresses() -> None:
+def test_max_clients_per_ip_counts_hosts_and_leaves_room_for_other_hosts() -> None:
+    """127.0.0.2 is this machine too: it shares 127.0.0.1's slots (before, every loopback
+    address had slots of its own); ::1 is another host and gets in."""
+
     async def main() -> None:
-        server, log = await start_relay(max_clients=10, max_clients_per_ip=3)
+        port = free_port()
+        server, log = await start_relay(host="127.0.0.1,::1", port=port, max_clients=10,
+                                        max_clients_per_ip=3)  # fmt: skip
         try:
-            mine = [await Peer.open(server.url) for _ in range(3)]
-            for p in mine:
+            mine = [await Peer.open(server.url) for _ in range(2)]
+            mine.append(Peer(await _non_reader(port, source="127.0.0.2")))
+            for p in mine[:2]:
                 await p.subscribe([TOPIC])
-            extra = await Peer.open(server.url)
-            try:
-                await extra.recv_frame()
-                raise AssertionError("a 4th connection from one address was served")
-            except ConnectionClosed as exc:
-                assert exc.rcvd is not None and exc.rcvd.code == 1013
-                assert "address" in exc.rcvd.reason
-            assert server.stats.rejected_per_ip == 1
-            # another address (127.0.0.2 is loopback too) still gets in
-            other = await _non_reader(server.port, source="127.0.0.2")
-            await _subscribed(log, 4)
+            await _subscribed(log, 3)
+            for source in ("127.0.0.1", "127.9.8.7"):
+                extra = Peer(await _non_reader(port, source=source, subscribe=False))
+                try:
+                    for _ in range(3):  # bounded
+                        await extra.recv_frame()
+                    raise AssertionError(f"a 4th connection of 127.0.0.0/8 ({source}) served")
+                except ConnectionClosed as exc:
+                    assert exc.rcvd is not None and exc.rcvd.code == 1013
+                    assert "address" in exc.rcvd.reason
+            assert server.stats.rejected_per_ip == 2
+            # another host (::1) still gets in
+            other = await Peer.open(f"ws://[::1]:{port}")
+            await other.subscribe([TOPIC])
             assert server.connection_count == 4
-            # a slot freed on the first address is usable again
+            # a slot freed on the first host is usable again
             await mine[0].close()
             await log.wait_for("connection_closed", lambda r: r["conn"] == 1)
             again = await Peer.open(server.url)
             await again.subscribe([TOPIC])
             assert server.connection_count == 4
-            other.transport.abort()
+            mine[2].ws.transport.abort()
         finally:
             await server.close()
 
@@ -274,31 +286,33 @@ def test_max_clients_per_ip_zero_is_no_limit() -> None:
 
 
 def test_one_host_cannot_take_every_slot_of_a_relay_process(tmp_path: Path) -> None:
-    """The audit's attack, scaled down: one address opens connections that never
-    subscribe until the relay refuses it; others still get in, and the idle ones are
-    closed after --idle-timeout, freeing the slots."""
+    """The audit's attack, scaled down: one host opens connections that never subscribe,
+    from many of its loopback addresses, until the relay refuses it; another host (::1)
+    still gets in, and the idle ones are closed after --idle-timeout, freeing the slots."""
+    port = free_port()
     with running(Cluster(tmp_path)) as c:
-        relay = c.start(sdschat("relay", "--port", "0", "--stats-interval", "0",
-                                "--max-clients", "40", "--max-clients-per-ip", "16",
-                                "--idle-timeout", "2"), "relay", stdin=False)
-        port = int(relay.wait_log("relay_listening")["port"])
-        url = f"ws://127.0.0.1:{port}"
+        relay = c.start(sdschat("relay", "--host", "127.0.0.1,::1", "--port", str(port),
+                                "--stats-interval", "0", "--max-clients", "40",
+                                "--max-clients-per-ip", "16", "--idle-timeout", "2"),
+                        "relay", stdin=False)  # fmt: skip
+        listening = relay.wait_log("relay_listening")
+        assert listening["addresses"] == [f"127.0.0.1:{port}", f"[::1]:{port}"]
 
         async def main() -> tuple[int, int, int]:
             flood: list[Peer] = []
             refused = 0
-            for _ in range(30):  # bounded: 30 attempts from 127.0.0.1
-                p = await Peer.open(url)
+            for n in range(30):  # bounded: 30 attempts from 10 addresses of 127.0.0.0/8
+                p = Peer(await _non_reader(port, source=f"127.0.{n % 10}.{n // 10 + 2}",
+                                           subscribe=False))  # fmt: skip
                 try:
                     await p.barrier()
                     flood.append(p)
                 except ConnectionClosed as exc:
                     assert exc.rcvd is not None and exc.rcvd.code == 1013
                     refused += 1
-            # someone else, from another address, is served
-            other = await _non_reader(port, source="127.0.0.3")
-            await asyncio.sleep(0.5)
-            assert other.state.name == "OPEN"
+            # someone else, from another host, is served
+            other = await Peer.open(f"ws://[::1]:{port}")
+            await other.subscribe([TOPIC])
             # the flood never subscribed: closed after the idle timeout
             closed = 0
             for p in flood:
@@ -307,10 +321,10 @@ def test_one_host_cannot_take_every_slot_of_a_relay_process(tmp_path: Path) -> N
                         await p.recv_frame(base_timeout=10)
                 except ConnectionClosed:
                     closed += 1
-            again = await Peer.open(url)
+            again = await Peer.open(f"ws://127.0.0.1:{port}")
             await again.subscribe([TOPIC])
             await again.close()
-            other.transport.abort()
+            await other.close()
             return len(flood), refused, closed
 
         served, refused, closed = run(main(), base_timeout=60)
@@ -319,17 +333,29 @@ def test_one_host_cannot_take_every_slot_of_a_relay_process(tmp_path: Path) -> N
         assert sum(r["reason"] == "idle" for r in dropped) >= 16
 
 
-def test_a_host_is_an_ipv4_address_or_an_ipv6_slash_64() -> None:
+def test_a_host_is_an_ipv4_slash_24_all_of_loopback_or_an_ipv6_slash_64() -> None:
+    from net.hosts import HostGrouping
     from net.relay import host_group
 
-    assert host_group("203.0.113.5") == "203.0.113.5"
-    assert host_group("203.0.113.6") != host_group("203.0.113.5")  # IPv4: /32
+    assert host_group("203.0.113.5") == host_group("203.0.113.250") == "203.0.113.0/24"
+    assert host_group("203.0.114.5") != host_group("203.0.113.5")  # the next /24
+    assert host_group("127.0.0.1") == host_group("127.200.3.4") == "127.0.0.0/8"
     a, b = host_group("2001:db8:1:2::1"), host_group("2001:db8:1:2:ffff:1:2:3")
     assert a == b == "2001:db8:1:2::/64"  # one /64 is one host
     assert host_group("2001:db8:1:3::1") != a
-    assert host_group("::ffff:203.0.113.5") == "203.0.113.5"
+    assert host_group("::ffff:203.0.113.5") == "203.0.113.0/24"
+    assert host_group("::ffff:127.0.0.2") == "127.0.0.0/8"
+    assert host_group("::1") == "::/64"  # IPv6 loopback: another address family
     assert host_group("fe80::1%lo") == "fe80::/64"
     assert host_group("?") == "?"
+    exact = HostGrouping(ipv4_prefix=32, ipv6_prefix=128)
+    assert exact.group("203.0.113.5") == "203.0.113.5/32"
+    assert exact.group("127.0.0.2") == "127.0.0.0/8"  # still this machine
+    assert exact.group("2001:db8::1") == "2001:db8::1/128"
+    assert HostGrouping(16, 48).group("198.51.7.9") == "198.51.0.0/16"
+    for bad in ((0, 64), (33, 64), (24, 0), (24, 129)):
+        with pytest.raises(ValueError, match="prefix length"):
+            HostGrouping(*bad)
 
 
 def test_addresses_of_one_ipv6_slash_64_share_the_per_host_limit() -> None:
@@ -372,9 +398,9 @@ def test_a_full_relay_sheds_idle_lone_subscribers_for_newcomers() -> None:
     and chat; connections carrying traffic are never shed."""
 
     async def main() -> None:
-        server, log = await start_relay(max_clients=12, max_clients_per_ip=4, idle_timeout=1.0)
+        server, log = await start_relay(max_clients=12, max_clients_per_ip=16, idle_timeout=1.0)
         try:
-            # two honest members talking, from 127.0.0.1
+            # two honest members talking, from 127.0.0.1 (one host with the squatters)
             a, b = await Peer.open(server.url), await Peer.open(server.url)
             await a.subscribe([TOPIC])
             await b.subscribe([TOPIC])
@@ -397,6 +423,7 @@ def test_a_full_relay_sheds_idle_lone_subscribers_for_newcomers() -> None:
                 assert (await p.recv_frame()).deliver.envelope == env
             shed = log.events("connection_shed")
             assert len(shed) == 2 and all(not r["shared"] for r in shed)
+            assert all(r["rule"] == "idle" for r in shed)
             assert server.stats.dropped["shed"] == 2
             assert server.stats.connections_rejected == 0
             for ws in squatters:

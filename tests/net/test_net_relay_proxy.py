@@ -81,7 +81,7 @@ def test_per_address_limit_counts_clients_behind_a_trusted_proxy() -> None:
             assert not await _served(url, "198.51.100.7, 203.0.113.5")
             # other clients through the same proxy: 4 connections from 127.0.0.1 served
             assert await _served(url, "198.51.100.7")
-            assert await _served(url, "198.51.100.8")
+            assert await _served(url, "192.0.2.8")
             assert server.connection_count == 4 and server.stats.rejected_per_ip == 2
             opened = [r["peer"] for r in log.records if r["event"] == "connection_opened"]
             assert opened[0].startswith("203.0.113.5 via 127.0.0.1:")

@@ -154,6 +154,8 @@ def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
 
 def _cli(args: list[str], cwd: Path = ROOT, timeout: float = 420,
          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    if "--spark-timeout" not in args:  # a loaded machine starts a JVM slowly: not a failure
+        args = [*args, "--spark-timeout", str(int(T(300)))]
     return subprocess.run([sys.executable, "-m", "app.cli", "report", *args], cwd=cwd,
                           env={**_env(), **(env or {})}, capture_output=True, text=True,
                           timeout=T(timeout))
@@ -335,10 +337,85 @@ def _one_line(done: subprocess.CompletedProcess[str], *expected: str) -> str:
 
 def test_a_jvm_that_cannot_start_is_one_line_exit_2(run_dir: Path, tmp_path: Path) -> None:
     """Java's own reason, not a Python traceback (nor Java's words on stdout)."""
-    for flags in (["--driver-memory", "100000g"], ["--conf", "spark.driver.memory=100000g"]):
+    done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--master", "local[1]",
+                 "--driver-memory", "512m",
+                 "--conf", "spark.driver.extraJavaOptions=-Xms4g"], timeout=120)
+    _one_line(done, "the Spark driver JVM could not start",
+              "Initial heap size set to a larger value than the maximum heap size")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_driver_heap_larger_than_the_machine_is_refused_up_front(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """999g on this machine: refused before a JVM starts (Java would start it)."""
+    for flags in (["--driver-memory", "999g"], ["--conf", "spark.driver.memory=999g"]):
         done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--master", "local[1]",
-                     *flags], timeout=120)
-        _one_line(done, "the Spark driver JVM could not start", "Could not reserve enough space")
+                     *flags], timeout=60)
+        _one_line(done, "999g is more than this machine's memory", "GiB")
+    done = subprocess.run([sys.executable, "-m", "app.cli", "report-server", "--port",
+                           str(_free_port()), "--driver-memory", "999g"], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=T(60))
+    assert done.returncode == 2
+    assert "--driver-memory 999g is more than this machine's memory" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_java_home_gives_the_real_reason(run_dir: Path, tmp_path: Path) -> None:
+    """Not spark-class's "CMD: bad array subscript": the java that is not there."""
+    done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--master", "local[1]"],
+                timeout=60, env={"JAVA_HOME": str(tmp_path / "no-java")})
+    _one_line(done, f"JAVA_HOME={tmp_path / 'no-java'}: {tmp_path / 'no-java'}/bin/java: "
+              "No such file or directory")
+    assert "bad array subscript" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture()
+def web_server() -> Iterator[int]:
+    """A real HTTP/1 server on 127.0.0.1 (answers every request with an HTML page, as
+    a Spark web UI does); yields its port."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>Spark Master at spark://127.0.0.1:7077</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_port_that_speaks_http_is_told_before_spark_starts(
+    run_dir: Path, tmp_path: Path, web_server: int
+) -> None:
+    """--master and --remote at a web server's port: one line saying so, with the right
+    advice, before any JVM (the limit is set far beyond the test's own timeout: the old
+    wait for the master could not pass)."""
+    where = f"127.0.0.1:{web_server}"
+    done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--master", f"spark://{where}",
+                 "--spark-timeout", "3600"], timeout=60)
+    _one_line(done, f"{where} is a web server", "not a Spark master's port",
+              "Starting Spark master at")
+    done = _cli([str(run_dir), "--out", str(tmp_path / "r"), "--remote", f"sc://{where}",
+                 "--spark-timeout", "3600"], timeout=60)
+    line = _one_line(done, f"{where} is a web server", "not a Spark Connect server",
+                     "sdschat report-server")
+    assert "--master" not in line  # that advice led into the master's wait
     assert list(tmp_path.iterdir()) == []
 
 
@@ -426,12 +503,14 @@ def test_a_cluster_whose_worker_is_killed_mid_report_fails_in_one_line(
         own.start()
         worker = own.procs[-1]
         out = tmp_path / "r"
+        # the driver's start counts too: on a loaded machine it can take a minute
+        limit = int(T(120))
         proc = _report_proc(million, out, "--master", own.master, "--executor-memory", "512m",
-                            "--spark-timeout", "30")  # the driver's start counts too
+                            "--spark-timeout", str(limit))
         work = tmp_path / "work"
         _wait_state(lambda: any(work.glob("app-*/*/stderr")), "an executor launched", 120)
         os.killpg(worker.pid, signal.SIGKILL)  # the worker and the executor it started
-        _failed_in_one_line(proc, "no Spark task ran for 30 s", own.master, "no executor")
+        _failed_in_one_line(proc, f"no Spark task ran for {limit} s", own.master, "no executor")
         assert not out.exists()
         assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.")]
     finally:

@@ -55,10 +55,11 @@ def test_participants_offline_periods_timeline_and_conditions(
     assert "partition from 5.0 s, never healed: {p000, p001, p002} | {p003, p004, p005}" in html
     assert 'aria-label="timeline"' in html
     # missing and lost side by side, in words
-    assert (f"{c['convergence']['missing_pairs']:,} (participant, message) pairs are missing "
-            "at the end") in html
-    assert "A missing pair never declared lost is one the participant did not know about" in html
-    assert "<em>Missing since</em>: when that participant first" in html
+    assert (f"{c['convergence']['missing_pairs']:,} (participant, message) pairs are never "
+            "received") in html
+    assert "A pair never received and never declared lost is one the participant did not " \
+        "know about" in html
+    assert "<dt>missing since</dt><dd>when the participant first noticed" in html
 
 
 def test_a_duplicate_delivery_is_located(spark: Any, tmp_path: Path) -> None:
@@ -80,7 +81,7 @@ def test_a_duplicate_delivery_is_located(spark: Any, tmp_path: Path) -> None:
     t0 = pc.min(table.filter(pc.is_valid(table["channel"]))["time_ms"]).as_py()
     assert d["first_held_ms"] == rows[i]["time_ms"] - t0
     html = (tmp_path / "report" / "report.html").read_text()
-    assert f"<td>{dup['message_id']}</td>" in html
+    assert f'<td><span title="{dup["message_id"]}">{dup["message_id"][:8]}…</span></td>' in html
 
 
 def test_a_silent_participant_shows_a_silent_period(spark: Any, tmp_path: Path) -> None:
@@ -101,7 +102,8 @@ def test_a_silent_participant_shows_a_silent_period(spark: Any, tmp_path: Path) 
     summary = report(spark, [run], tmp_path / "report")
     silent = channel(summary)["explain"]["participants"]["p001"]["silent"]
     assert len(silent) == 1
-    (a, b), = silent
+    (a, b, heard), = silent
+    assert heard >= 5  # the others' broadcasts it logged nothing of
     assert hole[0] - t0 - 1_000 <= a <= hole[0] - t0 + 1_000
     assert hole[1] - t0 - 1_000 <= b <= hole[1] - t0 + 1_000
 
@@ -133,6 +135,35 @@ def test_no_explain_leaves_the_explanation_out(
         shuffle_partitions=2, driver_memory="1g", no_explain=True)
     assert run_report(args, spark=spark) == 0
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "<h3>Missing messages</h3>" in html
+    assert "<h3>Never received</h3>" in html
     assert "<h3>Participants</h3>" not in html and "<h3>Timeline</h3>" not in html
     assert "report.html" in capsys.readouterr().out
+
+
+def test_the_timeline_draws_each_kind_on_its_own_scale(
+    spark: Any, churned: Path, tmp_path: Path
+) -> None:
+    """Duplicates dropped (tens of thousands in a lossy run) no longer flatten the
+    few sends, notices and repairs: each kind has its own chart whose tallest bar is
+    its own largest bucket, and the duplicates come last, apart."""
+    import re
+
+    from pipeline.html_report import _PANEL_H, timeline_svg
+
+    c = channel(report(spark, [churned], tmp_path / "report"))
+    tl = c["explain"]["timeline"]
+    # more duplicates dropped in a bucket than messages sent: one scale would dwarf them
+    assert max(tl["drops"]["duplicate"]) > max(tl["counts"]["MessageSent"])
+    svg = timeline_svg(c, sorted(c["explain"]["participants"].values(),
+                                 key=lambda p: p["node_id"]))
+    bars: dict[str, list[float]] = {}
+    for height, label in re.findall(r'height="([\d.]+)" fill="#[0-9a-f]+"><title>([^<:]+): ',
+                                    svg):
+        bars.setdefault(label, []).append(float(height))
+    assert {"sent", "noticed missing", "repaired",
+            "duplicates dropped (copies of held messages)"} <= set(bars), bars.keys()
+    for label, heights in bars.items():
+        assert max(heights) == pytest.approx(_PANEL_H), label
+    labels = list(bars)
+    assert labels[-1] == "duplicates dropped (copies of held messages)"
+    assert labels[0] == "sent"

@@ -87,10 +87,10 @@ def test_seq_gaps_and_disagreeing_senders_are_reported(
 def test_missing_detail_is_parquet_and_the_csv_is_the_top(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pipeline.compute
+    import pipeline.causes
 
-    monkeypatch.setattr(pipeline.compute, "CSV_LIMIT", 5)
-    monkeypatch.setattr(pipeline.compute, "LIST_LIMIT", 2)
+    monkeypatch.setattr(pipeline.causes, "CSV_LIMIT", 5)
+    monkeypatch.setattr(pipeline.causes, "LIST_LIMIT", 2)
     run = simulate(tmp_path, "split", participants=4, messages=12, seed=5,
                    partitions=[PartitionSpec(0, None, ((0, 1), (2, 3)))])
     summary = report(spark, [run], tmp_path / "report")

@@ -118,7 +118,8 @@ def test_the_report_renders_with_its_charts_in_chromium(spark: Any, tmp_path: Pa
     assert counts[LANE] > 500, counts
     html = page.read_text()
     for section in ("<h3>Participants</h3>", "<h3>Timeline</h3>", "<h3>Conditions of the run</h3>",
-                    "<h3>Duplicate deliveries</h3>", "<em>Missing since</em>"):
+                    "<h3>Duplicate deliveries</h3>", "<dt>missing since</dt>",
+                    "<h3>What happened to each participant</h3>"):
         assert section in html
     assert "partition from 0.0 s, never healed: {p000, p001} | {p002, p003}" in html
     # and text: most of the page is not one colour

@@ -278,7 +278,7 @@ def test_the_terminal_table_prints_long_run_names_in_full() -> None:
            "convergence": {"converged": True, "missing_pairs": 0},
            "causal_order": {"violations": 0}, "latency_ms": {}, "acknowledgement": {},
            "counts": {"resends": 0, "repairs_sent": 0,
-                      "lost": {"messages_never_received": 0}},
+                      "lost": {"messages": 0}},
            "overhead": {}}
     table = io.StringIO()
     print_table({"channels": [row, {**row, "run": "short"}]}, table)

@@ -54,12 +54,13 @@ def test_idle_sockets_time_out_one_host_is_limited_and_a_refused_catch_up_retrie
         async with StorePeer(cfg, logger=QUIET) as peer:
             for env, _ in items:
                 await peer.ingest(env)
-            # one host may take 4 slots, not all 8
-            squat = [await _idle_socket(peer.port, "127.0.0.2") for _ in range(4)]
-            assert await _close_code(await _idle_socket(peer.port, "127.0.0.2")) == 1013
-            assert peer.stats.rejected_per_ip == 1
-            squat += [await _idle_socket(peer.port, "127.0.0.3") for _ in range(4)]
-            # the store is full of idle sockets: a node's catch-up is refused...
+            # one host may take 4 slots, not all 8; every address of 127.0.0.0/8 is
+            # this machine, one host (before, each address had 4 slots of its own)
+            squat = [await _idle_socket(peer.port, f"127.0.{n}.2") for n in range(4)]
+            for source in ("127.0.0.2", "127.0.9.9", "127.1.2.3"):
+                assert await _close_code(await _idle_socket(peer.port, source)) == 1013
+            assert peer.stats.rejected_per_ip == 3
+            # the host's slots are full of idle sockets: a node's catch-up is refused...
             got: list[bytes] = []
             progress: list[CatchUpProgress] = []
 
@@ -76,7 +77,7 @@ def test_idle_sockets_time_out_one_host_is_limited_and_a_refused_catch_up_retrie
             assert progress[-1].state == "failed", progress
             # ...the idle sockets are closed after the idle timeout (1008)...
             codes = await asyncio.gather(*(_close_code(ws) for ws in squat))
-            assert set(codes) == {1008} and peer.stats.idle_closed == 8
+            assert set(codes) == {1008} and peer.stats.idle_closed == 4
             # ...and the catch-up, retried, completes once slots are free
             for _ in range(1000):  # bounded
                 if len(got) == len(items):
@@ -129,3 +130,37 @@ def test_a_flood_past_max_bytes_is_trimmed_as_it_comes_and_the_file_shrinks(
             assert peer.stats.retention_deleted >= 150
 
     run(main(), 60)
+
+
+def test_twenty_loopback_addresses_are_one_host_at_a_store_process(tmp_path: Path) -> None:
+    """Issue 39 §8 at the store: 20 addresses of 127.0.0.0/8 x 4 query connections to
+    ``sdschat store --max-clients-per-ip 4`` get 4 slots in all (before: 4 each, 80)."""
+    from store_helpers import cluster
+
+    async def flood(port: int) -> list[ClientConnection]:
+        opened = []
+        for a in range(20):
+            for _ in range(4):
+                ws = await _idle_socket(port, f"127.0.{a}.{a + 2}")
+                try:
+                    await asyncio.wait_for(ws.ping(), T(5))
+                    opened.append(ws)
+                except ConnectionClosed:
+                    pass
+        return opened
+
+    with cluster(tmp_path) as c:
+        store, url = c.store(None, tmp_path / "store", topics=(KEY.topic,),
+                             extra=["--max-clients-per-ip", "4", "--idle-timeout", "30"])
+        port = int(url.rsplit(":", 1)[1])
+
+        async def main() -> int:
+            opened = await flood(port)
+            alive = sum(1 for ws in opened if ws.state.name == "OPEN")
+            for ws in opened:
+                ws.transport.abort()
+            return alive
+
+        assert run(main(), 60) == 4
+        rejected = [r for r in store.log_records() if r.get("event") == "query_connection_rejected"]
+        assert rejected and {r["host"] for r in rejected} == {"127.0.0.0/8"}

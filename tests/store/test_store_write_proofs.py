@@ -154,3 +154,77 @@ def test_garbage_through_the_relay_cannot_empty_a_store_with_a_write_key(
         assert store.wait(30) == 0
         final = [r for r in store.log_records() if r.get("event") == "store_stats"][-1]
         assert final["rejected"].get("unproven", 0) >= 290, final
+
+
+async def _wait_counter(sync: StoreSync, name: str, n: int) -> None:
+    for _ in range(1000):  # bounded
+        if sync.counters[name] >= n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{name}: {sync.counters[name]} of {n}: {dict(sync.counters)}")
+
+
+def test_a_members_channel_proves_with_the_epoch_the_store_holds_and_a_removal_cuts(
+    tmp_path: Path,
+) -> None:
+    """A members channel has a key per epoch, and a removed member keeps the keys of the
+    epochs it was in. The store's operator gives it the write key of an epoch after the
+    removal (``--print-write-key --member-dir``); the members' nodes prove with that
+    epoch's key (the store lists its id), and the removed member, holding only earlier
+    epochs, can prove nothing. Before, every node proved with the channel's first epoch
+    key, which the removed member keeps forever (and a store given any later epoch's key
+    refused the honest members)."""
+    from net.store_proof import key_id
+
+    topic = KEY.topic  # one topic for the channel's whole life
+    epochs = [os.urandom(32) for _ in range(3)]  # epoch 2 began when carol was removed
+    w1, w2 = (write_key(k, topic) for k in epochs[1:])
+
+    async def main() -> None:
+        ident = Identity.generate()
+        cfg = StorePeerConfig(tmp_path / "store", topics=(topic,), listen=("127.0.0.1", 0),
+                              stats_interval_s=0, write_keys=((topic, w1), (topic, w2)),
+                              max_age_ms=0)  # fmt: skip
+        async with StorePeer(cfg, logger=QUIET) as peer, StoreClient(peer.url) as client:
+            assert (await client.info()).proven_key_ids == {key_id(w1), key_id(w2)}
+            # a member of epoch 2 (it holds all three keys, oldest first)
+            member = StoreSync(peer.url, deliver=_ignore, data_dir=None)
+            member.start()
+            mine = [sealed(ident, KEY, f"m{i}", i)[0] for i in range(10)]
+            for env in mine:
+                member.offer(epochs, topic, env)
+            await _wait_counter(member, "put_accepted", len(mine))
+            # carol, removed at epoch 2, with her whole data dir: epochs 0 and 1
+            carol = StoreSync(peer.url, deliver=_ignore, data_dir=None)
+            carol.start()
+            hers = [sealed(ident, KEY, f"c{i}", 100 + i)[0] for i in range(3)]
+            for env in hers:
+                carol.offer(epochs[:2], topic, env)
+            await _wait_counter(carol, "put_accepted", len(hers))  # epoch 1 is still listed
+            # the operator drops epoch 1's key: a store given only w2
+            await member.close()
+            await carol.close()
+        cfg = cfg.replace(write_keys=((topic, w2),))
+        async with StorePeer(cfg, logger=QUIET) as peer, StoreClient(peer.url) as client:
+            carol = StoreSync(peer.url, deliver=_ignore, data_dir=None)
+            carol.start()
+            later = [sealed(ident, KEY, f"late{i}", 200 + i)[0] for i in range(3)]
+            for env in later:
+                carol.offer(epochs[:2], topic, env)
+            await _wait_counter(carol, "put_no_key", len(later))  # not even sent
+            assert carol.counters["put_accepted"] == 0
+            # crafting proofs by hand with every key carol holds: refused
+            crafted = [(env, make_proof(write_key(k, topic), topic, env))
+                       for env in later for k in epochs[:2]]  # fmt: skip
+            accepted, refused = await client.put(crafted)
+            assert accepted == 0 and refused == ["bad_proof"] * len(crafted)
+            member = StoreSync(peer.url, deliver=_ignore, data_dir=None)
+            member.start()
+            member.offer(epochs, topic, later[0])  # the same bytes, from a member: kept
+            await _wait_counter(member, "put_accepted", 1)
+            got = {i.envelope for i in (await client.by_time(topic, page_size=100)).items}
+            assert got == set(mine) | set(hers) | {later[0]}
+            await carol.close()
+            await member.close()
+
+    run(main(), 60)

@@ -57,7 +57,7 @@ async def test_a_result_picked_in_the_all_channel_search_is_the_one_shown(
 
         def shown() -> bool:
             nonlocal state
-            state = app._find
+            state = app.finder.state
             return state is not None and state.searched and state.index >= 0
 
         await wait_until(shown, what="the find bar on the picked result")
@@ -263,9 +263,9 @@ async def test_a_deleted_message_is_not_found_and_its_text_leaves_the_disk(
         )
         await pilot.press("ctrl+f")
         await pilot.press(*"swordfish")
-        await wait_until(lambda: app._find is not None and app._find.searched
-                         and app._find.text == "swordfish")  # fmt: skip
-        assert app._find is not None and app._find.results == []
+        await wait_until(lambda: app.finder.state is not None and app.finder.state.searched
+                         and app.finder.state.text == "swordfish")  # fmt: skip
+        assert app.finder.state is not None and app.finder.state.results == []
     for who in ("alice", "bob"):
         for path in (tmp_path / who).rglob("*"):
             if path.is_file():
