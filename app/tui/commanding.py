@@ -362,9 +362,13 @@ class TuiCommands:
     def _peer_lines(self, channel: str | None) -> list[PeerLine]:
         """The peers heard from in ``channel`` as ``/who`` and ``/names`` show them."""
         m, online = self.model, self.online
+        roster = m.roster_of(channel) if channel is not None else None  # members: its names
+        named = (lambda p: roster.name_of(p.sender_id)) if roster is not None else (
+            lambda p: p.name)  # fmt: skip
         return [
-            PeerLine(p.sender_id, str(p.name or m.names.get(p.sender_id) or p.sender_id[:8]),
-                     m.label(p.sender_id, p.name), online.is_online(p.last_seen_ms, p.sender_id),
+            PeerLine(p.sender_id, str(named(p) or m.names.get(p.sender_id) or p.sender_id[:8]),
+                     m.label(p.sender_id, p.name, channel),
+                     online.is_online(p.last_seen_ms, p.sender_id),
                      online.away_text(p.sender_id), p.last_seen_ms, p.messages)
             for p in self.node.peers(channel)
         ]  # fmt: skip
@@ -496,7 +500,7 @@ class TuiCommands:
             if not row.deleted:
                 holders = await self._holders(channel, row)
         return info_text(row, tz=self._tz, me=node.sender_id,
-                         label=lambda sid: self.model.label(sid, None), stored=stored,
+                         label=lambda sid: self.model.label(sid, None, channel), stored=stored,
                          have=have, holders=holders)  # fmt: skip
 
     async def _holders(self, channel: str, row: Row) -> Holders:
