@@ -2323,7 +2323,7 @@ class Node:
                 if preview:
                     preview["recovered"] = self._late.arrived_waiting(
                         ch, ev.message_id, ev.sender_id, preview["lamport"]
-                    )
+                    ) and not (ch in self._members and preview["kind"] in ("member", "keys"))
                 out.events.append(
                     Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
                 )
@@ -2475,6 +2475,8 @@ class Node:
             out.batch.add_event(mark, self._now())  # stored and marked refused
             out.events.append(refused_event(mc, ev.sender_id, [mark]))
         late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
+        if mc is not None and is_control(ev.content):  # membership housekeeping is never
+            late = False  # "late": the chain orders it (a newcomer holds it from its invite)
         out.batch.insert_message(
             StoredMessage(
                 channel=ch,
