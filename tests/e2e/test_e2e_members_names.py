@@ -112,7 +112,7 @@ def test_a_confusable_name_never_labels_a_line_as_another_members(tmp_path: Path
         for wanted in ("alice", HOMOGLYPH, "Alice"):
             errors_before = len(mallory.select("error"))
             mallory.send(f"/nick {wanted}")
-            mallory.wait_for(lambda: len(mallory.select("error")) > errors_before, 20,
+            mallory.wait_for(lambda n=errors_before: len(mallory.select("error")) > n, 20,
                              f"/nick {wanted} refused")  # fmt: skip
             assert "looks like" in mallory.select("error")[-1]["message"]
         mallory.send("first line")
