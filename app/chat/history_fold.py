@@ -43,7 +43,7 @@ def fold(lines: list[LogLine]) -> tuple[ConversationView, list[tuple[LogLine, Vi
 def fold_lines(lines: list[LogLine]) -> list[LogLine]:
     """``lines`` folded (module docstring): one :class:`FoldedLine` per shown item."""
     _view, items = fold(lines)
-    names = {x.sender_id: x.label or x.name for x in lines if x.label or x.name}
+    names = {x.sender_id: str(x.label or x.name) for x in lines if x.label or x.name}
     out: list[LogLine] = []
     for line, item in items:
         out.append(

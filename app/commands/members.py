@@ -214,6 +214,8 @@ async def run_members_command(
         emit(MembersEvent(current, "verify",
                           f"safety number with {label(target, members)}: {number} (the same "
                           f"on both screens? then /verify {who} yes)",
-                          {"member": target.member_id, "number": number,
-                           "emoji": " ".join(emoji)}))  # fmt: skip
+                          {"member": target.member_id, "name": target.name,
+                           "label": label(target, members), "number": number,
+                           "emoji": " ".join(emoji),
+                           "emoji_names": [n for _, n in pairs]}))  # fmt: skip
     return current

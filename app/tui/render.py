@@ -491,8 +491,8 @@ def row_lines(
         arrow = {"join": "-->", "leave": "<--"}.get(row.kind, "--")
         prefix.append(" " * (nick_w - len(arrow)) + arrow, pal.dim)
     else:  # a look-alike's fingerprint goes whole into the text column if need be
-        who = (row.name or row.who) if tag else row.who
-        prefix.append(_nick(who, nick_w), Style(color=color, bold=True))
+        author = (row.name or row.who) if tag else row.who
+        prefix.append(_nick(author, nick_w), Style(color=color, bold=True))
     prefix.append(" │ ", pal.separator)
     if tag:
         prefix.append(tag, Style(color=color, bold=True))

@@ -168,3 +168,70 @@ async def test_bidi_controls_zero_width_and_escapes_show_visibly_and_never_resty
                     assert "red" not in styles and "#ff0000" not in styles, styles
     finally:
         await bob.close()
+
+
+async def test_verify_opens_a_dialog_that_stays_until_confirmed_with_digits_emoji_and_qr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import segno
+
+    from app.members.safety import safety_emoji, safety_number
+    from app.tui.screens.verify import VerifyScreen, qr_lines
+
+    hub = MemoryHub()
+    alice = await start_peer(tmp_path / "alice", hub, "alice", seed=41, channels=())
+    try:
+        await alice.node.create_channel("team")
+        code = await _invite(alice, "team")
+        app = tui(tmp_path / "bob", hub.transport(), name="bob", seed=42, channels=(),
+                  invite=code)  # fmt: skip
+        copied: list[str] = []
+        async with app.run_test(size=(120, 60)) as pilot:
+            await asyncio.wait_for(app.ready.wait(), T(30))
+            await wait_until(lambda: "team" in app.model.channels, what="#team joined")
+            app.switch_to("team")
+            node = app.node
+            assert node is not None
+            monkeypatch.setattr(app, "copy_to_clipboard_osc52", copied.append)
+            a = alice.node.identity
+            number = safety_number(node.identity.public_key, node.sender_id, a.public_key,
+                                   a.sender_id)  # fmt: skip
+            pairs = safety_emoji(node.identity.public_key, node.sender_id, a.public_key,
+                                 a.sender_id)  # fmt: skip
+
+            await type_line(pilot, "/verify alice")
+            await wait_until(lambda: isinstance(app.screen, VerifyScreen), what="the dialog")
+            await pilot.pause()
+            shown = screen_text(app)
+            groups = number.split()
+            for i in range(0, 12, 4):  # the digits, 4 groups to a line
+                assert "  ".join(groups[i : i + 4]) in shown, shown
+            for emoji, name in pairs:  # Matrix's SAS emoji, with their names
+                assert emoji in shown and name in shown, (emoji, name)
+            qr = qr_lines(number.replace(" ", ""))
+            for line in qr[:3]:
+                assert line in shown
+            # the code drawn is the number's: decode the drawn modules back to a matrix
+            expected = segno.make(number.replace(" ", ""), error="m", micro=False)
+            assert len(qr) == (len(expected.matrix) + 4 + 1) // 2
+
+            for key in ("x", "tab", "enter", "q", "f1"):  # nothing else closes it
+                await pilot.press(key)
+                await pilot.pause()
+                assert isinstance(app.screen, VerifyScreen), key
+            await pilot.press("c")
+            await pilot.pause()
+            assert copied == [number]
+            assert "copied (the terminal's clipboard (OSC 52)" in screen_text(app)
+            assert alice.node.sender_id not in node.verified
+            await pilot.press("y")
+            await wait_until(lambda: not isinstance(app.screen, VerifyScreen), what="closed")
+            assert alice.node.sender_id in node.verified
+
+            await type_line(pilot, "/verify alice")  # cancelled: nothing changes
+            await wait_until(lambda: isinstance(app.screen, VerifyScreen), what="again")
+            await pilot.press("escape")
+            await wait_until(lambda: not isinstance(app.screen, VerifyScreen), what="cancel")
+            assert alice.node.sender_id in node.verified  # still, from before
+    finally:
+        await alice.close()
