@@ -192,6 +192,9 @@ async def run_members_command(
         if target.is_admin == (name == "admin"):
             role = "an admin" if target.is_admin else "not an admin"
             raise ValueError(f"{label(target, members)} is {role} already")
+        if name == "unadmin" and sum(1 for m in members if m.is_admin) == 1:
+            raise ValueError(f"{label(target, members)} is the last admin of #{current}: "
+                             "make another member an admin first")  # fmt: skip
         await node.post_content(current, encode_set_role(
             target.member_id, "admin" if name == "admin" else "member"))  # signed as it goes out
     elif name == "verify":
