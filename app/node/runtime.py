@@ -1698,7 +1698,7 @@ class Node:
         for out in change.refused:
             self.counters[f"members_rejected_{out.reason}"] += 1
         self._members_notices(mc)
-        for mid in change.added:
+        for mid in change.added | change.renamed:  # a new name like a verified member's
             member = mc.roster.member(mid)
             twin = None if member is None else self.verified.impersonated(mid, member.name)
             if member is not None and twin is not None:
