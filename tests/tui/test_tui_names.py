@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tui_helpers import T, screen_text, start_peer, texts, tui, type_line, wait_until
+from tui_helpers import Peer, T, screen_text, start_peer, texts, tui, type_line, wait_until
 
 from app.node.events import InviteMade
 from app.node.transport import MemoryHub
@@ -38,6 +41,20 @@ async def _invite(peer: object, channel: str) -> str:
     return made[0].code
 
 
+@asynccontextmanager
+async def _bob_in_team(tmp_path: Path, hub: MemoryHub, alice: Peer, *, seed: int,
+                       size: tuple[int, int] = (110, 32)) -> AsyncIterator[tuple[Any, Any]]:
+    """bob's TUI joined to alice's #team by an invite code, #team on screen."""
+    code = await _invite(alice, "team")
+    app = tui(tmp_path / "bob", hub.transport(), name="bob", seed=seed, channels=(),
+              invite=code)  # fmt: skip
+    async with app.run_test(size=size) as pilot:
+        await asyncio.wait_for(app.ready.wait(), T(30))
+        await wait_until(lambda: "team" in app.model.channels, what="#team joined")
+        app.switch_to("team")
+        yield app, pilot
+
+
 async def test_membership_lines_who_and_a_direct_conversation_show_names_not_ids(
     tmp_path: Path,
 ) -> None:
@@ -46,17 +63,11 @@ async def test_membership_lines_who_and_a_direct_conversation_show_names_not_ids
     dave = await start_peer(tmp_path / "dave", hub, "dave", seed=12, channels=())
     try:
         await alice.node.create_channel("team")
-        # alice's membership lines come before her first chat line
-        await dave.node.join_by_invite(await _invite(alice, "team"), timeout_s=T(20))
-        code = await _invite(alice, "team")
-        app = tui(tmp_path / "bob", hub.transport(), name="bob", seed=13, channels=(),
-                  invite=code)  # fmt: skip
-        async with app.run_test(size=(110, 32)) as pilot:
-            await asyncio.wait_for(app.ready.wait(), T(30))
-            await wait_until(lambda: "team" in app.model.channels, what="#team joined")
-            app.switch_to("team")
+        async with _bob_in_team(tmp_path, hub, alice, seed=13, size=(110, 32)) as (app, pilot):
             node = app.node
             assert node is not None
+            # alice's membership lines, before her first chat line
+            await dave.node.join_by_invite(await _invite(alice, "team"), timeout_s=T(20))
             await wait_until(lambda: "added dave (invite)" in texts(app), what="dave's add")
             await wait_until(lambda: any(p.sender_id == alice.node.sender_id
                                          for p in node.peers("team")), what="alice heard")
@@ -107,13 +118,7 @@ async def test_a_look_alike_member_and_the_real_one_both_carry_fingerprints(
     alice = await start_peer(tmp_path / "alice", hub, "alice", seed=21, channels=())
     try:
         await alice.node.create_channel("team")
-        code = await _invite(alice, "team")
-        app = tui(tmp_path / "bob", hub.transport(), name="bob", seed=22, channels=(),
-                  invite=code)  # fmt: skip
-        async with app.run_test(size=(110, 32)) as pilot:
-            await asyncio.wait_for(app.ready.wait(), T(30))
-            await wait_until(lambda: "team" in app.model.channels, what="#team joined")
-            app.switch_to("team")
+        async with _bob_in_team(tmp_path, hub, alice, seed=22, size=(110, 32)) as (app, pilot):
             await alice.node.send("team", "the real alice")
             await wait_until(lambda: "the real alice" in texts(app), what="alice's line")
             await pilot.pause()
@@ -182,14 +187,8 @@ async def test_verify_opens_a_dialog_that_stays_until_confirmed_with_digits_emoj
     alice = await start_peer(tmp_path / "alice", hub, "alice", seed=41, channels=())
     try:
         await alice.node.create_channel("team")
-        code = await _invite(alice, "team")
-        app = tui(tmp_path / "bob", hub.transport(), name="bob", seed=42, channels=(),
-                  invite=code)  # fmt: skip
         copied: list[str] = []
-        async with app.run_test(size=(120, 60)) as pilot:
-            await asyncio.wait_for(app.ready.wait(), T(30))
-            await wait_until(lambda: "team" in app.model.channels, what="#team joined")
-            app.switch_to("team")
+        async with _bob_in_team(tmp_path, hub, alice, seed=42, size=(120, 60)) as (app, pilot):
             node = app.node
             assert node is not None
             monkeypatch.setattr(app, "copy_to_clipboard_osc52", copied.append)
