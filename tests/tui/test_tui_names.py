@@ -210,9 +210,14 @@ async def test_verify_opens_a_dialog_that_stays_until_confirmed_with_digits_emoj
             qr = qr_lines(number.replace(" ", ""))
             for line in qr[:3]:
                 assert line in shown
-            # the code drawn is the number's: decode the drawn modules back to a matrix
-            expected = segno.make(number.replace(" ", ""), error="m", micro=False)
-            assert len(qr) == (len(expected.matrix) + 4 + 1) // 2
+            # the code drawn is the number's: the drawn half blocks read back, module for
+            # module, as segno's QR code of the digits (with its quiet zone)
+            top = {"█": (1, 1), "▀": (1, 0), "▄": (0, 1), " ": (0, 0)}
+            drawn = [[top[ch][half] for ch in line] for line in qr for half in (0, 1)]
+            expected = [list(row) for row in segno.make(
+                number.replace(" ", ""), error="m", micro=False).matrix_iter(border=2)]
+            assert drawn[: len(expected)] == expected
+            assert not any(m for row in drawn[len(expected) :] for m in row)  # padding row
 
             for key in ("x", "tab", "enter", "q", "f1"):  # nothing else closes it
                 await pilot.press(key)
