@@ -4,6 +4,7 @@ what of a peer's text reaches the terminal (app/names.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import icu  # type: ignore[import-untyped]
 import pytest
@@ -102,3 +103,40 @@ def test_names_hold_no_invisible_characters() -> None:
     # a peer's claimed name keeps them, visibly: never the bare name it imitates
     assert clean_name("al\u200bice") == "al\\u200bice"
     assert clean_name("\x1b[31mbob") == "\\x1b[31mbob"
+
+
+def test_a_public_channels_look_alike_claimed_names_are_labelled_with_fingerprints(
+    tmp_path: Path,
+) -> None:
+    """No roster: a line's name is what it claims, and once a second author claims a name
+    that looks like another's, the node labels both (headless ``label``, log files)."""
+    from app_helpers import MemoryHub, run, start_node, wait_until
+
+    from app.node.events import Delivered
+
+    async def main() -> None:
+        hub = MemoryHub()
+        carol = await start_node(tmp_path / "carol", hub, name="carol")
+        bob = await start_node(tmp_path / "bob", hub, name="bob")
+        fake = await start_node(tmp_path / "fake", hub, name="B\u03bfb")  # Greek omicron
+        try:
+            def got(text: str) -> Delivered | None:
+                return next((e for e in carol.events if isinstance(e, Delivered)
+                             and e.text == text), None)  # fmt: skip
+
+            await bob.node.send("general", "one")
+            await wait_until(lambda: got("one") is not None)
+            first = got("one")
+            assert first is not None and (first.name, first.label) == ("bob", "bob")
+            await fake.node.send("general", "two")
+            await bob.node.send("general", "three")
+            await wait_until(lambda: got("two") is not None and got("three") is not None)
+            two, three = got("two"), got("three")
+            assert two is not None and three is not None
+            assert two.name == "B\u03bfb" and two.label == f"B\u03bfb ({fake.node.sender_id[:8]})"
+            assert three.label == f"bob ({bob.node.sender_id[:8]})"
+        finally:
+            for h in (carol, bob, fake):
+                await h.node.close()
+
+    run(main())
