@@ -175,7 +175,7 @@ def _checker() -> Any:
     return icu.SpoofChecker()
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=32768)
 def name_keys(name: str) -> frozenset[str]:
     """The TR39 skeletons ``name`` is compared by: of the name and of its case folding
     (``Alice`` looks like ``alice``; ``I`` like ``l``, which folding alone would lose),
@@ -239,6 +239,19 @@ class NameBook:
             ids.add(sender_id)
             became = became or len(ids) == 2
         return became
+
+    def use(self, sender_id: str, name: str) -> None:
+        """``sender_id`` uses ``name`` now and its earlier name no more (a roster's rename;
+        :meth:`note` keeps every name an author was seen with)."""
+        old = self._last.get(sender_id)
+        if old is not None and old != name:
+            for key in name_keys(old):
+                ids = self._ids.get(key)
+                if ids is not None:
+                    ids.discard(sender_id)
+                    if not ids:
+                        del self._ids[key]
+        self.note(sender_id, name)
 
     def ids_of(self, name: str) -> set[str]:
         """Every author seen with ``name`` or a name confusable with it."""

@@ -192,7 +192,6 @@ class Roster:
     def take(self, ev: ChainEvent, position: Position) -> Change:
         """Take one decoded chained event or part."""
         self._hash_cache = None
-        self._book = None
         mid = position[1]
         if mid:
             self._ids.add(mid)
@@ -225,8 +224,22 @@ class Roster:
         refused = [self._outcome_of(h) for h in dict.fromkeys(self.chain.changed)
                    if self.chain.outcomes.get(h)]  # fmt: skip
         cuts = self._refresh_cuts()
+        self._names_moved(change, self.chain.resolutions != resolutions)
         return Change(change.added, change.removed, change.share_keys_changed, change.renamed,
                       tuple(refused), cuts)  # fmt: skip
+
+    def _names_moved(self, change: Change, resolved: bool) -> None:
+        """Keep :attr:`names` current: the names added or changed noted (a removal keeps
+        its name: former members count), all made again after a re-resolution."""
+        if self._book is None:
+            return
+        if resolved:
+            self._book = None
+            return
+        for mid in change.added | change.renamed:
+            name = self.name_of(mid)
+            if name is not None:
+                self._book.use(mid, name)
 
     def _take_part(self, ev: ChainEvent) -> Change:
         part = ev.msg.part
@@ -244,6 +257,8 @@ class Roster:
         self.chain.changed = []
         released = self.chain.release()
         change = self._diff_known(None) if released else Change()
+        if released:
+            self._book = None
         cuts = self._refresh_cuts()
         return Change(change.added, change.removed, change.share_keys_changed, change.renamed,
                       (), cuts)
@@ -509,8 +524,9 @@ class Roster:
 
     @property
     def names(self) -> NameBook:
-        """Every member's roster name, current and former, by skeleton (made again after
-        each event taken)."""
+        """Every member's roster name, current and former, by skeleton (kept current as
+        events come: O(1) for an event at the end of the order, made again after a
+        re-resolution)."""
         if self._book is None:
             st = self._state()
             former = st.former.items() if st is not None else ()

@@ -391,6 +391,18 @@ class Replicas(RuleBasedStateMachine):
             state = r.state_hash()
             assert by_events.setdefault(known, state) == state
 
+    @invariant()
+    def labels_follow_the_state(self) -> None:
+        """The look-alike labels a replica keeps as events come are those of its state
+        (current and former members' names) made afresh."""
+        from app.names import NameBook
+
+        for r in self.replicas:
+            st = r.chain.state
+            fresh = NameBook([*st.former.items(), *((m, x.name) for m, x in st.members.items())])
+            for mid in [*st.members, *st.former]:
+                assert r.label_of(mid) == fresh.label(r.name_of(mid), mid)
+
     def teardown(self) -> None:
         if hasattr(self, "replicas"):
             self.repair_everything_late()
