@@ -91,6 +91,7 @@ from typing import Any, TypeVar
 
 import sds
 from app import AppError
+from app.chat.authors import Authors, authored
 from app.chat.content import decode_content
 from app.chat.file_quota import (
     DEFAULT_CHANNEL_FILE_BYTES,
@@ -614,6 +615,8 @@ class Node:
         self._own_typed: dict[tuple[str, str], bytes] = {}
         self._failed: list[tuple[str, str, bytes]] = []
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
+        self.authors = Authors()
+        """Who wrote what, as the events label it (app/chat/authors.py)."""
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self._files = FileQuota(  # app/chat/file_quota.py
             self.options.file_quota_bytes, store.data_dir / LEDGER_FILE,
@@ -1695,7 +1698,7 @@ class Node:
         for out in change.refused:
             self.counters[f"members_rejected_{out.reason}"] += 1
         self._members_notices(mc)
-        for mid in change.added:
+        for mid in change.added | change.renamed:  # a new name like a verified member's
             member = mc.roster.member(mid)
             twin = None if member is None else self.verified.impersonated(mid, member.name)
             if member is not None and twin is not None:
@@ -1707,7 +1710,8 @@ class Node:
         if change:
             self._emit(MembersEvent(mc.channel, "changed", "the member list changed", {
                 "added": sorted(change.added), "removed": sorted(change.removed),
-                "rekeyed": sorted(change.share_keys_changed), "members": len(mc.roster)}))
+                "rekeyed": sorted(change.share_keys_changed),
+                "renamed": sorted(change.renamed), "members": len(mc.roster)}))
         while mc.direct_offers:  # a direct invite to us (MembersChannel.on_control)
             inviter, sealed = mc.direct_offers.pop(0)
             plain = mc.group_keys.open_sealed(sealed)
@@ -1947,6 +1951,20 @@ class Node:
                     refusal = make_join_refused(invite, request, self.identity, "used",
                                                 self._now())  # fmt: skip
                     await self._publish(wrap(topic, refusal))
+                    return
+                clash = mc.roster.confusable_with(request.name, request.sender_id)
+                if clash:  # a look-alike of a member's name is no name to admit (app/names.py)
+                    refusal = make_join_refused(invite, request, self.identity, "name_taken",
+                                                self._now())  # fmt: skip
+                    await self._publish(wrap(topic, refusal))
+                    self.counters["invite_refused_name_taken"] += 1
+                    self._emit(MembersEvent(invite.channel, "rejected",
+                        f"a newcomer ({request.sender_id[:8]}) asked to join as "
+                        f"{request.name!r}, which looks like "
+                        f"{mc.roster.label_of(clash[0].member_id)}'s name: refused (the code "
+                        "still works for another name)",
+                        {"member": request.sender_id, "name": request.name,
+                         "like": clash[0].member_id, "reason": "name_taken"}))  # fmt: skip
                     return
                 member = MemberInfo(request.identity_key, request.x25519_key, request.name)
                 await self.post_content(invite.channel,
@@ -2305,7 +2323,7 @@ class Node:
                 if preview:
                     preview["recovered"] = self._late.arrived_waiting(
                         ch, ev.message_id, ev.sender_id, preview["lamport"]
-                    )
+                    ) and not (ch in self._members and preview["kind"] in ("member", "keys"))
                 out.events.append(
                     Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
                 )
@@ -2370,7 +2388,8 @@ class Node:
             return {}
         if pb.message_id != mid or not pb.content:
             return {}
-        content = decode_content(pb.content)
+        mc = self._members.get(ch)  # a members channel: the roster's name (app/chat/authors.py)
+        content = authored(pb.content, pb.sender_id, mc.roster if mc is not None else None)
         return {
             "lamport": pb.lamport_timestamp,
             "name": content.name,
@@ -2456,6 +2475,8 @@ class Node:
             out.batch.add_event(mark, self._now())  # stored and marked refused
             out.events.append(refused_event(mc, ev.sender_id, [mark]))
         late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
+        if mc is not None and is_control(ev.content):  # membership housekeeping is never
+            late = False  # "late": the chain orders it (a newcomer holds it from its invite)
         out.batch.insert_message(
             StoredMessage(
                 channel=ch,
@@ -2472,7 +2493,10 @@ class Node:
                 missing_before=ev.missing_before,
             )
         )
-        content = decode_content(kept)
+        roster = mc.roster if mc is not None else None  # the roster's names (app/chat/authors.py)
+        content = authored(kept, ev.sender_id, roster)
+        if roster is None:
+            self.authors.note(ch, ev.sender_id, content.name)
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
         odd = implausible_time(ev.lamport, self._lamports.newest_of(ch, ev.causal_history))
         self._lamports.remember(ch, mid, ev.lamport)
@@ -2489,6 +2513,7 @@ class Node:
             ev.was_lost,
             recovered=late,
             implausible_time=odd,
+            label=self.authors.label(ch, ev.sender_id, content.name, roster),
         )
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
