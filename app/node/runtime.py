@@ -83,18 +83,15 @@ import contextlib
 import logging
 import random
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app import AppError
 from app.chat.content import decode_content
 from app.chat.file_quota import (
-    DEFAULT_CHANNEL_FILE_BYTES,
-    DEFAULT_FILE_QUOTA_BYTES,
     LEDGER_FILE,
     FileQuota,
 )
@@ -147,6 +144,7 @@ from app.node.clock_guard import (
 from app.node.db_pages import page_size_for
 from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
 from app.node.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
+from app.node.errors import IdentityMismatchError, NodeClosedError, PassphraseMismatchError
 from app.node.events import (
     CatchUp,
     ChannelJoined,
@@ -171,15 +169,35 @@ from app.node.events import (
     Ready,
     Rejected,
 )
+from app.node.inbox import (
+    Barrier,
+    Call,
+    EnvelopeIn,
+    Inbox,
+    Item,
+    Pending,
+    SaveState,
+    Send,
+    Stop,
+    Tick,
+    release_barriers,
+)
 from app.node.late_arrivals import LateArrivals
 from app.node.members_glue import drain_notices, mark_outside_cut, refused_event
+from app.node.round import Receiving, Round, coalesce_lost
+from app.node.settings import (
+    DEFAULT_STATE_SAVE_MS,
+    IDENTITY_FILE,
+    STATE_SAVE_COST_FACTOR,
+    ChannelInfo,
+    NodeOptions,
+    wall_ms,
+)
 from app.node.state_reconcile import reconcile_state
 from app.node.transport import Transport, TransportStatus
 from app.node.unheard import UnheardLines, nobody_heard
 from net.channel_key import (
-    DEFAULT_KDF,
     ChannelKey,
-    KdfParams,
     check_channel_name,
     derive_channel_key,
 )
@@ -209,282 +227,23 @@ from storage import (
     StoredMessage,
 )
 from storage import Identity as StoredIdentity
-from storage.schema import DEFAULT_RECENT_WINDOW
 
 __all__ = [
+    "DEFAULT_STATE_SAVE_MS",
+    "IDENTITY_FILE",
     "ChannelInfo",
     "IdentityMismatchError",
     "Node",
     "NodeClosedError",
     "NodeOptions",
     "PassphraseMismatchError",
+    "peer_lines",
     "wall_ms",
 ]
 
 logger = logging.getLogger("sdschat.node")
 
 T = TypeVar("T")
-
-DEFAULT_STATE_SAVE_MS = 2000
-"""Default least interval between two saves of the exported core state.
-
-The saved state only shortens the reconciliation at start
-(:mod:`app.node.state_reconcile` rebuilds the window, clock and outgoing buffer
-from the message log, which every round commits), so saving it more often
-buys little: at 200 ms a node at 25 msg/s spent about a fifth of its CPU
-exporting, encoding and writing its state (``bench/e2e_latency.py``).
-"""
-
-STATE_SAVE_COST_FACTOR = 100
-"""The state-save interval is at least this many times the last export's duration.
-
-Exporting is O(log window) (4.5 ms at 1,500 entries, 40 ms at 10,000) and
-blocks the round that carries it; the saved state only shortens the
-reconciliation at start (:mod:`app.node.state_reconcile` rebuilds the rest from
-storage), so it need not be fresher than that."""
-
-IDENTITY_FILE = "identity.pem"
-"""Name of the identity key file inside a data directory."""
-
-
-def wall_ms() -> int:
-    """Wall-clock milliseconds (the core's ``now_ms``; also seeds Lamport clocks)."""
-    return time.time_ns() // 1_000_000
-
-
-class NodeClosedError(AppError, RuntimeError):
-    """The node is closing or closed."""
-
-
-class PassphraseMismatchError(AppError, ValueError):
-    """The channel was joined in this data directory with another passphrase (other topic)."""
-
-
-class IdentityMismatchError(AppError, RuntimeError):
-    """The identity key file does not match the identity this database belongs to."""
-
-
-@dataclass(frozen=True)
-class NodeOptions:
-    """Tunables of a :class:`Node` (protocol timings live in ``config``).
-
-    Attributes:
-        config: the SDS protocol configuration (``sds.Config.fast()`` for demos).
-        state_save_interval_ms: least time between two saves of the exported
-            core state (it is also saved at shutdown). The interval grows to
-            ``STATE_SAVE_COST_FACTOR`` (100) times the last export's duration when
-            exporting is slow, so exports take at most ~1% of the node's time.
-        max_round: inputs handled per round (one storage commit per round).
-        max_queued_envelopes: received envelopes waiting for the worker; beyond
-            it the transport is made to wait (backpressure).
-        envelope_cache: recent envelopes kept in memory for resends/repairs.
-        waiting_envelope_cache: envelopes of received messages still waiting for
-            dependencies (stored with the message when it is delivered; one evicted
-            here is stored without its envelope and cannot be served for repair).
-        publish_rate, publish_burst: token bucket for publishing (the relay
-            disconnects clients that exceed its rate: 200 frames/s by default).
-        republish_cap: at most this many unacknowledged own messages (the most
-            recent) are republished per channel on each (re)connection.
-        kdf: Argon2id parameters of channel keys (``TEST_KDF`` in unit tests only).
-        clock: wall-clock milliseconds (injectable for tests).
-        rng: randomness for the core (sync jitter, ids).
-        store_url: a store peer (``sdschat store``) to catch up from and to fetch
-            missing dependencies from (:mod:`net.store_sync`); see :meth:`Node.use_store`.
-        recent_window: how many of each channel's newest messages keep their
-            envelope and causal history in storage (repair answers, export);
-            older ones keep a compact row (:class:`storage.batch.RecentWindow`).
-        new_history: start a new, empty history when the database is missing but
-            the identity key file is there (``--new-history``); refused otherwise.
-        inline_commit_messages: a round's batch of at most this many messages
-            (and no exported core state) is committed on the loop's thread
-            (:meth:`storage.Store.commit_batch_now`) instead of aiosqlite's: the
-            two thread switches cost more latency than the small commit; larger
-            rounds (a catch-up) overlap their commit with the next round. 0: never.
-        nobody_heard_ms: after the first join of a passphrase channel, how long to wait
-            for anyone to be heard before saying so (a mistyped passphrase makes a
-            different, empty channel).
-        file_quota_bytes: file segment bytes kept per sender and channel (across restarts);
-            beyond it (and for files above the 16 MiB limit) segments are stored as
-            empty placeholders (:mod:`app.chat.file_quota`).
-        file_channel_bytes: file segment bytes held per public or passphrase channel, all
-            senders together; beyond it the biggest holder's oldest file is emptied
-            (:mod:`app.chat.file_quota`). Members channels are not capped (only admitted
-            members send; each has the per-sender quota).
-    """
-
-    config: sds.Config = field(default_factory=sds.Config)
-    state_save_interval_ms: int = DEFAULT_STATE_SAVE_MS
-    max_round: int = 256
-    max_queued_envelopes: int = 4096
-    envelope_cache: int = 512
-    waiting_envelope_cache: int = 1024
-    publish_rate: float = 160.0
-    publish_burst: int = 320
-    republish_cap: int = 512
-    kdf: KdfParams = DEFAULT_KDF
-    clock: Callable[[], int] = wall_ms
-    rng: random.Random | None = None
-    store_url: str | None = None
-    recent_window: int = DEFAULT_RECENT_WINDOW
-    new_history: bool = False
-    inline_commit_messages: int = 8
-    nobody_heard_ms: int = 8000
-    file_quota_bytes: int = DEFAULT_FILE_QUOTA_BYTES
-    file_channel_bytes: int = DEFAULT_CHANNEL_FILE_BYTES
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelInfo:
-    """A joined channel."""
-
-    name: str
-    key: ChannelKey
-    public: bool
-    topic: bytes
-
-
-# ----------------------------------------------------------------- worker inputs
-
-
-@dataclass(slots=True)
-class _Send:
-    channel: str
-    content: bytes
-    text: str
-    kind: str
-    future: asyncio.Future[int]
-    local_id: int | None = None
-
-
-@dataclass(slots=True)
-class _Pending:
-    channel: str
-    content: bytes
-    local_id: int
-
-
-@dataclass(slots=True)
-class _Envelope:
-    data: bytes
-
-
-@dataclass(slots=True)
-class _Barrier:
-    """Resolved once the round holding it has committed (the worker does not wait)."""
-
-    future: asyncio.Future[None]
-
-
-@dataclass(slots=True)
-class _Tick:
-    pass
-
-
-@dataclass(slots=True)
-class _SaveState:
-    pass
-
-
-@dataclass(slots=True)
-class _Call:
-    fn: Callable[[], Awaitable[Any]]
-    future: asyncio.Future[Any]
-
-
-@dataclass(slots=True)
-class _Stop:
-    pass
-
-
-_Item = _Send | _Pending | _Envelope | _Tick | _SaveState | _Call | _Barrier | _Stop
-
-
-class _Inbox:
-    """FIFO of worker inputs; received envelopes are bounded (their producer waits)."""
-
-    def __init__(self, max_envelopes: int) -> None:
-        self._items: deque[_Item] = deque()
-        self._wake = asyncio.Event()
-        self._space = asyncio.Event()
-        self._space.set()
-        self._envelopes = 0
-        self._max = max_envelopes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def put(self, item: _Item) -> None:
-        self._items.append(item)
-        self._wake.set()
-
-    def put_front(self, items: Sequence[_Item]) -> None:
-        self._items.extendleft(reversed(items))
-        self._wake.set()
-
-    def requeue_envelopes(self, envelopes: Sequence[bytes]) -> None:
-        """Envelopes to receive again first (a members channel's held messages)."""
-        self._envelopes += len(envelopes)
-        self.put_front([_Envelope(e) for e in envelopes])
-    def put_envelope_now(self, item: _Envelope) -> None:
-        """An envelope the node itself gives back (held ones): counted, never waits."""
-        self._envelopes += 1
-        self.put(item)
-
-    async def put_envelope(self, item: _Envelope) -> None:
-        while self._envelopes >= self._max:  # bounded: woken when the worker takes some
-            self._space.clear()
-            await self._space.wait()
-        self._envelopes += 1
-        self.put(item)
-
-    async def take(self, limit: int) -> list[_Item]:
-        while not self._items:  # bounded: woken by put
-            self._wake.clear()
-            await self._wake.wait()
-        out: list[_Item] = []
-        while self._items and len(out) < limit:
-            item = self._items.popleft()
-            if isinstance(item, _Envelope):
-                self._envelopes -= 1
-            out.append(item)
-        if self._envelopes < self._max:
-            self._space.set()
-        return out
-
-
-@dataclass(slots=True)
-class _Receiving:
-    """The envelope whose SDS bytes the core is processing right now."""
-
-    hash: bytes
-    envelope: bytes
-    sds_bytes: bytes
-    consumed: bool = False  # delivered at once: its envelope went with the message
-    settled: bool = False  # sync, ephemeral or dropped: nothing will wait for it
-
-
-@dataclass(slots=True)
-class _Round:
-    """What one round produced, to commit and then publish."""
-
-    batch: Batch = field(default_factory=Batch)
-    events: list[NodeEvent] = field(default_factory=list)
-    delivered: list[tuple[str, str, Delivered]] = field(default_factory=list)
-    own_new: list[tuple[str, str, bytes]] = field(default_factory=list)
-    publish: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-    need_envelope: list[tuple[str, str, str]] = field(default_factory=list)
-    missing: dict[str, set[str]] = field(default_factory=dict)
-    repair_needed: dict[str, set[str]] = field(default_factory=dict)
-    local_id: int | None = None
-    typed_at: int | None = None  # the line being produced is new: recorded in one step
-    typed: list[_Send] = field(default_factory=list)  # futures resolved after the commit
-    current: _Receiving | None = None  # the envelope being received
-    core_called: bool = False
-    received: list[bytes] = field(default_factory=list)  # envelope hashes taken in
-    # members channels' read marks at this round's state save: their keys go once it
-    # is committed (GroupKeys.read_marks / forget_read)
-    read_marks: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
-
 
 #: Drops that do not discard the message being received (a bad filter is only
 #: ignored for acks; a buffer eviction concerns an older waiting message).
@@ -498,32 +257,6 @@ _NOT_FATAL_DROPS = frozenset(
 
 #: Stored messages read at join to seed the late-arrival rule (the TUI's first page).
 _SEED_PAGE = 200
-
-
-def _coalesce_lost(events: list[NodeEvent]) -> list[NodeEvent]:
-    """One :class:`Lost` per channel per round, at the place of its first one, listing
-    every id given up in the round (the core reports them one by one)."""
-    firsts: dict[str, int] = {}
-    ids: dict[str, list[str]] = {}
-    waiting: dict[str, dict[str, None]] = {}
-    out: list[NodeEvent] = []
-    for ev in events:
-        if not isinstance(ev, Lost):
-            out.append(ev)
-            continue
-        if ev.channel not in firsts:
-            firsts[ev.channel] = len(out)
-            out.append(ev)
-            ids[ev.channel] = []
-            waiting[ev.channel] = {}
-        ids[ev.channel].extend(ev.message_ids or (ev.message_id,))
-        waiting[ev.channel].update(dict.fromkeys(ev.waiting))
-    for ch, at in firsts.items():
-        first = out[at]
-        assert isinstance(first, Lost)
-        if len(ids[ch]) > 1:
-            out[at] = Lost(ch, first.message_id, tuple(waiting[ch]), tuple(ids[ch]), first.ts)
-    return out
 
 
 #: Drops of a message the core will accept later (our clock caught up, the
@@ -636,7 +369,7 @@ class Node:
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
-        self._inbox: _Inbox | None = None
+        self._inbox: Inbox | None = None
         self._worker: asyncio.Task[None] | None = None
         self._tail: asyncio.Task[None] | None = None
         """The previous round's commit-emit-publish, running while the next round is
@@ -758,7 +491,7 @@ class Node:
         self._started = True
         if not self._next_local_id:  # constructed without open()
             self._next_local_id = await self.store.next_local_id()
-        self._inbox = _Inbox(self.options.max_queued_envelopes)
+        self._inbox = Inbox(self.options.max_queued_envelopes)
         self._worker = asyncio.create_task(self._run(), name="sdschat-node")
         self.transport.start(self._on_envelope, self._on_status)
         self._emit(Ready(self.sender_id, self.name, str(self.store.data_dir)))
@@ -798,7 +531,7 @@ class Node:
         if self._inbox is None:
             future.set_result(None)
         else:
-            self._inbox.put(_Barrier(future))
+            self._inbox.put(Barrier(future))
         return future
 
     def _on_catch_up(self, p: CatchUpProgress) -> None:
@@ -828,7 +561,7 @@ class Node:
                 async with asyncio.timeout(timeout):
                     await self.transport.close()
             if worker is not None and self._inbox is not None:
-                self._inbox.put(_Stop())
+                self._inbox.put(Stop())
                 try:
                     async with asyncio.timeout(timeout):
                         await asyncio.shield(worker)
@@ -1011,7 +744,7 @@ class Node:
             raise ValueError(f"message is {len(content)} bytes encoded; the limit is {limit}")
         assert self._inbox is not None
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._inbox.put(_Send(channel, content, text, kind, future))
+        self._inbox.put(Send(channel, content, text, kind, future))
         return future
 
     def post_content(self, channel: str, content: bytes) -> asyncio.Future[int]:
@@ -1032,7 +765,7 @@ class Node:
         summary = decode_content(content)
         assert self._inbox is not None
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._inbox.put(_Send(channel, content, summary.text, summary.kind, future))
+        self._inbox.put(Send(channel, content, summary.text, summary.kind, future))
         return future
 
     async def post_contents(self, channel: str, contents: Sequence[bytes]) -> list[int]:
@@ -1070,7 +803,7 @@ class Node:
             self._next_local_id = first + len(parts)
             assert self._inbox is not None
             for local_id, content in zip(ids, parts, strict=True):
-                self._inbox.put(_Pending(channel, content, local_id))
+                self._inbox.put(Pending(channel, content, local_id))
             return ids
 
         return await self._call_in_worker(enqueue)
@@ -1175,7 +908,7 @@ class Node:
         """Run ``fn`` inside the worker, between rounds (serialised with the core)."""
         assert self._inbox is not None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inbox.put(_Call(fn, future))
+        self._inbox.put(Call(fn, future))
         result: T = await future
         return result
 
@@ -1189,7 +922,7 @@ class Node:
     async def _on_envelope(self, data: bytes) -> None:
         if self._inbox is None or self._closed:
             return
-        await self._inbox.put_envelope(_Envelope(bytes(data)))
+        await self._inbox.put_envelope(EnvelopeIn(bytes(data)))
 
     def _on_status(self, status: TransportStatus) -> None:
         was = self._connected
@@ -1199,8 +932,8 @@ class Node:
         self._emit(ConnectionChanged(status.state, status.reason, status.retry_in, status.attempt))
         if self._connected and not was and self._inbox is not None and not self._closing:
             loop = asyncio.get_running_loop()
-            self._inbox.put(_Call(self._republish_outgoing, loop.create_future()))
-            self._inbox.put(_Tick())
+            self._inbox.put(Call(self._republish_outgoing, loop.create_future()))
+            self._inbox.put(Tick())
             if self.store_sync is not None:  # what was missed while away
                 for info in self._channels.values():
                     self.store_sync.catch_up_soon(info.name, info.topic)
@@ -1238,7 +971,7 @@ class Node:
         self._timer_at = None
         if self._inbox is not None and not self._tick_queued:
             self._tick_queued = True
-            self._inbox.put(_Tick())
+            self._inbox.put(Tick())
 
     def _arm_state_save(self) -> None:
         if not self._state_dirty or self._save_timer is not None or self._closed:
@@ -1249,7 +982,7 @@ class Node:
         def fire() -> None:
             self._save_timer = None
             if self._inbox is not None:
-                self._inbox.put(_SaveState())
+                self._inbox.put(SaveState())
 
         self._save_timer = asyncio.get_running_loop().call_later(delay, fire)
 
@@ -1266,16 +999,16 @@ class Node:
     async def _run_rounds(self) -> None:
         assert self._inbox is not None
         inbox = self._inbox
-        while True:  # ends at _Stop
+        while True:  # ends at Stop
             items = await inbox.take(self.options.max_round)
-            normal: list[_Item] = []
+            normal: list[Item] = []
             for item in items:
-                if isinstance(item, _Stop):
+                if isinstance(item, Stop):
                     if normal:
                         await self._safe_round(normal)
                     await self._finish_tail()
                     return
-                if isinstance(item, _Call):
+                if isinstance(item, Call):
                     if normal:
                         await self._safe_round(normal)
                         normal = []
@@ -1297,7 +1030,7 @@ class Node:
         logger.error("node round failed", exc_info=exc)
         self._emit(NodeError(f"internal error: {type(exc).__name__}: {exc}"))
 
-    async def _safe_round(self, items: list[_Item]) -> None:
+    async def _safe_round(self, items: list[Item]) -> None:
         """Work out one round, then hand its commit to SQLite's thread and return.
 
         A round is: the core calls for its items (in memory), then ONE storage
@@ -1339,7 +1072,7 @@ class Node:
     async def _round_now(self) -> None:
         """A round with no items (the core's pending events, carried own states, a state
         save), committed, emitted and published before returning: for join and leave,
-        which run between rounds (a ``_Call``: every earlier round is committed)."""
+        which run between rounds (a ``Call``: every earlier round is committed)."""
         await self._finish_tail()
         out = await self._round([])
         await self._finish_round(out, [])
@@ -1348,12 +1081,12 @@ class Node:
         # waited for someone else's envelope before running any of them.
         self._rearm()
 
-    def _round_failed(self, exc: Exception, items: Sequence[_Item]) -> None:
+    def _round_failed(self, exc: Exception, items: Sequence[Item]) -> None:
         self._internal_error(exc)
         for item in items:
-            if isinstance(item, _Send) and not item.future.done():
+            if isinstance(item, Send) and not item.future.done():
                 item.future.set_exception(exc)
-        _release_barriers(items)
+        release_barriers(items)
 
     async def _finish_tail(self) -> None:
         """Wait for the previous round's commit, events and publishing."""
@@ -1361,7 +1094,7 @@ class Node:
         if tail is not None:
             await tail
 
-    async def _finish_round(self, out: _Round, items: Sequence[_Item]) -> None:
+    async def _finish_round(self, out: Round, items: Sequence[Item]) -> None:
         try:
             try:
                 await self._commit(out)
@@ -1375,9 +1108,9 @@ class Node:
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
                     it.future.set_result(it.local_id)
-            for ev in _coalesce_lost(out.events):
+            for ev in coalesce_lost(out.events):
                 self._emit(ev)
-            _release_barriers(items)
+            release_barriers(items)
             await self._publish_round(out)
         except Exception as exc:
             self._round_failed(exc, items)
@@ -1399,30 +1132,30 @@ class Node:
             except StorageError as exc:  # the deletion stands; its text stays on disk
                 self._emit(NodeError(f"could not erase a deleted message's text: {exc}"))
 
-    async def _round(self, items: Sequence[_Item]) -> _Round:
+    async def _round(self, items: Sequence[Item]) -> Round:
         """The core calls of one round; returns it with its batch ready to commit."""
-        out = _Round()
+        out = Round()
         save_requested = False
         now = self._now()
         for item in items:
-            if isinstance(item, _Envelope):
+            if isinstance(item, EnvelopeIn):
                 try:
                     self._receive(item.data, now, out)
                 except Exception as exc:  # a bug met by one envelope: keep the others
                     out.current = None
                     self.counters["receive_errors"] += 1
                     self._internal_error(exc)
-            elif isinstance(item, _Send):
+            elif isinstance(item, Send):
                 self._send_typed(item, now, out)
-            elif isinstance(item, _Pending):
+            elif isinstance(item, Pending):
                 self._core_send(item.channel, item.content, item.local_id, now, out)
-            elif isinstance(item, _Tick):
+            elif isinstance(item, Tick):
                 self._tick_queued = False
                 if self._connected:
                     self._participant.handle_timer(now)
                     out.core_called = True
                     self._drain(now, out)
-            elif isinstance(item, _SaveState):
+            elif isinstance(item, SaveState):
                 save_requested = True
         self._drain(now, out)
         await self._follow_ups(now, out)
@@ -1434,7 +1167,7 @@ class Node:
         self._complete_batch(out, now, force_state=save_requested)
         return out
 
-    def _send_typed(self, it: _Send, now: int, out: _Round) -> None:
+    def _send_typed(self, it: Send, now: int, out: Round) -> None:
         """A typed line: numbered here, produced by the core, and recorded together with
         its message in the round's ONE fsynced commit (``Batch.record_typed``); its
         future and its ``queued`` event follow that commit, its envelope after them.
@@ -1457,7 +1190,7 @@ class Node:
     # ------------------------------------------------------------------ core calls
 
     def _core_send(
-        self, channel: str, content: bytes, local_id: int, now: int, out: _Round
+        self, channel: str, content: bytes, local_id: int, now: int, out: Round
     ) -> None:
         if channel not in self._channels:
             self._emit(NodeError(f"line {local_id} is for channel {channel!r}, not joined"))
@@ -1478,13 +1211,13 @@ class Node:
         self._drain(now, out)
         out.local_id = None
 
-    def _reject(self, reason: str, channel: str | None, detail: str, out: _Round) -> None:
+    def _reject(self, reason: str, channel: str | None, detail: str, out: Round) -> None:
         key = f"rejected_{reason}"
         self.counters[key] += 1
         out.events.append(Rejected(reason, channel, detail, self.counters[key]))
 
     def _receive(
-        self, data: bytes, now: int, out: _Round, carried_on: bytes | None = None
+        self, data: bytes, now: int, out: Round, carried_on: bytes | None = None
     ) -> None:
         """One envelope, as delivered, or carried by an envelope of topic ``carried_on``."""
         if carried_on is None:
@@ -1562,7 +1295,7 @@ class Node:
         held = carried_on is not None and pb0 is not None and core.holds(pb0.message_id)
         if held:
             self.counters["carried_duplicates"] += 1
-        current = out.current = _Receiving(opened.envelope_hash, data, opened.sds_bytes)
+        current = out.current = Receiving(opened.envelope_hash, data, opened.sds_bytes)
         carried = carried_on is not None
         if opened.sds_message is not None:  # decoded once, by open_envelope
             if id_content is None:
@@ -1587,7 +1320,7 @@ class Node:
                 cache.popitem(last=False)
 
     def _seen(
-        self, channel: str, sender_id: str, name: str | None, now: int, out: _Round, content: bool
+        self, channel: str, sender_id: str, name: str | None, now: int, out: Round, content: bool
     ) -> None:
         peer = self._peers.get(sender_id)
         first = peer is None or channel not in peer.channels
@@ -1605,7 +1338,7 @@ class Node:
         if self._unheard and sender_id != self.sender_id:  # someone is back: the same bytes
             out.need_envelope.extend((channel, m, "unheard") for m in self._unheard.heard(channel))
 
-    def _wait_for_listeners(self, ev: sds.MessageSendFailed, now: int, out: _Round) -> bool:
+    def _wait_for_listeners(self, ev: sds.MessageSendFailed, now: int, out: Round) -> bool:
         """A message given up on while nobody else was heard in its channel: keep it
         as sent, to publish again when someone is (app/node/unheard.py); whether it was."""
         ch, mid = ev.channel_id, ev.message_id
@@ -1647,7 +1380,7 @@ class Node:
         return self._channels[channel].key if mc is None else mc.sending_key()
 
     def _members_content(
-        self, mc: MembersChannel, opened: Opened, data: bytes, out: _Round
+        self, mc: MembersChannel, opened: Opened, data: bytes, out: Round
     ) -> bool:
         """Decrypt a members channel's content before the core sees it; False when the
         message does not go to the core now (held for its key share, or refused)."""
@@ -1734,7 +1467,7 @@ class Node:
             if event is not None:
                 self._emit(event)
 
-    def _send_control(self, channel: str, content: bytes, now: int, out: _Round) -> None:
+    def _send_control(self, channel: str, content: bytes, now: int, out: Round) -> None:
         """Send a control message of ours inside a round (before the line being made)."""
         local_id, typed_at = out.local_id, out.typed_at
         out.local_id = out.typed_at = None
@@ -1747,7 +1480,7 @@ class Node:
         finally:
             out.local_id, out.typed_at = local_id, typed_at
 
-    def _members_round(self, now: int, out: _Round) -> None:
+    def _members_round(self, now: int, out: Round) -> None:
         """After a round that moved a members channel: send the rekeys due (key shares
         go before our next message), and save the channel's keys and control
         messages (before the commit)."""
@@ -2177,7 +1910,7 @@ class Node:
         return seal(sds_bytes, self.identity, key)
 
     def _receive_carried(self, envelopes: Sequence[bytes], topic: bytes, now: int,
-                         out: _Round) -> None:  # fmt: skip
+                         out: Round) -> None:  # fmt: skip
         """Envelopes carried by one we opened, each as if it had arrived alone; one we
         hold already is told to the core as a copy on the wire, without opening it."""
         for env in envelopes:
@@ -2198,7 +1931,7 @@ class Node:
         while len(cache) > self.options.envelope_cache:
             cache.popitem(last=False)
 
-    def _set_own(self, channel: str, mid: str, state: OwnState, out: _Round | None) -> bool:
+    def _set_own(self, channel: str, mid: str, state: OwnState, out: Round | None) -> bool:
         """Record an own-message state if it moves forward; True if it changed."""
         key = (channel, mid)
         current = self._own_state.get(key)
@@ -2217,7 +1950,7 @@ class Node:
             self._carry_states.append((channel, mid, state))
         return True
 
-    def _drain(self, now: int, out: _Round) -> None:
+    def _drain(self, now: int, out: Round) -> None:
         """After every core call: events into the batch and the UI list, datagrams queued."""
         wall = self._now()
         for ev in self._participant.events():
@@ -2239,7 +1972,7 @@ class Node:
             else:
                 out.need_envelope.append((channel, dg.message_id, dg.kind))
 
-    def _handle_event(self, ev: sds.Event, now: int, out: _Round) -> None:
+    def _handle_event(self, ev: sds.Event, now: int, out: Round) -> None:
         ch = ev.channel_id
         if isinstance(ev, sds.MessageSent):
             self._on_sent(ev, now, out)
@@ -2355,7 +2088,7 @@ class Node:
         elif isinstance(ev, sds.RepairRequested):
             self.counters["repair_requested"] += len(ev.message_ids)
 
-    def _waiting_preview(self, ch: str, mid: str, out: _Round) -> dict[str, Any]:
+    def _waiting_preview(self, ch: str, mid: str, out: Round) -> dict[str, Any]:
         """The just-received content message ``mid`` that waits: its text, for the UI (TUI).
 
         Only while its envelope is the one being received (``out.current``); a
@@ -2378,7 +2111,7 @@ class Node:
             "text": content.text,
         }
 
-    def _on_sent(self, ev: sds.MessageSent, now: int, out: _Round) -> None:
+    def _on_sent(self, ev: sds.MessageSent, now: int, out: Round) -> None:
         ch, mid = ev.channel_id, ev.message_id
         env = self._seal_carrying(ch, ev.data, now)
         digest = envelope_hash(env)
@@ -2429,7 +2162,7 @@ class Node:
         )
         self.counters["sent"] += 1
 
-    def _on_delivered(self, ev: sds.MessageDelivered, now: int, out: _Round) -> None:
+    def _on_delivered(self, ev: sds.MessageDelivered, now: int, out: Round) -> None:
         ch, mid = ev.channel_id, ev.message_id
         env: bytes | None = None
         hint = ev.retrieval_hint
@@ -2493,7 +2226,7 @@ class Node:
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
 
-    async def _follow_ups(self, now: int, out: _Round) -> None:
+    async def _follow_ups(self, now: int, out: Round) -> None:
         """Storage look-ups the core asked for (bounded: a few passes)."""
         for _ in range(4):
             progressed = False
@@ -2533,7 +2266,7 @@ class Node:
             if not progressed:
                 return
 
-    def _complete_batch(self, out: _Round, now: int, *, force_state: bool) -> None:
+    def _complete_batch(self, out: Round, now: int, *, force_state: bool) -> None:
         """Add carried own states and (when due) the exported core states to the batch."""
         batch = out.batch
         self._add_carried(batch)
@@ -2563,7 +2296,7 @@ class Node:
             and self.store.idle
         )
 
-    async def _commit(self, out: _Round) -> None:
+    async def _commit(self, out: Round) -> None:
         batch = out.batch
         if not len(batch):
             return
@@ -2593,7 +2326,7 @@ class Node:
                 await self._settle_copies(copies, out)
             self.counters["delivered"] += len(out.delivered) - len(copies)
 
-    async def _settle_copies(self, copies: list[Delivered], out: _Round) -> None:
+    async def _settle_copies(self, copies: list[Delivered], out: Round) -> None:
         """Messages the core delivered that our log already holds (from before its window).
 
         Not shown again. A copy with the stored author and content (a restarted
@@ -2676,7 +2409,7 @@ class Node:
         if len(batch):
             await self.store.commit_batch(batch)
 
-    async def _publish_round(self, out: _Round) -> None:
+    async def _publish_round(self, out: Round) -> None:
         envelopes: list[tuple[str, str | None, bytes]] = list(out.own_new)
         envelopes.extend(out.publish)
         if not envelopes:
@@ -2833,7 +2566,7 @@ class Node:
         pending = await self.store.pending_outgoing(name)
         assert self._inbox is not None
         if pending:
-            self._inbox.put_front([_Pending(p.channel, p.content, p.local_id) for p in pending])
+            self._inbox.put_front([Pending(p.channel, p.content, p.local_id) for p in pending])
         if self._connected and out_ids:
             await self._republish()
         await self._round_now()  # events of the restore (deliverable waiters), first save
@@ -2906,7 +2639,7 @@ class Node:
             self._offset_ms = fix.offset_ms
             return
         loop = asyncio.get_running_loop()
-        self._inbox.put(_Call(self._apply_clock_offset, loop.create_future()))
+        self._inbox.put(Call(self._apply_clock_offset, loop.create_future()))
 
     async def _apply_clock_offset(self) -> None:
         """Move every core to the corrected time at once, as a restart with that clock
@@ -2935,7 +2668,7 @@ class Node:
         if told is not None:  # lines stamped by the clock ahead: held by everyone
             self._emit(ClockSkew("sent_ahead", self._offset_ms, 0, 0, told))
 
-    def _hold_clock_ahead(self, sender_id: str, cur: _Receiving) -> None:
+    def _hold_clock_ahead(self, sender_id: str, cur: Receiving) -> None:
         try:
             pb = parse_pb(cur.sds_bytes)
         except Exception:
@@ -2964,14 +2697,14 @@ class Node:
             if self._inbox is None or self._closed:
                 return
             for env in self._clock_hold.due(self._now(), self.options.config.max_clock_skew_ms):
-                self._inbox.put_envelope_now(_Envelope(env))
+                self._inbox.put_envelope_now(EnvelopeIn(env))
             self._arm_hold()
 
         self._hold_timer = asyncio.get_running_loop().call_later(delay, release)
 
     # ------------------------------------------------------------------ full disk
 
-    def _disk_round_failed(self, out: _Round, items: Sequence[_Item], exc: Exception) -> None:
+    def _disk_round_failed(self, out: Round, items: Sequence[Item], exc: Exception) -> None:
         """A round that could not be stored for a full disk (:mod:`app.node.disk_guard`): its
         lines are refused, its envelopes forgotten (taken again later), nothing published."""
         if self._disk.mark_full():
@@ -2981,27 +2714,27 @@ class Node:
             self._replay.forget(h)
         self._refuse_while_full(items)
 
-    def _refuse_while_full(self, items: Sequence[_Item]) -> None:
+    def _refuse_while_full(self, items: Sequence[Item]) -> None:
         for item in items:
-            if isinstance(item, _Send) and not item.future.done():
+            if isinstance(item, Send) and not item.future.done():
                 self._disk.refused_lines += 1
                 self.counters["lines_refused_disk_full"] += 1
                 item.future.set_exception(
                     DiskFullLineError("disk full: the line was not stored and not sent")
                 )
                 self._emit(NodeError(f"disk full: line not stored, not sent: {item.text[:60]!r}"))
-            elif isinstance(item, _Envelope):
+            elif isinstance(item, EnvelopeIn):
                 self._disk.dropped_envelopes += 1
                 self.counters["dropped_disk_full"] += 1
-            elif isinstance(item, _Tick):
+            elif isinstance(item, Tick):
                 self._tick_queued = False
-        _release_barriers(items)
+        release_barriers(items)
         if self._disk_probe is None and not self._closed:
             def probe() -> None:
                 self._disk_probe = None
                 if self._inbox is not None and not self._tick_queued:
                     self._tick_queued = True
-                    self._inbox.put(_Tick())
+                    self._inbox.put(Tick())
 
             self._disk_probe = asyncio.get_running_loop().call_later(PROBE_S, probe)
 
@@ -3061,12 +2794,6 @@ def _text_of(content: bytes) -> tuple[str | None, str, str]:
 def _is_typed(content: bytes) -> bool:
     """Typed content (``app/chat/content.py``: starts with 0xFF): resent byte for byte."""
     return content[:1] == b"\xff"
-
-
-def _release_barriers(items: Iterable[_Item]) -> None:
-    for item in items:
-        if isinstance(item, _Barrier) and not item.future.done():
-            item.future.set_result(None)
 
 
 def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:
