@@ -83,7 +83,7 @@ import contextlib
 import logging
 import random
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,7 +130,6 @@ from app.members.invite import (
 )
 from app.members.invites import InviteBook, unwrap, wrap
 from app.members.verified import Verified
-from app.node.carrying import IDS_REMEMBERED, Carrier
 from app.node.clock_guard import (
     ClockEstimate,
     ClockHold,
@@ -143,6 +142,7 @@ from app.node.clock_guard import (
 )
 from app.node.db_pages import page_size_for
 from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
+from app.node.envelope_memory import EnvelopeMemory
 from app.node.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
 from app.node.errors import IdentityMismatchError, NodeClosedError, PassphraseMismatchError
 from app.node.events import (
@@ -184,6 +184,7 @@ from app.node.inbox import (
 )
 from app.node.late_arrivals import LateArrivals
 from app.node.members_glue import drain_notices, mark_outside_cut, refused_event
+from app.node.own_messages import OwnMessages
 from app.node.round import Receiving, Round, coalesce_lost
 from app.node.settings import (
     DEFAULT_STATE_SAVE_MS,
@@ -205,7 +206,6 @@ from net.envelope import (
     EnvelopeError,
     Opened,
     OversizedEnvelope,
-    ReplayGuard,
     envelope_hash,
     open_envelope,
     open_for_topic,
@@ -262,17 +262,6 @@ _SEED_PAGE = 200
 #: Drops of a message the core will accept later (our clock caught up, the
 #: sender's missing ids resolved): the envelope's resend is not a replay.
 _REFUSED_FOR_NOW = frozenset({sds.DropReason.CLOCK_AHEAD, sds.DropReason.SENDER_BUDGET})
-
-#: Own states only move forward; an acknowledgement that comes after the core gave
-#: up on a message (failed) still says it arrived.
-_RANK = {
-    OwnState.QUEUED: 0,
-    OwnState.SENT: 1,
-    OwnState.POSSIBLY_ACKNOWLEDGED: 2,
-    OwnState.FAILED: 3,
-    OwnState.ACKNOWLEDGED: 4,
-}
-
 
 @dataclass(slots=True)
 class _Peer:
@@ -336,16 +325,9 @@ class Node:
         self._participant = sds.Participant(self.sender_id, config, rng)
         self._channels: dict[str, ChannelInfo] = {}
         self._by_topic: dict[bytes, str] = {}
-        self._replay = ReplayGuard()
-        self._carrier = Carrier(IDS_REMEMBERED)  # app/node/carrying.py
-        self._envelopes: OrderedDict[tuple[str, str], bytes] = OrderedDict()
-        self._waiting_envelopes: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
-        self._own_state: dict[tuple[str, str], OwnState] = {}
-        self._local_ids: dict[tuple[str, str], int] = {}
-        self._own_text: dict[tuple[str, str], tuple[str, str]] = {}
-        # typed content (app.chat.content) of own unacknowledged messages: resent as is
-        self._own_typed: dict[tuple[str, str], bytes] = {}
-        self._failed: list[tuple[str, str, bytes]] = []
+        self._own = OwnMessages()  # own messages on their way (app/node/own_messages.py)
+        self._memory = EnvelopeMemory(self.options.envelope_cache,  # app/node/envelope_memory.py
+                                      self.options.waiting_envelope_cache)  # fmt: skip
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self._files = FileQuota(  # app/chat/file_quota.py
@@ -365,7 +347,6 @@ class Node:
         self._hold_timer: asyncio.TimerHandle | None = None
         self._lamports = LamportMemory()
         self._unheard = UnheardLines()  # own lines nobody was there to hear (app/node/unheard.py)
-        self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
@@ -401,6 +382,23 @@ class Node:
         self._invite_topics: set[bytes] = set()  # subscribed for invites (ours or ours to redeem)
         self._invite_waiters: dict[bytes, tuple[Invite, GroupKeys, bytes,
                                                 asyncio.Future[JoinAccepted | JoinRefused]]] = {}
+
+    # the parts' state under the names tests and benchmarks inspect
+    @property
+    def _envelopes(self) -> dict[tuple[str, str], bytes]:
+        return self._memory.recent
+
+    @property
+    def _waiting_envelopes(self) -> dict[tuple[str, bytes], bytes]:
+        return self._memory.waiting
+
+    @property
+    def _carry_states(self) -> list[tuple[str, str, OwnState]]:
+        return self._own.carried
+
+    @property
+    def _failed(self) -> list[tuple[str, str, bytes]]:
+        return self._own.failed
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -818,15 +816,14 @@ class Node:
         acknowledged since; how many. The same bytes, so the same message id: a member
         who had one after all drops the copy (a retry never shows a line twice)."""
         self._check_open()
-        again = [f for f in self._failed if channel is None or f[0] == channel]
-        self._failed = [f for f in self._failed if f not in again]
+        again = self._own.take_failed(channel)
         by_channel: dict[str, list[str]] = {}
         for ch, mid, _content in again:
             if ch in self._channels:
                 by_channel.setdefault(ch, []).append(mid)
         count = 0
         for ch, mids in by_channel.items():
-            cached = {m: self._envelopes.get((ch, m)) for m in mids}
+            cached = {m: self._memory.recent.get((ch, m)) for m in mids}
             stored = await self.store.get_envelopes(ch, [m for m, e in cached.items() if e is None])
             for mid in mids:
                 env = cached[mid] or stored.get(mid)
@@ -1251,7 +1248,7 @@ class Node:
             if why:  # before the replay guard: a member added later resends these bytes
                 self._reject(why, channel, opened.sender_id, out)
                 return
-        if not self._replay.check_and_remember(opened.envelope_hash):
+        if not self._memory.seen.check_and_remember(opened.envelope_hash):
             # The same bytes again (a restarted sender republishing, a relay or store
             # redelivering): verified and harmless, a counted duplicate, not a rejection.
             pb = opened.sds_message
@@ -1314,10 +1311,7 @@ class Node:
             # A content message that waits for dependencies (whether or not the core
             # reported them missing: it may wait only for other waiting messages).
             # Keep its envelope, by hash (its retrieval hint), for its delivery.
-            cache = self._waiting_envelopes
-            cache[(channel, current.hash)] = data
-            while len(cache) > self.options.waiting_envelope_cache:
-                cache.popitem(last=False)
+            self._memory.wait(channel, current.hash, data)
 
     def _seen(
         self, channel: str, sender_id: str, name: str | None, now: int, out: Round, content: bool
@@ -1349,10 +1343,10 @@ class Node:
         if ev.reason != "resends_exhausted" or not nobody_heard(heard, self.sender_id, ch, since):
             return False
         self._unheard.hold(ch, mid)
-        self._own_typed.pop((ch, mid), None)
+        self._own.typed.pop((ch, mid), None)
         self.counters["waiting_for_listeners"] += 1
         out.events.append(
-            OwnMessage(ch, "waiting", self._local_ids.get((ch, mid)), mid,
+            OwnMessage(ch, "waiting", self._own.local_ids.get((ch, mid)), mid,
                        detail={"reason": "nobody_heard", "attempts": ev.attempts})
         )  # fmt: skip
         return True
@@ -1395,9 +1389,9 @@ class Node:
         if got.quiet:
             return False
         if got.retry:  # welcome later (a rate limit, a cut still coming): forget its bytes
-            self._replay.forget(opened.envelope_hash)
+            self._memory.seen.forget(opened.envelope_hash)
         if got.hold:  # its sender's key share has not arrived: open it again then
-            self._replay.forget(opened.envelope_hash)
+            self._memory.seen.forget(opened.envelope_hash)
             if not ephemeral and mc.hold(pb.sender_id, mc.session_of(pb.content), data):
                 self.counters["members_held"] += 1
             return False
@@ -1898,7 +1892,7 @@ class Node:
             self.counters["carried_wanted"] += len(picks)
             mc = self._members.get(channel)
             keys = [self._channels[channel].key] if mc is None else mc.opening_keys()
-            carried = self._carrier.attach(channel, picks, self._envelopes, keys)
+            carried = self._memory.carrier.attach(channel, picks, self._memory.recent, keys)
         if carried:
             try:
                 env = seal(sds_bytes, self.identity, key, carried)
@@ -1916,39 +1910,13 @@ class Node:
         for env in envelopes:
             self.counters["carried_received"] += 1
             digest = envelope_hash(env)
-            named = self._carrier.named(digest) if digest in self._replay else None
+            named = self._memory.carrier.named(digest) if digest in self._memory.seen else None
             if named is not None and named[0] == self._by_topic.get(topic):
                 self.counters["carried_duplicates"] += 1
                 self._participant.channel(named[0]).note_carried(named[1], now)
                 out.core_called = True
                 continue
             self._receive(env, now, out, carried_on=topic)  # opened, and refused if need be
-
-    def _remember_envelope(self, channel: str, message_id: str, envelope: bytes) -> None:
-        cache = self._envelopes
-        cache[(channel, message_id)] = envelope
-        cache.move_to_end((channel, message_id))
-        while len(cache) > self.options.envelope_cache:
-            cache.popitem(last=False)
-
-    def _set_own(self, channel: str, mid: str, state: OwnState, out: Round | None) -> bool:
-        """Record an own-message state if it moves forward; True if it changed."""
-        key = (channel, mid)
-        current = self._own_state.get(key)
-        if current is not None and _RANK[state] <= _RANK[current]:
-            return False
-        if state in (OwnState.ACKNOWLEDGED, OwnState.FAILED):
-            self._own_state.pop(key, None)
-            self._own_text.pop(key, None)
-            if state is OwnState.ACKNOWLEDGED:
-                self._own_typed.pop(key, None)
-        else:
-            self._own_state[key] = state
-        if out is not None:
-            out.batch.set_own_state(channel, [mid], state)
-        else:
-            self._carry_states.append((channel, mid, state))
-        return True
 
     def _drain(self, now: int, out: Round) -> None:
         """After every core call: events into the batch and the UI list, datagrams queued."""
@@ -1966,7 +1934,7 @@ class Node:
                 self.counters["sync_sent"] += 1
                 continue
             self.counters[f"{dg.kind}_datagrams"] += 1
-            env = self._envelopes.get((channel, dg.message_id))
+            env = self._memory.recent.get((channel, dg.message_id))
             if env is not None:
                 out.publish.append((channel, dg.message_id, env))
             else:
@@ -1981,26 +1949,25 @@ class Node:
         elif isinstance(ev, sds.MessageAcknowledged):
             if self._unheard:
                 self._unheard.acknowledged(ch, ev.message_id)
-            if self._failed:  # acknowledged after all: nothing left to retry
-                self._failed = [f for f in self._failed if f[0] != ch or f[1] != ev.message_id]
-            if self._set_own(ch, ev.message_id, OwnState.ACKNOWLEDGED, out):
+            self._own.acknowledged_after_failing(ch, ev.message_id)  # nothing left to retry
+            if self._own.set(ch, ev.message_id, OwnState.ACKNOWLEDGED, out.batch):
                 out.events.append(
                     OwnMessage(
                         ch,
                         "acknowledged",
-                        self._local_ids.pop((ch, ev.message_id), None),
+                        self._own.local_ids.pop((ch, ev.message_id), None),
                         ev.message_id,
                         detail={"by": ev.by_sender, "causal": ev.by_causal_history},
                     )
                 )
             self.counters["acknowledged"] += 1
         elif isinstance(ev, sds.MessagePossiblyAcknowledged):
-            if self._set_own(ch, ev.message_id, OwnState.POSSIBLY_ACKNOWLEDGED, out):
+            if self._own.set(ch, ev.message_id, OwnState.POSSIBLY_ACKNOWLEDGED, out.batch):
                 out.events.append(
                     OwnMessage(
                         ch,
                         "possibly_acknowledged",
-                        self._local_ids.get((ch, ev.message_id)),
+                        self._own.local_ids.get((ch, ev.message_id)),
                         ev.message_id,
                         detail={"hits": ev.hits, "threshold": ev.threshold, "by": ev.by_sender},
                     )
@@ -2008,24 +1975,24 @@ class Node:
         elif isinstance(ev, sds.MessageSendFailed) and self._wait_for_listeners(ev, now, out):
             pass  # nobody was there to hear it: it waits (app/node/unheard.py)
         elif isinstance(ev, sds.MessageSendFailed):
-            text = self._own_text.get((ch, ev.message_id))
-            if self._set_own(ch, ev.message_id, OwnState.FAILED, out):
+            text = self._own.text.get((ch, ev.message_id))
+            if self._own.set(ch, ev.message_id, OwnState.FAILED, out.batch):
                 out.events.append(
                     OwnMessage(
                         ch,
                         "failed",
-                        self._local_ids.pop((ch, ev.message_id), None),
+                        self._own.local_ids.pop((ch, ev.message_id), None),
                         ev.message_id,
                         text=None if text is None else text[0],
                         detail={"reason": ev.reason, "attempts": ev.attempts},
                     )
                 )
-            typed = self._own_typed.pop((ch, ev.message_id), None)
+            typed = self._own.typed.pop((ch, ev.message_id), None)
             if typed is not None:
-                self._failed.append((ch, ev.message_id, typed))
+                self._own.failed.append((ch, ev.message_id, typed))
             elif text is not None:
                 content = encode_content(text[0], self.name, text[1])
-                self._failed.append((ch, ev.message_id, content))
+                self._own.failed.append((ch, ev.message_id, content))
             self.counters["failed"] += 1
         elif isinstance(ev, sds.MessagesMissing):
             ids = tuple(e.message_id for e in ev.missing)
@@ -2069,11 +2036,11 @@ class Node:
             if ev.reason is sds.DropReason.INCOMING_BUFFER_FULL and ev.retrieval_hint:
                 # a message received earlier was pushed out: it is missing again, and
                 # its repair answer is the same envelope (its hash is the hint)
-                self._replay.forget(ev.retrieval_hint)
+                self._memory.seen.forget(ev.retrieval_hint)
             if out.current is not None and ev.reason not in _NOT_FATAL_DROPS:
                 out.current.settled = True
                 if ev.reason in _REFUSED_FOR_NOW:  # its resend is welcome later
-                    self._replay.forget(out.current.hash)
+                    self._memory.seen.forget(out.current.hash)
                 if ev.reason is sds.DropReason.CLOCK_AHEAD:  # held, not lost
                     self._hold_clock_ahead(ev.sender_id or "", out.current)
         elif isinstance(ev, sds.MessageConflict):
@@ -2115,7 +2082,7 @@ class Node:
         ch, mid = ev.channel_id, ev.message_id
         env = self._seal_carrying(ch, ev.data, now)
         digest = envelope_hash(env)
-        self._carrier.remember(digest, ch, mid)
+        self._memory.carrier.remember(digest, ch, mid)
         plain = ev.content
         mc = self._members.get(ch)
         if mc is not None:
@@ -2124,7 +2091,7 @@ class Node:
             else:
                 plain = mc.own_plaintext(plain, (ev.lamport, mid))
         self._participant.channel(ch).set_retrieval_hint(mid, digest)
-        self._replay.remember(digest)
+        self._memory.seen.remember(digest)
         msg = StoredMessage(
             channel=ch,
             message_id=mid,
@@ -2141,19 +2108,14 @@ class Node:
         if local_id is not None and out.typed_at is not None:
             out.batch.record_typed(local_id, msg, out.typed_at)
             out.typed_at = None
-            self._local_ids[(ch, mid)] = local_id
         elif local_id is not None:
             out.batch.record_sent(local_id, msg)
-            self._local_ids[(ch, mid)] = local_id
         else:
             out.batch.insert_message(msg)
-        self._remember_envelope(ch, mid, env)
+        self._memory.remember(ch, mid, env)
         self._lamports.remember(ch, mid, ev.lamport)
-        self._own_state[(ch, mid)] = OwnState.QUEUED
         content = decode_content(plain)
-        self._own_text[(ch, mid)] = (content.text, content.kind)
-        if _is_typed(plain):
-            self._own_typed[(ch, mid)] = plain
+        self._own.logged(ch, mid, local_id, plain, content.text, content.kind)
         out.own_new.append((ch, mid, env))
         out.events.append(
             OwnMessage(
@@ -2171,16 +2133,16 @@ class Node:
             env = cur.envelope
             cur.consumed = True
         elif hint is not None:
-            env = self._waiting_envelopes.pop((ch, hint), None)
+            env = self._memory.waiting.pop((ch, hint), None)
         kept, refused = self._files.check(ch, ev.sender_id, ev.content)
         if refused is not None:  # a file's bytes not kept (app/chat/file_quota.py)
             self.counters["file_refused_too_large" if refused == "too_large"
                           else "file_segments_refused"] += 1  # fmt: skip
             env = None  # not kept either: we do not serve what we refused
         if env is not None:
-            self._remember_envelope(ch, mid, env)
+            self._memory.remember(ch, mid, env)
         if hint is not None:
-            self._carrier.remember(hint, ch, mid)
+            self._memory.carrier.remember(hint, ch, mid)
         mc = self._members.get(ch)
         if mc is not None and is_control(ev.content):
             self._on_control(mc, ev.sender_id, ev.lamport, mid, ev.content, env)
@@ -2261,7 +2223,7 @@ class Node:
                         if env is None:
                             self.counters[f"{kind}_without_envelope"] += 1
                             continue
-                        self._remember_envelope(ch, mid, env)
+                        self._memory.remember(ch, mid, env)
                         out.publish.append((ch, mid, env))
             if not progressed:
                 return
@@ -2269,7 +2231,7 @@ class Node:
     def _complete_batch(self, out: Round, now: int, *, force_state: bool) -> None:
         """Add carried own states and (when due) the exported core states to the batch."""
         batch = out.batch
-        self._add_carried(batch)
+        self._own.add_carried(batch)
         if self._state_dirty and (
             force_state or now - self._last_state_save >= self._state_interval
         ):
@@ -2389,22 +2351,9 @@ class Node:
         self._state_dirty = False
         self.counters["state_saves"] += 1
 
-    def _add_carried(self, batch: Batch) -> None:
-        """Put the carried own states that are still current into ``batch``.
-
-        A carried "sent" may be committed a round or more after it happened; if
-        the message moved on meanwhile (possibly acknowledged, or acknowledged
-        and dropped from ``_own_state``), that later state is already in a
-        batch and the stale one must not overwrite it.
-        """
-        for ch, mid, state in self._carry_states:
-            if self._own_state.get((ch, mid)) is state:
-                batch.set_own_state(ch, [mid], state)
-        self._carry_states = []
-
     async def _save_all_states(self, *, durable: bool) -> None:
         batch = Batch(durable=durable)
-        self._add_carried(batch)
+        self._own.add_carried(batch)
         self._add_states(batch)
         if len(batch):
             await self.store.commit_batch(batch)
@@ -2423,8 +2372,8 @@ class Node:
         sent_events: list[NodeEvent] = []
         for ch, mid, env in envelopes:
             if await self._publish(env) and mid is not None:
-                self._mark_sent(ch, mid, sent_events)
-        if self._carry_states:
+                self._own.mark_sent(ch, mid, sent_events)
+        if self._own.carried:
             # "sent" is advisory: it rides in the next round's transaction (or the
             # next state save, armed here) instead of a commit of its own, which
             # would hold up the next round. Lost in a crash, it only means the
@@ -2433,12 +2382,6 @@ class Node:
             self._arm_state_save()
         for ev in sent_events:
             self._emit(ev)
-
-    def _mark_sent(self, ch: str, mid: str, events: list[NodeEvent]) -> None:
-        if self._own_state.get((ch, mid)) is OwnState.QUEUED and self._set_own(
-            ch, mid, OwnState.SENT, None
-        ):
-            events.append(OwnMessage(ch, "sent", self._local_ids.get((ch, mid)), mid))
 
     async def _publish(self, envelope: bytes) -> bool:
         if not self.transport.connected:
@@ -2464,20 +2407,20 @@ class Node:
         sent_events: list[NodeEvent] = []
         for ch in list(self._channels):
             ids = self._participant.channel(ch).outgoing_ids()[-self.options.republish_cap :]
-            missing = [m for m in ids if (ch, m) not in self._envelopes]
+            missing = [m for m in ids if (ch, m) not in self._memory.recent]
             stored = await self.store.get_envelopes(ch, missing) if missing else {}
             for mid in ids:
-                env = self._envelopes.get((ch, mid)) or stored.get(mid)
+                env = self._memory.recent.get((ch, mid)) or stored.get(mid)
                 if env is None:
                     continue
                 if not self.transport.connected:
                     return
                 if await self._publish(env):
                     self.counters["republished"] += 1
-                    self._mark_sent(ch, mid, sent_events)
-        if self._carry_states:
+                    self._own.mark_sent(ch, mid, sent_events)
+        if self._own.carried:
             batch = Batch()
-            self._add_carried(batch)
+            self._own.add_carried(batch)
             await self.store.commit_batch(batch)
         for ev in sent_events:
             self._emit(ev)
@@ -2546,18 +2489,10 @@ class Node:
         # Own messages still unacknowledged: learn their stored states (queued or sent).
         out_ids = self._participant.channel(name).outgoing_ids()
         if out_ids:
-            msgs = await self.store.get_messages(name, out_ids)
-            for mid, msg in msgs.items():
-                if msg.state is not None:
-                    self._own_state[(name, mid)] = msg.state
-                    c = decode_content(msg.content)
-                    self._own_text[(name, mid)] = (c.text, c.kind if c.kind != "raw" else "msg")
-                    if _is_typed(msg.content):
-                        self._own_typed[(name, mid)] = msg.content
+            self._own.learn(name, await self.store.get_messages(name, out_ids))
         # Own messages that failed in an earlier run: /retry can still send them again
         # (newest 1,000; the core keeps the same ids for a late acknowledgement).
-        for mid, content in reversed(await self.store.own_failed(name)):
-            self._failed.append((name, mid, content))
+        self._own.learn_failed(name, reversed(await self.store.own_failed(name)))
         self._state_dirty = True
         await self.transport.subscribe([key.topic])
         self._emit(ChannelJoined(name, key.is_public, key.topic.hex(), report.stored))
@@ -2711,7 +2646,7 @@ class Node:
             free = self._disk.free_bytes()
             self._emit(DiskFull("full", free, f"disk full: {exc}"))
         for h in out.received:
-            self._replay.forget(h)
+            self._memory.seen.forget(h)
         self._refuse_while_full(items)
 
     def _refuse_while_full(self, items: Sequence[Item]) -> None:
@@ -2743,19 +2678,16 @@ class Node:
         rounds took in is forgotten); True if the node writes again."""
         if not self._disk.room():
             return False
-        self._envelopes.clear()  # own envelopes of refused lines must never leave
-        self._waiting_envelopes.clear()
-        self._carry_states = []
+        self._memory.clear()  # own envelopes of refused lines must never leave
+        self._own.carried = []
         for name, info in list(self._channels.items()):
             if name in self._participant.channels:
                 self._participant.leave(name)
-            self._own_state = {k: v for k, v in self._own_state.items() if k[0] != name}
+            self._own.forget_states(name)
             await self._restore_core(info.key)
             out_ids = self._participant.channel(name).outgoing_ids()
             if out_ids:
-                for mid, msg in (await self.store.get_messages(name, out_ids)).items():
-                    if msg.state is not None:
-                        self._own_state[(name, mid)] = msg.state
+                self._own.learn(name, await self.store.get_messages(name, out_ids), text=False)
         self._disk.full = False
         self._state_dirty = True
         free = self._disk.free_bytes()
@@ -2780,8 +2712,7 @@ class Node:
         self._late.forget(channel)
         await self.store.leave_channel(channel)
         await self.transport.unsubscribe([info.topic])
-        for key in [k for k in self._own_state if k[0] == channel]:
-            del self._own_state[key]
+        self._own.forget_states(channel)
         self._emit(ChannelLeft(channel))
         return True
 
@@ -2789,11 +2720,6 @@ class Node:
 def _text_of(content: bytes) -> tuple[str | None, str, str]:
     c = decode_content(content)
     return c.name, c.kind, c.text
-
-
-def _is_typed(content: bytes) -> bool:
-    """Typed content (``app/chat/content.py``: starts with 0xFF): resent byte for byte."""
-    return content[:1] == b"\xff"
 
 
 def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:
