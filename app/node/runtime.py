@@ -84,7 +84,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -98,37 +98,12 @@ from app.chat.file_quota import (
 from app.chat.lines import encode_content, split_typed
 from app.chat.log_line import LogLine, log_line
 from app.chat.redaction import is_tombstone, redact_deleted
-from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel
-from app.members.cut import MessageRefused
-from app.members.direct import (
-    direct_name,
-    encode_direct_invite,
-    open_direct,
-    prefer,
-    seal_direct,
-)
-from app.members.events import MemberInfo, encode_add, is_control
-from app.members.group_keys import GroupKeys, repair_horizon_ms
+from app.members.events import is_control
 from app.members.invite import (
     DEFAULT_TTL_MS,
-    Invite,
-    JoinAccepted,
-    JoinError,
-    JoinRefused,
-    check_not_expired,
-    decode_invite,
-    encode_invite,
-    history_page,
-    make_invite,
-    make_join_accepted,
-    make_join_refused,
-    make_join_request,
-    open_join_answer,
-    open_join_request,
-    request_digest,
 )
-from app.members.invites import InviteBook, unwrap, wrap
+from app.members.invites import unwrap
 from app.members.verified import Verified
 from app.node.clock_guard import (
     ClockEstimate,
@@ -140,6 +115,7 @@ from app.node.clock_guard import (
     implausible_time,
     sent_ahead,
 )
+from app.node.context import NodeContext
 from app.node.db_pages import page_size_for
 from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
 from app.node.envelope_memory import EnvelopeMemory
@@ -157,9 +133,7 @@ from app.node.events import (
     DiskFull,
     Ephemeral,
     Info,
-    InviteMade,
     Lost,
-    MembersEvent,
     Missing,
     NodeError,
     NodeEvent,
@@ -183,7 +157,7 @@ from app.node.inbox import (
     release_barriers,
 )
 from app.node.late_arrivals import LateArrivals
-from app.node.members_glue import drain_notices, mark_outside_cut, refused_event
+from app.node.members_glue import MembersGlue
 from app.node.own_messages import OwnMessages
 from app.node.round import Receiving, Round, coalesce_lost
 from app.node.settings import (
@@ -204,7 +178,6 @@ from net.channel_key import (
 )
 from net.envelope import (
     EnvelopeError,
-    Opened,
     OversizedEnvelope,
     envelope_hash,
     open_envelope,
@@ -313,7 +286,6 @@ class Node:
         self.identity = identity
         self.sender_id = identity.sender_id
         self.transport = transport
-        self.name = name
         self.counters: Counter[str] = Counter()
         """Counters: ``received``, ``delivered``, ``published``, ``rejected_<reason>``,
         ``dropped_<reason>`` (core drops), ``internal_errors``..."""
@@ -323,17 +295,26 @@ class Node:
         if not config.verify_message_ids:  # envelopes bind sender_id to a key: check ids
             config = config.with_changes(verify_message_ids=True)
         self._participant = sds.Participant(self.sender_id, config, rng)
-        self._channels: dict[str, ChannelInfo] = {}
-        self._by_topic: dict[bytes, str] = {}
+        self._ctx = ctx = NodeContext(
+            self.options, store, identity, transport, self._participant, self.counters,
+            self._emit, self._now, name=name,
+        )  # fmt: skip
+        self._channels = ctx.channels  # joined channels, by name and by topic
+        self._by_topic = ctx.by_topic
         self._own = OwnMessages()  # own messages on their way (app/node/own_messages.py)
-        self._memory = EnvelopeMemory(self.options.envelope_cache,  # app/node/envelope_memory.py
-                                      self.options.waiting_envelope_cache)  # fmt: skip
+        self._memory = memory = EnvelopeMemory(self.options.envelope_cache,
+                                               self.options.waiting_envelope_cache)  # fmt: skip
+        self._members = members = MembersGlue(  # app/node/members_glue.py
+            ctx, memory, join=self.join, leave=self.leave, forget=self.forget,
+            post_content=self.post_content, send_ephemeral=self.send_ephemeral,
+            publish=self._publish, requeue=self._requeue, check_open=self._check_open,
+        )  # fmt: skip
         self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self._files = FileQuota(  # app/chat/file_quota.py
             self.options.file_quota_bytes, store.data_dir / LEDGER_FILE,
             channel_bytes=self.options.file_channel_bytes, store=store, counters=self.counters,
-            capped=lambda ch: ch not in self._members,  # members channels: admitted senders
+            capped=lambda ch: ch not in members,  # members channels: admitted senders
         )
         self._disk = DiskGuard(store.data_dir)  # a full disk: app/node/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
@@ -362,26 +343,47 @@ class Node:
         self._state_dirty = False
         self._last_state_save = 0
         self._state_interval = self.options.state_save_interval_ms
-        self._connected = False
         self._started = False
-        self._closing = False
         self._closed = False
         self._pacer = _Pacer(self.options.publish_rate, self.options.publish_burst)
         self._next_local_id = 0
         """Outbox id of the next typed line (numbered here: see ``_send_typed``)."""
-        self.store_sync: StoreSync | None = None
+
+    # ------------------------------------------------------------------ shared values
+
+    @property
+    def name(self) -> str:
+        """The display name our next messages carry (:meth:`set_name` stores it)."""
+        return self._ctx.name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self._ctx.name = name
+
+    @property
+    def store_sync(self) -> StoreSync | None:
         """The store peer in use (:meth:`use_store`), if any."""
-        self._members: dict[str, MembersChannel] = {}
-        """Members channels by name (app/members): keys, member list, gate."""
-        self._members_dirty: set[str] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()  # invite answers under way
-        self._invites: InviteBook | None = None  # opened with the store (open invites)
-        self._verified: Verified | None = None
-        self._join_requests: dict[str, tuple[bytes, Invite, Any]] = {}  # awaiting /approve
-        self._approved: set[str] = set()
-        self._invite_topics: set[bytes] = set()  # subscribed for invites (ours or ours to redeem)
-        self._invite_waiters: dict[bytes, tuple[Invite, GroupKeys, bytes,
-                                                asyncio.Future[JoinAccepted | JoinRefused]]] = {}
+        return self._ctx.store_sync
+
+    @store_sync.setter
+    def store_sync(self, sync: StoreSync | None) -> None:
+        self._ctx.store_sync = sync
+
+    @property
+    def _connected(self) -> bool:
+        return self._ctx.connected
+
+    @_connected.setter
+    def _connected(self, connected: bool) -> None:
+        self._ctx.connected = connected
+
+    @property
+    def _closing(self) -> bool:
+        return self._ctx.closing
+
+    @_closing.setter
+    def _closing(self, closing: bool) -> None:
+        self._ctx.closing = closing
 
     # the parts' state under the names tests and benchmarks inspect
     @property
@@ -577,8 +579,8 @@ class Node:
                 try:
                     async with asyncio.timeout(timeout):
                         await self._save_all_states(durable=True)
-                    self._forget_read({ch: mc.group_keys.read_marks()  # all stored now
-                                       for ch, mc in self._members.items()})  # fmt: skip
+                    self._members.forget_read({ch: mc.group_keys.read_marks()  # all stored now
+                                               for ch, mc in self._members.channels.items()})
                 except Exception as exc:
                     if not is_disk_full(exc):
                         raise
@@ -688,14 +690,8 @@ class Node:
         """
         self._check_open()
         check_channel_name(channel)
-        if key is None and channel not in self._members:
-            mc = await asyncio.to_thread(members_file.load, self.store.data_dir, channel)
-            if mc is not None:  # a members channel: its keys are in the data directory
-                mc.signer = self.identity
-                self._members[channel] = mc
-                self._members_dirty.add(channel)  # a genesis may be due (an upgrade)
-        if key is None and channel in self._members:
-            key = self._members[channel].sending_key()
+        if key is None:  # a members channel: its keys are in the data directory
+            key = await self._members.load(channel)
         if key is None:
             key = await asyncio.to_thread(
                 derive_channel_key, channel, passphrase, params=self.options.kdf
@@ -709,7 +705,7 @@ class Node:
 
         info: ChannelInfo = await self._call_in_worker(do_join)
         if channel in self._members:
-            await self._subscribe_invites(channel)
+            await self._members.subscribe_invites(channel)
         return info
 
     async def leave(self, channel: str) -> bool:
@@ -859,7 +855,8 @@ class Node:
         now = self._now()  # (members channels: under the outer layer only)
         data = self._participant.channel(channel).send_ephemeral(content, now)
         self.counters["ephemeral_sent"] += 1
-        return await self._publish(seal(data, self.identity, self._seal_key(channel)))
+        sealed = seal(data, self.identity, self._members.seal_key(channel))
+        return await self._publish(sealed)
 
     async def set_name(self, name: str) -> None:
         """Change the display name carried by our next messages (stored)."""
@@ -889,6 +886,63 @@ class Node:
         if self.store_sync is not None:
             out["store"] = {"url": self.store_sync.url, **self.store_sync.counters}
         return out
+
+    # ------------------------------------------------------------------ members channels
+    # (app/node/members_glue.py: the part that owns them; these are its public entry points)
+
+    def members_channel(self, channel: str) -> MembersChannel | None:
+        """The members-channel state of ``channel`` (``None`` for another kind)."""
+        return self._members.get(channel)
+
+    @property
+    def verified(self) -> Verified:
+        """The members this person verified by safety number (app/members/verified.py)."""
+        return self._members.verified
+
+    async def create_channel(self, channel: str) -> ChannelInfo:
+        """Create members channel ``channel`` with us as its first admin, and join it
+        (:meth:`MembersGlue.create_channel <app.node.members_glue.MembersGlue.create_channel>`)."""
+        return await self._members.create_channel(channel)
+
+    async def make_invite(
+        self, channel: str, relays: Sequence[str] = (), ttl_ms: int = DEFAULT_TTL_MS,
+        *, approve: bool = False,
+    ) -> str:
+        """A one-line invite code to members channel ``channel`` (admins only;
+        :meth:`MembersGlue.make_invite <app.node.members_glue.MembersGlue.make_invite>`)."""
+        return await self._members.make_invite(channel, relays, ttl_ms, approve=approve)
+
+    def pending_joins(self, channel: str) -> list[tuple[str, str]]:
+        """``(sender id, name)`` of the join requests waiting for an admin here."""
+        return self._members.pending_joins(channel)
+
+    async def decide_join(self, channel: str, sender_id: str, *, approve: bool) -> str:
+        """Let a waiting newcomer in (or refuse it); returns its name
+        (:meth:`MembersGlue.decide_join <app.node.members_glue.MembersGlue.decide_join>`)."""
+        return await self._members.decide_join(channel, sender_id, approve=approve)
+
+    async def join_by_invite(self, code: str, *, timeout_s: float = 300.0,
+                             resend_s: float = 2.0) -> ChannelInfo:  # fmt: skip
+        """Redeem an invite code: ask the inviting admin's node, then join the channel
+        (:meth:`MembersGlue.join_by_invite <app.node.members_glue.MembersGlue.join_by_invite>`)."""
+        return await self._members.join_by_invite(code, timeout_s=timeout_s, resend_s=resend_s)
+
+    async def open_direct(self, via: str, member_id: str) -> ChannelInfo:
+        """The direct conversation with ``member_id``, a member of members channel ``via``
+        (:meth:`MembersGlue.open_direct <app.node.members_glue.MembersGlue.open_direct>`)."""
+        return await self._members.open_direct(via, member_id)
+
+    async def remove_member(self, channel: str, member_id: str) -> None:
+        """Remove a member (admin), with new outer keys for the others
+        (:meth:`MembersGlue.remove_member <app.node.members_glue.MembersGlue.remove_member>`)."""
+        await self._members.remove_member(channel, member_id)
+
+    # ------------------------------------------------------------------ asked by the parts
+
+    def _requeue(self, envelopes: Sequence[bytes]) -> None:
+        """Envelopes a members channel held, to receive again first."""
+        assert self._inbox is not None
+        self._inbox.requeue_envelopes(envelopes)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -1100,7 +1154,7 @@ class Node:
                     raise
                 self._disk_round_failed(out, items, exc)
                 return
-            self._forget_read(out.read_marks)
+            self._members.forget_read(out.read_marks)
             await self._redact_deleted(out.events)
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
@@ -1156,7 +1210,7 @@ class Node:
                 save_requested = True
         self._drain(now, out)
         await self._follow_ups(now, out)
-        if self._members_dirty:
+        if self._members.dirty:
             self._members_round(now, out)
             await self._follow_ups(now, out)
         if out.core_called:
@@ -1220,10 +1274,10 @@ class Node:
         if carried_on is None:
             self.counters["received"] += 1
         channel: str | None = None
-        if self._invite_topics and carried_on is None:
+        if self._members.invite_topics and carried_on is None:
             framed = unwrap(data)
-            if framed is not None and framed[0] in self._invite_topics:
-                self._invite_frame(framed[0], framed[1], now)
+            if framed is not None and framed[0] in self._members.invite_topics:
+                self._members.invite_frame(framed[0], framed[1], now)
                 return
 
         def key_for_topic(topic: bytes) -> ChannelKey | list[ChannelKey] | None:
@@ -1284,7 +1338,7 @@ class Node:
         id_content = None  # a members channel's ciphertext: what the message id covers
         if members is not None:
             id_content = opened.sds_message.content if opened.sds_message is not None else None
-            if not self._members_content(members, opened, data, out):
+            if not self._members.content(members, opened, data, out):
                 return
         core = self._participant.channel(channel)
         # a carried copy (under a hash of its own: without what it carried) of a line
@@ -1367,100 +1421,6 @@ class Node:
             f"/leave {channel} and /forget {channel} to try again)",
             {"channel": channel, "nobody_heard": True}))
 
-    def _seal_key(self, channel: str) -> ChannelKey:
-        """The key envelopes of ``channel`` are sealed with now (a members channel's
-        current epoch key, else the channel key)."""
-        mc = self._members.get(channel)
-        return self._channels[channel].key if mc is None else mc.sending_key()
-
-    def _members_content(
-        self, mc: MembersChannel, opened: Opened, data: bytes, out: Round
-    ) -> bool:
-        """Decrypt a members channel's content before the core sees it; False when the
-        message does not go to the core now (held for its key share, or refused)."""
-        pb = opened.sds_message
-        assert pb is not None  # open_for_topic decodes it
-        if not pb.content:
-            return True  # a sync message: only the outer layer
-        ephemeral = not pb.HasField("lamport_timestamp")
-        got = mc.incoming_content(pb.sender_id, pb.lamport_timestamp, pb.message_id,
-                                  pb.content, ephemeral=ephemeral, now_ms=self._now())  # fmt: skip
-        self._members_notices(mc)
-        if got.quiet:
-            return False
-        if got.retry:  # welcome later (a rate limit, a cut still coming): forget its bytes
-            self._memory.seen.forget(opened.envelope_hash)
-        if got.hold:  # its sender's key share has not arrived: open it again then
-            self._memory.seen.forget(opened.envelope_hash)
-            if not ephemeral and mc.hold(pb.sender_id, mc.session_of(pb.content), data):
-                self.counters["members_held"] += 1
-            return False
-        if got.content is None:
-            if got.reason == "already_read":
-                self.counters["duplicate_envelopes"] += 1
-            else:
-                self._reject(got.reason, mc.channel, pb.message_id, out)
-            return False
-        if not ephemeral and is_control(got.content):  # a key share opens held lines now
-            released = mc.early_share(pb.sender_id, pb.lamport_timestamp, pb.message_id,
-                                      got.content, self._now())  # fmt: skip
-            if released:
-                assert self._inbox is not None
-                self._inbox.requeue_envelopes(released)
-        pb.content = got.content
-        return True
-
-    def _on_control(self, mc: MembersChannel, author: str, lamport: int, mid: str,
-                    content: bytes, env: bytes | None) -> None:  # fmt: skip
-        """A control message delivered (or sent by us): the member list and keys move."""
-        was_member = mc.roster.is_member(self.sender_id)
-        change, released = mc.on_control(author, lamport, mid, content, env, self._now())
-        if released:
-            assert self._inbox is not None
-            self._inbox.requeue_envelopes(released)
-        self._members_dirty.add(mc.channel)
-        for out in change.refused:
-            self.counters[f"members_rejected_{out.reason}"] += 1
-        self._members_notices(mc)
-        for mid in change.added:
-            member = mc.roster.member(mid)
-            twin = None if member is None else self.verified.impersonated(mid, member.name)
-            if member is not None and twin is not None:
-                self._emit(MembersEvent(mc.channel, "key_changed",
-                    f"WARNING: a new member calls itself {member.name!r} with another key "
-                    f"({mid[:8]}) than the {member.name} you verified ({twin[:8]}): an "
-                    "impostor, or a new device; check with them before you trust it",
-                    {"member": mid, "verified": twin, "name": member.name}))  # fmt: skip
-        if change:
-            self._emit(MembersEvent(mc.channel, "changed", "the member list changed", {
-                "added": sorted(change.added), "removed": sorted(change.removed),
-                "rekeyed": sorted(change.share_keys_changed), "members": len(mc.roster)}))
-        while mc.direct_offers:  # a direct invite to us (MembersChannel.on_control)
-            inviter, sealed = mc.direct_offers.pop(0)
-            plain = mc.group_keys.open_sealed(sealed)
-            if plain is None:
-                self.counters["direct_undecryptable"] += 1
-            else:
-                self._spawn(self._accept_direct(mc.channel, inviter, plain))
-        if was_member and not mc.roster.is_member(self.sender_id):
-            self._emit(MembersEvent(mc.channel, "removed_me",
-                                    f"you were removed from #{mc.channel}"))  # fmt: skip
-
-    def _members_notices(self, mc: MembersChannel) -> None:
-        """Emit what a members channel noticed; mark what a completed cut refuses."""
-        for event in drain_notices(mc):
-            self._emit(event)
-        while mc.cuts_done:
-            removal, member_id = mc.cuts_done.pop(0)
-            self._spawn(self._refuse_outside_cut(mc, removal, member_id))
-
-    async def _refuse_outside_cut(self, mc: MembersChannel, removal: bytes, member_id: str) -> None:
-        """A removal's cut is complete: mark what it leaves out (app/node/members_glue.py)."""
-        with contextlib.suppress(NodeClosedError, StorageError):
-            event = await mark_outside_cut(self.store, mc, removal, member_id, self._now())
-            if event is not None:
-                self._emit(event)
-
     def _send_control(self, channel: str, content: bytes, now: int, out: Round) -> None:
         """Send a control message of ours inside a round (before the line being made)."""
         local_id, typed_at = out.local_id, out.typed_at
@@ -1478,300 +1438,14 @@ class Node:
         """After a round that moved a members channel: send the rekeys due (key shares
         go before our next message), and save the channel's keys and control
         messages (before the commit)."""
+        members = self._members
         for _ in range(3):  # sending may apply our own control messages: settle
-            dirty, self._members_dirty = self._members_dirty, set()
-            for channel in dirty:
-                mc = self._members.get(channel)
-                if mc is None or channel not in self._channels:
-                    continue
-                for control in mc.due_controls(now, shares=False):  # shares: lazily
-                    self._send_control(channel, control, now, out)
-                for control in mc.owed_shares():  # owed for lines already sent: at once
-                    self._send_control(channel, control, now, out)
-            for channel in dirty:
-                mc = self._members.get(channel)
-                if mc is not None:
-                    self._save_members(mc, state=False)
-            if not self._members_dirty:
+            dirty = members.take_dirty()
+            for channel, control in members.controls_due(dirty, now):
+                self._send_control(channel, control, now, out)
+            members.save_dirty(dirty)
+            if not members.dirty:
                 return
-
-    def _forget_read(self, marks: dict[str, dict[tuple[str, str], int]]) -> None:
-        """What was read up to ``marks`` is stored now: its Megolm keys leave the
-        members file (forward secrecy, app/members/group_keys.py)."""
-        for channel, m in marks.items():
-            mc = self._members.get(channel)
-            if mc is not None and mc.group_keys.forget_read(m):
-                self._save_members(mc)
-
-    def _save_members(self, mc: MembersChannel, *, state: bool = True) -> None:
-        """Append a members channel's new records, and write its state (``state``, or
-        when key material moved); on a full disk (or another OS error) keep it dirty
-        for the next round: its control messages stay in the core's log."""
-        try:
-            members_file.save(self.store.data_dir, mc, state=state)
-        except OSError as exc:
-            self.counters["members_save_failed"] += 1
-            self._members_dirty.add(mc.channel)
-            if self.counters["members_save_failed"] == 1:
-                self._emit(NodeError(f"#{mc.channel}: its keys could not be saved ({exc}); "
-                                     "retrying"))  # fmt: skip
-
-    def members_channel(self, channel: str) -> MembersChannel | None:
-        """The members-channel state of ``channel`` (``None`` for another kind)."""
-        return self._members.get(channel)
-
-    async def create_channel(self, channel: str) -> ChannelInfo:
-        """Create members channel ``channel`` with us as its first admin, and join it.
-
-        Raises:
-            ValueError: a channel of that name is joined or known here already, or
-                the name is not one a person may use.
-        """
-        self._check_open()
-        check_channel_name(channel)
-        data_dir = self.store.data_dir
-        if channel in self._channels or await self.store.get_channel(channel) is not None:
-            raise ValueError(f"#{channel} exists in this data directory already; "
-                             "pick another name (or /forget it first)")  # fmt: skip
-        if members_file.members_file(data_dir, channel).exists():
-            raise ValueError(f"#{channel} is a members channel here already")
-        mc, create = MembersChannel.create(channel, self.name, self.identity)
-        members_file.save(data_dir, mc)
-        self._members[channel] = mc
-        info = await self.join(channel, key=mc.sending_key())
-        await self.post_content(channel, create)
-        self._emit(MembersEvent(channel, "created", f"created members channel #{channel}",
-                                {"channel_id": mc.channel_id.hex()}))  # fmt: skip
-        return info
-
-    @property
-    def verified(self) -> Verified:
-        """The members this person verified by safety number (app/members/verified.py)."""
-        if self._verified is None:
-            self._verified = Verified(self.store.data_dir)
-        return self._verified
-
-    def _invite_book(self) -> InviteBook:
-        if self._invites is None:
-            self._invites = InviteBook(self.store.data_dir)
-        return self._invites
-
-    async def _subscribe_invites(self, channel: str) -> None:
-        topics = [t for t in self._invite_book().topics(self._now(), channel)
-                  if t not in self._invite_topics]  # fmt: skip
-        if topics:
-            self._invite_topics.update(topics)
-            await self.transport.subscribe(topics)
-
-    async def make_invite(
-        self, channel: str, relays: Sequence[str] = (), ttl_ms: int = DEFAULT_TTL_MS,
-        *, approve: bool = False,
-    ) -> str:
-        """A one-line invite code to members channel ``channel`` (admins only); this
-        node answers its join request while it is open (with ``approve``, once an
-        admin here says ``/approve``: a ``join_request`` event asks).
-
-        Raises:
-            KeyError: not a members channel here.
-            ValueError: not an admin; a bad relay URL or lifetime.
-        """
-        self._check_open()
-        mc = self._members.get(channel)
-        if mc is None:
-            raise KeyError(f"#{channel} is not a members channel (create one with /create)")
-        if not mc.roster.is_admin(self.sender_id):
-            raise ValueError(f"only an admin of #{channel} can invite")
-        invite = make_invite(channel, mc.channel_id, tuple(relays), now_ms=self._now(),
-                             ttl_ms=ttl_ms)  # fmt: skip
-        self._invite_book().add(invite, approve=approve)
-        await self._subscribe_invites(channel)
-        code = encode_invite(invite)
-        self._emit(InviteMade(channel, code, invite.expires_ms))
-        return code
-
-    def _invite_frame(self, topic: bytes, box: bytes, now: int) -> None:
-        """A handshake message on an invite topic: a request (we made the invite) or
-        an answer (we are redeeming it)."""
-        waiter = self._invite_waiters.get(topic)
-        if waiter is not None:
-            invite, keys, digest, future = waiter
-            try:
-                answer = open_join_answer(invite, box, keys.share_secret,
-                                          self.identity.public_key, digest)  # fmt: skip
-            except JoinError as exc:  # our own request echoed, another newcomer's answer
-                self.counters[f"invite_ignored_{exc.reason}"] += 1
-                return
-            if not future.done():
-                future.set_result(answer)
-            return
-        entry = self._invite_book().get(topic)
-        if entry is None:
-            return
-        try:
-            request = open_join_request(entry.invite, box, now)
-        except JoinError as exc:
-            self.counters[f"invite_rejected_{exc.reason}"] += 1
-            if exc.reason == "expired" and exc.request is not None:
-                refusal = make_join_refused(entry.invite, exc.request, self.identity,
-                                            "expired", now)  # fmt: skip
-                self._spawn(self._publish(wrap(topic, refusal)))
-            return
-        if entry.used_by and entry.used_by != request.sender_id:
-            refusal = make_join_refused(entry.invite, request, self.identity, "used", now)
-            self.counters["invite_refused_used"] += 1
-            self._spawn(self._publish(wrap(topic, refusal)))
-            return
-        mc = self._members.get(entry.invite.channel)
-        known = mc is not None and mc.roster.is_member(request.sender_id)
-        if entry.approve and not known and request.sender_id not in self._approved:
-            fresh = request.sender_id not in self._join_requests
-            self._join_requests[request.sender_id] = (topic, entry.invite, request)
-            if fresh:
-                self._emit(MembersEvent(entry.invite.channel, "join_request",
-                    f"{request.name} ({request.sender_id[:8]}) asks to join "
-                    f"#{entry.invite.channel}: /approve {request.name} or /deny {request.name}",
-                    {"member": request.sender_id, "name": request.name}))  # fmt: skip
-            return
-        self._spawn(self._admit(topic, entry.invite, request))
-
-    def pending_joins(self, channel: str) -> list[tuple[str, str]]:
-        """``(sender id, name)`` of the join requests waiting for an admin here."""
-        return [(sid, req.name) for sid, (_t, inv, req) in self._join_requests.items()
-                if inv.channel == channel]  # fmt: skip
-
-    async def decide_join(self, channel: str, sender_id: str, *, approve: bool) -> str:
-        """Let a waiting newcomer in (or refuse it); returns its name.
-
-        Raises:
-            ValueError: no such request waits.
-        """
-        pending = self._join_requests.get(sender_id)
-        if pending is None or pending[1].channel != channel:
-            raise ValueError(f"no join request from {sender_id[:12]} waits in #{channel}")
-        topic, invite, request = self._join_requests.pop(sender_id)
-        if approve:
-            self._approved.add(sender_id)
-            await self._admit(topic, invite, request)
-        else:
-            refusal = make_join_refused(invite, request, self.identity, "refused", self._now())
-            self._invite_book().mark_used(topic, "refused:" + sender_id)
-            await self._publish(wrap(topic, refusal))
-        return str(request.name)
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _admit(self, topic: bytes, invite: Invite, request: Any) -> None:
-        """Add the newcomer of a valid join request, then answer with the keys."""
-        mc = self._members.get(invite.channel)
-        if mc is None or self._closing:
-            return
-        try:
-            if not mc.roster.is_member(request.sender_id):
-                if mc.roster.invite_used(invite.invite_id):
-                    refusal = make_join_refused(invite, request, self.identity, "used",
-                                                self._now())  # fmt: skip
-                    await self._publish(wrap(topic, refusal))
-                    return
-                member = MemberInfo(request.identity_key, request.x25519_key, request.name)
-                await self.post_content(invite.channel,
-                                        encode_add(member, invite_id=invite.invite_id))  # fmt: skip
-            self._invite_book().mark_used(topic, request.sender_id)
-            controls = mc.membership_records()  # in parts of ~150 KiB, asked in turn
-            page = history_page(controls, request.history_from)
-            current = mc.sending_key().key
-            answer = make_join_accepted(
-                invite, request, self.identity, current, self._now(),
-                epoch_keys=[k for k in mc.epoch_keys if k != current], controls=page,
-                history_from=request.history_from, history_total=len(controls))  # fmt: skip
-            await self._publish(wrap(topic, answer))
-            text = f"{request.name} joined #{invite.channel} by invite"
-            data = {"member": request.sender_id, "name": request.name}
-            self._emit(MembersEvent(invite.channel, "admitted", text, data))
-        except (NodeClosedError, KeyError):
-            return
-        except ValueError as exc:
-            self._emit(NodeError(f"could not admit {request.name}: {exc}"))
-
-    async def join_by_invite(self, code: str, *, timeout_s: float = 300.0,
-                             resend_s: float = 2.0) -> ChannelInfo:  # fmt: skip
-        """Redeem an invite code: ask the inviting admin's node, then join the channel.
-
-        Raises:
-            ValueError: a bad or expired code (``InviteError``), a refusal, no answer
-                within ``timeout_s``, a channel of that name here already, or an answer
-                whose history does not make its sender an admin.
-        """
-        self._check_open()
-        invite = check_not_expired(decode_invite(code), self._now())
-        channel = invite.channel
-        if channel in self._channels or await self.store.get_channel(channel) is not None:
-            raise ValueError(f"#{channel} exists in this data directory already")
-        keys = GroupKeys(invite.channel_id, self.sender_id)
-        self._emit(Info(f"asking an admin of #{channel} to let you in (up to "
-                        f"{timeout_s:.0f} s; their node must be online)",
-                        {"channel": channel, "invite": "asking"}))  # fmt: skip
-        self._invite_topics.add(invite.topic)
-        await self.transport.subscribe([invite.topic])
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-
-        async def ask(history_from: int) -> JoinAccepted | JoinRefused | None:
-            request = make_join_request(invite, self.identity, keys.share_key, self.name,
-                                        self._now(), history_from=history_from)  # fmt: skip
-            future: asyncio.Future[JoinAccepted | JoinRefused] = loop.create_future()
-            self._invite_waiters[invite.topic] = (invite, keys, request_digest(request), future)
-            while not future.done() and loop.time() < deadline:  # bounded by timeout_s
-                await self._publish(wrap(invite.topic, request))
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(future),
-                                           min(resend_s, max(0.0, deadline - loop.time())))
-            return future.result() if future.done() else None
-
-        history: list[bytes] = []
-        try:
-            answer = await ask(0)
-            # a long control history comes in parts: ask for the rest (bounded: every
-            # part brings at least one event, and the deadline holds)
-            part = answer
-            while isinstance(part, JoinAccepted):
-                history.extend(part.controls)
-                nxt = part.history_next
-                if nxt is None:
-                    break
-                part = await ask(nxt)
-                if not isinstance(part, JoinAccepted):
-                    answer = part  # no answer in time (None), or refused now
-                elif part.history_from != nxt:
-                    raise ValueError(f"the answer to the invite to #{channel} sent another "
-                                     "part of the history than asked; not joined")  # fmt: skip
-        finally:
-            self._invite_waiters.pop(invite.topic, None)
-            self._invite_topics.discard(invite.topic)
-            await self.transport.unsubscribe([invite.topic])
-        if answer is None:
-            raise ValueError(f"no admin of #{channel} answered within {timeout_s:.0f} s "
-                             "(an admin's node must be online to let you in)")  # fmt: skip
-        if isinstance(answer, JoinRefused):
-            raise ValueError(f"the invite to #{channel} was refused: {answer.message}")
-        mc = MembersChannel(channel, invite.channel_id, self.sender_id,
-                            [*answer.epoch_keys, answer.channel_key], keys,
-                            signer=self.identity)  # fmt: skip
-        mc.import_history(history, self._now())
-        mc.set_current(answer.channel_key)
-        if not (mc.roster.is_admin(answer.admin_sender_id)
-                and mc.roster.is_member(self.sender_id)):  # fmt: skip
-            raise ValueError(f"the answer to the invite to #{channel} does not show its "
-                             "sender as an admin who added you; not joined")  # fmt: skip
-        members_file.save(self.store.data_dir, mc)
-        self._members[channel] = mc
-        info = await self.join(channel, key=mc.sending_key())
-        self._emit(MembersEvent(channel, "joined", f"joined members channel #{channel}",
-                                {"admin": answer.admin_sender_id,
-                                 "members": len(mc.roster)}))  # fmt: skip
-        return info
 
     async def forget(self, channel: str) -> int:
         """Forget channel ``channel`` (left before): its history, keys and passphrase
@@ -1785,107 +1459,15 @@ class Node:
         if channel in self._channels:
             raise ValueError(f"#{channel} is joined: /leave it first")
         n = await self.store.forget_channel(channel)
-        self._members.pop(channel, None)
-        members_file.members_file(self.store.data_dir, channel).unlink(missing_ok=True)
+        self._members.forget(channel)
         self._emit(Info(f"forgot #{channel} ({n} messages); your identity is unchanged",
                         {"channel": channel, "messages": n}))  # fmt: skip
         return n
 
-    async def open_direct(self, via: str, member_id: str) -> ChannelInfo:
-        """The direct conversation with ``member_id``, a member of members channel
-        ``via``: joined if it exists here, else made (a members channel of two) and
-        offered to them in ``via`` (app/members/direct.py).
-
-        Raises:
-            KeyError: ``via`` is not a members channel here.
-            ValueError: ``member_id`` is not a member of ``via``, or is us.
-        """
-        self._check_open()
-        mc = self._members.get(via)
-        if mc is None:
-            raise KeyError(f"#{via} is not a members channel (direct messages go to its members)")
-        peer = mc.roster.member(member_id)
-        if peer is None or member_id == self.sender_id:
-            raise ValueError(f"{member_id[:12]} is not another member of #{via}")
-        name = direct_name(self.sender_id, member_id)
-        if name in self._channels:
-            return self._channels[name]
-        if members_file.members_file(self.store.data_dir, name).exists():
-            return await self.join(name)
-        dm, create = MembersChannel.create(name, self.name, self.identity)
-        self._save_members(dm)
-        self._members[name] = dm
-        info = await self.join(name, key=dm.sending_key())
-        await self.post_content(name, create)
-        await self.post_content(name, encode_add(peer.info, role="admin"))
-        controls = dm.membership_records()
-        sealed = seal_direct(peer.info.share_key, name, dm.channel_id, dm.epoch_keys, controls)
-        await self.post_content(via, encode_direct_invite(member_id, sealed))
-        self._emit(MembersEvent(name, "direct", f"direct conversation with {peer.name}",
-                                {"peer": member_id, "name": peer.name, "via": via}))  # fmt: skip
-        return info
-
-    async def _accept_direct(self, via: str, inviter: str, plain: bytes) -> None:
-        """A member offered us a direct conversation: check it and join it."""
-        offer = open_direct(plain, inviter, self.sender_id)
-        if isinstance(offer, str):
-            self.counters[f"direct_refused_{offer}"] += 1
-            return
-        name = offer.channel
-        existing = self._members.get(name)
-        if existing is None:
-            existing = await asyncio.to_thread(members_file.load, self.store.data_dir, name)
-        if existing is not None:
-            if prefer(existing.channel_id, offer.channel_id) == existing.channel_id:
-                return  # the same conversation, or ours wins: they switch to ours
-            with contextlib.suppress(ValueError, KeyError):
-                await self.leave(name)
-                await self.forget(name)
-        via_mc = self._members.get(via)
-        if via_mc is None or self._closing:
-            return
-        secret = via_mc.group_keys.share_secret  # the same X25519 key as in ``via``
-        keys = GroupKeys(offer.channel_id, self.sender_id, share_secret=secret)
-        dm = MembersChannel(name, offer.channel_id, self.sender_id, offer.epoch_keys, keys,
-                            signer=self.identity)  # fmt: skip
-        dm.import_history(offer.records, self._now())
-        if not (dm.roster.is_admin(inviter) and dm.roster.is_member(self.sender_id)):
-            self.counters["direct_refused_history"] += 1
-            return
-        self._save_members(dm)
-        self._members[name] = dm
-        try:
-            await self.join(name, key=dm.sending_key())
-        except (ValueError, NodeClosedError) as exc:
-            self._emit(NodeError(f"a direct conversation could not be joined: {exc}"))
-            return
-        peer = via_mc.roster.member(inviter)
-        who = peer.name if peer is not None else inviter[:8]
-        self._emit(MembersEvent(name, "direct", f"{who} opened a direct conversation with you",
-                                {"peer": inviter, "name": who, "via": via}))  # fmt: skip
-
-    async def remove_member(self, channel: str, member_id: str) -> None:
-        """Remove a member (admin), with new outer keys for the others.
-
-        Raises:
-            KeyError: not a members channel here.
-            ValueError: not an admin, or no such member.
-        """
-        mc = self._members.get(channel)
-        if mc is None:
-            raise KeyError(f"#{channel} is not a members channel")
-        if member_id != self.sender_id and not mc.roster.is_admin(self.sender_id):
-            raise ValueError(f"only an admin of #{channel} can remove members")
-        if not mc.roster.is_member(member_id):
-            raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
-        held = await self.store.sender_ids(channel, member_id)  # the removal's cut
-        for content in mc.remove(member_id, held):  # its parts first, in a large channel
-            await self.post_content(channel, content)
-
     def _seal_carrying(self, channel: str, sds_bytes: bytes, now: int) -> bytes:
         """Our new message's envelope, with the envelopes the core wants carried
         along (app/node/carrying.py); without them if they would not fit."""
-        key = self._seal_key(channel)
+        key = self._members.seal_key(channel)
         picks = self._participant.channel(channel).to_carry(now)
         carried: list[bytes] = []
         if picks:
@@ -1929,7 +1511,7 @@ class Node:
             if info is None:
                 continue
             if dg.kind == "sync":
-                sync = seal(dg.data, self.identity, self._seal_key(channel))
+                sync = seal(dg.data, self.identity, self._members.seal_key(channel))
                 out.publish.append((channel, None, sync))
                 self.counters["sync_sent"] += 1
                 continue
@@ -2087,7 +1669,7 @@ class Node:
         mc = self._members.get(ch)
         if mc is not None:
             if is_control(plain):
-                self._on_control(mc, self.sender_id, ev.lamport, mid, plain, env)
+                self._members.on_control(mc, self.sender_id, ev.lamport, mid, plain, env)
             else:
                 plain = mc.own_plaintext(plain, (ev.lamport, mid))
         self._participant.channel(ch).set_retrieval_hint(mid, digest)
@@ -2145,11 +1727,9 @@ class Node:
             self._memory.carrier.remember(hint, ch, mid)
         mc = self._members.get(ch)
         if mc is not None and is_control(ev.content):
-            self._on_control(mc, ev.sender_id, ev.lamport, mid, ev.content, env)
-        elif mc is not None and (why := mc.refused_at_delivery(ev.sender_id, mid)):
-            mark = MessageRefused(ch, mid, ev.sender_id, why, "")
-            out.batch.add_event(mark, self._now())  # stored and marked refused
-            out.events.append(refused_event(mc, ev.sender_id, [mark]))
+            self._members.on_control(mc, ev.sender_id, ev.lamport, mid, ev.content, env)
+        elif mc is not None:  # a removed member's line its removal's cut leaves out
+            self._members.refused_at_delivery(mc, ev.sender_id, mid, out)
         late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
         out.batch.insert_message(
             StoredMessage(
@@ -2236,19 +1816,7 @@ class Node:
             force_state or now - self._last_state_save >= self._state_interval
         ):
             self._add_states(batch)
-            if self._members and self._invite_book().reload():  # `sdschat invite` wrote
-                for channel in self._members:
-                    self._spawn(self._subscribe_invites(channel))
-            horizon = repair_horizon_ms(self.options.config)
-            for mc in self._members.values():  # forward secrecy: forget what was read
-                if mc.advance(now, horizon):  # a share-key rotation due: sent in this round
-                    self._members_dirty.add(mc.channel)
-                out.read_marks[mc.channel] = mc.group_keys.read_marks()  # cut once committed
-                if mc.group_keys.changes != mc.saved_changes or mc.unsaved:
-                    self._save_members(mc)
-                digest = mc.digest_due(now)  # our membership state, to compare
-                if digest is not None and mc.channel in self._channels:
-                    self._spawn(self.send_ephemeral(mc.channel, digest))
+            self._members.at_state_save(now, out)  # keys read, rotations, digests
 
     def _commits_inline(self, batch: Batch) -> bool:
         """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""
