@@ -4,8 +4,8 @@ The worker (:mod:`app.node.runtime`) makes a :class:`Round` for the items it too
 every part that handles a core call writes into it: the storage rows of the round's
 ONE transaction (``batch``), the events to emit once it committed, the envelopes to
 publish after them, and the look-ups the core asked for (``missing``,
-``repair_needed``, ``need_envelope``), which the worker answers from storage before
-the commit. Nothing here does I/O.
+``repair_needed``, ``need_envelope``), which :meth:`Effects.follow_ups
+<app.node.effects.Effects.follow_ups>` answers before the commit. Nothing here does I/O.
 """
 
 from __future__ import annotations

@@ -55,15 +55,32 @@ Durability (see also :mod:`storage.batch` and :mod:`app.node.state_reconcile`):
   crash, and those typed while disconnected) instead of waiting for the
   resend period.
 
-Receiving: an envelope is opened (topic -> channel, AEAD, signature, sender
-id); rejections are counted by reason and reported as
-:class:`~app.node.events.Rejected`. An envelope seen before (a replay guard of
-envelope hashes) is a counted duplicate (``duplicate_envelopes``), not a
-rejection. The SDS bytes then go to that channel's core with the envelope hash
-as retrieval hint (the SDS ``channel_id`` must match the channel of the topic);
-the core checks each content message's id against its author, timestamp and
-content (``sds.ids``: ``rejected`` ``unverifiable_id`` otherwise) and reports a
-second, different message under a held id as a :class:`~app.node.events.Conflict`.
+Receiving is :mod:`app.node.receiving`'s (the steps are listed there): an envelope
+is opened for its topic, checked (AEAD, signature, sender id, replay guard, a
+members channel's gate), and its SDS bytes go to that channel's core with the
+envelope hash as retrieval hint.
+
+The parts (each an object with its own state, created here and called down into;
+none imports this module; :class:`~app.node.context.NodeContext` is what they share):
+
+* :class:`~app.node.receiving.Receiver`: received envelopes into the cores (and the
+  clock estimate their syncs feed);
+* :class:`~app.node.effects.Effects`: the core's events into the round (storage rows,
+  node events, envelopes to publish), storage follow-ups, copies and conflicts; the
+  peers heard, the late-arrival rule, the ephemeral guard, the file quota;
+* :class:`~app.node.publishing.Publisher`: envelopes onto the transport after the
+  commit, paced; republishing on (re)connection; ``/retry``;
+* :class:`~app.node.joining.Joiner`: join (restore + reconcile), leave, forget;
+* :class:`~app.node.members_glue.MembersGlue`: members channels, invites, direct
+  messages;
+* :class:`~app.node.own_messages.OwnMessages` and
+  :class:`~app.node.envelope_memory.EnvelopeMemory`: the state of own messages on
+  their way, and the envelopes (and hashes) kept in memory.
+
+This module keeps the lifecycle (:meth:`Node.open`, :meth:`Node.start`,
+:meth:`Node.close`), the public API, the worker loop and its rounds (:mod:`app.node.inbox`,
+:mod:`app.node.round`), the core calls that make own messages, and the timers
+(protocol timer, state save, clock hold, full-disk probe).
 
 Usage (the UI builds on this)::
 
@@ -85,63 +102,37 @@ import random
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
 from app.chat.content import decode_content
-from app.chat.file_quota import (
-    LEDGER_FILE,
-    FileQuota,
-)
-from app.chat.lines import encode_content, split_typed
+from app.chat.file_quota import FileQuota
+from app.chat.lines import encode_content
 from app.chat.log_line import LogLine, log_line
-from app.chat.redaction import is_tombstone, redact_deleted
 from app.members.channel import MembersChannel
-from app.members.events import is_control
-from app.members.invite import (
-    DEFAULT_TTL_MS,
-)
-from app.members.invites import unwrap
+from app.members.invite import DEFAULT_TTL_MS
 from app.members.verified import Verified
-from app.node.clock_guard import (
-    ClockEstimate,
-    ClockHold,
-    Correction,
-    LamportMemory,
-    VoteRequests,
-    describe_offset,
-    implausible_time,
-    sent_ahead,
-)
+from app.node.clock_guard import ClockHold, Correction, describe_offset, sent_ahead
 from app.node.context import NodeContext
 from app.node.db_pages import page_size_for
-from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full, log_form
+from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
+from app.node.effects import Effects
 from app.node.envelope_memory import EnvelopeMemory
-from app.node.ephemeral_guard import MAX_EPHEMERAL_BYTES, EphemeralGuard
+from app.node.ephemeral_guard import MAX_EPHEMERAL_BYTES
 from app.node.errors import IdentityMismatchError, NodeClosedError, PassphraseMismatchError
 from app.node.events import (
     CatchUp,
-    ChannelJoined,
-    ChannelLeft,
     ClockSkew,
     Closed,
-    Conflict,
     ConnectionChanged,
-    Delivered,
     DiskFull,
-    Ephemeral,
     Info,
-    Lost,
-    Missing,
     NodeError,
     NodeEvent,
     OwnMessage,
     PeerInfo,
-    PeerSeen,
     Ready,
-    Rejected,
 )
 from app.node.inbox import (
     Barrier,
@@ -156,9 +147,11 @@ from app.node.inbox import (
     Tick,
     release_barriers,
 )
-from app.node.late_arrivals import LateArrivals
+from app.node.joining import Joiner
 from app.node.members_glue import MembersGlue
 from app.node.own_messages import OwnMessages
+from app.node.publishing import Publisher
+from app.node.receiving import Receiver
 from app.node.round import Receiving, Round, coalesce_lost
 from app.node.settings import (
     DEFAULT_STATE_SAVE_MS,
@@ -168,22 +161,9 @@ from app.node.settings import (
     NodeOptions,
     wall_ms,
 )
-from app.node.state_reconcile import reconcile_state
 from app.node.transport import Transport, TransportStatus
-from app.node.unheard import UnheardLines, nobody_heard
-from net.channel_key import (
-    ChannelKey,
-    check_channel_name,
-    derive_channel_key,
-)
-from net.envelope import (
-    EnvelopeError,
-    OversizedEnvelope,
-    envelope_hash,
-    open_envelope,
-    open_for_topic,
-    seal,
-)
+from net.channel_key import ChannelKey, check_channel_name, derive_channel_key
+from net.envelope import seal
 from net.identity import Identity, IdentityFileError
 from net.store_sync import CatchUpProgress, StoreSync
 from sds.message import parse_pb
@@ -195,9 +175,7 @@ from storage import (
     Cursor,
     MissingHistoryError,
     OwnState,
-    StorageError,
     Store,
-    StoredMessage,
 )
 from storage import Identity as StoredIdentity
 
@@ -217,51 +195,6 @@ __all__ = [
 logger = logging.getLogger("sdschat.node")
 
 T = TypeVar("T")
-
-#: Drops that do not discard the message being received (a bad filter is only
-#: ignored for acks; a buffer eviction concerns an older waiting message).
-_NOT_FATAL_DROPS = frozenset(
-    {
-        sds.DropReason.BAD_FILTER,
-        sds.DropReason.SATURATED_FILTER,
-        sds.DropReason.INCOMING_BUFFER_FULL,
-    }
-)
-
-#: Stored messages read at join to seed the late-arrival rule (the TUI's first page).
-_SEED_PAGE = 200
-
-
-#: Drops of a message the core will accept later (our clock caught up, the
-#: sender's missing ids resolved): the envelope's resend is not a replay.
-_REFUSED_FOR_NOW = frozenset({sds.DropReason.CLOCK_AHEAD, sds.DropReason.SENDER_BUDGET})
-
-@dataclass(slots=True)
-class _Peer:
-    name: str | None = None
-    channels: set[str] = field(default_factory=set)
-    last_seen_ms: int = 0
-    messages: int = 0
-
-
-class _Pacer:
-    """Token bucket for publishing (waits instead of exceeding the relay's rate)."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.capacity = float(burst)
-        self.tokens = float(burst)
-        self.stamp = time.monotonic()
-
-    async def take(self) -> None:
-        for _ in range(1_000):  # bounded; each pass sleeps until a token is due
-            now = time.monotonic()
-            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
-            self.stamp = now
-            if self.tokens >= 1.0:
-                self.tokens -= 1.0
-                return
-            await asyncio.sleep((1.0 - self.tokens) / self.rate)
 
 
 class Node:
@@ -295,40 +228,36 @@ class Node:
         if not config.verify_message_ids:  # envelopes bind sender_id to a key: check ids
             config = config.with_changes(verify_message_ids=True)
         self._participant = sds.Participant(self.sender_id, config, rng)
+        #: The correction the cores run on (``_now``): the estimate's, once the cores
+        #: have been moved to it (``_apply_clock_offset``), never before.
+        self._offset_ms = 0
         self._ctx = ctx = NodeContext(
             self.options, store, identity, transport, self._participant, self.counters,
             self._emit, self._now, name=name,
         )  # fmt: skip
-        self._channels = ctx.channels  # joined channels, by name and by topic
-        self._by_topic = ctx.by_topic
-        self._own = OwnMessages()  # own messages on their way (app/node/own_messages.py)
+        self._channels = ctx.channels  # written by the joiner only
+        # the parts (module docstring): each owns its state; none imports this module
+        self._own = own = OwnMessages()
         self._memory = memory = EnvelopeMemory(self.options.envelope_cache,
                                                self.options.waiting_envelope_cache)  # fmt: skip
-        self._members = members = MembersGlue(  # app/node/members_glue.py
+        self._members = members = MembersGlue(
             ctx, memory, join=self.join, leave=self.leave, forget=self.forget,
             post_content=self.post_content, send_ephemeral=self.send_ephemeral,
             publish=self._publish, requeue=self._requeue, check_open=self._check_open,
         )  # fmt: skip
-        self._late = LateArrivals(self.sender_id)  # the ↺ recovered rule
-        self._ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
-        self._files = FileQuota(  # app/chat/file_quota.py
-            self.options.file_quota_bytes, store.data_dir / LEDGER_FILE,
-            channel_bytes=self.options.file_channel_bytes, store=store, counters=self.counters,
-            capped=lambda ch: ch not in members,  # members channels: admitted senders
-        )
+        self._effects = effects = Effects(ctx, own, memory, members,
+                                          on_clock_ahead=self._hold_clock_ahead)  # fmt: skip
+        self._receiver = Receiver(ctx, memory, members, effects,
+                                  on_clock_fix=self._clock_corrected)  # fmt: skip
+        self._publisher = publisher = Publisher(ctx, own, memory, members,
+                                                on_carried=self._carried_states)  # fmt: skip
+        self._joiner = Joiner(ctx, own, effects, members, publisher, round_now=self._round_now,
+                              mark_dirty=self._mark_state_dirty,
+                              queue_pending=self._queue_pending)  # fmt: skip
         self._disk = DiskGuard(store.data_dir)  # a full disk: app/node/disk_guard.py
         self._disk_probe: asyncio.TimerHandle | None = None
-        # a skewed wall clock: app/node/clock_guard.py
-        self._clock_est = ClockEstimate(self.options.config.max_clock_skew_ms)
-        #: The correction the cores run on (``_now``): the estimate's, once the cores
-        #: have been moved to it (``_apply_clock_offset``), never before.
-        self._offset_ms = 0
-        self._clock_hold = ClockHold()
-        self._clock_votes = VoteRequests(self.options.config.max_clock_skew_ms)
+        self._clock_hold = ClockHold()  # messages from a clock ahead: app/node/clock_guard.py
         self._hold_timer: asyncio.TimerHandle | None = None
-        self._lamports = LamportMemory()
-        self._unheard = UnheardLines()  # own lines nobody was there to hear (app/node/unheard.py)
-        self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
         self._inbox: Inbox | None = None
@@ -345,7 +274,6 @@ class Node:
         self._state_interval = self.options.state_save_interval_ms
         self._started = False
         self._closed = False
-        self._pacer = _Pacer(self.options.publish_rate, self.options.publish_burst)
         self._next_local_id = 0
         """Outbox id of the next typed line (numbered here: see ``_send_typed``)."""
 
@@ -401,6 +329,10 @@ class Node:
     @property
     def _failed(self) -> list[tuple[str, str, bytes]]:
         return self._own.failed
+
+    @property
+    def _files(self) -> FileQuota:
+        return self._effects.files
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -588,7 +520,7 @@ class Node:
                                          "from the stored log at the next start)"))
         finally:
             self._closed = True
-            self._files.stop()  # evictions, the ledger (app/chat/file_quota.py)
+            self._effects.files.stop()  # evictions, the ledger (app/chat/file_quota.py)
             self._emit(Closed(dict(self.counters)))
             for q in self._queues:
                 q.put_nowait(None)
@@ -661,13 +593,7 @@ class Node:
 
     def peers(self, channel: str | None = None) -> list[PeerInfo]:
         """Participants heard from (in ``channel``, or in any), most recently seen first."""
-        out = [
-            PeerInfo(sid, p.name, tuple(sorted(p.channels)), p.last_seen_ms, p.messages)
-            for sid, p in self._peers.items()
-            if channel is None or channel in p.channels
-        ]
-        out.sort(key=lambda p: -p.last_seen_ms)
-        return out
+        return self._effects.peer_infos(channel)
 
     async def join(
         self,
@@ -701,7 +627,7 @@ class Node:
         chosen = key
 
         async def do_join() -> ChannelInfo:
-            return await self._join(chosen)
+            return await self._joiner.join(chosen)
 
         info: ChannelInfo = await self._call_in_worker(do_join)
         if channel in self._members:
@@ -713,7 +639,7 @@ class Node:
         self._check_open()
 
         async def do_leave() -> bool:
-            return await self._leave(channel)
+            return await self._joiner.leave(channel)
 
         left: bool = await self._call_in_worker(do_leave)
         return left
@@ -812,24 +738,7 @@ class Node:
         acknowledged since; how many. The same bytes, so the same message id: a member
         who had one after all drops the copy (a retry never shows a line twice)."""
         self._check_open()
-        again = self._own.take_failed(channel)
-        by_channel: dict[str, list[str]] = {}
-        for ch, mid, _content in again:
-            if ch in self._channels:
-                by_channel.setdefault(ch, []).append(mid)
-        count = 0
-        for ch, mids in by_channel.items():
-            cached = {m: self._memory.recent.get((ch, m)) for m in mids}
-            stored = await self.store.get_envelopes(ch, [m for m, e in cached.items() if e is None])
-            for mid in mids:
-                env = cached[mid] or stored.get(mid)
-                if env is None:
-                    self.counters["retry_without_envelope"] += 1
-                    continue
-                count += 1
-                await self._publish(env)
-        self.counters["retried"] += count
-        return count
+        return await self._publisher.retry(channel)
 
     async def send_ephemeral(self, channel: str, content: bytes) -> bool:
         """Broadcast an SDS ephemeral message (typing indicators): not logged, never resent.
@@ -856,7 +765,7 @@ class Node:
         data = self._participant.channel(channel).send_ephemeral(content, now)
         self.counters["ephemeral_sent"] += 1
         sealed = seal(data, self.identity, self._members.seal_key(channel))
-        return await self._publish(sealed)
+        return await self._publisher.publish(sealed)
 
     async def set_name(self, name: str) -> None:
         """Change the display name carried by our next messages (stored)."""
@@ -937,12 +846,39 @@ class Node:
         (:meth:`MembersGlue.remove_member <app.node.members_glue.MembersGlue.remove_member>`)."""
         await self._members.remove_member(channel, member_id)
 
+    async def forget(self, channel: str) -> int:
+        """Forget channel ``channel`` (left before): its history, keys and passphrase
+        binding go; the identity stays, so the same name can be joined anew. Returns
+        the number of messages deleted.
+
+        Raises:
+            ValueError: it is joined (leave it first) or unknown here.
+        """
+        self._check_open()
+        return await self._joiner.forget(channel)
+
     # ------------------------------------------------------------------ asked by the parts
+
+    async def _publish(self, envelope: bytes) -> bool:
+        return await self._publisher.publish(envelope)
 
     def _requeue(self, envelopes: Sequence[bytes]) -> None:
         """Envelopes a members channel held, to receive again first."""
         assert self._inbox is not None
         self._inbox.requeue_envelopes(envelopes)
+
+    def _queue_pending(self, items: Sequence[Pending]) -> None:
+        """Outbox lines of a channel joined, produced before what is queued."""
+        assert self._inbox is not None
+        self._inbox.put_front(items)
+
+    def _mark_state_dirty(self) -> None:
+        self._state_dirty = True
+
+    def _carried_states(self) -> None:
+        """Own states wait to be stored: in the next round, or the next state save."""
+        self._state_dirty = True
+        self._arm_state_save()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -1155,33 +1091,16 @@ class Node:
                 self._disk_round_failed(out, items, exc)
                 return
             self._members.forget_read(out.read_marks)
-            await self._redact_deleted(out.events)
+            await self._effects.redact_deleted(out.events)
             for it in out.typed:  # durable now (fsynced), nothing of it published yet
                 if not it.future.done() and it.local_id is not None:
                     it.future.set_result(it.local_id)
             for ev in coalesce_lost(out.events):
                 self._emit(ev)
             release_barriers(items)
-            await self._publish_round(out)
+            await self._publisher.publish_round(out)
         except Exception as exc:
             self._round_failed(exc, items)
-
-    async def _redact_deleted(self, events: Sequence[NodeEvent]) -> None:
-        """Deletions delivered or sent this round: their targets' text leaves the disk
-        (app/chat/redaction.py)."""
-        for ev in events:
-            if isinstance(ev, Delivered) and ev.kind == "delete":
-                ch, sender, text = ev.channel, ev.sender_id, ev.text
-            elif isinstance(ev, OwnMessage) and ev.state == "logged" and ev.kind == "delete":
-                ch, sender, text = ev.channel, self.sender_id, ev.text or ""
-            else:
-                continue
-            try:
-                self.counters["redacted"] += await redact_deleted(
-                    self.store, ch, sender, split_typed(text)[0]
-                )
-            except StorageError as exc:  # the deletion stands; its text stays on disk
-                self._emit(NodeError(f"could not erase a deleted message's text: {exc}"))
 
     async def _round(self, items: Sequence[Item]) -> Round:
         """The core calls of one round; returns it with its batch ready to commit."""
@@ -1191,7 +1110,7 @@ class Node:
         for item in items:
             if isinstance(item, EnvelopeIn):
                 try:
-                    self._receive(item.data, now, out)
+                    self._receiver.receive(item.data, now, out)
                 except Exception as exc:  # a bug met by one envelope: keep the others
                     out.current = None
                     self.counters["receive_errors"] += 1
@@ -1205,14 +1124,14 @@ class Node:
                 if self._connected:
                     self._participant.handle_timer(now)
                     out.core_called = True
-                    self._drain(now, out)
+                    self._effects.drain(now, out)
             elif isinstance(item, SaveState):
                 save_requested = True
-        self._drain(now, out)
-        await self._follow_ups(now, out)
+        self._effects.drain(now, out)
+        await self._effects.follow_ups(now, out)
         if self._members.dirty:
             self._members_round(now, out)
-            await self._follow_ups(now, out)
+            await self._effects.follow_ups(now, out)
         if out.core_called:
             self._state_dirty = True
         self._complete_batch(out, now, force_state=save_requested)
@@ -1259,167 +1178,8 @@ class Node:
             self._emit(NodeError(f"line {local_id} cannot be sent: {exc}"))
             return
         out.core_called = True
-        self._drain(now, out)
+        self._effects.drain(now, out)
         out.local_id = None
-
-    def _reject(self, reason: str, channel: str | None, detail: str, out: Round) -> None:
-        key = f"rejected_{reason}"
-        self.counters[key] += 1
-        out.events.append(Rejected(reason, channel, detail, self.counters[key]))
-
-    def _receive(
-        self, data: bytes, now: int, out: Round, carried_on: bytes | None = None
-    ) -> None:
-        """One envelope, as delivered, or carried by an envelope of topic ``carried_on``."""
-        if carried_on is None:
-            self.counters["received"] += 1
-        channel: str | None = None
-        if self._members.invite_topics and carried_on is None:
-            framed = unwrap(data)
-            if framed is not None and framed[0] in self._members.invite_topics:
-                self._members.invite_frame(framed[0], framed[1], now)
-                return
-
-        def key_for_topic(topic: bytes) -> ChannelKey | list[ChannelKey] | None:
-            nonlocal channel  # a refusal after the topic matched names the channel
-            if carried_on is not None and topic != carried_on:
-                return None  # carried into another channel: refused as its topic
-            channel = self._by_topic.get(topic)
-            if channel is None:
-                return None
-            mc = self._members.get(channel)
-            return self._channels[channel].key if mc is None else mc.opening_keys()
-
-        try:
-            opened = open_for_topic(data, key_for_topic)
-        except EnvelopeError as exc:
-            reason = exc.reason if carried_on is None else f"carried_{exc.reason}"
-            self._reject(reason, channel, exc.detail, out)
-            return
-        members = self._members.get(channel) if channel is not None else None
-        if members is not None:
-            why = members.admit(opened.sender_id, opened.sds_message)
-            if why:  # before the replay guard: a member added later resends these bytes
-                self._reject(why, channel, opened.sender_id, out)
-                return
-        if not self._memory.seen.check_and_remember(opened.envelope_hash):
-            # The same bytes again (a restarted sender republishing, a relay or store
-            # redelivering): verified and harmless, a counted duplicate, not a rejection.
-            pb = opened.sds_message
-            if carried_on is not None:
-                self.counters["carried_duplicates"] += 1
-                if channel is not None and pb is not None and pb.message_id:
-                    self._participant.channel(channel).note_carried(pb.message_id, now)
-                    out.core_called = True
-                return
-            self.counters["duplicate_envelopes"] += 1
-            if channel is not None and pb is not None and pb.content and pb.message_id:
-                # an author's resend: it lacks our acknowledgement, name it again soon
-                self._participant.channel(channel).note_copy(pb.message_id, pb.sender_id, now)
-                out.core_called = True
-            return
-        assert channel is not None  # opened: its topic named a joined channel
-        out.received.append(opened.envelope_hash)  # forgotten if the round is not stored
-        if opened.carried and carried_on is None:
-            # older lines first: the carrier's own line names them in its history
-            self._receive_carried(opened.carried, opened.topic, now, out)
-            out.current = None
-        pb0 = opened.sds_message
-        if pb0 is not None and not pb0.content and pb0.HasField("lamport_timestamp"):
-            # a sync: its time is its author's clock now (app/node/clock_guard.py)
-            fix = self._clock_est.observe(pb0.sender_id, pb0.lamport_timestamp, self._clock())
-            if fix is not None:
-                self._clock_corrected(fix)
-                now = self._now()
-            vote = self._clock_votes.on_sync(channel, pb0.sender_id,
-                                             pb0.lamport_timestamp - now, now)  # fmt: skip
-            if vote is not None:
-                self._participant.channel(channel).ask_sync(vote)
-        id_content = None  # a members channel's ciphertext: what the message id covers
-        if members is not None:
-            id_content = opened.sds_message.content if opened.sds_message is not None else None
-            if not self._members.content(members, opened, data, out):
-                return
-        core = self._participant.channel(channel)
-        # a carried copy (under a hash of its own: without what it carried) of a line
-        # we hold: the core checks its id and counts a copy on the wire, nothing waits
-        held = carried_on is not None and pb0 is not None and core.holds(pb0.message_id)
-        if held:
-            self.counters["carried_duplicates"] += 1
-        current = out.current = Receiving(opened.envelope_hash, data, opened.sds_bytes)
-        carried = carried_on is not None
-        if opened.sds_message is not None:  # decoded once, by open_envelope
-            if id_content is None:
-                core.receive_parsed(opened.sds_message, opened.sds_bytes, now,
-                                    opened.envelope_hash, carried=carried)  # fmt: skip
-            else:  # a members channel: the content was decrypted, the id covers the ciphertext
-                core.receive_parsed(opened.sds_message, opened.sds_bytes, now,
-                                    opened.envelope_hash, id_content=id_content,
-                                    carried=carried)  # fmt: skip
-        else:
-            core.receive(opened.sds_bytes, now, opened.envelope_hash, carried=carried)
-        out.core_called = True
-        self._drain(now, out)
-        out.current = None
-        if not current.consumed and not current.settled and not held:
-            # A content message that waits for dependencies (whether or not the core
-            # reported them missing: it may wait only for other waiting messages).
-            # Keep its envelope, by hash (its retrieval hint), for its delivery.
-            self._memory.wait(channel, current.hash, data)
-
-    def _seen(
-        self, channel: str, sender_id: str, name: str | None, now: int, out: Round, content: bool
-    ) -> None:
-        peer = self._peers.get(sender_id)
-        first = peer is None or channel not in peer.channels
-        if peer is None:
-            peer = self._peers[sender_id] = _Peer()
-        renamed = name is not None and name != peer.name
-        peer.channels.add(channel)
-        peer.last_seen_ms = now
-        if content:
-            peer.messages += 1
-        if name is not None:
-            peer.name = name
-        if first or renamed:
-            out.events.append(PeerSeen(channel, sender_id, peer.name, first))
-        if self._unheard and sender_id != self.sender_id:  # someone is back: the same bytes
-            out.need_envelope.extend((channel, m, "unheard") for m in self._unheard.heard(channel))
-
-    def _wait_for_listeners(self, ev: sds.MessageSendFailed, now: int, out: Round) -> bool:
-        """A message given up on while nobody else was heard in its channel: keep it
-        as sent, to publish again when someone is (app/node/unheard.py); whether it was."""
-        ch, mid = ev.channel_id, ev.message_id
-        cfg = self.options.config
-        # its resends, and a sync period before them (a member's periodic sync says it is there)
-        since = now - cfg.resend_unacknowledged_ms * (ev.attempts + 1) - cfg.sync_interval_ms
-        heard = ((sid, p.channels, p.last_seen_ms) for sid, p in self._peers.items())
-        if ev.reason != "resends_exhausted" or not nobody_heard(heard, self.sender_id, ch, since):
-            return False
-        self._unheard.hold(ch, mid)
-        self._own.typed.pop((ch, mid), None)
-        self.counters["waiting_for_listeners"] += 1
-        out.events.append(
-            OwnMessage(ch, "waiting", self._own.local_ids.get((ch, mid)), mid,
-                       detail={"reason": "nobody_heard", "attempts": ev.attempts})
-        )  # fmt: skip
-        return True
-
-    # ------------------------------------------------------------------ members channels
-
-    def _nobody_heard(self, channel: str, topic: bytes) -> None:
-        """The first join of a passphrase channel heard nobody: say so plainly."""
-        info = self._channels.get(channel)
-        if self._closing or info is None or info.topic != topic:
-            return
-        self.counters["nobody_heard_checks"] += 1
-        if any(channel in p.channels for p in self._peers.values()):
-            return
-        self._emit(Info(
-            f"nobody has been heard in #{channel} with this passphrase yet; if others are "
-            "there, check the passphrase with them (a typo makes another, empty channel; "
-            f"/leave {channel} and /forget {channel} to try again)",
-            {"channel": channel, "nobody_heard": True}))
 
     def _send_control(self, channel: str, content: bytes, now: int, out: Round) -> None:
         """Send a control message of ours inside a round (before the line being made)."""
@@ -1428,7 +1188,7 @@ class Node:
         try:
             self._participant.channel(channel).send(content, now)
             out.core_called = True
-            self._drain(now, out)
+            self._effects.drain(now, out)
         except ValueError as exc:
             self._emit(NodeError(f"{channel}: a control message could not be sent: {exc}"))
         finally:
@@ -1447,367 +1207,6 @@ class Node:
             if not members.dirty:
                 return
 
-    async def forget(self, channel: str) -> int:
-        """Forget channel ``channel`` (left before): its history, keys and passphrase
-        binding go; the identity stays, so the same name can be joined anew. Returns
-        the number of messages deleted.
-
-        Raises:
-            ValueError: it is joined (leave it first) or unknown here.
-        """
-        self._check_open()
-        if channel in self._channels:
-            raise ValueError(f"#{channel} is joined: /leave it first")
-        n = await self.store.forget_channel(channel)
-        self._members.forget(channel)
-        self._emit(Info(f"forgot #{channel} ({n} messages); your identity is unchanged",
-                        {"channel": channel, "messages": n}))  # fmt: skip
-        return n
-
-    def _seal_carrying(self, channel: str, sds_bytes: bytes, now: int) -> bytes:
-        """Our new message's envelope, with the envelopes the core wants carried
-        along (app/node/carrying.py); without them if they would not fit."""
-        key = self._members.seal_key(channel)
-        picks = self._participant.channel(channel).to_carry(now)
-        carried: list[bytes] = []
-        if picks:
-            self.counters["carried_wanted"] += len(picks)
-            mc = self._members.get(channel)
-            keys = [self._channels[channel].key] if mc is None else mc.opening_keys()
-            carried = self._memory.carrier.attach(channel, picks, self._memory.recent, keys)
-        if carried:
-            try:
-                env = seal(sds_bytes, self.identity, key, carried)
-            except OversizedEnvelope:
-                self.counters["carried_too_big"] += 1
-            else:
-                self.counters["carried_sent"] += len(carried)
-                return env
-        return seal(sds_bytes, self.identity, key)
-
-    def _receive_carried(self, envelopes: Sequence[bytes], topic: bytes, now: int,
-                         out: Round) -> None:  # fmt: skip
-        """Envelopes carried by one we opened, each as if it had arrived alone; one we
-        hold already is told to the core as a copy on the wire, without opening it."""
-        for env in envelopes:
-            self.counters["carried_received"] += 1
-            digest = envelope_hash(env)
-            named = self._memory.carrier.named(digest) if digest in self._memory.seen else None
-            if named is not None and named[0] == self._by_topic.get(topic):
-                self.counters["carried_duplicates"] += 1
-                self._participant.channel(named[0]).note_carried(named[1], now)
-                out.core_called = True
-                continue
-            self._receive(env, now, out, carried_on=topic)  # opened, and refused if need be
-
-    def _drain(self, now: int, out: Round) -> None:
-        """After every core call: events into the batch and the UI list, datagrams queued."""
-        wall = self._now()
-        for ev in self._participant.events():
-            out.batch.add_event(log_form(ev), wall)  # reminders by count: app/node/disk_guard.py
-            self._handle_event(ev, now, out)
-        for channel, dg in self._participant.datagrams_to_send():
-            info = self._channels.get(channel)
-            if info is None:
-                continue
-            if dg.kind == "sync":
-                sync = seal(dg.data, self.identity, self._members.seal_key(channel))
-                out.publish.append((channel, None, sync))
-                self.counters["sync_sent"] += 1
-                continue
-            self.counters[f"{dg.kind}_datagrams"] += 1
-            env = self._memory.recent.get((channel, dg.message_id))
-            if env is not None:
-                out.publish.append((channel, dg.message_id, env))
-            else:
-                out.need_envelope.append((channel, dg.message_id, dg.kind))
-
-    def _handle_event(self, ev: sds.Event, now: int, out: Round) -> None:
-        ch = ev.channel_id
-        if isinstance(ev, sds.MessageSent):
-            self._on_sent(ev, now, out)
-        elif isinstance(ev, sds.MessageDelivered):
-            self._on_delivered(ev, now, out)
-        elif isinstance(ev, sds.MessageAcknowledged):
-            if self._unheard:
-                self._unheard.acknowledged(ch, ev.message_id)
-            self._own.acknowledged_after_failing(ch, ev.message_id)  # nothing left to retry
-            if self._own.set(ch, ev.message_id, OwnState.ACKNOWLEDGED, out.batch):
-                out.events.append(
-                    OwnMessage(
-                        ch,
-                        "acknowledged",
-                        self._own.local_ids.pop((ch, ev.message_id), None),
-                        ev.message_id,
-                        detail={"by": ev.by_sender, "causal": ev.by_causal_history},
-                    )
-                )
-            self.counters["acknowledged"] += 1
-        elif isinstance(ev, sds.MessagePossiblyAcknowledged):
-            if self._own.set(ch, ev.message_id, OwnState.POSSIBLY_ACKNOWLEDGED, out.batch):
-                out.events.append(
-                    OwnMessage(
-                        ch,
-                        "possibly_acknowledged",
-                        self._own.local_ids.get((ch, ev.message_id)),
-                        ev.message_id,
-                        detail={"hits": ev.hits, "threshold": ev.threshold, "by": ev.by_sender},
-                    )
-                )
-        elif isinstance(ev, sds.MessageSendFailed) and self._wait_for_listeners(ev, now, out):
-            pass  # nobody was there to hear it: it waits (app/node/unheard.py)
-        elif isinstance(ev, sds.MessageSendFailed):
-            text = self._own.text.get((ch, ev.message_id))
-            if self._own.set(ch, ev.message_id, OwnState.FAILED, out.batch):
-                out.events.append(
-                    OwnMessage(
-                        ch,
-                        "failed",
-                        self._own.local_ids.pop((ch, ev.message_id), None),
-                        ev.message_id,
-                        text=None if text is None else text[0],
-                        detail={"reason": ev.reason, "attempts": ev.attempts},
-                    )
-                )
-            typed = self._own.typed.pop((ch, ev.message_id), None)
-            if typed is not None:
-                self._own.failed.append((ch, ev.message_id, typed))
-            elif text is not None:
-                content = encode_content(text[0], self.name, text[1])
-                self._own.failed.append((ch, ev.message_id, content))
-            self.counters["failed"] += 1
-        elif isinstance(ev, sds.MessagesMissing):
-            ids = tuple(e.message_id for e in ev.missing)
-            if self.store_sync is not None:
-                self.store_sync.note_missing(ch, ev.missing)
-            self._late.named_missing(ch, ids)
-            if ids:
-                out.missing.setdefault(ch, set()).update(ids)
-                preview = self._waiting_preview(ch, ev.message_id, out)
-                if preview:
-                    preview["recovered"] = self._late.arrived_waiting(
-                        ch, ev.message_id, ev.sender_id, preview["lamport"]
-                    )
-                out.events.append(
-                    Missing(ch, ev.message_id, ev.sender_id, ids, ev.first, **preview)
-                )
-        elif isinstance(ev, sds.MessageLost):
-            self._late.named_missing(ch, (ev.message_id,))
-            out.events.append(Lost(ch, ev.message_id, ev.waiting, (ev.message_id,)))
-            self.counters["lost"] += 1
-        elif isinstance(ev, sds.SyncReceived):
-            if out.current is not None:
-                out.current.settled = True
-            self._seen(ch, ev.sender_id, None, now, out, content=False)
-        elif isinstance(ev, sds.EphemeralReceived):
-            if out.current is not None:
-                out.current.settled = True
-            self._seen(ch, ev.sender_id, None, now, out, content=False)
-            refused = self._ephemeral.admit(ch, ev.sender_id, len(ev.content), now)
-            if refused is None:
-                out.events.append(Ephemeral(ch, ev.sender_id, ev.content))
-            else:
-                self.counters[f"ephemeral_dropped_{refused}"] += 1
-        elif isinstance(ev, sds.MessageDropped):
-            self.counters[f"dropped_{ev.reason.value}"] += 1
-            if ev.reason is sds.DropReason.UNVERIFIABLE_ID:
-                self._reject(
-                    ev.reason.value, ch, f"message {(ev.message_id or '')[:12]} from "
-                    f"{(ev.sender_id or '')[:12]}: id does not match its content", out
-                )
-            if ev.reason is sds.DropReason.INCOMING_BUFFER_FULL and ev.retrieval_hint:
-                # a message received earlier was pushed out: it is missing again, and
-                # its repair answer is the same envelope (its hash is the hint)
-                self._memory.seen.forget(ev.retrieval_hint)
-            if out.current is not None and ev.reason not in _NOT_FATAL_DROPS:
-                out.current.settled = True
-                if ev.reason in _REFUSED_FOR_NOW:  # its resend is welcome later
-                    self._memory.seen.forget(out.current.hash)
-                if ev.reason is sds.DropReason.CLOCK_AHEAD:  # held, not lost
-                    self._hold_clock_ahead(ev.sender_id or "", out.current)
-        elif isinstance(ev, sds.MessageConflict):
-            self._conflict(ch, ev.message_id, ev.kept_sender_id, ev.other_sender_id, ev.reason,
-                           out.events)  # fmt: skip
-        elif isinstance(ev, sds.RepairDataNeeded):
-            out.repair_needed.setdefault(ch, set()).add(ev.message_id)
-        elif isinstance(ev, sds.MessageResent):
-            self.counters["resent"] += 1
-        elif isinstance(ev, sds.RepairSent):
-            self.counters["repair_sent"] += 1
-        elif isinstance(ev, sds.RepairRequested):
-            self.counters["repair_requested"] += len(ev.message_ids)
-
-    def _waiting_preview(self, ch: str, mid: str, out: Round) -> dict[str, Any]:
-        """The just-received content message ``mid`` that waits: its text, for the UI (TUI).
-
-        Only while its envelope is the one being received (``out.current``); a
-        sync message or a reminder gives ``{}``. Never raises.
-        """
-        info = self._channels.get(ch)
-        if not mid or out.current is None or info is None:
-            return {}
-        try:
-            pb = parse_pb(out.current.sds_bytes)
-        except Exception:
-            return {}
-        if pb.message_id != mid or not pb.content:
-            return {}
-        content = decode_content(pb.content)
-        return {
-            "lamport": pb.lamport_timestamp,
-            "name": content.name,
-            "kind": content.kind,
-            "text": content.text,
-        }
-
-    def _on_sent(self, ev: sds.MessageSent, now: int, out: Round) -> None:
-        ch, mid = ev.channel_id, ev.message_id
-        env = self._seal_carrying(ch, ev.data, now)
-        digest = envelope_hash(env)
-        self._memory.carrier.remember(digest, ch, mid)
-        plain = ev.content
-        mc = self._members.get(ch)
-        if mc is not None:
-            if is_control(plain):
-                self._members.on_control(mc, self.sender_id, ev.lamport, mid, plain, env)
-            else:
-                plain = mc.own_plaintext(plain, (ev.lamport, mid))
-        self._participant.channel(ch).set_retrieval_hint(mid, digest)
-        self._memory.seen.remember(digest)
-        msg = StoredMessage(
-            channel=ch,
-            message_id=mid,
-            sender_id=self.sender_id,
-            lamport=ev.lamport,
-            content=plain,
-            causal_history=ev.causal_history,
-            retrieval_hint=digest,
-            envelope=env,
-            state=OwnState.QUEUED,
-            delivered_at=self._now(),
-        )
-        local_id = out.local_id
-        if local_id is not None and out.typed_at is not None:
-            out.batch.record_typed(local_id, msg, out.typed_at)
-            out.typed_at = None
-        elif local_id is not None:
-            out.batch.record_sent(local_id, msg)
-        else:
-            out.batch.insert_message(msg)
-        self._memory.remember(ch, mid, env)
-        self._lamports.remember(ch, mid, ev.lamport)
-        content = decode_content(plain)
-        self._own.logged(ch, mid, local_id, plain, content.text, content.kind)
-        out.own_new.append((ch, mid, env))
-        out.events.append(
-            OwnMessage(
-                ch, "logged", local_id, mid, ev.lamport, ev.position, content.text, content.kind
-            )
-        )
-        self.counters["sent"] += 1
-
-    def _on_delivered(self, ev: sds.MessageDelivered, now: int, out: Round) -> None:
-        ch, mid = ev.channel_id, ev.message_id
-        env: bytes | None = None
-        hint = ev.retrieval_hint
-        cur = out.current
-        if cur is not None and hint == cur.hash:
-            env = cur.envelope
-            cur.consumed = True
-        elif hint is not None:
-            env = self._memory.waiting.pop((ch, hint), None)
-        kept, refused = self._files.check(ch, ev.sender_id, ev.content)
-        if refused is not None:  # a file's bytes not kept (app/chat/file_quota.py)
-            self.counters["file_refused_too_large" if refused == "too_large"
-                          else "file_segments_refused"] += 1  # fmt: skip
-            env = None  # not kept either: we do not serve what we refused
-        if env is not None:
-            self._memory.remember(ch, mid, env)
-        if hint is not None:
-            self._memory.carrier.remember(hint, ch, mid)
-        mc = self._members.get(ch)
-        if mc is not None and is_control(ev.content):
-            self._members.on_control(mc, ev.sender_id, ev.lamport, mid, ev.content, env)
-        elif mc is not None:  # a removed member's line its removal's cut leaves out
-            self._members.refused_at_delivery(mc, ev.sender_id, mid, out)
-        late = self._late.delivered(ch, mid, ev.sender_id, ev.lamport, ev.was_lost)
-        out.batch.insert_message(
-            StoredMessage(
-                channel=ch,
-                message_id=mid,
-                sender_id=ev.sender_id,
-                lamport=ev.lamport,
-                content=kept,
-                causal_history=ev.causal_history,
-                retrieval_hint=ev.retrieval_hint,
-                envelope=env,
-                delivered_at=self._now(),
-                was_lost=ev.was_lost,
-                recovered=late,  # stored: marked after a restart as it is now
-                missing_before=ev.missing_before,
-            )
-        )
-        content = decode_content(kept)
-        self._seen(ch, ev.sender_id, content.name, now, out, content=True)
-        odd = implausible_time(ev.lamport, self._lamports.newest_of(ch, ev.causal_history))
-        self._lamports.remember(ch, mid, ev.lamport)
-        delivered = Delivered(
-            ch,
-            mid,
-            ev.sender_id,
-            content.name,
-            content.kind,
-            content.text,
-            ev.lamport,
-            ev.position,
-            ev.missing_before,
-            ev.was_lost,
-            recovered=late,
-            implausible_time=odd,
-        )
-        out.delivered.append((ch, mid, delivered))
-        out.events.append(delivered)
-
-    async def _follow_ups(self, now: int, out: Round) -> None:
-        """Storage look-ups the core asked for (bounded: a few passes)."""
-        for _ in range(4):
-            progressed = False
-            if out.missing:
-                missing, out.missing = out.missing, {}
-                for ch, ids in missing.items():
-                    if ch not in self._channels:
-                        continue
-                    found = await self.store.has_ids(ch, ids)
-                    if self.store_sync is not None:  # not in SQLite: ask the store
-                        self.store_sync.request(ch, ids - found)
-                    if found:
-                        self.counters["dependencies_from_storage"] += len(found)
-                        self._participant.channel(ch).mark_dependencies_met(found, now)
-                        out.core_called = True
-                        progressed = True
-                self._drain(now, out)
-            if out.repair_needed:
-                needed, out.repair_needed = out.repair_needed, {}
-                for ch, mids in needed.items():
-                    for mid in mids:
-                        out.need_envelope.append((ch, mid, "repair"))
-            if out.need_envelope:
-                wanted, out.need_envelope = out.need_envelope, []
-                by_channel: dict[str, list[tuple[str, str]]] = {}
-                for ch, mid, kind in wanted:
-                    by_channel.setdefault(ch, []).append((mid, kind))
-                for ch, pairs in by_channel.items():
-                    envs = await self.store.get_envelopes(ch, [m for m, _ in pairs])
-                    for mid, kind in pairs:
-                        env = envs.get(mid)
-                        if env is None:
-                            self.counters[f"{kind}_without_envelope"] += 1
-                            continue
-                        self._memory.remember(ch, mid, env)
-                        out.publish.append((ch, mid, env))
-            if not progressed:
-                return
-
     def _complete_batch(self, out: Round, now: int, *, force_state: bool) -> None:
         """Add carried own states and (when due) the exported core states to the batch."""
         batch = out.batch
@@ -1817,6 +1216,8 @@ class Node:
         ):
             self._add_states(batch)
             self._members.at_state_save(now, out)  # keys read, rotations, digests
+
+    # ------------------------------------------------------------------ commit and state saves
 
     def _commits_inline(self, batch: Batch) -> bool:
         """Whether ``batch`` is committed on the loop's thread (``inline_commit_messages``)."""
@@ -1853,62 +1254,13 @@ class Node:
             fresh = set(result.new_messages)
             copies = [d for ch, mid, d in out.delivered if (ch, mid) not in fresh]
             if copies:
-                await self._settle_copies(copies, out)
+                await self._effects.settle_copies(copies, out)
             self.counters["delivered"] += len(out.delivered) - len(copies)
-
-    async def _settle_copies(self, copies: list[Delivered], out: Round) -> None:
-        """Messages the core delivered that our log already holds (from before its window).
-
-        Not shown again. A copy with the stored author and content (a restarted
-        sender republishing, a store catch-up) is a counted duplicate
-        (``duplicate_messages``); one that differs is a :class:`Conflict` (the
-        stored message stays), recorded in the event log too.
-        """
-        gone = {(d.channel, d.message_id) for d in copies}
-        out.events = [
-            ev
-            for ev in out.events
-            if not (isinstance(ev, Delivered) and (ev.channel, ev.message_id) in gone)
-        ]
-        by_channel: dict[str, list[Delivered]] = {}
-        for d in copies:
-            by_channel.setdefault(d.channel, []).append(d)
-        found: list[sds.MessageConflict] = []
-        for ch, ds in by_channel.items():
-            stored = await self.store.get_messages(ch, [d.message_id for d in ds])
-            for d in ds:
-                kept = stored.get(d.message_id)
-                if kept is not None and kept.sender_id != d.sender_id:
-                    reason = "author"
-                elif kept is not None and is_tombstone(kept.content):
-                    self.counters["duplicate_messages"] += 1  # deleted here since: no dispute
-                    continue
-                elif kept is not None and _text_of(kept.content) != (d.name, d.kind, d.text):
-                    reason = "content"
-                elif kept is not None and kept.lamport != d.lamport:
-                    reason = "timestamp"
-                else:
-                    self.counters["duplicate_messages"] += 1
-                    continue
-                assert kept is not None
-                found.append(sds.MessageConflict(ch, d.message_id, kept.sender_id, d.sender_id,
-                                                 reason))  # fmt: skip
-                self._conflict(ch, d.message_id, kept.sender_id, d.sender_id, reason, out.events)
-        if found:
-            batch = Batch()
-            batch.add_events(found, self._now())
-            await self.store.commit_batch(batch)
-
-    def _conflict(
-        self, ch: str, mid: str, kept: str, other: str, reason: str, events: list[NodeEvent]
-    ) -> None:
-        self.counters["conflicts"] += 1
-        events.append(Conflict(ch, mid, kept, other, reason, self.counters["conflicts"]))
 
     def _add_states(self, batch: Batch) -> None:
         started = time.perf_counter()
         for name in self._channels:
-            if name not in self._participant.channels:  # being left (see _leave)
+            if name not in self._participant.channels:  # being left (see Joiner.leave)
                 continue
             batch.set_core_state(name, self._participant.channel(name).export_state().to_bytes())
         spent_ms = (time.perf_counter() - started) * 1000.0
@@ -1926,193 +1278,12 @@ class Node:
         if len(batch):
             await self.store.commit_batch(batch)
 
-    async def _publish_round(self, out: Round) -> None:
-        envelopes: list[tuple[str, str | None, bytes]] = list(out.own_new)
-        envelopes.extend(out.publish)
-        if not envelopes:
-            return
-        if self.store_sync is not None:  # a store that archives only with write proofs
-            for ch, _mid, env in out.own_new:
-                key = self._channels[ch].key
-                mc = self._members.get(ch)  # a members channel: its epoch keys when sent
-                keys = key.key if mc is None else lambda mc=mc: mc.epoch_keys
-                self.store_sync.offer(keys, key.topic, env)
-        sent_events: list[NodeEvent] = []
-        for ch, mid, env in envelopes:
-            if await self._publish(env) and mid is not None:
-                self._own.mark_sent(ch, mid, sent_events)
-        if self._own.carried:
-            # "sent" is advisory: it rides in the next round's transaction (or the
-            # next state save, armed here) instead of a commit of its own, which
-            # would hold up the next round. Lost in a crash, it only means the
-            # envelope is republished at the next start (peers drop the copy).
-            self._state_dirty = True
-            self._arm_state_save()
-        for ev in sent_events:
-            self._emit(ev)
-
-    async def _publish(self, envelope: bytes) -> bool:
-        if not self.transport.connected:
-            self.counters["publish_skipped_offline"] += 1
-            return False
-        await self._pacer.take()
-        try:
-            ok = await self.transport.publish(envelope)
-        except Exception as exc:
-            logger.warning("publish failed: %s", exc)
-            ok = False
-        self.counters["published" if ok else "publish_failed"] += 1
-        return ok
-
     async def _republish_outgoing(self) -> None:
         """On (re)connection: publish every unacknowledged own message's envelope again."""
         try:
-            await self._republish()
+            await self._publisher.republish()
         except Exception as exc:
             self._internal_error(exc)
-
-    async def _republish(self) -> None:
-        sent_events: list[NodeEvent] = []
-        for ch in list(self._channels):
-            ids = self._participant.channel(ch).outgoing_ids()[-self.options.republish_cap :]
-            missing = [m for m in ids if (ch, m) not in self._memory.recent]
-            stored = await self.store.get_envelopes(ch, missing) if missing else {}
-            for mid in ids:
-                env = self._memory.recent.get((ch, mid)) or stored.get(mid)
-                if env is None:
-                    continue
-                if not self.transport.connected:
-                    return
-                if await self._publish(env):
-                    self.counters["republished"] += 1
-                    self._own.mark_sent(ch, mid, sent_events)
-        if self._own.carried:
-            batch = Batch()
-            self._own.add_carried(batch)
-            await self.store.commit_batch(batch)
-        for ev in sent_events:
-            self._emit(ev)
-
-    # ------------------------------------------------------------------ join/leave
-
-    def _open_own(self, key: ChannelKey) -> Callable[[bytes], bytes | None]:
-        mc = self._members.get(key.channel)
-
-        def open_own(envelope: bytes) -> bytes | None:
-            try:
-                if mc is not None:  # any epoch's key
-                    return open_for_topic(envelope, lambda _t: mc.opening_keys()).sds_bytes
-                return open_envelope(envelope, key).sds_bytes
-            except EnvelopeError:
-                return None
-
-        return open_own
-
-    async def _join(self, key: ChannelKey) -> ChannelInfo:
-        name = key.channel
-        existing = self._channels.get(name)
-        if existing is not None:
-            if existing.topic != key.topic:
-                raise PassphraseMismatchError(
-                    f"channel {name!r} is already joined with another passphrase"
-                )
-            return existing
-        stored = await self.store.get_channel(name)
-        if stored is not None and stored.topic != key.topic:
-            raise PassphraseMismatchError(
-                f"this data directory joined {name!r} with a different passphrase "
-                "(its key and topic differ); use the original passphrase, or /forget "
-                f"{name} (its history here goes, your identity stays), or another "
-                "--data-dir for a different channel of the same name"
-            )
-        await self.store.join_channel(name, key.topic, is_public=key.is_public)
-        if stored is None and not key.is_public and name not in self._members:
-            asyncio.get_running_loop().call_later(
-                self.options.nobody_heard_ms / 1000, self._nobody_heard, name, key.topic)
-        report = await self._restore_core(key)
-        for note in report.notes:
-            self._emit(Info(f"{name}: {note}"))
-        if report.rebuilt or report.changed:
-            what = (
-                "no saved core state: rebuilt from the stored log" if report.rebuilt
-                else "saved core state was older than the log; reconciled"
-            )
-            self._emit(
-                Info(
-                    f"{name}: {what}",
-                    {
-                        "log_added": report.log_added,
-                        "outgoing_added": report.outgoing_added,
-                        "outgoing_removed": report.outgoing_removed,
-                        "incoming_removed": report.incoming_removed,
-                    },
-                )
-            )
-        # the newest stored lines: an older message of their authors coming now is late
-        newest = await self.store.page(name, limit=_SEED_PAGE)
-        self._late.seed(name, ((e.sender_id, e.lamport) for e in newest))
-        info = ChannelInfo(name, key, key.is_public, key.topic)
-        self._channels[name] = info
-        self._by_topic[key.topic] = name
-        # Own messages still unacknowledged: learn their stored states (queued or sent).
-        out_ids = self._participant.channel(name).outgoing_ids()
-        if out_ids:
-            self._own.learn(name, await self.store.get_messages(name, out_ids))
-        # Own messages that failed in an earlier run: /retry can still send them again
-        # (newest 1,000; the core keeps the same ids for a late acknowledgement).
-        self._own.learn_failed(name, reversed(await self.store.own_failed(name)))
-        self._state_dirty = True
-        await self.transport.subscribe([key.topic])
-        self._emit(ChannelJoined(name, key.is_public, key.topic.hex(), report.stored))
-        if self.store_sync is not None:
-            self.store_sync.catch_up_soon(name, key.topic)
-        pending = await self.store.pending_outgoing(name)
-        assert self._inbox is not None
-        if pending:
-            self._inbox.put_front([Pending(p.channel, p.content, p.local_id) for p in pending])
-        if self._connected and out_ids:
-            await self._republish()
-        await self._round_now()  # events of the restore (deliverable waiters), first save
-        return info
-
-    async def _restore_core(self, key: ChannelKey) -> Any:
-        """Join ``key``'s channel in the core from its saved state reconciled with the
-        stored log (at join, and after a full disk: :mod:`app.node.disk_guard`)."""
-        name = key.channel
-        now = self._now()
-        state: sds.ChannelState | None = None
-        raw = await self.store.load_core_state(name)
-        if raw is not None:
-            try:
-                state = sds.ChannelState.from_bytes(raw)
-            except ValueError as exc:
-                self._emit(NodeError(f"saved core state of {name!r} unreadable ({exc}); rebuilt"))
-        config = self.options.config
-        state, report = await reconcile_state(
-            self.store,
-            name,
-            state,
-            sender_id=self.sender_id,
-            config=config,
-            now_ms=now,
-            open_own=self._open_own(key),
-        )
-        try:
-            self._participant.join(name, now, state)
-        except ValueError as exc:
-            self._emit(NodeError(f"saved core state of {name!r} unusable ({exc}); rebuilt"))
-            state, report = await reconcile_state(
-                self.store,
-                name,
-                None,
-                sender_id=self.sender_id,
-                config=config,
-                now_ms=now,
-                open_own=self._open_own(key),
-            )
-            self._participant.join(name, now, state)
-        self._participant.channel(name).set_connected(self._connected, now)
-        return report
 
     # ------------------------------------------------------------------ skewed clock
 
@@ -2152,13 +1323,13 @@ class Node:
         goes on where it stood. Calling a core with the new time first made that count
         jump with the correction: an hour back, and every id noticed missing before it
         was declared lost an hour late, its waiting lines held (the soak's n1)."""
-        if self._offset_ms == self._clock_est.offset_ms:
+        if self._offset_ms == self._receiver.clock_est.offset_ms:
             return
         states = {
             name: self._participant.channel(name).export_state()
             for name in list(self._channels) if name in self._participant.channels
         }
-        self._offset_ms = self._clock_est.offset_ms
+        self._offset_ms = self._receiver.clock_est.offset_ms
         now = self._now()
         for name, state in states.items():
             self._participant.leave(name)
@@ -2252,7 +1423,7 @@ class Node:
             if name in self._participant.channels:
                 self._participant.leave(name)
             self._own.forget_states(name)
-            await self._restore_core(info.key)
+            await self._joiner.restore_core(info.key)
             out_ids = self._participant.channel(name).outgoing_ids()
             if out_ids:
                 self._own.learn(name, await self.store.get_messages(name, out_ids), text=False)
@@ -2264,30 +1435,6 @@ class Node:
             for info in self._channels.values():
                 self.store_sync.catch_up_soon(info.name, info.topic)
         return True
-
-    async def _leave(self, channel: str) -> bool:
-        info = self._channels.get(channel)
-        if info is None:
-            return False
-        await self._round_now()
-        batch = Batch(durable=True)
-        batch.set_core_state(channel, self._participant.channel(channel).export_state().to_bytes())
-        await self.store.commit_batch(batch)
-        self._by_topic.pop(info.topic, None)  # its envelopes are not opened any more
-        self._participant.leave(channel)
-        await self._round_now()  # events the channel still had
-        del self._channels[channel]
-        self._late.forget(channel)
-        await self.store.leave_channel(channel)
-        await self.transport.unsubscribe([info.topic])
-        self._own.forget_states(channel)
-        self._emit(ChannelLeft(channel))
-        return True
-
-
-def _text_of(content: bytes) -> tuple[str | None, str, str]:
-    c = decode_content(content)
-    return c.name, c.kind, c.text
 
 
 def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:
