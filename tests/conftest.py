@@ -63,8 +63,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """If something still keeps Python alive 60 s after the run, say what and exit 3.
 
     A hung interpreter would otherwise eat CI's whole time budget in silence.
-    The watchdog is a daemon thread: a normal exit ends it unseen.
+    The watchdog is a daemon thread: a normal exit ends it unseen. A pytest-xdist worker
+    has none: it has run its last test but lives on, by design, until the controller
+    (which has its own watchdog) ends the run and shuts the workers down.
     """
+    if hasattr(config, "workerinput"):
+        return
 
     def watchdog() -> None:
         time.sleep(float(os.environ.get("SDSCHAT_TEST_EXIT_WATCHDOG_S", "60")))
