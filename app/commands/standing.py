@@ -12,13 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, TypeVar
 
-from app.members.events import member_info
-
 if TYPE_CHECKING:
     from app.members.channel import MembersChannel
     from app.node.runtime import Node
 
-__all__ = ["Removal", "member_name", "members_only", "read_only_reason", "removal_of"]
+__all__ = ["Removal", "members_only", "read_only_reason", "removal_of"]
 
 T = TypeVar("T")
 
@@ -49,21 +47,6 @@ class Removal:
         return line
 
 
-def member_name(mc: MembersChannel, member_id: str) -> str | None:
-    """The name ``member_id`` has, or last had, in ``mc`` (a member removed since
-    included: the chain keeps the event that added it)."""
-    m = mc.roster.member(member_id)
-    if m is not None:
-        return m.name
-    name = None
-    for ev in mc.roster.chain.events_in_order():
-        if ev.body == "add" and ev.target == member_id:
-            name = member_info(ev.msg.add.member).name
-        elif ev.body == "create" and ev.target == member_id:
-            name = member_info(ev.msg.create.creator).name
-    return name
-
-
 def removal_of(mc: MembersChannel, member_id: str) -> Removal | None:
     """The applied removal (or leave) that made ``member_id`` no member of ``mc`` now;
     None while it is a member, or when it never was one."""
@@ -80,7 +63,7 @@ def removal_of(mc: MembersChannel, member_id: str) -> Removal | None:
         node = chain.nodes.get(ev.hash)
         at = node.position[0] if node is not None else 0
         by = ev.author_id
-        return Removal(mc.channel, member_id, ev.body == "leave", by, member_name(mc, by), at)
+        return Removal(mc.channel, member_id, ev.body == "leave", by, roster.label_of(by), at)
     return Removal(mc.channel, member_id, False, None, None, 0)  # before chaining: no event
 
 

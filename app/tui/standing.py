@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import tzinfo
 from typing import TypeVar
 
-from app.commands.standing import member_name, members_only, read_only_reason, removal_of
+from app.commands.standing import members_only, read_only_reason, removal_of
 from app.node.events import MembersEvent, Rejected
 from app.node.runtime import Node
 
@@ -51,7 +51,7 @@ def members_notices(node: Node | None, ev: MembersEvent,
         removal = removal_of(mc, str(mid))
         if removal is None or mid == node.sender_id:
             continue
-        who = member_name(mc, str(mid)) or str(mid)[:8]
+        who = mc.roster.label_of(str(mid))  # its fingerprint when a name looks like it
         out.append(("information", removal.text(tz, who=who)))
     return out
 
