@@ -24,14 +24,13 @@ Format (version 1)::
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.members.private_file import write_private
 from net.channel_key import KEY_BYTES, ChannelKey, topic_for_key
 
 if TYPE_CHECKING:
@@ -107,21 +106,7 @@ def _write(data_dir: Path, entries: list[Remembered]) -> None:
             for e in entries
         ],
     }
-    path = data_dir / JOINED_FILE
-    tmp = path.with_name(f".{JOINED_FILE}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    write_private(data_dir / JOINED_FILE, json.dumps(doc).encode("utf-8"))
 
 
 def _remember(data_dir: Path, entry: Remembered) -> None:

@@ -42,13 +42,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.launch.data_dir import default_data_dir
 from app.launch.joined import load_remembered
+from app.members.private_file import write_private
 
 __all__ = [
     "SETUP_FILE",
@@ -119,19 +119,7 @@ def _write(data_dir: Path, setup: LastSetup) -> None:
         doc["stores"] = list(setup.stores)
     if setup.open is not None:
         doc["open"] = setup.open
-    path = data_dir / SETUP_FILE
-    tmp = path.with_name(f".{SETUP_FILE}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
-        tmp.replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    write_private(data_dir / SETUP_FILE, json.dumps(doc).encode("utf-8"))
 
 
 @dataclass

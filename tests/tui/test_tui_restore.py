@@ -12,10 +12,18 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tui_helpers import T, screen_text, start_peer, texts, tui, type_line, wait_until
+from tui_helpers import (
+    T,
+    invite_code,
+    screen_text,
+    start_peer,
+    texts,
+    tui,
+    type_line,
+    wait_until,
+)
 
 from app.launch.last_setup import apply_last_setup
-from app.node.events import InviteMade
 from app.node.transport import MemoryHub
 from app.tui import SdsChatApp
 from app.tui.widgets.message_log import MessageLog
@@ -55,12 +63,7 @@ async def test_a_restart_shows_every_channel_and_dm_with_history_unread_and_the_
             await asyncio.wait_for(app.ready.wait(), T(20))
             node = app.node
             assert node is not None
-            made: list[InviteMade] = []
-            node.subscribe(lambda e: made.append(e) if isinstance(e, InviteMade) else None)
-            await type_line(pilot, "/invite")
-            await wait_until(lambda: bool(made), what="an invite code")
-            await pilot.press("escape")
-            await bob.node.join_by_invite(made[0].code, timeout_s=T(20))
+            await bob.node.join_by_invite(await invite_code(pilot), timeout_s=T(20))
             await bob.node.send("team", "hello team")
             await wait_until(lambda: "hello team" in texts(app), what="bob in #team")
             await type_line(pilot, "/join random", passphrase="")

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tui_helpers import T, start_peer, texts, tui, type_line, wait_until
+from tui_helpers import T, invite_code, start_peer, texts, tui, type_line, wait_until
 
 from app.node.events import InviteMade
 from app.node.transport import MemoryHub
@@ -31,12 +31,7 @@ async def test_the_log_file_keeps_chat_not_key_housekeeping(tmp_path: Path) -> N
             await asyncio.wait_for(app.ready.wait(), T(20))
             node = app.node
             assert node is not None
-            made: list[InviteMade] = []
-            node.subscribe(lambda e: made.append(e) if isinstance(e, InviteMade) else None)
-            await type_line(pilot, "/invite")
-            await wait_until(lambda: bool(made), what="an invite code")
-            await pilot.press("escape")
-            await carol.node.join_by_invite(made[0].code, timeout_s=T(20))
+            await carol.node.join_by_invite(await invite_code(pilot), timeout_s=T(20))
             await carol.node.send("team", "hello from carol")
             await wait_until(lambda: "hello from carol" in texts(app), what="carol's line")
             await type_line(pilot, "and alice answers")

@@ -296,3 +296,23 @@ def texts(app: SdsChatApp) -> list[str]:
 
     view = app.chat.query_one(MessageLog).view
     return [r.text for r in view.rows] if view is not None else []
+
+
+async def invite_code(pilot: Any) -> str:
+    """``/invite`` typed in ``pilot``'s app: the code its node made (its dialog closed)."""
+    from app.node.events import InviteMade
+    from app.tui.screens.invite import InviteScreen
+
+    app = pilot.app
+    assert app.node is not None
+    made: list[str] = []
+    unsubscribe = app.node.subscribe(
+        lambda e: made.append(e.code) if isinstance(e, InviteMade) else None)
+    try:
+        await type_line(pilot, "/invite")
+        await wait_until(lambda: bool(made) and isinstance(app.screen, InviteScreen),
+                         what="an invite code in its dialog")  # fmt: skip
+        await pilot.press("escape")
+    finally:
+        unsubscribe()
+    return made[0]
