@@ -457,7 +457,9 @@ class Effects:
             out.batch.insert_message(msg)
         self._memory.remember(ch, mid, env)
         self.lamports.remember(ch, mid, ev.lamport)
-        content = decode_content(plain)
+        # a membership event of ours names people by the roster ("removed dave"), as the
+        # others' screens and the log read it (issue 41 §4)
+        content = authored(plain, self.sender_id, mc.roster if mc is not None else None)
         self._own.logged(ch, mid, local_id, plain, content.text, content.kind)
         out.own_new.append((ch, mid, env))
         out.events.append(

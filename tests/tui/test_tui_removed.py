@@ -81,6 +81,9 @@ async def test_a_removed_member_reads_the_history_and_writes_nothing(tmp_path: P
                 await wait_until(lambda: any(n.startswith("dave was removed from #team by "
                                                           "alice on ") for n in notes(alice)),
                                  what="alice's notice, by name")  # fmt: skip
+                # the membership line names him too (it read "removed 0b29d54b")
+                await wait_until(lambda: "removed dave (new channel keys)" in texts(alice),
+                                 what="the removal line, by name")  # fmt: skip
                 await pa.pause()
                 assert not any(e.name == "dave" for e in peers.entries)
                 assert "members (2, you: admin)" in screen_text(alice)
