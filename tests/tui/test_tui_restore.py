@@ -99,6 +99,8 @@ async def test_a_restart_shows_every_channel_and_dm_with_history_unread_and_the_
             await wait_until(lambda: "just us two" in shown(app), what="the DM's history")
             assert "just us" in shown(app)
             await type_line(pilot, "/switch random")  # the channel open when alice quits
+            await bob.node.send("team", "while you read #random")
+            await wait_until(lambda: app.model.channels["team"].unread == 1, what="unread")
 
         # `sdschat join` with no channel: the last setup, the channel that was open
         assert last_setup_channel(alice_dir) == "random"
@@ -108,6 +110,7 @@ async def test_a_restart_shows_every_channel_and_dm_with_history_unread_and_the_
             await asyncio.wait_for(app.ready.wait(), T(20))
             assert app.model.current == "random" and app.model.order == order
             assert "a public line" in shown(app)
+            assert app.model.channels["team"].unread == 1  # the unread count, restored
             await wait_until(lambda: app.model.channels[dm].unread >= 1, what="DM unread")
             view = app.model.channels[dm]
             assert {"just us", "just us two"} <= {r.text for r in view.rows}
