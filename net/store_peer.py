@@ -320,7 +320,6 @@ class StorePeer:
         self._open_keys: dict[bytes, bytes] = dict(config.public_channel_keys)
         self.stats = StoreStats()
         self._clock = clock
-        self._archive: Archive = archive if archive is not None else self._make_archive()
         self._opened = False
         self.archive_down: str | None = None
         """Why the archive cannot be used right now (``None``: it can)."""
@@ -328,6 +327,8 @@ class StorePeer:
         self._feeds: list[EnvelopeFeed] = list(feeds)
         self._relay_feeds: list[_RelayFeed] = []
         self._pending: list[ArchivedEnvelope] = []
+        self._inflight: list[ArchivedEnvelope] = []  # the batch being written
+        self._flush_lock = asyncio.Lock()
         self._pending_hashes: set[bytes] = set()
         self._last_arrival = 0
         self._clock_offset = 0  # arrival clock = wall clock + this (never decreases)
@@ -350,6 +351,7 @@ class StorePeer:
         self._closed = asyncio.Event()
         self.tls: ServerTLS | None = None
         """The query listener's TLS context when ``config.certfile`` is set."""
+        self._archive: Archive = archive if archive is not None else self._make_archive()
 
     # ------------------------------------------------------------------ API
 
@@ -632,9 +634,18 @@ class StorePeer:
     # ------------------------------------------------------------ ingest
 
     async def _flush(self) -> None:
+        """Write the buffer; a flush already running is waited for first (so a flush
+        that returns has written everything received before it was called)."""
+        if (not self._pending and not self._inflight) or not self._opened:
+            return
+        async with self._flush_lock:
+            await self._flush_now()
+
+    async def _flush_now(self) -> None:
         if not self._pending or not self._opened:
             return
         batch, self._pending = self._pending, []
+        self._inflight = batch
         try:
             new = await self._archive.put(batch)
         except ArchiveUnavailable as exc:
@@ -646,6 +657,7 @@ class StorePeer:
             self._pending = batch + self._pending  # keep them; retried on the next flush
             raise
         finally:
+            self._inflight = []
             self._pending_hashes = {a.hash for a in self._pending}
             self._space.set()
         self._archive_works()
@@ -840,7 +852,8 @@ class StorePeer:
                 raise _RejectedRequest("bad_hash", f"a hash of {len(h)} bytes")
         self.stats.queries["by_hash"] += 1
         wanted = list(dict.fromkeys(hashes))
-        buffered = {a.hash: a for a in self._pending if a.hash in set(wanted)}
+        asked = set(wanted)
+        buffered = {a.hash: a for a in (*self._inflight, *self._pending) if a.hash in asked}
         if self._pending:
             with contextlib.suppress(Exception):  # logged by _flush; the buffer answers
                 await self._flush()  # a just-received envelope is findable at once
