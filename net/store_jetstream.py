@@ -156,6 +156,8 @@ class JetStreamSettings:
         max_bytes, max_age_ms: the store's retention limits (the stream's backstop is
             1.5 times each; 0: none).
         request_timeout: seconds a JetStream request may take.
+        audit_delay_s: how long after a message appeared the lease holder checks its
+            index entry (:mod:`net.store_jetstream_retention`).
     """
 
     nats: NatsSettings
@@ -165,6 +167,7 @@ class JetStreamSettings:
     max_bytes: int = 0
     max_age_ms: int = 0
     request_timeout: float = 5.0
+    audit_delay_s: float = 10.0
 
     @property
     def index_bucket(self) -> str:
@@ -517,56 +520,85 @@ class JetStreamArchive:
         return seq, revision
 
     async def put(self, items: Sequence[ArchivedEnvelope]) -> int:
-        """Archive each envelope once (see the module docstring); the new ones count."""
+        """Archive each envelope once (see the module docstring); the new ones count.
+
+        Three steps, each for the whole batch: the index is asked about every envelope
+        (concurrently); those not archived are published in their order (pipelined on
+        the connection, so the stream keeps the order of their arrival times); then
+        their index entries are made (concurrently)."""
+        try:
+            return await self._put(items)
+        except ArchiveUnavailable:
+            raise
+        except _ERRORS as exc:  # the store peer keeps the batch and tries it again
+            raise _unavailable(exc) from None
+
+    async def _put(self, items: Sequence[ArchivedEnvelope]) -> int:
         sem = asyncio.Semaphore(CONCURRENCY)
+        todo: list[ArchivedEnvelope] = []
+        batch_hashes: set[bytes] = set()
+        for item in items:
+            if item.hash in self._known or item.hash in batch_hashes:
+                self.counters["duplicates"] += 1
+            else:
+                batch_hashes.add(item.hash)
+                todo.append(item)
 
-        async def one(item: ArchivedEnvelope) -> bool:
+        async def ask(item: ArchivedEnvelope) -> tuple[int, int] | None:
             async with sem:
-                return await self._put_one(item)
+                return await self.indexed(item.hash)
 
-        results = await asyncio.gather(*(one(i) for i in items), return_exceptions=True)
-        failure = next((r for r in results if isinstance(r, BaseException)), None)
-        if failure is not None:  # the store peer keeps the batch and tries it again
-            if isinstance(failure, ArchiveUnavailable):
-                raise failure
-            if isinstance(failure, _ERRORS):
-                raise _unavailable(failure) from None
-            raise failure
-        return sum(1 for r in results if r is True)
+        found = await asyncio.gather(*(ask(i) for i in todo))
+        fresh = []
+        for item, entry in zip(todo, found, strict=True):
+            if entry is not None and entry[0]:
+                self._remember(item.hash)
+                self.counters["duplicates"] += 1
+            else:
+                fresh.append((item, entry))
+        js = self.js
+        futures = []
+        for item, _entry in fresh:  # in order: the stream's order is the arrival order
+            subject = self._subjects.get(item.topic) or subject_for(self.settings.stream,
+                                                                     item.topic)  # fmt: skip
+            futures.append(await js.publish_async(
+                subject, item.envelope, stream=self.settings.stream,
+                headers={MSG_ID: item.hash.hex(), ARRIVAL_HEADER: str(item.arrival_ms),
+                         WRITER_HEADER: writer_id(item.writer)},
+            ))
+        timeout = self.settings.request_timeout + len(futures) * 0.01
+        acks = await asyncio.wait_for(asyncio.gather(*futures), timeout)
 
-    async def _put_one(self, item: ArchivedEnvelope) -> bool:
-        digest = item.hash
-        if digest in self._known:
-            self.counters["duplicates"] += 1
-            return False
-        subject = self._subjects.get(item.topic) or subject_for(self.settings.stream, item.topic)
-        hexh = digest.hex()
-        found = await self.indexed(digest)
-        if found is not None and found[0]:
-            self._remember(digest)
-            self.counters["duplicates"] += 1
-            return False
-        ack = await self.js.publish(
-            subject, item.envelope, stream=self.settings.stream,
-            headers={MSG_ID: hexh, ARRIVAL_HEADER: str(item.arrival_ms),
-                     WRITER_HEADER: writer_id(item.writer)},
-        )
+        async def index(item: ArchivedEnvelope, entry: tuple[int, int] | None,
+                        ack: api.PubAck) -> bool:  # fmt: skip
+            async with sem:
+                return await self._index_one(item, entry, ack)
+
+        made = await asyncio.gather(*(index(i, e, a) for (i, e), a in zip(fresh, acks,
+                                                                          strict=True)))
+        return sum(made)
+
+    async def _index_one(self, item: ArchivedEnvelope, entry: tuple[int, int] | None,
+                         ack: api.PubAck) -> bool:  # fmt: skip
+        """Make the index entry of a published envelope; False: another store peer's
+        copy was indexed first (this one, if it is another message, is deleted)."""
+        hexh = item.hash.hex()
         value = str(ack.seq).encode()
         try:
-            if found is None:
+            if entry is None:
                 await self.index.create(hexh, value)
             else:  # an entry naming a message gone: this copy replaces it
-                await self.index.update(hexh, value, last=found[1])
+                await self.index.update(hexh, value, last=entry[1])
         except KeyWrongLastSequenceError:
             # another store peer indexed its copy first (outside the dedup window)
-            winner = await self.indexed(digest)
+            winner = await self.indexed(item.hash)
             if winner is not None and winner[0] and winner[0] != ack.seq and not ack.duplicate:
                 await self.delete_message(ack.seq)
                 self.counters["copies_deleted"] += 1
-            self._remember(digest)
+            self._remember(item.hash)
             self.counters["duplicates"] += 1
             return False
-        self._remember(digest)
+        self._remember(item.hash)
         self.counters["published"] += 1
         return True
 

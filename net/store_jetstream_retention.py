@@ -58,13 +58,10 @@ from storage.retention import Holder, RetentionRule
 if TYPE_CHECKING:
     from net.store_jetstream import JetStreamArchive
 
-__all__ = ["AUDIT_DELAY_S", "LEASE_KEY", "Holdings", "RetentionLease"]
+__all__ = ["LEASE_KEY", "Holdings", "RetentionLease"]
 
 LEASE_KEY = "retention"
 AUDIT_KEY = "audited-through"
-AUDIT_DELAY_S = 10.0
-"""A message is audited this long after the holder saw it (its archiving peer writes
-its index entry within milliseconds, unless it died)."""
 
 _FAILURES: tuple[type[BaseException], ...] = (ArchiveUnavailable, *NATS_ERRORS)
 _READ_FAILURES: tuple[type[BaseException], ...] = (ReaderBroken, *_FAILURES)
@@ -306,10 +303,11 @@ class RetentionLease:
             self._wake()
 
     async def _audit_due(self) -> None:
-        """Check the index for the messages seen at least ``AUDIT_DELAY_S`` ago."""
+        """Check the index for the messages seen at least ``audit_delay_s`` ago."""
         due: list[tuple[float, int, bytes, Holder, _Item]] = []
         now = time.monotonic()
-        while self._audit and now - self._audit[0][0] >= AUDIT_DELAY_S and len(due) < 256:
+        delay = self.archive.settings.audit_delay_s
+        while self._audit and now - self._audit[0][0] >= delay and len(due) < 256:
             due.append(self._audit.popleft())
         if not due:
             return
