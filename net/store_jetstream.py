@@ -45,8 +45,9 @@ synchronised; the node's catch-up starts 60 s early anyway).
 **Retention** (``--max-age``, ``--max-bytes``, the store's rule of
 :mod:`storage.retention`) runs on one store peer at a time: the one holding the
 lease (:mod:`net.store_jetstream_retention`). The stream's own limits are a
-backstop only (1.5 times ``--max-age`` and ``--max-bytes``, discarding the oldest),
-for an archive no store peer runs retention on.
+backstop only (:meth:`JetStreamSettings.backstop`: twice ``--max-bytes``, half as
+long again as ``--max-age``, discarding the oldest), for an archive no store peer
+runs retention on.
 
 **Failures.** Writes go to a quorum: a publish that JetStream acknowledged is on a
 majority of the replicas and survives the loss of any minority (a server killed,
@@ -153,8 +154,8 @@ class JetStreamSettings:
             ``<stream>_META`` and ``<stream>_LEASE``.
         replicas: copies of each message (0: see :meth:`JetStreamArchive.replicas_for`).
         lease_s: the retention lease's lifetime (:mod:`net.store_jetstream_retention`).
-        max_bytes, max_age_ms: the store's retention limits (the stream's backstop is
-            1.5 times each; 0: none).
+        max_bytes, max_age_ms: the store's retention limits (the stream's own limits
+            are a backstop beyond them, :meth:`backstop`; 0: none).
         request_timeout: seconds a JetStream request may take.
         audit_delay_s: how long after a message appeared the lease holder checks its
             index entry (:mod:`net.store_jetstream_retention`).
@@ -186,9 +187,13 @@ class JetStreamSettings:
         return f"{SUBJECT_PREFIX}{self.stream}.>"
 
     def backstop(self) -> tuple[int, float]:
-        """``(max_bytes, max_age seconds)`` of the stream itself (-1 / 0: none)."""
-        size = self.max_bytes * 3 // 2 if self.max_bytes > 0 else -1
-        age = self.max_age_ms * 1.5 / 1000 if self.max_age_ms > 0 else 0.0
+        """``(max_bytes, max_age seconds)`` of the stream itself (-1 / 0: none): room for a
+        burst that outpaces retention, so that they never cut what the rule would keep
+        unless no store peer runs retention at all: twice ``max_bytes`` and at least
+        256 MiB more; ``max_age`` and half as much again, at least an hour more."""
+        size = max(2 * self.max_bytes, self.max_bytes + 256 * 2**20) if self.max_bytes > 0 else -1
+        age_s = self.max_age_ms / 1000
+        age = age_s + max(age_s / 2, 3600.0) if self.max_age_ms > 0 else 0.0
         return size, age
 
 

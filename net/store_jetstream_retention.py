@@ -47,7 +47,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import (
+    APIError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+)
 from nats.js.kv import KeyValue
 
 from net.jetstream_reader import NATS_ERRORS, PushReader, ReaderBroken, StreamMessage
@@ -60,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LEASE_KEY", "Holdings", "RetentionLease"]
 
+_WRONG_LAST = (10071, 10164)  # JetStream: "wrong last sequence" (a conditional write lost)
 LEASE_KEY = "retention"
 AUDIT_KEY = "audited-through"
 
@@ -149,6 +155,7 @@ class RetentionLease:
         self._audit: deque[tuple[float, int, bytes, Holder, _Item]] = deque()
         self._audited = 0  # every message up to this sequence was audited
         self._warned_rule = False
+        self._running = asyncio.Lock()
         self.counters: dict[str, int] = {"acquired": 0, "lost": 0, "deleted": 0,
                                          "index_repaired": 0, "copies_deleted": 0}  # fmt: skip
 
@@ -354,6 +361,10 @@ class RetentionLease:
 
     async def run(self, rule: RetentionRule, now_ms: int) -> RetentionRun:
         """Apply ``rule`` if this peer holds the lease and knows the archive (else nothing)."""
+        async with self._running:  # one run at a time (the timer and a wake may meet)
+            return await self._run(rule, now_ms)
+
+    async def _run(self, rule: RetentionRule, now_ms: int) -> RetentionRun:
         holdings = self.holdings
         if not self.holding or not self.ready or holdings is None:
             return RetentionRun()
@@ -372,11 +383,14 @@ class RetentionLease:
                     return
                 _arrival, digest, _size, seq = item
                 await archive.delete_message(seq)
-                with contextlib.suppress(KeyNotFoundError, KeyDeletedError,
-                                         KeyWrongLastSequenceError):  # fmt: skip
+                with contextlib.suppress(KeyNotFoundError, KeyDeletedError):
                     entry = await archive.index.get(digest.hex())
                     if (entry.value or b"") == str(seq).encode():
-                        await archive.index.delete(digest.hex(), last=entry.revision)
+                        try:
+                            await archive.index.delete(digest.hex(), last=entry.revision)
+                        except APIError as exc:
+                            if exc.err_code not in _WRONG_LAST:  # re-archived meanwhile: keep
+                                raise
                 holdings.remove(holder, item)
                 deleted += 1
 
