@@ -72,6 +72,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import api
 from nats.js.client import JetStreamContext
 from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
@@ -252,6 +254,8 @@ class JetStreamArchive:
         self.replicas = 0
         """Copies JetStream keeps of each message (the stream's setting)."""
         self._known: OrderedDict[bytes, None] = OrderedDict()
+        self._acks: tuple[str, Subscription] | None = None  # inbox prefix of publish acks
+        self._ack_futures: dict[str, asyncio.Future[api.PubAck]] = {}
         self._readings: dict[int, dict[bytes, _Reading]] = {}
         self._first_seq = (0, 0.0)  # (the stream's first sequence, monotonic time read)
         self._oldest: tuple[int, float] = (0, 0.0)
@@ -561,18 +565,20 @@ class JetStreamArchive:
                 self.counters["duplicates"] += 1
             else:
                 fresh.append((item, entry))
-        js = self.js
         futures = []
-        for item, _entry in fresh:  # in order: the stream's order is the arrival order
-            subject = self._subjects.get(item.topic) or subject_for(self.settings.stream,
-                                                                     item.topic)  # fmt: skip
-            futures.append(await js.publish_async(
-                subject, item.envelope, stream=self.settings.stream,
-                headers={MSG_ID: item.hash.hex(), ARRIVAL_HEADER: str(item.arrival_ms),
-                         WRITER_HEADER: writer_id(item.writer)},
-            ))
-        timeout = self.settings.request_timeout + len(futures) * 0.01
-        acks = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+        try:
+            for item, _entry in fresh:  # in order: the stream's order is the arrival order
+                subject = self._subjects.get(item.topic) or subject_for(self.settings.stream,
+                                                                         item.topic)  # fmt: skip
+                futures.append(await self._publish(subject, item.envelope, {
+                    MSG_ID: item.hash.hex(), ARRIVAL_HEADER: str(item.arrival_ms),
+                    WRITER_HEADER: writer_id(item.writer),
+                    "Nats-Expected-Stream": self.settings.stream}))
+            timeout = self.settings.request_timeout + len(futures) * 0.01
+            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+        finally:
+            for f in futures:
+                f.cancel()
 
         async def index(item: ArchivedEnvelope, entry: tuple[int, int] | None,
                         ack: api.PubAck) -> bool:  # fmt: skip
@@ -614,6 +620,50 @@ class JetStreamArchive:
         msg = await self.nc.request(f"$JS.API.STREAM.MSG.DELETE.{self.settings.stream}", req,
                                     timeout=self.settings.request_timeout)  # fmt: skip
         return bool(json.loads(msg.data).get("success"))
+
+    async def _publish(self, subject: str, data: bytes,
+                       headers: dict[str, str]) -> asyncio.Future[api.PubAck]:  # fmt: skip
+        """Publish to JetStream without waiting: the future gets its acknowledgement or
+        its error. (nats-py's ``publish_async`` loses an error answer: its handler
+        raises where it should set the future's exception, so the future hangs.)"""
+        nc = self.nc
+        if self._acks is None:
+            prefix = f"{nc._inbox_prefix.decode()}.{secrets.token_hex(8)}."
+            self._acks = (prefix, await nc.subscribe(prefix + "*", cb=self._on_ack))
+        prefix, _sub = self._acks
+        token = secrets.token_hex(8)
+        future: asyncio.Future[api.PubAck] = asyncio.get_running_loop().create_future()
+        self._ack_futures[token] = future
+        futures = self._ack_futures
+
+        def forget(_f: asyncio.Future[api.PubAck]) -> None:
+            futures.pop(token, None)
+
+        future.add_done_callback(forget)
+        await nc.publish(subject, data, reply=prefix + token, headers=headers)
+        return future
+
+    async def _on_ack(self, msg: Msg) -> None:
+        future = self._ack_futures.get(msg.subject.rpartition(".")[2])
+        if future is None or future.done():
+            return
+        if msg.headers and msg.headers.get("Status") == "503":  # no stream for the subject
+            future.set_exception(nats.js.errors.NoStreamResponseError())
+            return
+        try:
+            resp = json.loads(msg.data)
+        except ValueError:
+            future.set_exception(ArchiveUnavailable("JetStream: an unreadable acknowledgement"))
+            return
+        error = resp.get("error")
+        if error:
+            code = error.get("err_code")
+            text = error.get("description", "error")
+            future.set_exception(ArchiveUnavailable(
+                f"JetStream: {text}" + (f" ({code})" if code else ""),
+                full=code in _FULL_CODES or "insufficient resources" in text.lower()))
+            return
+        future.set_result(api.PubAck.from_response(resp))
 
     # ------------------------------------------------------------------ reading
 
