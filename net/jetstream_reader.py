@@ -37,13 +37,20 @@ from nats.aio.subscription import Subscription
 from nats.js import api
 from nats.js.client import JetStreamContext
 
-__all__ = ["NATS_ERRORS", "PushReader", "ReaderBroken", "StreamMessage"]
+__all__ = ["CREATE_TIMEOUT_S", "NATS_ERRORS", "PushReader", "ReaderBroken", "StreamMessage"]
 
 NATS_ERRORS: tuple[type[BaseException], ...] = (nats.errors.Error, OSError, TimeoutError)
 """What a NATS or JetStream request raises when the server is unreachable or refuses."""
 
 HEARTBEAT_S = 2.0
 """The consumer's idle heartbeat: a reader that hears nothing for 3 of them is broken."""
+
+CREATE_TIMEOUT_S = 2.0
+"""How long making a consumer may take. nats-server 2.9 places an ephemeral consumer on
+any server of the stream's replicas, one that is down included, for as long as the
+cluster still lists it: that creation never answers, and another attempt (another
+random server) usually succeeds; the owner retries (measured: 1 in 3 attempts timed out
+for 40 s after a replica's server was killed)."""
 
 
 class ReaderBroken(Exception):
@@ -125,7 +132,8 @@ class PushReader:
             num_replicas=1,
         )
         try:
-            info = await self._js._jsm.add_consumer(self.stream, config=config)
+            info = await self._js._jsm.add_consumer(self.stream, config=config,
+                                                    timeout=CREATE_TIMEOUT_S)  # fmt: skip
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

@@ -81,7 +81,13 @@ from nats.js.errors import NotFoundError as JsNotFoundError
 from nats.js.kv import KeyValue
 
 from net.envelope import MAX_ENVELOPE_BYTES
-from net.jetstream_reader import NATS_ERRORS, PushReader, ReaderBroken, StreamMessage
+from net.jetstream_reader import (
+    CREATE_TIMEOUT_S,
+    NATS_ERRORS,
+    PushReader,
+    ReaderBroken,
+    StreamMessage,
+)
 from net.nats_connect import NatsConnector, NatsSettings, server_name
 from net.relay_log import RelayLogger
 from net.store_engine import ArchiveUnavailable, Cursor, RetentionRun
@@ -117,6 +123,8 @@ CONCURRENCY = 64
 """Requests one store peer has in flight to JetStream for one batch."""
 KNOWN_HASHES = 65_536
 """Hashes of envelopes archived (or found archived) lately, remembered to skip the index."""
+CONSUMER_ATTEMPTS = 6
+"""Attempts to make a consumer (see ``net.jetstream_reader.CREATE_TIMEOUT_S``)."""
 READERS_PER_CONNECTION = 4
 """Topics one query connection keeps a reading position on."""
 _FULL_CODES = {10023, 10027, 10028, 10047, 10054, 10077}  # insufficient resources, limits
@@ -261,8 +269,8 @@ class JetStreamArchive:
         self._oldest: tuple[int, float] = (0, 0.0)
         self.lease: RetentionLease | None = None
         """The retention lease (:mod:`net.store_jetstream_retention`) once open."""
-        self.counters: dict[str, int] = {"published": 0, "duplicates": 0,
-                                         "copies_deleted": 0, "reader_restarts": 0}  # fmt: skip
+        self.counters: dict[str, int] = {"published": 0, "duplicates": 0, "copies_deleted": 0,
+                                         "reader_restarts": 0, "consumer_retries": 0}  # fmt: skip
 
     @classmethod
     def from_config(
@@ -332,15 +340,19 @@ class JetStreamArchive:
         nc = await self._connector.connect(f"sdschat-store-{secrets.token_hex(4)}")
         self._nc = nc
         self._js = nc.jetstream(timeout=s.request_timeout)
-        try:
-            async with asyncio.timeout(max(s.nats.connect_timeout, 10.0)):
+        deadline = time.monotonic() + max(s.nats.connect_timeout, 10.0)
+        for _ in range(1000):  # bounded by the deadline: a leader may be being elected
+            try:
                 await self._ensure_stream()
                 self._index = await self._bucket(s.index_bucket, ttl=s.backstop()[1] or None)
                 meta = await self._bucket(s.meta_bucket)
                 self._id = await self._archive_id(meta)
-        except (TimeoutError, nats.errors.Error) as exc:
-            raise ConnectionError(f"JetStream did not set up the archive: {_unavailable(exc)}") \
-                from None
+                break
+            except (TimeoutError, nats.errors.Error) as exc:
+                if time.monotonic() > deadline:
+                    raise ConnectionError(
+                        f"JetStream did not set up the archive: {_unavailable(exc)}") from None
+                await asyncio.sleep(0.5)
         from net.store_jetstream_retention import RetentionLease
 
         if self._with_lease:
@@ -475,14 +487,19 @@ class JetStreamArchive:
         nc = self._nc
         self.log.info("jetstream_reconnected", server=server_name(nc) if nc else None)
 
-    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """``fn()``, with the errors of NATS as :class:`ArchiveUnavailable`."""
-        try:
-            return await fn()
-        except ArchiveUnavailable:
-            raise
-        except _ERRORS as exc:
-            raise _unavailable(exc) from None
+    async def _call(self, fn: Callable[[], Awaitable[T]], attempts: int = 1) -> T:
+        """``fn()``, with the errors of NATS as :class:`ArchiveUnavailable`; a read that
+        may be repeated is given ``attempts`` (a stream leader may be being elected)."""
+        for attempt in range(attempts):  # bounded
+            try:
+                return await fn()
+            except ArchiveUnavailable:
+                raise
+            except _ERRORS as exc:
+                if attempt + 1 >= attempts:
+                    raise _unavailable(exc) from None
+                await asyncio.sleep(0.5)
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ writing
 
@@ -782,8 +799,7 @@ class JetStreamArchive:
                     start, skip = await self._start_of(subject, since_ms, cursor)
                 else:
                     start = restart_at
-                push = PushReader(self.nc, self.js, self.settings.stream, subject, start)
-                await push.start()
+                push = await self._reader(subject, start)
                 reading = readings[topic] = _Reading(push, out[-1].cursor if out else cursor, skip)
                 while len(readings) > READERS_PER_CONNECTION:
                     await readings.pop(next(iter(readings))).reader.close()
@@ -806,6 +822,21 @@ class JetStreamArchive:
                 reading = None
         raise ArchiveUnavailable("JetStream: the consumer reading the topic keeps failing")
 
+    async def _reader(self, subject: str, start: int) -> PushReader:
+        """A started reader; its consumer is made again when JetStream does not answer
+        (it may have placed it on a server that is down and not yet known to be)."""
+        for attempt in range(CONSUMER_ATTEMPTS):  # bounded
+            push = PushReader(self.nc, self.js, self.settings.stream, subject, start)
+            try:
+                await push.start()
+                return push
+            except _ERRORS:
+                await push.close()
+                if attempt == CONSUMER_ATTEMPTS - 1:
+                    raise
+                self.counters["consumer_retries"] += 1
+        raise AssertionError("unreachable")
+
     async def count(
         self, topic: bytes, *, since_ms: int = 0, until_ms: int = 0, cursor: Cursor | None = None
     ) -> int:
@@ -821,11 +852,20 @@ class JetStreamArchive:
 
     async def _pending(self, subject: str, start: int) -> int:
         """Messages of ``subject`` from sequence ``start`` on (a consumer's count of them)."""
-        info = await self.js._jsm.add_consumer(self.settings.stream, config=api.ConsumerConfig(
+        config = api.ConsumerConfig(
             filter_subject=subject, deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=start, ack_policy=api.AckPolicy.NONE, inactive_threshold=5.0,
             mem_storage=True, num_replicas=1,
-        ))
+        )
+        for attempt in range(CONSUMER_ATTEMPTS):  # bounded: as for a reader's consumer
+            try:
+                info = await self.js._jsm.add_consumer(self.settings.stream, config=config,
+                                                       timeout=CREATE_TIMEOUT_S)  # fmt: skip
+                break
+            except _ERRORS:
+                if attempt == CONSUMER_ATTEMPTS - 1:
+                    raise
+                self.counters["consumer_retries"] += 1
         with contextlib.suppress(*_ERRORS):
             await self.js._jsm.delete_consumer(self.settings.stream, info.name)
         return int(info.num_pending or 0)
@@ -843,7 +883,7 @@ class JetStreamArchive:
                     arrivals.append(self._envelope(m).arrival_ms)
             return min(arrivals, default=0)
 
-        value = await self._call(run)
+        value = await self._call(run, attempts=3)
         self._oldest = (value, time.monotonic())
         return value
 
@@ -858,10 +898,10 @@ class JetStreamArchive:
                 newest = max(newest, self._envelope(m).arrival_ms)
             return newest
 
-        return await self._call(run)
+        return await self._call(run, attempts=3)
 
     async def stats(self) -> tuple[int, int]:
-        info = await self._call(lambda: self.js.stream_info(self.settings.stream))
+        info = await self._call(lambda: self.js.stream_info(self.settings.stream), attempts=3)
         return int(info.state.messages), int(info.state.bytes)
 
     async def run_retention(self, rule: RetentionRule, now_ms: int) -> RetentionRun:

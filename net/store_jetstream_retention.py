@@ -169,8 +169,8 @@ class RetentionLease:
         return bool(self._revision) and time.monotonic() - self._renewed < self.lifetime * 2 / 3
 
     async def start(self) -> None:
-        self._bucket = await self.archive._bucket(self.archive.settings.lease_bucket,
-                                                  ttl=self.lifetime)  # fmt: skip
+        """Try to take the lease now, and go on trying (JetStream may be unavailable
+        now: the store starts all the same, and takes part once it is back)."""
         await self._tick()
         self._task = asyncio.create_task(self._loop(), name="store-retention-lease")
 
@@ -197,8 +197,13 @@ class RetentionLease:
             await self._tick()
 
     async def _tick(self) -> None:
+        if self._bucket is None:
+            try:
+                self._bucket = await self.archive._bucket(self.archive.settings.lease_bucket,
+                                                          ttl=self.lifetime)  # fmt: skip
+            except _FAILURES:
+                return
         bucket = self._bucket
-        assert bucket is not None
         try:
             if self._revision:
                 self._revision = await bucket.update(LEASE_KEY, self._value(), last=self._revision)

@@ -426,8 +426,12 @@ class StorePeer:
         await self._archive.open()
         self._opened = True
         try:
-            count, size = await self._archive.stats()
-            newest = await self._archive.newest_arrival()
+            try:
+                count, size = await self._archive.stats()
+                newest = await self._archive.newest_arrival()
+            except ArchiveUnavailable as exc:  # it opened, then went: start all the same
+                count = size = newest = 0
+                self._archive_failed(exc, 0)
             self._last_arrival = newest
             wall = self._clock()
             if newest >= wall:
@@ -455,7 +459,8 @@ class StorePeer:
                     "nobody, and anyone who knows a topic can push the others of it out; "
                     "give a members or passphrase channel --write-key (--print-write-key)",
                 )
-            await self.run_retention()
+            with contextlib.suppress(ArchiveUnavailable):  # retried by the retention loop
+                await self.run_retention()
             self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
             if cfg.listen is not None:
                 host, port = cfg.listen

@@ -10,8 +10,9 @@ file written next to its log (``nats-N.conf``), so a test can add authorization,
 TLS or JetStream limits (``extra``, ``max_file_store``).
 
 Client and route ports are chosen free. Servers listen on 127.0.0.1, or, for a
-partition test, on an address of a network namespace the test created
-(:mod:`netns`): ``placement`` gives each server its ``(host, namespace)``.
+partition test, on the addresses of a network namespace the test created and of
+its link (:mod:`netns`): ``placement`` gives each server its ``(client host, route
+host, namespace)``.
 Nothing listens on or talks to another address.
 """
 
@@ -46,7 +47,7 @@ class NatsServer:
 
     Args:
         store_dir: JetStream's directory (``None``: no JetStream).
-        host: the address it listens on (clients and routes).
+        host: the address it listens on for clients (and routes, unless ``route_host``).
         netns: the network namespace it runs in (``ip netns exec``), or ``None``.
         extra: more configuration (authorization, TLS, ...), appended to the file.
         max_file_store: JetStream's file storage limit in bytes (``None``: the default).
@@ -64,8 +65,10 @@ class NatsServer:
         netns: str | None = None,
         extra: str = "",
         max_file_store: int | None = None,
+        route_host: str | None = None,
     ) -> None:
         self.name = name
+        self.route_host = route_host or host
         self.port = port
         self.route_port = route_port
         self.log = log
@@ -82,7 +85,7 @@ class NatsServer:
 
     @property
     def route_url(self) -> str:
-        return f"nats-route://{self.host}:{self.route_port}"
+        return f"nats-route://{self.route_host}:{self.route_port}"
 
     def config(self, routes: Sequence[str], cluster_name: str) -> str:
         """The server's configuration file (``routes``: every server's route URL)."""
@@ -92,7 +95,8 @@ class NatsServer:
             lines.append(f'jetstream {{ store_dir: "{self.store_dir}"{limit} }}')
         if self.route_port is not None:
             others = ", ".join(r for r in routes if r != self.route_url)
-            lines.append(f"cluster {{ name: {cluster_name}, listen: {self.host}:{self.route_port},"
+            lines.append(f"cluster {{ name: {cluster_name}, listen: {self.route_host}:"
+                         f"{self.route_port},"
                          f" routes: [ {others} ] }}")
         return "\n".join(lines) + "\n" + self.extra
 
@@ -239,7 +243,7 @@ def start_nats(
     extra: str = "",
     client_options: dict[str, object] | None = None,
     max_file_store: int | None = None,
-    placement: Sequence[tuple[str, str | None]] | None = None,
+    placement: Sequence[tuple[str, str, str | None]] | None = None,
 ) -> NatsServers:
     """Start ``n`` nats-servers (a cluster with routes when ``n > 1``).
 
@@ -248,23 +252,34 @@ def start_nats(
         extra: configuration added to every server (authorization, TLS).
         client_options: what the readiness probes pass to ``nats.connect`` (credentials).
         max_file_store: JetStream's file storage limit of each server, in bytes.
-        placement: ``(host, network namespace or None)`` of each server (default:
-            127.0.0.1 in this namespace).
+        placement: ``(client host, route host, network namespace or None)`` of each
+            server (default: 127.0.0.1 in this namespace).
 
     Returns once every server is reachable, routes messages to every other (a
     cluster), and answers JetStream requests (with ``jetstream``). On failure
     every started server is stopped.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
-    where = list(placement) if placement is not None else [("127.0.0.1", None)] * n
+    where = list(placement) if placement is not None else [("127.0.0.1", "127.0.0.1", None)] * n
     assert len(where) == n
     servers = []
-    for i, (host, ns) in enumerate(where):
+    taken: set[int] = set()
+
+    def port(host: str) -> int:  # free, and not given to another server of this cluster
+        for _ in range(100):  # bounded
+            p = free_port(host)
+            if p not in taken:
+                taken.add(p)
+                return p
+        raise RuntimeError("no free port")
+
+    for i, (host, route_host, ns) in enumerate(where):
         port_host = host if ns is None else "127.0.0.1"  # a namespace's ports: free anyway
         servers.append(NatsServer(
-            f"nats-{i}", free_port(port_host), free_port(port_host) if n > 1 else None,
+            f"nats-{i}", port(port_host), port(port_host) if n > 1 else None,
             log_dir / f"nats-{i}.log", store_dir=log_dir / f"js-{i}" if jetstream else None,
             host=host, netns=ns, extra=extra, max_file_store=max_file_store,
+            route_host=route_host,
         ))
     group = NatsServers(servers)
     try:
