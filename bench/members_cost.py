@@ -74,6 +74,8 @@ class Member:
         assert mc is not None
         self.lamport += 1
         mid = os.urandom(32).hex()
+        if is_control(content):  # a membership event is signed as it goes out
+            content = mc.outgoing(content, 0)[0]
         msg = sds_pb2.SdsMessage(
             sender_id=self.id, message_id=mid, channel_id="team",
             lamport_timestamp=self.lamport, content=content,
@@ -118,13 +120,12 @@ def channel_of(n: int) -> list[Member]:
     """A members channel of ``n`` members, every Megolm session shared."""
     people = [Member(f"m{i:04d}") for i in range(n)]
     admin = people[0]
-    own = MemberInfo(admin.identity.public_key, b"\0" * 32, admin.name)
-    mc, create = MembersChannel.create("team", own, admin.id)
+    mc, create = MembersChannel.create("team", admin.name, admin.identity)
     admin.mc = mc
     first = admin.envelope(create)
     for p in people[1:]:
         p.mc = MembersChannel("team", mc.channel_id, p.id, mc.epoch_keys,
-                              GroupKeys(mc.channel_id, p.id))  # fmt: skip
+                              GroupKeys(mc.channel_id, p.id), signer=p.identity)  # fmt: skip
         p.receive(first)
     adds = [admin.envelope(encode_add(p.info())) for p in people[1:]]
     for env in adds:

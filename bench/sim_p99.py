@@ -53,22 +53,40 @@ _CHILD = """
 import json, sys
 sys.path.insert(0, {root!r})
 import sds.channel as channel
-from app.sim.simulation import SimSpec, run_sim
+from app.sim import SimSpec, run_sim  # old checkouts too (ref=DIR)
 expired, due = [], []
-answer_expired = channel.Channel._answer_expired
-schedule_missing = channel.Channel._schedule_missing
-def _answer_expired(self, mid, now):  # record the answers dropped after a silence
-    gone = answer_expired(self, mid, now)
-    if gone:
-        expired.append((self.sender_id, mid, now))
-    return gone
-def _schedule_missing(self, info, now):  # record when each first request is due
-    schedule_missing(self, info, now)
-    item = self._repair_out._items.get(info.entry.message_id)
-    if item is not None:
-        due.append((self.sender_id, info.entry.message_id, now, item.due_ms))
-channel.Channel._answer_expired = _answer_expired
-channel.Channel._schedule_missing = _schedule_missing
+try:  # sds split into parts (the answers and the requests own these steps)
+    from sds.answers import RepairAnswers as _answers
+    from sds.requests import RepairRequests as _requests
+    answer_expired = _answers.answer_expired
+    ask_for_missing = _requests.ask_for_missing
+    def _answer_expired(self, mid, now):  # record the answers dropped after a silence
+        gone = answer_expired(self, mid, now)
+        if gone:
+            expired.append((self.sender_id, mid, now))
+        return gone
+    def _ask_for_missing(self, entry, by, now):  # record when each first request is due
+        ask_for_missing(self, entry, by, now)
+        item = self.out._items.get(entry.message_id)
+        if item is not None:
+            due.append((self.sender_id, entry.message_id, now, item.due_ms))
+    _answers.answer_expired = _answer_expired
+    _requests.ask_for_missing = _ask_for_missing
+except ImportError:  # an older checkout (ref=DIR): one Channel class
+    answer_expired = channel.Channel._answer_expired
+    schedule_missing = channel.Channel._schedule_missing
+    def _answer_expired(self, mid, now):
+        gone = answer_expired(self, mid, now)
+        if gone:
+            expired.append((self.sender_id, mid, now))
+        return gone
+    def _schedule_missing(self, info, now):
+        schedule_missing(self, info, now)
+        item = self._repair_out._items.get(info.entry.message_id)
+        if item is not None:
+            due.append((self.sender_id, info.entry.message_id, now, item.due_ms))
+    channel.Channel._answer_expired = _answer_expired
+    channel.Channel._schedule_missing = _schedule_missing
 spec = SimSpec(**json.loads({spec!r}))
 r = run_sim(spec, {out!r}, force=True)
 with open({out!r} + "/repair_timeline.json", "w") as f:

@@ -84,6 +84,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from net import envelope_pb2
 from net.channel_key import KEY_BYTES, ChannelKey, topic_for_key
+from net.errors import NetError
 from net.identity import PUBLIC_KEY_BYTES, Identity, sender_id_for, verify_signature
 from sds import sds_pb2
 
@@ -143,7 +144,7 @@ AAD_DOMAIN = b"sdschat-envelope"
 """Prefix of the AEAD associated data: ``AAD_DOMAIN + uint32_be(version) + topic``."""
 
 
-class EnvelopeError(Exception):
+class EnvelopeError(NetError):
     """An envelope was rejected. ``reason`` is a stable short string for counters."""
 
     reason: ClassVar[str] = "envelope_error"

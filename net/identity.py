@@ -47,6 +47,8 @@ import nacl.signing
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from net.errors import NetError
+
 __all__ = [
     "PUBLIC_KEY_BYTES",
     "SENDER_ID_HEX_CHARS",
@@ -69,7 +71,7 @@ SENDER_ID_HEX_CHARS = 32
 _MAX_KEY_FILE_BYTES = 16 * 1024
 
 
-class IdentityFileError(Exception):
+class IdentityFileError(NetError):
     """The identity file exists but cannot be used (permissions, format, type).
 
     The message says what is wrong and how to fix it; the node should show it

@@ -39,6 +39,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client as NatsClient
 
+from net.errors import NetError
 from net.urls import redact_url
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class NatsUnavailable(ConnectionError):
+class NatsUnavailable(NetError, ConnectionError):
     """No NATS server of the list could be used when connecting (unreachable within the
     timeout, or refused for a reason retrying cannot cure). An ``OSError``, like a
     port that cannot be bound: what needed NATS does not start."""
@@ -281,7 +282,7 @@ class NatsConnector:
             await self._on_reconnected_cb()
 
 
-class TlsMissing(nats.errors.Error):
+class TlsMissing(NetError, nats.errors.Error):
     """A NATS server without TLS where TLS was asked for: no credential is sent to it."""
 
     def __init__(self, server: str | None, flag: str = "--cluster") -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from net import envelope_pb2
+from net.errors import NetError
 
 __all__ = [
     "RELAY_FRAME_VERSION",
@@ -29,7 +30,7 @@ RELAY_FRAME_VERSION = 1
 RelayFrame = envelope_pb2.RelayFrame
 
 
-class FrameDecodeError(Exception):
+class FrameDecodeError(NetError):
     """Bytes that are not a ``RelayFrame`` this code understands.
 
     ``code`` is the ``Error.code`` a relay answers with: ``"malformed"`` or

@@ -46,6 +46,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from net import store_pb2
+from net.errors import NetError
 from net.relay_client import backoff_delay
 from net.store_frames import (
     HASH_BYTES,
@@ -78,7 +79,7 @@ DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 """Largest answer frame accepted (a store splits answers into ~1 MiB frames)."""
 
 
-class StoreError(Exception):
+class StoreError(NetError):
     """Something went wrong talking to a store. ``code`` is stable, for counters."""
 
     code = "store_error"

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from net.errors import NetError
 from storage.records import ArchivedEnvelope
 from storage.retention import RetentionRule
 
@@ -42,7 +43,7 @@ Cursor = tuple[int, bytes]
 """A position in a topic's archive: ``(arrival_ms, hash)`` of the last envelope read."""
 
 
-class ArchiveUnavailable(Exception):
+class ArchiveUnavailable(NetError):
     """The archive cannot be used right now.
 
     Attributes:

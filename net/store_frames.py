@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from net import store_pb2
+from net.errors import NetError
 
 __all__ = [
     "HASH_BYTES",
@@ -35,7 +36,7 @@ HASH_BYTES = 32
 StoreFrame = store_pb2.StoreFrame
 
 
-class StoreFrameError(Exception):
+class StoreFrameError(NetError):
     """Bytes that are not a ``StoreFrame`` this code understands.
 
     ``code`` is the ``Error.code`` a store answers with (``"malformed"`` or

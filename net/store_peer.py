@@ -93,6 +93,7 @@ from net.envelope import (
     envelope_hash,
     open_envelope,
 )
+from net.errors import NetError
 from net.relay import TokenBucket
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
@@ -252,7 +253,7 @@ class StoreStats:
         }
 
 
-class _RejectedRequest(Exception):
+class _RejectedRequest(NetError):
     def __init__(self, code: str, reason: str) -> None:
         super().__init__(f"{code}: {reason}")
         self.code = code

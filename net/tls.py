@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from net.errors import NetError
+
 __all__ = [
     "ServerTLS",
     "TLSFilesError",
@@ -82,7 +84,7 @@ def client_context(url: str, cafile: str | None = None) -> ssl.SSLContext | None
     return ssl.create_default_context(cafile=ca)
 
 
-class TLSFilesError(OSError):
+class TLSFilesError(NetError, OSError):
     """A certificate or key file that cannot be used (names the file and why)."""
 
 

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from pipeline.errors import PipelineError
 from pipeline.schema import EVENT_SCHEMA
 
 __all__ = ["CSV_LIMIT", "LIST_LIMIT", "NODES_PER_MESSAGE", "TIME_BUCKETS", "InputError",
@@ -29,7 +30,7 @@ NODES_PER_MESSAGE = 50
 TIME_BUCKETS = 60
 
 
-class InputError(Exception):
+class InputError(PipelineError):
     """Malformed rows (the caller turns it into its ReportError)."""
 
 

@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from pipeline.errors import PipelineError
+
 __all__ = ["DEFAULT_TIMEOUT", "SparkRun", "SparkStopped", "check_endpoint", "endpoint_kind",
            "endpoints", "java_problem", "jvm_bytes", "machine_memory", "memory_problem",
            "spark_failure", "speaks_http2"]
@@ -55,7 +57,7 @@ TICK = 0.25
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
-class SparkStopped(Exception):
+class SparkStopped(PipelineError):
     """Spark itself failed or was stopped (one line: what failed, what to check)."""
 
 

@@ -60,6 +60,7 @@ from typing import Any, TextIO
 import pyarrow.parquet as pq
 
 from pipeline.compute import compute_channels
+from pipeline.errors import PipelineError
 from pipeline.explain import participant_names, run_conditions
 from pipeline.frames import (
     CSV_LIMIT,
@@ -97,7 +98,7 @@ _MEMORY = re.compile(r"[1-9]\d*[kmgt]?b?", re.IGNORECASE)
 DEFAULT_SPARK_TIMEOUT = 60.0
 
 
-class ReportError(Exception):
+class ReportError(PipelineError):
     """The input cannot be reported on (empty, not an event log, malformed rows)."""
 
 

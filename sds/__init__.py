@@ -14,16 +14,10 @@ Typical use::
 """
 
 from sds.bloom import BloomFilter, RollingBloomFilter
-from sds.channel import (
-    MAX_ID_LENGTH,
-    MAX_LAMPORT,
-    STATE_VERSION,
-    Channel,
-    ChannelState,
-    Datagram,
-    OwnState,
-)
+from sds.channel import Channel
 from sds.config import PROFILES, Config
+from sds.datagram import Datagram
+from sds.errors import SdsError
 from sds.events import (
     DropReason,
     EphemeralReceived,
@@ -47,7 +41,10 @@ from sds.events import (
 )
 from sds.ids import ID_NONCE_BYTES, id_form, message_id_for, verify_message_id
 from sds.message import DecodeError, HistoryEntry, Message, MessageKind, decode, encode
+from sds.outgoing import OwnState
 from sds.participant import Participant
+from sds.state import STATE_VERSION, ChannelState
+from sds.tuning import MAX_ID_LENGTH, MAX_LAMPORT
 
 __all__ = [
     "ID_NONCE_BYTES",
@@ -84,6 +81,7 @@ __all__ = [
     "RepairRequested",
     "RepairSent",
     "RollingBloomFilter",
+    "SdsError",
     "SyncReceived",
     "SyncSent",
     "decode",

@@ -16,6 +16,7 @@ from typing import cast
 from google.protobuf.message import DecodeError as _PbDecodeError
 
 from sds import sds_pb2
+from sds.errors import SdsError
 from sds.ids import id_form
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
 _UINT64_MAX = (1 << 64) - 1
 
 
-class DecodeError(ValueError):
+class DecodeError(SdsError, ValueError):
     """The bytes are not a valid SDS message.
 
     ``reason`` is a short stable string (``"malformed"``, ``"invalid_kind"``,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import random
 
-from sds.channel import Channel, ChannelState, Datagram
+from sds.channel import Channel
 from sds.config import Config
+from sds.datagram import Datagram
 from sds.events import DropReason, Event, MessageDropped
 from sds.message import DecodeError, parse_pb
+from sds.state import ChannelState
 
 __all__ = ["Participant"]
 

@@ -57,6 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.errors import StorageError
 from storage.records import EventRow
 
 __all__ = [
@@ -109,7 +110,7 @@ EVENT_SCHEMA = pa.schema(
 COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA.names)
 
 
-class SchemaMismatchError(ValueError):
+class SchemaMismatchError(StorageError, ValueError):
     """A Parquet file is not an sdschat event log (wrong or missing columns/types)."""
 
 

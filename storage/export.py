@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.database import DB_FILENAME
+from storage.errors import StorageError
 from storage.events_schema import SCHEMA_VERSION, EventRecords, EventWriter
 from storage.records import EventRow, decode_causal_history
 from storage.schema import APPLICATION_ID
@@ -51,7 +52,7 @@ __all__ = ["ExportError", "ExportResult", "export_data_dirs", "main_export"]
 _HISTORY_KINDS = ("MessageSent", "MessageDelivered")
 
 
-class ExportError(Exception):
+class ExportError(StorageError):
     """A data directory cannot be exported, or the output cannot be written (message says why)."""
 
 

@@ -610,6 +610,17 @@ class Store:
             return set()
         return await self._call(lambda db: existing_ids(db, channel, ids))
 
+    async def sender_ids(self, channel: str, sender_id: str) -> list[str]:
+        """The ids of every message of ``sender_id`` stored in ``channel`` (a members
+        channel's removal names them: its cut)."""
+
+        def query(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute("SELECT message_id FROM messages WHERE channel = ? AND sender_id = ?",
+                              (channel, sender_id))  # fmt: skip
+            return [str(r[0]) for r in rows]
+
+        return await self._call(query)
+
     async def get_envelopes(self, channel: str, message_ids: Iterable[str]) -> dict[str, bytes]:
         """Stored envelopes by message id (ids unknown, without an envelope, or older
         than the recent window and not pinned are absent)."""

@@ -63,8 +63,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """If something still keeps Python alive 60 s after the run, say what and exit 3.
 
     A hung interpreter would otherwise eat CI's whole time budget in silence.
-    The watchdog is a daemon thread: a normal exit ends it unseen.
+    The watchdog is a daemon thread: a normal exit ends it unseen. A pytest-xdist worker
+    has none: it has run its last test but lives on, by design, until the controller
+    (which has its own watchdog) ends the run and shuts the workers down.
     """
+    if hasattr(config, "workerinput"):
+        return
 
     def watchdog() -> None:
         time.sleep(float(os.environ.get("SDSCHAT_TEST_EXIT_WATCHDOG_S", "60")))
@@ -77,13 +81,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test`` runs ``--dist loadgroup``), every test that uses
-    Spark runs on one worker: one ``local[2]`` session per run (tests/pipeline/conftest.py),
-    and the standalone-cluster tests do not start JVMs beside it."""
-    spark = pytest.mark.xdist_group("spark")
+    """Under pytest-xdist (``make test`` runs ``--dist loadgroup``), tests that share
+    something run on one worker, one after the other:
+
+    * every test that uses Spark: one ``local[2]`` session per run
+      (tests/pipeline/conftest.py), and no standalone cluster's JVMs beside it;
+    * the LAN tests: zeroconf on 127.0.0.1 is one shared segment, so two LAN tests at
+      once would discover each other's nodes and receive each other's envelopes.
+
+    The Spark group is the longest: it goes first, so that it is not the run's tail.
+    """
+    groups: dict[int, str] = {}
     for item in items:
         if item.nodeid.startswith("tests/pipeline/") or "spark" in getattr(
             item, "fixturenames", ()
         ):
-            item.add_marker(spark)
+            groups[id(item)] = "spark"
+        elif item.nodeid.startswith("tests/lan/"):
+            groups[id(item)] = "lan"
+    for item in items:
+        if id(item) in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    order = {"spark": 0, "lan": 1}
+    items.sort(key=lambda item: order.get(groups.get(id(item), ""), 2))

@@ -60,21 +60,33 @@ def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parents[1]
     port = free_port()
+    # The harness below runs main(); a SIGINT that lands in the harness itself, before
+    # main() runs (the process descheduled there on a loaded machine), tests nothing of
+    # sdschat: the harness says so (exit 99) and that delay is tried again.
+    code = (
+        "import sys, traceback; import app.cli; print('go', flush=True)\n"
+        "try:\n"
+        f"    rc = app.cli.main(['join', 'x', '--headless', '--data-dir', "
+        f"{str(tmp_path / 'd')!r}, '--relay', 'ws://127.0.0.1:{port}'])\n"
+        "except KeyboardInterrupt as exc:\n"
+        "    if any('/app/' in f.filename for f in traceback.extract_tb(exc.__traceback__)):\n"
+        "        raise\n"
+        "    rc = 99\n"
+        "sys.exit(rc)\n"
+    )
     for delay in (0.0, 0.02, 0.05, 0.1):
-        code = (
-            "import sys; import app.cli; print('go', flush=True); "
-            f"sys.exit(app.cli.main(['join', 'x', '--headless', '--data-dir', "
-            f"{str(tmp_path / 'd')!r}, '--relay', 'ws://127.0.0.1:{port}']))"
-        )
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "go"
-        time.sleep(delay)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        for _attempt in range(10):  # bounded: a harness hit is rare even under load
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "go"
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=60)
+            if proc.returncode != 99:
+                break
         assert "Traceback" not in err, err
         assert proc.returncode in (130, 0), (delay, proc.returncode, err)
         if proc.returncode == 130:

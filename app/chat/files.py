@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app import AppError
 from app.chat import content_pb2 as pb
 from app.chat.content import MAGIC, SCHEMA_VERSION, ConversationView, FileInfo, decode
 from app.names import clean_name
@@ -62,7 +63,7 @@ SEGMENT_SLACK = 16
 """Rows read beyond a file's segment count (an author's duplicates, placeholders)."""
 
 
-class FileError(ValueError):
+class FileError(AppError, ValueError):
     """A file cannot be sent or saved (the message says why)."""
 
 

@@ -8,10 +8,10 @@ every participant that holds the same messages (``--data-dir`` defaults to
 is wall-clock ms), the sender id's start, the text and an own message's state.
 With ``--json`` each line is one object::
 
-    {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
+    {"position": 0, "id": "…", "sender": "…", "name": "alice", "label": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
      "digest": "…", "conflict": false, "was_lost": false, "recovered": false,
-     "missing_before": 0}
+     "missing_before": 0, "refused": false}
 
 The log is shown *folded* (:mod:`app.chat.history_fold`, ``docs/content.md``): reactions,
 edits, deletions and file segments are not lines of their own but change the line they
@@ -22,6 +22,13 @@ when deleted), ``kind`` one of ``msg``, ``me``, ``raw``, ``reply``, ``file``,
 "quote", "present", "sender", "name"}`` or ``null``) and ``file`` (``{"file_id",
 "name", "size", "sha256", "segments", "total", "complete", "intact"}`` or ``null``).
 ``position`` stays the message's position in the log.
+
+``name`` is the author's: in a members channel the roster's (the name an admin
+admitted, or the member's own chained rename, read from the channel's membership
+records), never the one claimed inside the content; elsewhere the claimed name.
+``label`` is how a person should read it, the line's author column: ``name``, with the
+author's fingerprint when another author's name looks like it (``alice (3f9a2b1c)``,
+TR39 skeletons: docs/members.md, "Names").
 
 ``state`` is set for our own messages only (``queued``, ``sent``,
 ``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
@@ -36,10 +43,13 @@ it, so it reads the same after a restart); a human-readable line then ends with
 ``↺ recovered after it was reported lost``, as the TUI marks it. ``recovered`` is true
 when it arrived late (named missing before it came, declared lost, or older than a
 message of its author that came first): the line ends with ``↺ recovered``.
-``missing_before`` counts the messages declared lost before it was delivered (its
-causal dependencies that never came): a human-readable listing says ``✗ N messages
-lost`` on a line of its own above it, as the TUI does. All three are stored with the
-message by the participant that received it (``docs/chat.md``).
+``refused`` is true when a members channel refused the message after it was stored
+(its sender was removed and the removal's cut leaves it out, docs/members.md): a
+human-readable line ends with ``✗ refused: …``. ``missing_before`` counts the
+messages declared lost before it was delivered (its causal dependencies that never
+came): a human-readable listing says ``✗ N messages lost`` on a line of its own
+above it, as the TUI does. All three are stored with the message by the participant
+that received it (``docs/chat.md``).
 
 The command reads the database file read-only (SQLite WAL allows a reader
 beside the writer), without the data-dir lock, so participants can be compared
@@ -56,13 +66,25 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
 from app.chat.history_fold import fold_lines
 from app.chat.lines import json_visible, visible
-from app.chat.log_line import LATE_MARK, RECOVERED_MARK, LogLine, human_text, log_line, lost_line
+from app.chat.log_line import (
+    LATE_MARK,
+    RECOVERED_MARK,
+    REFUSED_MARK,
+    LogLine,
+    human_text,
+    log_line,
+    lost_line,
+)
+from app.members.roster import Roster
+from app.members.secrets_file import read_roster
+from app.names import NameBook
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -79,10 +101,21 @@ async def _read_with_store(data_dir: Path, channel: str) -> list[LogLine]:
     async with await Store.open(data_dir) as store:
         if await store.get_channel(channel) is None:
             raise LookupError(f"channel {channel!r} was never joined in {data_dir}")
+        roster = read_roster(data_dir, channel)
         out: list[LogLine] = []
         async for entry in store.iter_log(channel):
-            out.append(log_line(entry, len(out)))
-        return out
+            out.append(log_line(entry, len(out), roster=roster))
+        return _labelled(out, roster)
+
+
+def _labelled(lines: list[LogLine], roster: Roster | None) -> list[LogLine]:
+    """Each line with its author's label: the roster's (members channels) or the
+    claimed name, with the author's fingerprint where another author's name looks
+    like it (app/names.py)."""
+    if roster is not None:
+        return [replace(x, label=roster.label_of(x.sender_id)) for x in lines]
+    book = NameBook((x.sender_id, x.name) for x in lines if x.name)
+    return [replace(x, label=book.label(x.name, x.sender_id)) for x in lines]
 
 
 def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterator[LogEntry]:
@@ -97,14 +130,16 @@ def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterat
         yield log_entry(row)
 
 
-def _conflicted_ids(db: sqlite3.Connection, channel: str) -> set[str]:
-    """Ids with a recorded ``MessageConflict`` event (``app.node.runtime`` records them)."""
+def _conflicted_ids(db: sqlite3.Connection, channel: str,
+                    kind: str = "MessageConflict") -> set[str]:  # fmt: skip
+    """Ids with a recorded ``MessageConflict`` event (``app.node.runtime`` records them), or
+    another ``kind`` (``MessageRefused``: a members channel's cut left it out)."""
     return {
         str(row[0])
         for row in db.execute(
             "SELECT DISTINCT message_id FROM events WHERE channel = ? AND kind = ? "
             "AND message_id IS NOT NULL",
-            (channel, "MessageConflict"),
+            (channel, kind),
         )
     }
 
@@ -127,12 +162,15 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
     db = open_read_only(path)
     if db is None:  # an older schema: migrate (takes the lock)
         return asyncio.run(_read_with_store(directory, channel))
+    roster = read_roster(directory, channel)  # a members channel: the roster's names
     try:
         lines: list[LogLine] = []
         disputed = _conflicted_ids(db, channel)
+        refused = _conflicted_ids(db, channel, "MessageRefused")
         for entry in _read_only_rows(db, directory, channel):
-            lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed))
-        return lines
+            lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed,
+                                  refused=entry.message_id in refused, roster=roster))  # fmt: skip
+        return _labelled(lines, roster)
     except sqlite3.Error as exc:
         raise translate_error(exc, path) from exc
     finally:
@@ -179,7 +217,7 @@ def print_history(
             if as_json:
                 out.write(json_visible(json.dumps(line.to_json(), ensure_ascii=False)) + "\n")
             else:
-                who = visible(line.name or "?")
+                who = visible(line.label or line.name or "?")
                 body = visible(line.text, newlines=True)  # a line break stays one
                 text = human_text(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""
@@ -193,7 +231,8 @@ def print_history(
                     out.write(" " * len(head) + lost_line(line.missing_before) + "\n")
                 # the lines of a multi-line message under the first one's text
                 text = text.replace("\n", "\n" + " " * len(head))
-                out.write(f"{head}{text}{late}{state}\n")
+                refused = f"  {REFUSED_MARK}" if line.refused else ""
+                out.write(f"{head}{text}{late}{refused}{state}\n")
         out.flush()
     except BrokenPipeError:
         # the reader went away (| head, grep -m1): stop quietly, as Unix tools do; point

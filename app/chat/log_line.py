@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from app.chat.content import decode_content
+from app.chat.authors import authored
 from app.chat.lines import EVENT_KINDS, TYPED_KINDS
 from storage import LogEntry
+
+if TYPE_CHECKING:
+    from app.members.roster import Roster
 
 __all__ = [
     "LATE_MARK",
     "RECOVERED_MARK",
+    "REFUSED_MARK",
     "LogLine",
     "human_text",
     "log_line",
@@ -24,6 +29,8 @@ __all__ = [
 RECOVERED_MARK = "↺ recovered after it was reported lost"
 #: What follows any other message that arrived late (``LogLine.recovered``).
 LATE_MARK = "↺ recovered"
+#: What follows a message a members channel refused after it was shown (``LogLine.refused``).
+REFUSED_MARK = "✗ refused: its sender was removed, and its removal did not accept it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,12 @@ class LogLine:
     was_lost: bool = False
     recovered: bool = False
     missing_before: int = 0
+    refused: bool = False
+    """A members channel refused it after it was stored: its sender was removed and the
+    removal's cut leaves it out (``MessageRefused`` in the event log)."""
+    label: str = ""
+    """How the author is written (``name``, with a fingerprint when another author's
+    name looks like it): set by ``sdschat history``."""
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -52,6 +65,7 @@ class LogLine:
             "id": self.message_id,
             "sender": self.sender_id,
             "name": self.name,
+            "label": self.label or self.name,
             "kind": self.kind,
             "lamport": self.lamport,
             "content": self.text,
@@ -61,12 +75,15 @@ class LogLine:
             "was_lost": self.was_lost,
             "recovered": self.recovered,
             "missing_before": self.missing_before,
+            "refused": self.refused,
         }
 
 
-def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLine:
-    """Decode a stored :class:`storage.LogEntry` at ``position`` in the log."""
-    content = decode_content(entry.content)
+def log_line(entry: LogEntry, position: int, *, conflict: bool = False,
+             refused: bool = False, roster: Roster | None = None) -> LogLine:  # fmt: skip
+    """Decode a stored :class:`storage.LogEntry` at ``position`` in the log; in a members
+    channel (``roster``) its author named by the roster (:func:`app.chat.authors.authored`)."""
+    content = authored(entry.content, entry.sender_id, roster)
     return LogLine(
         digest=hashlib.sha256(entry.content).hexdigest(),
         content=entry.content,
@@ -82,6 +99,7 @@ def log_line(entry: LogEntry, position: int, *, conflict: bool = False) -> LogLi
         was_lost=entry.was_lost,
         recovered=entry.recovered or entry.was_lost,
         missing_before=entry.missing_before,
+        refused=refused,
     )
 
 

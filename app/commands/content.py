@@ -1,5 +1,6 @@
-"""Typed-content commands of headless mode (and later the TUI): ``/reply``, ``/react``,
-``/edit``, ``/delete``, ``/topic``, ``/send`` and ``/save`` on a running :class:`~app.node.Node`.
+"""Typed-content commands on a running :class:`~app.node.Node`, by message id: headless
+mode's ``/reply``, ``/react``, ``/edit``, ``/delete`` and ``/topic``, and both front ends'
+``/send`` and ``/save`` (the TUI names the selected file line's id).
 
 Each reads the channel's conversation view from the node's stored log
 (:func:`channel_view`), checks what it can locally (the target exists, it is our own

@@ -1,6 +1,8 @@
 """``sdschat join … --headless``: a node driven by stdin, reporting JSON lines on stdout.
 
-Input: one line per message (UTF-8); slash commands as in :mod:`app.commands.line`.
+Input: one line per message (UTF-8); slash commands from the command table
+(:mod:`app.commands.table`; ``/help`` lists them; :mod:`app.headless.front` says how
+headless mode answers them).
 Lines are read with backpressure and drained at the end (:mod:`app.headless.line_feed` says
 what a script can count on): a line is handed to the node when its outgoing buffer
 has room (stdin is not read meanwhile); end of input or ``/quit`` waits until every
@@ -41,7 +43,6 @@ import dataclasses
 import getpass
 import json
 import os
-import random
 import signal
 import stat
 import sys
@@ -53,33 +54,28 @@ from typing import Any, TextIO
 
 import orjson
 
-from app.chat.lines import json_visible, nick_text
-from app.commands.content import CONTENT_COMMANDS, run_content_command
-from app.commands.line import HELP, parse_line
-from app.commands.members import MEMBERS_COMMANDS, run_members_command
+from app.chat.lines import json_visible
+from app.commands.line import parse_line
+from app.commands.table import Command
 from app.headless.file_watch import FileWatch
+from app.headless.front import HeadlessFront
 from app.headless.line_feed import EXIT_UNSENT, LineFeed
 from app.launch.data_dir import default_data_dir
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.launch.joined import forget_channel, load_joined, remember_channel
+from app.launch.joined import load_joined
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import NodeSettings, load_config_file, settings_from_args
+from app.launch.wiring import node_options, wire_transport
 from app.members import secrets_file as members_file
-from app.names import channel_arg, check_nick
-from app.node.events import Info, LanPeer, Missing, NodeError, NodeEvent, Peers, event_to_json
+from app.node.events import LanPeer, Missing, NodeError, NodeEvent, event_to_json
 from app.node.runtime import (
     IdentityMismatchError,
     Node,
     NodeClosedError,
-    NodeOptions,
     PassphraseMismatchError,
-    peer_lines,
-    wall_ms,
 )
-from app.node.transport import LossyTransport, RelayTransport, Transport
 from net import runner
 from net.identity import IdentityFileError
-from net.lan.flags import build_transport
 from storage import DataDirLockedError, StorageError
 
 __all__ = ["EXIT_UNSENT", "run_join"]
@@ -251,7 +247,7 @@ async def _serve(
 ) -> int:
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     # LAN gossip unless a relay was chosen (net/lan/flags.py); --store or a LAN store.
-    store_url: str | None = getattr(args, "store", None)
+    store_url: str | tuple[str, ...] | None = getattr(args, "store", None)
     lan_stores: list[str] = []
     node_box: list[Node] = []
 
@@ -267,29 +263,12 @@ async def _serve(
 
     try:
         config_file = load_config_file(args.config) if args.config else {}
-        transport: Transport
-        transport, _lan = build_transport(
-            args,
-            settings.relay,
-            lambda _url: RelayTransport(settings.relays or settings.relay),
-            config=config_file,
-            on_peer=on_lan_peer,
-            on_store=on_lan_store,
-        )
+        wired = wire_transport(args, settings, config=config_file, on_peer=on_lan_peer,
+                               on_store=on_lan_store)  # fmt: skip
     except ValueError as exc:
         return _fatal(out, str(exc), EXIT_USAGE)
-    if settings.drop_rate > 0:
-        rng = random.Random(settings.drop_seed)
-        transport = LossyTransport(transport, settings.drop_rate, rng)
-    options = NodeOptions(
-        config=settings.config,
-        state_save_interval_ms=settings.state_save_ms,
-        store_url=store_url,
-        recent_window=settings.recent_window,
-        new_history=settings.new_history,
-        file_quota_bytes=settings.file_quota_bytes,  # app/chat/file_quota.py
-        file_channel_bytes=settings.file_channel_bytes,
-    )
+    transport = wired.transport
+    options = node_options(settings, store_url=store_url)
     try:
         node = await Node.open(data_dir, transport, name=settings.name, options=options)
     except DataDirLockedError as exc:
@@ -336,39 +315,24 @@ async def _serve(
         except StorageError as exc:  # e.g. a damaged page found only now
             return _fatal(out, str(exc), EXIT_DATABASE)
         await _rejoin(node, data_dir, out)  # channels /join'ed in an earlier run, as the TUI
-        from net.lan.flags import relay_given
-
-        # the relays an /invite code names: those chosen, none for LAN gossip
-        invite_relays = ((settings.relays or (settings.relay,))
-                         if relay_given(args, config_file) else ())  # fmt: skip
+        invite_relays = wired.invite_relays  # those chosen, none for LAN gossip
         reader = await _stdin_reader(loop, lines)
         stdin_pipe = reader.transport
-        current: str | None = args.channel
-        number = 0
+        front = HeadlessFront(node, out.event, current=args.channel, passphrase=passphrase,
+                              data_dir=data_dir, relays=invite_relays, feed=feed,
+                              interrupted=lambda: bool(signalled))  # fmt: skip
         for _ in iter(int, 1):  # until EOF, /quit or a signal
             line = await lines.get()
             reader.taken()
             if line is None or signalled:
                 break
-            number += 1
+            front.line += 1
             cmd = parse_line(line)
             if cmd is None:
                 continue
-            if cmd.name == "quit":
+            await front.run(cmd)  # the command table (app/commands/table.py)
+            if front.stopping:
                 break
-            if cmd.name in ("say", "me") and current is not None:
-                await feed.admit(current)  # backpressure: room in the outgoing buffer
-                if signalled:
-                    break
-                try:
-                    feed.post(number, current, cmd.arg, "me" if cmd.name == "me" else "msg")
-                except (ValueError, KeyError) as exc:
-                    out.event(NodeError(str(exc)))
-                except NodeClosedError:
-                    break
-                continue
-            current = await _command(node, cmd.name, cmd.arg, current, passphrase, out,
-                                     data_dir, relays=invite_relays)
         if not signalled:
             unsent = await feed.drain()
             if unsent:
@@ -412,85 +376,13 @@ async def _command(
     *,
     relays: Sequence[str] | str | None = None,
 ) -> str | None:
-    """Run one parsed command; returns the (possibly new) current channel."""
-    try:
-        if name in MEMBERS_COMMANDS:
-            urls = [relays] if isinstance(relays, str) else list(relays or ())
-            return await run_members_command(node, name, arg, current, out.event, urls)
-        if name in ("say", "me"):
-            if current is None:
-                out.event(NodeError("no current channel: /join one first"))
-            else:
-                fut = node.post(current, arg, "me" if name == "me" else "msg")
-                fut.add_done_callback(_consume)
-        elif name == "error":
-            out.event(NodeError(arg))
-        elif name in CONTENT_COMMANDS:
-            if current is None:
-                out.event(NodeError("no current channel: /join one first"))
-            else:
-                await run_content_command(node, name, arg, current, out.event)
-        elif name == "join":
-            target = channel_arg(arg)
-            info = await node.join(target, passphrase)
-            if data_dir is not None:
-                remember(data_dir, info)  # rejoined at the next start (issue 27 item 9)
-            return target
-        elif name == "leave":
-            gone = channel_arg(arg) if arg else current
-            if gone is None or not await node.leave(gone):
-                out.event(NodeError(f"not in channel {gone!r}"))
-            elif data_dir is not None:
-                with contextlib.suppress(OSError):
-                    forget_channel(data_dir, gone)  # not rejoined at the next start
-            elif gone == current:
-                remaining = sorted(node.channels)
-                return remaining[0] if remaining else None
-        elif name == "forget":
-            await node.forget(channel_arg(arg))
-        elif name == "switch":
-            arg = channel_arg(arg)
-            if arg not in node.channels:
-                out.event(NodeError(f"not in channel {arg!r} (/join it first)"))
-            else:
-                out.event(Info(f"current channel: {arg}", {"channel": arg}))
-                return arg
-        elif name == "nick":
-            new, old = check_nick(arg), node.name
-            await node.set_name(new)
-            if new != old:  # announced in every channel joined, as a line
-                for joined in list(node.channels):
-                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
-            out.event(Info(f"your name is now {node.name}", {"name": node.name}))
-        elif name == "who":
-            peers = tuple(node.peers(current))
-            out.event(Peers(current, peers))
-            out.event(Info("\n".join(peer_lines(peers, wall_ms())) or "nobody heard from yet"))
-        elif name == "retry":
-            n = await node.retry()
-            out.event(Info(f"sending {n} failed message(s) again", {"retried": n}))
-        elif name == "stats":
-            out.event(Info("stats", node.stats()))
-        elif name == "help":
-            out.event(Info(HELP))
-    except (ValueError, KeyError) as exc:
-        out.event(NodeError(str(exc)))
-    except NodeClosedError:
-        pass
-    return current
-
-
-def _consume(fut: asyncio.Future[int]) -> None:
-    """The node reports a failed enqueue as an ``error`` event; just retrieve it here."""
-    if not fut.cancelled():
-        fut.exception()
-
-
-def remember(data_dir: Path, info: Any) -> None:
-    """Keep a joined channel's derived key in ``channels.json`` (app/launch/joined.py, as the
-    TUI does), so the next start rejoins it; a write failure only loses that."""
-    with contextlib.suppress(OSError, AttributeError):
-        remember_channel(Path(data_dir), info.key)
+    """Run one parsed command (without the stdin feed); returns the (possibly new)
+    current channel."""
+    urls = [relays] if isinstance(relays, str) else list(relays or ())
+    front = HeadlessFront(node, out.event, current=current, passphrase=passphrase,
+                          data_dir=data_dir, relays=urls)  # fmt: skip
+    await front.run(Command(name, arg))
+    return front.current
 
 
 async def _rejoin(node: Node, data_dir: Path, out: JsonLines) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app import AppError
+
 __all__ = ["MAX_PASSPHRASE_FILE", "PassphraseFileError", "read_passphrase_file"]
 
 MAX_PASSPHRASE_FILE = 64 * 1024
 
 
-class PassphraseFileError(ValueError):
+class PassphraseFileError(AppError, ValueError):
     """The passphrase file cannot be used."""
 
 

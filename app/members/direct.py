@@ -23,7 +23,6 @@ from nacl.public import PublicKey, SealedBox
 
 from app.members import members_pb2 as pb
 from app.members.events import CONTROL_VERSION, _frame
-from net.envelope import EnvelopeError, open_for_topic
 
 __all__ = ["DIRECT_PREFIX", "DirectOffer", "direct_name", "encode_direct_invite",
            "open_direct", "prefer", "seal_direct"]  # fmt: skip
@@ -44,7 +43,8 @@ def prefer(channel_id_a: bytes, channel_id_b: bytes) -> bytes:
 
 def seal_direct(recipient_share_key: bytes, channel: str, channel_id: bytes,
                 epoch_keys: list[bytes], controls: list[bytes]) -> bytes:  # fmt: skip
-    """The sealed ``DirectChannel`` for the recipient."""
+    """The sealed ``DirectChannel`` for the recipient (``controls``: the channel's
+    membership records)."""
     plain = pb.DirectChannel(channel=channel, channel_id=channel_id, epoch_keys=epoch_keys,
                              controls=controls).SerializeToString()  # fmt: skip
     return bytes(SealedBox(PublicKey(recipient_share_key)).encrypt(plain))
@@ -58,24 +58,24 @@ def encode_direct_invite(recipient_id: str, sealed: bytes) -> bytes:
 
 
 class DirectOffer:
-    """A direct channel offered to us: its name, id, outer keys and checked history
-    (``(author, lamport, message id, content, envelope)`` of each control message)."""
+    """A direct channel offered to us: its name, id, outer keys and membership records
+    (``Record`` bytes, :meth:`MembersChannel.membership_records`: each event signed by
+    its author, checked when imported)."""
 
     def __init__(self, channel: str, channel_id: bytes, epoch_keys: list[bytes],
-                 controls: list[tuple[str, int, str, bytes, bytes]]) -> None:  # fmt: skip
+                 records: list[bytes]) -> None:  # fmt: skip
         self.channel = channel
         self.channel_id = channel_id
         self.epoch_keys = epoch_keys
-        self.controls = controls
+        self.records = records
 
 
 def open_direct(plain: bytes, inviter_id: str, own_id: str) -> DirectOffer | str:
     """Check an opened ``DirectChannel``; a reason string when it cannot be used.
 
-    The channel's name must be the two members' :func:`direct_name`, and every
-    control message must open with its outer keys and be signed by its author;
-    the roster check (a create by the inviter, an add of us) is the caller's, as
-    for an invite.
+    The channel's name must be the two members' :func:`direct_name`; the roster
+    check (a create by the inviter, an add of us, every event signed by its author)
+    is the caller's, as for an invite.
     """
     msg = pb.DirectChannel()
     try:
@@ -87,20 +87,4 @@ def open_direct(plain: bytes, inviter_id: str, own_id: str) -> DirectOffer | str
     keys = [bytes(k) for k in msg.epoch_keys]
     if not keys or any(len(k) != 32 for k in keys) or len(msg.channel_id) != 32:
         return "malformed"
-    from app.members.channel import members_topic  # the channel module imports this one's users
-    from net.channel_key import ChannelKey
-
-    topic = members_topic(bytes(msg.channel_id))
-    opening = [ChannelKey(msg.channel, k, topic, is_public=False) for k in reversed(keys)]
-    controls = []
-    for env in msg.controls:
-        try:
-            opened = open_for_topic(bytes(env), lambda _t: opening)
-        except EnvelopeError:
-            return "bad_history"
-        sds = opened.sds_message
-        if sds is None or sds.sender_id != opened.sender_id:
-            return "bad_history"
-        controls.append((opened.sender_id, sds.lamport_timestamp, sds.message_id,
-                         bytes(sds.content), bytes(env)))  # fmt: skip
-    return DirectOffer(msg.channel, bytes(msg.channel_id), keys, controls)
+    return DirectOffer(msg.channel, bytes(msg.channel_id), keys, [bytes(c) for c in msg.controls])

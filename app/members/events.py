@@ -166,9 +166,21 @@ ENCRYPTED_MAGIC: Final = b"\xffSE\x01"
 """First bytes of an ordinary message's content in a members channel (Megolm)."""
 
 
-def encode_encrypted(session_id: str, megolm: bytes) -> bytes:
-    """The SDS content of a Megolm-encrypted message."""
-    return ENCRYPTED_MAGIC + pb.Encrypted(session_id=session_id, megolm=megolm).SerializeToString()
+def encode_encrypted(session_id: str, megolm: bytes, span: bytes = b"") -> bytes:
+    """The SDS content of a Megolm-encrypted message (``span``: its sender's span tag,
+    app/members/cut.py)."""
+    msg = pb.Encrypted(session_id=session_id, megolm=megolm, span=span)
+    return ENCRYPTED_MAGIC + msg.SerializeToString()
+
+
+def encrypted_span(content: bytes) -> bytes:
+    """The span tag of :func:`encode_encrypted` content (empty if none or not one)."""
+    msg = pb.Encrypted()
+    try:
+        msg.ParseFromString(content[len(ENCRYPTED_MAGIC) :])
+    except Exception:
+        return b""
+    return bytes(msg.span)
 
 
 def decode_encrypted(content: bytes) -> tuple[str, bytes] | None:

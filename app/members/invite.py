@@ -65,6 +65,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from google.protobuf.message import DecodeError
 
+from app import AppError
 from app.members import invite_pb2 as pb
 from app.names import check_nick
 from net.channel_key import check_channel_name
@@ -153,16 +154,18 @@ JoinErrorReason = Literal[
     "forged", "bad_signature", "wrong_invite", "expired", "malformed",
     "unsupported_version", "wrong_kind", "bad_name", "not_for_me",
 ]  # fmt: skip
-RefusalReason = Literal["used", "expired", "refused"]
+RefusalReason = Literal["used", "expired", "refused", "name_taken"]
 
 _REFUSAL_MESSAGES: dict[str, str] = {
     "used": "this invite code has already been used",
     "expired": "this invite code has expired",
     "refused": "refused by an admin",
+    "name_taken": ("the name you asked for is a member's, or looks like one (docs/members.md, "
+                   "\"Names\"): join again with another --name; the code still works"),
 }
 
 
-class InviteError(ValueError):
+class InviteError(AppError, ValueError):
     """An invite code that cannot be used.
 
     Attributes:
@@ -180,7 +183,7 @@ class InviteError(ValueError):
         self.message = message
 
 
-class JoinError(ValueError):
+class JoinError(AppError, ValueError):
     """A handshake message that is refused.
 
     Attributes:
@@ -733,7 +736,8 @@ def make_join_refused(
     *,
     rng: Callable[[int], bytes] = os.urandom,
 ) -> bytes:
-    """The admin's answer refusing ``request``: ``reason`` is ``used``, ``expired`` or
+    """The admin's answer refusing ``request``: ``reason`` is ``used``, ``expired``,
+    ``name_taken`` or
     ``refused`` (by an admin).
 
     Raises:

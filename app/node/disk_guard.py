@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import sds
+from app import AppError
 from storage import DiskFullError
 from storage.doctor import MIN_FREE_BYTES as DOCTOR_MIN_FREE_BYTES
 
@@ -58,7 +59,7 @@ PROBE_S = 1.0
 """How often the free space is checked while the disk is full."""
 
 
-class DiskFullLineError(RuntimeError):
+class DiskFullLineError(AppError, RuntimeError):
     """A typed line was refused because the disk is full (nothing of it was sent)."""
 
 

@@ -145,6 +145,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import orjson
 
 import sds
+from app import AppError
 
 if TYPE_CHECKING:  # pyarrow loads only when a simulation runs
     from storage.events_schema import EventWriter
@@ -183,7 +184,7 @@ FLUSH_HISTORY_ENTRIES = 4_000_000
 NO_FULL_COLLECTIONS = 1 << 30
 
 
-class SimError(ValueError):
+class SimError(AppError, ValueError):
     """Invalid simulation parameters (the message says which)."""
 
 

@@ -28,13 +28,12 @@ import asyncio
 import base64
 import contextlib
 import gc
-import json
 import os
 import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, tzinfo
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -45,15 +44,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
-from app.chat.content import decode_content
-from app.chat.lines import TYPED_KINDS, encode_content, nick_text, typed_text, visible
-from app.commands.emoji import expand as expand_emoji
-from app.commands.members import MEMBERS_COMMANDS, run_members_command
-from app.commands.table import Command, parse
+from app.chat.lines import visible
 from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.launch.joined import forget_channel, load_joined, remember_channel
+from app.launch.joined import load_joined, remember_channel
 from app.members import secrets_file as members_file
-from app.names import channel_arg, check_nick
 from app.node.events import (
     CatchUp,
     ClockSkew,
@@ -74,26 +68,23 @@ from app.node.runtime import PassphraseMismatchError as NodePassphraseMismatch
 from app.node.transport import Transport
 from app.tui.chatlog import logger_for
 from app.tui.collector import Collector
+from app.tui.commanding import TuiCommands
 from app.tui.config import TuiConfig
-from app.tui.find import FindState, search_all, search_channel
-from app.tui.model import NOTIFY_LEVELS, PAGE, Changes, ChatModel, Row, quote_of
-from app.tui.presence import HEARTBEAT_MAX_PEERS, decode_presence, encode_presence
-from app.tui.readers import who_has
+from app.tui.finding import Finder
+from app.tui.model import Changes, ChatModel
+from app.tui.names import roster_of
+from app.tui.online import Online
+from app.tui.paging import Pager
 from app.tui.reasons import explain
-from app.tui.render import palette, set_colours, state_label
+from app.tui.render import palette, set_colours
+from app.tui.saved import HISTORY_KEPT, INPUT_HISTORY_FILE, TUI_STATE_FILE, SavedState
 from app.tui.screens.chat import ChatScreen
-from app.tui.screens.dialogs import (
-    FatalScreen,
-    HelpScreen,
-    MultiLineScreen,
-    PassphraseScreen,
-    TextScreen,
-)
-from app.tui.screens.search import SearchScreen
+from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen, TextScreen
+from app.tui.texts import ago
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.find_bar import FindBar, FindInput
-from app.tui.widgets.message_log import SLICE_PAUSE, MessageLog
+from app.tui.widgets.message_log import MessageLog
 from app.tui.widgets.panels import (
     ChannelBar,
     ChannelEntry,
@@ -107,39 +98,13 @@ from app.tui.widgets.panels import (
 from net.channel_key import ChannelKey
 from net.identity import IdentityFileError
 from net.urls import display_address
-from storage import (
-    DataDirLockedError,
-    LogEntry,
-    NewerSchemaError,
-    StorageError,
-)
+from storage import DataDirLockedError, NewerSchemaError, StorageError
 
-__all__ = ["INPUT_HISTORY_FILE", "TUI_STATE_FILE", "SdsChatApp", "TuiOptions", "make_app"]
+__all__ = ["HISTORY_KEPT", "INPUT_HISTORY_FILE", "TUI_STATE_FILE", "SdsChatApp", "TuiOptions",
+           "make_app"]  # fmt: skip
 
 NARROW = 70
 """Below this many columns the channel list is hidden (Ctrl+N/P and Alt+N still switch)."""
-
-TUI_STATE_FILE = "tui.json"
-"""Where the app keeps, per data directory, where you left off and the theme."""
-
-ONLINE_MIN_MS = 20_000
-"""A peer heard from within max(this, 3 sync intervals) counts as online now."""
-
-INPUT_HISTORY_FILE = "input_history.json"
-"""Lines typed, per channel (Up/Down), kept between runs (mode 0600: it is what you wrote)."""
-
-HISTORY_KEPT = 200
-"""Lines of input history kept on disk per channel (the newest)."""
-
-HISTORY_CHANNELS = 100
-"""Channels whose input history is kept on disk (the most recently used)."""
-
-ROWS_PER_SLICE = 10
-"""A page read in the background is turned into rows ROWS_PER_SLICE at a time,
-with a :data:`~app.tui.widgets.message_log.SLICE_PAUSE` between slices."""
-
-FIND_PAUSE = 0.15
-"""Seconds after the last key in the find bar before it searches (as you type)."""
 
 MAX_ROUND = 16
 """At most this many inputs per node round in the app. A round opens and feeds
@@ -270,15 +235,6 @@ def make_app(
     )
 
 
-def _ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s ago"
-    if s < 3600:
-        return f"{s // 60}m ago"
-    return f"{s // 3600}h ago"
-
-
 class SdsChatApp(App[None]):
     """sdschat in the terminal (build it with :func:`make_app`)."""
 
@@ -295,11 +251,6 @@ class SdsChatApp(App[None]):
         self.clock = opts.clock
         self.tui_config = opts.config or TuiConfig()
         self.chatlog = logger_for(self.tui_config.log, opts.data_dir, opts.tz)
-        self.presence: dict[str, tuple[str, str, int]] = {}
-        """sender id -> (away | offline, text, when on this clock, ms): app/tui/presence.py."""
-        self._here_sent: dict[str, float] = {}
-        """channel -> when our last heartbeat went (this clock, s): :meth:`_heartbeat`."""
-        self._away: str | None = None
         """Continuous logging to files (``[log]``, app/tui/chatlog.py), or None."""
         set_colours(self.tui_config.colours)  # the log's colours: the config file's
         if self.tui_config.keymap:
@@ -313,40 +264,41 @@ class SdsChatApp(App[None]):
         """(message, exit status) of the error that stopped the app."""
         self.chat = ChatScreen(self._completion_source, opts.tz)
         self._pending: list[NodeEvent] = []
-        self._commands: asyncio.Queue[tuple[Command, str | None]] = asyncio.Queue()
-        self._line: str | None = None
-        """The typed line being carried out (put back in the input if refused)."""
-        self.pending_commands = 0
-        """Typed lines not yet carried out (tests wait for 0)."""
         self._flush_scheduled = False
         self._last_flush = 0.0
         self._shutting_down = False
         self._throttle = TypingThrottle()
         self._rejected_noted: set[str] = set()
         self._connection_noted = False
-        self._known_channels: set[str] = set()
-        self._state = self._load_state()
-        self.model.hide_events = bool(self._state.get("hide_events", False))
-        words = self._state.get("highlights", [])
-        self.model.set_highlights(w for w in words if isinstance(w, str))
-        levels = self._state.get("notify_levels", {})
-        if isinstance(levels, dict):
-            self.model.levels = {
-                str(c): str(v) for c, v in levels.items() if v in ("mentions", "none")
-            }
-        self._histories: dict[str, list[str]] = self._load_histories()
-        """channel -> lines typed there (the input's Up/Down list while it is current)."""
-        self._history_timer: Any = None
+        self.known_channels: set[str] = set()
+        self.saved = SavedState(opts.data_dir, remember=opts.remember_state,
+                                set_timer=self.set_timer)  # fmt: skip
+        """tui.json and the input history (app/tui/saved.py)."""
+        self.saved.restore(self.model)
         self.events_seen = 0
         self._catch_up: dict[str, CatchUp] = {}
         """The latest catch-up progress per channel, while one runs."""
         self._store_later: str | None = None
         """A store peer found on the LAN before the node was open."""
-        self._find: FindState | None = None
-        """Ctrl+F: what is searched in the channel shown, while the find bar is open."""
-        self._find_timer: Any = None
-        self._files_running: set[str] = set()
-        """Channels whose file lines are being read from the store (_check_files)."""
+        self.online = Online(self.clock, lambda: self.node, self.ready,
+                             lambda work: self.run_worker(work, group="presence"))  # fmt: skip
+        """Who is online, away or gone; our heartbeat and /away (app/tui/online.py)."""
+        self.pager = Pager(node=lambda: self.node, model=self.model, chat=self.chat,
+                           chat_ready=self.chat_ready, run_worker=self.run_worker,
+                           switch=self.switch_to, last_read=self.saved.last_read)  # fmt: skip
+        """The windows' reads from the stored log (app/tui/paging.py)."""
+        self.finder = Finder(self, jump_to=self.pager.jump_to, push_search=self.push_screen,
+                             cancel_workers=self._cancel_find,
+                             tz=opts.tz)  # fmt: skip
+        """Ctrl+F and Alt+F (app/tui/finding.py)."""
+        self.commands = TuiCommands(
+            self, pager=self.pager, finder=self.finder, online=self.online, saved=self.saved,
+            throttle=self._throttle, clock=self.clock, tz=opts.tz, data_dir=opts.data_dir,
+            remember=opts.remember_state, relays=opts.relays,
+            refresh_panels=self._refresh_panels, flush_events=self._flush_events,
+        )
+        """Typed lines and their commands: the TUI's side of the command table
+        (app/tui/commanding.py)."""
         self.collector = Collector()
         """When the cyclic GC may run (see :mod:`app.tui.collector`)."""
 
@@ -356,11 +308,11 @@ class SdsChatApp(App[None]):
         return self.chat
 
     def on_mount(self) -> None:
-        theme = self.opts.theme or self._state.get("theme") or "dark"
+        theme = self.opts.theme or self.saved.theme or "dark"
         self.theme = "textual-light" if theme == "light" else "textual-dark"
         self.set_interval(self.opts.tick_interval, self._tick)
         self._refresh_panels()
-        self._command_loop()
+        self.run_worker(self.commands.loop(), group="commands")
         self._install_signal_handlers()
         self._boot()
 
@@ -418,6 +370,7 @@ class SdsChatApp(App[None]):
         self.node = node
         self.model.sender_id = node.sender_id
         self.model.name = node.name
+        self.model.roster_of = roster_of(node)  # members channels: the roster's names
         node.subscribe(self._on_node_event)
         await node.start()
         if self._store_later is not None:
@@ -425,7 +378,7 @@ class SdsChatApp(App[None]):
         if (opts.create or opts.invite) and not await self._members_first(node):
             return
         for channel in opts.channels:
-            joined_ok = await self._join(channel, fatal=True, ask_again=opts.ask_passphrase)
+            joined_ok = await self.join_channel(channel, fatal=True, ask_again=opts.ask_passphrase)
             while joined_ok is None:  # a wrong passphrase typed at the prompt: ask again
                 entered = await self.push_screen_wait(
                     PassphraseScreen(
@@ -439,19 +392,21 @@ class SdsChatApp(App[None]):
                     self.exit(return_code=EXIT_PASSPHRASE, message="sdschat: no passphrase entered")
                     return
                 self.passphrase = entered or None
-                joined_ok = await self._join(channel, fatal=True, ask_again=True)
+                joined_ok = await self.join_channel(channel, fatal=True, ask_again=True)
             if not joined_ok:
                 return
         joined = list(opts.channels)
         for key in load_joined(opts.data_dir) if opts.remember_state else ():
             # channels joined in an earlier run (/join), with their derived keys
-            if key.channel not in joined and await self._join(key.channel, fatal=False, key=key):
+            if key.channel in joined:
+                continue
+            if await self.join_channel(key.channel, fatal=False, key=key):
                 joined.append(key.channel)
         for channel in joined:
-            await self._load_tail(channel)
-        await self._count_unread()
+            await self.pager.load_tail(channel)
+        await self.pager.count_unread()
         if opts.channels:
-            self._switch(opts.channels[0])
+            self.switch_to(opts.channels[0])
         # Everything built so far (modules, the node, its protocol state, the
         # first pages) lives as long as the app: keep it out of the cyclic
         # collector, whose full passes over it otherwise stall a keystroke or a
@@ -482,7 +437,7 @@ class SdsChatApp(App[None]):
             return False
         return True
 
-    async def _join(
+    async def join_channel(
         self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False
     ) -> bool | None:
         """Join ``channel``; False if that failed (said on screen, or fatal), None for a
@@ -502,13 +457,13 @@ class SdsChatApp(App[None]):
                     EXIT_PASSPHRASE,
                 )
             else:
-                self._refuse(str(exc), title="wrong passphrase", timeout=10)
+                self.commands.refuse(str(exc), title="wrong passphrase", timeout=10)
             return False
         except ValueError as exc:
             if fatal:
                 self._fatal_screen("Cannot join", str(exc), "", EXIT_USAGE)
             else:
-                self._refuse(str(exc))
+                self.commands.refuse(str(exc))
             return False
         except StorageError as exc:  # e.g. a damaged page found only now
             self._fatal_screen(
@@ -518,7 +473,7 @@ class SdsChatApp(App[None]):
                 EXIT_DATABASE,
             )
             return False
-        self._known_channels.add(channel)
+        self.known_channels.add(channel)
         self.model.add_channel(info.name, info.public)
         if self.opts.remember_state:
             try:  # rejoined at the next start (its derived key, never the passphrase)
@@ -541,12 +496,12 @@ class SdsChatApp(App[None]):
         if node is None:
             return
         self._shutting_down = True
-        self._save_state()
+        self.save_state()
         with contextlib.suppress(Exception):
             await node.close()
 
     async def action_quit(self) -> None:
-        await self._say_presence("offline")  # the others show us offline at once
+        await self.online.say("offline")  # the others show us offline at once
         await self._close_node()
         self.exit(return_code=self.fatal[1] if self.fatal is not None else 0)
 
@@ -567,197 +522,18 @@ class SdsChatApp(App[None]):
                 loop.remove_signal_handler(sig)
         await self._close_node()
 
-    def _state_path(self) -> Path:
-        return self.opts.data_dir / TUI_STATE_FILE
-
-    def _load_state(self) -> dict[str, Any]:
-        if not self.opts.remember_state:
-            return {}
-        try:
-            data = json.loads(self._state_path().read_text("utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _load_histories(self) -> dict[str, list[str]]:
-        if not self.opts.remember_state:
-            return {}
-        try:
-            data = json.loads((self.opts.data_dir / INPUT_HISTORY_FILE).read_text("utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {
-            str(ch): [x for x in lines if isinstance(x, str)][-HISTORY_KEPT:]
-            for ch, lines in data.items()
-            if isinstance(lines, list)
-        }
-
-    def _save_histories(self) -> None:
-        """Write the input history (newest :data:`HISTORY_KEPT` lines of the
-        :data:`HISTORY_CHANNELS` channels used last), mode 0600, replaced atomically."""
-        self._history_timer = None
-        if not self.opts.remember_state:
-            return
-        items = [(ch, lines[-HISTORY_KEPT:]) for ch, lines in self._histories.items() if lines]
-        doc = dict(items[-HISTORY_CHANNELS:])
-        path = self.opts.data_dir / INPUT_HISTORY_FILE
-        tmp = path.with_name(f".{INPUT_HISTORY_FILE}.tmp")
-        with contextlib.suppress(OSError):
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(doc, f, ensure_ascii=False)
-            tmp.replace(path)
-
-    def _history_changed(self, channel: str | None) -> None:
-        if channel is None:
-            return
-        lines = self._histories.pop(channel, None)
-        if lines is not None:
-            self._histories[channel] = lines  # most recently used last
-        if self._history_timer is None:
-            self._history_timer = self.set_timer(1.0, self._save_histories)
-
-    def _save_state(self) -> None:
-        if self.opts.remember_state and self.node is not None:
-            self._save_histories()
-        if not self.opts.remember_state or self.node is None:
-            return
-        read = dict(self._state.get("last_read", {}))
-        for name, view in self.model.channels.items():
-            if view.last_read is not None:
-                read[name] = list(view.last_read)
-        self._state = {
-            "last_read": read,
-            "theme": "dark" if self.current_theme.dark else "light",
-            "hide_events": self.model.hide_events,
-            "desktop_notify": bool(self._state.get("desktop_notify", True)),
-            "highlights": self._highlights(),
-            "notify_levels": dict(self.model.levels),
-        }
-        with contextlib.suppress(OSError):
-            tmp = self._state_path().with_suffix(".tmp")
-            tmp.write_text(json.dumps(self._state), "utf-8")
-            tmp.replace(self._state_path())
+    def save_state(self) -> None:
+        """Keep where you left off, the theme and display choices (app/tui/saved.py)."""
+        if self.node is not None:
+            self.saved.save(self.model, dark=self.current_theme.dark)
 
     # ------------------------------------------------------------------ paging
 
-    async def _find_topic(self, channel: str) -> None:
-        """The channel's newest topic line, wherever it is in the stored log (the tail
-        page may not reach it)."""
-        node, view = self.node, self.model.channels.get(channel)
-        if node is None or view is None:
-            return
-        with contextlib.suppress(Exception):
-            for e in await node.store.search(channel, '"kind":"topic"', limit=20):
-                if decode_content(e.content).kind == "topic":
-                    view.set_topic(self.model.row_from_entry(e))
-                    return
-
-    async def _load_tail(self, channel: str) -> None:
-        node = self.node
-        view = self.model.channels.get(channel)
-        if node is None or view is None:
-            return
-        if view.topic_key is None:
-            await self._find_topic(channel)
-        entries = await node.store.page(channel, limit=PAGE)
-        view.set_page(
-            self.model.rows_from_entries(entries), at_tail=True, more_before=len(entries) == PAGE
-        )
-        stored = self._state.get("last_read", {}).get(channel)
-        if isinstance(stored, list) and len(stored) == 2 and view.last_read is None:
-            view.last_read = (int(stored[0]), str(stored[1]))
-        self._after_page(channel)
-
-    async def _count_unread(self) -> None:
-        node = self.node
-        if node is None:
-            return
-        for name, view in self.model.channels.items():
-            if view.last_read is None:
-                continue
-            after = await node.store.page(name, after=view.last_read, limit=1000)
-            view.unread = sum(1 for e in after if e.sender_id != node.sender_id)
-
-    async def _rows(self, entries: Sequence[LogEntry]) -> list[Row]:
-        """Rows for a page of log entries, a few at a time so keys and frames get through."""
-        rows: list[Row] = []
-        for i in range(0, len(entries), ROWS_PER_SLICE):
-            rows.extend(self.model.rows_from_entries(entries[i : i + ROWS_PER_SLICE]))
-            await asyncio.sleep(SLICE_PAUSE)
-        return rows
-
-    async def _prerender(self, channel: str, rows: Sequence[Row]) -> None:
-        if channel == self.model.current and self._chat_ready():
-            await self.chat.query_one(MessageLog).prerender(rows)
-
-    def _after_page(self, channel: str) -> None:
-        view = self.model.channels.get(channel)
-        if view is not None and view.unquoted:
-            self.run_worker(self._resolve_quotes(channel), group="quotes")
-        self._check_files(channel)
-        if channel == self.model.current:
-            log = self.chat.query_one(MessageLog)
-            log.page_loaded()
-        gc.freeze()  # the page's rows and lines: out of the collector's passes too (see _boot)
-
     def on_message_log_need_older(self, message: MessageLog.NeedOlder) -> None:
-        self._page_older(message.channel)
+        self.pager.older(message.channel)
 
     def on_message_log_need_newer(self, message: MessageLog.NeedNewer) -> None:
-        self._page_newer(message.channel)
-
-    @work(group="page")
-    async def _page_older(self, channel: str) -> None:
-        node = self.node
-        view = self.model.channels.get(channel)
-        if node is None or view is None or view.oldest_cursor is None:
-            self._after_page(channel)
-            return
-        entries = await node.store.page(channel, before=view.oldest_cursor, limit=PAGE)
-        rows = await self._rows(entries)
-        await self._prerender(channel, rows)
-        view.prepend(rows, more_before=len(entries) == PAGE)
-        view.trim(keep_end=False)
-        self._after_page(channel)
-
-    @work(group="page")
-    async def _page_newer(self, channel: str) -> None:
-        node = self.node
-        view = self.model.channels.get(channel)
-        if node is None or view is None:
-            return
-        cursor = view.newest_cursor
-        if cursor is None:
-            await self._load_tail(channel)
-            return
-        entries = await node.store.page(channel, after=cursor, limit=PAGE)
-        rows = await self._rows(entries)
-        await self._prerender(channel, rows)
-        view.append_page(rows, at_tail=len(entries) < PAGE)
-        view.trim(keep_end=True)
-        self._after_page(channel)
-
-    async def jump_to(self, channel: str, entry: LogEntry) -> None:
-        """Show ``entry`` (a search result) in the middle of its context, selected."""
-        node = self.node
-        view = self.model.channels.get(channel)
-        if node is None or view is None:
-            return
-        half = PAGE // 2
-        before = await node.store.page(channel, before=entry.cursor, limit=half)
-        after = await node.store.page(channel, after=entry.cursor, limit=half)
-        rows = self.model.rows_from_entries([*before, entry, *after])
-        view.set_page(rows, at_tail=len(after) < half, more_before=len(before) == half)
-        self._switch(channel)
-        log = self.chat.query_one(MessageLog)
-        log.follow = False
-        log.sync(force=True)
-        log.select(entry.cursor)
+        self.pager.newer(message.channel)
 
     # ------------------------------------------------------------------ node events
 
@@ -776,7 +552,7 @@ class SdsChatApp(App[None]):
         self._last_flush = time.monotonic()
         if self._shutting_down:
             return
-        if not self._chat_ready():  # still composing: keep the batch, look again soon
+        if not self.chat_ready():  # still composing: keep the batch, look again soon
             self._flush_scheduled = True
             self.set_timer(self.opts.flush_interval or 0.05, self._flush_events)
             return
@@ -810,8 +586,11 @@ class SdsChatApp(App[None]):
                     id="invite"))  # fmt: skip
             elif isinstance(ev, MembersEvent):
                 if ev.what not in ("members", "verify"):  # answers shown by the command
-                    loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected")
+                    loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected",
+                                       "refused", "diverged")
                     changes.notices.append(("warning" if loud else "information", ev.text))
+                if self.model.relabel(ev.channel):  # a name came or changed: every line
+                    changes.channels.add(ev.channel)
                 if ev.what in ("changed", "created", "joined", "admitted"):
                     self._refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
@@ -831,12 +610,13 @@ class SdsChatApp(App[None]):
         if log is None or node is None:
             return
         for ev in batch:
-            if isinstance(ev, Delivered) and ev.kind != "segment":
-                log.write(ev.channel, ev.lamport, ev.sender_id, ev.kind, ev.name, ev.text)
+            if isinstance(ev, Delivered) and ev.kind != "segment":  # as the screen labels it
+                who = self.model.label(ev.sender_id, ev.name, ev.channel)
+                log.write(ev.channel, ev.lamport, ev.sender_id, ev.kind, who, ev.text)
             elif (isinstance(ev, OwnMessage) and ev.state == "logged" and ev.lamport is not None
                   and ev.kind != "segment"):  # fmt: skip
-                log.write(ev.channel, ev.lamport, node.sender_id, ev.kind or "msg", node.name,
-                          ev.text or "")  # fmt: skip
+                log.write(ev.channel, ev.lamport, node.sender_id, ev.kind or "msg",
+                          self.model.own_name(ev.channel), ev.text or "")  # fmt: skip
         if log.failed is not None:
             self.chatlog = None
             self.notify(f"logging to {log.dir} stopped: {log.failed}", severity="error")
@@ -883,17 +663,7 @@ class SdsChatApp(App[None]):
         return text
 
     def _ephemeral(self, ev: Ephemeral, changes: Changes) -> None:
-        presence = decode_presence(ev.content)
-        if presence is not None:  # /away, /away again, or quit (app/tui/presence.py)
-            state, text = presence
-            if state == "here":  # a heartbeat: heard (the node noted it); an away stays
-                said = self.presence.get(ev.sender_id)
-                if said is not None and said[0] == "offline":
-                    self.presence.pop(ev.sender_id, None)
-            elif state == "back":
-                self.presence.pop(ev.sender_id, None)
-            else:
-                self.presence[ev.sender_id] = (state, text, int(self.clock() * 1000))
+        if self.online.heard(ev):  # /away, /away again, or quit (app/tui/online.py)
             changes.peers = True
             changes.channels.add(ev.channel)
             return
@@ -925,10 +695,7 @@ class SdsChatApp(App[None]):
         if changes.status:
             self._note_connection()
         for name in changes.channels:
-            view = self.model.channels.get(name)
-            if view is not None and view.unquoted:
-                self.run_worker(self._resolve_quotes(name), group="quotes")
-            self._check_files(name)
+            self.pager.fill(name)  # quotes and files from the store (app/tui/paging.py)
         current = self.model.current
         log = self.chat.query_one(MessageLog)
         if current in changes.channels or log.view is not self.model.channels.get(current or ""):
@@ -962,17 +729,17 @@ class SdsChatApp(App[None]):
 
     # ------------------------------------------------------------------ panels
 
-    def _chat_ready(self) -> bool:
+    def chat_ready(self) -> bool:
         """Whether the chat screen's widgets exist (not yet while it is composed)."""
         chat = self.chat
         return chat.is_mounted and bool(chat.query(MessageLog)) and bool(chat.query(ChannelList))
 
     def _tick(self) -> None:
-        if self._shutting_down or not self._chat_ready():
+        if self._shutting_down or not self.chat_ready():
             return
         if self.ready.is_set():
             self.collector.tick()
-            self._heartbeat()
+            self.online.heartbeat()
         changed = self.model.expire_typing(self.clock())
         if changed:
             self._apply(Changes(channels=changed, peers=True))
@@ -998,7 +765,7 @@ class SdsChatApp(App[None]):
         return "synced", unacked, waiting
 
     def _refresh_panels(self) -> None:
-        if not self._chat_ready():
+        if not self.chat_ready():
             return
         m = self.model
         chat = self.chat
@@ -1039,18 +806,20 @@ class SdsChatApp(App[None]):
         view = m.channels.get(m.current or "")
         bar = Text()
         if view is not None:
-            bar.append(f"#{view.name}", "bold")
+            bar.append(self._direct_label(view.name) or f"#{view.name}", "bold")
             if not chat.query_one(ChannelList).display:
                 bar.append_text(self._unread_elsewhere(view.name))
             mc = node.members_channel(view.name) if node is not None else None
-            if mc is not None:  # members channel: who is in, and your role
-                role = "admin" if mc.roster.is_admin(node.sender_id) else "member"  # type: ignore[union-attr]
-                kind = "direct" if view.name.startswith("dm-") else "members"
-                bar.append(f" · {kind} ({len(mc.roster)}, you: {role})", "dim")
+            direct = self._direct_label(view.name)
+            if direct:  # a direct conversation: whom with, not its channel id
+                bar.append(" · direct conversation", "dim")
+            elif mc is not None and node is not None:  # members channel: who is in, your role
+                role = "admin" if mc.roster.is_admin(node.sender_id) else "member"
+                bar.append(f" · members ({len(mc.roster)}, you: {role})", "dim")
             else:
                 bar.append(" · public" if view.public else " · passphrase", "dim")
             peers = node.peers(view.name) if node is not None else []
-            here = sum(1 for p in peers if self._online(p.last_seen_ms, p.sender_id))
+            here = sum(1 for p in peers if self.online.is_online(p.last_seen_ms, p.sender_id))
             # online now (heard within a few sync periods), and all ever heard from
             bar.append(f" · {here} online", "dim")
             if here != len(peers):
@@ -1096,11 +865,11 @@ class SdsChatApp(App[None]):
                         # the name from the history when it has not spoken since a restart;
                         # a name another member uses too: with its fingerprint
                         m.label(p.sender_id, p.name),
-                        self._away_text(p.sender_id)
-                        or "online" if self._online(p.last_seen_ms, p.sender_id)
-                        else f"heard from {_ago((now_ms - p.last_seen_ms) / 1000.0)}",
+                        self.online.away_text(p.sender_id)
+                        or "online" if self.online.is_online(p.last_seen_ms, p.sender_id)
+                        else f"heard from {ago((now_ms - p.last_seen_ms) / 1000.0)}",
                         typing=p.sender_id in view.typing,
-                        online=self._online(p.last_seen_ms, p.sender_id),
+                        online=self.online.is_online(p.last_seen_ms, p.sender_id),
                         role=role_of(p.sender_id),
                     )
                 )
@@ -1112,93 +881,41 @@ class SdsChatApp(App[None]):
         mc = node.members_channel(channel) if node is not None else None
         if node is None or mc is None or not channel.startswith("dm-"):
             return ""
-        others = [m.name for mid, m in mc.roster.members.items() if mid != node.sender_id]
-        return f"@{others[0]}" if len(others) == 1 else ""
-
-    def online_window_ms(self) -> int:
-        """A peer heard from within this long is online now. Every running node sends an
-        SDS sync message at least every two sync intervals (30 s by default: a random
-        delay below it) even when nobody writes, so three intervals (at least 20 s)
-        tell one that is here from one that left or lost its connection."""
-        node = self.node
-        interval = node.options.config.sync_interval_ms if node is not None else 30_000
-        return max(ONLINE_MIN_MS, 3 * interval)
-
-    def _online(self, last_seen_ms: int, sender_id: str = "") -> bool:
-        said = self.presence.get(sender_id) if sender_id else None
-        if said is not None and said[0] == "offline" and said[2] >= last_seen_ms:
-            return False  # it quit (and was not heard since)
-        return self.clock() * 1000 - last_seen_ms <= self.online_window_ms()
-
-    def _away_text(self, sender_id: str) -> str | None:
-        said = self.presence.get(sender_id)
-        if said is None or said[0] != "away":
-            return None
-        return f"away: {visible(said[1])}" if said[1] else "away"
-
-    def _heartbeat(self) -> None:
-        """Every third of the online window, a ``here`` presence notice to each small
-        channel (app/tui/presence.py): a member that does not write stays online on
-        the others' screens although SDS sync suppression keeps its syncs unsent."""
-        node = self.node
-        if node is None:
-            return
-        now = self.clock()
-        every = self.online_window_ms() / 3000.0
-        for channel in list(node.channels):
-            if now - self._here_sent.get(channel, float("-inf")) < every:
-                continue
-            self._here_sent[channel] = now
-            if len(node.peers(channel)) > HEARTBEAT_MAX_PEERS:
-                continue
-            content = encode_presence("here", node.name)
-            self.run_worker(self._send_here(node, channel, content), group="presence")
-
-    async def _send_here(self, node: Node, channel: str, content: bytes) -> None:
-        with contextlib.suppress(Exception):  # a heartbeat lost is the next one's job
-            await node.send_ephemeral(channel, content)
-
-    async def _say_presence(self, state: str, text: str = "") -> None:
-        """Tell every joined channel (ephemeral; bounded: a quit never waits long)."""
-        node = self.node
-        if node is None or not self.ready.is_set():
-            return
-        content = encode_presence(state, node.name, text)
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(1.0):
-                for channel in list(node.channels):
-                    await node.send_ephemeral(channel, content)
+        others = [mid for mid in mc.roster.members if mid != node.sender_id]
+        if len(others) != 1:
+            return ""
+        return "@" + self.model.label(others[0], None, channel)  # the roster's name
 
     # ------------------------------------------------------------------ channels
 
-    def _switch(self, channel: str) -> None:
+    def switch_to(self, channel: str) -> None:
         if not self.model.switch(channel):
             return
         log = self.chat.query_one(MessageLog)
         log.show(self.model.channels[channel])
-        self.chat.query_one(ChatInput).use_history(self._histories.setdefault(channel, []))
+        self.chat.query_one(ChatInput).use_history(self.saved.history(channel))
         self._refresh_panels()
 
     def action_cycle(self, step: int) -> None:
-        self._leave_current()
+        self.leave_current()
         target = self.model.cycle(step)
         if target is not None:
-            self._switch(target)
+            self.switch_to(target)
 
     def action_goto(self, number: int) -> None:
         if 1 <= number <= len(self.model.order):
-            self._leave_current()
-            self._switch(self.model.order[number - 1])
+            self.leave_current()
+            self.switch_to(self.model.order[number - 1])
 
-    def _leave_current(self) -> None:
+    def leave_current(self) -> None:
         current = self.model.current
         if current is not None:
             self.model.mark_read(current)
-            self._save_state()
+            self.save_state()
 
     def on_channel_list_clicked(self, message: ChannelList.Clicked) -> None:
-        self._leave_current()
-        self._switch(message.channel)
+        self.leave_current()
+        self.switch_to(message.channel)
 
     # ------------------------------------------------------------------ log keys
 
@@ -1210,60 +927,15 @@ class SdsChatApp(App[None]):
         view = self.model.channels.get(self.model.current or "")
         if direction < 0:
             if view is not None and view.more_before:
-                self._to_oldest(view.name)  # the very first message, read at once
+                self.pager.to_oldest(view.name)  # the very first message, read at once
             else:
                 log.to_top()
             return
         if view is not None and not view.at_tail:
             # the window ends before the newest message (a search result, a long read
             # back): load the newest page at once, not one page per press
-            self._to_newest(view.name)
+            self.pager.to_newest(view.name)
         else:
-            log.to_bottom()
-
-    @work(group="page")
-    async def _to_oldest(self, channel: str) -> None:
-        """Ctrl+Home: the channel's first page, read from SQLite by keyset (one query,
-        whatever the history's length), the window starting at its first message."""
-        node = self.node
-        view = self.model.channels.get(channel)
-        if node is None or view is None:
-            return
-        entries = await node.store.page(channel, after=(-1, ""), limit=PAGE)
-        rows = await self._rows(entries)
-        view.set_page(rows, at_tail=len(entries) < PAGE, more_before=False)
-        self._after_page(channel)
-        if channel == self.model.current:
-            log = self.chat.query_one(MessageLog)
-            log.follow = False
-            log.sync(force=True)
-            log.to_top()
-
-    async def _goto_date(self, node: Node, channel: str, arg: str) -> None:
-        """/goto YYYY-MM-DD: the first message sent that day or later (author's clock,
-        this screen's time zone), selected in the middle of its context."""
-        try:
-            day = date.fromisoformat(arg.strip())
-        except ValueError:
-            self._refuse(f"/goto: {arg.strip()!r} is not a date (YYYY-MM-DD, e.g. 2026-11-20)")
-            return
-        start = datetime(day.year, day.month, day.day, tzinfo=self.opts.tz)
-        if self.opts.tz is None:
-            start = start.astimezone()  # this machine's zone
-        ms = int(start.timestamp() * 1000)
-        entries = await node.store.page(channel, after=(max(-1, ms - 1), "\U0010ffff"), limit=1)
-        if not entries:
-            self._refuse(f"/goto: no message in #{channel} on {day.isoformat()} or later")
-            return
-        await self.jump_to(channel, entries[0])
-
-    @work(group="page")
-    async def _to_newest(self, channel: str) -> None:
-        await self._load_tail(channel)
-        if channel == self.model.current:
-            log = self.chat.query_one(MessageLog)
-            log.follow = True
-            log.sync(force=True)
             log.to_bottom()
 
     def action_select(self, step: int) -> None:
@@ -1285,16 +957,13 @@ class SdsChatApp(App[None]):
         peers.display = not peers.display
         self._refresh_panels()
 
-    def _highlights(self) -> list[str]:
-        return list(self.model.highlights)
-
     def desktop_notify(self, title: str, body: str) -> None:
         """A desktop notification for a mention or a reply to you in a channel not in
         view: OSC 777 (foot, urxvt, VTE terminals) and OSC 9 (iTerm2, Windows Terminal,
         kitty, WezTerm); terminals that know neither ignore both. ``/notify off`` turns
         it off (kept in tui.json). Peers' text is made visible and has no ESC or BEL
         left to end the sequence early; it is cut to 200 characters."""
-        if not self._state.get("desktop_notify", True):
+        if not self.saved.desktop_notify:
             return
         clean = [
             visible(t).replace(";", ",")[:200] for t in (title, body)
@@ -1310,26 +979,6 @@ class SdsChatApp(App[None]):
         if driver is not None and not self.is_headless:
             driver.write(data)
             driver.flush()
-
-    def _set_level(self, channel: str | None, level: str) -> None:
-        """/mute [mentions], /unmute: this channel's notification level, kept in tui.json."""
-        if channel is None:
-            self._refuse("no channel: /join one first")
-            return
-        level = level.strip().lower()
-        if level not in NOTIFY_LEVELS:
-            self._refuse("usage: /mute [mentions] (none by default), /unmute")
-            return
-        if level == "all":
-            self.model.levels.pop(channel, None)
-        else:
-            self.model.levels[channel] = level
-        view = self.model.channels.get(channel)
-        if view is not None and level == "none":
-            view.unread, view.mentioned = 0, False
-        self._save_state()
-        self._refresh_panels()
-        self.notify(f"#{channel}: {NOTIFY_LEVELS[level]}", timeout=4)
 
     def copy_to_clipboard_osc52(self, text: str) -> None:
         """Put ``text`` on the terminal's clipboard: OSC 52, which xterm, kitty, WezTerm,
@@ -1348,8 +997,8 @@ class SdsChatApp(App[None]):
             self.notify("no news in other channels", timeout=2)
             return
         best = min(news, key=lambda v: (not v.mentioned, -v.unread))
-        self._leave_current()
-        self._switch(best.name)
+        self.leave_current()
+        self.switch_to(best.name)
 
     def action_toggle_events(self) -> None:
         """F4: hide or show join, leave and nick lines (remembered in tui.json)."""
@@ -1361,7 +1010,7 @@ class SdsChatApp(App[None]):
             else "join, leave and nick lines shown",
             timeout=3,
         )
-        self._save_state()
+        self.save_state()
 
     def action_toggle_theme(self) -> None:
         dark = self.current_theme.dark
@@ -1370,7 +1019,7 @@ class SdsChatApp(App[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Narrow terminals (a tmux pane): the channel list gives its columns to the log."""
         self._fit_width(event.size.width)
-        if self._chat_ready():
+        if self.chat_ready():
             self.call_later(self._refresh_panels)  # the channel bar's "new in" follows
 
     def _unread_elsewhere(self, current: str) -> Text:
@@ -1403,157 +1052,28 @@ class SdsChatApp(App[None]):
                 self.chat.query_one(w).refresh()
 
     def action_search(self, query: str = "", at: str | None = None) -> None:
-        """Ctrl+F: the find bar over the input, searching this channel's stored history as
-        you type; matches highlighted in the log, Up/Down older/newer match, Enter stays,
-        Esc leaves (back to the newest), Tab: the same text in every channel."""
-        channel = self.model.current
-        if channel is None or self.node is None or not self._chat_ready():
-            return
-        bar = self.chat.query_one(FindBar)
-        box = bar.input
-        if bar.display and not query:  # open already: back to its text
-            box.focus()
-            return
-        self._find = FindState(channel, start_at=at)
-        bar.display = True
-        box.focus()
-        if box.value != query:
-            box.value = query  # its Changed message starts the search
-            box.cursor_position = len(query)
-        else:
-            self._find_text(query)
+        """Ctrl+F: the find bar (app/tui/finding.py)."""
+        self.finder.open(query, at)
 
     def action_search_all(self, query: str = "") -> None:
-        """Alt+F, ``/search --all TEXT``: search every joined channel (a list: channel,
-        author, time); picking a result jumps there with the find bar on its text."""
-        node = self.node
-        if node is None:
-            return
-        channels = list(self.model.order)
+        """Alt+F: search every joined channel (app/tui/finding.py)."""
+        self.finder.search_all(query)
 
-        async def search(text: str) -> list[tuple[str, LogEntry]]:
-            return await search_all(node.store, channels, text)
-
-        def done(found: tuple[str, LogEntry] | None) -> None:
-            if found is not None:
-                channel, entry = found
-                self.run_worker(self._jump_found(channel, entry, screen.query_text),
-                                group="jump", exclusive=True)
-
-        screen = SearchScreen("Search all channels", search, query, tz=self.opts.tz)
-        self.push_screen(screen, done)
-
-    async def _jump_found(self, channel: str, entry: LogEntry, text: str) -> None:
-        """A result of the all-channels search: show it, the find bar on its text there."""
-        if channel != self.model.current:
-            self._leave_current()
-        await self.jump_to(channel, entry)
-        self.action_search(text, at=entry.message_id)  # the picked match, not the newest
-
-    def on_input_changed_find(self, value: str) -> None:
-        """The find bar's text changed: search once typing pauses a moment."""
-        if self._find_timer is not None:
-            self._find_timer.stop()
-        self._find_timer = self.set_timer(FIND_PAUSE, lambda: self._find_text(value))
-
-    def _find_text(self, text: str) -> None:
-        self._find_timer = None
-        state = self._find
-        if state is None:
-            return
-        state.channel = self.model.current or state.channel
-        state.text, state.searched, state.results, state.index = text, False, [], -1
-        self.chat.query_one(MessageLog).set_find(text.strip() or None)
-        self._find_status()
-        if text.strip():
-            self.run_worker(self._find_run(state, text), group="find", exclusive=True)
-
-    async def _find_run(self, state: FindState, text: str) -> None:
-        node = self.node
-        if node is None:
-            return
-        results = await search_channel(node.store, state.channel, text)
-        if self._find is not state or state.text != text:
-            return  # typed on meanwhile, or closed
-        state.results, state.searched = results, True
-        self._find_status()
-        if results:
-            first, state.start_at = state.first_index(), None  # once: later texts, newest
-            await self._find_show(state, first)
-
-    async def _find_show(self, state: FindState, index: int) -> None:
-        """Show match ``index`` (0: the newest), selected, in the middle of its context."""
-        entry = state.results[index]
-        state.index = index
-        self._find_status()
-        log = self.chat.query_one(MessageLog)
-        view = self.model.channels.get(state.channel)
-        row = view.find_message(entry.message_id) if view is not None else None
-        if row is not None and state.channel == self.model.current:
-            log.select(row.key)  # in the window: no need to read the store again
-            return
-        await self.jump_to(state.channel, entry)
-
-    def _find_status(self) -> None:
-        if self._find is not None and self._chat_ready():
-            self.chat.query_one(FindBar).set_status(self._find.status())
+    def _cancel_find(self) -> None:
+        self.workers.cancel_group(self, "find")
 
     def on_find_bar_step(self, message: FindBar.Step) -> None:
-        state = self._find
-        if state is None:
-            return
-        if state.channel != self.model.current:  # switched channel: search there
-            self._find_text(state.text)
-            return
-        if not state.results:
-            return
-        index = max(0, min(len(state.results) - 1, state.index + message.step))
-        if index == state.index:
-            self.notify("no older match" if message.step > 0 else "no newer match", timeout=2)
-            return
-        self.run_worker(self._find_show(state, index), group="find", exclusive=True)
+        self.finder.step(message.step)
 
     def on_find_bar_close(self, message: FindBar.Close) -> None:
         """Enter: stay at the match (selected, for /reply, /info...); Esc: the newest."""
-        self._find = None
-        if self._find_timer is not None:
-            self._find_timer.stop()
-            self._find_timer = None
-        self.workers.cancel_group(self, "find")  # a search or a jump still under way
-        bar = self.chat.query_one(FindBar)
-        bar.display = False
-        log = self.chat.query_one(MessageLog)
-        log.set_find(None)
-        self.chat.query_one(ChatInput).focus()
-        if not message.keep:
-            log.select(None)
-            self.action_log_end(1)
+        self.finder.close(message.keep)
 
     def on_find_bar_everywhere(self, message: FindBar.Everywhere) -> None:
         self.action_search_all(message.text)
 
     def action_retry(self) -> None:
-        self.run_worker(self._retry(), group="retry")
-
-    async def _retry(self) -> None:
-        node = self.node
-        if node is None:
-            return
-        try:
-            n = await node.retry()
-        except NodeClosedError:
-            return
-        for view in self.model.channels.values() if n else ():
-            for row in view.rows:
-                if row.own_state == "failed" and not row.retried:
-                    row.retried = True
-                    row.touch()
-        self.chat.query_one(MessageLog).sync()
-        self.notify(
-            f"sending {n} failed message{'s' if n != 1 else ''} again"
-            if n
-            else "no failed messages to retry"
-        )
+        self.run_worker(self.commands.retry_failed(), group="retry")
 
     # ------------------------------------------------------------------ input
 
@@ -1566,12 +1086,12 @@ class SdsChatApp(App[None]):
         # a name two members share: each with its fingerprint (issue 25: told apart)
         names = {self.model.book.label(name, sid) for sid, name in heard.items() if name}
         joined = list(self.model.order)
-        known = sorted(self._known_channels | set(self._state.get("last_read", {})))
+        known = sorted(self.known_channels | self.saved.channels_read())
         return sorted(names), joined, known
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if isinstance(event.input, FindInput):
-            self.on_input_changed_find(event.value)
+            self.finder.text_changed(event.value)
             return
         if not isinstance(event.input, ChatInput):
             return
@@ -1590,642 +1110,10 @@ class SdsChatApp(App[None]):
 
     def on_chat_input_line(self, event: ChatInput.Line) -> None:
         event.stop()
-        self._history_changed(self.model.current)
-        cmd = parse(event.line)
-        if cmd is not None:
-            self.pending_commands += 1
-            self._commands.put_nowait((cmd, event.line))
+        self.saved.history_changed(self.model.current)
+        self.commands.typed(event.line)
 
     def on_chat_input_multi_line(self, event: ChatInput.MultiLine) -> None:
         """A paste of several lines: shown in a dialog to edit and send as one message."""
         event.stop()
-        node, channel = self.node, self.model.current
-        if node is None or channel is None:
-            self.notify("no channel: /join one first", severity="error")
-            return
-        text, kind = event.text, "msg"
-        if text.startswith("/me "):  # typed '/me ', then pasted the action's lines
-            text, kind = text[4:], "me"
-        elif text.startswith("//"):
-            text = text[1:]
-
-        def check(body: str) -> str | None:
-            size = len(encode_content(body, node.name, kind))
-            limit = node.options.config.max_content_bytes
-            if size > limit:
-                return f"too long to send: {size:,} bytes encoded, the limit is {limit:,}"
-            return None
-
-        def done(body: str | None) -> None:
-            if body is None:
-                return
-            box = self.chat.query_one(ChatInput)
-            box.value = ""
-            self.pending_commands += 1
-            self._commands.put_nowait((Command(kind if kind == "me" else "say", body), None))
-
-        self.push_screen(MultiLineScreen(channel, text, check), done)
-
-    @work(group="commands")
-    async def _command_loop(self) -> None:
-        """Carry out typed lines one after the other, in the order they were typed."""
-        while True:  # ends when the app's workers are cancelled at exit
-            cmd, line = await self._commands.get()
-            self._line = line
-            try:
-                await self.run_command(cmd)
-            except Exception as exc:  # a bug in one command must not stop the others
-                self._refuse(f"{type(exc).__name__}: {exc}")
-            finally:
-                self._line = None
-                self.pending_commands -= 1
-
-    def _refuse(self, reason: str, **notify: Any) -> None:
-        """A typed line cannot be carried out: say why, and put the line back in the
-        input (unless something new was typed, or another line submitted, meanwhile)
-        with the reason under it, so nothing typed is lost and it can be fixed and
-        sent again."""
-        self.notify(reason, severity="error", **notify)
-        line = self._line
-        if line is None or not self._chat_ready() or self.pending_commands > 1:
-            return  # a line submitted after this one owns the input now
-        box = self.chat.query_one(ChatInput)
-        if not box.value:
-            box.value = line
-            box.cursor_position = len(line)
-            box.refused(reason)
-
-    async def run_command(self, cmd: Command) -> None:
-        """Carry out one parsed input line."""
-        node = self.node
-        channel = self.model.current
-        name, arg = cmd.name, cmd.arg
-        if name in ("say", "me", "reply", "react", "edit", "topic"):
-            arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/commands/emoji.py)
-        if name == "error":
-            self._refuse(arg)
-            return
-        if name == "quit":
-            await self.action_quit()
-            return
-        if name == "help":
-            self.action_help()
-            return
-        if name == "theme":
-            self.action_toggle_theme()
-            return
-        if name == "passphrase":
-            self.push_screen(
-                PassphraseScreen(
-                    arg or "",
-                    purpose="Used by the next /join. Leave empty for PUBLIC channels "
-                    "(anyone who knows the name can read them).",
-                ),
-                self._passphrase_set,
-            )
-            return
-        if not self.ready.is_set():
-            if self.fatal is not None:
-                return
-            await self.ready.wait()  # typed during startup: carried out once joined
-            node = self.node
-            channel = self.model.current
-        if node is None:
-            return
-        try:
-            if name in ("say", "me"):
-                if channel is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                fut = node.post(channel, arg, "me" if name == "me" else "msg")
-                fut.add_done_callback(_consume)
-                self._throttle.reset(channel)
-                log = self.chat.query_one(MessageLog)
-                log.follow = True
-            elif name == "goto":
-                if channel is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                await self._goto_date(node, channel, arg)
-            elif name == "join":
-                target = channel_arg(arg)
-                if target in self.model.channels:
-                    self._leave_current()
-                    self._switch(target)
-                    return
-                known = await node.store.get_channel(target)
-                if await self._join(target, fatal=False):
-                    if known is None or known.left_at is not None:  # joined, not resumed
-                        line = f"{node.name} joined #{target}"
-                        node.post(target, line, "join").add_done_callback(_consume)
-                    self._flush_events()
-                    await self._load_tail(target)
-                    self._leave_current()
-                    self._switch(target)
-            elif name == "leave":
-                target = channel_arg(arg) if arg else (channel or "")
-                if target in node.channels:  # said before leaving: the line still goes out
-                    await node.send(target, f"{node.name} left #{target}", "leave")
-                if not target or not await node.leave(target):
-                    self._refuse(f"not in #{target}")
-                    return
-                if self.opts.remember_state:
-                    with contextlib.suppress(OSError):
-                        forget_channel(self.opts.data_dir, target)
-                self._flush_events()
-                self.model.remove_channel(target)
-                if self.model.current is not None:
-                    self._switch(self.model.current)
-                else:
-                    self.chat.query_one(MessageLog).show(None)
-                    self._refresh_panels()
-                self.notify(f"left #{target} (its history stays on disk)")
-            elif name == "switch":
-                target = channel_arg(arg)
-                if target not in self.model.channels:
-                    self._refuse(f"not in #{target} (/join it first)")
-                    return
-                self._leave_current()
-                self._switch(target)
-            elif name == "nick":
-                new, old = check_nick(arg), node.name
-                if new == old:
-                    self.notify(f"you are already {new}")
-                    return
-                await node.set_name(new)
-                self.model.name = new
-                # announced in every channel joined, as a line (a "nick" message)
-                for joined in list(node.channels):
-                    node.post(joined, nick_text(old, new), "nick").add_done_callback(_consume)
-                self.notify(f"you are now {new}")
-                self._refresh_panels()
-            elif name in ("reply", "react", "edit", "delete"):
-                if channel is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                await self._typed(node, channel, name, arg)
-            elif name == "read":
-                for view in self.model.channels.values():
-                    view.unread, view.mentioned, view.new_after = 0, False, None
-                    self.model.mark_read(view.name)
-                self._save_state()
-                self._refresh_panels()
-                self.chat.query_one(MessageLog).sync(force=True)
-                self.notify("every channel marked read", timeout=2)
-            elif name == "away":
-                self._away = arg or None
-                await self._say_presence("away" if arg else "back", arg)
-                self.notify(f"away: {arg}" if arg else "back (not away)", timeout=3)
-            elif name in ("mute", "unmute"):
-                self._set_level(channel, "all" if name == "unmute" else (arg or "none"))
-            elif name == "notify":
-                if arg.lower() not in ("", "on", "off"):
-                    self._refuse("usage: /notify [on|off]")
-                    return
-                if arg:
-                    self._state["desktop_notify"] = arg.lower() == "on"
-                    self._save_state()
-                on = self._state.get("desktop_notify", True)
-                self.notify(
-                    f"desktop notifications {'on' if on else 'off'} (mentions and replies "
-                    "to you in channels not in view)",
-                    timeout=4,
-                )
-            elif name == "highlight":
-                words = set(self.model.highlights)
-                if arg:
-                    word = arg.strip()
-                    words.symmetric_difference_update({word})
-                    self.model.set_highlights(words)
-                    self._save_state()
-                shown = ", ".join(self.model.highlights) or "none (only @" + node.name + ")"
-                self.notify(f"highlight words: {shown}", timeout=5)
-            elif name == "mentions":
-                self.push_screen(
-                    TextScreen("Mentions of you", await self._mentions_text(node), id="mentions")
-                )
-            elif name == "topic":
-                here = self.model.channels.get(channel or "")
-                if channel is None or here is None:
-                    self._refuse("no channel: /join one first")
-                    return
-                if not arg:
-                    self.notify(
-                        f"topic of #{channel}: {visible(here.topic)} (set by {here.topic_by})"
-                        if here.topic
-                        else f"#{channel} has no topic yet (/topic TEXT sets one)",
-                        timeout=6,
-                    )
-                    return
-                node.post(channel, arg, "topic").add_done_callback(_consume)
-            elif name in ("send", "save"):
-                await self._file_command(node, channel, name, arg)
-            elif name == "names":
-                self.push_screen(TextScreen(f"Names in #{channel}", self._names_text(channel)))
-            elif name == "who":
-                # a dialog only: the peer list (F2) stays as it was
-                self.push_screen(TextScreen(f"Who is in #{channel}", self._who_text(channel)))
-            elif name == "copy":
-                row = self.chat.query_one(MessageLog).selected_row()
-                if row is None or row.deleted:
-                    self._refuse("/copy: no message to copy (select one with Ctrl+Up)")
-                    return
-                self.copy_to_clipboard_osc52(row.text)
-                self.notify(f"copied {len(row.text)} characters", timeout=2)
-            elif name == "info":
-                row = self.chat.query_one(MessageLog).selected_row()
-                if row is None:
-                    self.notify("no message to show", severity="warning")
-                    return
-                body = await self._info_text(channel or "", row)
-                self.push_screen(TextScreen("Message", body, id="info"))
-            elif name == "search":
-                flag, _, rest = arg.partition(" ")
-                if flag in ("-a", "--all"):
-                    self.action_search_all(rest.strip())
-                else:
-                    self.action_search(arg)
-            elif name in MEMBERS_COMMANDS:
-                await self._members_command(node, channel, name, arg)
-            elif name == "retry":
-                await self._retry()
-            elif name == "stats":
-                stats = node.stats()
-                # connected, the counters, the store, then each channel; keys
-                # sorted: the counters are on the first screen, not below all channels
-                ordered = {k: _sorted(v) for k, v in sorted(stats.items(), key=_stats_order)}
-                stats_text = "\n".join(_stats_lines(ordered))  # "name: value" (was raw JSON)
-                self.push_screen(TextScreen("Stats", stats_text, id="stats"))
-        except NodeClosedError:
-            return
-        except (KeyError, ValueError) as exc:
-            self._refuse(str(exc).strip("'\""))
-
-    async def _members_command(self, node: Node, channel: str | None, name: str,
-                               arg: str) -> None:  # fmt: skip
-        """/create, /invite, /members, /remove, /verify, /approve, /deny, /msg, /query
-        (app/commands/members.py); the answer in a panel or a notice."""
-        def emit(ev: NodeEvent) -> None:
-            if isinstance(ev, MembersEvent) and ev.what == "members":
-                self.push_screen(TextScreen(f"Members of #{ev.channel}", ev.text, id="members"))
-            elif isinstance(ev, MembersEvent):
-                self.notify(ev.text, timeout=20 if ev.what == "verify" else 8)
-            elif isinstance(ev, NodeError):
-                self._refuse(ev.message)
-
-        new = await run_members_command(node, name, arg, channel, emit, self.opts.relays)
-        if new is not None and new != channel and new in node.channels:
-            await self._load_tail(new)
-            self._switch(new)
-
-    async def _file_command(self, node: Node, channel: str | None, name: str, arg: str) -> None:
-        """``/send PATH`` (a manifest and 48 KiB segments, app/chat/files.py) and ``/save
-        [PATH]`` of the selected file line, or the newest one (app/commands/content.py)."""
-        from app.commands.content import run_content_command
-
-        if channel is None:
-            self._refuse("no channel: /join one first")
-            return
-        if name == "save":
-            log = self.chat.query_one(MessageLog)
-            row = log.selected_row()
-            if row is None or row.kind != "file":
-                view = log.view
-                rows = view.rows if view is not None else []
-                row = next((r for r in reversed(rows) if r.kind == "file"), None)
-            if row is None or row.message_id is None:
-                self._refuse("no file here to save: select a file line (Ctrl+Up) first")
-                return
-            arg = f"{row.message_id} {arg}".strip()
-
-        def emit(ev: NodeEvent) -> None:
-            if isinstance(ev, Info):
-                self.notify(ev.text, timeout=8)
-
-        await run_content_command(node, name, arg, channel, emit)
-
-    async def _typed(self, node: Node, channel: str, name: str, arg: str) -> None:
-        """/reply, /react, /edit, /delete: a typed message about the selected message
-        (Ctrl+Up/Down; by default the last one, for /edit your last one; /delete only
-        the selected one)."""
-        log = self.chat.query_one(MessageLog)
-        row = log.selected_row()
-        view = self.model.channels.get(channel)
-        if name == "delete" and log.selected is None:
-            # never a guess: a deletion cannot be taken back
-            self._refuse("/delete: select the message first (Ctrl+Up, or a click), then /delete")
-            return
-        if name == "edit" and log.selected is None and view is not None:
-            row = next((r for r in reversed(view.rows) if r.own and not r.hidden), None)
-        if row is None:
-            self._refuse(f"/{name}: no message to {name} (select one with Ctrl+Up)")
-            return
-        if row.message_id is None:
-            self._refuse(f"/{name}: that message is not sent yet; try again in a moment")
-            return
-        if name in ("edit", "delete") and not row.own:
-            self._refuse(f"/{name}: you can only {name} your own messages")
-            return
-        if row.deleted:
-            self._refuse(f"/{name}: that message was deleted")
-            return
-        kind = name
-        if name == "react" and node.sender_id in row.reactions.get(arg, []):
-            kind = "unreact"  # the same reaction again takes it back
-        fut = node.post(channel, typed_text(row.message_id, arg), kind)
-        fut.add_done_callback(_consume)
-        log.select(None)  # done with it: the next /edit is about your last line again
-        if name == "reply":
-            log.follow = True
-
-    def _check_files(self, channel: str) -> None:
-        """File lines of ``channel`` whose manifest is not read yet, or that have every
-        segment and are not checked yet: read them from the store (app/tui/files.py),
-        one worker per channel at a time."""
-        view = self.model.channels.get(channel)
-        if view is None or not view.files_todo or channel in self._files_running:
-            return
-        self._files_running.add(channel)
-        self.run_worker(self._read_files(channel), group="files")
-
-    async def _read_files(self, channel: str) -> None:
-        from app.tui.files import read_file_state
-
-        try:
-            for _ in range(1000):  # bounded: each pass takes what was asked meanwhile
-                node, view = self.node, self.model.channels.get(channel)
-                if node is None or view is None or not view.files_todo:
-                    return
-                todo, view.files_todo = view.files_todo, set()
-                for mid in todo:
-                    try:
-                        state = await read_file_state(node.store, channel, mid)
-                    except Exception:  # a closed store at exit, a damaged row: not shown
-                        continue
-                    if state is not None and self.model.channels.get(channel) is view:
-                        view.set_file(mid, state)
-                if channel == self.model.current and self._chat_ready():
-                    self.chat.query_one(MessageLog).sync()
-        finally:
-            self._files_running.discard(channel)
-
-    async def _resolve_quotes(self, channel: str) -> None:
-        """Replies whose target is outside the window: quote it from the store."""
-        node, view = self.node, self.model.channels.get(channel)
-        if node is None or view is None or not view.unquoted:
-            return
-        ids = list(view.unquoted)[:200]
-        try:
-            found = await node.store.get_messages(channel, ids)
-        except Exception:
-            return
-        changed = False
-        for mid, msg in found.items():
-            c = decode_content(msg.content)
-            target = Row((msg.lamport, mid), msg.sender_id, c.name, c.kind, c.text, msg.lamport)
-            text = quote_of(target)
-            for reply in view.unquoted.pop(mid, []):
-                reply.quote = text
-                reply.touch()
-                changed = True
-        if changed and channel == self.model.current:
-            self.chat.query_one(MessageLog).sync()
-
-    def _passphrase_set(self, value: str | None) -> None:
-        if value is None:
-            return
-        self.passphrase = value or None
-        self.notify(
-            "passphrase set for the next /join"
-            if value
-            else "no passphrase: the next /join makes a PUBLIC channel"
-        )
-
-    async def _mentions_text(self, node: Node, limit: int = 50) -> Text:
-        """``/mentions``: the newest lines for you (@name, a highlight word, a reply to
-        one of yours) in every joined channel, from the stored logs."""
-        found: list[tuple[int, str, LogEntry]] = []
-        words = [f"@{node.name}", *self.model.highlights]
-        for channel in self.model.order:
-            seen: set[str] = set()
-            for word in words:
-                with contextlib.suppress(Exception):
-                    for e in await node.store.search(channel, word, limit=limit):
-                        c = decode_content(e.content)
-                        if e.message_id in seen or e.sender_id == node.sender_id:
-                            continue
-                        if c.kind in TYPED_KINDS and c.kind != "reply":
-                            continue
-                        if self.model.mentions(c.text):
-                            seen.add(e.message_id)
-                            found.append((e.lamport, channel, e))
-        found.sort(key=lambda t: t[0], reverse=True)
-        out = Text()
-        for lamport, channel, e in found[:limit]:
-            c = decode_content(e.content)
-            when = datetime.fromtimestamp(lamport / 1000.0, self.opts.tz)
-            body = c.text.split("\n", 1)[-1] if c.kind == "reply" else c.text
-            out.append(f"{when:%Y-%m-%d %H:%M} ", "dim")
-            out.append(f"#{channel} ", "bold")
-            out.append(f"{visible(c.name or e.sender_id[:8])}: ", "bold")
-            out.append(visible(body.replace("\n", " ")[:200]) + "\n")
-        if not found:
-            out.append(f"nobody mentioned @{node.name} yet", "dim")
-        return out
-
-    def _names_text(self, channel: str | None) -> Text:
-        """``/names``: who is in the channel, online first (● online, ○ heard from)."""
-        node = self.node
-        out = Text()
-        if node is None:
-            return out
-        peers = node.peers(channel)
-        def name(p: Any) -> str:
-            return str(p.name or self.model.names.get(p.sender_id) or p.sender_id[:8])
-
-        online = sorted(name(p) for p in peers if self._online(p.last_seen_ms, p.sender_id))
-        away = sorted(name(p) for p in peers if not self._online(p.last_seen_ms, p.sender_id))
-        out.append(f"{len(online) + 1} online", "bold")
-        out.append(f", {len(away)} heard from earlier\n" if away else "\n")
-        out.append(f"● {node.name} (you)\n")
-        for n in online:
-            out.append(f"● {n}\n")
-        for n in away:
-            out.append(f"○ {n}\n", "dim")
-        return out
-
-    def _who_text(self, channel: str | None) -> Text:
-        node = self.node
-        out = Text()
-        if node is None:
-            return out
-        now_ms = int(self.clock() * 1000)
-        out.append(f"{node.name}", "bold")
-        out.append(f"  {node.sender_id}  (you)\n")
-        peers = node.peers(channel)
-        for p in peers:
-            out.append(self.model.label(p.sender_id, p.name), "bold")
-            seen = _ago((now_ms - p.last_seen_ms) / 1000.0)
-            state = "online" if self._online(p.last_seen_ms, p.sender_id) else "away"
-            state = self._away_text(p.sender_id) or state
-            out.append(
-                f"  {p.sender_id}  {state}, "
-                f"heard from {seen}, {p.messages} message{'s' if p.messages != 1 else ''}\n"
-            )
-        if not peers:
-            out.append("nobody else heard from yet\n", "dim")
-        return out
-
-    async def _info_text(self, channel: str, row: Row) -> Text:
-        node = self.node
-        out = Text()
-
-        def field(label: str, value: str) -> None:
-            out.append(f"{label:<18}", "bold")
-            out.append(f"{visible(value)}\n")  # ids are a peer's: any text up to 256 chars
-
-        sent = datetime.fromtimestamp(row.sent_ms / 1000.0, self.opts.tz)
-        arrived = datetime.fromtimestamp(row.time_ms / 1000.0, self.opts.tz)
-        field("author", row.who if row.name else "?")
-        field("sender id", row.sender_id)
-        field("sent", sent.strftime("%Y-%m-%d %H:%M:%S") + "  (author's clock)")
-        field(
-            "arrived" if not row.own else "typed",
-            arrived.strftime("%Y-%m-%d %H:%M:%S") + "  (this screen's clock)",
-        )
-        field("message id", row.message_id or f"(not made yet: outbox line {row.local_id})")
-        lamport = row.key[0] if row.message_id else None
-        field("lamport", str(lamport) if lamport is not None else "—")
-        if row.own:
-            field("delivery", state_label(row.own_state))
-        elif row.waiting:
-            field("delivery", f"waiting for {len(row.waiting_for)} earlier message(s)")
-        else:
-            field("delivery", "delivered (in causal order)")
-        if row.lost:
-            field("lost before it", str(row.lost))
-        if row.reactions and not row.deleted:  # who reacted with what (issue 27 item 9)
-            field("reactions", "")
-            me = node.sender_id if node is not None else ""
-            for emoji, who in row.reactions.items():
-                names = ", ".join(
-                    "you" if sid == me else self.model.label(sid, None) for sid in who
-                )
-                out.append(f"  {emoji} {len(who)}  {visible(names)}\n")
-        stored = None
-        if node is not None and row.message_id:
-            with contextlib.suppress(Exception):
-                stored = (await node.store.get_messages(channel, [row.message_id])).get(
-                    row.message_id
-                )
-        if stored is not None:
-            field("retrieval hint", stored.retrieval_hint.hex() if stored.retrieval_hint else "—")
-            have = set()
-            if node is not None and stored.causal_history:
-                with contextlib.suppress(Exception):
-                    have = await node.store.has_ids(channel, stored.causal_history)
-            field("depends on", f"{len(stored.causal_history)} message(s)")
-            for dep in stored.causal_history[-12:]:
-                out.append(f"  {'✓' if dep in have else '·'} {_short_id(dep)}\n", "dim")
-            if len(stored.causal_history) > 12:
-                out.append(f"  … and {len(stored.causal_history) - 12} older\n", "dim")
-        elif row.waiting_for:
-            field("missing", "")
-            for dep in sorted(row.waiting_for):
-                state = "  (arrived, waits in its turn)" if dep in row.arrived else ""
-                out.append(f"  ⋯ {_short_id(dep)}{state}\n", "dim")
-        if node is not None and row.message_id and not row.deleted:
-            await self._info_who_has(out, channel, row)
-        return out
-
-
-    async def _info_who_has(self, out: Text, channel: str, row: Row) -> None:
-        """``/info``'s "who has it": the members whose causal histories (the messages
-        after it in the store) or bloom filters show they have the message."""
-        node = self.node
-        assert node is not None and row.message_id is not None
-        me = node.sender_id
-        members = [p.sender_id for p in node.peers(channel) if p.sender_id != me]
-        if row.sender_id and row.sender_id != me and row.sender_id not in members:
-            members.append(row.sender_id)
-        try:
-            have = await who_has(
-                node.store, channel, row.message_id, row.key[0],
-                members=[m for m in members if m != row.sender_id],
-                filters=row.filter_hits,
-            )  # fmt: skip
-        except Exception as e:  # a read error must not lose the rest of /info
-            out.append(f"{'who has it':<18}", "bold")
-            out.append(f"not known ({visible(str(e))[:60]})\n", "dim")
-            return
-        for sid in row.seen_by:  # an acknowledgement by a history beyond the scan
-            have.by_history.setdefault(sid, "")
-        shown = {**dict.fromkeys(have.by_history, "causal history"),
-                 **{s: "bloom filter" for s in have.by_filter}}  # fmt: skip
-        for sid in shown:
-            if sid not in members and sid != me:
-                members.append(sid)
-        others = [m for m in members if m != row.sender_id]
-        if not others:  # nobody but the author and you heard from: nothing to say
-            return
-        count = sum(1 for m in others if m in shown)
-        out.append(f"{'who has it':<18}", "bold")
-        out.append(f"{count} of {len(others)} other member{'s' if len(others) != 1 else ''}"
-                   f" (besides {'you' if row.own else 'the author and you'})\n")  # fmt: skip
-        for sid in sorted(others, key=lambda m: (m not in shown, self.model.label(m, None))):
-            label = visible(self.model.label(sid, None))
-            how = shown.get(sid)
-            if how is not None:
-                out.append(f"  ✓ {label}  ", "")
-                out.append(f"{how}\n", "dim")
-            else:
-                more = "" if have.complete else f" in the {have.scanned} messages after it"
-                out.append(f"  · {label}  no sign yet{more}\n", "dim")
-
-
-def _short_id(message_id: str, keep: int = 24) -> str:
-    """A dependency's id on one row of ``/info`` (an 80-column pane): its first
-    characters and ``…`` when longer (the message's own id is shown whole above)."""
-    shown = visible(message_id)
-    return shown if len(shown) <= keep else shown[: keep - 1] + "…"
-
-
-_STATS_ORDER = ("connected", "counters", "store", "channels")
-
-
-def _stats_order(item: tuple[str, object]) -> tuple[int, str]:
-    key = item[0]
-    return (_STATS_ORDER.index(key) if key in _STATS_ORDER else len(_STATS_ORDER), key)
-
-
-def _stats_lines(value: dict[str, object], depth: int = 0) -> list[str]:
-    """``/stats`` as readable lines: ``name: value``, a nested table indented below its
-    name, a list on one line."""
-    pad = "  " * depth
-    out: list[str] = []
-    for key, item in value.items():
-        if isinstance(item, dict):
-            if item:
-                out.append(f"{pad}{key}:")
-                out += _stats_lines(item, depth + 1)
-            else:
-                out.append(f"{pad}{key}: none")
-        elif isinstance(item, list | tuple):
-            out.append(f"{pad}{key}: {', '.join(str(x) for x in item) or 'none'}")
-        elif item is None:
-            out.append(f"{pad}{key}: -")
-        else:
-            out.append(f"{pad}{key}: {item}")
-    return out
-
-
-def _sorted(value: object) -> object:
-    """``value`` with its dicts' keys sorted, at every depth."""
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    return value
-
-
-def _consume(fut: asyncio.Future[int]) -> None:
-    if not fut.cancelled():
-        fut.exception()
+        self.commands.pasted(event.text)

@@ -10,15 +10,23 @@ own (file segments, reactions, edits, deletions) are never results.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from app.chat.content import decode_content
-from app.chat.lines import split_typed, visible
+from app.chat.lines import TYPED_KINDS, split_typed, visible
 from app.chat.redaction import is_tombstone
 from storage import Cursor, LogEntry, Store
 
-__all__ = ["FIND_LIMIT", "FindState", "search_all", "search_channel", "shown_text"]
+__all__ = [
+    "FIND_LIMIT",
+    "FindState",
+    "search_all",
+    "search_channel",
+    "search_mentions",
+    "shown_text",
+]
 
 FIND_LIMIT = 500
 """Most matches Ctrl+F steps through in a channel (newest first)."""
@@ -78,6 +86,38 @@ async def search_all(
             out.append((channel, e))
     out.sort(key=lambda ce: ce[1].cursor, reverse=True)
     return out[:limit]
+
+
+async def search_mentions(
+    store: Store,
+    channels: Iterable[str],
+    words: Sequence[str],
+    *,
+    me: str,
+    mentions: Callable[[str], bool],
+    limit: int = 50,
+) -> list[tuple[str, LogEntry]]:
+    """``/mentions``: the newest lines for you in ``channels`` (channel, message; newest
+    first, at most ``limit``): the messages of others whose text ``mentions`` says is
+    for you, found by the store's search for each of ``words`` (``@name`` and the
+    highlight words); reactions, edits and deletions are not lines (replies are). A
+    channel whose search fails is left out."""
+    found: list[tuple[str, LogEntry]] = []
+    for channel in channels:
+        seen: set[str] = set()
+        for word in words:
+            with contextlib.suppress(Exception):
+                for e in await store.search(channel, word, limit=limit):
+                    c = decode_content(e.content)
+                    if e.message_id in seen or e.sender_id == me:
+                        continue
+                    if c.kind in TYPED_KINDS and c.kind != "reply":
+                        continue
+                    if mentions(c.text):
+                        seen.add(e.message_id)
+                        found.append((channel, e))
+    found.sort(key=lambda ce: ce[1].lamport, reverse=True)
+    return found[:limit]
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""``sdschat join <channel>`` without ``--headless``: the TUI over a websocket relay.
+"""``sdschat join <channel>`` without ``--headless``: the Textual TUI.
 
 Same flags, settings and exit statuses as the headless mode
 (:mod:`app.headless.run`): 0 clean exit; 2 bad usage or settings; 3 the data
@@ -11,19 +11,16 @@ the app, which then exits with their status.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 from typing import Any
 
 import sds
+from app.launch.data_dir import default_data_dir
 from app.launch.exits import EXIT_PASSPHRASE, EXIT_USAGE
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import load_config_file, settings_from_args
-from app.node.runtime import NodeOptions
-from app.node.transport import LossyTransport, RelayTransport, Transport
-from net.lan.flags import build_transport, relay_given
-from net.urls import display_address
+from app.launch.wiring import node_options, relay_label, wire_transport
 
 __all__ = ["TUI_LOG_WINDOW", "default_data_dir", "relay_label", "run_tui", "tui_protocol"]
 
@@ -40,16 +37,6 @@ def tui_protocol(config: sds.Config, protocol: dict[str, Any]) -> sds.Config:
     if "log_window" in protocol or config.log_window <= TUI_LOG_WINDOW:
         return config
     return config.with_changes(log_window=max(TUI_LOG_WINDOW, config.causal_history_size))
-
-
-def default_data_dir() -> Path:
-    """Where ``sdschat join`` keeps its data without ``--data-dir``."""
-    return Path.home() / ".local" / "share" / "sdschat"
-
-
-def relay_label(url: str) -> str:
-    """``relay 127.0.0.1:8765`` for the status bar."""
-    return f"relay {display_address(url)}"
 
 
 def run_tui(args: argparse.Namespace) -> int:
@@ -89,36 +76,17 @@ def run_tui(args: argparse.Namespace) -> int:
         if present and store_url is None and app_box:
             app_box[0].use_lan_store(url)
 
-    # LAN gossip unless a relay was chosen; both with --relay --lan (net/lan/flags.py)
+    # LAN gossip unless a relay was chosen; both with --relay --lan (app/launch/wiring.py)
     try:
         config_file = load_config_file(args.config) if args.config else {}
-        transport: Transport
-        transport, lan = build_transport(
-            args,
-            settings.relay,
-            lambda _url: RelayTransport(settings.relays or settings.relay),
-            config=config_file,
-            on_store=on_lan_store,
-        )
+        wired = wire_transport(args, settings, config=config_file, on_store=on_lan_store)
     except ValueError as exc:
         print(f"sdschat join: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    label = relay_label(settings.relay) if relay_given(args, config_file) else ""
-    if label and len(settings.relays) > 1:
-        label += f" (+{len(settings.relays) - 1})"
-    if lan is not None:
-        label = f"LAN + {label}" if label else "LAN"
-    if settings.drop_rate > 0:
-        transport = LossyTransport(transport, settings.drop_rate, random.Random(settings.drop_seed))
-        label += f" (dropping {settings.drop_rate:.0%})"
-    options = NodeOptions(
-        config=tui_protocol(settings.config, dict(config_file.get("protocol", {}))),
-        state_save_interval_ms=settings.state_save_ms,
+    options = node_options(
+        settings,
         store_url=store_url,
-        recent_window=settings.recent_window,
-        new_history=settings.new_history,
-        file_quota_bytes=settings.file_quota_bytes,  # app/chat/file_quota.py
-        file_channel_bytes=settings.file_channel_bytes,
+        config=tui_protocol(settings.config, dict(config_file.get("protocol", {}))),
     )
     channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
 
@@ -133,20 +101,20 @@ def run_tui(args: argparse.Namespace) -> int:
 
     app = make_app(
         data_dir,
-        transport,
+        wired.transport,
         channels=channels,
         name=settings.name,
         passphrase=passphrase,
         ask_passphrase=ask,
         options=options,
-        transport_label=label,
+        transport_label=wired.label,
         theme=getattr(args, "theme", None),
-        lan_transport=lan,
-        relay_url=settings.relay if relay_given(args, config_file) else None,
+        lan_transport=wired.lan,
+        relay_url=wired.relay_url,
         tui_config=keys_and_colours,
         create=bool(getattr(args, "create", False)),
         invite=getattr(args, "invite", None),
-        relays=(settings.relays or (settings.relay,)) if relay_given(args, config_file) else (),
+        relays=wired.invite_relays,
     )
     app_box.append(app)
     from app.tui.hangup import EXIT_HANGUP, watch_terminal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from net.errors import NetError
 from net.lan import gossip_pb2
 
 __all__ = [
@@ -23,7 +24,7 @@ GOSSIP_PROTOCOL_VERSION = 1
 GossipFrame = gossip_pb2.GossipFrame
 
 
-class GossipFrameError(Exception):
+class GossipFrameError(NetError):
     """Bytes that are not a ``GossipFrame`` this code understands (``code`` as in Error)."""
 
     def __init__(self, code: str, reason: str) -> None:

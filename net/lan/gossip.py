@@ -50,6 +50,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from net.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, peek_topic
+from net.errors import NetError
 from net.lan.discovery import PeerFound, PeerGone
 from net.lan.frames import (
     GOSSIP_PROTOCOL_VERSION,
@@ -202,7 +203,7 @@ class _Candidate:
     task: asyncio.Task[None] | None = None
 
 
-class _HandshakeError(Exception):
+class _HandshakeError(NetError):
     pass
 
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 from app_helpers import MemoryHub, run, start_node, wait_until
+from nacl.public import PrivateKey
 
 from app.commands.members import run_members_command
-from app.node.events import InviteMade, MembersEvent, NodeEvent
+from app.members.events import MemberInfo, encode_add
+from app.node.events import Delivered, InviteMade, MembersEvent, NodeEvent
 
 
 def _members(events: list[NodeEvent], what: str) -> list[MembersEvent]:
@@ -45,8 +47,15 @@ def test_invite_verify_and_a_second_key_under_a_verified_name_is_a_loud_warning(
             rows = _members(said, "members")[-1].data["members"]
             assert [r["verified"] for r in rows if r["name"] == "bob"] == [True]
 
-            # a second identity calling itself bob joins: a loud warning at alice
-            await fake.node.join_by_invite(await alice.node.make_invite("team"), timeout_s=20)
+            # a second identity calling itself bob: alice's node does not admit it...
+            with pytest.raises(ValueError, match="looks like one"):
+                await fake.node.join_by_invite(await alice.node.make_invite("team"),
+                                               timeout_s=20)  # fmt: skip
+            assert _members(alice.events, "rejected")[-1].data["reason"] == "name_taken"
+            # ...and an admin who adds it anyway (its own choice) sets off a loud warning
+            fake_share = bytes(PrivateKey.generate().public_key)
+            await alice.node.post_content("team", encode_add(MemberInfo(
+                fake.node.identity.public_key, fake_share, "bob")))  # fmt: skip
             await wait_until(lambda: bool(_members(alice.events, "key_changed")))
             warning = _members(alice.events, "key_changed")[0]
             assert "WARNING" in warning.text and warning.data["verified"] == bob.node.sender_id
@@ -125,9 +134,10 @@ def test_an_approve_invite_waits_for_an_admin_who_lets_in_or_refuses(tmp_path: P
 def test_a_newcomer_gets_a_long_member_history_in_parts_each_under_the_box_limit(
     tmp_path: Path,
 ) -> None:
-    """The membership history of a channel of 150 members is larger than one join
-    answer may be (MAX_BOX_BYTES, 200 KiB): the admin answers in parts of ~150 KiB
-    and the newcomer asks for the rest, then folds the whole member list."""
+    """The membership history of a channel of 700 members is larger than one join
+    answer may be (MAX_BOX_BYTES, 200 KiB; ~340 bytes a chained add, no envelope): the
+    admin answers in parts of ~150 KiB and the newcomer asks for the rest, then folds
+    the whole member list, the same state as the admin's."""
     from nacl.public import PrivateKey
 
     from app.members.events import MemberInfo, encode_add
@@ -145,17 +155,18 @@ def test_a_newcomer_gets_a_long_member_history_in_parts_each_under_the_box_limit
             assert mc is not None
             adds = [alice.node.post_content("team", encode_add(MemberInfo(
                 Identity.generate().public_key, bytes(PrivateKey.generate().public_key),
-                f"m{i}"))) for i in range(150)]  # fmt: skip
+                f"m{i}"))) for i in range(700)]  # fmt: skip
             await asyncio.gather(*adds)
-            await wait_until(lambda: len(mc.roster) == 151, 30)
-            history = mc.membership_envelopes()
+            await wait_until(lambda: len(mc.roster) == 701, 60)
+            history = mc.membership_records()
             assert sum(map(len, history)) > MAX_BOX_BYTES  # one answer could not hold it
             sent_before = len(alice.node.transport.sent)  # type: ignore[attr-defined]
             code = await alice.node.make_invite("team")
             await bob.node.join_by_invite(code, timeout_s=30)
             bob_mc = bob.node.members_channel("team")
-            assert bob_mc is not None and len(bob_mc.roster) == 152
+            assert bob_mc is not None and len(bob_mc.roster) == 702
             assert bob_mc.roster.listing() == mc.roster.listing()
+            await wait_until(lambda: bob_mc.roster.state_hash() == mc.roster.state_hash())
             topic = decode_invite(code).topic
             answers = [e for e in alice.node.transport.sent[sent_before:]  # type: ignore[attr-defined]
                        if peek_topic(e) == topic]  # fmt: skip
@@ -166,3 +177,137 @@ def test_a_newcomer_gets_a_long_member_history_in_parts_each_under_the_box_limit
                 await h.node.close()
 
     run(main(), 90)
+
+
+def test_a_line_shown_before_its_senders_removal_is_marked_refused_in_history(
+    tmp_path: Path,
+) -> None:
+    """carol's line (a key share and a line from her data directory) reaches bob only;
+    alice, who never held it, removes carol: her removal's cut leaves it out, and bob,
+    who showed it, marks it refused (a members event, and the mark ``sdschat history``
+    prints, read from his database)."""
+    from app.chat.history import read_history
+    from app.chat.lines import encode_content
+    from app.members import secrets_file
+    from net.envelope import seal
+    from net.identity import Identity
+    from sds import sds_pb2
+    from sds.ids import message_id_for
+
+    async def main() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "alice", hub, name="alice", channels=())
+        bob = await start_node(tmp_path / "bob", hub, name="bob", channels=())
+        carol = await start_node(tmp_path / "carol", hub, name="carol", channels=())
+        try:
+            await alice.node.create_channel("team")
+            for h in (bob, carol):
+                await h.node.join_by_invite(await alice.node.make_invite("team"), timeout_s=20)
+            mc_a = alice.node.members_channel("team")
+            assert mc_a is not None
+            mc_b = bob.node.members_channel("team")
+            assert mc_b is not None
+            await wait_until(lambda: len(mc_a.roster) == 3 and len(mc_b.roster) == 3
+                             and mc_b.roster.state_hash() == mc_a.roster.state_hash())
+            carol_id = carol.node.sender_id
+            await carol.node.close()
+            stolen = secrets_file.load(tmp_path / "carol", "team")
+            assert stolen is not None
+            ident = Identity.load(tmp_path / "carol" / "identity.pem")
+            now = alice.node.now_ms()
+            contents = stolen.outgoing(encode_content("only bob sees this", "carol"), now)
+            envs, line_id, crafted = [], "", set()
+            for i, content in enumerate(contents):
+                line_id = message_id_for("team", carol_id, now + i, content, bytes(8))
+                crafted.add(line_id)
+                msg = sds_pb2.SdsMessage(sender_id=carol_id, message_id=line_id,
+                                         channel_id="team", lamport_timestamp=now + i,
+                                         content=content)  # fmt: skip
+                envs.append(seal(msg.SerializeToString(), ident, stolen.sending_key()))
+            await alice.node.transport.unsubscribe([mc_a.topic])  # alice hears none of it
+            ghost = hub.transport()
+
+            async def ignore(_env: bytes) -> None:
+                return None
+
+            ghost.start(ignore, lambda _status: None)
+            for env in envs:
+                assert await ghost.publish(env)
+            await wait_until(lambda: any(isinstance(e, Delivered) and e.message_id == line_id
+                                         for e in bob.events))  # fmt: skip
+            await alice.node.transport.subscribe([mc_a.topic])
+            await alice.node.remove_member("team", carol_id)
+            await wait_until(lambda: any(line_id in e.data.get("ids", ())  # type: ignore[operator]
+                                         for e in _members(bob.events, "refused")))  # fmt: skip
+            lines = await asyncio.to_thread(read_history, tmp_path / "bob", "team")
+            marked = [ln for ln in lines if ln.message_id == line_id]
+            assert marked and marked[0].refused and marked[0].to_json()["refused"] is True
+            # her key share too (alice never held it), and nothing else
+            assert {ln.message_id for ln in lines if ln.refused} == crafted
+        finally:
+            for h in (alice, bob):
+                await h.node.close()
+
+    run(main(), 90)
+
+
+def _roles(node: object, channel: str = "team") -> dict[str, str]:
+    mc = node.members_channel(channel)  # type: ignore[attr-defined]
+    return {m.name: m.role for m in mc.roster.members.values()}
+
+
+def test_admin_and_unadmin_by_command_checked_by_the_chains_rules(tmp_path: Path) -> None:
+    """``/admin NAME`` and ``/unadmin NAME`` (issue 39 §4): only an admin, never the last
+    admin demoted, a name that several members' names look like is refused (say which),
+    and every member ends with the same roles."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "alice", hub, name="alice", channels=())
+        bob = await start_node(tmp_path / "bob", hub, name="bob", channels=())
+        carol = await start_node(tmp_path / "carol", hub, name="carol", channels=())
+        nodes = (alice, bob, carol)
+        said: list[NodeEvent] = []
+        try:
+            await alice.node.create_channel("team")
+            for h in (bob, carol):
+                await h.node.join_by_invite(await alice.node.make_invite("team"), timeout_s=20)
+            await wait_until(lambda: all(len(_roles(h.node)) == 3 for h in nodes))
+
+            with pytest.raises(ValueError, match="only an admin"):
+                await run_members_command(bob.node, "admin", "carol", "team", said.append)
+            with pytest.raises(ValueError, match="last admin"):
+                await run_members_command(alice.node, "unadmin", "alice", "team", said.append)
+            await run_members_command(alice.node, "admin", "bob", "team", said.append)
+            await wait_until(lambda: all(_roles(h.node)["bob"] == "admin" for h in nodes))
+            with pytest.raises(ValueError, match="an admin already"):
+                await run_members_command(alice.node, "admin", "@bob", "team", said.append)
+            with pytest.raises(ValueError, match="not an admin already"):
+                await run_members_command(bob.node, "unadmin", "carol", "team", said.append)
+
+            # bob, an admin now, demotes alice: she can no longer change roles
+            await run_members_command(bob.node, "unadmin", "alice", "team", said.append)
+            await wait_until(lambda: all(_roles(h.node)["alice"] == "member" for h in nodes))
+            with pytest.raises(ValueError, match="only an admin"):
+                await run_members_command(alice.node, "admin", "carol", "team", said.append)
+
+            # a look-alike of carol, added by bob (an admin's own choice): "carol" now
+            # names two members, and /admin refuses to guess
+            twin = bytes(PrivateKey.generate().public_key)
+            from net.identity import Identity
+
+            await bob.node.post_content("team", encode_add(MemberInfo(
+                Identity.generate().public_key, twin, "Carol")))  # fmt: skip
+            await wait_until(lambda: all(len(_roles(h.node)) == 4 for h in nodes))
+            with pytest.raises(ValueError, match="names several members"):
+                await run_members_command(bob.node, "admin", "carol", "team", said.append)
+            cid = carol.node.sender_id
+            await run_members_command(bob.node, "admin", f"carol ({cid[:8]})", "team", said.append)
+            await wait_until(lambda: all(_roles(h.node)["carol"] == "admin" for h in nodes))
+            states = {h.node.members_channel("team").roster.state_hash() for h in nodes}  # type: ignore[union-attr]
+            assert len(states) == 1  # one membership state everywhere
+        finally:
+            for h in nodes:
+                await h.node.close()
+
+    run(main())

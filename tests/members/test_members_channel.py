@@ -7,7 +7,9 @@ network: what reaches whom is chosen by the test.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import os
 import stat
 from pathlib import Path
@@ -54,7 +56,8 @@ class Person:
         mc = self.mc
         assert mc is not None
         self.lamport += 1
-        mid = f"{self.lamport:06d}-{next(_ids):06d}-{self.name}"
+        seed = f"{self.lamport:06d}-{next(_ids):06d}-{self.name}"
+        mid = hashlib.sha256(seed.encode()).hexdigest()
         body = content
         msg = sds_pb2.SdsMessage(sender_id=self.id, message_id=mid, channel_id="team",
                                  lamport_timestamp=self.lamport, content=body)  # fmt: skip
@@ -117,22 +120,19 @@ def newcomer(admin: Person, name: str) -> Person:
     assert mc is not None
     p = Person(name)
     p.mc = MembersChannel("team", mc.channel_id, p.id, mc.epoch_keys,
-                          GroupKeys(mc.channel_id, p.id))  # fmt: skip
-    for _mid, (_, _, _, env) in sorted(mc.controls.items(), key=lambda kv: kv[1][1]):
-        assert env is not None
-        p.receive(env)
+                          GroupKeys(mc.channel_id, p.id), signer=p.identity)  # fmt: skip
+    p.mc.import_history(mc.membership_records(), 0)
     return p
 
 
 def founded_team() -> tuple[Person, Person, Person]:
     alice, bob, carol = Person("alice"), Person("bob"), Person("carol")
-    mc, create = MembersChannel.create("team", MemberInfo(alice.identity.public_key, b"\0" * 32,
-                                                          "alice"), alice.id)  # fmt: skip
+    mc, create = MembersChannel.create("team", "alice", alice.identity)
     alice.mc = mc
     first = alice.send(create)
     for p in (bob, carol):  # what an invite hands a newcomer: channel id and outer keys
         p.mc = MembersChannel("team", mc.channel_id, p.id, mc.epoch_keys,
-                              GroupKeys(mc.channel_id, p.id))  # fmt: skip
+                              GroupKeys(mc.channel_id, p.id), signer=p.identity)  # fmt: skip
         p.receive(first)
     adds = [alice.send(encode_add(bob.info())), alice.send(encode_add(carol.info()))]
     broadcast(adds, bob, carol)
@@ -193,7 +193,7 @@ def test_a_removed_member_with_its_whole_state_opens_no_envelope_sent_after_remo
     assert opened == 0
     # and what carol sends now is dropped by the members
     carol_env = carol.send(b"let me in")
-    assert bob.receive(carol_env) in ("not_a_member", "wrong_key_or_tampered")
+    assert bob.receive(carol_env) in ("outside_cut", "wrong_key_or_tampered")
 
 
 def test_a_removed_member_opens_no_carried_copy_of_a_line_sent_after_removal(
@@ -266,24 +266,29 @@ def test_the_members_file_restores_keys_list_and_sessions(tmp_path: Path) -> Non
     alice, bob, _ = founded_team()
     secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
     path = secrets_file.members_file(tmp_path, "team")
+    log = secrets_file.records_file(tmp_path, "team")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    # the membership events are kept (create, two adds), not the three key shares
-    import json
-
-    assert len(bob.mc.controls) == 6  # type: ignore[union-attr]
-    assert len(json.loads(path.read_bytes())["controls"]) == 3
-    # a file of the earlier version kept every control: read, and written back smaller
-    doc = json.loads(path.read_bytes())
-    doc["controls"] = [[mid, a, lam, secrets_file._b64(c), secrets_file._b64(e)]
-                       for mid, (a, lam, c, e) in bob.mc.controls.items()]  # type: ignore[union-attr]
-    path.write_text(json.dumps(doc))
-    older = secrets_file.load(tmp_path, "team")
-    assert older is not None and len(older.controls) == 6
-    secrets_file.save(tmp_path, older)
-    assert len(json.loads(path.read_bytes())["controls"]) == 3
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    # the membership events are kept (create, two adds), not the key shares, and
+    # without the envelopes that carried them (a chained event is signed in itself)
+    rows = [json.loads(line) for line in log.read_bytes().splitlines()]
+    assert len(rows) == 3 and all(r[4] is None for r in rows)
+    # appended, never rewritten: a new event adds one line, the state stays as it was
+    state_before = path.read_bytes()
+    dave = Person("dave")
+    dave.mc = MembersChannel("team", alice.mc.channel_id, dave.id, alice.mc.epoch_keys,  # type: ignore[union-attr]
+                             GroupKeys(alice.mc.channel_id, dave.id), signer=dave.identity)  # type: ignore[union-attr]
+    bob.receive(alice.send(encode_add(dave.info())))
+    secrets_file.save(tmp_path, bob.mc, state=False)  # type: ignore[arg-type]
+    assert len(log.read_bytes().splitlines()) == 4 and path.read_bytes() == state_before
+    # a line torn by a crash is dropped at the next start, and the file cut there
+    with log.open("ab") as f:
+        f.write(b'["torn", "x"')
     restored = secrets_file.load(tmp_path, "team")
     assert restored is not None
+    assert not log.read_bytes().endswith(b'"x"') and len(log.read_bytes().splitlines()) == 4
     assert restored.roster.listing() == bob.mc.roster.listing()  # type: ignore[union-attr]
+    assert restored.roster.state_hash() == bob.mc.roster.state_hash()  # type: ignore[union-attr]
     assert restored.sending_key() == bob.mc.sending_key()  # type: ignore[union-attr]
     bob.mc = restored
     env = alice.send(b"after restart")
@@ -482,6 +487,110 @@ def test_a_newcomer_after_a_removal_asks_no_rekey_for_the_epoch_before_its_add()
     assert dave.receive(line) == "" and dave.shown == [b"hello"]
     assert "epoch_without_our_key" not in dave.mc.counters  # type: ignore[union-attr]
     assert dave.mc.sending_key().key == alice.mc.sending_key().key  # type: ignore[union-attr]
+
+
+def test_a_line_shown_before_the_removal_came_is_refused_by_its_cut_and_a_later_one_at_once(
+) -> None:
+    """carol's line reaches bob but not alice; alice removes carol with the ids she holds
+    (the cut): bob marks the line he showed as refused, and refuses at the gate any other
+    line of carol's, whatever its Lamport time, while a late copy of one in the cut is
+    taken."""
+    from app.members.cut import id_bytes
+
+    alice, bob, carol = founded_team()
+    seen = alice.send(b"carol, hi")
+    broadcast([seen], bob, carol)
+    before = carol.send(b"seen by both")
+    broadcast([*carol.outbox, before], alice, bob)
+    only_bob = carol.send(b"seen by bob only")
+    assert bob.receive(only_bob) == "" and bob.shown[-1] == b"seen by bob only"
+    held = [m for m in (_mid(e, alice) for e in [*carol.outbox, before]) if m]
+    assert all(id_bytes(m) is not None for m in held)
+    [removal] = [alice.send(c) for c in alice.mc.remove(carol.id, held)]  # type: ignore[union-attr]
+    bob.receive(removal)
+    mc = bob.mc
+    assert mc is not None and mc.cuts_done and mc.cuts_done[-1][1] == carol.id
+    assert mc.outside_cuts(carol.id, [*held, _mid(only_bob, bob)]) == [_mid(only_bob, bob)]
+    carol.lamport = 1  # back-dated as far as it goes
+    late = carol.send(b"after, back-dated")
+    assert bob.receive(late) == "outside_cut"
+    assert bob.receive(before) in ("", "already_read")  # a copy of one in the cut passes the gate
+
+
+def _mid(env: bytes, reader: Person) -> str:
+    assert reader.mc is not None
+    opened = open_for_topic(env, lambda t: reader.mc.opening_keys())  # type: ignore[union-attr]
+    assert opened.sds_message is not None
+    return opened.sds_message.message_id
+
+
+def test_a_large_cut_comes_in_signed_parts_and_judges_only_once_complete() -> None:
+    from app.members.cut import CUT_INLINE
+
+    alice, bob, carol = founded_team()
+    held = [os.urandom(32).hex() for _ in range(CUT_INLINE * 3)]
+    contents = alice.mc.remove(carol.id, held)  # type: ignore[union-attr]
+    envs = [alice.send(c) for c in contents]
+    assert len(envs) == 3  # two parts, then the removal
+    bob.receive(envs[-1])  # the removal first: its cut waits for its parts
+    mc = bob.mc
+    assert mc is not None and not mc.roster.is_member(carol.id)
+    assert mc.roster.judge(carol.id, held[0]) == ("cut_pending", True)
+    broadcast(envs[:-1], bob)
+    assert mc.roster.judge(carol.id, held[0]) == ("", False)
+    assert mc.roster.judge(carol.id, os.urandom(32).hex()) == ("outside_cut", False)
+    assert mc.roster.state_hash() == alice.mc.roster.state_hash()  # type: ignore[union-attr]
+
+
+def test_a_channel_made_before_chaining_is_upgraded_by_its_creators_genesis(
+    tmp_path: Path,
+) -> None:
+    """The first version's events (folded by Lamport time) become a genesis that the
+    creator's node signs once; afterwards an unchained event is refused, everywhere."""
+    from app.members.events import encode_create, encode_remove
+
+    alice, bob, dave = Person("alice"), Person("bob"), Person("dave")
+    keys = GroupKeys(b"", alice.id)
+    own = MemberInfo(alice.identity.public_key, keys.share_key, "alice")
+    channel_id, create = encode_create("team", own, bytes(range(32)))
+    outer = os.urandom(32)
+    for p in (alice, bob):
+        p.mc = MembersChannel("team", channel_id, p.id, [outer],
+                              GroupKeys(channel_id, p.id, share_secret=(
+                                  keys.share_secret if p is alice else None)),
+                              signer=p.identity)  # fmt: skip
+    legacy = [alice._send(create, 0), alice._send(encode_add(bob.info()), 0)]
+    broadcast(legacy, bob)
+    assert not bob.mc.roster.chained and bob.mc.roster.is_member(bob.id)  # type: ignore[union-attr]
+    assert not bob.mc.genesis_due() and alice.mc.genesis_due()  # type: ignore[union-attr]
+    # the first version's members file: read, and written back in this form
+    secrets_file.save(tmp_path, bob.mc)  # type: ignore[arg-type]
+    upgraded = alice.post_due()  # the genesis, with a fresh epoch key for everyone
+    assert alice.mc.roster.chained and not alice.mc.genesis_due()  # type: ignore[union-attr]
+    broadcast(upgraded, bob)
+    assert bob.mc.roster.chained  # type: ignore[union-attr]
+    assert bob.mc.roster.listing() == alice.mc.roster.listing()  # type: ignore[union-attr]
+    assert bob.mc.sending_key().key == alice.mc.sending_key().key != outer  # type: ignore[union-attr]
+    # an unchained event now: refused at the gate, with its reason
+    stale = alice._send(encode_remove(bob.id), 0)
+    assert bob.receive(stale) == "unchained"
+    assert bob.mc.roster.is_member(bob.id)  # type: ignore[union-attr]
+    # events go on chained: alice adds dave, bob reads it
+    dave.mc = MembersChannel("team", channel_id, dave.id, [outer], GroupKeys(channel_id, dave.id),
+                             signer=dave.identity)  # fmt: skip
+    bob.receive(alice.send(encode_add(dave.info())))
+    assert bob.mc.roster.is_member(dave.id)  # type: ignore[union-attr]
+    restored = secrets_file.load(tmp_path, "team")  # bob's file from before the genesis
+    assert restored is not None and not restored.roster.chained
+
+
+def test_a_member_renames_itself_with_a_chained_event_and_nobody_else_can() -> None:
+    alice, bob, carol = founded_team()
+    env = bob.send(bob.mc.rename("robert"))  # type: ignore[union-attr]
+    broadcast([env], alice, carol)
+    for p in (alice, bob, carol):
+        assert p.mc.roster.member(bob.id).name == "robert"  # type: ignore[union-attr]
+    assert alice.mc.roster.state_hash() == carol.mc.roster.state_hash()  # type: ignore[union-attr]
 
 
 def test_a_share_taken_on_arrival_then_on_delivery_keeps_what_was_read_forgotten(

@@ -186,7 +186,7 @@ def typed(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefore]:
         box = app.chat.query_one("#input")
         box.value = text
         await pilot.press("enter")
-        await wait_until(lambda: app.pending_commands == 0)
+        await wait_until(lambda: app.commands.pending == 0)
 
     async def run_before(pilot: Any) -> None:
         await asyncio.wait_for(app.ready.wait(), 30)
@@ -276,7 +276,7 @@ def main_screen(base: Path, *, theme: str = "dark") -> tuple[SdsChatApp, RunBefo
         box = app.chat.query_one("#input")
         box.value = text
         await pilot.press("enter")
-        await wait_until(lambda: app.pending_commands == 0)
+        await wait_until(lambda: app.commands.pending == 0)
 
     async def run_before(pilot: Any) -> None:
         await asyncio.wait_for(app.ready.wait(), 30)
@@ -378,10 +378,11 @@ def search_screen(base: Path) -> tuple[SdsChatApp, RunBefore]:
         await pilot.press("ctrl+f")
         await pilot.press(*"bloom")  # found as you type, highlighted in the log
         await wait_until(
-            lambda: app._find is not None and app._find.text == "bloom" and app._find.index == 0
+            lambda: app.finder.state is not None and app.finder.state.text == "bloom"
+            and app.finder.state.index == 0
         )
         await pilot.press("up")  # the match before the newest
-        await wait_until(lambda: app._find is not None and app._find.index == 1)
+        await wait_until(lambda: app.finder.state is not None and app.finder.state.index == 1)
         await steady(app, pilot)
 
     return app, run_before

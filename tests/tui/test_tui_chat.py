@@ -156,7 +156,7 @@ async def test_failed_then_retry_key(tmp_path: Path) -> None:
                     (r := row_with(app, "nobody hears this")) is not None
                     and r.own_state == "failed"
                 ),
-                base=20,
+                base=60,  # a resend round and the give-up, on a loaded machine
                 what="failed",
             )
             await pilot.pause()

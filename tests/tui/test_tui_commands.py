@@ -20,7 +20,7 @@ from tui_helpers import (
 
 from app.chat.lines import encode_content
 from app.node.transport import MemoryHub
-from app.tui.app import TUI_STATE_FILE
+from app.tui.app import INPUT_HISTORY_FILE, TUI_STATE_FILE
 from app.tui.model import MAX_WINDOW, PAGE
 from app.tui.screens.dialogs import HelpScreen, PassphraseScreen, TextScreen
 from app.tui.widgets.chat_input import ChatInput
@@ -65,6 +65,57 @@ async def test_join_switch_leave_nick_me(tmp_path: Path) -> None:
             assert any("usage: /join NAME" in n for n in notes)
             await type_line(pilot, "//not a command")
             await wait_until(lambda: "/not a command" in bob.texts("general"))
+    finally:
+        await bob.close()
+
+
+async def test_forget_a_channel_left_here_too(tmp_path: Path) -> None:
+    """/forget NAME (issue 41 item 6: the TUI listed it, and had no handler): a channel
+    you left is forgotten as in headless mode (its history and keys), and the TUI keeps
+    nothing of it either (where you left off, what you typed there, its name for Tab);
+    a joined channel, or one never joined, is refused and the line comes back."""
+    hub = MemoryHub()
+    bob = await start_peer(tmp_path / "bob", hub, "bob", seed=2, channels=("general", "ops"))
+    data = tmp_path / "alice"
+    app = tui(data, hub.transport())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await started(app)
+            box = app.chat.query_one(ChatInput)
+            await type_line(pilot, "/join ops")
+            await wait_until(lambda: app.model.current == "ops", what="joined ops")
+            await type_line(pilot, "secret plans for ops")
+            await wait_until(lambda: "secret plans for ops" in bob.texts("ops"))
+            await type_line(pilot, "/switch general")  # where you left off in #ops: kept
+            await type_line(pilot, "/forget ops")
+            assert box.value == "/forget ops" and "#ops is joined: /leave it first" in str(
+                box.border_subtitle)  # fmt: skip
+            box.value = ""
+            await type_line(pilot, "/leave ops")
+            await wait_until(lambda: app.model.order == ["general"], what="left ops")
+            assert "ops" in json.loads((data / TUI_STATE_FILE).read_text())["last_read"]
+            assert await app.node.store.get_channel("ops") is not None  # left: history stays
+            assert "ops" in app.saved.histories
+            box.value, box.cursor_position = "/join o", 7
+            await pilot.press("tab")
+            assert box.value == "/join ops "
+            box.value = ""
+            await type_line(pilot, "/forget #ops")
+            await wait_until(lambda: any("forgot #ops" in n.message for n in app._notifications),
+                             what="the node's notice")  # fmt: skip
+            assert await app.node.store.get_channel("ops") is None
+            assert await app.node.store.page("ops", limit=10) == []
+            assert "ops" not in json.loads((data / TUI_STATE_FILE).read_text())["last_read"]
+            assert "ops" not in app.saved.histories
+            assert "secret plans" not in (data / INPUT_HISTORY_FILE).read_text()
+            box.value, box.cursor_position = "/join o", 7
+            await pilot.press("tab")
+            assert box.value == "/join o"  # nothing left to complete
+            box.value = ""
+            await type_line(pilot, "/forget nowhere")
+            assert box.value == "/forget nowhere"
+            assert str(box.border_subtitle).endswith("holds no channel 'nowhere'")
+            assert app.model.order == ["general"] and "general" in app.node.channels
     finally:
         await bob.close()
 
@@ -311,13 +362,13 @@ async def test_older_page_is_ready_before_the_reader_reaches_the_top(tmp_path: P
     await seed_history(tmp_path / "alice", 1000)
     app = tui(tmp_path / "alice", MemoryHub().transport())
     asked_at: list[float] = []
-    page_older = app._page_older
+    page_older = app.pager.older
 
-    def spy(channel: str) -> object:
+    def spy(channel: str) -> None:
         asked_at.append(app.chat.query_one(MessageLog).scroll_y)
-        return page_older(channel)
+        page_older(channel)
 
-    app._page_older = spy  # type: ignore[method-assign]
+    app.pager.older = spy  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
         await started(app)
         log = app.chat.query_one(MessageLog)

@@ -135,7 +135,7 @@ async def test_input_history_is_per_channel_and_survives_a_restart(tmp_path: Pat
             for i in range(HISTORY_KEPT + 5):  # more than is kept on disk
                 box.remember(f"old {i}")
             box.remember("only in ops, again")
-            app._history_changed("ops")
+            app.saved.history_changed("ops")
         path = tmp_path / "alice" / INPUT_HISTORY_FILE
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         saved = json.loads(path.read_text())
@@ -237,7 +237,7 @@ async def test_online_now_is_told_apart_from_heard_from(tmp_path: Path) -> None:
         # bob goes quiet (his node closed: no sync messages any more) for longer than
         # the online window: still in the list, as heard from, no longer online
         await bob.close()
-        ahead[0] = app.online_window_ms() / 1000 + 5
+        ahead[0] = app.online.window_ms() / 1000 + 5
         await wait_until(lambda: "· 0 online · 1 heard from" in screen_text(app), what="away")
         entries = app.chat.query_one(PeerList).entries
         assert [e.online for e in entries] == [True, False]

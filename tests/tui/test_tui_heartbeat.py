@@ -35,12 +35,12 @@ async def test_a_quiet_tui_is_heard_and_a_heartbeat_keeps_an_away_away(tmp_path:
             assert any(p.sender_id == alice for p in bob.node.peers("general"))
             # bob says he is away, then his heartbeat comes: still away at alice's
             await bob.node.send_ephemeral("general", encode_presence("away", "bob", "lunch"))
-            await wait_until(lambda: bob.node.sender_id in app.presence, what="bob away")
+            await wait_until(lambda: bob.node.sender_id in app.online.said, what="bob away")
             await bob.node.send_ephemeral("general", encode_presence("here", "bob"))
             await bob.say("still typing from the café")
             await wait_until(lambda: bob.node.sender_id in app.model.names, what="bob's line")
             await pilot.pause()
-            assert app.presence[bob.node.sender_id][0] == "away"
-            assert app._away_text(bob.node.sender_id) == "away: lunch"
+            assert app.online.said[bob.node.sender_id][0] == "away"
+            assert app.online.away_text(bob.node.sender_id) == "away: lunch"
     finally:
         await bob.close()

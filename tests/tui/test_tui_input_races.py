@@ -22,20 +22,20 @@ async def test_a_late_refusal_does_not_put_back_a_line_submitted_before_a_newer_
     the tmux test a retried ``/save PATH`` turned into a chat message."""
     async with alice_and_bob(tmp_path) as (app, pilot, _bob):
         gate = asyncio.Event()
-        file_command = app._file_command
+        run = app.commands.run
 
         async def slow(*args: Any) -> None:  # the real command, once the gate opens
             await gate.wait()
-            await file_command(*args)
+            await run(*args)
 
-        app._file_command = slow  # type: ignore[method-assign]
+        app.commands.run = slow  # type: ignore[method-assign]
         box = app.chat.query_one(ChatInput)
         await pilot.press(*"/save", "enter")
         await pilot.press(*"/save notes.txt", "enter")
-        await wait_until(lambda: app.pending_commands == 2, what="both lines queued")
+        await wait_until(lambda: app.commands.pending == 2, what="both lines queued")
         assert box.value == ""
         gate.set()
-        await wait_until(lambda: app.pending_commands == 0, what="both refused")
+        await wait_until(lambda: app.commands.pending == 0, what="both refused")
         await pilot.pause()
         assert box.value == "/save notes.txt"  # the newest refused line, with its reason
         assert "no file here to save" in str(box.border_subtitle)

@@ -44,7 +44,7 @@ async def test_find_as_you_type_highlights_and_steps_through_the_stored_history(
         await pilot.press("ctrl+f")
         assert bar.display and app.chat.query_one(FindInput).has_focus
         await pilot.press(*"MESSAGE 123")  # no Enter: it searches as you type, any case
-        state = app._find
+        state = app.finder.state
         assert state is not None
         await wait_until(  # (a pause while typing may search "MESSAGE 1" first)
             lambda: state.text == "MESSAGE 123" and state.index == 0, what="found"
@@ -76,14 +76,14 @@ async def test_find_as_you_type_highlights_and_steps_through_the_stored_history(
         # Enter: the bar closes, the match stays selected (for /reply, /info)
         await pilot.press("enter")
         await pilot.pause()
-        assert not bar.display and app._find is None and log.find is None
+        assert not bar.display and app.finder.state is None and log.find is None
         assert app.chat.query_one(ChatInput).has_focus
         assert log.selected_row() is row and not highlighted(log)
         # Esc leaves: back to the newest messages
         await type_line(pilot, "/search message 7")
         assert bar.display and app.chat.query_one(FindInput).value == "message 7"
-        await wait_until(lambda: app._find is not None and app._find.index == 0
-                         and app._find.text == "message 7")  # fmt: skip
+        await wait_until(lambda: app.finder.state is not None and app.finder.state.index == 0
+                         and app.finder.state.text == "message 7")  # fmt: skip
         await pilot.press("escape")
         await wait_until(lambda: log.view.at_tail, what="back at the newest")
         await pilot.pause()
@@ -92,8 +92,8 @@ async def test_find_as_you_type_highlights_and_steps_through_the_stored_history(
         # nothing found: said, nothing moves
         await pilot.press("ctrl+f")
         await pilot.press(*"no such words")
-        await wait_until(lambda: app._find is not None and app._find.searched
-                         and app._find.text == "no such words")  # fmt: skip
+        await wait_until(lambda: app.finder.state is not None and app.finder.state.searched
+                         and app.finder.state.text == "no such words")  # fmt: skip
         await pilot.pause()
         assert "no match" in screen_text(app) and log.view.at_tail
 
@@ -130,8 +130,8 @@ async def test_search_all_channels_lists_channel_author_time_and_jumps(tmp_path:
         assert row is not None and row.text == "deploy on friday"
         # the find bar is open on the same text there: Up/Down go on in #random
         bar = app.chat.query_one(FindBar)
-        await wait_until(lambda: app._find is not None and app._find.searched
-                         and app._find.text == "deploy")  # fmt: skip
+        await wait_until(lambda: app.finder.state is not None and app.finder.state.searched
+                         and app.finder.state.text == "deploy")  # fmt: skip
         assert bar.display and app.chat.query_one(FindInput).value == "deploy"
         await pilot.press("escape")
         await pilot.pause()

@@ -274,7 +274,7 @@ async def type_line(pilot: Any, line: str) -> None:
     box.value = line
     box.cursor_position = len(line)
     await pilot.press("enter")
-    await wait_until(lambda: pilot.app.pending_commands == 0, what=f"{line!r} done")
+    await wait_until(lambda: pilot.app.commands.pending == 0, what=f"{line!r} done")
     await pilot.pause()
 
 

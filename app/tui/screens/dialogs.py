@@ -15,7 +15,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static, TextArea
 
-from app.commands.table import COMMANDS
+from app.commands.front import TUI
+from app.commands.table import help_rows
 from app.tui.config import TuiConfig, key_label
 from app.tui.model import STATE_GLYPHS
 from app.tui.render import state_label
@@ -105,9 +106,9 @@ def help_text(config: TuiConfig | None = None) -> Text:
         out.append(f"  {key:<22}", "bold")
         out.append(f"{what}\n")
     out.append("\nCommands\n", "bold underline")
-    for c in COMMANDS:
-        out.append(f"  {c.usage:<22}", "bold")
-        out.append(f"{c.help}\n")
+    for usage, what in help_rows(TUI):
+        out.append(f"  {usage:<22}", "bold")
+        out.append(f"{what}\n")
     out.append("  //text".ljust(24), "bold")
     out.append("send a line that starts with /\n")
     out.append("\nMarkers and states\n", "bold underline")
@@ -133,9 +134,7 @@ def help_grid(config: TuiConfig | None = None) -> Group:
     def title(text: str) -> Text:
         return Text(text, "bold underline")
 
-    commands = [(c.usage, c.help) for c in COMMANDS] + [
-        ("//text", "send a line that starts with /")
-    ]
+    commands = [*help_rows(TUI), ("//text", "send a line that starts with /")]
     markers = [(f"{glyph} {name}", what) for glyph, name, what in MARKERS]
     return Group(
         title("Keys"),
