@@ -37,6 +37,8 @@ from nats.aio.subscription import Subscription
 from nats.js import api
 from nats.js.client import JetStreamContext
 
+from net.errors import NetError
+
 __all__ = ["CREATE_TIMEOUT_S", "NATS_ERRORS", "PushReader", "ReaderBroken", "StreamMessage"]
 
 NATS_ERRORS: tuple[type[BaseException], ...] = (nats.errors.Error, OSError, TimeoutError)
@@ -53,7 +55,7 @@ random server) usually succeeds; the owner retries (measured: 1 in 3 attempts ti
 for 40 s after a replica's server was killed)."""
 
 
-class ReaderBroken(Exception):
+class ReaderBroken(NetError):
     """The consumer stopped delivering in order: make a new reader from ``next_seq``."""
 
 

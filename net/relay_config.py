@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from net.forwarded import parse_networks
 from net.hosts import HostGrouping, is_loopback_host
 from net.relay_log import LogFormat
+from net.sizes import parse_size
 from net.urls import check_nats_url, redact_url
 
 __all__ = [
@@ -329,8 +330,6 @@ def add_nats_arguments(
 
 
 def _size(text: str) -> int:
-    from net.store_config import parse_size  # stdlib only
-
     try:
         return parse_size(text)
     except ValueError as exc:

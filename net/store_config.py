@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from net.hosts import HostGrouping
 from net.relay_config import check_nats_options
 from net.relay_log import LogFormat
+from net.sizes import parse_size
 from net.urls import check_ws_url
 
 if TYPE_CHECKING:  # storage imports SQLite: only when a store runs
@@ -55,8 +56,6 @@ DEFAULT_STORE_PORT = 8766
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000,
                 "w": 7 * 86_400_000}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 
@@ -71,19 +70,6 @@ def parse_duration_ms(text: str) -> int:
         raise ValueError(f"not a duration: {text!r} (examples: 30d, 12h, 90m, 45s, 0)")
     unit = m.group(2) or "s"
     return int(float(m.group(1)) * _DURATION_MS[unit])
-
-
-def parse_size(text: str) -> int:
-    """``"1G"``, ``"500M"``, ``"64k"``, ``"1GiB"`` (powers of 1024) or plain bytes -> bytes.
-
-    Raises:
-        ValueError: anything else.
-    """
-    m = _SIZE.match(text)
-    if m is None:
-        raise ValueError(f"not a size: {text!r} (examples: 1G, 500M, 64k, 0)")
-    unit = (m.group(2) or "").lower()[:1]
-    return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
 def parse_host_port(text: str, default_port: int = DEFAULT_STORE_PORT) -> tuple[str, int]:

@@ -344,8 +344,8 @@ class JetStreamArchive:
         for _ in range(1000):  # bounded by the deadline: a leader may be being elected
             try:
                 await self._ensure_stream()
-                self._index = await self._bucket(s.index_bucket, ttl=s.backstop()[1] or None)
-                meta = await self._bucket(s.meta_bucket)
+                self._index = await self.bucket(s.index_bucket, ttl=s.backstop()[1] or None)
+                meta = await self.bucket(s.meta_bucket)
                 self._id = await self._archive_id(meta)
                 break
             except (TimeoutError, nats.errors.Error) as exc:
@@ -442,7 +442,7 @@ class JetStreamArchive:
                              note="another store peer with other limits or --replicas would "
                              "change them back: give every store peer the same")
 
-    async def _bucket(self, name: str, ttl: float | None = None) -> KeyValue:
+    async def bucket(self, name: str, ttl: float | None = None) -> KeyValue:
         js = self.js
         try:
             return await js.key_value(name)

@@ -45,8 +45,10 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from nats.aio.client import Client as NatsClient
+from nats.js.client import JetStreamContext
 from nats.js.errors import (
     APIError,
     KeyDeletedError,
@@ -60,10 +62,45 @@ from net.relay_log import RelayLogger
 from net.store_engine import ArchiveUnavailable, RetentionRun
 from storage.retention import Holder, RetentionRule
 
-if TYPE_CHECKING:
-    from net.store_jetstream import JetStreamArchive
-
 __all__ = ["LEASE_KEY", "Holdings", "RetentionLease"]
+
+
+
+class LeaseSettings(Protocol):
+    """What the lease reads of the archive's settings (``JetStreamSettings``)."""
+
+    @property
+    def stream(self) -> str: ...
+    @property
+    def subjects(self) -> str: ...
+    @property
+    def lease_bucket(self) -> str: ...
+    @property
+    def lease_s(self) -> float: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def max_age_ms(self) -> int: ...
+    @property
+    def audit_delay_s(self) -> float: ...
+
+
+class LeaseArchive(Protocol):
+    """The archive as the lease uses it (``net.store_jetstream.JetStreamArchive``, which
+    owns the lease; the lease never imports it back)."""
+
+    @property
+    def settings(self) -> LeaseSettings: ...
+    @property
+    def nc(self) -> NatsClient: ...
+    @property
+    def js(self) -> JetStreamContext: ...
+    @property
+    def index(self) -> KeyValue: ...
+    async def bucket(self, name: str, ttl: float | None = None) -> KeyValue: ...
+    async def indexed(self, digest: bytes) -> tuple[int, int] | None: ...
+    async def delete_message(self, seq: int) -> bool: ...
+
 
 _WRONG_LAST = (10071, 10164)  # JetStream: "wrong last sequence" (a conditional write lost)
 LEASE_KEY = "retention"
@@ -137,7 +174,7 @@ class Holdings:
 class RetentionLease:
     """The retention lease of one store peer (see the module docstring)."""
 
-    def __init__(self, archive: JetStreamArchive, meta: KeyValue, log: RelayLogger, *,
+    def __init__(self, archive: LeaseArchive, meta: KeyValue, log: RelayLogger, *,
                  wake: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.archive = archive
         self.meta = meta
@@ -199,7 +236,7 @@ class RetentionLease:
     async def _tick(self) -> None:
         if self._bucket is None:
             try:
-                self._bucket = await self.archive._bucket(self.archive.settings.lease_bucket,
+                self._bucket = await self.archive.bucket(self.archive.settings.lease_bucket,
                                                           ttl=self.lifetime)  # fmt: skip
             except _FAILURES:
                 return
