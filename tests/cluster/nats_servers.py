@@ -11,7 +11,7 @@ TLS or JetStream limits (``extra``, ``max_file_store``).
 
 Client and route ports are chosen free. Servers listen on 127.0.0.1, or, for a
 partition test, on the addresses of a network namespace the test created and of
-its link (:mod:`netns`): ``placement`` gives each server its ``(client host, route
+its link (:mod:`partition_netns`): ``placement`` gives each server its ``(client host, route
 host, namespace)``.
 Nothing listens on or talks to another address.
 """

@@ -25,7 +25,7 @@ from typing import Any
 import nats
 import pytest
 from nats_servers import NatsServer, NatsServers, restart, start_nats
-from netns import Namespace, available
+from partition_netns import Namespace, available
 from store_js_helpers import CapturedLog, channel, js_archive, wait_for
 
 from net.identity import Identity
