@@ -17,10 +17,10 @@ first match wins):
 =====================================  ===================================================
 the network (relays, LAN)              the store peers
 =====================================  ===================================================
-1. ``--invite CODE`` (its relays,      1. ``--store URL``
+1. ``--invite CODE`` (its relays,      1. ``--store URL`` (repeatable)
    unless ``--relay``); ``--link``     2. the last run's (``setup.json``)
-   (a later issue) goes here too       3. a store announced on the LAN
-2. ``--relay``, ``--lan``,
+   (a later issue) goes here too       3. the config file's ``store``
+2. ``--relay``, ``--lan``,             4. a store announced on the LAN
    ``--interface``
 3. the last run's (``setup.json``)
 4. the config file's ``relay``
@@ -190,11 +190,13 @@ def apply_last_setup(args: argparse.Namespace, config: dict[str, Any]) -> StartP
         plan.network_from = "config file" if config.get("relay") else "LAN"
         network = LastSetup()
     stores: tuple[str, ...] = ()
-    if getattr(args, "store", None) is not None:
-        plan.store_from, stores = "flags", (args.store,)
+    given_stores = getattr(args, "store", None)  # --store is repeatable: a list
+    if given_stores is not None:
+        plan.store_from = "flags"
+        stores = (given_stores,) if isinstance(given_stores, str) else tuple(given_stores)
     elif last.stores:
         plan.store_from, stores = "last run", last.stores
-        args.store = last.stores[0]  # one store peer a node uses (several: a later issue)
+        args.store = list(last.stores)  # all of them, in order: the node fails over
     plan.keep = LastSetup(network.relays, network.lan, network.interfaces, network.network,
                           stores, last.open)  # fmt: skip
     return plan

@@ -76,9 +76,10 @@ def _args(**given: object) -> argparse.Namespace:
 
 def test_one_rule_decides_the_relays_and_store_of_a_start(tmp_path: Path) -> None:
     """"A start restores the whole setup": --invite (and --link, later) first, then the
-    network flags, then the last run's, then the config file, then LAN; the store peer
-    from --store, else the last run's. What came from the config file is not kept (it
-    keeps itself); a start that fails keeps nothing (record_start is called once joined)."""
+    network flags, then the last run's, then the config file, then LAN; the store peers
+    from --store (repeatable), else the last run's, else the config file's. What came
+    from the config file is not kept (it keeps itself); a start that fails keeps nothing
+    (record_start is called once joined)."""
     from app.launch.last_setup import apply_last_setup, load_setup, record_start
 
     d = str(tmp_path)
@@ -88,8 +89,9 @@ def test_one_rule_decides_the_relays_and_store_of_a_start(tmp_path: Path) -> Non
     record_start(plan)
     assert not load_setup(tmp_path).network  # nothing to restore: the config file says it
 
+    stores = ["ws://127.0.0.1:7102", "ws://127.0.0.1:7103"]  # --store twice: failover
     plan = apply_last_setup(_args(data_dir=d, relay=["ws://127.0.0.1:7002"],
-                                  store="ws://127.0.0.1:7102"), config)  # fmt: skip
+                                  store=list(stores)), config)  # fmt: skip
     assert (plan.network_from, plan.store_from) == ("flags", "flags")
     assert load_setup(tmp_path) == load_setup(tmp_path / "none")  # not kept before the start
     record_start(plan)
@@ -97,7 +99,8 @@ def test_one_rule_decides_the_relays_and_store_of_a_start(tmp_path: Path) -> Non
     again = _args(data_dir=d)
     plan = apply_last_setup(again, config)  # the last run's beat the config file's
     assert (plan.network_from, again.relay) == ("last run", ["ws://127.0.0.1:7002"])
-    assert (plan.store_from, again.store) == ("last run", "ws://127.0.0.1:7102")
+    assert (plan.store_from, again.store) == ("last run", stores)  # both, in order
+    assert load_setup(tmp_path).stores == tuple(stores)
     assert plan.note.startswith("the relays and the store peer of the last run")
 
     code = _args(data_dir=d, invite="sdschat-invite:x", relay=["ws://127.0.0.1:7003"])
