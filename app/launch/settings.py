@@ -51,6 +51,7 @@ from typing import Any
 
 import sds
 from app.chat.file_quota import DEFAULT_CHANNEL_FILE_BYTES, DEFAULT_FILE_QUOTA_BYTES
+from app.launch.last_setup import StartPlan, apply_last_setup
 from app.node.runtime import DEFAULT_STATE_SAVE_MS
 from net.channel_key import check_channel_name
 from net.urls import check_ws_url
@@ -154,6 +155,9 @@ class NodeSettings:
     """Received file segments kept per sender and channel (``file_quota_mib``)."""
     file_channel_bytes: int = DEFAULT_CHANNEL_FILE_BYTES
     """... per public or passphrase channel, all senders (``file_channel_mib``)."""
+    start: StartPlan | None = None
+    """What the last setup gave this start (:mod:`app.launch.last_setup`), kept by
+    :func:`~app.launch.last_setup.record_start` once the start succeeded."""
 
 
 def default_config_path() -> Path:
@@ -202,7 +206,9 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         "channel",
         nargs="?",
         default=None,
-        help="channel to join (and to which typed lines go); not needed with --invite",
+        help="channel to join (and to which typed lines go); without it (and without "
+        "--invite): the last setup of the data directory, every channel it had joined, "
+        "the one open last shown",
     )
     p.add_argument(
         "--create",
@@ -322,10 +328,6 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
             args.channel = invite.channel
         if args.relay is None and invite.relays:
             args.relay = list(invite.relays)
-    elif args.channel is None:
-        raise ValueError("name a channel to join (or give --invite CODE)")
-    for channel in [args.channel, *(getattr(args, "extra_channels", None) or [])]:
-        check_channel_name(channel)  # all of them before any is joined
     if getattr(args, "no_config", False):
         if args.config:
             raise ValueError("--config and --no-config cannot be used together")
@@ -334,6 +336,11 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         if default.is_file():
             args.config = str(default)  # read by the TUI's keymap and the transport too
     data: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    # the channel (none named: the last setup's), the relays and store peers: the one
+    # precedence rule of app/launch/last_setup.py
+    start = apply_last_setup(args, data)
+    for channel in [args.channel, *(getattr(args, "extra_channels", None) or [])]:
+        check_channel_name(channel)  # all of them before any is joined
     fast = bool(args.fast or data.get("fast", False))
     scale = int(data.get("fast_scale_ms", 1000))
     profile = getattr(args, "profile", None) or data.get("profile", "default")
@@ -407,4 +414,5 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         new_history=bool(getattr(args, "new_history", False)),
         file_quota_bytes=file_mib["file_quota_mib"],
         file_channel_bytes=file_mib["file_channel_mib"],
+        start=start,
     )

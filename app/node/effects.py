@@ -388,7 +388,9 @@ class Effects:
         if pb.message_id != mid or not pb.content:
             return {}
         mc = self._members.get(ch)  # a members channel: the roster's name (app/chat/authors.py)
-        content = authored(pb.content, pb.sender_id, mc.roster if mc is not None else None)
+        # a members channel's: the decrypted content, not the ciphertext on the wire
+        plain = out.current.plain if out.current.plain is not None else pb.content
+        content = authored(plain, pb.sender_id, mc.roster if mc is not None else None)
         return {
             "lamport": pb.lamport_timestamp,
             "name": content.name,
@@ -455,7 +457,9 @@ class Effects:
             out.batch.insert_message(msg)
         self._memory.remember(ch, mid, env)
         self.lamports.remember(ch, mid, ev.lamport)
-        content = decode_content(plain)
+        # a membership event of ours names people by the roster ("removed dave"), as the
+        # others' screens and the log read it (issue 41 §4)
+        content = authored(plain, self.sender_id, mc.roster if mc is not None else None)
         self._own.logged(ch, mid, local_id, plain, content.text, content.kind)
         out.own_new.append((ch, mid, env))
         out.events.append(

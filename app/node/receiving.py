@@ -139,6 +139,8 @@ class Receiver:
         if held:
             self.counters["carried_duplicates"] += 1
         current = out.current = Receiving(opened.envelope_hash, data, opened.sds_bytes)
+        if id_content is not None and opened.sds_message is not None:
+            current.plain = opened.sds_message.content  # what a waiting preview shows
         carried = carried_on is not None
         if opened.sds_message is not None:  # decoded once, by open_envelope
             if id_content is None:

@@ -106,7 +106,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.chat.content import decode_content
+from app.chat.authors import authored
 from app.chat.file_quota import FileQuota
 from app.chat.lines import encode_content
 from app.chat.log_line import LogLine, log_line
@@ -684,7 +684,8 @@ class Node:
         limit = self.options.config.max_content_bytes
         if not content or len(content) > limit:
             raise ValueError(f"content is {len(content)} bytes; it must be 1..{limit}")
-        summary = decode_content(content)
+        mc = self._members.get(channel)  # a membership event names people by the roster
+        summary = authored(content, self.sender_id, mc.roster if mc is not None else None)
         assert self._inbox is not None
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._inbox.put(Send(channel, content, summary.text, summary.kind, future))
