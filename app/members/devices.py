@@ -9,8 +9,9 @@ keys speak for the root (``devices.proto``):
   upgraded data directory's identity key becomes the root), and it names the
   **recovery key** (whose seed is the BIP-39 words shown once, :func:`new_recovery`);
 * an **add** of a device key, signed by the root, the recovery key or a current device
-  (a link, app/members/link.py), and by the new device key itself (proof that it holds
-  the key it is certified for);
+  (a link, app/members/link.py), with the new device key's own signature of
+  ``POP_LABEL || root || device key`` (proof that it holds the key it is certified for,
+  for this person only);
 * a **revoke** of a device, signed the same way (``/unlink`` from another device, or
   the recovery words when no device is left).
 
@@ -71,6 +72,7 @@ __all__ = [
     "make_genesis",
     "make_revoke",
     "new_recovery",
+    "proof_of_possession",
     "recovery_from_words",
 ]
 
@@ -133,12 +135,17 @@ def entry_hash(body: bytes) -> bytes:
     return hashlib.sha256(HASH_LABEL + body).digest()
 
 
-def _sign(signer: Identity, msg: pb.Entry, device: Identity | None = None) -> bytes:
+def _sign(signer: Identity, msg: pb.Entry, pop: bytes = b"") -> bytes:
     body = msg.SerializeToString(deterministic=True)
-    signed = pb.SignedEntry(body=body, signature=signer.sign(ENTRY_LABEL + body))
-    if device is not None:
-        signed.device_signature = device.sign(POP_LABEL + body)
+    signed = pb.SignedEntry(body=body, signature=signer.sign(ENTRY_LABEL + body),
+                            device_signature=pop)  # fmt: skip
     return signed.SerializeToString(deterministic=True)
+
+
+def proof_of_possession(device: Identity, root_public: bytes) -> bytes:
+    """``device``'s signature saying it is a device of ``root_public`` (what an add
+    carries; the device makes it, whoever signs the add: a link sends it over)."""
+    return device.sign(POP_LABEL + root_public + device.public_key)
 
 
 def make_genesis(root: Identity, recovery_public: bytes, device_name: str) -> bytes:
@@ -149,13 +156,17 @@ def make_genesis(root: Identity, recovery_public: bytes, device_name: str) -> by
     return _sign(root, msg)
 
 
-def make_add(root_public: bytes, signer: Identity, parents: Sequence[bytes], device: Identity,
-             name: str) -> bytes:  # fmt: skip
+def make_add(root_public: bytes, signer: Identity, parents: Sequence[bytes],
+             device: Identity | bytes, name: str, pop: bytes = b"") -> bytes:  # fmt: skip
     """An add of ``device`` (called ``name``) to ``root_public``'s devices, signed by
-    ``signer`` (the root, the recovery key or a current device) and by ``device``."""
+    ``signer`` (the root, the recovery key or a current device), with the device's
+    :func:`proof_of_possession` (made here when ``device`` is its identity, else ``pop``)."""
+    key = device.public_key if isinstance(device, Identity) else device
+    if isinstance(device, Identity):
+        pop = proof_of_possession(device, root_public)
     msg = pb.Entry(root=root_public, signer=signer.public_key, parents=sorted(set(parents)),
-                   add=pb.AddDevice(device=device.public_key, name=name))  # fmt: skip
-    return _sign(signer, msg, device)
+                   add=pb.AddDevice(device=key, name=name))  # fmt: skip
+    return _sign(signer, msg, pop)
 
 
 def make_revoke(root_public: bytes, signer: Identity, parents: Sequence[bytes],
@@ -199,7 +210,8 @@ def decode_entry(raw: bytes) -> Entry | str:
         device, name = bytes(msg.add.device), msg.add.name
         if len(device) != PUBLIC_KEY_BYTES:
             return "malformed"
-        if not verify_signature(device, bytes(signed.device_signature), POP_LABEL + body):
+        if not verify_signature(device, bytes(signed.device_signature),
+                                POP_LABEL + root + device):  # fmt: skip
             return "bad_device_signature"
     else:
         device = bytes(msg.revoke.device)
