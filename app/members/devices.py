@@ -50,6 +50,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from app import AppError
 from app.members import devices_pb2 as pb
 from app.names import check_nick
 from net.identity import PUBLIC_KEY_BYTES, Identity, sender_id_for, verify_signature
@@ -96,7 +97,7 @@ MAX_HELD: Final = 64
 MAX_DEVICE_NAME: Final = 64
 
 
-class RecoveryError(ValueError):
+class RecoveryError(AppError, ValueError):
     """Recovery words that are not a valid BIP-39 phrase of this key."""
 
 

@@ -35,6 +35,8 @@ class                     ``"event"``        when
 :class:`DiskFull`         ``disk``           the data directory's disk is ``full`` (lines
                                              refused, nothing received is kept) or
                                              ``ok`` again
+:class:`DeviceCopied`     ``device_copy``    another process uses this device's key (a
+                                             copied data dir): the front ends stop
 :class:`Closed`           ``closed``         the node stopped (final counters)
 ========================  =================  =========================================
 """
@@ -55,6 +57,7 @@ __all__ = [
     "Conflict",
     "ConnectionChanged",
     "Delivered",
+    "DeviceCopied",
     "DiskFull",
     "Ephemeral",
     "Info",
@@ -431,8 +434,21 @@ class DiskFull:
     ts: float = field(default_factory=_now_s)
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceCopied:
+    """Another process is using this device's key: a line signed with it that this data
+    directory never sent arrived (app/members/device_copy.py). ``text`` says what
+    happened and what to do; the front ends stop (exit status 7)."""
+
+    channel: str
+    message_id: str
+    text: str
+    ts: float = field(default_factory=_now_s)
+
+
 NodeEvent = (
-    MembersEvent
+    DeviceCopied
+    | MembersEvent
     | InviteMade
     | Ready
     | ChannelJoined
@@ -478,6 +494,7 @@ _NAMES: dict[type, str] = {
     CatchUp: "catchup",
     LanPeer: "lan_peer",
     DiskFull: "disk",
+    DeviceCopied: "device_copy",
     ClockSkew: "clock",
 }
 

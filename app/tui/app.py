@@ -45,14 +45,22 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from app.chat.lines import visible
-from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.exits import (
+    EXIT_DATABASE,
+    EXIT_DEVICE_COPY,
+    EXIT_LOCKED,
+    EXIT_PASSPHRASE,
+    EXIT_USAGE,
+)
 from app.launch.joined import load_joined, remember_channel
 from app.members import secrets_file as members_file
+from app.members.device_copy import DataDirCopiedError
 from app.node.events import (
     CatchUp,
     ClockSkew,
     Closed,
     Delivered,
+    DeviceCopied,
     DiskFull,
     Ephemeral,
     Info,
@@ -351,6 +359,14 @@ class SdsChatApp(App[None]):
                 EXIT_LOCKED,
             )
             return
+        except DataDirCopiedError as exc:
+            self._fatal_screen(
+                "Data directory is a copy",
+                str(exc),
+                "Nothing was changed. Keep one copy of a data directory per device.",
+                EXIT_DEVICE_COPY,
+            )
+            return
         except NewerSchemaError as exc:
             self._fatal_screen(
                 "Database from a newer sdschat",
@@ -595,6 +611,10 @@ class SdsChatApp(App[None]):
                     self._refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
                 changes.notices.append(("warning" if ev.offset_ms else "information", ev.text))
+            elif isinstance(ev, DeviceCopied):  # another process holds our key: stop
+                self._fatal_screen("Data directory is a copy", ev.text, "Keep one copy of a "
+                                   "data directory per device.", EXIT_DEVICE_COPY)  # fmt: skip
+                return
             elif isinstance(ev, DiskFull):  # issue 26 §2
                 changes.notices.append(("warning" if ev.state == "full" else "information",
                                         ev.detail))  # fmt: skip

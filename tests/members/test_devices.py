@@ -243,3 +243,54 @@ def test_people_says_who_speaks_for_whom_and_the_log_travels_as_content() -> Non
     revoke = make_revoke(bob.root.public_key, bob.root, [h(add)], laptop.public_key)
     people.take(revoke)
     assert people.person_of(laptop.sender_id) is None
+
+
+def test_entries_carry_no_clock_lamport_or_epoch_for_an_attacker_to_choose() -> None:
+    """The order of a device log is parents and hashes: no field of an entry is a time
+    (a back-dated entry can only name old parents, which is the cut)."""
+    fields = {f.name for m in (pb.SignedEntry, pb.Entry, pb.Genesis, pb.AddDevice,
+                               pb.RevokeDevice) for f in m.DESCRIPTOR.fields}  # fmt: skip
+    assert fields == {"body", "signature", "device_signature", "root", "signer", "parents",
+                      "genesis", "add", "revoke", "recovery", "device_name", "device",
+                      "name"}  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(min_value=0, max_value=4))
+def test_a_revoked_device_signs_nothing_that_counts_whatever_parents_it_picks(
+        rnd: random.Random, later: int) -> None:  # fmt: skip
+    """bob's laptop is revoked; its thief signs adds and revocations naming any set of
+    entries it may know (before, around and after the revocation): none counts, in
+    any order of arrival, and the laptop stays revoked."""
+    bob = Person()
+    laptop, phone, puppet = Identity.generate(), Identity.generate(), Identity.generate()
+    entries = [bob.genesis, bob.add(bob.root, laptop)]
+    bob.feed(entries[1])
+    entries.append(bob.add(laptop, phone, "phone"))
+    bob.feed(entries[2])
+    revoke = bob.revoke(bob.root, laptop)
+    entries.append(revoke)
+    bob.feed(revoke)
+    for i in range(later):  # honest entries after the revocation
+        raw = bob.add(phone, Identity.generate(), f"d{i}")
+        bob.feed(raw)
+        entries.append(raw)
+    hashes = [h(e) for e in entries]
+    forged = []
+    for _ in range(4):
+        parents = rnd.sample(hashes, rnd.randint(1, len(hashes)))
+        if rnd.random() < 0.5:
+            forged.append(make_add(bob.root.public_key, laptop, parents, puppet, "evil"))
+        else:
+            victim = rnd.choice([phone, bob.root])
+            forged.append(make_revoke(bob.root.public_key, laptop, parents, victim.public_key))
+    everything = entries + forged
+    rnd.shuffle(everything)
+    people = People()
+    people.take_all(everything)
+    log = people.log_of(bob.root.sender_id)
+    assert log is not None
+    assert all(log.outcomes[h(f)] != "" for f in forged)
+    assert log.outcomes[h(revoke)] == ""
+    assert not log.is_device(laptop.public_key) and not log.is_device(puppet.public_key)
+    assert log.is_device(phone.public_key) and log.is_device(bob.root.public_key)
