@@ -66,6 +66,7 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/members.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/invite.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/devices.proto
+	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/link.proto
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
