@@ -29,10 +29,14 @@ entries only, so every member that holds the same entries holds the same devices
    recovery key).
 3. **Fold.** Applied in that order: an add needs a device key that is not current and
    was never revoked (a revoked device never comes back); a revoke needs a current device.
-4. **A revocation cuts.** An applied revoke of device D beats every entry D signed that
-   is concurrent with it (neither its ancestor nor its descendant): those are refused
-   ``outside_cut``, one revocation at a time, the fold run again after each (two devices
-   revoking each other: the first in the order wins, and the recovery key comes first).
+4. **A revocation cuts.** A revoke of device D beats every entry D signed that is
+   concurrent with it (neither its ancestor nor its descendant): those are refused
+   ``outside_cut``. The revocations are taken in precedence order, not in their place
+   in the DAG: the recovery key's first, then the root's, then other devices', each
+   group by hash (:meth:`PersonLog._resolve_within`). So two devices revoking each
+   other: the one that ranks first wins, the root beats a device, the recovery key
+   beats both, and a revoked device's entries that name parents from before its
+   revocation are cut whatever their place in the order.
 
 So a device the root did not certify (directly, or through a device it certified) is
 never one of the person's, and anything a revoked device signs after its revocation,
@@ -471,20 +475,40 @@ class PersonLog:
         return "" if e.device in st.devices else "not_a_device"
 
     def _resolve_within(self, within: set[bytes]) -> tuple[DeviceState, dict[bytes, str]]:
+        """Rule 4: the revocations decide the cut in precedence order (the recovery
+        key's first, then the root's, then other devices', each group by hash),
+        whatever their place in the DAG, so a revoked device cannot win by naming
+        parents from before its revocation. A revocation counts if its signer may sign
+        it in the state of its ancestors without the entries cut so far, and its
+        device is current there: it cuts the device's entries concurrent with it. One
+        that would cut a revocation that counted already loses, and is cut; one of a
+        device revoked already adds nothing."""
         order = self._topo(within)
+        recovery = self._genesis_recovery()
+        revokes = sorted((h for h in within if self.entries[h].kind == "revoke"),
+                         key=lambda h: (self._rank(self.entries[h], recovery), h))  # fmt: skip
         cut: set[bytes] = set()
-        while True:  # bounded: every pass cuts at least one more entry, or returns
-            st, outcomes = self._fold(order, cut)
-            for rev, device in st.revocations:
-                before = self._ancestors(rev)
-                after = self._descendants(rev, within)
-                conc = {h for h in within if self.entries[h].signer == device
-                        and h != rev and h not in before and h not in after} - cut  # fmt: skip
-                if conc:
-                    cut |= conc
-                    break
-            else:
-                return st, outcomes
+        counted: list[bytes] = []
+        revoked: set[bytes] = set()
+        for rev in revokes:  # bounded: each once
+            e = self.entries[rev]
+            if rev in cut or e.device in revoked:
+                continue
+            before = self._ancestors(rev)
+            st, _ = self._fold([h for h in order if h in before], cut)
+            if self._may_sign(self._auth_state(e), e) or self._may_sign(st, e) or (
+                    e.device not in st.devices):  # fmt: skip
+                continue
+            after = self._descendants(rev, within)
+            conc = {h for h in within if self.entries[h].signer == e.device
+                    and h != rev and h not in before and h not in after}  # fmt: skip
+            if any(c in conc for c in counted):
+                cut.add(rev)  # it loses to a revocation that ranks before it
+                continue
+            counted.append(rev)
+            revoked.add(e.device)
+            cut |= conc
+        return self._fold(order, cut)
 
     def _resolve(self) -> None:
         self.state, self.outcomes = self._resolve_within(set(self.entries))

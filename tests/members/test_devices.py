@@ -294,3 +294,27 @@ def test_a_revoked_device_signs_nothing_that_counts_whatever_parents_it_picks(
     assert log.outcomes[h(revoke)] == ""
     assert not log.is_device(laptop.public_key) and not log.is_device(puppet.public_key)
     assert log.is_device(phone.public_key) and log.is_device(bob.root.public_key)
+
+
+def test_a_revoked_device_that_back_dates_a_revocation_of_the_root_never_wins() -> None:
+    """The thief of bob's laptop, after the root revoked it, signs a revocation of the
+    root naming parents from before the laptop added bob's phone: in the DAG it can
+    come before the root's revocation. It is cut whatever the hashes."""
+    hit = 0
+    for _ in range(40):  # bounded; until both hash orders were seen a few times
+        bob = Person()
+        laptop, phone = Identity.generate(), Identity.generate()
+        a1 = bob.add(bob.root, laptop)
+        bob.feed(a1)
+        a2 = bob.add(laptop, phone, "phone")
+        bob.feed(a2)
+        revoke = bob.revoke(bob.root, laptop)
+        bob.feed(revoke)
+        forged = bob.revoke(laptop, bob.root, parents=[h(a1)])
+        hit += h(forged) < h(a2)  # placed before the phone's add, so before the revocation
+        assert bob.feed(forged) == "outside_cut"
+        assert bob.log.outcomes[h(revoke)] == ""
+        assert bob.log.is_device(bob.root.public_key) and not bob.log.is_device(laptop.public_key)
+        if hit >= 3:
+            break
+    assert hit >= 3
