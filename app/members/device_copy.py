@@ -21,10 +21,23 @@ Two checks refuse it, with a message that says what happened and what to do:
    they leave) was sent by another process holding our key. The node reports it once
    (:class:`~app.node.events.DeviceCopied`) and the front ends stop, saying so.
 
-What is not built yet (docs/members.md, "Devices"): the others cannot tell the two
-copies apart (they sign with one key), and linking a second device as the same person
-(``sdschat link``) does not exist: a second device needs its own data directory and
-its own invite.
+3. **By the others** (:class:`TwinWatch`). A causal history starts with the newest
+   entries of its sender's log, in ``(lamport, id)`` order (js-waku and nim-sds send
+   only those; sdschat's adaptive history sends the newest ``causal_history_floor``
+   first), and a sender's own lines are in its log from the moment it sends them.
+   So if a line of X starts its history (two entries in log order) at an entry
+   older than X's earlier line m1 and does not name m1, the process that sent it
+   never held m1: two processes sign as X (or X runs an old backup of its data
+   directory). Every member that holds those lines sees it the same way, and is
+   told once per sender and channel (:class:`~app.node.events.DeviceTwins`).
+   Nothing is refused: every line of both copies is kept, as X's. (A sender
+   configured with ``causal_history_floor = 0`` names no newest entries; its
+   history could start in log order by chance, and then a warning could be
+   wrong.)
+
+Linking a second device as the same person (``sdschat link``) is not built yet: a
+second device needs its own data directory and its own invite (docs/members.md,
+"Devices").
 """
 
 from __future__ import annotations
@@ -32,6 +45,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -43,6 +58,8 @@ __all__ = [
     "DataDirCopiedError",
     "EchoWatch",
     "ForeignEcho",
+    "KeyTwins",
+    "TwinWatch",
     "check_home",
     "forget_home",
 ]
@@ -165,3 +182,69 @@ class EchoWatch:
             return None
         self.found = ForeignEcho(channel, message_id)
         return self.found
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTwins:
+    """Two processes sign as ``sender_id``: its line ``message_id`` does not know its
+    own earlier line ``unknown``, though it names older ones."""
+
+    channel: str
+    sender_id: str
+    message_id: str
+    unknown: str
+
+    def text(self, name: str) -> str:
+        who = f"{name} ({self.sender_id[:8]})" if name else self.sender_id[:12]
+        return (
+            f"{who} is running two copies of one data directory (or an old backup of it): "
+            f"their line {self.message_id[:12]} does not know their own earlier line "
+            f"{self.unknown[:12]}. Every line of both is kept; the copy stops at its next "
+            "start, or when it hears the other."
+        )
+
+
+class TwinWatch:
+    """Per channel and sender, the last lines delivered, to find a line of a sender
+    that does not know the sender's own earlier line (module docstring, check 3).
+
+    Bounded: :data:`PER_SENDER` lines of :data:`SENDERS` (channel, sender) pairs, the
+    least recently heard forgotten first."""
+
+    PER_SENDER: Final = 32
+    SENDERS: Final = 4096
+
+    def __init__(self) -> None:
+        self._recent: OrderedDict[tuple[str, str], deque[tuple[int, str]]] = OrderedDict()
+        self._told: set[tuple[str, str]] = set()
+
+    def delivered(
+        self,
+        channel: str,
+        sender_id: str,
+        message_id: str,
+        lamport: int,
+        history: Sequence[str],
+        history_start: int | None,
+    ) -> KeyTwins | None:
+        """A line delivered; ``history_start`` is the Lamport time of the first entry
+        of ``history`` when its first two entries are known and in log order
+        (:meth:`app.node.clock_guard.LamportMemory.history_start`), else ``None``.
+        The twins found by it, once per (channel, sender)."""
+        key = (channel, sender_id)
+        lines = self._recent.get(key)
+        found = None
+        if lines is not None and history_start is not None and key not in self._told:
+            for earlier, mid in lines:
+                if history_start < earlier < lamport and mid not in history:
+                    found = KeyTwins(channel, sender_id, message_id, mid)
+                    self._told.add(key)
+                    break
+        if lines is None:
+            lines = self._recent[key] = deque(maxlen=self.PER_SENDER)
+            while len(self._recent) > self.SENDERS:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(key)
+        lines.append((lamport, message_id))
+        return found

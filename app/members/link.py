@@ -135,8 +135,9 @@ def parse_link_code(text: str) -> LinkCode:
 
 
 def link_topic(nameplate: str) -> bytes:
-    """The rendezvous topic of a nameplate (the password never leaves the devices)."""
-    return hashlib.sha256(_LABEL + b"/topic/" + nameplate.encode()).digest()
+    """The 16-byte rendezvous topic of a nameplate (as an invite's: the password never
+    leaves the devices)."""
+    return hashlib.sha256(_LABEL + b"/topic/" + nameplate.encode()).digest()[:16]
 
 
 class LinkState(Enum):

@@ -37,6 +37,8 @@ class                     ``"event"``        when
                                              ``ok`` again
 :class:`DeviceCopied`     ``device_copy``    another process uses this device's key (a
                                              copied data dir): the front ends stop
+:class:`DeviceTwins`      ``device_twins``   two processes sign as one member (told once
+                                             per member and channel; lines kept)
 :class:`Closed`           ``closed``         the node stopped (final counters)
 ========================  =================  =========================================
 """
@@ -58,6 +60,7 @@ __all__ = [
     "ConnectionChanged",
     "Delivered",
     "DeviceCopied",
+    "DeviceTwins",
     "DiskFull",
     "Ephemeral",
     "Info",
@@ -446,8 +449,22 @@ class DeviceCopied:
     ts: float = field(default_factory=_now_s)
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceTwins:
+    """Two processes sign as ``sender_id`` in ``channel`` (a copied data dir, or an old
+    backup running): a line of theirs does not know their own earlier line
+    (app/members/device_copy.py). Told once per sender and channel; every line is kept."""
+
+    channel: str
+    sender_id: str
+    name: str
+    text: str
+    ts: float = field(default_factory=_now_s)
+
+
 NodeEvent = (
-    DeviceCopied
+    DeviceTwins
+    | DeviceCopied
     | MembersEvent
     | InviteMade
     | Ready
@@ -495,6 +512,7 @@ _NAMES: dict[type, str] = {
     LanPeer: "lan_peer",
     DiskFull: "disk",
     DeviceCopied: "device_copy",
+    DeviceTwins: "device_twins",
     ClockSkew: "clock",
 }
 

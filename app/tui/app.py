@@ -61,6 +61,7 @@ from app.node.events import (
     Closed,
     Delivered,
     DeviceCopied,
+    DeviceTwins,
     DiskFull,
     Ephemeral,
     Info,
@@ -615,6 +616,8 @@ class SdsChatApp(App[None]):
                 self._fatal_screen("Data directory is a copy", ev.text, "Keep one copy of a "
                                    "data directory per device.", EXIT_DEVICE_COPY)  # fmt: skip
                 return
+            elif isinstance(ev, DeviceTwins):  # two processes sign as one member
+                changes.notices.append(("warning", ev.text))
             elif isinstance(ev, DiskFull):  # issue 26 §2
                 changes.notices.append(("warning" if ev.state == "full" else "information",
                                         ev.detail))  # fmt: skip

@@ -108,3 +108,46 @@ def test_two_copies_running_at_once_are_told_by_what_arrives_and_the_line_is_kep
         assert carol.wait(60) == 0, carol.tail()
         texts = [h["content"] for h in history(tmp_path / "carol")]
         assert texts == ["from the original", "still here"]
+
+
+def test_the_others_are_told_when_an_old_copy_of_a_member_speaks(tmp_path: Path) -> None:
+    """bob's data dir restored from an old backup (or a VM snapshot) speaks while carol
+    holds bob's later line: its line does not know bob's own, and carol is told, once;
+    she keeps every line."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        carol = c.node("carol", url)
+        bob = c.node("bob", url)
+        _ready(carol, bob)
+        carol.send("before the backup")
+        carol.send("and this one")  # the copy's history starts with these two, in order
+        _sees(bob, "and this one")
+        bob.close_stdin()
+        assert bob.wait(60) == 0, bob.tail()
+        backup = tmp_path / "bob-backup"
+        _cp_a(tmp_path / "bob", backup)
+        (backup / DEVICE_FILE).unlink()  # as an older sdschat left it
+        bob = c.node("bob", url, label="bob-2")
+        _ready(bob)
+        bob.send("after the backup")
+        _sees(carol, "after the backup")
+        bob.close_stdin()
+        assert bob.wait(60) == 0, bob.tail()
+        old = c.node("bob", url, data_dir=backup, label="bob-old")
+        _ready(old)
+        old.send("from the old copy")
+        _sees(carol, "from the old copy")
+        carol.wait_for(lambda: bool(carol.select("device_twins")), 30, "carol told")
+        ev = carol.select("device_twins")[0]
+        assert ev["channel"] == "room" and ev["name"] == "bob"
+        assert "two copies of one data directory" in ev["text"]
+        old.send("and again")
+        _sees(carol, "and again")
+        assert len(carol.select("device_twins")) == 1  # once per member and channel
+        old.close_stdin()
+        carol.close_stdin()
+        assert old.wait(60) == 0, old.tail()
+        assert carol.wait(60) == 0, carol.tail()
+        texts = [h["content"] for h in history(tmp_path / "carol")]
+        assert texts == ["before the backup", "and this one", "after the backup",
+                         "from the old copy", "and again"]

@@ -1,23 +1,31 @@
-"""A copied data directory is refused at start (app/members/device_copy.py): a real
-directory, copied as ``cp -a`` copies it, moved as ``mv`` moves it."""
+"""Copies of one data directory (app/members/device_copy.py): refused at start (a real
+directory, copied as ``cp -a`` copies it, moved as ``mv`` moves it), and found by the
+others through real SDS cores (a line that does not know its sender's earlier line)."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import sds
 from app.members.device_copy import (
     DEVICE_FILE,
     DataDirCopiedError,
     EchoWatch,
+    KeyTwins,
+    TwinWatch,
     check_home,
     forget_home,
 )
+from app.node.clock_guard import LamportMemory
 from net.identity import Identity
 
 
@@ -110,3 +118,91 @@ def test_the_echo_watch_reports_the_first_line_storage_does_not_hold_once() -> N
     assert "#room" in found.text
     assert not w.suspect("room", "c")  # reported once: nothing more is looked up
     assert w.confirm("room", "b", stored=False) is None
+
+
+# -- the others: a line that does not know its sender's own earlier line ----------------
+
+
+class _Observer:
+    """carol: a real SDS core, and the watch fed by her deliveries as the node feeds it
+    (app/node/effects.py)."""
+
+    def __init__(self, config: sds.Config) -> None:
+        self.core = sds.Channel("room", "carol", config, 1_000, random.Random(3))
+        self.watch = TwinWatch()
+        self.lamports = LamportMemory()
+        self.found: list[KeyTwins] = []
+
+    def take(self, data: bytes, now: int) -> None:
+        self.core.receive(data, now)
+        for ev in self.core.events():
+            if isinstance(ev, sds.MessageDelivered):
+                got = self.watch.delivered(
+                    "room", ev.sender_id, ev.message_id, ev.lamport, ev.causal_history,
+                    self.lamports.history_start("room", ev.causal_history))
+                self.lamports.remember("room", ev.message_id, ev.lamport)
+                if got is not None:
+                    self.found.append(got)
+
+
+def _core(sender: str, config: sds.Config, seed: int) -> sds.Channel:
+    return sds.Channel("room", sender, config, 1_000, random.Random(seed))
+
+
+def _config(size: int, floor: int | None) -> sds.Config:
+    return sds.Config().with_changes(causal_history_size=size, causal_history_floor=floor)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(min_value=2, max_value=8),
+       st.sampled_from([None, 1, 2, 5]))
+def test_one_process_per_key_is_never_taken_for_two_whatever_the_arrival_order(
+        rnd: random.Random, size: int, floor: int | None) -> None:  # fmt: skip
+    """Three honest senders (js-waku's fixed history or the adaptive one), messages
+    delivered late, reordered and to some only: carol never reports twins."""
+    cfg = _config(size, floor)
+    senders = {n: _core(n, cfg, i) for i, n in enumerate(("alice", "bob", "dave"))}
+    carol = _Observer(cfg)
+    wire: list[bytes] = []
+    now = 2_000
+    for _ in range(60):
+        now += rnd.randint(0, 30)
+        if rnd.random() < 0.45 or not wire:
+            name = rnd.choice(list(senders))
+            wire.append(senders[name].send(f"{name} {now}".encode(), now))
+            senders[name].events()
+        else:  # one message from the wire, late and out of order, to some of them
+            data = wire.pop(rnd.randrange(len(wire)))
+            for core in senders.values():
+                if rnd.random() < 0.7:
+                    core.receive(data, now)
+                    core.events()
+            carol.take(data, now)
+    for data in wire:
+        carol.take(data, now)
+    assert carol.found == [], carol.found
+
+
+@pytest.mark.parametrize("floor", [None, 5])
+def test_two_processes_signing_as_bob_are_found_by_carol_once(floor: int | None) -> None:
+    cfg = _config(30, floor)
+    bob1, bob2, alice = _core("bob", cfg, 1), _core("bob", cfg, 2), _core("alice", cfg, 4)
+    carol = _Observer(cfg)
+    for i in range(2):
+        a = alice.send(f"hi {i}".encode(), 2_000 + i)
+        for core in (bob1, bob2):
+            core.receive(a, 2_002)
+        carol.take(a, 2_002)
+    m1 = bob1.send(b"from the desktop", 2_010)
+    bob2.receive(m1, 2_011)  # dropped by the copy as its own echo
+    assert not bob2.has_message(bob1.log_ids()[-1])
+    carol.take(m1, 2_011)
+    m2 = bob2.send(b"from the copy", 2_020)
+    carol.take(m2, 2_021)
+    assert len(carol.found) == 1
+    twins = carol.found[0]
+    assert twins.sender_id == "bob" and twins.unknown == bob1.log_ids()[-1]
+    assert "bob (bob)" in twins.text("bob")
+    carol.take(bob2.send(b"again", 2_030), 2_031)
+    assert len(carol.found) == 1  # once per sender and channel
+    assert carol.core.log_size == 5  # every line kept
