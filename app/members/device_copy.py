@@ -45,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,17 +205,19 @@ class KeyTwins:
 
 
 class TwinWatch:
-    """Per channel and sender, the last lines delivered, to find a line of a sender
-    that does not know the sender's own earlier line (module docstring, check 3).
+    """Per channel and sender, its newest line delivered so far, to find a line of the
+    sender that does not know it (module docstring, check 3).
 
-    Bounded: :data:`PER_SENDER` lines of :data:`SENDERS` (channel, sender) pairs, the
-    least recently heard forgotten first."""
+    O(1) per delivery but for a look for that line in the history, from its newest
+    end (where a sender's own last line is). Two copies are found at a line of one
+    that comes after a line of the other: the first switch seen in Lamport order.
+    Bounded: :data:`SENDERS` (channel, sender) pairs, the least recently heard
+    forgotten first."""
 
-    PER_SENDER: Final = 32
-    SENDERS: Final = 4096
+    SENDERS: Final = 65_536
 
     def __init__(self) -> None:
-        self._recent: OrderedDict[tuple[str, str], deque[tuple[int, str]]] = OrderedDict()
+        self._newest: OrderedDict[tuple[str, str], tuple[int, str]] = OrderedDict()
         self._told: set[tuple[str, str]] = set()
 
     def delivered(
@@ -232,19 +234,25 @@ class TwinWatch:
         (:meth:`app.node.clock_guard.LamportMemory.history_start`), else ``None``.
         The twins found by it, once per (channel, sender)."""
         key = (channel, sender_id)
-        lines = self._recent.get(key)
+        newest = self._newest.get(key)
         found = None
-        if lines is not None and history_start is not None and key not in self._told:
-            for earlier, mid in lines:
-                if history_start < earlier < lamport and mid not in history:
-                    found = KeyTwins(channel, sender_id, message_id, mid)
-                    self._told.add(key)
-                    break
-        if lines is None:
-            lines = self._recent[key] = deque(maxlen=self.PER_SENDER)
-            while len(self._recent) > self.SENDERS:
-                self._recent.popitem(last=False)
-        else:
-            self._recent.move_to_end(key)
-        lines.append((lamport, message_id))
+        if newest is None:
+            self._newest[key] = (lamport, message_id)
+            while len(self._newest) > self.SENDERS:
+                self._newest.popitem(last=False)
+            return None
+        self._newest.move_to_end(key)
+        earlier, mid = newest
+        if earlier >= lamport:
+            return None  # a late line of theirs: nothing to compare it with
+        self._newest[key] = (lamport, message_id)
+        if (history_start is not None and history_start < earlier and key not in self._told
+                and not _names(history, mid)):  # fmt: skip
+            found = KeyTwins(channel, sender_id, message_id, mid)
+            self._told.add(key)
         return found
+
+
+def _names(history: Sequence[str], message_id: str) -> bool:
+    """Whether ``history`` names ``message_id``, looked for from its newest end."""
+    return message_id in reversed(history)
