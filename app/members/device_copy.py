@@ -113,7 +113,8 @@ def check_home(data_dir: Path, sender_id: str) -> None:
         )
     if recorded is not None and recorded[:2] == (ino, sender_id):
         return
-    _write(record_path, _record(sender_id, ino, data_dir.resolve()))
+    with contextlib.suppress(OSError):  # a full disk, a read-only mount: the next start
+        _write(record_path, _record(sender_id, ino, data_dir.resolve()))  # writes it
 
 
 def forget_home(data_dir: Path) -> None:
@@ -127,11 +128,16 @@ def _write(path: Path, record: dict[str, object]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, (json.dumps(record, indent=1) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            os.write(fd, (json.dumps(record, indent=1) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 @dataclass(frozen=True, slots=True)

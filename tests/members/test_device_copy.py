@@ -206,3 +206,24 @@ def test_two_processes_signing_as_bob_are_found_by_carol_once(floor: int | None)
     carol.take(bob2.send(b"again", 2_030), 2_031)
     assert len(carol.found) == 1  # once per sender and channel
     assert carol.core.log_size == 5  # every line kept
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_record_that_cannot_be_written_stops_nothing_and_is_written_later(
+        tmp_path: Path) -> None:  # fmt: skip
+    """A data dir on a file system that refuses writes (a tmpfs remounted read-only):
+    the check passes without its record and leaves nothing behind; writable again,
+    the next start records it."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+    try:
+        d, sid = _data_dir(mnt / "bob")
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        check_home(d, sid)
+        assert [p.name for p in d.iterdir()] == ["identity.pem"]  # nothing written
+        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=True)
+        check_home(d, sid)
+        assert json.loads((d / DEVICE_FILE).read_text())["device"] == sid
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
