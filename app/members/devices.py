@@ -94,7 +94,7 @@ DEVICE_LOG_MAGIC: Final = b"\xffSD\x01"
 passphrase channel (0xFF never starts UTF-8 text)."""
 
 MAX_PARENTS: Final = 16
-MAX_ENTRIES: Final = 256
+MAX_ENTRIES: Final = 64
 """Entries kept per person (a person links a few devices in its life)."""
 MAX_HELD: Final = 64
 """Entries held per person while their parents have not come."""
@@ -332,10 +332,11 @@ class PersonLog:
 
     # -- feeding -------------------------------------------------------------
 
-    def take(self, entry: Entry) -> str:
+    def take(self, entry: Entry, resolve: bool = True) -> str:
         """Take one decoded entry of this person; returns ``""`` when it is in the DAG
         (its outcome: :attr:`outcomes`), else why not (``wrong_person``, ``held``,
-        ``held_full``, ``full``)."""
+        ``held_full``, ``full``). ``resolve=False``: the state and outcomes are made
+        again only at :meth:`resolve` (a batch resolves once)."""
         if entry.root != self.root:
             return "wrong_person"
         if entry.hash in self.entries or entry.hash in self.pending:
@@ -344,7 +345,8 @@ class PersonLog:
             return "full"
         if entry.kind == "genesis" and any(e.kind == "genesis" for e in self.entries.values()):
             self.entries[entry.hash] = entry  # a second root: kept, refused by the fold
-            self._resolve()
+            if resolve:
+                self._resolve()
             return ""
         if any(p not in self.entries for p in entry.parents):
             if len(self.pending) >= MAX_HELD:
@@ -360,8 +362,13 @@ class PersonLog:
                     del self.pending[h]
                     self._insert(held)
                     progressed = True
-        self._resolve()
+        if resolve:
+            self._resolve()
         return ""
+
+    def resolve(self) -> None:
+        """Make the state and the outcomes again from every entry held."""
+        self._resolve()
 
     def _insert(self, entry: Entry) -> None:
         self.entries[entry.hash] = entry
@@ -566,24 +573,38 @@ class People:
     def take(self, raw: bytes) -> tuple[str, Entry | None]:
         """Take one ``SignedEntry``; ``(reason, entry)``: ``""`` when taken (its outcome
         in its person's log), else why not."""
+        why, entry, log = self._put(raw, resolve=True)
+        return self._outcome(why, entry, log), entry
+
+    def take_all(self, raws: Iterable[bytes]) -> list[str]:
+        """Take many entries, each person's log resolved once at the end (a log of n
+        entries taken one by one is resolved n times); the reason of each, as
+        :meth:`take` gives it."""
+        taken = [self._put(raw, resolve=False) for raw in raws]
+        for log in {id(lg): lg for _w, _e, lg in taken if lg is not None}.values():
+            log.resolve()
+            self._index(log)
+        return [self._outcome(why, entry, log) for why, entry, log in taken]
+
+    def _put(self, raw: bytes, resolve: bool) -> tuple[str, Entry | None, PersonLog | None]:
         entry = decode_entry(raw)
         if isinstance(entry, str):
-            self.refused[entry] = self.refused.get(entry, 0) + 1
-            return entry, None
+            return entry, None, None
         log = self.logs.get(entry.root_id)
         if log is None:
             if entry.kind != "genesis" and len(self.logs) >= 4096:
-                return "full", entry
+                return "full", entry, None
             log = self.logs[entry.root_id] = PersonLog(entry.root)
-        why = log.take(entry)
-        self._index(log)
-        outcome = log.outcomes.get(entry.hash, why)
+        why = log.take(entry, resolve=resolve)
+        if resolve:
+            self._index(log)
+        return why, entry, log
+
+    def _outcome(self, why: str, entry: Entry | None, log: PersonLog | None) -> str:
+        outcome = why if entry is None or log is None else log.outcomes.get(entry.hash, why)
         if outcome:
             self.refused[outcome] = self.refused.get(outcome, 0) + 1
-        return outcome, entry
-
-    def take_all(self, raws: Iterable[bytes]) -> list[str]:
-        return [self.take(r)[0] for r in raws]
+        return outcome
 
     def _index(self, log: PersonLog) -> None:
         for dev, root in list(self._by_device.items()):
