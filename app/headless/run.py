@@ -261,7 +261,7 @@ async def _serve(
 ) -> int:
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     # LAN gossip unless a relay was chosen (net/lan/flags.py); --store or a LAN store.
-    store_url: str | None = getattr(args, "store", None)
+    store_url: str | tuple[str, ...] | None = getattr(args, "store", None)
     lan_stores: list[str] = []
     node_box: list[Node] = []
 

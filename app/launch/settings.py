@@ -14,6 +14,9 @@ when it exists, unless ``--no-config``)::
     relay = "ws://127.0.0.1:8765"   # without a relay here or --relay: LAN gossip
     # or several relays of one cluster, tried in turn (failover):
     # relay = ["ws://10.0.0.1:8765", "ws://10.0.0.2:8765"]
+    store = "ws://127.0.0.1:8766"   # a store peer to catch up from (as --store), or several
+    # store peers of one archive, used in turn (failover):
+    # store = ["ws://10.0.0.1:8766", "ws://10.0.0.2:8766"]
     name = "alice"
     profile = "default"      # or "waku": js-waku's sizes (sds.Config.waku())
     fast = true              # start from sds.Config.fast(fast_scale_ms)
@@ -62,7 +65,7 @@ __all__ = [
 ]
 
 _TOP_KEYS = {
-    "relay", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
+    "relay", "store", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
     "recent_window", "file_quota_mib", "file_channel_mib", "protocol",
     "keys", "colours", "colors",  # the TUI's keymap and colours (app/tui/config.py)
     "log",  # the TUI's logging to files (app/tui/chatlog.py)
@@ -71,6 +74,7 @@ _TOP_KEYS = {
 #: what each top-level key must hold ("number": an integer or a float)
 _TOP_TYPES: dict[str, str] = {
     "relay": "string or list of strings",
+    "store": "string or list of strings",
     "name": "string",
     "profile": "string",
     "fast": "boolean",
@@ -371,8 +375,14 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     relays = [relay] if isinstance(relay, str) else list(relay)
     for url in relays:
         check_ws_url(url, "--relay" if args.relay is not None else "relay (config file)")
-    if getattr(args, "store", None) is not None:
-        check_ws_url(args.store, "--store")
+    store = getattr(args, "store", None)
+    store_flag = "--store"
+    if store is None and data.get("store"):
+        store, store_flag = data["store"], "store (config file)"
+    if store is not None:  # every store URL, in order: the node fails over between them
+        args.store = (store,) if isinstance(store, str) else tuple(store)
+        for url in args.store:
+            check_ws_url(url, store_flag)
     if getattr(args, "cafile", None) is not None:
         from net.tls import set_default_cafile
 

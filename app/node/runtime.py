@@ -435,20 +435,22 @@ class Node:
         if self.options.store_url is not None:
             self.use_store(self.options.store_url)
 
-    def use_store(self, url: str) -> None:
-        """Use the store peer at ``url``: catch every joined channel up now, on every
+    def use_store(self, url: str | Sequence[str]) -> None:
+        """Use the store peer at ``url`` (or the first of several that answers: they fail
+        over, :mod:`net.store_sync`): catch every joined channel up now, on every
         (re)connection and join, and fetch missing dependencies from it by hint.
 
-        A second call with another URL replaces the first store.
+        A second call with other URLs replaces the first store.
         """
         self._check_open()
+        urls = (url,) if isinstance(url, str) else tuple(url)
         if self.store_sync is not None:
-            if self.store_sync.url == url:
+            if self.store_sync.urls == urls:
                 return
             old = self.store_sync
             asyncio.get_running_loop().create_task(old.close())
         self.store_sync = StoreSync(
-            url,
+            urls,
             deliver=self._on_envelope,
             progress=self._on_catch_up,
             barrier=self._committed,
@@ -458,7 +460,7 @@ class Node:
         self.store_sync.set_connected(self._connected)
         for info in self._channels.values():
             self.store_sync.catch_up_soon(info.name, info.topic)
-        self._emit(Info(f"using the store peer at {url}", {"store": url}))
+        self._emit(Info(f"using the store peer at {', '.join(urls)}", {"store": urls[0]}))
 
     def _committed(self) -> asyncio.Future[None]:
         """Resolves once every input queued before this call has been worked out and
