@@ -62,7 +62,13 @@ from app.headless.file_watch import FileWatch
 from app.headless.front import HeadlessFront
 from app.headless.line_feed import EXIT_UNSENT, LineFeed
 from app.launch.data_dir import default_data_dir, prepare_data_dir
-from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.exits import (
+    EXIT_DATABASE,
+    EXIT_DEVICE_COPY,
+    EXIT_LOCKED,
+    EXIT_PASSPHRASE,
+    EXIT_USAGE,
+)
 from app.launch.invite_wait import redeem
 from app.launch.joined import JoinedKeeper, load_joined, load_remembered, rejoinable
 from app.launch.last_setup import record_start
@@ -70,7 +76,16 @@ from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import NodeSettings, load_config_file, settings_from_args
 from app.launch.wiring import node_options, wire_transport
 from app.members import secrets_file as members_file
-from app.node.events import Info, LanPeer, Missing, NodeError, NodeEvent, event_to_json
+from app.members.device_copy import DataDirCopiedError
+from app.node.events import (
+    DeviceCopied,
+    Info,
+    LanPeer,
+    Missing,
+    NodeError,
+    NodeEvent,
+    event_to_json,
+)
 from app.node.runtime import (
     IdentityMismatchError,
     Node,
@@ -276,6 +291,8 @@ async def _serve(
         node = await Node.open(data_dir, transport, name=settings.name, options=options)
     except DataDirLockedError as exc:
         return _fatal(out, str(exc), EXIT_LOCKED)
+    except DataDirCopiedError as exc:
+        return _fatal(out, str(exc), EXIT_DEVICE_COPY)
     except (StorageError, IdentityFileError, IdentityMismatchError) as exc:
         # newer schema, damaged file, unusable directory: every storage refusal but the lock
         return _fatal(out, str(exc), EXIT_DATABASE)
@@ -295,6 +312,15 @@ async def _serve(
         feed.stop()
         lines.put_nowait(None)
 
+    copied: list[DeviceCopied] = []
+
+    def on_copy(ev: NodeEvent) -> None:  # another process holds our key: stop, saying so
+        if isinstance(ev, DeviceCopied) and not copied:
+            copied.append(ev)
+            feed.stop()
+            lines.put_nowait(None)
+
+    node.subscribe(on_copy)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal, sig)
@@ -339,7 +365,7 @@ async def _serve(
         for _ in iter(int, 1):  # until EOF, /quit or a signal
             line = await lines.get()
             reader.taken()
-            if line is None or signalled:
+            if line is None or signalled or copied:
                 break
             front.line += 1
             cmd = parse_line(line)
@@ -348,7 +374,9 @@ async def _serve(
             await front.run(cmd)  # the command table (app/commands/table.py)
             if front.stopping:
                 break
-        if not signalled:
+        if copied:  # typed lines stay in the outbox: the copy kept is the one to send them
+            status = _fatal(out, copied[0].text, EXIT_DEVICE_COPY)
+        elif not signalled:
             unsent = await feed.drain()
             if unsent:
                 status = EXIT_UNSENT

@@ -237,6 +237,13 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         help="this participant's data directory: identity key, SQLite database "
         "(default ~/.local/share/sdschat)",
     )
+    p.add_argument(
+        "--moved",
+        action="store_true",
+        help="the data directory was moved to another disk or restored from a backup, and "
+        "the original is gone for good: take it as this device's (a copy is refused "
+        "otherwise, exit status 7)",
+    )
     p.add_argument("--name", default=None, help="display name shown to others")
     from app.launch.store_cmd import add_cafile_argument  # light: stdlib only
 

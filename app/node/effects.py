@@ -37,6 +37,7 @@ from app.chat.content import decode_content
 from app.chat.file_quota import LEDGER_FILE, FileQuota
 from app.chat.lines import encode_content, split_typed
 from app.chat.redaction import is_tombstone, redact_deleted
+from app.members.device_copy import TwinWatch
 from app.members.events import is_control
 from app.node.clock_guard import LamportMemory, implausible_time
 from app.node.disk_guard import log_form
@@ -44,6 +45,7 @@ from app.node.ephemeral_guard import EphemeralGuard
 from app.node.events import (
     Conflict,
     Delivered,
+    DeviceTwins,
     Ephemeral,
     Lost,
     Missing,
@@ -134,6 +136,7 @@ class Effects:
         """Who wrote what, as the events label it (app/chat/authors.py)."""
         self.ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self.lamports = LamportMemory()  # app/node/clock_guard.py
+        self.twins = TwinWatch()  # two processes signing as one sender: device_copy.py
         self.unheard = UnheardLines()  # own lines nobody was there to hear (app/node/unheard.py)
         self.files = FileQuota(  # app/chat/file_quota.py
             self.options.file_quota_bytes, self.store.data_dir / LEDGER_FILE,
@@ -518,6 +521,12 @@ class Effects:
             self.authors.note(ch, ev.sender_id, content.name)
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
         odd = implausible_time(ev.lamport, self.lamports.newest_of(ch, ev.causal_history))
+        start = self.lamports.history_start(ch, ev.causal_history)
+        twins = self.twins.delivered(ch, ev.sender_id, mid, ev.lamport, ev.causal_history, start)
+        if twins is not None:  # two processes sign as this sender (app/members/device_copy.py)
+            self.counters["device_twins"] += 1
+            out.events.append(DeviceTwins(ch, ev.sender_id, content.name or "",
+                                          twins.text(content.name or "")))  # fmt: skip
         self.lamports.remember(ch, mid, ev.lamport)
         delivered = Delivered(
             ch,

@@ -111,6 +111,7 @@ from app.chat.file_quota import FileQuota
 from app.chat.lines import encode_content
 from app.chat.log_line import LogLine, log_line
 from app.members.channel import MembersChannel
+from app.members.device_copy import check_home
 from app.members.invite import DEFAULT_TTL_MS
 from app.members.verified import Verified
 from app.node.clock_guard import ClockHold, Correction, describe_offset, sent_ahead
@@ -356,6 +357,8 @@ class Node:
             storage.MissingHistoryError: no database beside an existing key file.
             net.identity.IdentityFileError: an unusable key file.
             IdentityMismatchError: the key file is not this database's identity.
+            app.members.device_copy.DataDirCopiedError: the directory is a copy of
+                another (``sdschat --moved`` when the original is gone for good).
 
         Nothing is created or written when it raises: an empty database file beside
         an existing key file, a missing one (unless ``options.new_history``), and a
@@ -399,6 +402,8 @@ class Node:
                     f"this data directory's messages belong to {stored.sender_id}; restore "
                     "the original key file or use another --data-dir"
                 )
+            # a copied data dir is refused before anything is sent (app/members/device_copy.py)
+            await asyncio.to_thread(check_home, directory, identity.sender_id)
             if name:
                 display = name
             elif stored is not None:

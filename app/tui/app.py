@@ -47,16 +47,25 @@ from textual.widgets import Input
 
 from app.chat.lines import visible
 from app.commands.channels import check_new_channel
-from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.exits import (
+    EXIT_DATABASE,
+    EXIT_DEVICE_COPY,
+    EXIT_LOCKED,
+    EXIT_PASSPHRASE,
+    EXIT_USAGE,
+)
 from app.launch.invite_wait import redeem
 from app.launch.joined import JoinedKeeper, load_remembered, rejoinable, remembered_order
 from app.members import secrets_file as members_file
+from app.members.device_copy import DataDirCopiedError
 from app.names import check_new_channel_name
 from app.node.events import (
     CatchUp,
     ClockSkew,
     Closed,
     Delivered,
+    DeviceCopied,
+    DeviceTwins,
     DiskFull,
     Ephemeral,
     Info,
@@ -364,6 +373,14 @@ class SdsChatApp(App[None]):
                 EXIT_LOCKED,
             )
             return
+        except DataDirCopiedError as exc:
+            self._fatal_screen(
+                "Data directory is a copy",
+                str(exc),
+                "Nothing was changed. Keep one copy of a data directory per device.",
+                EXIT_DEVICE_COPY,
+            )
+            return
         except NewerSchemaError as exc:
             self._fatal_screen(
                 "Database from a newer sdschat",
@@ -623,6 +640,12 @@ class SdsChatApp(App[None]):
                     self._refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
                 changes.notices.append(("warning" if ev.offset_ms else "information", ev.text))
+            elif isinstance(ev, DeviceCopied):  # another process holds our key: stop
+                self._fatal_screen("Data directory is a copy", ev.text, "Keep one copy of a "
+                                   "data directory per device.", EXIT_DEVICE_COPY)  # fmt: skip
+                return
+            elif isinstance(ev, DeviceTwins):  # two processes sign as one member
+                changes.notices.append(("warning", ev.text))
             elif isinstance(ev, DiskFull):  # issue 26 §2
                 changes.notices.append(("warning" if ev.state == "full" else "information",
                                         ev.detail))  # fmt: skip
