@@ -36,6 +36,9 @@ def load_bench(name: str) -> ModuleType:
     """``bench/NAME.py`` as the module ``NAME`` (the benchmarks are scripts, not a package)."""
     import importlib.util
 
+    bench = str(ROOT / "bench")
+    if bench not in sys.path:  # as when run as a script: its sibling modules (machine, ...)
+        sys.path.insert(0, bench)
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
