@@ -38,22 +38,31 @@ the share delivered within 5 s (js-waku's per-message criterion), peak memory
 kill) of every process, the nodes' ``lost``/``conflict``/``rejected``/``error``
 events, unexpected exits, and whether the histories are identical.
 
-**Hostile mode** (``--hostile``, issue 26): no process faults; honest nodes type all
-along while the run goes through a **quiet** phase (35% of ``--minutes``), a
-**hostile** phase (35%) and a bounded convergence (the rest). In the hostile phase:
+**Hostile mode** (``--hostile``, issues 26 and 39 §6): no process faults; honest nodes
+type all along while the run goes through three phases of one length (25% of
+``--minutes`` each), then a bounded convergence (the rest):
 
-* **identities flooding**: a raw relay client built from the project's modules
-  (``FLOOD``) signs with ``--flood-keys`` (11) fresh identities, each sending every
-  2 s a content message naming 1,000 ids nobody has;
-* **a disk filling and emptying** (as root): node ``n0``'s data directory is a tmpfs
-  (``--disk-mib``, 128: the flood's own messages fill 20 MiB within a minute), filled
-  to the last byte 20% into the phase and emptied at 50%;
-* **a clock jump**: node ``n1`` is restarted under libfaketime (``FAKETIME=+1h``,
-  Debian's ``faketime``) 30% into the phase and restarted with the right clock at 70%.
+1. **quiet**: the baseline;
+2. **flood**: identities flooding, nothing else: a raw relay client built from this
+   tree's modules (``FLOOD``) signs with ``--flood-keys`` (11) fresh identities, each
+   sending every 2 s a content message naming 1,000 ids nobody has (issue 39 §6 asks
+   this phase's honest p50 and p99 to be those of the quiet one);
+3. **faults**: the flood goes on (for 80% of the phase), and
+   * **a disk filling and emptying** (as root): node ``n0``'s data directory is a tmpfs
+     (``--disk-mib``, 128), filled to the last byte 20% into the phase and emptied at 50%;
+   * **a clock jump**: node ``n1`` is restarted under libfaketime (``FAKETIME=+1h``,
+     Debian's ``faketime``) 30% into the phase and restarted with the right clock at 70%.
 
-Reported per phase: lines confirmed (``queued``), delivered to every honest node by the
-end, delivery p50/p99 over (line, receiver) pairs, ``lost`` events, and the nodes' peak
-RSS; the histories are compared at the end as in the fault mode.
+Reported per phase (lines typed in it; ``hostile`` is flood and faults together, as
+earlier runs reported it): lines confirmed (``queued``), delivered to every honest node by
+the end, delivery p50/p99 over (line, receiver) pairs and as multiples of the quiet
+phase's, ``lost`` events; the CPU seconds of every process the bench started, of the rest
+of the machine (``others``: other sessions on a shared machine) and of the whole machine,
+per phase (``--attacker-nice`` runs the flood niced, to bound its share of the cores
+without touching its send rate); the nodes' peak RSS; the histories are compared at the
+end as in the fault mode. ``--code DIR`` runs the relay and the nodes from another
+checkout (a ``git worktree`` of an earlier commit), the attackers staying this tree's,
+so two invocations one after the other compare two versions under the same attack.
 
 Usage::
 
@@ -160,6 +169,26 @@ def proc_status_kib(pid: int, key: str) -> int | None:
     return None
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (``/proc/PID/stat``), ``None`` once gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        fields = text[text.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy since boot (all cores, ``/proc/stat``)."""
+    first = Path("/proc/stat").read_text().splitlines()[0].split()
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in first[1:9])
+    return (user + nice + system + irq + softirq + steal) / CLK_TCK
+
+
 class Child:
     """A child process; its stdout JSON lines go to ``on_event`` from a reader thread."""
 
@@ -172,6 +201,8 @@ class Child:
         stdin: bool,
         on_event: Any = None,
         env: dict[str, str] | None = None,
+        nice: int = 0,
+        cwd: Path = ROOT,
     ) -> None:
         self.name = name
         self.stderr_path = log_dir / f"{name}.stderr"
@@ -179,11 +210,12 @@ class Child:
         self._stderr = self.stderr_path.open("wb")
         self.popen = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=cwd,
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
         )
         self.pid = self.popen.pid
         self.started = time.monotonic()
@@ -191,6 +223,7 @@ class Child:
         self.ready = False  # joined the channel
         self.expected_exit = False  # we stopped or killed it
         self.hwm_kib = 0
+        self.cpu_s = 0.0  # the last sampled user + system CPU seconds
         self.closed_counters: dict[str, Any] | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -225,6 +258,9 @@ class Child:
         v = proc_status_kib(self.pid, "VmHWM") if self.alive() else None
         if v is not None:
             self.hwm_kib = max(self.hwm_kib, v)
+        cpu = proc_cpu_s(self.pid) if self.alive() else None
+        if cpu is not None:
+            self.cpu_s = cpu
 
     def write_line(self, text: str) -> bool:
         stdin = self.popen.stdin
@@ -352,10 +388,10 @@ class Tracker:
             return {n: len(self.confirmed - h.keys()) for n, h in self.held.items()}
 
 
-def history(data_dir: Path) -> list[dict[str, Any]]:
+def history(data_dir: Path, code: Path = ROOT) -> list[dict[str, Any]]:
     out = subprocess.run(
         sdschat("history", CHANNEL, "--data-dir", str(data_dir), "--json"),
-        cwd=ROOT, capture_output=True, timeout=120, check=True,
+        cwd=code, capture_output=True, timeout=120, check=True,
     )  # fmt: skip
     return [json.loads(line) for line in out.stdout.decode().splitlines() if line.strip()]
 
@@ -380,6 +416,7 @@ class Soak:
         self.opts = opts
         self.timings = timings
         self.tmp = tmp
+        self.code: Path = opts.code  # the checkout whose relay, nodes and history run
         (tmp / "logs").mkdir(parents=True, exist_ok=True)
         self.rng = random.Random(opts.seed)
         self.tracker = Tracker()
@@ -407,6 +444,8 @@ class Soak:
         stdin: bool,
         events: bool,
         env: dict[str, str] | None = None,
+        nice: int = 0,
+        own_code: bool = False,
     ) -> Child:
         slot.incarnation += 1
         name = f"{slot.name}.{slot.incarnation}"
@@ -415,7 +454,8 @@ class Soak:
             self.tracker.on_event(node, obj)
 
         child = Child(argv, name, self.tmp / "logs", stdin=stdin,
-                      on_event=on_event if events else None, env=env)  # fmt: skip
+                      on_event=on_event if events else None, env=env, nice=nice,
+                      cwd=ROOT if own_code else self.code)  # fmt: skip
         self.children.append(child)
         slot.child = child
         slot.history.append(child)
@@ -460,6 +500,25 @@ class Soak:
     def sample_all(self) -> None:
         for c in self.children:
             c.sample()
+
+    def cpu_mark(self) -> dict[str, float]:
+        """CPU seconds so far per participant (all its processes), and the machine's."""
+        self.sample_all()
+        per: dict[str, float] = {}
+        for c in self.children:
+            slot = c.name.rsplit(".", 1)[0]
+            per[slot] = per.get(slot, 0.0) + c.cpu_s
+        per["machine"] = machine_busy_s()
+        return per
+
+    @staticmethod
+    def cpu_split(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        """CPU seconds between two marks: each participant, ``others`` (every process on
+        the machine this bench did not start: other sessions), ``machine``."""
+        out = {k: round(v - a.get(k, 0.0), 1) for k, v in b.items()}
+        out["others"] = round(out["machine"] - sum(v for k, v in out.items()
+                                                    if k != "machine"), 1)  # fmt: skip
+        return out
 
     def check_exits(self) -> None:
         for slot in [self.relay, self.store, *self.nodes]:
@@ -645,14 +704,14 @@ class Soak:
                       f"yet held {lacking}", flush=True)  # fmt: skip
                 next_progress = now + 30
             if now >= next_hist and not any(self.tracker.lacking().values()):
-                hists = {s.name: history(s.data_dir) for s in self.nodes}
+                hists = {s.name: history(s.data_dir, self.code) for s in self.nodes}
                 next_hist = time.monotonic() + 5
                 if self._identical_and_complete(hists):
                     converged_at = now
                     break
             time.sleep(0.5)
         if converged_at is None:
-            hists = {s.name: history(s.data_dir) for s in self.nodes}
+            hists = {s.name: history(s.data_dir, self.code) for s in self.nodes}
             if self._identical_and_complete(hists):
                 converged_at = time.monotonic()
         self.sample_all()
@@ -672,7 +731,7 @@ class Soak:
             elif c.popen.returncode != 0:
                 self.unexpected_exits.append(f"{c.name}: exit {c.popen.returncode} at the end")
         if hists:  # the final histories, after the clean stop
-            hists = {s.name: history(s.data_dir) for s in self.nodes}
+            hists = {s.name: history(s.data_dir, self.code) for s in self.nodes}
         report = self._report(hists, converged_at, healed, typing_stopped, started_wall,
                               load_before, load_after, fault_s, converge_s)  # fmt: skip
         report["lacking_every_30s"] = progress
@@ -693,7 +752,7 @@ class Soak:
         missing = -1
         for _ in range(int(bound_s // 30) + 1):  # bounded
             time.sleep(max(0.0, min(30.0, t0 + bound_s - time.monotonic())))
-            hists = {s.name: history(s.data_dir) for s in self.nodes}
+            hists = {s.name: history(s.data_dir, self.code) for s in self.nodes}
             missing = sum(len(confirmed - {h["content"] for h in hist})
                           for hist in hists.values())  # fmt: skip
             series.append((round(time.monotonic() - t0), missing))
@@ -837,8 +896,8 @@ class Soak:
     def run_hostile(self) -> dict[str, Any]:
         o = self.opts
         total_s = o.minutes * 60
-        quiet_s = hostile_s = total_s * 0.35
-        converge_s = total_s - quiet_s - hostile_s
+        quiet_s = flood_s = faults_s = total_s * 0.25  # one length: their figures compare
+        converge_s = total_s - quiet_s - flood_s - faults_s
         started_wall = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         load_before = load_avg()
         self.tracker.local_time = True
@@ -861,21 +920,30 @@ class Soak:
             self.wait_all_ready(90)
             self.t0 = time.monotonic()
             t_quiet = time.time()
+            cpu_quiet = self.cpu_mark()
             print(f"[{self.timings}] hostile mode: quiet phase {quiet_s:.0f} s", flush=True)
             self._type_for(quiet_s)
             lost_quiet = self._lost_total()
-            t_hostile = time.time()
-            print(f"[{self.timings}] hostile phase {hostile_s:.0f} s: {o.flood_keys} flooding "
-                  "identities, a full disk, a clock jump", flush=True)  # fmt: skip
+            t_flood = time.time()
+            cpu_flood = self.cpu_mark()
+            print(f"[{self.timings}] flood phase {flood_s:.0f} s: {o.flood_keys} flooding "
+                  "identities", flush=True)  # fmt: skip
             flood = Slot("flood", self.tmp / "flood")
             flooder = self._spawn(flood, [sys.executable, "-c", FLOOD, self.url, CHANNEL,
-                                          str(o.flood_keys), str(hostile_s * 0.8)],
-                                  stdin=False, events=False)  # fmt: skip
+                                          str(o.flood_keys), str(flood_s + faults_s * 0.8)],
+                                  stdin=False, events=False, nice=o.attacker_nice,
+                                  own_code=True)  # the attacker: this tree's modules
+            self._type_for(flood_s)
+            lost_flood = self._lost_total()
+            t_faults = time.time()
+            cpu_faults = self.cpu_mark()
+            print(f"[{self.timings}] faults phase {faults_s:.0f} s: the flood goes on, a full "
+                  "disk, a clock jump", flush=True)  # fmt: skip
             steps = [(0.2, "fill"), (0.3, "clock+"), (0.5, "empty"), (0.7, "clock0"), (1.0, "")]
             done = 0.0
             ballast: Path | None = None
             for at, what in steps:
-                self._type_for(hostile_s * (at - done))
+                self._type_for(faults_s * (at - done))
                 done = at
                 rec = {"t": round(time.monotonic() - self.t0, 1), "kind": what}
                 if what == "fill" and mounted:
@@ -895,6 +963,7 @@ class Soak:
                     continue
                 self.faults.append(rec)
             t_end = time.time()
+            cpu_end = self.cpu_mark()
             typing_stopped = time.monotonic()
             print(f"[{self.timings}] typing stopped; converging (<= {converge_s:.0f} s)",
                   flush=True)  # fmt: skip
@@ -907,7 +976,7 @@ class Soak:
                     converged_at = time.monotonic()
                     break
                 time.sleep(0.5)
-            self.sample_all()
+            cpu_converged = self.cpu_mark()
             for slot in self.nodes:
                 if slot.child is not None:
                     slot.child.close_stdin()
@@ -921,7 +990,7 @@ class Soak:
             hists = {}
             for s in self.nodes:
                 try:
-                    hists[s.name] = history(s.data_dir)
+                    hists[s.name] = history(s.data_dir, self.code)
                 except subprocess.CalledProcessError as exc:
                     notes.append(f"history of {s.name} failed (exit {exc.returncode}): "
                                  f"{(exc.stderr or b'').decode(errors='replace')[-300:]}")
@@ -940,6 +1009,7 @@ class Soak:
                 notes.append(f"the flood did not finish: {flood_err.strip()[-200:]}")
             report = {
                 "timings": self.timings,
+                "code": str(self.code),
                 "mode": "hostile",
                 "started": started_wall,
                 "nodes": len(self.nodes),
@@ -949,12 +1019,23 @@ class Soak:
                 "flood_sent": int(sent.group(1)) if sent else None,
                 "faults": self.faults,
                 "notes": notes,
-                "quiet": self._phase(t_quiet, t_hostile, lost_quiet),
-                "hostile": self._phase(t_hostile, t_end, lost_all - lost_quiet),
+                "phases": {
+                    "quiet": self._phase(t_quiet, t_flood, lost_quiet),
+                    "flood": self._phase(t_flood, t_faults, lost_flood - lost_quiet),
+                    "faults": self._phase(t_faults, t_end, lost_all - lost_flood),
+                    "hostile": self._phase(t_flood, t_end, lost_all - lost_quiet),
+                },
                 "converged": converged_at is not None,
                 "converge_s_after_typing_stopped": (
                     round(converged_at - typing_stopped, 1) if converged_at else None
                 ),
+                "cpu_s": {
+                    "quiet": self.cpu_split(cpu_quiet, cpu_flood),
+                    "flood": self.cpu_split(cpu_flood, cpu_faults),
+                    "faults": self.cpu_split(cpu_faults, cpu_end),
+                    "converge": self.cpu_split(cpu_end, cpu_converged),
+                },
+                "attacker_nice": o.attacker_nice,
                 "identical": identical,
                 "history_lengths": {n: len(h) for n, h in hists.items()},
                 "missing": missing,  # confirmed line -> final histories lacking it
@@ -1005,17 +1086,26 @@ class Soak:
                 c.release()
 
 
+def ratio(x: float, base: float) -> str:
+    """``x`` as a multiple of ``base`` (``-`` when the base is 0)."""
+    return f"{x / base:.2f}x" if base else "-"
+
+
 def print_hostile(r: dict[str, Any]) -> None:
-    print(f"\n=== soak, hostile mode [{r['timings']} timings] started {r['started']} ===")
+    print(f"\n=== soak, hostile mode [{r['timings']} timings] started {r['started']}, "
+          f"code {r.get('code')} ===")
     print(f"nodes {r['nodes']}, drop {r['drop_rate']}, {r['rate_per_node']} lines/s/node, "
           f"{r['flood_keys']} flooding identities ({r['flood_sent']} messages sent); "
           f"faults {r['faults']}")  # fmt: skip
-    print("| phase | s | typed | confirmed | delivered everywhere | p50 s | p99 s | lost |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name in ("quiet", "hostile"):
-        p = r[name]
+    print("| phase | s | typed | confirmed | delivered everywhere | p50 s | p99 s | "
+          "p50 / p99 x quiet | lost |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    q = r["phases"]["quiet"]
+    for name, p in r["phases"].items():
+        p50, p99 = p["latency_p50_s"], p["latency_p99_s"]
         print(f"| {name} | {p['seconds']} | {p['typed']} | {p['confirmed']} | "
-              f"{p['delivered_everywhere']} | {p['latency_p50_s']} | {p['latency_p99_s']} | "
+              f"{p['delivered_everywhere']} | {p50} | {p99} | "
+              f"{ratio(p50, q['latency_p50_s'])} / {ratio(p99, q['latency_p99_s'])} | "
               f"{p['lost_events']} |")  # fmt: skip
     print(f"converged: {r['converged']} ({r['converge_s_after_typing_stopped']} s after typing "
           f"stopped); histories identical: {r['identical']} {r['history_lengths']}")  # fmt: skip
@@ -1024,6 +1114,14 @@ def print_hostile(r: dict[str, Any]) -> None:
         print(f"confirmed lines missing at the end ({len(r['missing'])}): "
               + ", ".join(f"{t} at {'/'.join(ns)}" for t, ns in shown))  # fmt: skip
     print(f"exit status {r['exit_status']}")
+    names = [k for k in r["cpu_s"]["faults"] if k not in ("others", "machine")]
+    print(f"CPU seconds per phase (attackers at nice {r['attacker_nice']}; 'others': processes "
+          "this bench did not start)")  # fmt: skip
+    print("| phase | " + " | ".join(names) + " | others | machine |")
+    print("|---|" + "---|" * (len(names) + 2))
+    for phase, split in r["cpu_s"].items():
+        print(f"| {phase} | " + " | ".join(str(split.get(k, 0.0)) for k in names)
+              + f" | {split['others']} | {split['machine']} |")  # fmt: skip
     print("peak RSS (VmHWM) MiB: " + ", ".join(
         f"{k} {v / 1024:.0f}" for k, v in r["peak_rss_kib"].items()))
     print(f"events per node: {r['events']}")
@@ -1086,14 +1184,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="if lines are missing at the end, restart every node without loss "
                     "for up to this long and report what comes back (default 0: off)")
     ap.add_argument("--hostile", action="store_true",
-                    help="quiet phase, then identities flooding, a full disk and a clock "
-                    "jump (issue 26), then convergence; no process faults")
+                    help="quiet phase, flood phase (identities flooding), faults phase (the "
+                    "flood, a full disk and a clock jump), then convergence; no process "
+                    "faults")
     ap.add_argument("--disk-mib", type=int, default=128,
                     help="size of n0's tmpfs in --hostile mode (the flood's messages are "
                     "stored too: 20 MiB fill up without the ballast)")
     ap.add_argument("--flood-keys", type=int, default=11,
                     help="fresh identities flooding in --hostile mode (each 1,000 unknown "
                     "ids every 2 s)")
+    ap.add_argument("--attacker-nice", type=int, default=0,
+                    help="niceness of the attacker processes in --hostile mode (0..19): "
+                    "bounds their share of the machine's cores, not their send rates")
+    ap.add_argument("--code", type=Path, default=ROOT,
+                    help="run the relay, the nodes and 'sdschat history' from this checkout "
+                    "(e.g. a git worktree of an earlier commit); the bench and the attackers "
+                    "are this tree's")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--node-arg", action="append", metavar="ARG",
                     help="extra argument for every 'sdschat join' (repeatable; for "
@@ -1106,9 +1212,9 @@ def main(argv: list[str] | None = None) -> int:
     if opts.fault_every is None:
         opts.fault_every = 12.0 if opts.minutes <= 5 else 30.0
     if not (0 < opts.minutes <= 24 * 60 and 1 <= opts.nodes <= 20 and 0 < opts.rate <= 50
-            and 0 <= opts.drop_rate < 1):  # fmt: skip
+            and 0 <= opts.drop_rate < 1 and 0 <= opts.attacker_nice <= 19):  # fmt: skip
         ap.error("out of range: --minutes (0, 1440], --nodes 1..20, --rate (0, 50], "
-                 "--drop-rate [0, 1)")  # fmt: skip
+                 "--drop-rate [0, 1), --attacker-nice 0..19")  # fmt: skip
     def on_term(_sig: int, _frame: object) -> None:  # cleanup as on Ctrl+C (children, tmpfs)
         raise KeyboardInterrupt
 

@@ -194,6 +194,27 @@ class OutgoingRepairBuffer(_DeadlineBuffer):
         nxt = self.next_deadline()
         return nxt is not None and nxt <= now_ms
 
+    def due_at(self, message_id: str) -> int | None:
+        """When ``message_id`` is next due (``None``: not here, or requested once)."""
+        item = self._items.get(message_id)
+        return None if item is None or item.requested else item.due_ms
+
+    def take_ids(
+        self, message_ids: list[str], now_ms: int, retry_ms: Callable[[str], int]
+    ) -> list[HistoryEntry]:
+        """The entries of ``message_ids`` that are due, each re-armed ``retry_ms`` later
+        (as :meth:`take_due` does; their old place in the heap is skipped)."""
+        out: list[HistoryEntry] = []
+        for mid in message_ids:
+            item = self._items.get(mid)
+            if item is None or item.requested or item.due_ms > now_ms:
+                continue
+            out.append(item.entry)
+            item.due_ms = now_ms + max(1, retry_ms(mid))
+            heapq.heappush(self._heap, (item.due_ms, mid))
+        self._compact_if_needed()
+        return out
+
 
 class IncomingRepairBuffer(_DeadlineBuffer):
     """Ids someone asked for that we hold and will rebroadcast at their ``T_resp``."""

@@ -24,6 +24,8 @@ noticed and last named. Nothing here calls out.
 
 from __future__ import annotations
 
+import functools
+import heapq
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -41,6 +43,11 @@ from sds.tuning import (
 )
 
 __all__ = ["ASKED", "RepairRequests"]
+
+#: RepairRequests.take asks first for the due ids of this many cheapest namers...
+CHEAP_NAMERS = 32
+#: ... looking at this many of their ids at most.
+CHEAP_SCAN = 256
 
 #: Whose ``max_missing_per_sender`` budget the ids learned only from others' repair
 #: requests count against (Config.repair_note_asked): one for all requesters.
@@ -389,7 +396,11 @@ class RepairRequests:
             age = 0 if info is None else max(0, rec - info.noticed_ms)
             return max(spread, min(age // 2, 4 * hi, cfg.repair_t_max_limit_ms))
 
-        out = self.out.take_due(now_ms, limit, retry)
+        # The due ids of the cheapest namers first, then earliest-due first: an
+        # identity naming thousands of ids nobody has cannot hold every due slot.
+        out = self.out.take_ids(self._cheapest_namers_due(now_ms, limit), now_ms, retry)
+        if len(out) < limit:
+            out.extend(self.out.take_due(now_ms, limit - len(out), retry))
         for e in out:
             self.note_sdsr_asked(e.message_id)
         if len(out) < limit and self.lost_wanted:
@@ -403,6 +414,37 @@ class RepairRequests:
                     MessagesMissing(self.channel_id, "", "", tuple(again), False)
                 )
         return out
+
+    def _cheapest_namers_due(self, now_ms: int, limit: int) -> list[str]:
+        """Up to ``limit`` due requests of the namers that cost us least (namer_cost:
+        their requests and the ids they named still missing), cheapest first, among the
+        :data:`CHEAP_NAMERS` cheapest (not ASKED: ids known only from others' requests)
+        and at most :data:`CHEAP_SCAN` of their ids. Earliest-due first alone, a member
+        naming thousands of ids nobody has held every due slot of our messages and
+        syncs, and an honest member's missing line was asked for seconds later (the
+        hostile soak's flood: bench/sim_flood.py). An honest namer under loss costs a
+        few ids; a flood's identities cost hundreds each and come last, in take_due."""
+        of = self.out_of
+        if len(of) < 2 or not self.config.repair_cheapest_namers_first:
+            return []  # one namer: earliest-due first is its order too
+        cost = functools.partial(self.namer_cost, of)
+        namers = heapq.nsmallest(CHEAP_NAMERS, (b for b in of if b != ASKED), key=cost)
+        out = self.out
+        found: list[tuple[int, int, str]] = []
+        scanned = 0
+        for by in namers:
+            c = cost(by)
+            for mid in of[by]:
+                scanned += 1
+                if scanned > CHEAP_SCAN:
+                    break
+                due = out.due_at(mid)
+                if due is not None and due <= now_ms:
+                    found.append((c, due, mid))
+            if scanned > CHEAP_SCAN or len(found) >= limit:
+                break
+        found.sort()
+        return [mid for _, _, mid in found[:limit]]
 
     def due(self, now_ms: int) -> bool:
         """Whether a request is due (a sync carries it)."""
