@@ -100,7 +100,7 @@ from app.chat.file_quota import (
 )
 from app.chat.lines import encode_content, split_typed
 from app.chat.log_line import LogLine, log_line
-from app.chat.redaction import is_tombstone, redact_deleted
+from app.chat.redaction import Deletions, is_tombstone
 from app.members import secrets_file as members_file
 from app.members.channel import MembersChannel
 from app.members.cut import MessageRefused
@@ -632,6 +632,7 @@ class Node:
         self._hold_timer: asyncio.TimerHandle | None = None
         self._lamports = LamportMemory()
         self._unheard = UnheardLines()  # own lines nobody was there to hear (app/node/unheard.py)
+        self._deletions = Deletions()  # deletions this run, for what comes after them
         self._carry_states: list[tuple[str, str, OwnState]] = []
         self._peers: dict[str, _Peer] = {}
         self._listeners: list[Callable[[NodeEvent], None]] = []
@@ -1385,16 +1386,22 @@ class Node:
     async def _redact_deleted(self, events: Sequence[NodeEvent]) -> None:
         """Deletions delivered or sent this round: their targets' text leaves the disk
         (app/chat/redaction.py)."""
+        deletions = self._deletions
         for ev in events:
+            late = None
             if isinstance(ev, Delivered) and ev.kind == "delete":
                 ch, sender, text = ev.channel, ev.sender_id, ev.text
             elif isinstance(ev, OwnMessage) and ev.state == "logged" and ev.kind == "delete":
                 ch, sender, text = ev.channel, self.sender_id, ev.text or ""
+            elif isinstance(ev, Delivered) and deletions and (late := deletions.pending(
+                    ev.channel, ev.message_id, ev.sender_id, ev.kind, ev.text)):  # fmt: skip
+                ch, sender = ev.channel, ev.sender_id  # it came after its deletion
             else:
                 continue
             try:
-                self.counters["redacted"] += await redact_deleted(
-                    self.store, ch, sender, split_typed(text)[0]
+                self.counters["redacted"] += (
+                    await deletions.stored(self.store, ch, sender, late) if late
+                    else await deletions.deleted(self.store, ch, sender, split_typed(text)[0])
                 )
             except StorageError as exc:  # the deletion stands; its text stays on disk
                 self._emit(NodeError(f"could not erase a deleted message's text: {exc}"))
