@@ -1581,7 +1581,8 @@ class Node:
                                     carried=carried)  # fmt: skip
         else:
             core.receive(opened.sds_bytes, now, opened.envelope_hash, carried=carried)
-        out.core_called = True
+        if pb0 is None or pb0.HasField("lamport_timestamp") or not pb0.content:
+            out.core_called = True  # an ephemeral message changes no state to save
         self._drain(now, out)
         out.current = None
         if not current.consumed and not current.settled and not held:
@@ -2228,7 +2229,8 @@ class Node:
         """After every core call: events into the batch and the UI list, datagrams queued."""
         wall = self._now()
         for ev in self._participant.events():
-            out.batch.add_event(log_form(ev), wall)  # reminders by count: app/node/disk_guard.py
+            if type(ev) is not sds.EphemeralReceived:  # never stored: ephemeral_guard.py
+                out.batch.add_event(log_form(ev), wall)  # reminders by count: disk_guard.py
             self._handle_event(ev, now, out)
         for channel, dg in self._participant.datagrams_to_send():
             info = self._channels.get(channel)
