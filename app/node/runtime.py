@@ -53,7 +53,10 @@ Durability (see also :mod:`storage.batch` and :mod:`app.node.state_reconcile`):
 * on every (re)connection the node republishes the envelopes of every own
   message still unacknowledged (those recorded but never published after a
   crash, and those typed while disconnected) instead of waiting for the
-  resend period.
+  resend period; when nobody has been heard in the channel lately (a start, an
+  empty channel) only those never published: the others go with the core's
+  resends, which back off while nobody is heard and come at once when someone
+  is (``sds.backoff``).
 
 Receiving: an envelope is opened (topic -> channel, AEAD, signature, sender
 id); rejections are counted by reason and reported as
@@ -175,7 +178,7 @@ from app.node.late_arrivals import LateArrivals
 from app.node.members_glue import drain_notices, mark_outside_cut, refused_event
 from app.node.state_reconcile import reconcile_state
 from app.node.transport import Transport, TransportStatus
-from app.node.unheard import UnheardLines, nobody_heard
+from app.node.unheard import WAITING_REASONS, UnheardLines, heard_since, nobody_heard
 from net.channel_key import (
     DEFAULT_KDF,
     ChannelKey,
@@ -196,6 +199,7 @@ from net.envelope import (
 from net.identity import Identity, IdentityFileError
 from net.store_sync import CatchUpProgress, StoreSync
 from sds.message import parse_pb
+from sds.tuning import RESEND_BACKOFF_MAX_MS
 from storage import (
     DB_FILENAME,
     LOCK_FILENAME,
@@ -600,6 +604,9 @@ class Node:
         config = self.options.config
         if not config.verify_message_ids:  # envelopes bind sender_id to a key: check ids
             config = config.with_changes(verify_message_ids=True)
+        if config.resend_backoff_max_ms is None:  # nobody heard: resends back off (sds.backoff)
+            config = config.with_changes(resend_backoff_max_ms=max(
+                RESEND_BACKOFF_MAX_MS, config.resend_unacknowledged_ms))  # fmt: skip
         self._participant = sds.Participant(self.sender_id, config, rng)
         self._channels: dict[str, ChannelInfo] = {}
         self._by_topic: dict[bytes, str] = {}
@@ -1617,11 +1624,9 @@ class Node:
         """A message given up on while nobody else was heard in its channel: keep it
         as sent, to publish again when someone is (app/node/unheard.py); whether it was."""
         ch, mid = ev.channel_id, ev.message_id
-        cfg = self.options.config
-        # its resends, and a sync period before them (a member's periodic sync says it is there)
-        since = now - cfg.resend_unacknowledged_ms * (ev.attempts + 1) - cfg.sync_interval_ms
+        since = heard_since(self.options.config, ev.attempts, now)
         heard = ((sid, p.channels, p.last_seen_ms) for sid, p in self._peers.items())
-        if ev.reason != "resends_exhausted" or not nobody_heard(heard, self.sender_id, ch, since):
+        if ev.reason not in WAITING_REASONS or not nobody_heard(heard, self.sender_id, ch, since):
             return False
         self._unheard.hold(ch, mid)
         self._own_typed.pop((ch, mid), None)
@@ -2739,7 +2744,13 @@ class Node:
     async def _republish(self) -> None:
         sent_events: list[NodeEvent] = []
         for ch in list(self._channels):
-            ids = self._participant.channel(ch).outgoing_ids()[-self.options.republish_cap :]
+            ids = self._participant.channel(ch).outgoing_ids()
+            if nobody_heard(((sid, p.channels, p.last_seen_ms) for sid, p in self._peers.items()),
+                            self.sender_id, ch, heard_since(self.options.config, 0, self._now())):
+                # nobody to hear them again (a start, a bot in an empty channel): only what
+                # never left; the rest goes with the resends, at once when a peer is heard
+                ids = [m for m in ids if self._own_state.get((ch, m)) is OwnState.QUEUED]
+            ids = ids[-self.options.republish_cap :]
             missing = [m for m in ids if (ch, m) not in self._envelopes]
             stored = await self.store.get_envelopes(ch, missing) if missing else {}
             for mid in ids:
