@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml | tools
 	@touch $(STAMP)
 
 # apt packages, each only when missing: tmux runs the demo (and the TUI's end-to-end
-# test), python3-venv makes .venv on Debian/Ubuntu, a Java 17 runtime runs Spark
+# test), python3-venv makes .venv on Debian/Ubuntu, libicu-dev (with pkg-config and g++)
+# is what PyICU builds against, a Java 17 runtime runs Spark
 # (sdschat report and tests/pipeline); openssl, sqlite3 and jq run the examples of
 # docs/deploy.md (tests/test_docs.py skips a block whose tool is missing).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -32,6 +33,9 @@ tools:
 	  $(call APT_INSTALL,chromium); }
 	@command -v faketime >/dev/null 2>&1 || { echo "installing faketime (apt-get; the skewed-clock tests)"; \
 	  $(call APT_INSTALL,faketime); }
+	@pkg-config --exists icu-uc 2>/dev/null && command -v g++ >/dev/null 2>&1 || { \
+	  echo "installing libicu-dev, pkg-config and g++ (apt-get; PyICU builds against them: confusable names)"; \
+	  $(call APT_INSTALL,libicu-dev pkg-config g++); }
 	@for t in openssl sqlite3 jq; do command -v $$t >/dev/null 2>&1 || { \
 	  echo "installing $$t (apt-get; docs/deploy.md's runnable examples use it)"; \
 	  $(call APT_INSTALL,$$t); }; done

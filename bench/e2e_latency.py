@@ -341,6 +341,21 @@ def patch(obj, attr, name):
     setattr(obj, attr, timed(name, getattr(obj, attr)))
 
 
+def patch_first(name, *places):
+    # the first (module, class or None, attribute) of this checkout's layout: the node's
+    # parts (app/node/receiving.py, effects.py) or, before them, app/node/runtime.py
+    import importlib
+    for module, cls, attr in places:
+        try:
+            obj = importlib.import_module(module)
+        except ImportError:
+            continue
+        obj = getattr(obj, cls, None) if cls else obj
+        if obj is not None and hasattr(obj, attr):
+            return patch(obj, attr, name)
+    raise SystemExit(f"--cpu-split: nothing to time as {name!r} in this checkout")
+
+
 import websockets.asyncio.connection as wsc
 import app.headless.run, app.node.runtime, net.envelope, net.relay_client
 import sds.channel, storage.store
@@ -348,10 +363,12 @@ from storage.batch import Batch
 patch(wsc.Connection, "data_received", "websockets: frames in")
 patch(wsc.Connection, "send_data", "websockets: frames out")
 patch(net.relay_client, "decode_frame", "relay frame decode")
-patch(app.node.runtime, "open_for_topic", "envelope open")
+patch_first("envelope open", ("app.node.receiving", None, "open_for_topic"),
+            ("app.node.runtime", None, "open_for_topic"))
 patch(net.envelope, "verify_signature", "Ed25519 verify")
 patch(sds.channel.Channel, "receive_parsed", "SDS core receive")
-patch(app.node.runtime.Node, "_drain", "core events to node events")
+patch_first("core events to node events", ("app.node.effects", "Effects", "drain"),
+            ("app.node.runtime", "Node", "_drain"))
 patch(Batch, "add_event", "event-log rows")
 commit = storage.store.Store.commit_batch_now
 plain, durable = timed("SQLite commit", commit), timed("SQLite commit, fsynced", commit)

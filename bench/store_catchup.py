@@ -47,6 +47,7 @@ from store_query import fill, start_store
 import sds
 import storage.store as storage_store
 from app.node.events import CatchUp, Delivered
+from app.node.receiving import Receiver
 from app.node.runtime import Node, NodeOptions
 from app.node.transport import MemoryHub
 from net import runner
@@ -67,7 +68,7 @@ def _instrument() -> None:
             SPLIT["commit"] += time.perf_counter() - t
 
     storage_store.Store.commit_batch = timed_commit  # type: ignore[method-assign]
-    receive = Node._receive
+    receive = Receiver.receive
 
     def timed_receive(self, *a, **k):  # type: ignore[no-untyped-def]
         t = time.perf_counter()
@@ -76,7 +77,7 @@ def _instrument() -> None:
         finally:
             SPLIT["receive"] += time.perf_counter() - t
 
-    Node._receive = timed_receive  # type: ignore[method-assign]
+    Receiver.receive = timed_receive  # type: ignore[method-assign]
 
 
 async def catch_up_once(data_dir: Path, url: str, key, n: int, cfg: sds.Config) -> float:  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ every participant that holds the same messages (``--data-dir`` defaults to
 is wall-clock ms), the sender id's start, the text and an own message's state.
 With ``--json`` each line is one object::
 
-    {"position": 0, "id": "…", "sender": "…", "name": "alice", "kind": "msg",
+    {"position": 0, "id": "…", "sender": "…", "name": "alice", "label": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
      "digest": "…", "conflict": false, "was_lost": false, "recovered": false,
      "missing_before": 0, "refused": false}
@@ -22,6 +22,13 @@ when deleted), ``kind`` one of ``msg``, ``me``, ``raw``, ``reply``, ``file``,
 "quote", "present", "sender", "name"}`` or ``null``) and ``file`` (``{"file_id",
 "name", "size", "sha256", "segments", "total", "complete", "intact"}`` or ``null``).
 ``position`` stays the message's position in the log.
+
+``name`` is the author's: in a members channel the roster's (the name an admin
+admitted, or the member's own chained rename, read from the channel's membership
+records), never the one claimed inside the content; elsewhere the claimed name.
+``label`` is how a person should read it, the line's author column: ``name``, with the
+author's fingerprint when another author's name looks like it (``alice (3f9a2b1c)``,
+TR39 skeletons: docs/members.md, "Names").
 
 ``state`` is set for our own messages only (``queued``, ``sent``,
 ``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
@@ -59,6 +66,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
@@ -74,6 +82,9 @@ from app.chat.log_line import (
     log_line,
     lost_line,
 )
+from app.members.roster import Roster
+from app.members.secrets_file import read_roster
+from app.names import NameBook
 from storage import (
     DB_FILENAME,
     LogEntry,
@@ -90,10 +101,21 @@ async def _read_with_store(data_dir: Path, channel: str) -> list[LogLine]:
     async with await Store.open(data_dir) as store:
         if await store.get_channel(channel) is None:
             raise LookupError(f"channel {channel!r} was never joined in {data_dir}")
+        roster = read_roster(data_dir, channel)
         out: list[LogLine] = []
         async for entry in store.iter_log(channel):
-            out.append(log_line(entry, len(out)))
-        return out
+            out.append(log_line(entry, len(out), roster=roster))
+        return _labelled(out, roster)
+
+
+def _labelled(lines: list[LogLine], roster: Roster | None) -> list[LogLine]:
+    """Each line with its author's label: the roster's (members channels) or the
+    claimed name, with the author's fingerprint where another author's name looks
+    like it (app/names.py)."""
+    if roster is not None:
+        return [replace(x, label=roster.label_of(x.sender_id)) for x in lines]
+    book = NameBook((x.sender_id, x.name) for x in lines if x.name)
+    return [replace(x, label=book.label(x.name, x.sender_id)) for x in lines]
 
 
 def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterator[LogEntry]:
@@ -140,14 +162,15 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
     db = open_read_only(path)
     if db is None:  # an older schema: migrate (takes the lock)
         return asyncio.run(_read_with_store(directory, channel))
+    roster = read_roster(directory, channel)  # a members channel: the roster's names
     try:
         lines: list[LogLine] = []
         disputed = _conflicted_ids(db, channel)
         refused = _conflicted_ids(db, channel, "MessageRefused")
         for entry in _read_only_rows(db, directory, channel):
             lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed,
-                                  refused=entry.message_id in refused))  # fmt: skip
-        return lines
+                                  refused=entry.message_id in refused, roster=roster))  # fmt: skip
+        return _labelled(lines, roster)
     except sqlite3.Error as exc:
         raise translate_error(exc, path) from exc
     finally:
@@ -194,7 +217,7 @@ def print_history(
             if as_json:
                 out.write(json_visible(json.dumps(line.to_json(), ensure_ascii=False)) + "\n")
             else:
-                who = visible(line.name or "?")
+                who = visible(line.label or line.name or "?")
                 body = visible(line.text, newlines=True)  # a line break stays one
                 text = human_text(line.kind, who, body)
                 state = f"  [{line.state}]" if line.state else ""

@@ -4,7 +4,7 @@ output; ``docs/content.md`` the rules)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.chat.content import ConversationView, ViewItem
 from app.chat.log_line import LogLine
@@ -20,11 +20,16 @@ class FoldedLine(LogLine):
     and whose JSON adds the view's fields (module docstring)."""
 
     item: ViewItem | None = None
+    names: dict[str, str] = field(default_factory=dict)
+    """sender id -> name, as the lines name their authors (a reply's target's too)."""
 
     def to_json(self) -> dict[str, object]:
         obj = LogLine.to_json(self)
         if self.item is not None:
             obj.update(kind=self.item.kind, content=self.item.text, **self.item.to_json())
+            reply = obj.get("reply_to")
+            if isinstance(reply, dict) and reply.get("sender") in self.names:
+                reply["name"] = self.names[reply["sender"]]  # the target's author, as labelled
         return obj
 
 
@@ -38,7 +43,7 @@ def fold(lines: list[LogLine]) -> tuple[ConversationView, list[tuple[LogLine, Vi
 def fold_lines(lines: list[LogLine]) -> list[LogLine]:
     """``lines`` folded (module docstring): one :class:`FoldedLine` per shown item."""
     _view, items = fold(lines)
-    names = {x.sender_id: x.name for x in lines if x.name}
+    names = {x.sender_id: str(x.label or x.name) for x in lines if x.label or x.name}
     out: list[LogLine] = []
     for line, item in items:
         out.append(
@@ -46,7 +51,8 @@ def fold_lines(lines: list[LogLine]) -> list[LogLine]:
                 position=line.position,
                 message_id=line.message_id,
                 sender_id=line.sender_id,
-                name=item.name,
+                name=line.name,  # the roster's in a members channel (app/chat/authors.py)
+                label=line.label,
                 kind=item.kind,
                 text=_folded_text(item, names),
                 lamport=line.lamport,
@@ -59,6 +65,7 @@ def fold_lines(lines: list[LogLine]) -> list[LogLine]:
                 missing_before=line.missing_before,
                 refused=line.refused,
                 item=item,
+                names=names,
             )
         )
     return out
@@ -71,7 +78,8 @@ def _folded_text(item: ViewItem, names: dict[str, str]) -> str:
     text = item.text
     if item.reply is not None:
         r = item.reply
-        about = f"(re {r.target_name or '?'}: {r.quote}) " if r.present else ""
+        who = names.get(r.target_sender or "", r.target_name or "?")
+        about = f"(re {who}: {r.quote}) " if r.present else ""
         text = f"{r.target_id}\n{about}{item.text}"
     elif item.file is not None:
         f = item.file

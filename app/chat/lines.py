@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from app.names import clean_name
+from app.names import C1_AND_BIDI, INVISIBLE, clean_name, visible
 
 __all__ = [
     "CONTENT_VERSION",
@@ -117,40 +117,21 @@ def split_typed(text: str) -> tuple[str, str]:
     return target, body
 
 
-#: DEL, C1 and the bidirectional embeddings, overrides and isolates: what a terminal
-#: acts on beyond C0 (which JSON already escapes).
-_C1_AND_BIDI = (*range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-
-#: Control characters (C0 but tab, DEL, C1) and the bidi controls, written as escapes:
-#: a peer's text must not move the cursor, clear the screen, retitle or recolour the
-#: terminal, or reorder what is shown around it.
-_VISIBLE: dict[int, str] = {
-    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-    for c in (*(c for c in range(0x20) if c != 0x09), *_C1_AND_BIDI)
-}
-_VISIBLE_LINES = {c: v for c, v in _VISIBLE.items() if c != 0x0A}
-
-
-def visible(text: str, *, newlines: bool = False) -> str:
-    """``text`` safe to put on a terminal: control and bidi-override characters become
-    escapes such as ``\\x1b`` and ``\\u202e`` (tab stays); with ``newlines`` a line
-    break stays a line break (a multi-line message in a log), otherwise it is ``\\x0a``.
-
-    Text from peers (message text, names of raw content, message ids) goes through it
-    before it is shown: Rich and Textual pass ESC and C1 bytes to the terminal."""
-    if text.isprintable():  # C speed; the usual case (an escape is never printable)
-        return text
-    return text.translate(_VISIBLE_LINES if newlines else _VISIBLE)
+def _json_escape(c: int) -> str:
+    if c < 0x10000:
+        return f"\\u{c:04x}"
+    c -= 0x10000  # a surrogate pair: JSON escapes UTF-16 code units
+    return f"\\u{0xD800 + (c >> 10):04x}\\u{0xDC00 + (c & 0x3FF):04x}"
 
 
 #: What JSON leaves raw that a terminal acts on, as JSON escapes. They can only occur
 #: inside JSON strings, where ``\\u009b`` means the same character: the document is
 #: unchanged for a parser.
-_JSON_VISIBLE = {c: f"\\u{c:04x}" for c in _C1_AND_BIDI}
+_JSON_VISIBLE = {c: _json_escape(c) for c in (*C1_AND_BIDI, *INVISIBLE)}
 
 
 def json_visible(line: str) -> str:
-    """A JSON text with C1 and bidi-override characters written as ``\\uXXXX`` escapes:
+    """A JSON text with C1, bidi and invisible characters written as ``\\uXXXX`` escapes:
     the same JSON, safe to print on a terminal (``--headless`` and ``history --json``
     write peers' text to stdout, often a terminal)."""
     if line.isascii():  # C speed; the usual case

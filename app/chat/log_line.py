@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from app.chat.content import decode_content
+from app.chat.authors import authored
 from app.chat.lines import EVENT_KINDS, TYPED_KINDS
 from storage import LogEntry
+
+if TYPE_CHECKING:
+    from app.members.roster import Roster
 
 __all__ = [
     "LATE_MARK",
@@ -50,6 +54,9 @@ class LogLine:
     refused: bool = False
     """A members channel refused it after it was stored: its sender was removed and the
     removal's cut leaves it out (``MessageRefused`` in the event log)."""
+    label: str = ""
+    """How the author is written (``name``, with a fingerprint when another author's
+    name looks like it): set by ``sdschat history``."""
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -58,6 +65,7 @@ class LogLine:
             "id": self.message_id,
             "sender": self.sender_id,
             "name": self.name,
+            "label": self.label or self.name,
             "kind": self.kind,
             "lamport": self.lamport,
             "content": self.text,
@@ -72,9 +80,10 @@ class LogLine:
 
 
 def log_line(entry: LogEntry, position: int, *, conflict: bool = False,
-             refused: bool = False) -> LogLine:  # fmt: skip
-    """Decode a stored :class:`storage.LogEntry` at ``position`` in the log."""
-    content = decode_content(entry.content)
+             refused: bool = False, roster: Roster | None = None) -> LogLine:  # fmt: skip
+    """Decode a stored :class:`storage.LogEntry` at ``position`` in the log; in a members
+    channel (``roster``) its author named by the roster (:func:`app.chat.authors.authored`)."""
+    content = authored(entry.content, entry.sender_id, roster)
     return LogLine(
         digest=hashlib.sha256(entry.content).hexdigest(),
         content=entry.content,

@@ -17,7 +17,7 @@ from typing import cast
 from app.chat.lines import nick_text
 from app.commands.content import run_content_command
 from app.commands.front import TUI, FrontEnd, TuiFrontEnd
-from app.commands.members import run_members_command
+from app.commands.members import renames_for, run_members_command
 from app.names import channel_arg, check_nick
 
 __all__ = ["consume"]
@@ -86,13 +86,20 @@ async def forget(fe: FrontEnd, name: str, arg: str) -> None:
 
 
 async def nick(fe: FrontEnd, name: str, arg: str) -> None:
+    """``/nick NAME``: in a members channel a ``rename`` event we sign (refused, and
+    nothing changed anywhere, when NAME looks like another member's name); elsewhere
+    the name our lines claim, announced as a "nick" line."""
     node = fe.node
     new, old = check_nick(arg), node.name
+    renames = renames_for(node, new)  # raises before anything changed
     if new != old:
         await node.set_name(new)
-        # announced in every channel joined, as a line (a "nick" message)
+        # announced in every other channel joined, as a line (a "nick" message)
         for joined in list(node.channels):
-            node.post(joined, nick_text(old, new), "nick").add_done_callback(consume)
+            if node.members_channel(joined) is None:
+                node.post(joined, nick_text(old, new), "nick").add_done_callback(consume)
+    for channel, content in renames:
+        await node.post_content(channel, content)
     fe.named(old, new)
 
 

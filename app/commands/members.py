@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from app.members.events import encode_set_role
 from app.members.roster import Member
 from app.members.safety import safety_emoji, safety_number
-from app.names import channel_arg
+from app.names import FINGERPRINT_HEX, channel_arg, confusable
 from app.node.events import MembersEvent, NodeError, NodeEvent
 
 if TYPE_CHECKING:
@@ -50,18 +50,45 @@ def parse_ttl(text: str) -> int:
 
 
 def label(member: Member, members: Sequence[Member]) -> str:
-    """``name``, or ``name (3f9a)`` when another member shows the same name."""
-    same = [m for m in members if m.name.casefold() == member.name.casefold()]
+    """``name``, or ``name (3f9a2b1c)`` when another member's name looks like it
+    (:func:`app.names.confusable`: TR39 skeletons); the fingerprint grows until the
+    look-alikes differ."""
+    same = [m for m in members if confusable(m.name, member.name)]
     if len(same) < 2:
         return member.name
-    width = 4
+    width = FINGERPRINT_HEX
     while width < 32 and len({m.member_id[:width] for m in same}) < len(same):
         width += 2
     return f"{member.name} ({member.member_id[:width]})"
 
 
+def renames_for(node: Node, new: str) -> list[tuple[str, bytes]]:
+    """The ``rename`` events ``/nick new`` posts: one per members channel whose roster
+    lists us under another name (channels made before chaining keep the admitted name).
+
+    Raises:
+        ValueError: ``new`` looks like another current member's name in one of them
+            (:func:`app.names.confusable`): nothing is renamed anywhere.
+    """
+    out: list[tuple[str, bytes]] = []
+    for channel in list(node.channels):
+        mc = node.members_channel(channel)
+        if mc is None or not mc.roster.chained or not mc.roster.is_member(node.sender_id):
+            continue
+        clash = mc.roster.confusable_with(new, node.sender_id)
+        if clash:
+            raise ValueError(f"/nick {new}: looks like the name of "
+                             f"{mc.roster.label_of(clash[0].member_id)} in #{channel}; "
+                             "pick a name nobody could take for theirs")  # fmt: skip
+        if mc.roster.name_of(node.sender_id) != new:
+            out.append((channel, mc.rename(new)))
+    return out
+
+
 def find_member(members: Sequence[Member], who: str) -> Member:
-    """The member ``who`` names: a display name, ``name (fp)``, or an id prefix (4+ hex).
+    """The member ``who`` names: a display name (any member whose name looks like it:
+    several are refused, the message lists them with fingerprints), ``name (fp)``, or
+    an id prefix (4+ hex).
 
     Raises:
         ValueError: nobody, or several members, match (the message lists them).
@@ -71,11 +98,11 @@ def find_member(members: Sequence[Member], who: str) -> Member:
     if m:
         found = [x for x in members if x.name == m.group(1) and x.member_id.startswith(m.group(2))]
     else:
-        found = [x for x in members if x.name == who]
+        # a name names everyone whose name looks like it (TR39 skeletons): typing
+        # "alice" must not pick one of alice and аlice (Cyrillic а) for the reader
+        found = [x for x in members if confusable(x.name, who)]
         if not found and re.fullmatch(r"[0-9a-f]{4,32}", who):
             found = [x for x in members if x.member_id.startswith(who)]
-        if not found:
-            found = [x for x in members if x.name.casefold() == who.casefold()]
     if not found:
         raise ValueError(f"no member called {who!r} here (/members lists them)")
     if len(found) > 1:
@@ -165,6 +192,9 @@ async def run_members_command(
         if target.is_admin == (name == "admin"):
             role = "an admin" if target.is_admin else "not an admin"
             raise ValueError(f"{label(target, members)} is {role} already")
+        if name == "unadmin" and sum(1 for m in members if m.is_admin) == 1:
+            raise ValueError(f"{label(target, members)} is the last admin of #{current}: "
+                             "make another member an admin first")  # fmt: skip
         await node.post_content(current, encode_set_role(
             target.member_id, "admin" if name == "admin" else "member"))  # signed as it goes out
     elif name == "verify":
@@ -187,6 +217,8 @@ async def run_members_command(
         emit(MembersEvent(current, "verify",
                           f"safety number with {label(target, members)}: {number} (the same "
                           f"on both screens? then /verify {who} yes)",
-                          {"member": target.member_id, "number": number,
-                           "emoji": " ".join(emoji)}))  # fmt: skip
+                          {"member": target.member_id, "name": target.name,
+                           "label": label(target, members), "number": number,
+                           "emoji": " ".join(emoji),
+                           "emoji_names": [n for _, n in pairs]}))  # fmt: skip
     return current

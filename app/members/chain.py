@@ -36,6 +36,7 @@ from app.members.events import (
     _member_problem,
     member_info,
 )
+from app.names import check_nick
 from net.identity import PUBLIC_KEY_BYTES, Identity, sender_id_for, verify_signature
 
 __all__ = [
@@ -179,9 +180,11 @@ def _body_problem(m: pb.Chained, body: str) -> str:
         if len(m.share_key.share_key) != 32:
             return "a share key is 32 bytes"
     elif body == "rename":
-        name = m.rename.name
-        if not name or len(name) > MAX_NAME_CHARS or not name.isprintable():
-            return "display name empty, too long or holding control characters"
+        try:
+            if check_nick(m.rename.name) != m.rename.name:
+                raise ValueError("surrounding spaces")
+        except ValueError as exc:
+            return f"not a name: {exc}"
     for member in members:
         info = MemberInfo(bytes(member.identity_key), bytes(member.share_key), member.name)
         problem = _member_problem(info)

@@ -154,12 +154,14 @@ JoinErrorReason = Literal[
     "forged", "bad_signature", "wrong_invite", "expired", "malformed",
     "unsupported_version", "wrong_kind", "bad_name", "not_for_me",
 ]  # fmt: skip
-RefusalReason = Literal["used", "expired", "refused"]
+RefusalReason = Literal["used", "expired", "refused", "name_taken"]
 
 _REFUSAL_MESSAGES: dict[str, str] = {
     "used": "this invite code has already been used",
     "expired": "this invite code has expired",
     "refused": "refused by an admin",
+    "name_taken": ("the name you asked for is a member's, or looks like one (docs/members.md, "
+                   "\"Names\"): join again with another --name; the code still works"),
 }
 
 
@@ -734,7 +736,8 @@ def make_join_refused(
     *,
     rng: Callable[[int], bytes] = os.urandom,
 ) -> bytes:
-    """The admin's answer refusing ``request``: ``reason`` is ``used``, ``expired`` or
+    """The admin's answer refusing ``request``: ``reason`` is ``used``, ``expired``,
+    ``name_taken`` or
     ``refused`` (by an admin).
 
     Raises:

@@ -112,6 +112,8 @@ class State:
     """Applied events that start an epoch (genesis, remove, leave, rekey), in order."""
     revocations: list[tuple[bytes, str, bool]] = field(default_factory=list)
     """Applied removals, leaves and demotions: (event, target, admin powers only)."""
+    former: dict[str, str] = field(default_factory=dict)
+    """Members no longer in: id -> the name they had when they left (their lines keep it)."""
 
 
 @dataclass(slots=True)
@@ -418,7 +420,9 @@ def check(st: State, ev: ChainEvent, channel_id: bytes | None,
     ``set_role``    author an admin; target a member; the last admin stays one
     ``rekey``       author an admin
     ``share_key``   author a member
-    ``rename``      author a member
+    ``rename``      author a member; no other current member has exactly that name
+                    (``name_taken``; names that only look alike are told apart on
+                    screen, docs/members.md "Names")
     ==============  ===============================================================
     """
     body = ev.body
@@ -440,7 +444,11 @@ def check(st: State, ev: ChainEvent, channel_id: bytes | None,
     author = st.members.get(ev.author_id)
     if author is None:
         return "not_a_member"
-    if body in ("share_key", "rename"):
+    if body == "rename":
+        name = m.rename.name
+        taken = any(x.name == name for mid, x in st.members.items() if mid != ev.author_id)
+        return "name_taken" if taken else ""
+    if body == "share_key":
         return ""
     if body == "leave":
         return "last_admin" if _last_admin(st, ev.author_id) else ""
@@ -467,11 +475,12 @@ def check(st: State, ev: ChainEvent, channel_id: bytes | None,
 
 def _enter(st: State, member: Member) -> None:
     st.members[member.member_id] = member
+    st.former.pop(member.member_id, None)
     st.spans.setdefault(member.member_id, []).append(Span(member.admitted_by))
 
 
 def _leave(st: State, member_id: str, ev: ChainEvent) -> None:
-    del st.members[member_id]
+    st.former[member_id] = st.members.pop(member_id).name
     st.spans[member_id][-1].end = ev.hash
     st.epochs.append(ev.hash)
     st.revocations.append((ev.hash, member_id, False))

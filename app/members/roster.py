@@ -31,6 +31,7 @@ from app.members.cut import SPAN_BYTES, HeldCut
 from app.members.events import ROLE_ADMIN, ROLE_MEMBER, BadControl, decode_control
 from app.members.legacy import LegacyRoster
 from app.members.resolve import Chain, Member, Position, State
+from app.names import NameBook, confusable
 
 __all__ = [
     "EPOCH_NONCE_BYTES",
@@ -61,7 +62,7 @@ REJECTION_REASONS: Final = (
     "malformed", "unsupported_version", "unknown_body", "no_channel", "duplicate_create",
     "wrong_channel", "not_self", "not_a_member", "not_admin", "already_member",
     "no_such_member", "invite_used", "last_admin", "bad_signature", "wrong_author",
-    "second_root", "other_root", "outside_cut", "unchained", "held_full",
+    "second_root", "other_root", "outside_cut", "unchained", "held_full", "name_taken",
 )  # fmt: skip
 """Every reason a membership event can be refused with."""
 
@@ -94,13 +95,15 @@ class Change:
     added: frozenset[str] = frozenset()
     removed: frozenset[str] = frozenset()
     share_keys_changed: frozenset[str] = frozenset()
+    renamed: frozenset[str] = frozenset()
+    """Members whose roster name changed (a ``rename``)."""
     refused: tuple[Outcome, ...] = ()
     """Events refused now: the one taken, or earlier ones a late event cuts."""
     cuts: tuple[tuple[bytes, HeldCut], ...] = ()
     """Removals whose cut became complete now: (removal hash, cut)."""
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.share_keys_changed)
+        return bool(self.added or self.removed or self.share_keys_changed or self.renamed)
 
 
 class Roster:
@@ -126,8 +129,9 @@ class Roster:
         # epoch_keys parts (v1 controls): (author, nonce) -> message id -> sealed keys
         self._epoch_parts: dict[tuple[str, bytes], dict[str, dict[str, bytes]]] = {}
         self._cuts: dict[bytes, HeldCut] = {}
-        self._known: dict[str, bytes] = {}  # members and share keys as last reported (chain)
+        self._known: dict[str, tuple[bytes, str]] = {}  # members, share keys, names (chain)
         self._hash_cache: bytes | None = None
+        self._book: NameBook | None = None  # every member's name, current and former
 
     # -- feeding ------------------------------------------------------------
 
@@ -146,6 +150,7 @@ class Roster:
         """
         if message_id in self._ids:
             return Change()
+        self._book = None
         decoded = decode_control(content)
         position: Position = (lamport, message_id)
         if isinstance(decoded, BadControl):
@@ -180,7 +185,8 @@ class Roster:
         if legacy_out is not None and legacy_out.reason:
             refused = (Outcome(position, author_id, body, legacy_out.target_id,
                                legacy_out.reason),)  # fmt: skip
-            return Change(change.added, change.removed, change.share_keys_changed, refused)
+            return Change(change.added, change.removed, change.share_keys_changed,
+                          change.renamed, refused)
         return change
 
     def take(self, ev: ChainEvent, position: Position) -> Change:
@@ -218,8 +224,22 @@ class Roster:
         refused = [self._outcome_of(h) for h in dict.fromkeys(self.chain.changed)
                    if self.chain.outcomes.get(h)]  # fmt: skip
         cuts = self._refresh_cuts()
-        return Change(change.added, change.removed, change.share_keys_changed, tuple(refused),
-                      cuts)  # fmt: skip
+        self._names_moved(change, self.chain.resolutions != resolutions)
+        return Change(change.added, change.removed, change.share_keys_changed, change.renamed,
+                      tuple(refused), cuts)  # fmt: skip
+
+    def _names_moved(self, change: Change, resolved: bool) -> None:
+        """Keep :attr:`names` current: the names added or changed noted (a removal keeps
+        its name: former members count), all made again after a re-resolution."""
+        if self._book is None:
+            return
+        if resolved:
+            self._book = None
+            return
+        for mid in change.added | change.renamed:
+            name = self.name_of(mid)
+            if name is not None:
+                self._book.use(mid, name)
 
     def _take_part(self, ev: ChainEvent) -> Change:
         part = ev.msg.part
@@ -237,8 +257,11 @@ class Roster:
         self.chain.changed = []
         released = self.chain.release()
         change = self._diff_known(None) if released else Change()
+        if released:
+            self._book = None
         cuts = self._refresh_cuts()
-        return Change(change.added, change.removed, change.share_keys_changed, (), cuts)
+        return Change(change.added, change.removed, change.share_keys_changed, change.renamed,
+                      (), cuts)
 
     def _take_epoch_part(self, author_id: str, message_id: str, part: pb.EpochKeys) -> None:
         if len(part.epoch_nonce) != EPOCH_NONCE_BYTES:
@@ -287,7 +310,7 @@ class Roster:
         only at ``touched`` (``None``: everyone)."""
         members = self.chain.state.members if self.chained else self.legacy.members
         ids = set(members) | set(self._known) if touched is None else touched
-        added, removed, rekeyed = set(), set(), set()
+        added, removed, rekeyed, renamed = set(), set(), set(), set()
         for mid in ids:
             now = members.get(mid)
             was = self._known.get(mid)
@@ -297,21 +320,27 @@ class Roster:
             elif now is not None:
                 if was is None:
                     added.add(mid)
-                elif was != now.info.share_key:
-                    rekeyed.add(mid)
-                self._known[mid] = now.info.share_key
-        return Change(frozenset(added), frozenset(removed), frozenset(rekeyed))
+                else:
+                    if was[0] != now.info.share_key:
+                        rekeyed.add(mid)
+                    if was[1] != now.name:
+                        renamed.add(mid)
+                self._known[mid] = (now.info.share_key, now.name)
+        return Change(frozenset(added), frozenset(removed), frozenset(rekeyed),
+                      frozenset(renamed))  # fmt: skip
 
-    def _snapshot(self) -> dict[str, bytes]:
-        return {mid: m.info.share_key for mid, m in self.members.items()}
+    def _snapshot(self) -> dict[str, tuple[bytes, str]]:
+        return {mid: (m.info.share_key, m.name) for mid, m in self.members.items()}
 
-    def _diff(self, before: dict[str, bytes]) -> Change:
+    def _diff(self, before: dict[str, tuple[bytes, str]]) -> Change:
         after = self.members
         added = frozenset(mid for mid in after if mid not in before)
         removed = frozenset(mid for mid in before if mid not in after)
         rekeyed = frozenset(mid for mid, m in after.items()
-                            if mid in before and before[mid] != m.info.share_key)  # fmt: skip
-        return Change(added, removed, rekeyed)
+                            if mid in before and before[mid][0] != m.info.share_key)  # fmt: skip
+        renamed = frozenset(mid for mid, m in after.items()
+                            if mid in before and before[mid][1] != m.name)  # fmt: skip
+        return Change(added, removed, rekeyed, renamed)
 
     def _outcome_of(self, h: bytes) -> Outcome:
         node = self.chain.nodes[h]
@@ -480,6 +509,42 @@ class Roster:
         st = self._state()
         return invite_id in st.invites_used if st is not None else (
             self.legacy.invite_used(invite_id))  # fmt: skip
+
+    # -- names ------------------------------------------------------------------
+
+    def name_of(self, member_id: str) -> str | None:
+        """The name the roster gives ``member_id``: the one an admin admitted it with, or
+        its own later ``rename``; for a former member the name it had when it left;
+        ``None`` for someone never admitted. Never a name claimed inside a line."""
+        m = self.member(member_id)
+        if m is not None:
+            return m.name
+        st = self._state()
+        return st.former.get(member_id) if st is not None else None
+
+    @property
+    def names(self) -> NameBook:
+        """Every member's roster name, current and former, by skeleton (kept current as
+        events come: O(1) for an event at the end of the order, made again after a
+        re-resolution)."""
+        if self._book is None:
+            st = self._state()
+            former = st.former.items() if st is not None else ()
+            self._book = NameBook([*former, *((mid, m.name) for mid, m in self.members.items())])
+        return self._book
+
+    def label_of(self, member_id: str) -> str:
+        """How ``member_id`` is written on every line: its roster name, with its
+        fingerprint when another member's name (current or former) looks like it
+        (:func:`app.names.confusable`); its id's start when it was never admitted."""
+        name = self.name_of(member_id)
+        return self.names.label(name, member_id)
+
+    def confusable_with(self, name: str, member_id: str = "") -> list[Member]:
+        """The current members other than ``member_id`` whose names look like ``name``
+        (what refuses an admission or a rename, docs/members.md "Names")."""
+        return [m for mid, m in sorted(self.members.items())
+                if mid != member_id and confusable(m.name, name)]  # fmt: skip
 
     def listing(self) -> list[tuple[str, str, str]]:
         """``(member_id, name, role)`` of every member, admins first, then by name and id."""

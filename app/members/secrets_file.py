@@ -35,8 +35,9 @@ from app import AppError
 from app.members.channel import MembersChannel
 from app.members.group_keys import GroupKeys, RotationPolicy
 from app.members.private_file import write_private
+from app.members.roster import Roster
 
-__all__ = ["MembersFileError", "load", "members_file", "records_file", "save"]
+__all__ = ["MembersFileError", "load", "members_file", "read_roster", "records_file", "save"]
 
 _VERSION = 2
 
@@ -197,3 +198,25 @@ def load(data_dir: Path, channel: str, policy: RotationPolicy | None = None
     else:
         mc.saved_digest = hashlib.sha256(_state_doc(mc)).digest()
     return mc
+
+
+def read_roster(data_dir: Path, channel: str) -> Roster | None:
+    """``channel``'s member list folded from its membership records alone (no key is
+    read or kept): what ``sdschat history`` names authors by, beside a running node
+    (the records are only ever appended). ``None`` if it is not a members channel here
+    or its files cannot be read."""
+    path = members_file(data_dir, channel)
+    try:
+        doc = json.loads(path.read_bytes())
+        roster = Roster(bytes.fromhex(doc["channel_id"]))
+        rows: list[list[object]] = list(doc.get("controls", []))  # the first version's
+        log = records_file(data_dir, channel)
+        if log.exists():
+            rows.extend(_read_records(log)[0])
+        for mid, author, lamport, content, _envelope in rows:
+            if isinstance(mid, str) and isinstance(author, str) and isinstance(lamport, int):
+                roster.add_event(author, lamport, mid, _unb64(content) or b"",  # type: ignore[arg-type]
+                                 trusted=True)  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return roster

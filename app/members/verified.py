@@ -3,7 +3,8 @@
 ``DATA_DIR/members/verified.json`` (mode 0600): member id -> the display name it
 had when verified. A verified member is marked in ``/members``; a member who
 shows up with the same name under another key (another id) while the verified one
-is known is a loud warning: it may be an impostor, or the same person's new device.
+is known (or with a name that looks like it, or renames itself so) is a loud warning:
+it may be an impostor, or the same person's new device.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from pathlib import Path
 
 from app.members.private_file import write_private
+from app.names import confusable
 
 __all__ = ["Verified"]
 
@@ -36,10 +38,11 @@ class Verified:
         write_private(self.path, json.dumps({"version": 1, "verified": self._ids}).encode())
 
     def impersonated(self, member_id: str, name: str) -> str | None:
-        """The verified id whose name ``name`` also is, when ``member_id`` is not it."""
+        """The verified id whose name ``name`` is or looks like (:func:`app.names.confusable`),
+    when ``member_id`` is not it."""
         if member_id in self._ids:
             return None
         for vid, vname in self._ids.items():
-            if vname.casefold() == name.casefold():
+            if confusable(vname, name):  # the same name, or one that looks like it
                 return vid
         return None

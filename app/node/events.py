@@ -120,8 +120,12 @@ class Delivered:
     ``recovered`` is true when it arrived late (named missing before it came, lost,
     or older than a message of its author that came first: ``app/node/late_arrivals.py``);
     the node stores it with the message, so a log read back marks it the same.
-    ``name`` is the author's claimed display name (``None`` for foreign
-    content); ``sender_id`` is the authenticated author. ``implausible_time`` says
+    ``name`` is the author's name: in a members channel the roster's (the name an
+    admin admitted, or the member's own chained rename), never the one claimed in the
+    content; elsewhere the claimed display name (``None`` for foreign content).
+    ``label`` is how a person should see the author: ``name``, with the author's
+    fingerprint when another author's name looks like it (``alice (3f9a2b1c)``,
+    :mod:`app.chat.authors`). ``sender_id`` is the authenticated author. ``implausible_time`` says
     why its send time (``lamport``) cannot be true (before 2020, or not after a
     message it names: backdated), else ``None`` (:mod:`app.node.clock_guard`).
     """
@@ -138,6 +142,7 @@ class Delivered:
     was_lost: bool = False
     recovered: bool = False
     implausible_time: str | None = None
+    label: str = ""
     ts: float = field(default_factory=_now_s)
 
 

@@ -72,6 +72,7 @@ from app.tui.commanding import TuiCommands
 from app.tui.config import TuiConfig
 from app.tui.finding import Finder
 from app.tui.model import Changes, ChatModel
+from app.tui.names import roster_of
 from app.tui.online import Online
 from app.tui.paging import Pager
 from app.tui.reasons import explain
@@ -369,6 +370,7 @@ class SdsChatApp(App[None]):
         self.node = node
         self.model.sender_id = node.sender_id
         self.model.name = node.name
+        self.model.roster_of = roster_of(node)  # members channels: the roster's names
         node.subscribe(self._on_node_event)
         await node.start()
         if self._store_later is not None:
@@ -587,6 +589,8 @@ class SdsChatApp(App[None]):
                     loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected",
                                        "refused", "diverged")
                     changes.notices.append(("warning" if loud else "information", ev.text))
+                if self.model.relabel(ev.channel):  # a name came or changed: every line
+                    changes.channels.add(ev.channel)
                 if ev.what in ("changed", "created", "joined", "admitted"):
                     self._refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
@@ -606,12 +610,13 @@ class SdsChatApp(App[None]):
         if log is None or node is None:
             return
         for ev in batch:
-            if isinstance(ev, Delivered) and ev.kind != "segment":
-                log.write(ev.channel, ev.lamport, ev.sender_id, ev.kind, ev.name, ev.text)
+            if isinstance(ev, Delivered) and ev.kind != "segment":  # as the screen labels it
+                who = self.model.label(ev.sender_id, ev.name, ev.channel)
+                log.write(ev.channel, ev.lamport, ev.sender_id, ev.kind, who, ev.text)
             elif (isinstance(ev, OwnMessage) and ev.state == "logged" and ev.lamport is not None
                   and ev.kind != "segment"):  # fmt: skip
-                log.write(ev.channel, ev.lamport, node.sender_id, ev.kind or "msg", node.name,
-                          ev.text or "")  # fmt: skip
+                log.write(ev.channel, ev.lamport, node.sender_id, ev.kind or "msg",
+                          self.model.own_name(ev.channel), ev.text or "")  # fmt: skip
         if log.failed is not None:
             self.chatlog = None
             self.notify(f"logging to {log.dir} stopped: {log.failed}", severity="error")
@@ -801,14 +806,16 @@ class SdsChatApp(App[None]):
         view = m.channels.get(m.current or "")
         bar = Text()
         if view is not None:
-            bar.append(f"#{view.name}", "bold")
+            bar.append(self._direct_label(view.name) or f"#{view.name}", "bold")
             if not chat.query_one(ChannelList).display:
                 bar.append_text(self._unread_elsewhere(view.name))
             mc = node.members_channel(view.name) if node is not None else None
-            if mc is not None:  # members channel: who is in, and your role
-                role = "admin" if mc.roster.is_admin(node.sender_id) else "member"  # type: ignore[union-attr]
-                kind = "direct" if view.name.startswith("dm-") else "members"
-                bar.append(f" · {kind} ({len(mc.roster)}, you: {role})", "dim")
+            direct = self._direct_label(view.name)
+            if direct:  # a direct conversation: whom with, not its channel id
+                bar.append(" · direct conversation", "dim")
+            elif mc is not None and node is not None:  # members channel: who is in, your role
+                role = "admin" if mc.roster.is_admin(node.sender_id) else "member"
+                bar.append(f" · members ({len(mc.roster)}, you: {role})", "dim")
             else:
                 bar.append(" · public" if view.public else " · passphrase", "dim")
             peers = node.peers(view.name) if node is not None else []
@@ -874,8 +881,10 @@ class SdsChatApp(App[None]):
         mc = node.members_channel(channel) if node is not None else None
         if node is None or mc is None or not channel.startswith("dm-"):
             return ""
-        others = [m.name for mid, m in mc.roster.members.items() if mid != node.sender_id]
-        return f"@{others[0]}" if len(others) == 1 else ""
+        others = [mid for mid in mc.roster.members if mid != node.sender_id]
+        if len(others) != 1:
+            return ""
+        return "@" + self.model.label(others[0], None, channel)  # the roster's name
 
     # ------------------------------------------------------------------ channels
 

@@ -32,6 +32,7 @@ from app.commands.table import Command, parse, run_command, spec_of
 from app.launch.joined import forget_channel
 from app.node.events import Info, MembersEvent, NodeError, NodeEvent
 from app.node.runtime import Node, NodeClosedError
+from app.tui.clipboard import copy_text
 from app.tui.find import search_mentions
 from app.tui.finding import Finder
 from app.tui.host import AppHost
@@ -42,6 +43,7 @@ from app.tui.readers import who_has
 from app.tui.saved import SavedState
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import MultiLineScreen, PassphraseScreen, TextScreen
+from app.tui.screens.verify import VerifyScreen
 from app.tui.texts import (
     Holders,
     PeerLine,
@@ -288,12 +290,37 @@ class TuiCommands:
         if isinstance(event, MembersEvent) and event.what == "members":
             host.push_screen(TextScreen(f"Members of #{event.channel}", event.text,
                                         id="members"))  # fmt: skip
+        elif isinstance(event, MembersEvent) and event.what == "verify":
+            self._verify(event)
         elif isinstance(event, MembersEvent):
-            host.notify(event.text, timeout=20 if event.what == "verify" else 8)
+            host.notify(event.text, timeout=8)
         elif isinstance(event, NodeError):
             self.refuse(event.message)
         elif isinstance(event, Info):
             host.notify(event.text, timeout=8)
+
+    def _verify(self, event: MembersEvent) -> None:
+        """``/verify NAME``: the dialog (app/tui/screens/verify.py); "they match" marks
+        the member verified, as ``/verify NAME yes`` does."""
+        data = event.data
+        member, name = str(data.get("member", "")), str(data.get("name", ""))
+        emoji = str(data.get("emoji", "")).split()
+        names = data.get("emoji_names")
+        pairs = list(zip(emoji, names if isinstance(names, list) else [""] * len(emoji),
+                         strict=False))  # fmt: skip
+        who = str(data.get("label") or name)
+        host = self.host
+
+        def decided(match: bool | None) -> None:
+            if match:
+                self.node.verified.mark(member, name)
+                host.notify(f"{who} is verified (✓ in /members)", timeout=8)
+            else:
+                host.notify(f"{who} not verified: nothing was marked", timeout=4)
+
+        screen = VerifyScreen(who, str(data.get("number", "")), pairs,
+                              lambda text: copy_text(text, host.copy_to_clipboard_osc52))
+        host.push_screen(screen, decided)
 
     async def say(self, channel: str, text: str, kind: str) -> None:
         self.node.post(channel, text, kind).add_done_callback(consume)
@@ -362,9 +389,13 @@ class TuiCommands:
     def _peer_lines(self, channel: str | None) -> list[PeerLine]:
         """The peers heard from in ``channel`` as ``/who`` and ``/names`` show them."""
         m, online = self.model, self.online
+        roster = m.roster_of(channel) if channel is not None else None  # members: its names
+        named = (lambda p: roster.name_of(p.sender_id)) if roster is not None else (
+            lambda p: p.name)  # fmt: skip
         return [
-            PeerLine(p.sender_id, str(p.name or m.names.get(p.sender_id) or p.sender_id[:8]),
-                     m.label(p.sender_id, p.name), online.is_online(p.last_seen_ms, p.sender_id),
+            PeerLine(p.sender_id, str(named(p) or m.names.get(p.sender_id) or p.sender_id[:8]),
+                     m.label(p.sender_id, p.name, channel),
+                     online.is_online(p.last_seen_ms, p.sender_id),
                      online.away_text(p.sender_id), p.last_seen_ms, p.messages)
             for p in self.node.peers(channel)
         ]  # fmt: skip
@@ -496,7 +527,7 @@ class TuiCommands:
             if not row.deleted:
                 holders = await self._holders(channel, row)
         return info_text(row, tz=self._tz, me=node.sender_id,
-                         label=lambda sid: self.model.label(sid, None), stored=stored,
+                         label=lambda sid: self.model.label(sid, None, channel), stored=stored,
                          have=have, holders=holders)  # fmt: skip
 
     async def _holders(self, channel: str, row: Row) -> Holders:

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from app.chat.content import decode_content
+from app.chat.authors import authored
 from app.chat.lines import EVENT_KINDS, TYPED_KINDS, split_typed
 from app.node.events import (
     ChannelJoined,
@@ -49,6 +50,9 @@ from app.node.events import (
 )
 from app.tui.names import ColourSlots, NameBook, label
 from storage import Cursor, LogEntry
+
+if TYPE_CHECKING:
+    from app.members.roster import Roster
 
 __all__ = [
     "MAX_WINDOW",
@@ -707,9 +711,13 @@ class ChatModel:
         self.levels: dict[str, str] = {}
         """channel -> notification level (:data:`NOTIFY_LEVELS`; absent: ``all``)."""
         self.book = NameBook()
-        """Who claims which name, in every channel (:mod:`app.tui.names`)."""
+        """Who uses which name, in every channel (:mod:`app.tui.names`): the names
+        claimed in public and passphrase channels, the rosters' in members channels."""
         self.book.on_shared = self._retag
         self.book.note(sender_id, name)
+        self.roster_of: Callable[[str], Roster | None] = lambda channel: None
+        """A members channel's roster (the app asks the node): its names are the
+        authors' names there, whatever a line claims (``app/chat/authors.py``)."""
         self.hide_events = False
         """Join, leave and nick lines are hidden (F4; kept in tui.json)."""
         self.highlights: list[str] = []
@@ -748,11 +756,11 @@ class ChatModel:
     # ------------------------------------------------------------------ channels
 
     def _retag(self, name: str) -> None:
-        """A second sender id uses ``name``: every line of it shows its fingerprint now."""
-        key = name.casefold()
+        """A second sender id uses ``name`` (or a name that looks like it): every line of
+        those names shows its author's fingerprint now."""
         for view in self.channels.values():
             for row in view.rows:
-                if row.name and row.name.casefold() == key and not row.shared_name:
+                if row.name and not row.shared_name and self.book.shared(row.name):
                     row.shared_name = True
                     row.touch()
                     if row.message_id is not None:
@@ -761,10 +769,50 @@ class ChatModel:
                             reply.touch()
             view.version += 1
 
-    def label(self, sender_id: str, name: str | None) -> str:
-        """How ``sender_id`` is written (``alice``, or ``alice (3f9a)`` if shared)."""
+    def label(self, sender_id: str, name: str | None, channel: str | None = None) -> str:
+        """How ``sender_id`` is written (``alice``, or ``alice (3f9a2b1c)`` when another
+        author's name looks like it); in a members ``channel`` by its roster name."""
+        roster = self.roster_of(channel) if channel is not None else None
+        if roster is not None:
+            name = roster.name_of(sender_id)
+            self.book.note(sender_id, name)
         known = name or self.names.get(sender_id) or self.book.name_of(sender_id)
         return self.book.label(known, sender_id)
+
+    def own_name(self, channel: str) -> str:
+        """Our name in ``channel``: the roster's in a members channel."""
+        roster = self.roster_of(channel)
+        return (roster.name_of(self.sender_id) if roster is not None else None) or self.name
+
+    def relabel(self, channel: str) -> bool:
+        """A members channel's roster moved (an add, a rename, the chain folded at
+        last): every member's name is noted, and each line of the channel shows its
+        author's roster name (membership lines described with names). True if a line
+        changed."""
+        roster = self.roster_of(channel)
+        view = self.channels.get(channel)
+        if roster is None or view is None:
+            return False
+        shared = False
+        for mid, m in roster.members.items():
+            if self.book.note(mid, m.name):
+                shared = True
+            if mid != self.sender_id:
+                self.names[mid] = m.name
+        changed = False
+        for row in view.rows:
+            name = roster.name_of(row.sender_id)
+            if name is not None and name != row.name:
+                row.name = name
+                self.book.note(row.sender_id, name)
+                row.shared_name = self.book.shared(name)
+                row.touch()
+                changed = True
+        if shared:
+            self._retag("")
+        if changed:
+            view.version += 1
+        return changed or shared
 
     def add_channel(self, name: str, public: bool = False) -> ChannelView:
         view = self.channels.get(name)
@@ -817,7 +865,7 @@ class ChatModel:
     # ------------------------------------------------------------------ rows
 
     def row_from_entry(self, entry: LogEntry) -> Row:
-        content = decode_content(entry.content)
+        content = authored(entry.content, entry.sender_id, self.roster_of(entry.channel))
         own = entry.sender_id == self.sender_id
         time_ms = entry.delivered_at if entry.delivered_at is not None else entry.received_at
         row = Row(
@@ -982,7 +1030,7 @@ class ChatModel:
                 Row(
                     key=(PENDING_LAMPORT, f"{ev.local_id:020d}"),
                     sender_id=self.sender_id,
-                    name=self.name,
+                    name=self.own_name(ev.channel),
                     kind=ev.kind or "msg",
                     text=ev.text or "",
                     time_ms=now_ms,
@@ -1002,7 +1050,7 @@ class ChatModel:
                 row = Row(
                     key=key,
                     sender_id=self.sender_id,
-                    name=self.name,
+                    name=self.own_name(ev.channel),
                     kind=ev.kind or "msg",
                     text=ev.text or "",
                     time_ms=now_ms,

@@ -1,10 +1,12 @@
-"""Names nobody can fake: two members with one display name are always told apart, and
+"""Names nobody can fake: two authors whose names look alike are always told apart, and
 two authors in a channel's window never share a colour (issue 25 item 4, TUI side).
 
-A display name is only what a member claims; its sender id is its key. When two
-sender ids are seen with the same name (any case), every line, the peer list (F2)
-and completion show both with a short fingerprint of the id: ``alice (3f9a)``,
-``alice (77b2)``. One name alone is shown bare.
+A display name in a public or passphrase channel is only what an author claims (its
+sender id is its key); in a members channel it is the roster's (``app/chat/authors.py``).
+When two sender ids are seen with names that look alike (their TR39 skeletons meet,
+:func:`app.names.confusable`: ``alice``, ``Alice`` and ``аlice`` with a Cyrillic а),
+every line, the peer list (F2) and completion show each with a short fingerprint of
+its id: ``alice (3f9a2b1c)``, ``аlice (77b2e410)``. One name alone is shown bare.
 
 Colours: the first :data:`~app.tui.render` palette size of authors seen in a
 channel each get their own colour (the hashed one when it is free, else the next
@@ -15,58 +17,25 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["FINGERPRINT_HEX", "ColourSlots", "NameBook", "fingerprint", "label"]
+from app.names import FINGERPRINT_HEX, NameBook, fingerprint, label
 
-FINGERPRINT_HEX = 4
-"""Hex digits of the sender id shown after a shared name (the id's first ones)."""
+if TYPE_CHECKING:
+    from app.members.roster import Roster
+    from app.node.runtime import Node
 
-
-def fingerprint(sender_id: str) -> str:
-    """The short fingerprint shown after a shared name: the id's first hex digits."""
-    return sender_id[:FINGERPRINT_HEX]
-
-
-def label(name: str | None, sender_id: str, shared: bool) -> str:
-    """How an author is written: ``name``, ``name (3f9a)`` when ``shared``, or the id's
-    start when there is no name."""
-    if not name:
-        return sender_id[:8]
-    return f"{name} ({fingerprint(sender_id)})" if shared else name
+__all__ = ["FINGERPRINT_HEX", "ColourSlots", "NameBook", "fingerprint", "label", "roster_of"]
 
 
-class NameBook:
-    """Which sender ids claim which names (case-insensitively), for the whole session."""
+def roster_of(node: Node) -> Callable[[str], Roster | None]:
+    """What the model asks for a channel's roster: the node's, for a members channel."""
 
-    def __init__(self) -> None:
-        self._ids: dict[str, set[str]] = {}
-        self._last: dict[str, str] = {}
-        """sender id -> the name it was last seen with."""
-        self.on_shared: Callable[[str], None] | None = None
-        """Called with a name when a second sender id is seen using it."""
+    def of(channel: str) -> Roster | None:
+        mc = node.members_channel(channel)
+        return mc.roster if mc is not None else None
 
-    def note(self, sender_id: str, name: str | None) -> bool:
-        """``sender_id`` uses ``name``; True if that made the name shared (a second id)."""
-        if not name or not sender_id:
-            return False
-        self._last[sender_id] = name
-        ids = self._ids.setdefault(name.casefold(), set())
-        if sender_id in ids:
-            return False
-        ids.add(sender_id)
-        return len(ids) == 2
-
-    def shared(self, name: str | None) -> bool:
-        return bool(name) and len(self._ids.get((name or "").casefold(), ())) > 1
-
-    def label(self, name: str | None, sender_id: str) -> str:
-        return label(name, sender_id, self.shared(name))
-
-    def name_of(self, sender_id: str) -> str | None:
-        return self._last.get(sender_id)
-
-    def ids_of(self, name: str) -> set[str]:
-        return set(self._ids.get(name.casefold(), ()))
+    return of
 
 
 class ColourSlots:

@@ -30,6 +30,7 @@ from rich.style import Style
 from rich.text import Text
 
 from app.chat.lines import EVENT_KINDS, visible
+from app.names import fingerprint
 from app.tui.formatting import formatted
 from app.tui.model import STATE_GLYPHS, Row
 
@@ -230,6 +231,17 @@ def _nick(name: str, width: int) -> str:
     return " " * (width - cell_len(name)) + name
 
 
+def _fp_tag(row: Row, nick_w: int) -> str:
+    """The fingerprint of an author whose name looks like another's, when its label
+    (``alice (3f9a2b1c)``) does not fit the author column: shown whole at the start of
+    the text column instead (a cut label would hide what tells the two apart)."""
+    if not row.shared_name or row.kind == "me" or row.kind in EVENT_KINDS:
+        return ""
+    if cell_len(row.who) <= nick_w:
+        return ""
+    return f"({fingerprint(row.sender_id)}) "
+
+
 def _body(row: Row, pal: Palette, color: str, *, marks: bool = True) -> Text:
     """The message's text, then (``marks``) what :func:`_marks` adds after it."""
     text = Text(no_wrap=False, overflow="fold")
@@ -400,7 +412,7 @@ def row_height(row: Row, width: int, pal: Palette) -> int | None:
         return None
     width = max(width, 20)
     nick_w = nick_width(width)
-    body_w = max(8, width - (5 + 1 + 1 + 1 + nick_w + 3))
+    body_w = max(8, width - (5 + 1 + 1 + 1 + nick_w + 3) - len(_fp_tag(row, nick_w)))
     plain = _body(row, pal, "default").plain
     if "\n" in plain or cell_len(plain) > body_w:
         return None
@@ -431,7 +443,8 @@ def row_lines(
     width = max(width, 20)
     nick_w = nick_width(width)
     prefix_w = 5 + 1 + 1 + 1 + nick_w + 3
-    body_w = max(8, width - prefix_w)
+    tag = _fp_tag(row, nick_w)
+    body_w = max(8, width - prefix_w - len(tag))
     color = (
         pal.authors[row.colour % len(pal.authors)]
         if row.colour is not None
@@ -477,9 +490,12 @@ def row_lines(
     elif row.kind in EVENT_KINDS:
         arrow = {"join": "-->", "leave": "<--"}.get(row.kind, "--")
         prefix.append(" " * (nick_w - len(arrow)) + arrow, pal.dim)
-    else:
-        prefix.append(_nick(row.who, nick_w), Style(color=color, bold=True))
+    else:  # a look-alike's fingerprint goes whole into the text column if need be
+        author = (row.name or row.who) if tag else row.who
+        prefix.append(_nick(author, nick_w), Style(color=color, bold=True))
     prefix.append(" │ ", pal.separator)
+    if tag:
+        prefix.append(tag, Style(color=color, bold=True))
     cont = Text(" " * (prefix_w - 3))
     cont.append(" │ ", pal.separator)
     wrapped = _wrap(row, pal, color, console, body_w, find or "")

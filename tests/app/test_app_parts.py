@@ -33,7 +33,8 @@ from net.identity import Identity
 
 def test_content_round_trip_and_foreign_content() -> None:
     raw = encode_content("héllo", "alice\x1b[31m", "me")
-    assert decode_content(raw) == ChatContent("héllo", "alice[31m", "me")
+    # a claimed name keeps an escape visibly (app/names.py clean_name), never restyles
+    assert decode_content(raw) == ChatContent("héllo", "alice\\x1b[31m", "me")
     assert decode_content(b"plain text") == ChatContent("plain text", None, "raw")
     assert decode_content(b"\xfe\xff").kind == "raw"
     # 0xFF starts typed content (app/chat/content.py): a malformed one is shown as unsupported

@@ -73,6 +73,9 @@ def test_both_help_texts_come_from_the_table() -> None:
         else:
             assert line.startswith(" " * 15) and line[15] != " "  # a continued help text
     assert "/invite [TTL] [approve]  a one-line invite" in HELP
+    for role in ("/admin NAME", "/unadmin NAME"):  # members channels' roles, in both texts
+        assert any(line.startswith(role + " ") for line in lines), role
+        assert role in dict(help_rows(TUI)), role
     assert "/reply ID TEXT answer message ID" in HELP
     tui = dict(help_rows(TUI))
     assert tui["/reply TEXT"].startswith("answer the selected message")

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from app_helpers import MemoryHub, run, start_node, wait_until
+from nacl.public import PrivateKey
 
 from app.commands.members import run_members_command
+from app.members.events import MemberInfo, encode_add
 from app.node.events import Delivered, InviteMade, MembersEvent, NodeEvent
 
 
@@ -45,8 +47,15 @@ def test_invite_verify_and_a_second_key_under_a_verified_name_is_a_loud_warning(
             rows = _members(said, "members")[-1].data["members"]
             assert [r["verified"] for r in rows if r["name"] == "bob"] == [True]
 
-            # a second identity calling itself bob joins: a loud warning at alice
-            await fake.node.join_by_invite(await alice.node.make_invite("team"), timeout_s=20)
+            # a second identity calling itself bob: alice's node does not admit it...
+            with pytest.raises(ValueError, match="looks like one"):
+                await fake.node.join_by_invite(await alice.node.make_invite("team"),
+                                               timeout_s=20)  # fmt: skip
+            assert _members(alice.events, "rejected")[-1].data["reason"] == "name_taken"
+            # ...and an admin who adds it anyway (its own choice) sets off a loud warning
+            fake_share = bytes(PrivateKey.generate().public_key)
+            await alice.node.post_content("team", encode_add(MemberInfo(
+                fake.node.identity.public_key, fake_share, "bob")))  # fmt: skip
             await wait_until(lambda: bool(_members(alice.events, "key_changed")))
             warning = _members(alice.events, "key_changed")[0]
             assert "WARNING" in warning.text and warning.data["verified"] == bob.node.sender_id
@@ -240,3 +249,65 @@ def test_a_line_shown_before_its_senders_removal_is_marked_refused_in_history(
                 await h.node.close()
 
     run(main(), 90)
+
+
+def _roles(node: object, channel: str = "team") -> dict[str, str]:
+    mc = node.members_channel(channel)  # type: ignore[attr-defined]
+    return {m.name: m.role for m in mc.roster.members.values()}
+
+
+def test_admin_and_unadmin_by_command_checked_by_the_chains_rules(tmp_path: Path) -> None:
+    """``/admin NAME`` and ``/unadmin NAME`` (issue 39 §4): only an admin, never the last
+    admin demoted, a name that several members' names look like is refused (say which),
+    and every member ends with the same roles."""
+
+    async def main() -> None:
+        hub = MemoryHub()
+        alice = await start_node(tmp_path / "alice", hub, name="alice", channels=())
+        bob = await start_node(tmp_path / "bob", hub, name="bob", channels=())
+        carol = await start_node(tmp_path / "carol", hub, name="carol", channels=())
+        nodes = (alice, bob, carol)
+        said: list[NodeEvent] = []
+        try:
+            await alice.node.create_channel("team")
+            for h in (bob, carol):
+                await h.node.join_by_invite(await alice.node.make_invite("team"), timeout_s=20)
+            await wait_until(lambda: all(len(_roles(h.node)) == 3 for h in nodes))
+
+            with pytest.raises(ValueError, match="only an admin"):
+                await run_members_command(bob.node, "admin", "carol", "team", said.append)
+            with pytest.raises(ValueError, match="last admin"):
+                await run_members_command(alice.node, "unadmin", "alice", "team", said.append)
+            await run_members_command(alice.node, "admin", "bob", "team", said.append)
+            await wait_until(lambda: all(_roles(h.node)["bob"] == "admin" for h in nodes))
+            with pytest.raises(ValueError, match="an admin already"):
+                await run_members_command(alice.node, "admin", "@bob", "team", said.append)
+            with pytest.raises(ValueError, match="not an admin already"):
+                await run_members_command(bob.node, "unadmin", "carol", "team", said.append)
+
+            # bob, an admin now, demotes alice: she can no longer change roles
+            await run_members_command(bob.node, "unadmin", "alice", "team", said.append)
+            await wait_until(lambda: all(_roles(h.node)["alice"] == "member" for h in nodes))
+            with pytest.raises(ValueError, match="only an admin"):
+                await run_members_command(alice.node, "admin", "carol", "team", said.append)
+
+            # a look-alike of carol, added by bob (an admin's own choice): "carol" now
+            # names two members, and /admin refuses to guess
+            twin = bytes(PrivateKey.generate().public_key)
+            from net.identity import Identity
+
+            await bob.node.post_content("team", encode_add(MemberInfo(
+                Identity.generate().public_key, twin, "Carol")))  # fmt: skip
+            await wait_until(lambda: all(len(_roles(h.node)) == 4 for h in nodes))
+            with pytest.raises(ValueError, match="names several members"):
+                await run_members_command(bob.node, "admin", "carol", "team", said.append)
+            cid = carol.node.sender_id
+            await run_members_command(bob.node, "admin", f"carol ({cid[:8]})", "team", said.append)
+            await wait_until(lambda: all(_roles(h.node)["carol"] == "admin" for h in nodes))
+            states = {h.node.members_channel("team").roster.state_hash() for h in nodes}  # type: ignore[union-attr]
+            assert len(states) == 1  # one membership state everywhere
+        finally:
+            for h in nodes:
+                await h.node.close()
+
+    run(main())

@@ -102,6 +102,56 @@ def founded() -> tuple[Roster, list[bytes]]:
     return r, r.heads
 
 
+def rename(by: Who, parents: list[bytes], name: str) -> bytes:
+    return sign(by, parents, pb.Chained(rename=pb.Rename(name=name)))
+
+
+def test_a_rename_to_a_members_name_is_refused_a_look_alike_is_told_apart() -> None:
+    """Issue 39 break 5: carol signs a rename to bob's name (refused by every member's
+    fold: ``name_taken``), then to a look-alike of it (applied: names that only look
+    alike are told apart where they show, by their authors' fingerprints)."""
+    r, _ = founded()
+    assert r.label_of(CAROL.id) == "carol" and r.label_of(BOB.id) == "bob"
+    taken = take(r, CAROL, rename(CAROL, r.heads, "bob"))
+    assert reason(r, taken) == "name_taken" and r.name_of(CAROL.id) == "carol"
+    own = take(r, BOB, rename(BOB, r.heads, "bob"))  # one's own name again: fine
+    assert reason(r, own) == ""
+    alike = take(r, CAROL, rename(CAROL, r.heads, "B\u03bfb"))  # a Greek omicron, a capital
+    assert reason(r, alike) == "" and r.name_of(CAROL.id) == "B\u03bfb"
+    assert r.label_of(CAROL.id) == f"B\u03bfb ({CAROL.id[:8]})"
+    assert r.label_of(BOB.id) == f"bob ({BOB.id[:8]})"
+    assert [m.member_id for m in r.confusable_with("bob", BOB.id)] == [CAROL.id]
+    # bob leaves: his lines keep his name, and the look-alike stays told apart from it
+    take(r, BOB, leave(BOB, r.heads))
+    assert not r.is_member(BOB.id) and r.name_of(BOB.id) == "bob"
+    assert r.label_of(BOB.id) == f"bob ({BOB.id[:8]})"
+    assert r.name_of(PUPPET.id) is None and r.label_of(PUPPET.id) == PUPPET.id[:8]
+
+
+def test_a_rename_is_a_name_a_person_could_type() -> None:
+    r, _ = founded()
+    for bad in ("two words", "al\u200bice", "\u3164", "x" * 65):
+        mid = take(r, CAROL, rename(CAROL, r.heads, bad))
+        assert reason(r, mid) == "malformed", bad
+        assert r.name_of(CAROL.id) == "carol", bad
+
+
+def test_membership_lines_name_members_by_the_roster() -> None:
+    from app.members.display import describe
+
+    r, _ = founded()
+    heads = r.heads
+    assert describe(add(ALICE, heads, EVE)) == ("member", "added eve")
+    assert describe(remove(ALICE, heads, CAROL), r.name_of) == (
+        "member", "removed carol (new channel keys)")
+    assert describe(remove(ALICE, heads, CAROL))[1] == f"removed {CAROL.id[:8]} (new channel keys)"
+    assert describe(set_role(ALICE, heads, DAVE, pb.ROLE_ADMIN), r.name_of) == (
+        "member", "made dave admin")
+    assert describe(rename(DAVE, heads, "david")) == ("member", "is now called david")
+    assert describe(create())[1] == "created #team (members channel)"
+    assert describe(leave(DAVE, heads)) == ("member", "left (new channel keys)")
+
+
 def test_events_name_their_parents_and_build_one_state() -> None:
     r, heads = founded()
     assert r.chained and r.channel == "team"
@@ -276,7 +326,7 @@ class Replicas(RuleBasedStateMachine):
 
     @rule(author=st.sampled_from(PEOPLE), about=st.sampled_from([*PEOPLE, PUPPET]),
           kind=st.sampled_from(["add", "add_admin", "remove", "promote", "demote", "rekey",
-                                "share_key", "rename", "leave"]),
+                                "share_key", "rename", "rename_taken", "leave"]),
           at=st.integers(min_value=0, max_value=5), stale=st.booleans())  # fmt: skip
     def sign_event(self, author: Who, about: Who, kind: str, at: int, stale: bool) -> None:
         view = self.replicas[at % len(self.replicas)]
@@ -294,6 +344,8 @@ class Replicas(RuleBasedStateMachine):
             "share_key": lambda: pb.Chained(share_key=pb.ShareKey(
                 share_key=hashlib.sha256(str(len(self.sent)).encode()).digest())),
             "rename": lambda: pb.Chained(rename=pb.Rename(name=f"{author.name}{len(self.sent)}")),
+            # another's name exactly: refused (name_taken) or not, by the state it meets
+            "rename_taken": lambda: pb.Chained(rename=pb.Rename(name=about.name)),
             "leave": lambda: pb.Chained(leave=pb.Leave()),
         }[kind]()
         content = sign(author, parents, body)
@@ -338,6 +390,18 @@ class Replicas(RuleBasedStateMachine):
             known = frozenset(r.chain.nodes)
             state = r.state_hash()
             assert by_events.setdefault(known, state) == state
+
+    @invariant()
+    def labels_follow_the_state(self) -> None:
+        """The look-alike labels a replica keeps as events come are those of its state
+        (current and former members' names) made afresh."""
+        from app.names import NameBook
+
+        for r in self.replicas:
+            st = r.chain.state
+            fresh = NameBook([*st.former.items(), *((m, x.name) for m, x in st.members.items())])
+            for mid in [*st.members, *st.former]:
+                assert r.label_of(mid) == fresh.label(r.name_of(mid), mid)
 
     def teardown(self) -> None:
         if hasattr(self, "replicas"):

@@ -161,6 +161,8 @@ def _cli(args: list[str], cwd: Path = ROOT, timeout: float = 420,
                           timeout=T(timeout))
 
 
+# four reports in a row, each starting JVMs on the cluster: 10 minutes at load 8
+@pytest.mark.timeout(T(1800))
 @pytest.mark.slow
 def test_cluster_submit_and_connect_give_the_local_summary(
     spark: Any, cluster: Cluster, run_dir: Path, tmp_path: Path
@@ -439,6 +441,7 @@ def test_the_wrong_kind_of_endpoint_is_one_line_exit_2(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.timeout(T(1800))
 @pytest.mark.slow
 def test_relative_paths_reach_a_connect_server_in_another_directory(
     cluster: Cluster, run_dir: Path, tmp_path: Path

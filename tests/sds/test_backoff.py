@@ -9,6 +9,7 @@ restart, and one saved before the key existed loads as it always did.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from sds_helpers import Net, make_channel, of, run_timers
@@ -45,7 +46,7 @@ def test_alone_the_resends_back_off_doubling_up_to_the_cap() -> None:
         if n:
             sweeps.append((t, n))
     assert all(n <= QUIET_RESENDS for _, n in sweeps)
-    gaps = [b - a for (a, _), (b, _) in zip(sweeps, sweeps[1:], strict=False)]
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(sweeps)]
     assert gaps[:6] == [2 * BASE, 4 * BASE, 8 * BASE, 16 * BASE, 32 * BASE, CAP]
     assert set(gaps[6:]) == {CAP}
     assert sweeps[0][0] == 1_000 + BASE  # the first resend is on time
