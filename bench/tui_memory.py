@@ -32,7 +32,8 @@ Usage::
 
 Where the memory is (each slows the TUI down or prints a lot, on stderr):
 ``TUI_MEMORY_TRACE=1`` (tracemalloc: what grew in the second half, or from idle with
-``TUI_MEMORY_TRACE_FROM=idle``; ``TUI_MEMORY_TRACE_TOP=40`` lines), and
+``TUI_MEMORY_TRACE_FROM=idle``, or from the start with ``=start``; ``TUI_MEMORY_TRACE_TOP=40``
+lines), and
 ``TUI_MEMORY_PROBE=1`` (resident memory per mapping, large containers, what a full
 collection and ``malloc_trim`` give back, pymalloc's statistics).
 
@@ -165,6 +166,16 @@ async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) 
 
     # the SDS core's settings as `sdschat join` gives the TUI (its log window: 2,000
     # ids), or with --log-window N as if the config file's [protocol] set it
+    trace = os.environ.get("TUI_MEMORY_TRACE")  # where the growth is (slows it down)
+    # growth from the second half only (default), from idle (TUI_MEMORY_TRACE_FROM=idle)
+    # or from the start, the opening included (TUI_MEMORY_TRACE_FROM=start)
+    trace_from = os.environ.get("TUI_MEMORY_TRACE_FROM", "half")
+    trace_half = trace_from == "half"
+    if trace and trace_from == "start":
+        import tracemalloc
+
+        tracemalloc.start(int(trace))
+        before = tracemalloc.take_snapshot()
     protocol = {"log_window": log_window} if log_window else {}
     config = tui_protocol(sds.Config(), protocol).with_changes(**protocol)
     options = NodeOptions(config=config)
@@ -180,10 +191,7 @@ async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) 
                 first = time.perf_counter() - _T0 if view.rows else None
                 break
             await pilot.pause()
-        trace = os.environ.get("TUI_MEMORY_TRACE")  # where the growth is (slows it down)
-        # growth from the second half only (default), or from idle (TUI_MEMORY_TRACE_FROM=idle)
-        trace_half = os.environ.get("TUI_MEMORY_TRACE_FROM", "half") != "idle"
-        if trace:
+        if trace and trace_from != "start":
             import tracemalloc
 
             tracemalloc.start(int(trace))
