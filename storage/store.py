@@ -179,9 +179,20 @@ async def _run_on(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection],
     (present since aiosqlite's first releases, and what every public method
     uses) runs an arbitrary function in the thread that owns the connection.
     This is the only place storage relies on it.
+
+    ``fn`` is handed over in a box the thread empties as it calls it: aiosqlite's
+    thread keeps the last function it ran referenced while it waits for the next
+    one, and ``fn`` holds what it writes (a commit's batch, with every channel's
+    exported core state: 15 MB with 5,000 own lines pending), which stayed in memory
+    until the next call.
     """
     execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
-    return await execute(lambda: fn(conn._conn))
+    box = [fn]
+
+    def once() -> T:
+        return box.pop()(conn._conn)
+
+    return await execute(once)
 
 
 def _os_reason(error: OSError, where: Path) -> str:
