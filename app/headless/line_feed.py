@@ -9,10 +9,12 @@ What a script piping lines into ``sdschat join --headless`` can count on (issue 
   stops reading stdin (the pipe fills and the writer blocks). Before, a burst of
   20,000 lines overflowed that buffer and the oldest unacknowledged lines ended
   ``failed`` (``buffer_full``) with exit status 0.
-* **Nobody listening is no reason to wait.** While nobody has been heard in the
-  channel (a bot in an empty channel), there are no acknowledgements to wait for:
-  lines are admitted at once, and those the full buffer pushes out wait for the next
-  member heard, who gets them (``app/node/unheard.py``). Before, 5,000 lines into an
+* **Nobody listening is no reason to wait.** Once nobody has been heard in the
+  channel for a resend and a sync period (a bot in an empty channel; the first such
+  period after the feed starts waits as usual, a member online may not have been
+  heard yet), there are no acknowledgements to wait for: lines are admitted at once,
+  and those the full buffer pushes out wait for the next member heard, who gets them
+  (``app/node/unheard.py``). Before, 5,000 lines into an
   empty channel took 5 min 35 s: the feed waited for the first lines to be given up.
 * **EOF (or ``/quit``) drains.** The node exits only once every line it read is durable
   (in the outbox, fsynced) and sent (handed to the transport at least once), or when
@@ -36,6 +38,7 @@ What a script piping lines into ``sdschat join --headless`` can count on (issue 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,6 +131,9 @@ class LineFeed:
         self._changed = asyncio.Event()
         self._last_progress = time.monotonic()
         self._waiting_told = False
+        #: when each channel was first fed: nobody heard counts only after a resend
+        #: and a sync period there (time enough for a member's sync to arrive)
+        self._fed_since: dict[str, int] = {}
         self.stopping = False
         self.unsubscribe = node.subscribe(self._on_event)
 
@@ -169,12 +175,27 @@ class LineFeed:
             channel)
 
     def _nobody_listens(self, channel: str) -> bool:
-        """Nobody heard in ``channel`` lately: what the buffer pushes out waits for the
-        next member heard instead of failing (``app/node/unheard.py``)."""
+        """Nobody heard in ``channel`` for a resend and a sync period, while this feed
+        was there: what the buffer pushes out waits for the next member heard instead
+        of failing (``app/node/unheard.py``). Not in the first such period: a member
+        online has not necessarily been heard yet."""
         node = self.node
-        since = heard_since(node.options.config, 0, node.now_ms())
+        now = node.now_ms()
+        since = heard_since(node.options.config, 0, now)
+        if self._fed_since.setdefault(channel, now) > since:
+            return False
         return not any(p.last_seen_ms >= since and p.sender_id != node.sender_id
                        for p in node.peers(channel))  # fmt: skip
+
+    def _quiet_check_s(self, channel: str) -> float | None:
+        """Seconds until :meth:`_nobody_listens` may first hold for ``channel`` (``None``:
+        it may already): :meth:`admit` looks again then, since no event may wake it."""
+        first = self._fed_since.get(channel)
+        if first is None:
+            return None
+        cfg = self.node.options.config
+        left = first + cfg.resend_unacknowledged_ms + cfg.sync_interval_ms - self.node.now_ms()
+        return left / 1000 + 0.05 if left >= 0 else None
 
     async def admit(self, channel: str) -> None:
         """Wait until ``channel``'s outgoing buffer has room for one more line (woken by
@@ -190,12 +211,18 @@ class LineFeed:
                     )
                 )
             self._changed.clear()
-            await self._changed.wait()
+            wake = self._quiet_check_s(channel)
+            if wake is None:
+                await self._changed.wait()
+            else:  # nobody heard may hold by then: no event would tell
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), wake)
         self._waiting_told = False
 
     def post(self, number: int, channel: str, text: str, kind: str) -> None:
         """Hand stdin line ``number`` to the node (raises as :meth:`Node.post` does)."""
         future = self.node.post(channel, text, kind)
+        self._fed_since.setdefault(channel, self.node.now_ms())
         line = _Line(number, channel)
         self._lines.append(line)
         self._undurable += 1

@@ -3,9 +3,10 @@
 * a restart republishes only the own lines that never left (typed offline, recorded
   before a crash), not every line still unacknowledged: nobody is there to hear them,
   and the core's resends (backing off, ``sds.backoff``) bring them to the first peer;
-* a script piping lines into an empty channel is never made to wait for
-  acknowledgements nobody can send: the lines the full outgoing buffer pushes out
-  wait for the next member heard (``waiting``, never ``failed``), who gets them all;
+* a script piping lines into an empty channel is not made to wait for
+  acknowledgements nobody can send (beyond a first resend and sync period): the
+  lines the full outgoing buffer pushes out wait for the next member heard
+  (``waiting``, never ``failed``), who gets them all;
 * the resends of a node alone back off (a few per doubling period), and the first
   peer heard gets every line at once.
 """
@@ -19,7 +20,7 @@ from app_helpers import FAST, run, start_node, wait_until
 from procs import T
 
 from app.headless.line_feed import LineFeed
-from app.node.events import Info, NodeEvent
+from app.node.events import Info, NodeEvent, OwnMessage
 from app.node.transport import MemoryHub
 
 
@@ -69,12 +70,20 @@ def test_lines_into_an_empty_channel_are_admitted_and_wait_for_the_first_member(
         told: list[NodeEvent] = []
         try:
             feed = LineFeed(a.node, told.append, idle_s=1.0)
+            a.node.subscribe(told.append)  # the node's events and the feed's, in order
             n = 3 * cap
             for i in range(n):  # never blocked on acknowledgements nobody can send
                 await asyncio.wait_for(feed.admit("general"), T(5))
                 feed.post(i + 1, "general", f"bot {i}", "msg")
-            # stdin was never held up ("waiting: the outgoing buffer is full ...")
-            assert [e for e in told if isinstance(e, Info) and e.data.get("waiting")] == []
+            # stdin is held up ("waiting: the outgoing buffer is full ...") only in the
+            # first resend and sync period, while a member online might not have been
+            # heard yet; never once lines wait for listeners (before: once per buffer's
+            # worth, each time the oldest were given up)
+            marks = ["full" if isinstance(e, Info) and e.data.get("waiting") else
+                     "pushed" if isinstance(e, OwnMessage) and e.state == "waiting" else ""
+                     for e in told]  # fmt: skip
+            assert "pushed" in marks
+            assert "full" not in marks[marks.index("pushed"):]
             assert await feed.drain() == []
             assert feed.unacknowledged() == []
             assert a.own("failed") == []
