@@ -65,6 +65,8 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iapp/chat --python_out=app/chat --pyi_out=app/chat app/chat/chat_content.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/members.proto
 	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/invite.proto
+	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/devices.proto
+	$(BIN)/python -m grpc_tools.protoc -Iapp/members --python_out=app/members --pyi_out=app/members app/members/link.proto
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py

@@ -121,7 +121,8 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "message (or a /command, see /help) and every event is printed as one JSON object per "
         "line. Without a passphrase the channel is PUBLIC: anyone who knows its name can read "
         "it. Exit status: 0 clean, 2 usage, 3 data dir in use, 4 database/identity unusable, "
-        "5 passphrase problem, 6 (--headless) lines read were not all sent.",
+        "5 passphrase problem, 6 (--headless) lines read were not all sent, 7 the data dir is a "
+        "copy of one in use elsewhere (--moved when the original is gone for good).",
     )
     add_join_arguments(p)
     from net.lan.flags import add_join_network_arguments  # light: stdlib only
@@ -140,6 +141,13 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                 args.name = check_nick(args.name)
         except ValueError as exc:
             p.error(str(exc))
+        if args.moved:  # the user says the original is gone: the next open records this dir
+            from pathlib import Path
+
+            from app.launch.data_dir import default_data_dir
+            from app.members.device_copy import forget_home
+
+            forget_home(Path(args.data_dir).expanduser() if args.data_dir else default_data_dir())
         if not args.headless:
             from app.tui.run import run_tui
 

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_NAME_CHARS",
     "NameBook",
     "channel_arg",
+    "check_new_channel_name",
     "check_nick",
     "clean_name",
     "confusable",
@@ -163,6 +164,18 @@ def channel_arg(text: str) -> str:
     if not name:
         raise ValueError(f"a channel name must not be empty or only spaces: {text!r}")
     return check_channel_name(name)
+
+
+def check_new_channel_name(name: str) -> str:
+    """The name of a channel to be made here (``/join``, ``/create``, ``sdschat join``
+    of a channel this data directory never joined), or ValueError saying why not.
+
+    Stricter than :func:`channel_arg`, for new names only (a channel joined before keeps
+    working under its name): one word without ``/``, so that it never reads as a command
+    or a path (``#random/forget random`` was taken as a channel name)."""
+    if "/" in name or any(ch.isspace() for ch in name):
+        raise ValueError(f"a new channel's name is one word, without spaces or '/': {name!r}")
+    return name
 
 
 # -- names that look alike ----------------------------------------------------------------

@@ -90,6 +90,7 @@ from machine import describe
 from store_data import make_history
 
 import sds
+from app.members.device_copy import forget_home
 from app.members.events import is_control
 from app.node.events import Delivered, OwnMessage
 from app.node.runtime import Node, NodeOptions
@@ -322,6 +323,7 @@ def members_child(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
         d = Path(tmp) / "node"
         shutil.copytree(args.template, d)
+        forget_home(d)  # the template never runs again: this copy is its own device
         if args.one_at_a_time:
             lat, cpu = runner.run(receive_each(d, key, envelopes, args.busy_ms, lines))
             lat.sort()

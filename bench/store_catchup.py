@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/store_catchup.py [--messages 10000] [--repeat 3]
-        [--profile default|waku] [--history N] [--bloom N]
+        [--profile default|waku] [--history N] [--bloom N] [--engines sqlite,jetstream]
 
 Builds ``--messages`` realistic envelopes (two real SDS cores conversing; with
 the default protocol settings ~46 KB each, see ``bench/store_data.py``),
@@ -23,14 +23,24 @@ causal history floor 5 cap 30, filter 250 / 0.001: ~1.5 KB envelopes);
 ``--profile waku`` is ``sds.Config.waku()`` (~46 KB envelopes).
 ``--history``/``--bloom`` override the profile's ``causal_history_size`` /
 ``bloom_capacity`` (to show how catch-up time follows message size).
+
+``--engines sqlite,jetstream`` (the default) runs the catch-up from both engines side
+by side, alternately: the SQLite store, and a store peer (its own process, an empty
+data directory) answering from a JetStream archive on a 3-server cluster started
+here (nats-server -js on 127.0.0.1, 3 replicas; ``net/store_jetstream.py``). Before,
+it reports the archiving throughput of one store peer into JetStream with 1 and
+with 3 replicas (quorum writes of three servers on one 2-core machine say little of
+real hosts).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -116,7 +126,10 @@ def main() -> int:
     ap.add_argument("--profile", choices=sds.config.PROFILES, default="default")
     ap.add_argument("--history", type=int, help="causal_history_size (default: the profile's)")
     ap.add_argument("--bloom", type=int, help="bloom_capacity (default: the profile's)")
+    ap.add_argument("--engines", default="sqlite,jetstream",
+                    help="sqlite, jetstream or both, side by side (default both)")
     args = ap.parse_args()
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     changes = {}
     if args.history is not None:
         changes["causal_history_size"] = args.history
@@ -131,32 +144,50 @@ def main() -> int:
           f"(floor {cfg.causal_history_floor}), bloom capacity {cfg.bloom_capacity:,})")
     print(describe())
     _instrument()
-    with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp:
+    times: dict[str, list[float]] = {e: [] for e in engines}
+    with tempfile.TemporaryDirectory(prefix="sdschat-bench-") as tmp, \
+            contextlib.ExitStack() as stack:  # fmt: skip
         root = Path(tmp)
-        asyncio.run(fill(root / "store", key.topic, hist.envelopes, hist.hashes))
-        proc, url = start_store(root / "store", key.topic)
-        times = []
-        splits = []
+        stores: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+        if "sqlite" in engines:
+            asyncio.run(fill(root / "store", key.topic, hist.envelopes, hist.hashes))
+            stores["sqlite"] = start_store(root / "store", key.topic)
+        if "jetstream" in engines:
+            from store_engines import archive, start_jetstream
+
+            js = stack.enter_context(start_jetstream(root / "nats"))
+            n = args.messages
+            for replicas in (1, 3):  # archiving throughput, reported
+                dt = archive(js.urls, f"BENCH_R{replicas}", key.topic, hist.envelopes,
+                             hist.hashes, replicas)  # fmt: skip
+                print(f"  archiving into JetStream, {replicas} replica{'s' * (replicas > 1)}: "
+                      f"{dt:.2f} s ({n / dt:,.0f} envelopes/s, {mb / dt:.1f} MB/s; one store "
+                      f"peer, batches of 512)")
+            stores["jetstream"] = start_store(root / "js-store", key.topic, js.urls, "BENCH_R3")
         try:
-            for r in range(args.repeat):
-                SPLIT.clear()
-                times.append(runner.run(  # the product's loop (uvloop where installed)
-                    catch_up_once(root / f"node{r}", url, key, args.messages, cfg)
-                ))
-                splits.append(dict(SPLIT))
-                print(f"  run {r + 1}: {times[-1]:.2f} s "
-                      f"(receive {SPLIT['receive']:.2f} s, commits {SPLIT['commit']:.2f} s, "
-                      f"node CPU {SPLIT['cpu']:.2f} s)")
+            for r in range(args.repeat):  # interleaved: the machine's speed drifts
+                for engine, (_proc, url) in stores.items():
+                    SPLIT.clear()
+                    times[engine].append(runner.run(  # the product's loop (uvloop if there)
+                        catch_up_once(root / f"node-{engine}-{r}", url, key, args.messages, cfg)
+                    ))
+                    print(f"  {engine:9s} run {r + 1}: {times[engine][-1]:.2f} s "
+                          f"(receive {SPLIT['receive']:.2f} s, commits {SPLIT['commit']:.2f} s, "
+                          f"node CPU {SPLIT['cpu']:.2f} s)")
         finally:
-            proc.terminate()
-            proc.wait(30)
+            for proc, _url in stores.values():
+                proc.terminate()
+                proc.wait(30)
     store_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"  the store's process, start to stop ({args.repeat} catch-ups): "
-          f"CPU {store_cpu.ru_utime:.2f} s user + {store_cpu.ru_stime:.2f} s system "
-          "(its start-up included)")
-    t = statistics.median(times)
-    print(f"catch-up of {args.messages:,} messages: median {t:.2f} s "
-          f"({args.messages / t:,.0f} messages/s, {mb / t:.0f} MB/s)")
+    print(f"  the store processes (and nats-servers), start to stop: "
+          f"CPU {store_cpu.ru_utime:.2f} s user + {store_cpu.ru_stime:.2f} s system")
+    medians = {e: statistics.median(t) for e, t in times.items()}
+    for engine, t in medians.items():
+        print(f"catch-up of {args.messages:,} messages from {engine}: median {t:.2f} s "
+              f"({args.messages / t:,.0f} messages/s, {mb / t:.0f} MB/s)")
+    if len(medians) == 2:
+        ratio = medians["jetstream"] / medians["sqlite"]
+        print(f"JetStream / SQLite: {ratio:.2f}x (goal: within 1.5x)")
     return 0
 
 

@@ -76,9 +76,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import logging
 import secrets
-import ssl
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -91,9 +89,8 @@ from nats.aio.subscription import Subscription
 
 from net import envelope_pb2
 from net.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, MalformedEnvelope
-from net.errors import NetError
+from net.nats_connect import NatsConnector, NatsSettings, NatsUnavailable, server_name, server_tls
 from net.relay_log import RelayLogger
-from net.urls import redact_url
 
 __all__ = [
     "BACKLOG_BYTES",
@@ -181,11 +178,9 @@ def dedup_key(envelope: bytes) -> bytes:
     return _key(_parse(envelope))
 
 
-class ClusterUnavailable(NetError, ConnectionError):
-    """No NATS server of the list could be reached when the relay started.
-
-    An ``OSError``, like a port that cannot be bound: the relay does not start.
-    """
+ClusterUnavailable = NatsUnavailable
+"""No NATS server of the list could be reached when the relay started (an ``OSError``,
+like a port that cannot be bound: the relay does not start; :mod:`net.nats_connect`)."""
 
 
 class RecentDigests:
@@ -332,17 +327,18 @@ class RelayCluster:
         publisher_bytes: int = DEFAULT_PUBLISHER_BYTES,
     ) -> None:
         self.servers = list(servers)
-        self._cafile, self._certfile, self._keyfile = cafile, certfile, keyfile
-        self._token_file = token_file
-        self._fatal: asyncio.Future[str] | None = None  # set while start() connects
-        self._start_error: str | None = None  # the last error while start() connects
         if not self.servers:
             raise ValueError("a cluster needs at least one NATS server URL")
+        self._connector = NatsConnector(
+            NatsSettings(tuple(self.servers), cafile, certfile, keyfile, token_file,
+                         connect_timeout, reconnect_wait, flag="--cluster"),
+            on_error=self._on_error,
+            on_disconnected=self._on_disconnected,
+            on_reconnected=self._on_reconnected,
+        )
         self.relay_id = secrets.token_hex(4)
         self._deliver = deliver
         self.log = log
-        self._connect_timeout = connect_timeout
-        self._reconnect_wait = reconnect_wait
         self._nc: NatsClient | None = None
         self._dedup = RecentDigests()
         self._budgets = PublisherBudgets(
@@ -374,89 +370,14 @@ class RelayCluster:
                 certificates (retrying cannot help), or a TLS or token file
                 does not load.
         """
-        options: dict[str, Any] = {}
-        tls = self._tls_context()
-        if tls is not None:
-            options["tls"] = tls
-        nc = NatsClient()
-        urls, user, password = list(self.servers), None, None
-        if self._wants_tls(tls):
-            # nats-py decides on TLS from the server's INFO and would then send URL
-            # credentials in plain text: hand them over through a check instead
-            urls, user, password = _without_credentials(self.servers)
-        if self._token_file is not None:
-            user, password = self._read_token(self._token_file), None
-        if user is not None:
-            key = "user" if password is not None else "token"
-            options[key] = self._guard(nc, user, tls)
-            if password is not None:
-                options["password"] = self._guard(nc, password, tls)
-        _quiet_asyncio_ssl_eof()
-        fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._fatal = fatal
-        servers = ", ".join(redact_url(s) for s in self.servers)
-        connecting = asyncio.ensure_future(
-            nc.connect(
-                servers=urls,
-                name=f"sdschat-relay-{self.relay_id}",
-                no_echo=True,
-                dont_randomize=True,  # the operator's order: nearest server first
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=self._reconnect_wait,  # type: ignore[arg-type]
-                connect_timeout=2,
-                ping_interval=10,
-                max_outstanding_pings=3,
-                error_cb=self._on_error,
-                disconnected_cb=self._on_disconnected,
-                reconnected_cb=self._on_reconnected,
-                **options,
-            )
-        )
-        failure: str | None = None
-        try:
-            async with asyncio.timeout(self._connect_timeout):
-                await asyncio.wait((connecting, fatal), return_when=asyncio.FIRST_COMPLETED)
-            if fatal.done():  # a refusal that retrying cannot cure
-                failure = fatal.result()
-            else:
-                connecting.result()
-                if self._wants_tls(tls) and not _server_tls(nc):
-                    # nats-py speaks TLS only when the server asks for it: never plain text
-                    failure = (
-                        f"the NATS server {_server_name(nc)} does not use TLS, though TLS was "
-                        f"asked for (tls:// or --cluster-cafile/--cluster-certfile); configure "
-                        f"TLS on it, and change the credentials if any were given (they "
-                        f"crossed in clear)"
-                    )
-        except TlsMissing as exc:
-            failure = str(exc)
-        except (TimeoutError, OSError, nats.errors.Error) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, TimeoutError) and self._start_error is not None:
-                last = self._start_error
-            failure = (
-                f"no NATS server of {servers} answered within "
-                f"{self._connect_timeout:g}s ({last})"
-            )
-        finally:
-            if failure is not None or not connecting.done():
-                connecting.cancel()
-                # bounded: nats-py's connect loop (reconnecting for ever) may swallow
-                # the cancellation; an unbounded await here hung a test for 600 s
-                await asyncio.wait({connecting}, timeout=2.0)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(nc.close(), 2.0)
-            self._fatal = None
-        if failure is not None:
-            raise ClusterUnavailable(failure)
+        nc = await self._connector.connect(f"sdschat-relay-{self.relay_id}", no_echo=True)
         self._nc = nc
         self.log.info(
             "cluster_connected",
             relay_id=self.relay_id,
-            server=_server_name(nc),
-            servers=[redact_url(s) for s in self.servers],
-            tls=tls is not None or _server_tls(nc),
+            server=server_name(nc),
+            servers=self._connector.settings.redacted(),
+            tls=self._connector.settings.wants_tls or server_tls(nc),
         )
         self._tasks = [
             asyncio.create_task(self._publisher(), name="cluster-publisher"),
@@ -470,6 +391,7 @@ class RelayCluster:
         if self._closing:
             return
         self._closing = True
+        self._connector.closing = True
         for task in self._tasks:
             task.cancel()
         if self._tasks:  # bounded: a nats-py call inside may swallow the cancellation
@@ -647,64 +569,7 @@ class RelayCluster:
             return
         self._deliver(topic, data)
 
-    def _tls_context(self) -> ssl.SSLContext | None:
-        """The TLS context for NATS when a TLS file is given (None: nats-py's default,
-        the system store, for ``tls://`` URLs and servers that require TLS)."""
-        if self._cafile is None and self._certfile is None:
-            return None
-        try:
-            ctx = ssl.create_default_context(cafile=self._cafile)
-        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-            raise ClusterUnavailable(
-                f"cannot load --cluster-cafile {self._cafile}: {exc}"
-            ) from None
-        if self._certfile is not None:
-            try:
-                ctx.load_cert_chain(self._certfile, self._keyfile)
-            except (OSError, ValueError) as exc:
-                raise ClusterUnavailable(
-                    f"cannot load --cluster-certfile {self._certfile}"
-                    f"{f' / --cluster-keyfile {self._keyfile}' if self._keyfile else ''}: {exc}"
-                ) from None
-        return ctx
-
-    def _guard(self, nc: NatsClient, secret: str, tls: ssl.SSLContext | None) -> Callable[[], str]:
-        """``secret`` for nats-py's CONNECT, refused to a server not using TLS when TLS
-        was asked for (nats-py asks for it after reading the server's INFO)."""
-        wants_tls = self._wants_tls(tls)
-
-        def give() -> str:
-            if wants_tls and not _server_tls(nc):
-                raise TlsMissing(_server_name(nc))
-            return secret
-
-        return give
-
-    def _wants_tls(self, tls: ssl.SSLContext | None) -> bool:
-        return tls is not None or any(s.startswith("tls://") for s in self.servers)
-
-    @staticmethod
-    def _read_token(path: str) -> str:
-        try:
-            with open(path, encoding="utf-8") as f:
-                token = f.read().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ClusterUnavailable(f"cannot read --cluster-token-file {path}: {exc}") from None
-        if not token or any(c.isspace() for c in token):
-            raise ClusterUnavailable(
-                f"--cluster-token-file {path} must hold one token (no spaces), got "
-                f"{'nothing' if not token else 'several words'}"
-            )
-        return token
-
     async def _on_error(self, exc: Exception) -> None:
-        fatal = self._fatal
-        if fatal is not None:  # start() is connecting: it reports, in one line
-            reason = _refusal(exc, self._certfile is not None)
-            if reason is not None and not fatal.done():
-                fatal.set_result(reason)
-            self._start_error = f"{type(exc).__name__}: {exc}"
-            return
         if isinstance(exc, nats.errors.SlowConsumerError):
             self.counters["nats_slow_consumer"] += 1
             return
@@ -712,7 +577,7 @@ class RelayCluster:
         self.log.warning("cluster_error", error=f"{type(exc).__name__}: {exc}")
 
     async def _on_disconnected(self) -> None:
-        if not self._closing and self._fatal is None:  # not while start() connects
+        if not self._closing:
             self.counters["disconnects"] += 1
             self.log.warning("cluster_disconnected", relay_id=self.relay_id)
 
@@ -722,91 +587,5 @@ class RelayCluster:
         self.log.info(
             "cluster_reconnected",
             relay_id=self.relay_id,
-            server=_server_name(nc) if nc is not None else None,
+            server=server_name(nc) if nc is not None else None,
         )
-
-
-class TlsMissing(NetError, nats.errors.Error):
-    """A NATS server without TLS where TLS was asked for: no credential is sent to it."""
-
-    def __init__(self, server: str | None) -> None:
-        super().__init__(
-            f"the NATS server {server} does not use TLS, though TLS was asked for (tls:// or "
-            f"--cluster-cafile/--cluster-certfile); no credential was sent to it"
-        )
-        self.server = server
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-def _without_credentials(urls: list[str]) -> tuple[list[str], str | None, str | None]:
-    """``(urls without USER:PASSWORD@, user, password)`` when every URL carries the same
-    credentials (a lone user part is a token: password None); else the URLs unchanged."""
-    infos = {u.partition("://")[2].partition("/")[0].rpartition("@")[0] for u in urls}
-    if len(infos) != 1 or not (info := infos.pop()):
-        return list(urls), None, None
-    stripped = []
-    for u in urls:
-        scheme, _, rest = u.partition("://")
-        authority, slash, path = rest.partition("/")
-        stripped.append(f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}")
-    user, colon, password = info.partition(":")
-    return stripped, user, password if colon else None
-
-
-def _refusal(exc: BaseException, have_cert: bool) -> str | None:
-    """What to tell the operator when a NATS server refuses this relay for a reason that
-    retrying cannot cure (credentials, certificates); None for any other error."""
-    text = str(exc)
-    if isinstance(exc, TlsMissing):
-        return text
-    if isinstance(exc, nats.errors.AuthorizationError) or "authorization violation" in (
-        text.lower()
-    ):
-        return (
-            "the NATS server refused the credentials (Authorization Violation): check the "
-            "USER:PASSWORD@ or TOKEN@ of --cluster, or --cluster-token-file"
-        )
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return (
-            f"TLS certificate of the NATS server not accepted ({exc.verify_message}); "
-            f"if it uses a private CA, give its certificate with --cluster-cafile"
-        )
-    if isinstance(exc, ssl.SSLError) and any(
-        alert in text for alert in ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "UNKNOWN_CA")
-    ):
-        if not have_cert:
-            return (
-                f"the NATS server requires a TLS client certificate ({exc.reason}): give one "
-                f"with --cluster-certfile and --cluster-keyfile"
-            )
-        return f"the NATS server refused our TLS client certificate ({exc.reason})"
-    return None
-
-
-def _server_tls(nc: NatsClient) -> bool:
-    info = getattr(nc, "_server_info", None) or {}
-    return bool(info.get("tls_required"))
-
-
-_SSL_EOF_NOISE = "returning true from eof_received() has no effect when using ssl"
-
-
-class _DropSslEofNoise(logging.Filter):
-    """asyncio warns on stderr, in plain text between the relay's JSON lines, each time
-    nats-py's TLS connection is closed by the server; it means nothing to an operator."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != _SSL_EOF_NOISE
-
-
-def _quiet_asyncio_ssl_eof() -> None:
-    log = logging.getLogger("asyncio")
-    if not any(isinstance(f, _DropSslEofNoise) for f in log.filters):
-        log.addFilter(_DropSslEofNoise())
-
-
-def _server_name(nc: NatsClient) -> str | None:
-    url = nc.connected_url
-    return None if url is None else f"{url.hostname}:{url.port}"

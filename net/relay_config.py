@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from net.forwarded import parse_networks
 from net.hosts import HostGrouping, is_loopback_host
 from net.relay_log import LogFormat
+from net.sizes import parse_size
 from net.urls import check_nats_url, redact_url
 
 __all__ = [
@@ -23,8 +24,10 @@ __all__ = [
     "MAX_TOPIC_BYTES",
     "RelayConfig",
     "add_host_prefix_arguments",
+    "add_nats_arguments",
     "add_relay_arguments",
     "add_tls_arguments",
+    "check_nats_options",
     "config_from_args",
     "insecure_nats_urls",
 ]
@@ -156,15 +159,11 @@ class RelayConfig:
                              "several --host addresses")
         parse_networks(self.trusted_proxies)
         HostGrouping(self.ipv4_host_prefix, self.ipv6_host_prefix)
-        for url in self.cluster:
-            check_nats_url(url)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port out of range: {self.port}")
         for name in ("max_clients", "max_frame", "burst", "queue", "abuse_strikes", "max_topics"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
-        if not (math.isfinite(self.cluster_timeout) and self.cluster_timeout > 0):
-            raise ValueError("cluster_timeout must be a positive number")
         for name in ("rate", "stats_interval", "close_timeout", "ping_interval", "ping_timeout"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
@@ -179,12 +178,11 @@ class RelayConfig:
             raise ValueError("close_timeout must be positive")
         if self.keyfile is not None and self.certfile is None:
             raise ValueError("--keyfile needs --certfile")
-        if self.cluster_keyfile is not None and self.cluster_certfile is None:
-            raise ValueError("--cluster-keyfile needs --cluster-certfile")
-        nats_options = ("cluster_cafile", "cluster_certfile", "cluster_token_file")
-        for name in nats_options:
-            if getattr(self, name) is not None and not self.cluster:
-                raise ValueError(f"--{name.replace('_', '-')} needs --cluster")
+        check_nats_options(
+            "--cluster", self.cluster, cafile=self.cluster_cafile, certfile=self.cluster_certfile,
+            keyfile=self.cluster_keyfile, token_file=self.cluster_token_file,
+            insecure=self.cluster_insecure, timeout=self.cluster_timeout,
+        )
         for name in ("max_lag", "idle_timeout"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0 or (name == "max_lag" and value == 0):
@@ -199,20 +197,6 @@ class RelayConfig:
                 f"--memory-budget ({self.memory_budget}) must be at least --queue-bytes "
                 f"({self.queue_bytes})"
             )
-        if self.cluster and not self.cluster_insecure:
-            open_urls = insecure_nats_urls(
-                self.cluster,
-                tls=self.cluster_cafile is not None or self.cluster_certfile is not None,
-                token_file=self.cluster_token_file is not None,
-            )
-            if open_urls:
-                raise ValueError(
-                    f"--cluster {', '.join(redact_url(u) for u in open_urls)} has neither "
-                    f"TLS nor credentials: anyone who reaches that NATS port could read every "
-                    f"topic's ciphertext and inject envelopes. Use tls:// or --cluster-cafile, "
-                    f"or credentials (nats://USER:PASSWORD@HOST:4222, --cluster-token-file), "
-                    f"or, on a network you trust, --cluster-insecure"
-                )
         if self.cluster_publisher_bytes < self.max_frame:
             raise ValueError(
                 f"--cluster-publisher-bytes ({self.cluster_publisher_bytes}) must be at least "
@@ -258,9 +242,94 @@ def insecure_nats_urls(urls: tuple[str, ...], *, tls: bool, token_file: bool) ->
     return out
 
 
-def _size(text: str) -> int:
-    from net.store_config import parse_size  # stdlib only
+def check_nats_options(
+    flag: str,
+    urls: tuple[str, ...],
+    *,
+    cafile: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    token_file: str | None,
+    insecure: bool,
+    timeout: float,
+) -> None:
+    """The NATS settings of ``flag`` (``--cluster`` of the relay, ``--jetstream`` of the
+    store) as one rule for both: usable URLs, TLS files only with URLs, and no URL that
+    carries the envelopes in the open (:func:`insecure_nats_urls`) unless ``insecure``.
 
+    Raises:
+        ValueError: naming the flag to fix.
+    """
+    for url in urls:
+        check_nats_url(url, flag)
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"{flag}-timeout must be a positive number of seconds")
+    if keyfile is not None and certfile is None:
+        raise ValueError(f"{flag}-keyfile needs {flag}-certfile")
+    for suffix, value in (("cafile", cafile), ("certfile", certfile), ("token-file", token_file)):
+        if value is not None and not urls:
+            raise ValueError(f"{flag}-{suffix} needs {flag}")
+    if insecure and not urls:
+        raise ValueError(f"{flag}-insecure needs {flag}")
+    if urls and not insecure:
+        open_urls = insecure_nats_urls(
+            urls, tls=cafile is not None or certfile is not None, token_file=token_file is not None
+        )
+        if open_urls:
+            raise ValueError(
+                f"{flag} {', '.join(redact_url(u) for u in open_urls)} has neither "
+                f"TLS nor credentials: anyone who reaches that NATS port could read every "
+                f"topic's ciphertext and inject envelopes. Use tls:// or {flag}-cafile, "
+                f"or credentials (nats://USER:PASSWORD@HOST:4222, {flag}-token-file), "
+                f"or, on a network you trust, {flag}-insecure"
+            )
+
+
+def add_nats_arguments(
+    parser: argparse.ArgumentParser, flag: str, url_help: str, timeout: float, insecure_help: str
+) -> None:
+    """``FLAG NATS_URL`` (repeatable) and its ``FLAG-timeout``, ``FLAG-cafile``,
+    ``FLAG-certfile``, ``FLAG-keyfile``, ``FLAG-token-file`` and ``FLAG-insecure``: the
+    same NATS connection settings for the relay (``--cluster``) and the store
+    (``--jetstream``), checked by :func:`check_nats_options`."""
+    parser.add_argument(flag, action="append", default=[], metavar="NATS_URL", help=url_help)
+    parser.add_argument(
+        f"{flag}-timeout",
+        type=float,
+        default=timeout,
+        metavar="SECONDS",
+        help=f"give up starting when no {flag} server answers within this (default {timeout:g})",
+    )
+    parser.add_argument(
+        f"{flag}-cafile",
+        default=None,
+        metavar="PEM",
+        help="TLS to NATS: verify its servers against these CA certificates instead of the "
+        "system store (tls://HOST:4222 URLs, or a server that requires TLS, use TLS anyway)",
+    )
+    parser.add_argument(
+        f"{flag}-certfile",
+        default=None,
+        metavar="PEM",
+        help="TLS to NATS: client certificate, for NATS servers that verify clients",
+    )
+    parser.add_argument(
+        f"{flag}-keyfile",
+        default=None,
+        metavar="PEM",
+        help=f"private key of {flag}-certfile (omit if the certificate file holds it)",
+    )
+    parser.add_argument(
+        f"{flag}-token-file",
+        default=None,
+        metavar="FILE",
+        help="NATS authentication token, read from this file (user and password go in the "
+        "URL: nats://USER:PASSWORD@HOST:4222)",
+    )
+    parser.add_argument(f"{flag}-insecure", action="store_true", help=insecure_help)
+
+
+def _size(text: str) -> int:
     try:
         return parse_size(text)
     except ValueError as exc:
@@ -387,52 +456,13 @@ def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seconds between counter logs, 0 = only at shutdown (default {d.stats_interval:g})",
     )
     # --- relay cluster (net/relay_cluster.py)
-    parser.add_argument(
+    add_nats_arguments(
+        parser,
         "--cluster",
-        action="append",
-        default=[],
-        metavar="NATS_URL",
-        help="join a relay cluster through this NATS server, nats://HOST:4222 (repeatable: "
+        "join a relay cluster through this NATS server, nats://HOST:4222 (repeatable: "
         "the servers of one NATS cluster); needs nats-py (pip install 'sdschat[cluster]')",
-    )
-    parser.add_argument(
-        "--cluster-timeout",
-        type=float,
-        default=d.cluster_timeout,
-        metavar="SECONDS",
-        help=f"give up starting when no --cluster server answers within this "
-        f"(default {d.cluster_timeout:g})",
-    )
-    parser.add_argument(
-        "--cluster-cafile",
-        default=None,
-        metavar="PEM",
-        help="TLS to NATS: verify its servers against these CA certificates instead of the "
-        "system store (tls://HOST:4222 URLs, or a server that requires TLS, use TLS anyway)",
-    )
-    parser.add_argument(
-        "--cluster-certfile",
-        default=None,
-        metavar="PEM",
-        help="TLS to NATS: client certificate, for NATS servers that verify clients",
-    )
-    parser.add_argument(
-        "--cluster-keyfile",
-        default=None,
-        metavar="PEM",
-        help="private key of --cluster-certfile (omit if the certificate file holds it)",
-    )
-    parser.add_argument(
-        "--cluster-token-file",
-        default=None,
-        metavar="FILE",
-        help="NATS authentication token, read from this file (user and password go in the "
-        "URL: nats://USER:PASSWORD@HOST:4222)",
-    )
-    parser.add_argument(
-        "--cluster-insecure",
-        action="store_true",
-        help="allow a --cluster NATS URL with neither TLS nor credentials (refused by "
+        d.cluster_timeout,
+        "allow a --cluster NATS URL with neither TLS nor credentials (refused by "
         "default unless on loopback: anyone reaching that port reads and injects envelopes)",
     )
     parser.add_argument(

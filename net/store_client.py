@@ -24,7 +24,10 @@ What to expect:
 * :meth:`StoreClient.pages` requests the next page as soon as the previous
   answer is complete, before the caller has processed it, so the network and
   the caller work at the same time.
-* A refusal by the store raises :class:`StoreRequestError` with its ``code``.
+* A refusal by the store raises :class:`StoreRequestError` with its ``code``;
+  ``unavailable`` (the store cannot reach its archive) raises
+  :class:`StoreUnavailable`, as an unreachable store does (another store of the
+  same archive may answer).
 """
 
 from __future__ import annotations
@@ -112,6 +115,10 @@ class StoreInfo:
     """Topics the store archives only from :meth:`StoreClient.put` with write proofs."""
     proven_key_ids: frozenset[bytes] = frozenset()
     """Ids of the write keys it checks those proofs with (``net.store_proof.key_id``)."""
+    archive_id: bytes = b""
+    """The archive it answers from: stores with the same id share positions (cursors)."""
+    engine: str = ""
+    """What keeps its envelopes (``sqlite``, ``jetstream``; empty from older stores)."""
 
 
 class StoredItem:
@@ -267,6 +274,8 @@ class StoreClient:
             i.oldest_arrival_ms,
             frozenset(i.proven_topics),
             frozenset(i.proven_key_ids),
+            bytes(i.archive_id),
+            i.engine,
         )
         return self._info
 
@@ -480,6 +489,8 @@ class StoreClient:
             raise item
         if item.WhichOneof("body") == "error":
             self._done(req)
+            if item.error.code == "unavailable":  # its archive is out of reach: try elsewhere
+                raise StoreUnavailable(f"store {self.url}: {item.error.reason}")
             raise StoreRequestError(item.error.code, item.error.reason)
         return item
 

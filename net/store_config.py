@@ -16,6 +16,11 @@ Retention (both limits apply; 0 disables one):
 
 Retention runs at start, every ``retention_interval_s`` seconds, and at once
 when an eighth of ``max_bytes`` was written since it last ran.
+
+Where the envelopes live: the SQLite file of ``data_dir`` (the default), or with
+``jetstream`` (``--jetstream NATS_URL``, repeatable) a replicated JetStream stream
+that every store peer given the same NATS cluster and ``jetstream_stream`` shares
+(``net/store_jetstream.py``; retention then runs on one of them at a time).
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from net.hosts import HostGrouping
+from net.relay_config import check_nats_options
 from net.relay_log import LogFormat
+from net.sizes import parse_size
 from net.urls import check_ws_url
 
 if TYPE_CHECKING:  # storage imports SQLite: only when a store runs
@@ -49,8 +56,7 @@ DEFAULT_STORE_PORT = 8766
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000,
                 "w": 7 * 86_400_000}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 
 def parse_duration_ms(text: str) -> int:
@@ -64,19 +70,6 @@ def parse_duration_ms(text: str) -> int:
         raise ValueError(f"not a duration: {text!r} (examples: 30d, 12h, 90m, 45s, 0)")
     unit = m.group(2) or "s"
     return int(float(m.group(1)) * _DURATION_MS[unit])
-
-
-def parse_size(text: str) -> int:
-    """``"1G"``, ``"500M"``, ``"64k"``, ``"1GiB"`` (powers of 1024) or plain bytes -> bytes.
-
-    Raises:
-        ValueError: anything else.
-    """
-    m = _SIZE.match(text)
-    if m is None:
-        raise ValueError(f"not a size: {text!r} (examples: 1G, 500M, 64k, 0)")
-    unit = (m.group(2) or "").lower()[:1]
-    return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
 def parse_host_port(text: str, default_port: int = DEFAULT_STORE_PORT) -> tuple[str, int]:
@@ -177,6 +170,19 @@ class StorePeerConfig:
             anyone can have it): the store opens their envelopes only to read
             who signed them, for eviction fair per signer (``net/store_peer.py``),
             and keeps them as they came.
+        jetstream: NATS server URLs (``nats://`` or ``tls://``, credentials as for
+            ``sdschat relay --cluster``) of the JetStream cluster that keeps the
+            archive instead of ``data_dir``'s SQLite file (``net/store_jetstream.py``).
+        jetstream_timeout: seconds a starting store tries to reach a NATS server.
+        jetstream_cafile, jetstream_certfile, jetstream_keyfile, jetstream_token_file,
+            jetstream_insecure: TLS and credentials to NATS, as ``--cluster-*`` of the
+            relay (:func:`net.relay_config.check_nats_options`).
+        jetstream_replicas: copies of each envelope JetStream keeps (1 to 5); 0: 3
+            when the cluster has 3 servers or more, else as many as it has.
+        jetstream_stream: the stream's name (its KV buckets are named after it);
+            store peers given the same one share the archive.
+        jetstream_lease_s: seconds a store peer's lease on running retention lasts
+            unless renewed (renewed every third of it).
     """
 
     data_dir: Path
@@ -209,6 +215,16 @@ class StorePeerConfig:
     keyfile: str | None = None
     write_keys: tuple[tuple[bytes, bytes], ...] = ()
     public_channel_keys: tuple[tuple[bytes, bytes], ...] = ()
+    jetstream: tuple[str, ...] = ()
+    jetstream_timeout: float = 10.0
+    jetstream_cafile: str | None = None
+    jetstream_certfile: str | None = None
+    jetstream_keyfile: str | None = None
+    jetstream_token_file: str | None = None
+    jetstream_insecure: bool = False
+    jetstream_replicas: int = 0
+    jetstream_stream: str = "SDSCHAT_STORE"
+    jetstream_lease_s: float = 15.0
 
     def __post_init__(self) -> None:
         for name in ("max_hashes", "max_page_size", "default_page_size", "max_request_bytes",
@@ -261,6 +277,22 @@ class StorePeerConfig:
             raise ValueError("--write-key needs a query listener (nodes send proofs there)")
         if self.certfile is not None and self.listen is None:
             raise ValueError("--certfile needs a query listener (not --listen none)")
+        check_nats_options(
+            "--jetstream", self.jetstream, cafile=self.jetstream_cafile,
+            certfile=self.jetstream_certfile, keyfile=self.jetstream_keyfile,
+            token_file=self.jetstream_token_file, insecure=self.jetstream_insecure,
+            timeout=self.jetstream_timeout,
+        )
+        if not 0 <= self.jetstream_replicas <= 5:
+            raise ValueError(f"--replicas must be 1 to 5 (JetStream's limit), got "
+                             f"{self.jetstream_replicas}")
+        if self.jetstream_replicas and not self.jetstream:
+            raise ValueError("--replicas needs --jetstream")
+        if not _STREAM_NAME.match(self.jetstream_stream):
+            raise ValueError(f"--jetstream-stream must be 1 to 32 letters, digits, _ or -, "
+                             f"got {self.jetstream_stream!r}")
+        if not (math.isfinite(self.jetstream_lease_s) and self.jetstream_lease_s >= 1):
+            raise ValueError("--jetstream-lease must be at least 1 second")
 
     @cached_property
     def retention(self) -> RetentionRule:
@@ -287,6 +319,10 @@ class StorePeerConfig:
                 value = [t.hex() for t in value]
             elif f.name in ("write_keys", "public_channel_keys"):
                 value = [t.hex() for t, _key in value]  # which topics, never the keys
+            elif f.name == "jetstream":
+                from net.urls import redact_url
+
+                value = [redact_url(u) for u in value]
             elif isinstance(value, Path):
                 value = str(value)
             elif isinstance(value, tuple):

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0bstore.proto\x12\rsdschat.store\"*\n\x06\x43ursor\x12\x12\n\narrival_ms\x18\x01 \x01(\x04\x12\x0c\n\x04hash\x18\x02 \x01(\x0c\"\r\n\x0bInfoRequest\"\xe2\x01\n\x04Info\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x15\n\rstore_time_ms\x18\x02 \x01(\x04\x12\x12\n\nmax_hashes\x18\x03 \x01(\r\x12\x15\n\rmax_page_size\x18\x04 \x01(\r\x12\x19\n\x11\x64\x65\x66\x61ult_page_size\x18\x05 \x01(\r\x12\x19\n\x11max_request_bytes\x18\x06 \x01(\r\x12\x19\n\x11oldest_arrival_ms\x18\x07 \x01(\x04\x12\x15\n\rproven_topics\x18\x08 \x03(\x0c\x12\x16\n\x0eproven_key_ids\x18\t \x03(\x0c\"7\n\x03Put\x12\x30\n\tenvelopes\x18\x01 \x03(\x0b\x32\x1d.sdschat.store.ProvenEnvelope\"1\n\x0eProvenEnvelope\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\x12\r\n\x05proof\x18\x02 \x01(\x0c\".\n\tPutResult\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x0f\n\x07refused\x18\x02 \x03(\t\"\x1d\n\x0bQueryByHash\x12\x0e\n\x06hashes\x18\x01 \x03(\x0c\"\x8e\x01\n\x0bQueryByTime\x12\r\n\x05topic\x18\x01 \x01(\x0c\x12\x10\n\x08since_ms\x18\x02 \x01(\x04\x12\x10\n\x08until_ms\x18\x03 \x01(\x04\x12%\n\x06\x63ursor\x18\x04 \x01(\x0b\x32\x15.sdschat.store.Cursor\x12\x11\n\tpage_size\x18\x05 \x01(\r\x12\x12\n\nwant_total\x18\x06 \x01(\x08\"6\n\x0eStoredEnvelope\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\x12\x12\n\narrival_ms\x18\x02 \x01(\x04\"\x97\x01\n\tEnvelopes\x12\x30\n\tenvelopes\x18\x01 \x03(\x0b\x32\x1d.sdschat.store.StoredEnvelope\x12\r\n\x05\x66inal\x18\x02 \x01(\x08\x12#\n\x04next\x18\x03 \x01(\x0b\x32\x15.sdschat.store.Cursor\x12\x15\n\rstore_time_ms\x18\x04 \x01(\x04\x12\r\n\x05total\x18\x05 \x01(\x04\"%\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa5\x03\n\nStoreFrame\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x32\n\x0cinfo_request\x18\x03 \x01(\x0b\x32\x1a.sdschat.store.InfoRequestH\x00\x12#\n\x04info\x18\x04 \x01(\x0b\x32\x13.sdschat.store.InfoH\x00\x12\x33\n\rquery_by_hash\x18\x05 \x01(\x0b\x32\x1a.sdschat.store.QueryByHashH\x00\x12\x33\n\rquery_by_time\x18\x06 \x01(\x0b\x32\x1a.sdschat.store.QueryByTimeH\x00\x12-\n\tenvelopes\x18\x07 \x01(\x0b\x32\x18.sdschat.store.EnvelopesH\x00\x12%\n\x05\x65rror\x18\x08 \x01(\x0b\x32\x14.sdschat.store.ErrorH\x00\x12!\n\x03put\x18\t \x01(\x0b\x32\x12.sdschat.store.PutH\x00\x12.\n\nput_result\x18\n \x01(\x0b\x32\x18.sdschat.store.PutResultH\x00\x42\x06\n\x04\x62odyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0bstore.proto\x12\rsdschat.store\"*\n\x06\x43ursor\x12\x12\n\narrival_ms\x18\x01 \x01(\x04\x12\x0c\n\x04hash\x18\x02 \x01(\x0c\"\r\n\x0bInfoRequest\"\x86\x02\n\x04Info\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x15\n\rstore_time_ms\x18\x02 \x01(\x04\x12\x12\n\nmax_hashes\x18\x03 \x01(\r\x12\x15\n\rmax_page_size\x18\x04 \x01(\r\x12\x19\n\x11\x64\x65\x66\x61ult_page_size\x18\x05 \x01(\r\x12\x19\n\x11max_request_bytes\x18\x06 \x01(\r\x12\x19\n\x11oldest_arrival_ms\x18\x07 \x01(\x04\x12\x15\n\rproven_topics\x18\x08 \x03(\x0c\x12\x16\n\x0eproven_key_ids\x18\t \x03(\x0c\x12\x12\n\narchive_id\x18\n \x01(\x0c\x12\x0e\n\x06\x65ngine\x18\x0b \x01(\t\"7\n\x03Put\x12\x30\n\tenvelopes\x18\x01 \x03(\x0b\x32\x1d.sdschat.store.ProvenEnvelope\"1\n\x0eProvenEnvelope\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\x12\r\n\x05proof\x18\x02 \x01(\x0c\".\n\tPutResult\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x0f\n\x07refused\x18\x02 \x03(\t\"\x1d\n\x0bQueryByHash\x12\x0e\n\x06hashes\x18\x01 \x03(\x0c\"\x8e\x01\n\x0bQueryByTime\x12\r\n\x05topic\x18\x01 \x01(\x0c\x12\x10\n\x08since_ms\x18\x02 \x01(\x04\x12\x10\n\x08until_ms\x18\x03 \x01(\x04\x12%\n\x06\x63ursor\x18\x04 \x01(\x0b\x32\x15.sdschat.store.Cursor\x12\x11\n\tpage_size\x18\x05 \x01(\r\x12\x12\n\nwant_total\x18\x06 \x01(\x08\"6\n\x0eStoredEnvelope\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\x12\x12\n\narrival_ms\x18\x02 \x01(\x04\"\x97\x01\n\tEnvelopes\x12\x30\n\tenvelopes\x18\x01 \x03(\x0b\x32\x1d.sdschat.store.StoredEnvelope\x12\r\n\x05\x66inal\x18\x02 \x01(\x08\x12#\n\x04next\x18\x03 \x01(\x0b\x32\x15.sdschat.store.Cursor\x12\x15\n\rstore_time_ms\x18\x04 \x01(\x04\x12\r\n\x05total\x18\x05 \x01(\x04\"%\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa5\x03\n\nStoreFrame\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x12\n\nrequest_id\x18\x02 \x01(\x04\x12\x32\n\x0cinfo_request\x18\x03 \x01(\x0b\x32\x1a.sdschat.store.InfoRequestH\x00\x12#\n\x04info\x18\x04 \x01(\x0b\x32\x13.sdschat.store.InfoH\x00\x12\x33\n\rquery_by_hash\x18\x05 \x01(\x0b\x32\x1a.sdschat.store.QueryByHashH\x00\x12\x33\n\rquery_by_time\x18\x06 \x01(\x0b\x32\x1a.sdschat.store.QueryByTimeH\x00\x12-\n\tenvelopes\x18\x07 \x01(\x0b\x32\x18.sdschat.store.EnvelopesH\x00\x12%\n\x05\x65rror\x18\x08 \x01(\x0b\x32\x14.sdschat.store.ErrorH\x00\x12!\n\x03put\x18\t \x01(\x0b\x32\x12.sdschat.store.PutH\x00\x12.\n\nput_result\x18\n \x01(\x0b\x32\x18.sdschat.store.PutResultH\x00\x42\x06\n\x04\x62odyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,23 +36,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INFOREQUEST']._serialized_start=74
   _globals['_INFOREQUEST']._serialized_end=87
   _globals['_INFO']._serialized_start=90
-  _globals['_INFO']._serialized_end=316
-  _globals['_PUT']._serialized_start=318
-  _globals['_PUT']._serialized_end=373
-  _globals['_PROVENENVELOPE']._serialized_start=375
-  _globals['_PROVENENVELOPE']._serialized_end=424
-  _globals['_PUTRESULT']._serialized_start=426
-  _globals['_PUTRESULT']._serialized_end=472
-  _globals['_QUERYBYHASH']._serialized_start=474
-  _globals['_QUERYBYHASH']._serialized_end=503
-  _globals['_QUERYBYTIME']._serialized_start=506
-  _globals['_QUERYBYTIME']._serialized_end=648
-  _globals['_STOREDENVELOPE']._serialized_start=650
-  _globals['_STOREDENVELOPE']._serialized_end=704
-  _globals['_ENVELOPES']._serialized_start=707
-  _globals['_ENVELOPES']._serialized_end=858
-  _globals['_ERROR']._serialized_start=860
-  _globals['_ERROR']._serialized_end=897
-  _globals['_STOREFRAME']._serialized_start=900
-  _globals['_STOREFRAME']._serialized_end=1321
+  _globals['_INFO']._serialized_end=352
+  _globals['_PUT']._serialized_start=354
+  _globals['_PUT']._serialized_end=409
+  _globals['_PROVENENVELOPE']._serialized_start=411
+  _globals['_PROVENENVELOPE']._serialized_end=460
+  _globals['_PUTRESULT']._serialized_start=462
+  _globals['_PUTRESULT']._serialized_end=508
+  _globals['_QUERYBYHASH']._serialized_start=510
+  _globals['_QUERYBYHASH']._serialized_end=539
+  _globals['_QUERYBYTIME']._serialized_start=542
+  _globals['_QUERYBYTIME']._serialized_end=684
+  _globals['_STOREDENVELOPE']._serialized_start=686
+  _globals['_STOREDENVELOPE']._serialized_end=740
+  _globals['_ENVELOPES']._serialized_start=743
+  _globals['_ENVELOPES']._serialized_end=894
+  _globals['_ERROR']._serialized_start=896
+  _globals['_ERROR']._serialized_end=933
+  _globals['_STOREFRAME']._serialized_start=936
+  _globals['_STOREFRAME']._serialized_end=1357
 # @@protoc_insertion_point(module_scope)

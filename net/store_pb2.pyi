@@ -19,7 +19,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Info(_message.Message):
-    __slots__ = ("protocol_version", "store_time_ms", "max_hashes", "max_page_size", "default_page_size", "max_request_bytes", "oldest_arrival_ms", "proven_topics", "proven_key_ids")
+    __slots__ = ("protocol_version", "store_time_ms", "max_hashes", "max_page_size", "default_page_size", "max_request_bytes", "oldest_arrival_ms", "proven_topics", "proven_key_ids", "archive_id", "engine")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_HASHES_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,8 @@ class Info(_message.Message):
     OLDEST_ARRIVAL_MS_FIELD_NUMBER: _ClassVar[int]
     PROVEN_TOPICS_FIELD_NUMBER: _ClassVar[int]
     PROVEN_KEY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     store_time_ms: int
     max_hashes: int
@@ -38,7 +40,9 @@ class Info(_message.Message):
     oldest_arrival_ms: int
     proven_topics: _containers.RepeatedScalarFieldContainer[bytes]
     proven_key_ids: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, protocol_version: _Optional[int] = ..., store_time_ms: _Optional[int] = ..., max_hashes: _Optional[int] = ..., max_page_size: _Optional[int] = ..., default_page_size: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., oldest_arrival_ms: _Optional[int] = ..., proven_topics: _Optional[_Iterable[bytes]] = ..., proven_key_ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    archive_id: bytes
+    engine: str
+    def __init__(self, protocol_version: _Optional[int] = ..., store_time_ms: _Optional[int] = ..., max_hashes: _Optional[int] = ..., max_page_size: _Optional[int] = ..., default_page_size: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., oldest_arrival_ms: _Optional[int] = ..., proven_topics: _Optional[_Iterable[bytes]] = ..., proven_key_ids: _Optional[_Iterable[bytes]] = ..., archive_id: _Optional[bytes] = ..., engine: _Optional[str] = ...) -> None: ...
 
 class Put(_message.Message):
     __slots__ = ("envelopes",)

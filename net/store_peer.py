@@ -73,7 +73,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
@@ -100,6 +99,7 @@ from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
 from net.signals import wait_for_stop_signal
 from net.store_config import StorePeerConfig
+from net.store_engine import Archive, ArchiveUnavailable
 from net.store_frames import (
     HASH_BYTES,
     STORE_PROTOCOL_VERSION,
@@ -111,6 +111,7 @@ from net.store_frames import (
     encode_put_result,
 )
 from net.store_proof import key_id, proof_checks
+from net.store_sqlite import SqliteArchive
 from net.tls import ServerTLS, reload_on_sighup
 from storage import ArchivedEnvelope, Store
 
@@ -134,36 +135,6 @@ CLOSE_SHUTDOWN = 1001
 
 CLOSE_IDLE = 1008
 """Close code for a query connection that sent no request within ``idle_timeout_s``."""
-
-_HASH_CHUNK = 32  # hashes per database call of a by-hash query
-
-
-def _incremental_vacuum_mode(db: sqlite3.Connection) -> None:
-    """Make the archive's file able to shrink: ``auto_vacuum = INCREMENTAL`` (a store
-    made before it is rewritten once, by VACUUM, which that setting needs)."""
-    if int(db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
-        db.execute("PRAGMA auto_vacuum = INCREMENTAL")
-        db.execute("VACUUM")
-
-
-def _file_bytes(db: sqlite3.Connection) -> int:
-    page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
-    return page_size * int(db.execute("PRAGMA page_count").fetchone()[0])
-
-
-def _give_back_free_pages(db: sqlite3.Connection) -> tuple[int, int]:
-    """After retention deleted envelopes: return the free pages to the file system
-    (incremental vacuum) and truncate the WAL; ``(file bytes before, after)``."""
-    before = _file_bytes(db)
-    # executescript steps the pragma to the end; execute() would free one page per call
-    db.executescript("PRAGMA incremental_vacuum;")
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    return before, _file_bytes(db)
-
-
-def _newest_arrival(db: sqlite3.Connection) -> int:
-    return int(db.execute("SELECT coalesce(max(arrival_ms), 0) FROM archive").fetchone()[0])
-
 
 def _oversized(message: bytes, cfg: StorePeerConfig) -> str:
     return f"request of {len(message)} bytes > {cfg.max_request_bytes}"
@@ -238,6 +209,7 @@ class StoreStats:
         idle_closed: query connections closed after ``idle_timeout_s`` without a request.
         unattributed: archived envelopes the store could attribute to no writer
             (they share one writer's part of ``max_bytes``).
+        archive_failures: writes the archive refused or could not take (retried).
     """
 
     received: int = 0
@@ -256,6 +228,7 @@ class StoreStats:
     rejected_per_ip: int = 0
     idle_closed: int = 0
     unattributed: int = 0
+    archive_failures: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -276,6 +249,7 @@ class StoreStats:
             "rejected_per_ip": self.rejected_per_ip,
             "idle_closed": self.idle_closed,
             "unattributed": self.unattributed,
+            "archive_failures": self.archive_failures,
         }
 
 
@@ -325,6 +299,8 @@ class StorePeer:
         feeds: extra envelope sources (LAN gossip) started and closed with the
             store; relays in ``config.relays`` get one feed each automatically.
         clock: wall-clock milliseconds (injectable in tests: retention by age).
+        archive: the engine that keeps the envelopes (default: from ``config``, SQLite in
+            ``data_dir`` or JetStream with ``config.jetstream``; :mod:`net.store_engine`).
     """
 
     def __init__(
@@ -334,6 +310,7 @@ class StorePeer:
         logger: RelayLogger | None = None,
         feeds: Iterable[EnvelopeFeed] = (),
         clock: Callable[[], int] = wall_ms,
+        archive: Archive | None = None,
     ) -> None:
         self.config = config
         self.log = logger if logger is not None else RelayLogger(config.log_format)
@@ -344,10 +321,15 @@ class StorePeer:
         self._open_keys: dict[bytes, bytes] = dict(config.public_channel_keys)
         self.stats = StoreStats()
         self._clock = clock
-        self._store: Store | None = None
+        self._opened = False
+        self.archive_down: str | None = None
+        """Why the archive cannot be used right now (``None``: it can)."""
+        self._oldest_arrival = 0  # the last oldest arrival time the archive gave
         self._feeds: list[EnvelopeFeed] = list(feeds)
         self._relay_feeds: list[_RelayFeed] = []
         self._pending: list[ArchivedEnvelope] = []
+        self._inflight: list[ArchivedEnvelope] = []  # the batch being written
+        self._flush_lock = asyncio.Lock()
         self._pending_hashes: set[bytes] = set()
         self._last_arrival = 0
         self._clock_offset = 0  # arrival clock = wall clock + this (never decreases)
@@ -370,15 +352,33 @@ class StorePeer:
         self._closed = asyncio.Event()
         self.tls: ServerTLS | None = None
         """The query listener's TLS context when ``config.certfile`` is set."""
+        self._archive: Archive = archive if archive is not None else self._make_archive()
 
     # ------------------------------------------------------------------ API
 
     @property
     def store(self) -> Store:
-        """The open :class:`storage.Store` (its ``archive`` holds the envelopes)."""
-        if self._store is None:
-            raise RuntimeError("store peer not started")
-        return self._store
+        """The open :class:`storage.Store` of a SQLite-backed store (its ``archive``
+        holds the envelopes)."""
+        if not isinstance(self._archive, SqliteArchive) or not self._opened:
+            raise RuntimeError("store peer not started, or not backed by SQLite")
+        return self._archive.store
+
+    @property
+    def archive(self) -> Archive:
+        """The engine that keeps the envelopes (:mod:`net.store_engine`)."""
+        return self._archive
+
+    def _make_archive(self) -> Archive:
+        cfg = self.config
+        if not cfg.jetstream:
+            return SqliteArchive(cfg.data_dir)
+        try:
+            from net.store_jetstream import JetStreamArchive
+        except ImportError as exc:  # nats-py missing: an OSError, the store does not start
+            raise ConnectionError(f"--jetstream needs the NATS client nats-py "
+                                  f"(pip install 'sdschat[cluster]'): {exc}") from None
+        return JetStreamArchive.from_config(cfg, self.log, wake_retention=self._retention_wake.set)
 
     @property
     def port(self) -> int:
@@ -424,11 +424,15 @@ class StorePeer:
             OSError: the query address cannot be bound.
         """
         cfg = self.config
-        self._store = await Store.open(cfg.data_dir)
+        await self._archive.open()
+        self._opened = True
         try:
-            await self._store._call(_incremental_vacuum_mode)
-            count, size = await self._store.archive.stats()
-            newest = await self._store._call(_newest_arrival)
+            try:
+                count, size = await self._archive.stats()
+                newest = await self._archive.newest_arrival()
+            except ArchiveUnavailable as exc:  # it opened, then went: start all the same
+                count = size = newest = 0
+                self._archive_failed(exc, 0)
             self._last_arrival = newest
             wall = self._clock()
             if newest >= wall:
@@ -441,6 +445,8 @@ class StorePeer:
             self.log.info(
                 "store_opened",
                 data_dir=str(cfg.data_dir),
+                engine=self._archive.engine,
+                archive_id=self._archive.archive_id.hex(),
                 envelopes=count,
                 bytes=size,
                 topics=[t.hex() for t in cfg.topics],
@@ -454,7 +460,8 @@ class StorePeer:
                     "nobody, and anyone who knows a topic can push the others of it out; "
                     "give a members or passphrase channel --write-key (--print-write-key)",
                 )
-            await self.run_retention()
+            with contextlib.suppress(ArchiveUnavailable):  # retried by the retention loop
+                await self.run_retention()
             self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
             if cfg.listen is not None:
                 host, port = cfg.listen
@@ -476,8 +483,8 @@ class StorePeer:
                     "store_listening", host=host, port=self._port, tls=self.tls is not None
                 )
         except BaseException:
-            await self._store.close()
-            self._store = None
+            await self._archive.close()
+            self._opened = False
             raise
         self._retention = asyncio.create_task(self._retention_loop(), name="store-retention")
         if cfg.stats_interval_s > 0:
@@ -497,7 +504,7 @@ class StorePeer:
     def add_feed(self, feed: EnvelopeFeed) -> None:
         """Add an envelope source; started now if the store is running."""
         self._feeds.append(feed)
-        if self._store is not None and not self._closing:
+        if self._opened and not self._closing:
             feed.start()
 
     async def close(self) -> None:
@@ -530,11 +537,12 @@ class StorePeer:
             self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
-        if self._store is not None:
+        if self._opened:
             with contextlib.suppress(Exception):
                 await self._flush()
             self.log.info("store_stats", final=True, **self.stats.as_dict())
-            await self._store.close()
+            self._opened = False
+            await self._archive.close()
         self.log.info("store_stopped")
         self._closed.set()
 
@@ -617,41 +625,48 @@ class StorePeer:
         await self._flush()
 
     async def run_retention(self) -> int:
-        """Apply retention by age, then by size; returns how many envelopes were deleted."""
-        archive = self.store.archive
-        deleted = 0
-        rule = self.config.retention
-        cutoff = rule.age_cutoff(self._now())
-        if cutoff is not None:
-            deleted += await archive.delete_older_than(cutoff)
-        if rule.max_bytes > 0:
-            _count, size = await archive.stats()
-            if size > rule.max_bytes:
-                deleted += await archive.trim(rule)
+        """Apply retention by age, then by size (the store's rule, :mod:`storage.retention`,
+        run by the archive: a JetStream archive runs it on the one store peer holding
+        its lease); returns how many envelopes were deleted."""
+        run = await self._archive.run_retention(self.config.retention, self._now())
         self._since_retention = 0
-        if deleted:
-            self.stats.retention_deleted += deleted
-            before, after = await self.store._call(_give_back_free_pages)
-            self.stats.vacuumed_bytes += max(0, before - after)
-            self.log.info("store_retention", deleted=deleted, file_bytes_before=before,
-                          file_bytes=after)
-        return deleted
+        if run.deleted:
+            self.stats.retention_deleted += run.deleted
+            vacuumed = run.details.get("vacuumed_bytes", 0)
+            self.stats.vacuumed_bytes += vacuumed if isinstance(vacuumed, int) else 0
+            self.log.info("store_retention", deleted=run.deleted, **run.details)
+        return run.deleted
 
     # ------------------------------------------------------------ ingest
 
     async def _flush(self) -> None:
-        if not self._pending or self._store is None:
+        """Write the buffer; a flush already running is waited for first (so a flush
+        that returns has written everything received before it was called)."""
+        if (not self._pending and not self._inflight) or not self._opened:
+            return
+        async with self._flush_lock:
+            await self._flush_now()
+
+    async def _flush_now(self) -> None:
+        if not self._pending or not self._opened:
             return
         batch, self._pending = self._pending, []
+        self._inflight = batch
         try:
-            new = await self._store.archive.put_many(batch)
+            new = await self._archive.put(batch)
+        except ArchiveUnavailable as exc:
+            self._pending = batch + self._pending  # keep them; retried on the next flush
+            self._archive_failed(exc, len(self._pending))
+            raise
         except Exception as exc:
             self.log.error("store_write_failed", error=str(exc), envelopes=len(batch))
             self._pending = batch + self._pending  # keep them; retried on the next flush
             raise
         finally:
+            self._inflight = []
             self._pending_hashes = {a.hash for a in self._pending}
             self._space.set()
+        self._archive_works()
         self.stats.flushes += 1
         self.stats.archived += new
         self.stats.duplicates += len(batch) - new
@@ -662,8 +677,25 @@ class StorePeer:
             if self._since_retention > max(self.config.max_bytes // 8, 1):
                 self._retention_wake.set()
 
+    def _archive_failed(self, exc: ArchiveUnavailable, pending: int) -> None:
+        """The archive refused or could not be reached: one log line when it starts."""
+        self.stats.archive_failures += 1
+        if self.archive_down is None:
+            self.log.error("store_archive_unavailable", engine=self._archive.engine,
+                           full=exc.full, error=exc.reason, pending=pending,
+                           note="keeps the envelopes received meanwhile (at most "
+                           f"{self.config.ingest_limit}) and retries; serves what it can")
+        self.archive_down = exc.reason
+
+    def _archive_works(self) -> None:
+        if self.archive_down is not None:
+            self.archive_down = None
+            self.log.info("store_archive_recovered", engine=self._archive.engine,
+                          pending=len(self._pending))
+
     async def _write_loop(self) -> None:
         interval = self.config.flush_interval_s
+        failures = 0
         while True:  # ends when close() cancels it
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
@@ -671,8 +703,10 @@ class StorePeer:
             self._flush_wake.clear()
             try:
                 await self._flush()
+                failures = 0
             except Exception:
-                await asyncio.sleep(interval)
+                failures += 1  # retried ever more slowly, up to 2 s apart
+                await asyncio.sleep(min(2.0, interval * 2 ** min(failures, 6)))
 
     async def _retention_loop(self) -> None:
         while True:  # ends when close() cancels it
@@ -738,6 +772,7 @@ class StorePeer:
         except ConnectionClosed:
             pass
         finally:
+            self._archive.release(ws)
             self._conns.discard(ws)
             self._per_host[host] -= 1
             if self._per_host[host] <= 0:
@@ -792,11 +827,8 @@ class StorePeer:
 
     async def _info(self, ws: ServerConnection, rid: int) -> None:
         cfg = self.config
-        oldest = 0
-        for topic in self.topics:
-            first = await self.store.archive.range(topic, limit=1)
-            if first and (oldest == 0 or first[0].arrival_ms < oldest):
-                oldest = first[0].arrival_ms
+        with contextlib.suppress(ArchiveUnavailable):  # else the last one known: Info is
+            self._oldest_arrival = await self._archive.oldest_arrival()  # always answered
         info = store_pb2.Info(
             protocol_version=STORE_PROTOCOL_VERSION,
             store_time_ms=self._now(),
@@ -804,9 +836,11 @@ class StorePeer:
             max_page_size=cfg.max_page_size,
             default_page_size=cfg.default_page_size,
             max_request_bytes=cfg.max_request_bytes,
-            oldest_arrival_ms=oldest,
+            oldest_arrival_ms=self._oldest_arrival,
             proven_topics=sorted(self._write_keys),
             proven_key_ids=[key_id(k) for keys in self._write_keys.values() for k in keys],
+            archive_id=self._archive.archive_id,
+            engine=self._archive.engine,
         )
         self.stats.queries["info"] += 1
         await ws.send(encode_info(rid, info))
@@ -824,22 +858,30 @@ class StorePeer:
                 raise _RejectedRequest("bad_hash", f"a hash of {len(h)} bytes")
         self.stats.queries["by_hash"] += 1
         wanted = list(dict.fromkeys(hashes))
+        asked = set(wanted)
+        buffered = {a.hash: a for a in (*self._inflight, *self._pending) if a.hash in asked}
         if self._pending:
-            await self._flush()  # a just-received envelope is findable at once
+            with contextlib.suppress(Exception):  # logged by _flush; the buffer answers
+                await self._flush()  # a just-received envelope is findable at once
+        try:
+            found = await self._archive.by_hashes(wanted)
+        except ArchiveUnavailable as exc:
+            if not buffered:
+                raise _RejectedRequest("unavailable", f"the archive: {exc.reason}") from None
+            found = {}  # what is still buffered here is all this store can answer now
+        found = {**buffered, **found}
         frame: list[tuple[bytes, int]] = []
         size = 0
         limit = self.config.response_frame_bytes
-        for start in range(0, len(wanted), _HASH_CHUNK):
-            found = await self.store.archive.get_by_hashes(wanted[start : start + _HASH_CHUNK])
-            for h in wanted[start : start + _HASH_CHUNK]:
-                item = found.get(h)
-                if item is None:
-                    continue
-                if frame and size + len(item.envelope) > limit:
-                    await self._send_items(ws, rid, frame, final=False)
-                    frame, size = [], 0
-                frame.append((item.envelope, item.arrival_ms))
-                size += len(item.envelope)
+        for h in wanted:
+            item = found.get(h)
+            if item is None:
+                continue
+            if frame and size + len(item.envelope) > limit:
+                await self._send_items(ws, rid, frame, final=False)
+                frame, size = [], 0
+            frame.append((item.envelope, item.arrival_ms))
+            size += len(item.envelope)
         await self._send_items(ws, rid, frame, final=True, store_time_ms=self._now())
 
     async def _put(self, ws: ServerConnection, rid: int, put: store_pb2.Put) -> None:
@@ -894,10 +936,22 @@ class StorePeer:
             raise _RejectedRequest("bad_range", "time out of range")
         self.stats.queries["by_time"] += 1
         if self._pending:
-            await self._flush()
+            with contextlib.suppress(Exception):  # logged by _flush; serve what is archived
+                await self._flush()
         store_time = self._now()
-        archive = self.store.archive
-        total = await self._count(topic, since, until, cursor) if query.want_total else 0
+        try:
+            await self._page(ws, rid, topic, since, until, cursor, page_size, query.want_total,
+                             store_time)  # fmt: skip
+        except ArchiveUnavailable as exc:
+            raise _RejectedRequest("unavailable", f"the archive: {exc.reason}") from None
+
+    async def _page(self, ws: ServerConnection, rid: int, topic: bytes, since: int, until: int,
+                    cursor: tuple[int, bytes] | None, page_size: int, want_total: bool,
+                    store_time: int) -> None:  # fmt: skip
+        cfg = self.config
+        archive = self._archive
+        total = (await archive.count(topic, since_ms=since, until_ms=until, cursor=cursor)
+                 if want_total else 0)  # fmt: skip
         sent = 0
         page_bytes = 0
         frame: list[tuple[bytes, int]] = []
@@ -909,7 +963,7 @@ class StorePeer:
             want = min(per_call, page_size - sent)
             if want <= 0 or page_bytes >= cfg.max_page_bytes:
                 break
-            rows = await archive.range(topic, since_ms=since, cursor=last, limit=want)
+            rows = await archive.range(topic, since_ms=since, cursor=last, limit=want, reader=ws)
             consumed = 0
             for row in rows:
                 if until and row.arrival_ms >= until:
@@ -943,28 +997,6 @@ class StorePeer:
             store_time_ms=store_time,
             total=total,
         )
-
-    async def _count(
-        self, topic: bytes, since: int, until: int, cursor: tuple[int, bytes] | None
-    ) -> int:
-        """Envelopes of ``topic`` in ``[since, until)`` after ``cursor`` (``until`` 0: no bound).
-
-        One indexed count (``archive_by_topic``); the archive API has no count,
-        so this runs on the store's connection through its query runner.
-        """
-        sql = "SELECT count(*) FROM archive WHERE topic = ? AND arrival_ms >= ?"
-        params: list[object] = [topic, since]
-        if cursor is not None:
-            sql += " AND (arrival_ms, hash) > (?, ?)"
-            params += [cursor[0], cursor[1]]
-        if until:
-            sql += " AND arrival_ms < ?"
-            params.append(until)
-
-        def query(db: sqlite3.Connection) -> int:
-            return int(db.execute(sql, params).fetchone()[0])
-
-        return await self.store._call(query)
 
     async def _send_items(
         self,

@@ -1,7 +1,8 @@
 """A node's use of a store peer: catching up after being away, fetching missing dependencies.
 
-The node owns one :class:`StoreSync` per store URL (``--store``, or a store
-announced on the LAN). It needs three things from the node, all callbacks:
+The node owns one :class:`StoreSync` for its store URLs (``--store``, repeatable,
+or a store announced on the LAN). It needs three things from the node, all
+callbacks:
 
 * ``deliver(envelope)``: the node's normal receive path (awaiting it is the
   backpressure: the node's bounded inbox);
@@ -22,6 +23,17 @@ while connected). The next catch-up starts at the later of the two (minus
 ``margin_ms`` for ``online_until``: clocks and in-flight envelopes); with
 neither, the whole archive (what the store's retention kept). Duplicates are
 harmless: the node's replay guard and the core drop what it already has.
+
+**Several stores, failover.** Given several URLs, the sync uses one store at a
+time, the first one first, and moves to the next when one is unreachable, full,
+or cannot reach its archive (``unavailable``); it goes round the list before it
+waits (backoff). Store peers in front of one shared archive (JetStream,
+``net/store_jetstream.py``) say so by the same ``Info.archive_id``: positions are
+kept per archive, not per URL, and a catch-up that loses its store in the middle
+goes on at the next one exactly after the last page it delivered, so nothing is
+lost and nothing is delivered twice. A store of another archive (or one that
+names none) has positions of its own: the catch-up there starts from its own
+saved position (what it repeats, the node drops).
 
 **Missing dependencies** (:meth:`note_missing` with the entries of every
 ``MessagesMissing``, then :meth:`request` with the ids not found in local
@@ -61,12 +73,18 @@ import random
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from net.relay_client import backoff_delay
-from net.store_client import StoreClient, StoredItem, StoreError, StoreUnavailable
+from net.store_client import (
+    StoreClient,
+    StoredItem,
+    StoreError,
+    StoreInfo,
+    StoreUnavailable,
+)
 from net.store_proof import key_id, make_proof, write_key
 
 __all__ = [
@@ -159,11 +177,23 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@dataclass(slots=True)
+class _Run:
+    """One catch-up of a topic, across the stores it fails over between."""
+
+    done: int = 0
+    total: int = 0
+    archive: bytes = b""  # the archive of the store the last page came from
+    cursor: tuple[int, bytes] | None = None  # after the last page delivered in full
+    started: bool = False
+    saver: asyncio.Task[None] | None = field(default=None)
+
+
 class StoreSync:
     """Catch-up and dependency fetching against one store (see the module docstring).
 
     Args:
-        url: the store's query URL.
+        url: the store's query URL, or several (one at a time, failing over in order).
         deliver: the node's receive path.
         progress: catch-up progress for the UI.
         barrier: waits until everything delivered so far is processed.
@@ -184,7 +214,7 @@ class StoreSync:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         deliver: Callable[[bytes], Awaitable[None]],
         progress: Callable[[CatchUpProgress], None] | None = None,
@@ -203,8 +233,12 @@ class StoreSync:
         clock: Callable[[], int] = _wall_ms,
         rng: random.Random | None = None,
     ) -> None:
-        self.url = url
-        self.client = StoreClient(url)
+        self.urls: tuple[str, ...] = (url,) if isinstance(url, str) else tuple(dict.fromkeys(url))
+        if not self.urls:
+            raise ValueError("a store sync needs at least one store URL")
+        self._clients = {u: StoreClient(u) for u in self.urls}
+        self._current = 0
+        self._archives: dict[str, bytes] = {}  # URL -> the archive id it named last
         self._deliver = deliver
         self._progress = progress
         self._barrier = barrier
@@ -222,8 +256,9 @@ class StoreSync:
         self._rng = rng if rng is not None else random.Random()
         self.counters: Counter[str] = Counter()
         """``catchup_envelopes``, ``catchups``, ``catchup_failures``, ``catchup_retries``,
-        ``fetched``,
-        ``fetch_misses``, ``fetch_given_up``, ``fetch_queries``, ``store_unavailable``."""
+        ``fetched``, ``fetch_misses``, ``fetch_given_up``, ``fetch_queries``,
+        ``store_unavailable``, ``failovers``, ``catchup_resumed`` (a catch-up that went on
+        at another store of its archive)."""
         self._state: dict[str, dict[str, Any]] = self._load()
         self._skew_ms = 0
         self._hints: OrderedDict[tuple[str, str], bytes] = OrderedDict()
@@ -244,6 +279,42 @@ class StoreSync:
         self._no_key_logged: set[bytes] = set()
         self._put_wake = asyncio.Event()
         self._putter: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ stores
+
+    @property
+    def url(self) -> str:
+        """The store in use now."""
+        return self.urls[self._current]
+
+    @property
+    def client(self) -> StoreClient:
+        """The client of the store in use now."""
+        return self._clients[self.url]
+
+    def _fail_over(self, why: str) -> None:
+        """The store in use failed: use the next one of the list (if there is one)."""
+        if len(self.urls) < 2:
+            return
+        old = self.url
+        self._current = (self._current + 1) % len(self.urls)
+        self.counters["failovers"] += 1
+        logger.info("store %s failed (%s): using %s", old, why, self.url)
+
+    def _learn(self, info: StoreInfo) -> None:
+        """Remember the archive the store in use names; positions kept under its URL move
+        to the archive (stores before ``archive_id`` kept them per URL)."""
+        if not info.archive_id:
+            return
+        self._archives[self.url] = info.archive_id
+        key = self._key()
+        if key not in self._state and self.url in self._state:
+            self._state[key] = self._state.pop(self.url)
+
+    def _key(self) -> str:
+        """Where positions of the store in use are kept: its archive, else its URL."""
+        archive = self._archives.get(self.url)
+        return f"archive:{archive.hex()}" if archive else self.url
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -271,7 +342,8 @@ class StoreSync:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._save()
-        await self.client.close()
+        for client in self._clients.values():
+            await client.close()
 
     # ------------------------------------------------------------------ write proofs
 
@@ -359,10 +431,13 @@ class StoreSync:
                             offered.appendleft((topic, env, keys))
                             self._offered_bytes += len(env)
                         raise
-                except StoreUnavailable:
+                except StoreUnavailable as exc:
                     failures += 1
                     self.counters["put_unavailable"] += 1
-                    await asyncio.sleep(backoff_delay(failures - 1, *self._backoff, self._rng))
+                    self._fail_over(str(exc))
+                    if failures % len(self.urls) == 0:  # the whole list failed: wait
+                        await asyncio.sleep(backoff_delay(failures // len(self.urls) - 1,
+                                                          *self._backoff, self._rng))  # fmt: skip
                     continue
                 except StoreError as exc:
                     self.counters["put_failed"] += 1
@@ -414,30 +489,37 @@ class StoreSync:
     async def catch_up(self, channel: str, topic: bytes) -> int:
         """Feed everything the store has for ``topic`` since last time; returns how many.
 
-        Retries with backoff while the store is unreachable or full
-        (``catchup_attempts``), then reports ``failed``. (Started by
-        :meth:`catch_up_soon`, a catch-up that failed so is tried again later.)
+        A store unreachable, full or without its archive: the next store of the list
+        (going on after the last page delivered when it names the same archive);
+        once every store failed, again after a backoff, ``catchup_attempts`` rounds in
+        all, then it reports ``failed``. (Started by :meth:`catch_up_soon`, a
+        catch-up that failed so is tried again later.)
         """
         self._topics[topic] = channel
         self._unavailable.discard(topic)
-        done = 0
+        run = _Run()
         last = "store unavailable"
-        for attempt in range(max(1, self.catchup_attempts)):
+        rounds = max(1, self.catchup_attempts)
+        tries = rounds * len(self.urls)
+        for attempt in range(tries):
             try:
-                return await self._catch_up_once(channel, topic)
+                await self._catch_up_once(channel, topic, run)
+                return run.done
             except StoreUnavailable as exc:
                 self.counters["store_unavailable"] += 1
                 last = str(exc)
-                if attempt + 1 < self.catchup_attempts:
-                    await asyncio.sleep(backoff_delay(attempt, *self._backoff, self._rng))
-                else:
+                self._fail_over(last)
+                if attempt + 1 >= tries:
                     self._unavailable.add(topic)
+                elif (attempt + 1) % len(self.urls) == 0:  # every store failed: wait
+                    await asyncio.sleep(backoff_delay(attempt // len(self.urls), *self._backoff,
+                                                      self._rng))  # fmt: skip
             except StoreError as exc:
                 last = f"{exc.code}: {exc}"
                 break
         self.counters["catchup_failures"] += 1
-        self._report(CatchUpProgress(channel, "failed", done, 0, self.url, last))
-        return 0
+        self._report(CatchUpProgress(channel, "failed", run.done, run.total, self.url, last))
+        return run.done
 
     async def _catch_up_until_done(self, channel: str, topic: bytes) -> int:
         """:meth:`catch_up`, tried again every ``catchup_retry_s`` (doubling, at most 8
@@ -457,60 +539,68 @@ class StoreSync:
                 self._retrying.discard(topic)
         return 0
 
-    async def _catch_up_once(self, channel: str, topic: bytes) -> int:
+    async def _catch_up_once(self, channel: str, topic: bytes, run: _Run) -> None:
         info = await self.client.info(refresh=True)
+        self._learn(info)
         self._skew_ms = info.store_time_ms - self._clock()
         pos = self._position(topic)
-        cursor = _cursor(pos.get("cursor"))
-        since = max(0, int(pos.get("online_until", 0)) - self.margin_ms)
-        if cursor is not None and cursor[0] >= since:
-            start_cursor, since_ms = cursor, 0
+        if run.cursor is not None and run.archive and info.archive_id == run.archive:
+            # the store before this one failed in the middle: its archive is this one's,
+            # so go on exactly after the last page delivered
+            start_cursor, since_ms = run.cursor, 0
+            self.counters["catchup_resumed"] += 1
         else:
-            start_cursor, since_ms = None, since
-        self.counters["catchups"] += 1
-        done = 0
-        total = 0
+            cursor = _cursor(pos.get("cursor"))
+            since = max(0, int(pos.get("online_until", 0)) - self.margin_ms)
+            if cursor is not None and cursor[0] >= since:
+                start_cursor, since_ms = cursor, 0
+            else:
+                start_cursor, since_ms = None, since
+            run.cursor = None
+        run.archive = info.archive_id
+        if not run.started:
+            run.started = True
+            self.counters["catchups"] += 1
+            self._report(CatchUpProgress(channel, "started", 0, 0, self.url))
         last_report = 0.0
         saved: tuple[int, bytes] | None = None
         pending: tuple[int, bytes] | None = None  # cursor of the page being processed
-        saver: asyncio.Task[None] | None = None  # the last page's cursor, saved once committed
-        self._report(CatchUpProgress(channel, "started", 0, 0, self.url))
         async for page in self.client.pages(
             topic, since_ms=since_ms, cursor=start_cursor, page_size=self.page_size
         ):
             if page.total:
-                total = page.total
+                run.total = max(run.total, run.done + page.total)
             if pending is not None and pending != saved:
                 # the page before this one is delivered: its cursor is safe once the
                 # node has committed it (saved in the background, in page order)
-                saver = self._save_cursor_later(topic, pending, saver)
+                run.saver = self._save_cursor_later(topic, pending, run.saver)
                 saved = pending
             for item in page.items:
                 await self._deliver(item.envelope)
-                done += 1
+                run.done += 1
             self.counters["catchup_envelopes"] += len(page.items)
             if page.items:
                 last = page.items[-1]
                 pending = (last.arrival_ms, last.hash)
+                run.cursor = pending
             now = time.monotonic()
             if page.items and (
                 now - last_report >= self.progress_interval_s or page.next is None
             ):
                 last_report = now
-                self._report(
-                    CatchUpProgress(channel, "running", done, max(total, done), self.url)
-                )
+                self._report(CatchUpProgress(channel, "running", run.done,
+                                             max(run.total, run.done), self.url))  # fmt: skip
             if page.next is None:
                 if self._barrier is not None:
                     await self._barrier()
-                if saver is not None:
-                    await saver
+                if run.saver is not None:
+                    await run.saver
                 if pending is not None:
                     self._set_cursor(topic, pending)
                 pos["online_until"] = max(int(pos.get("online_until", 0)), page.store_time_ms)
                 self._save()
-        self._report(CatchUpProgress(channel, "done", done, max(total, done), self.url))
-        return done
+        self._report(CatchUpProgress(channel, "done", run.done, max(run.total, run.done),
+                                     self.url))  # fmt: skip
 
     def _save_cursor_later(
         self, topic: bytes, cursor: tuple[int, bytes], previous: asyncio.Task[None] | None
@@ -518,13 +608,14 @@ class StoreSync:
         """Save ``cursor`` once the node has committed what was delivered so far
         (and after the previous page's cursor)."""
         done = self._barrier() if self._barrier is not None else None  # marks this point now
+        key = self._key()  # the store's archive now, even if it fails over meanwhile
 
         async def save() -> None:
             if previous is not None:
                 await previous
             if done is not None:
                 await done
-            self._set_cursor(topic, cursor)
+            self._set_cursor(topic, cursor, key)
 
         task = asyncio.create_task(save(), name="store-cursor")
         self._savers.add(task)
@@ -600,8 +691,9 @@ class StoreSync:
         found: dict[bytes, StoredItem] | None
         try:
             found = await self.client.by_hash(due)
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
             self.counters["store_unavailable"] += 1
+            self._fail_over(str(exc))
             found = None
         except StoreError as exc:
             logger.warning("store refused a fetch: %s", exc)
@@ -628,13 +720,13 @@ class StoreSync:
 
     # ------------------------------------------------------------------ positions
 
-    def _position(self, topic: bytes) -> dict[str, Any]:
-        store = self._state.setdefault(self.url, {})
+    def _position(self, topic: bytes, key: str | None = None) -> dict[str, Any]:
+        store = self._state.setdefault(key or self._key(), {})
         pos: dict[str, Any] = store.setdefault(topic.hex(), {})
         return pos
 
-    def _set_cursor(self, topic: bytes, cursor: tuple[int, bytes]) -> None:
-        self._position(topic)["cursor"] = [cursor[0], cursor[1].hex()]
+    def _set_cursor(self, topic: bytes, cursor: tuple[int, bytes], key: str | None = None) -> None:
+        self._position(topic, key)["cursor"] = [cursor[0], cursor[1].hex()]
         self._save()
 
     def _load(self) -> dict[str, dict[str, Any]]:

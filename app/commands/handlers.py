@@ -15,9 +15,11 @@ from datetime import date
 from typing import cast
 
 from app.chat.lines import nick_text
+from app.commands.channels import check_new_channel
 from app.commands.content import run_content_command
 from app.commands.front import TUI, FrontEnd, TuiFrontEnd
 from app.commands.members import renames_for, run_members_command
+from app.commands.standing import read_only_reason
 from app.names import channel_arg, check_nick
 
 __all__ = ["consume"]
@@ -38,6 +40,18 @@ def _need_channel(fe: FrontEnd) -> str | None:
     return channel
 
 
+def _writable(fe: FrontEnd, channel: str | None) -> str | None:
+    """``channel`` when lines may be written there; None (refused, with the reason)
+    when we were removed from it, or left it (app/commands/standing.py)."""
+    if channel is None:
+        return None
+    why = read_only_reason(fe.node, channel)
+    if why is not None:
+        fe.refuse(why)
+        return None
+    return channel
+
+
 def _tui(fe: FrontEnd) -> TuiFrontEnd:
     """``fe`` for a command the table offers in the TUI only."""
     assert fe.front == TUI
@@ -49,7 +63,7 @@ def _tui(fe: FrontEnd) -> TuiFrontEnd:
 
 async def say(fe: FrontEnd, name: str, arg: str) -> None:
     """A line typed (``name`` ``say``), or ``/me ACTION``."""
-    channel = _need_channel(fe)
+    channel = _writable(fe, _need_channel(fe))
     if channel is not None:
         await fe.say(channel, arg, "me" if name == "me" else "msg")
 
@@ -58,7 +72,9 @@ async def say(fe: FrontEnd, name: str, arg: str) -> None:
 
 
 async def join(fe: FrontEnd, name: str, arg: str) -> None:
-    await fe.join(channel_arg(arg))
+    channel = channel_arg(arg)
+    await check_new_channel(fe.node, channel, fe.joined())  # "a/b": refused if new here
+    await fe.join(channel)
 
 
 async def leave(fe: FrontEnd, name: str, arg: str) -> None:
@@ -131,20 +147,22 @@ async def quit_(fe: FrontEnd, name: str, arg: str) -> None:
 
 async def about_message(fe: FrontEnd, name: str, arg: str) -> None:
     """``/reply``, ``/react``, ``/edit``, ``/delete``."""
-    channel = _need_channel(fe)
+    channel = _writable(fe, _need_channel(fe))
     if channel is not None:
         await fe.about_message(name, channel, arg)
 
 
 async def topic(fe: FrontEnd, name: str, arg: str) -> None:
     channel = _need_channel(fe)
+    if arg:  # setting it writes; showing it does not
+        channel = _writable(fe, channel)
     if channel is not None:
         await fe.topic(channel, arg)
 
 
 async def send(fe: FrontEnd, name: str, arg: str) -> None:
     """``/send PATH``: a manifest and 48 KiB segments (app/chat/files.py)."""
-    channel = _need_channel(fe)
+    channel = _writable(fe, _need_channel(fe))
     if channel is not None:
         await run_content_command(fe.node, "send", arg, channel, fe.report)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from app.members.events import encode_set_role
 from app.members.roster import Member
 from app.members.safety import safety_emoji, safety_number
-from app.names import FINGERPRINT_HEX, channel_arg, confusable
+from app.names import FINGERPRINT_HEX, channel_arg, check_new_channel_name, confusable
 from app.node.events import MembersEvent, NodeError, NodeEvent
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ async def run_members_command(
 ) -> str | None:
     """Run one members command; returns the (possibly new) current channel."""
     if name == "create":
-        channel = channel_arg(arg)
+        channel = check_new_channel_name(channel_arg(arg))
         await node.create_channel(channel)
         return channel
     if current is None:

@@ -105,7 +105,7 @@ def _both(usage: str, help_tui: str, help_headless: str, needs_arg: bool = False
 
 COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("join", h.join, aliases=("j",), completes="channel", **_both(
-        "/join NAME", "join channel NAME (with the /passphrase, if set; /j)",
+        "/join NAME", "join channel NAME (asks its passphrase unless /passphrase set one; /j)",
         "join channel NAME (also /j)", True)),
     CommandSpec("leave", h.leave, aliases=("part",), completes="joined", **_both(
         "/leave [NAME]", "leave NAME (default: this channel; /part)",

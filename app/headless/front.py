@@ -12,7 +12,6 @@ typed waits for room in the outgoing buffer and is counted for the exit status.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from app.commands.handlers import consume
 from app.commands.line import HELP
 from app.commands.table import Command, run_command
 from app.headless.line_feed import LineFeed
-from app.launch.joined import forget_channel, remember_channel
 from app.node.events import Info, NodeError, NodeEvent, Peers
 from app.node.runtime import Node, NodeClosedError, peer_lines, wall_ms
 
@@ -122,18 +120,14 @@ class HeadlessFront:
             self.stopping = True
 
     async def join(self, channel: str) -> None:
-        info = await self._node.join(channel, self.passphrase)
-        if self.data_dir is not None:
-            remember(self.data_dir, info)  # rejoined at the next start (issue 27 item 9)
+        await self._node.join(channel, self.passphrase)  # kept by the JoinedKeeper (run.py)
         self._current = channel
 
     async def leaving(self, channel: str) -> None:
         pass  # headless mode says nothing in the channel
 
     async def left(self, channel: str) -> None:
-        if self.data_dir is not None:
-            with contextlib.suppress(OSError):
-                forget_channel(self.data_dir, channel)  # not rejoined at the next start
+        pass  # not rejoined at the next start: the JoinedKeeper (run.py) forgot it
 
     async def switch(self, channel: str) -> None:
         self._report(Info(f"current channel: {channel}", {"channel": channel}))
@@ -175,9 +169,3 @@ class HeadlessFront:
     def file_to_save(self, arg: str) -> str | None:
         return arg  # ID [PATH]
 
-
-def remember(data_dir: Path, info: Any) -> None:
-    """Keep a joined channel's derived key in ``channels.json`` (app/launch/joined.py, as the
-    TUI does), so the next start rejoins it; a write failure only loses that."""
-    with contextlib.suppress(OSError, AttributeError):
-        remember_channel(Path(data_dir), info.key)

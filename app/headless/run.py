@@ -61,20 +61,31 @@ from typing import Any, TextIO
 import orjson
 
 from app.chat.lines import json_visible
+from app.commands.channels import check_new_channel
 from app.commands.line import parse_line
 from app.commands.table import Command
 from app.headless.file_watch import FileWatch
 from app.headless.front import HeadlessFront
 from app.headless.line_feed import EXIT_UNSENT, LineFeed
 from app.headless.rejected import RejectedLines
-from app.launch.data_dir import default_data_dir
-from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.launch.joined import load_joined
+from app.launch.data_dir import default_data_dir, prepare_data_dir
+from app.launch.exits import (
+    EXIT_DATABASE,
+    EXIT_DEVICE_COPY,
+    EXIT_LOCKED,
+    EXIT_PASSPHRASE,
+    EXIT_USAGE,
+)
+from app.launch.invite_wait import redeem
+from app.launch.joined import JoinedKeeper, load_joined, load_remembered, rejoinable
+from app.launch.last_setup import record_start
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import NodeSettings, load_config_file, settings_from_args
 from app.launch.wiring import node_options, wire_transport
 from app.members import secrets_file as members_file
+from app.members.device_copy import DataDirCopiedError
 from app.node.events import (
+    DeviceCopied,
     Info,
     LanPeer,
     Missing,
@@ -304,7 +315,7 @@ async def _serve(
 ) -> int:
     data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     # LAN gossip unless a relay was chosen (net/lan/flags.py); --store or a LAN store.
-    store_url: str | None = getattr(args, "store", None)
+    store_url: str | tuple[str, ...] | None = getattr(args, "store", None)
     lan_stores: list[str] = []
     node_box: list[Node] = []
 
@@ -330,10 +341,14 @@ async def _serve(
         node = await Node.open(data_dir, transport, name=settings.name, options=options)
     except DataDirLockedError as exc:
         return _fatal(out, str(exc), EXIT_LOCKED)
+    except DataDirCopiedError as exc:
+        return _fatal(out, str(exc), EXIT_DEVICE_COPY)
     except (StorageError, IdentityFileError, IdentityMismatchError) as exc:
         # newer schema, damaged file, unusable directory: every storage refusal but the lock
         return _fatal(out, str(exc), EXIT_DATABASE)
     node.subscribe(out.event)
+    # every channel the node joins (a direct conversation too) is rejoined next time
+    node.subscribe(JoinedKeeper(node, data_dir, lambda why: out.event(NodeError(why))).on_event)
     files = FileWatch(node.store, out.write)  # "file" events: incomplete / complete
     node.subscribe(files.on_event)
     node_box.append(node)
@@ -347,6 +362,15 @@ async def _serve(
         feed.stop()
         lines.put_nowait(None)
 
+    copied: list[DeviceCopied] = []
+
+    def on_copy(ev: NodeEvent) -> None:  # another process holds our key: stop, saying so
+        if isinstance(ev, DeviceCopied) and not copied:
+            copied.append(ev)
+            feed.stop()
+            lines.put_nowait(None)
+
+    node.subscribe(on_copy)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal, sig)
@@ -357,21 +381,31 @@ async def _serve(
         channels = [args.channel, *[c for c in args.extra_channels if c != args.channel]]
         try:
             first = args.channel
+            for ch in channels:  # a new channel's name: one word without '/'
+                await check_new_channel(node, ch)
             if node.members_channel(first) is None and not members_file.members_file(
                     data_dir, first).exists():  # fmt: skip
                 if getattr(args, "create", False):
                     await node.create_channel(first)
-                elif getattr(args, "invite", None):
-                    await node.join_by_invite(args.invite)
-            for ch in channels:
-                await node.join(ch, passphrase)
+                elif getattr(args, "invite", None):  # bounded: "nobody answered"
+                    await redeem(node, args.invite, lambda text: out.event(
+                        Info(text, {"invite": "no_answer_yet"})))  # fmt: skip
+            keys = {k.channel: k for k in load_joined(data_dir)}
+            for ch in channels:  # a channel kept from an earlier run: with its key
+                key = keys.get(ch) if passphrase is None else None
+                await node.join(ch, passphrase, key=key)
         except PassphraseMismatchError as exc:
             return _fatal(out, str(exc), EXIT_PASSPHRASE)
         except ValueError as exc:
             return _fatal(out, str(exc), EXIT_USAGE)
         except StorageError as exc:  # e.g. a damaged page found only now
             return _fatal(out, str(exc), EXIT_DATABASE)
-        await _rejoin(node, data_dir, out)  # channels /join'ed in an earlier run, as the TUI
+        await _rejoin(node, data_dir, out)  # every channel of the last run, as the TUI
+        start = settings.start
+        if start is not None:
+            record_start(start)  # the relays and store peers, for the next start
+            if start.note:
+                out.event(Info(f"using {start.note}", {"restored": start.network_from}))
         invite_relays = wired.invite_relays  # those chosen, none for LAN gossip
         reader = await _stdin_reader(loop, lines)
         stdin_pipe = reader.transport
@@ -381,7 +415,7 @@ async def _serve(
         for _ in iter(int, 1):  # until EOF, /quit or a signal
             line = await lines.get()
             reader.taken()
-            if line is None or signalled:
+            if line is None or signalled or copied:
                 break
             front.line += 1
             if isinstance(line, NotUtf8):
@@ -395,7 +429,9 @@ async def _serve(
             await front.run(cmd)  # the command table (app/commands/table.py)
             if front.stopping:
                 break
-        if not signalled:
+        if copied:  # typed lines stay in the outbox: the copy kept is the one to send them
+            status = _fatal(out, copied[0].text, EXIT_DEVICE_COPY)
+        elif not signalled:
             unsent = await feed.drain()
             _report_unacknowledged(feed, out)
             if unsent:
@@ -467,14 +503,14 @@ async def _command(
 
 async def _rejoin(node: Node, data_dir: Path, out: JsonLines) -> None:
     """Join again the channels of ``channels.json`` not joined yet (a supervisor's
-    restart of a bot keeps the channels it /join'ed), each with its stored key."""
-    for key in load_joined(Path(data_dir)):
-        if key.channel in node.channels:
-            continue
+    restart of a bot keeps the channels it /join'ed, and its direct conversations),
+    each with its stored key (a members channel's are in its members file)."""
+    data_dir = Path(data_dir)
+    for entry in rejoinable(data_dir, load_remembered(data_dir), node.channels):
         try:
-            await node.join(key.channel, None, key=key)
+            await node.join(entry.name, None, key=entry.key)
         except (ValueError, StorageError) as exc:
-            out.event(NodeError(f"could not rejoin #{key.channel}: {exc}"))
+            out.event(NodeError(f"could not rejoin #{entry.name}: {exc}"))
 
 
 def _passphrase(args: argparse.Namespace) -> bytes | None:
@@ -485,6 +521,8 @@ def _passphrase(args: argparse.Namespace) -> bytes | None:
         return None  # a members channel joined before: its keys are in the data directory
     if args.passphrase_file:
         return read_passphrase_file(args.passphrase_file)
+    if any(k.channel == args.channel for k in load_joined(data_dir)):
+        return None  # joined before: its key is kept in channels.json, nothing to ask
     if sys.stdin.isatty():
         entered = getpass.getpass(
             f"Passphrase for {args.channel} (empty: PUBLIC channel anyone can read): "
@@ -501,6 +539,11 @@ def run_join(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except ValueError as exc:
         return _fatal(out, str(exc), EXIT_USAGE)
+    try:  # before a passphrase is asked: a --data-dir that cannot work is said first
+        prepare_data_dir(Path(args.data_dir).expanduser() if args.data_dir
+                         else default_data_dir())  # fmt: skip
+    except StorageError as exc:
+        return _fatal(out, str(exc), EXIT_DATABASE)
     try:
         passphrase = _passphrase(args)
     except PassphraseFileError as exc:

@@ -17,9 +17,11 @@ Data directories persist between runs (``--fresh`` starts over), so the TUIs
 open where you left off.
 
 It prints one line: how to attach and how to quit. ``sdschat demo --stop``
-ends the session (relay and TUIs). ``sdschat demo --restart alice`` opens alice's
-pane again after she quit (Ctrl+Q) or failed, with the same data directory, relay
-and passphrase: her TUI opens where she left off (the session's commands are kept
+(written as this shell can run it: ``.venv/bin/sdschat demo --stop`` when the venv's
+``bin`` is not on ``PATH``, :func:`sdschat_command`) ends the session (relay and
+TUIs). ``sdschat demo --restart alice`` opens alice's pane again after she quit
+(Ctrl+Q) or failed, with the same data directory, relay and passphrase: her TUI
+opens where she left off (the session's commands are kept
 in ``demo.json`` in the demo's directory). ``sdschat demo --core`` (also
 ``sdschat core-demo``) runs the older, self-checking demo of the SDS core alone.
 
@@ -53,6 +55,7 @@ __all__ = [
     "plan_demo",
     "restart_participant",
     "run_demo",
+    "sdschat_command",
     "start_session",
     "stop_session",
     "wait_listening",
@@ -371,6 +374,24 @@ def stop_session(session: str, *, tmux: str = "tmux") -> bool:
     return result.returncode == 0
 
 
+def sdschat_command() -> str:
+    """How to type ``sdschat`` in this shell: ``sdschat`` when that finds this very
+    program on ``PATH``; else its path (``.venv/bin/sdschat`` below the current
+    directory, as right after ``make demo``, whose venv is not activated)."""
+    here = Path(sys.executable).parent / "sdschat"
+    if not here.exists() and Path(sys.argv[0]).name == "sdschat":
+        here = Path(sys.argv[0])
+    found = shutil.which("sdschat")
+    if not here.exists() or (found is not None and os.path.samefile(found, here)):
+        return "sdschat"
+    absolute = here.absolute()
+    try:
+        shown = str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(absolute)
+    return shlex.quote(shown)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """``sdschat demo`` (see the module docstring); returns the exit status."""
     tmux = shutil.which("tmux")
@@ -389,6 +410,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"sdschat demo: no tmux session {session} running", file=sys.stderr)
         return 1
     attach = f"tmux attach -t {session}"
+    stop = f"{sdschat_command()} demo --stop"
     base = Path(args.dir).expanduser() if args.dir else default_demo_dir()
     if args.restart:
         try:
@@ -406,7 +428,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if session_exists(session, tmux=tmux):
         print(
             f"sdschat demo is already running: attach with `{attach}` · "
-            f"end it with `sdschat demo --stop`"
+            f"end it with `{stop}`"
         )
         return 0
     if args.fresh and base.exists():
@@ -419,7 +441,7 @@ def run_demo(args: argparse.Namespace) -> int:
         return 1
     print(
         f"sdschat demo: relay on {plan.relay_url}, alice, bob and carol (drops 30%) in tmux: "
-        f"attach with `{attach}` · Ctrl+Q quits a chat · `sdschat demo --stop` ends it all"
+        f"attach with `{attach}` · Ctrl+Q quits a chat · `{stop}` ends it all"
     )
     if args.attach and sys.stdin.isatty():
         os.execvp(tmux, [tmux, "attach", "-t", session])

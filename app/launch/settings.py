@@ -14,6 +14,9 @@ when it exists, unless ``--no-config``)::
     relay = "ws://127.0.0.1:8765"   # without a relay here or --relay: LAN gossip
     # or several relays of one cluster, tried in turn (failover):
     # relay = ["ws://10.0.0.1:8765", "ws://10.0.0.2:8765"]
+    store = "ws://127.0.0.1:8766"   # a store peer to catch up from (as --store), or several
+    # store peers of one archive, used in turn (failover):
+    # store = ["ws://10.0.0.1:8766", "ws://10.0.0.2:8766"]
     name = "alice"
     profile = "default"      # or "waku": js-waku's sizes (sds.Config.waku())
     fast = true              # start from sds.Config.fast(fast_scale_ms)
@@ -48,6 +51,7 @@ from typing import Any
 
 import sds
 from app.chat.file_quota import DEFAULT_CHANNEL_FILE_BYTES, DEFAULT_FILE_QUOTA_BYTES
+from app.launch.last_setup import StartPlan, apply_last_setup
 from app.node.runtime import DEFAULT_STATE_SAVE_MS
 from net.channel_key import check_channel_name
 from net.urls import check_ws_url
@@ -62,7 +66,7 @@ __all__ = [
 ]
 
 _TOP_KEYS = {
-    "relay", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
+    "relay", "store", "name", "profile", "fast", "fast_scale_ms", "drop_rate", "state_save_ms",
     "recent_window", "file_quota_mib", "file_channel_mib", "protocol",
     "keys", "colours", "colors",  # the TUI's keymap and colours (app/tui/config.py)
     "log",  # the TUI's logging to files (app/tui/chatlog.py)
@@ -71,6 +75,7 @@ _TOP_KEYS = {
 #: what each top-level key must hold ("number": an integer or a float)
 _TOP_TYPES: dict[str, str] = {
     "relay": "string or list of strings",
+    "store": "string or list of strings",
     "name": "string",
     "profile": "string",
     "fast": "boolean",
@@ -150,6 +155,9 @@ class NodeSettings:
     """Received file segments kept per sender and channel (``file_quota_mib``)."""
     file_channel_bytes: int = DEFAULT_CHANNEL_FILE_BYTES
     """... per public or passphrase channel, all senders (``file_channel_mib``)."""
+    start: StartPlan | None = None
+    """What the last setup gave this start (:mod:`app.launch.last_setup`), kept by
+    :func:`~app.launch.last_setup.record_start` once the start succeeded."""
 
 
 def default_config_path() -> Path:
@@ -198,7 +206,9 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         "channel",
         nargs="?",
         default=None,
-        help="channel to join (and to which typed lines go); not needed with --invite",
+        help="channel to join (and to which typed lines go); without it (and without "
+        "--invite): the last setup of the data directory, every channel it had joined, "
+        "the one open last shown",
     )
     p.add_argument(
         "--create",
@@ -226,6 +236,13 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="this participant's data directory: identity key, SQLite database "
         "(default ~/.local/share/sdschat)",
+    )
+    p.add_argument(
+        "--moved",
+        action="store_true",
+        help="the data directory was moved to another disk or restored from a backup, and "
+        "the original is gone for good: take it as this device's (a copy is refused "
+        "otherwise, exit status 7)",
     )
     p.add_argument("--name", default=None, help="display name shown to others")
     from app.launch.store_cmd import add_cafile_argument  # light: stdlib only
@@ -318,10 +335,6 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
             args.channel = invite.channel
         if args.relay is None and invite.relays:
             args.relay = list(invite.relays)
-    elif args.channel is None:
-        raise ValueError("name a channel to join (or give --invite CODE)")
-    for channel in [args.channel, *(getattr(args, "extra_channels", None) or [])]:
-        check_channel_name(channel)  # all of them before any is joined
     if getattr(args, "no_config", False):
         if args.config:
             raise ValueError("--config and --no-config cannot be used together")
@@ -330,6 +343,11 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         if default.is_file():
             args.config = str(default)  # read by the TUI's keymap and the transport too
     data: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    # the channel (none named: the last setup's), the relays and store peers: the one
+    # precedence rule of app/launch/last_setup.py
+    start = apply_last_setup(args, data)
+    for channel in [args.channel, *(getattr(args, "extra_channels", None) or [])]:
+        check_channel_name(channel)  # all of them before any is joined
     fast = bool(args.fast or data.get("fast", False))
     scale = int(data.get("fast_scale_ms", 1000))
     profile = getattr(args, "profile", None) or data.get("profile", "default")
@@ -364,8 +382,14 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     relays = [relay] if isinstance(relay, str) else list(relay)
     for url in relays:
         check_ws_url(url, "--relay" if args.relay is not None else "relay (config file)")
-    if getattr(args, "store", None) is not None:
-        check_ws_url(args.store, "--store")
+    store = getattr(args, "store", None)
+    store_flag = "--store"
+    if store is None and data.get("store"):
+        store, store_flag = data["store"], "store (config file)"
+    if store is not None:  # every store URL, in order: the node fails over between them
+        args.store = (store,) if isinstance(store, str) else tuple(store)
+        for url in args.store:
+            check_ws_url(url, store_flag)
     if getattr(args, "cafile", None) is not None:
         from net.tls import set_default_cafile
 
@@ -397,4 +421,5 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         new_history=bool(getattr(args, "new_history", False)),
         file_quota_bytes=file_mib["file_quota_mib"],
         file_channel_bytes=file_mib["file_channel_mib"],
+        start=start,
     )

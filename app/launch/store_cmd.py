@@ -194,6 +194,56 @@ def add_store_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_tls_arguments(p)
     add_cafile_argument(p)
+    add_jetstream_arguments(p, d)
+
+
+def add_jetstream_arguments(p: argparse.ArgumentParser, d: StorePeerConfig) -> None:
+    """``--jetstream`` and its settings: the archive in a JetStream cluster
+    (``net/store_jetstream.py``), and moving a SQLite archive there."""
+    from net.relay_config import add_nats_arguments  # stdlib only
+
+    add_nats_arguments(
+        p,
+        "--jetstream",
+        "keep the archive in JetStream through this NATS server, nats://HOST:4222 or "
+        "tls://HOST:4222 (repeatable: the servers of one NATS cluster with JetStream, "
+        "nats-server -js); every store peer given the same cluster and --jetstream-stream "
+        "answers the same. Without it: SQLite in --data-dir",
+        d.jetstream_timeout,
+        "allow a --jetstream NATS URL with neither TLS nor credentials (refused by default "
+        "unless on loopback: anyone reaching that port reads and deletes the archive)",
+    )
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --jetstream: copies JetStream keeps of each envelope, 1 to 5 (default: "
+        "3 when the cluster has 3 servers or more, else as many as it has; changing it "
+        "changes the stream)",
+    )
+    p.add_argument(
+        "--jetstream-stream",
+        default=d.jetstream_stream,
+        metavar="NAME",
+        help=f"with --jetstream: the stream's name; store peers given the same share the "
+        f"archive (default {d.jetstream_stream})",
+    )
+    p.add_argument(
+        "--jetstream-lease",
+        type=float,
+        default=d.jetstream_lease_s,
+        metavar="SECONDS",
+        help=f"with --jetstream: how long the lease on running retention lasts unless "
+        f"renewed; one store peer at a time holds it (default {d.jetstream_lease_s:g})",
+    )
+    p.add_argument(
+        "--migrate-to-jetstream",
+        action="store_true",
+        help="copy the SQLite archive of --data-dir into the --jetstream archive (arrival "
+        "times and writers kept; envelopes already there are skipped), then exit; run it "
+        "with the store stopped",
+    )
 
 
 def add_cafile_argument(p: argparse.ArgumentParser) -> None:
@@ -332,12 +382,22 @@ def config_from_args(args: argparse.Namespace) -> StorePeerConfig:
         keyfile=args.keyfile,
         write_keys=write_keys,
         public_channel_keys=public_keys,
+        jetstream=tuple(args.jetstream),
+        jetstream_timeout=args.jetstream_timeout,
+        jetstream_cafile=args.jetstream_cafile,
+        jetstream_certfile=args.jetstream_certfile,
+        jetstream_keyfile=args.jetstream_keyfile,
+        jetstream_token_file=args.jetstream_token_file,
+        jetstream_insecure=args.jetstream_insecure,
+        jetstream_replicas=args.replicas,
+        jetstream_stream=args.jetstream_stream,
+        jetstream_lease_s=args.jetstream_lease,
     )
 
 
 def run_store_command(args: argparse.Namespace) -> int:
-    """``sdschat store``: exit 0 after SIGINT/SIGTERM, 1 cannot listen, 2 usage,
-    3 data dir in use, 4 database unusable."""
+    """``sdschat store``: exit 0 after SIGINT/SIGTERM, 1 cannot listen or reach JetStream,
+    2 usage, 3 data dir in use, 4 database unusable."""
     from net.tls import set_default_cafile
 
     if args.print_write_key is not None:
@@ -351,6 +411,13 @@ def run_store_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sdschat store: {exc}", file=sys.stderr)
         return 2
+    if args.migrate_to_jetstream:
+        if not config.jetstream:
+            print("sdschat store: --migrate-to-jetstream needs --jetstream", file=sys.stderr)
+            return 2
+        from net.store_migrate import run_migration
+
+        return run_migration(config)
     from net.store_peer import run_store
 
     if not args.lan:

@@ -93,7 +93,10 @@ def wire_transport(
 
 
 def node_options(
-    settings: NodeSettings, *, store_url: str | None, config: sds.Config | None = None
+    settings: NodeSettings,
+    *,
+    store_url: str | tuple[str, ...] | None,
+    config: sds.Config | None = None,
 ) -> NodeOptions:
     """The node's options from ``settings`` (``config``: other protocol settings than
     ``settings.config``, e.g. the TUI's smaller log window)."""

@@ -148,7 +148,8 @@ _BASE32_ALPHABET = frozenset("abcdefghijklmnopqrstuvwxyz234567")
 _LOOKALIKES = {"0": " (the letter o?)", "1": " (the letter l or i?)", "8": " (the letter b?)"}
 
 InviteErrorReason = Literal[
-    "not_an_invite", "bad_checksum", "unsupported_version", "malformed", "expired"
+    "not_an_invite", "bad_checksum", "incomplete", "unsupported_version", "malformed",
+    "expired",
 ]
 JoinErrorReason = Literal[
     "forged", "bad_signature", "wrong_invite", "expired", "malformed",
@@ -171,7 +172,8 @@ class InviteError(AppError, ValueError):
     Attributes:
         reason: stable, for programs: ``not_an_invite`` (no ``sdschat-invite:``
             prefix, or too long), ``bad_checksum`` (a character is wrong, missing
-            or extra), ``unsupported_version`` (made by a newer sdschat),
+            or extra), ``incomplete`` (shorter than any whole code that begins like
+            it: its end was not copied), ``unsupported_version`` (made by a newer sdschat),
             ``malformed`` (the checksum holds but the content is unusable),
             ``expired`` (:func:`check_not_expired`).
         message: for people; also ``str(error)``.
@@ -424,14 +426,17 @@ def decode_invite(code: str) -> Invite:
                 f"part of an invite code{hint}; check the code",
             )
     if len(body) % 8 in (1, 3, 6) or len(body) < (_CHECKSUM_BYTES * 8 + 4) // 5:
+        _refuse_if_incomplete(body)
         raise InviteError(
             "bad_checksum", "a character is missing or extra: check the code"
         )
     raw = base64.b32decode(body.upper() + "=" * (-len(body) % 8))
     if _b32(raw) != body:  # unused low bits of the last character were not zero
+        _refuse_if_incomplete(body)
         raise InviteError("bad_checksum", "a character is wrong: check the code")
     payload, checksum = raw[:-_CHECKSUM_BYTES], raw[-_CHECKSUM_BYTES:]
     if _checksum(payload) != checksum:
+        _refuse_if_incomplete(body)
         raise InviteError("bad_checksum", "a character is wrong: check the code")
     try:
         header = pb.InviteHeader.FromString(payload)
@@ -452,6 +457,51 @@ def decode_invite(code: str) -> Invite:
         raise InviteError("malformed", "the invite code's content is damaged") from None
     except ValueError as exc:
         raise InviteError("malformed", f"the invite code is unusable: {exc}") from None
+
+
+def _refuse_if_incomplete(body: str) -> None:
+    """A code that does not check out and is shorter than any whole code beginning like
+    it (:func:`_shortest_code_like`): its end was not copied. One character short is a
+    typo (a letter left out); more is a cut."""
+    shortest = _shortest_code_like(body)
+    if len(body) < shortest - 1:
+        raise InviteError(
+            "incomplete",
+            f"this invite code is incomplete: its end is missing ({len(body)} characters "
+            f"after {CODE_PREFIX}, a whole code that begins like it has at least "
+            f"{shortest}). Copy the whole line again (the /invite dialog's c copies it)",
+        )
+
+
+def _shortest_code_like(body: str) -> int:
+    """The length (base32 characters) of the shortest whole code whose payload starts with
+    what ``body`` holds: its relays as far as they are whole in it (checked, else left
+    out), a channel name of one character, a 32-byte channel id and secret, the least
+    expiry and the checksum. A code cut short (the second line of a wrapped code not
+    copied) is shorter; one with a character changed, left out or added is not (whole
+    codes carry a real expiry, five bytes more than the least, and a real name)."""
+    usable = body[: len(body) - {1: 1, 3: 1, 6: 1}.get(len(body) % 8, 0)]
+    try:
+        raw = base64.b32decode(usable.upper() + "=" * (-len(usable) % 8))
+    except ValueError:
+        raw = b""
+    relays: list[str] = []
+    for cut in range(len(raw), 0, -1):  # the longest prefix that parses: its whole fields
+        try:
+            head = pb.Invite.FromString(raw[:cut])
+        except DecodeError:
+            continue
+        if head.version not in (0, VERSION):
+            return 0  # another version's shape: unknown (the version check speaks)
+        try:
+            relays = list(_check_relays(list(head.relays), "relay"))
+        except ValueError:  # a length a typo changed: the relays are not known
+            relays = []
+        break
+    least = pb.Invite(version=VERSION, relays=relays, channel="x",
+                      channel_id=bytes(CHANNEL_ID_BYTES), secret=bytes(SECRET_BYTES),
+                      expires_ms=1).SerializeToString(deterministic=True)  # fmt: skip
+    return len(_b32(least + bytes(_CHECKSUM_BYTES)))
 
 
 def _invite_from_message(message: pb.Invite) -> Invite:

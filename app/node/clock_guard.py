@@ -239,6 +239,16 @@ class LamportMemory:
         found = [self._seen[(channel, m)] for m in ids if (channel, m) in self._seen]
         return max(found) if found else None
 
+    def history_start(self, channel: str, ids: tuple[str, ...] | list[str]) -> int | None:
+        """The Lamport time of a causal history's first entry when its first two are
+        known and in log order (where the newest log entries start), else ``None``."""
+        if len(ids) < 2:
+            return None
+        first, second = self._seen.get((channel, ids[0])), self._seen.get((channel, ids[1]))
+        if first is None or second is None or (first, ids[0]) >= (second, ids[1]):
+            return None
+        return first
+
 
 def implausible_time(lamport: int, newest_dependency: int | None) -> str | None:
     """Why a message's send time cannot be true, or ``None``."""

@@ -37,6 +37,7 @@ from app.chat.content import decode_content
 from app.chat.file_quota import LEDGER_FILE, FileQuota
 from app.chat.lines import encode_content, split_typed
 from app.chat.redaction import Deletions, is_tombstone
+from app.members.device_copy import TwinWatch
 from app.members.events import is_control
 from app.node.clock_guard import LamportMemory, implausible_time
 from app.node.disk_guard import log_form
@@ -44,6 +45,7 @@ from app.node.ephemeral_guard import EphemeralGuard
 from app.node.events import (
     Conflict,
     Delivered,
+    DeviceTwins,
     Ephemeral,
     Lost,
     Missing,
@@ -134,6 +136,7 @@ class Effects:
         """Who wrote what, as the events label it (app/chat/authors.py)."""
         self.ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self.lamports = LamportMemory()  # app/node/clock_guard.py
+        self.twins = TwinWatch()  # two processes signing as one sender: device_copy.py
         self.unheard = UnheardLines()  # own lines nobody was there to hear (app/node/unheard.py)
         self.deletions = Deletions()  # deletions this run, for what comes after them
         self.files = FileQuota(  # app/chat/file_quota.py
@@ -397,7 +400,9 @@ class Effects:
         if pb.message_id != mid or not pb.content:
             return {}
         mc = self._members.get(ch)  # a members channel: the roster's name (app/chat/authors.py)
-        content = authored(pb.content, pb.sender_id, mc.roster if mc is not None else None)
+        # a members channel's: the decrypted content, not the ciphertext on the wire
+        plain = out.current.plain if out.current.plain is not None else pb.content
+        content = authored(plain, pb.sender_id, mc.roster if mc is not None else None)
         return {
             "lamport": pb.lamport_timestamp,
             "name": content.name,
@@ -464,7 +469,9 @@ class Effects:
             out.batch.insert_message(msg)
         self._memory.remember(ch, mid, env)
         self.lamports.remember(ch, mid, ev.lamport)
-        content = decode_content(plain)
+        # a membership event of ours names people by the roster ("removed dave"), as the
+        # others' screens and the log read it (issue 41 §4)
+        content = authored(plain, self.sender_id, mc.roster if mc is not None else None)
         self._own.logged(ch, mid, local_id, plain, content.text, content.kind)
         out.own_new.append((ch, mid, env))
         out.events.append(
@@ -523,6 +530,12 @@ class Effects:
             self.authors.note(ch, ev.sender_id, content.name)
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
         odd = implausible_time(ev.lamport, self.lamports.newest_of(ch, ev.causal_history))
+        start = self.lamports.history_start(ch, ev.causal_history)
+        twins = self.twins.delivered(ch, ev.sender_id, mid, ev.lamport, ev.causal_history, start)
+        if twins is not None:  # two processes sign as this sender (app/members/device_copy.py)
+            self.counters["device_twins"] += 1
+            out.events.append(DeviceTwins(ch, ev.sender_id, content.name or "",
+                                          twins.text(content.name or "")))  # fmt: skip
         self.lamports.remember(ch, mid, ev.lamport)
         delivered = Delivered(
             ch,

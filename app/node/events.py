@@ -35,6 +35,10 @@ class                     ``"event"``        when
 :class:`DiskFull`         ``disk``           the data directory's disk is ``full`` (lines
                                              refused, nothing received is kept) or
                                              ``ok`` again
+:class:`DeviceCopied`     ``device_copy``    another process uses this device's key (a
+                                             copied data dir): the front ends stop
+:class:`DeviceTwins`      ``device_twins``   two processes sign as one member (told once
+                                             per member and channel; lines kept)
 :class:`Closed`           ``closed``         the node stopped (final counters)
 ========================  =================  =========================================
 """
@@ -55,6 +59,8 @@ __all__ = [
     "Conflict",
     "ConnectionChanged",
     "Delivered",
+    "DeviceCopied",
+    "DeviceTwins",
     "DiskFull",
     "Ephemeral",
     "Info",
@@ -431,8 +437,35 @@ class DiskFull:
     ts: float = field(default_factory=_now_s)
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceCopied:
+    """Another process is using this device's key: a line signed with it that this data
+    directory never sent arrived (app/members/device_copy.py). ``text`` says what
+    happened and what to do; the front ends stop (exit status 7)."""
+
+    channel: str
+    message_id: str
+    text: str
+    ts: float = field(default_factory=_now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTwins:
+    """Two processes sign as ``sender_id`` in ``channel`` (a copied data dir, or an old
+    backup running): a line of theirs does not know their own earlier line
+    (app/members/device_copy.py). Told once per sender and channel; every line is kept."""
+
+    channel: str
+    sender_id: str
+    name: str
+    text: str
+    ts: float = field(default_factory=_now_s)
+
+
 NodeEvent = (
-    MembersEvent
+    DeviceTwins
+    | DeviceCopied
+    | MembersEvent
     | InviteMade
     | Ready
     | ChannelJoined
@@ -478,6 +511,8 @@ _NAMES: dict[type, str] = {
     CatchUp: "catchup",
     LanPeer: "lan_peer",
     DiskFull: "disk",
+    DeviceCopied: "device_copy",
+    DeviceTwins: "device_twins",
     ClockSkew: "clock",
 }
 

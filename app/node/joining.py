@@ -133,6 +133,12 @@ class Joiner:
             asyncio.get_running_loop().call_later(
                 self.options.nobody_heard_ms / 1000, self._nobody_heard, name, key.topic)
         report = await self.restore_core(key)
+        # Back after a restart (or a /join again): our next sync goes out even where sync
+        # suppression would skip it (its restored state says others spoke since our last
+        # message): its bloom filter shows what we missed, and the others name it again.
+        # Else a quiet channel never told us (issue 41 §3; tests/tui/test_tui_log_matches_
+        # history.py).
+        self._participant.channel(name).ask_sync()
         self._report_restore(name, report)
         # the newest stored lines: an older message of their authors coming now is late
         newest = await self.store.page(name, limit=SEED_PAGE)

@@ -22,7 +22,10 @@ In order, for every envelope the worker takes (:meth:`Receiver.receive`):
 8. the SDS message goes to the channel's core with the envelope hash as retrieval
    hint (the core checks its id against author, timestamp and content), and the core
    is drained (:meth:`Effects.drain <app.node.effects.Effects.drain>`);
-9. a content message that waits for dependencies keeps its envelope aside, by hash,
+9. a content message signed with our key, sent since we started, that neither the core
+   nor storage holds was sent by another process holding our key (a copied data dir):
+   reported once as :class:`~app.node.events.DeviceCopied` (:mod:`app.members.device_copy`);
+10. a content message that waits for dependencies keeps its envelope aside, by hash,
    for its delivery (:class:`~app.node.envelope_memory.EnvelopeMemory`).
 
 It owns the clock estimate fed by the syncs it receives (``clock_est``) and the vote
@@ -32,11 +35,14 @@ requests they trigger (``clock_votes``); a correction goes back to the node
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from app.members.device_copy import EchoWatch
 from app.members.invites import unwrap
 from app.node.clock_guard import ClockEstimate, Correction, VoteRequests
+from app.node.events import DeviceCopied
 from app.node.round import Receiving, Round, reject
 from net.channel_key import ChannelKey
 from net.envelope import EnvelopeError, Opened, envelope_hash, open_for_topic
@@ -78,6 +84,12 @@ class Receiver:
         self.clock_est = ClockEstimate(max_skew)
         """How far our wall clock is from the members heard (their syncs' times)."""
         self.clock_votes = VoteRequests(max_skew)
+        self.copies = EchoWatch()
+        """Lines signed with our key that this data dir did not send (a copy of it)."""
+        self._since = ctx.now()  # our lines from before this run may be a history we lost
+        self._store = ctx.store
+        self._emit = ctx.emit
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def receive(
         self, data: bytes, now: int, out: Round, carried_on: bytes | None = None
@@ -138,7 +150,12 @@ class Receiver:
         held = carried_on is not None and pb0 is not None and core.holds(pb0.message_id)
         if held:
             self.counters["carried_duplicates"] += 1
+        if (pb0 is not None and pb0.sender_id == core.sender_id and pb0.content and not held
+                and pb0.lamport_timestamp >= self._since and not core.holds(pb0.message_id)):
+            self._own_key_elsewhere(channel, pb0.message_id)  # fmt: skip
         current = out.current = Receiving(opened.envelope_hash, data, opened.sds_bytes)
+        if id_content is not None and opened.sds_message is not None:
+            current.plain = opened.sds_message.content  # what a waiting preview shows
         carried = carried_on is not None
         if opened.sds_message is not None:  # decoded once, by open_envelope
             if id_content is None:
@@ -159,6 +176,24 @@ class Receiver:
             # reported them missing: it may wait only for other waiting messages).
             # Keep its envelope, by hash (its retrieval hint), for its delivery.
             self._memory.wait(channel, current.hash, data)
+
+    def _own_key_elsewhere(self, channel: str, message_id: str) -> None:
+        """A line signed with our key, sent since we started, that the core does not
+        hold: a copy of this data dir runs elsewhere, unless storage holds it (our own
+        lines are stored before they leave): app/members/device_copy.py."""
+        if not self.copies.suspect(channel, message_id):
+            return
+
+        async def confirm() -> None:
+            stored = await self._store.has_ids(channel, [message_id])
+            found = self.copies.confirm(channel, message_id, message_id in stored)
+            if found is not None:
+                self.counters["device_copies"] += 1
+                self._emit(DeviceCopied(found.channel, found.message_id, found.text))
+
+        task = asyncio.get_running_loop().create_task(confirm())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _duplicate(self, opened: Opened, channel: str | None, carried_on: bytes | None,
                    now: int, out: Round) -> None:  # fmt: skip

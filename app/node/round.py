@@ -29,6 +29,7 @@ class Receiving:
     sds_bytes: bytes
     consumed: bool = False  # delivered at once: its envelope went with the message
     settled: bool = False  # sync, ephemeral or dropped: nothing will wait for it
+    plain: bytes | None = None  # a members channel's content as decrypted for the core
 
 
 @dataclass(slots=True)

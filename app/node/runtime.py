@@ -106,11 +106,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sds
-from app.chat.content import decode_content
+from app.chat.authors import authored
 from app.chat.file_quota import FileQuota
 from app.chat.lines import encode_content
 from app.chat.log_line import LogLine, log_line
 from app.members.channel import MembersChannel
+from app.members.device_copy import check_home
 from app.members.invite import DEFAULT_TTL_MS
 from app.members.verified import Verified
 from app.node.clock_guard import ClockHold, Correction, describe_offset, sent_ahead
@@ -357,6 +358,8 @@ class Node:
             storage.MissingHistoryError: no database beside an existing key file.
             net.identity.IdentityFileError: an unusable key file.
             IdentityMismatchError: the key file is not this database's identity.
+            app.members.device_copy.DataDirCopiedError: the directory is a copy of
+                another (``sdschat --moved`` when the original is gone for good).
 
         Nothing is created or written when it raises: an empty database file beside
         an existing key file, a missing one (unless ``options.new_history``), and a
@@ -400,6 +403,8 @@ class Node:
                     f"this data directory's messages belong to {stored.sender_id}; restore "
                     "the original key file or use another --data-dir"
                 )
+            # a copied data dir is refused before anything is sent (app/members/device_copy.py)
+            await asyncio.to_thread(check_home, directory, identity.sender_id)
             if name:
                 display = name
             elif stored is not None:
@@ -431,20 +436,22 @@ class Node:
         if self.options.store_url is not None:
             self.use_store(self.options.store_url)
 
-    def use_store(self, url: str) -> None:
-        """Use the store peer at ``url``: catch every joined channel up now, on every
+    def use_store(self, url: str | Sequence[str]) -> None:
+        """Use the store peer at ``url`` (or the first of several that answers: they fail
+        over, :mod:`net.store_sync`): catch every joined channel up now, on every
         (re)connection and join, and fetch missing dependencies from it by hint.
 
-        A second call with another URL replaces the first store.
+        A second call with other URLs replaces the first store.
         """
         self._check_open()
+        urls = (url,) if isinstance(url, str) else tuple(url)
         if self.store_sync is not None:
-            if self.store_sync.url == url:
+            if self.store_sync.urls == urls:
                 return
             old = self.store_sync
             asyncio.get_running_loop().create_task(old.close())
         self.store_sync = StoreSync(
-            url,
+            urls,
             deliver=self._on_envelope,
             progress=self._on_catch_up,
             barrier=self._committed,
@@ -454,7 +461,7 @@ class Node:
         self.store_sync.set_connected(self._connected)
         for info in self._channels.values():
             self.store_sync.catch_up_soon(info.name, info.topic)
-        self._emit(Info(f"using the store peer at {url}", {"store": url}))
+        self._emit(Info(f"using the store peer at {', '.join(urls)}", {"store": urls[0]}))
 
     def _committed(self) -> asyncio.Future[None]:
         """Resolves once every input queued before this call has been worked out and
@@ -683,7 +690,8 @@ class Node:
         limit = self.options.config.max_content_bytes
         if not content or len(content) > limit:
             raise ValueError(f"content is {len(content)} bytes; it must be 1..{limit}")
-        summary = decode_content(content)
+        mc = self._members.get(channel)  # a membership event names people by the roster
+        summary = authored(content, self.sender_id, mc.roster if mc is not None else None)
         assert self._inbox is not None
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._inbox.put(Send(channel, content, summary.text, summary.kind, future))

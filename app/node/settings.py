@@ -81,7 +81,8 @@ class NodeOptions:
         clock: wall-clock milliseconds (injectable for tests).
         rng: randomness for the core (sync jitter, ids).
         store_url: a store peer (``sdschat store``) to catch up from and to fetch
-            missing dependencies from (:mod:`net.store_sync`); see :meth:`~app.node.Node.use_store`.
+            missing dependencies from (:mod:`net.store_sync`), or several (failover);
+            see :meth:`~app.node.Node.use_store`.
         recent_window: how many of each channel's newest messages keep their
             envelope and causal history in storage (repair answers, export);
             older ones keep a compact row (:class:`storage.batch.RecentWindow`).
@@ -116,7 +117,7 @@ class NodeOptions:
     kdf: KdfParams = DEFAULT_KDF
     clock: Callable[[], int] = wall_ms
     rng: random.Random | None = None
-    store_url: str | None = None
+    store_url: str | tuple[str, ...] | None = None
     recent_window: int = DEFAULT_RECENT_WINDOW
     new_history: bool = False
     inline_commit_messages: int = 8

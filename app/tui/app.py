@@ -33,8 +33,9 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -45,14 +46,26 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from app.chat.lines import visible
-from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE, EXIT_USAGE
-from app.launch.joined import load_joined, remember_channel
+from app.commands.channels import check_new_channel
+from app.launch.exits import (
+    EXIT_DATABASE,
+    EXIT_DEVICE_COPY,
+    EXIT_LOCKED,
+    EXIT_PASSPHRASE,
+    EXIT_USAGE,
+)
+from app.launch.invite_wait import redeem
+from app.launch.joined import JoinedKeeper, load_remembered, rejoinable, remembered_order
 from app.members import secrets_file as members_file
+from app.members.device_copy import DataDirCopiedError
+from app.names import check_new_channel_name
 from app.node.events import (
     CatchUp,
     ClockSkew,
     Closed,
     Delivered,
+    DeviceCopied,
+    DeviceTwins,
     DiskFull,
     Ephemeral,
     Info,
@@ -67,6 +80,7 @@ from app.node.runtime import IdentityMismatchError, Node, NodeClosedError, NodeO
 from app.node.runtime import PassphraseMismatchError as NodePassphraseMismatch
 from app.node.transport import Transport
 from app.tui.chatlog import logger_for
+from app.tui.clipboard import copy_text
 from app.tui.collector import Collector
 from app.tui.commanding import TuiCommands
 from app.tui.config import TuiConfig
@@ -79,9 +93,12 @@ from app.tui.reasons import explain
 from app.tui.render import palette, set_colours
 from app.tui.saved import HISTORY_KEPT, INPUT_HISTORY_FILE, TUI_STATE_FILE, SavedState
 from app.tui.screens.chat import ChatScreen
-from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen, TextScreen
+from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen
+from app.tui.screens.invite import InviteScreen
+from app.tui.standing import banner_text, counted, members_notices, quiet_rejection
 from app.tui.texts import ago
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
+from app.tui.widgets.banner import Banner
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.find_bar import FindBar, FindInput
 from app.tui.widgets.message_log import MessageLog
@@ -98,7 +115,7 @@ from app.tui.widgets.panels import (
 from net.channel_key import ChannelKey
 from net.identity import IdentityFileError
 from net.urls import display_address
-from storage import DataDirLockedError, NewerSchemaError, StorageError
+from storage import DataDirLockedError, DataDirUnusableError, NewerSchemaError, StorageError
 
 __all__ = ["HISTORY_KEPT", "INPUT_HISTORY_FILE", "TUI_STATE_FILE", "SdsChatApp", "TuiOptions",
            "make_app"]  # fmt: skip
@@ -151,6 +168,8 @@ class TuiOptions:
     """Join by this invite code first (``sdschat join --invite CODE``)."""
     relays: tuple[str, ...] = ()
     """Relay URLs an ``/invite`` code names (the newcomer uses them)."""
+    on_ready: Callable[[], None] | None = None
+    """Called once the channels are joined (``sdschat join`` keeps its setup then)."""
 
 
 def make_app(
@@ -176,6 +195,7 @@ def make_app(
     create: bool = False,
     invite: str | None = None,
     relays: Sequence[str] = (),
+    on_ready: Callable[[], None] | None = None,
 ) -> SdsChatApp:
     """Build the app.
 
@@ -207,6 +227,7 @@ def make_app(
         create: create the first channel as a members channel, with us as admin.
         invite: join by this invite code first (the channel is the code's).
         relays: the relay URLs an ``/invite`` code names.
+        on_ready: called once the channels are joined and shown.
     """
     return SdsChatApp(
         TuiOptions(
@@ -231,6 +252,7 @@ def make_app(
             create=create,
             invite=invite,
             relays=tuple(relays),
+            on_ready=on_ready,
         )
     )
 
@@ -351,6 +373,14 @@ class SdsChatApp(App[None]):
                 EXIT_LOCKED,
             )
             return
+        except DataDirCopiedError as exc:
+            self._fatal_screen(
+                "Data directory is a copy",
+                str(exc),
+                "Nothing was changed. Keep one copy of a data directory per device.",
+                EXIT_DEVICE_COPY,
+            )
+            return
         except NewerSchemaError as exc:
             self._fatal_screen(
                 "Database from a newer sdschat",
@@ -358,6 +388,11 @@ class SdsChatApp(App[None]):
                 "Upgrade sdschat to open it. Nothing in the file was changed.",
                 EXIT_DATABASE,
             )
+            return
+        except DataDirUnusableError as exc:  # a path that cannot be a data directory
+            self._fatal_screen("Data directory unusable", str(exc),
+                               "Nothing was changed. Start again with another --data-dir.",
+                               EXIT_DATABASE)  # fmt: skip
             return
         except (StorageError, IdentityFileError, IdentityMismatchError) as exc:
             self._fatal_screen(
@@ -372,13 +407,22 @@ class SdsChatApp(App[None]):
         self.model.name = node.name
         self.model.roster_of = roster_of(node)  # members channels: the roster's names
         node.subscribe(self._on_node_event)
+        if opts.remember_state:  # every channel joined is rejoined at the next start
+            node.subscribe(JoinedKeeper(node, opts.data_dir, lambda why: self.notify(
+                why, severity="warning")).on_event)  # fmt: skip
         await node.start()
         if self._store_later is not None:
             self.use_lan_store(self._store_later)
         if (opts.create or opts.invite) and not await self._members_first(node):
             return
+        remembered = load_remembered(opts.data_dir) if opts.remember_state else []
+        keys = {e.name: e.key for e in remembered if e.key is not None}
         for channel in opts.channels:
-            joined_ok = await self.join_channel(channel, fatal=True, ask_again=opts.ask_passphrase)
+            # a channel kept from an earlier run: its key (nothing to ask), unless a
+            # passphrase was given (then it is checked against the one it joined with)
+            key = keys.get(channel) if self.passphrase is None else None
+            joined_ok = await self.join_channel(channel, fatal=True, key=key,
+                                                ask_again=opts.ask_passphrase)  # fmt: skip
             while joined_ok is None:  # a wrong passphrase typed at the prompt: ask again
                 entered = await self.push_screen_wait(
                     PassphraseScreen(
@@ -396,12 +440,11 @@ class SdsChatApp(App[None]):
             if not joined_ok:
                 return
         joined = list(opts.channels)
-        for key in load_joined(opts.data_dir) if opts.remember_state else ():
-            # channels joined in an earlier run (/join), with their derived keys
-            if key.channel in joined:
-                continue
-            if await self.join_channel(key.channel, fatal=False, key=key):
-                joined.append(key.channel)
+        for entry in rejoinable(opts.data_dir, remembered, joined):
+            # every channel and direct conversation of the last run, with its key
+            if await self.join_channel(entry.name, fatal=False, key=entry.key):
+                joined.append(entry.name)
+        self.model.order[:] = remembered_order(self.model.order, remembered)
         for channel in joined:
             await self.pager.load_tail(channel)
         await self.pager.count_unread()
@@ -415,6 +458,8 @@ class SdsChatApp(App[None]):
         gc.freeze()
         self.ready.set()
         self._refresh_panels()
+        if opts.on_ready is not None:
+            opts.on_ready()  # the last setup is kept (app/launch/last_setup.py)
 
     async def _members_first(self, node: Node) -> bool:
         """``--create`` or ``--invite``: make the members channel, or redeem the code,
@@ -426,26 +471,34 @@ class SdsChatApp(App[None]):
             return True  # made or redeemed in an earlier run: joined below, as any channel
         try:
             if opts.create:
-                await node.create_channel(first)
-            elif opts.invite:
+                await node.create_channel(check_new_channel_name(first))
+            elif opts.invite:  # bounded: "nobody answered" (app/launch/invite_wait.py)
                 self.notify(f"asking an admin of #{first} to let you in…", timeout=10)
-                await node.join_by_invite(opts.invite)
+                await redeem(node, opts.invite, lambda text: self.notify(
+                    text, title="still asking", severity="warning", timeout=60))  # fmt: skip
         except (ValueError, KeyError) as exc:
-            title = "Invite not accepted" if opts.invite else "Channel not created"
-            hint = "Nothing was joined. Ask an admin for a new code, or pick another name."
+            title, hint = (
+                ("Invite not accepted", "Nothing was joined. Ask an admin for a new code.")
+                if opts.invite
+                else ("Channel not created", "Nothing was made. Pick another name.")
+            )
             self._fatal_screen(title, str(exc), hint, EXIT_USAGE)
             return False
         return True
 
     async def join_channel(
-        self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False
+        self, channel: str, *, fatal: bool, key: ChannelKey | None = None, ask_again: bool = False,
+        passphrase: bytes | str | EllipsisType | None = ...,
     ) -> bool | None:
-        """Join ``channel``; False if that failed (said on screen, or fatal), None for a
-        wrong passphrase when ``ask_again`` (the caller asks for it again)."""
+        """Join ``channel`` (with ``passphrase``, by default the app's); False if that
+        failed (said on screen, or fatal), None for a wrong passphrase when ``ask_again``
+        (the caller asks for it again)."""
         node = self.node
         assert node is not None
         try:
-            info = await node.join(channel, self.passphrase, key=key)
+            await check_new_channel(node, channel)  # a new channel's name: one word, no '/'
+            chosen = self.passphrase if isinstance(passphrase, EllipsisType) else passphrase
+            info = await node.join(channel, chosen, key=key)
         except NodePassphraseMismatch as exc:
             if ask_again:
                 return None
@@ -475,13 +528,7 @@ class SdsChatApp(App[None]):
             return False
         self.known_channels.add(channel)
         self.model.add_channel(info.name, info.public)
-        if self.opts.remember_state:
-            try:  # rejoined at the next start (its derived key, never the passphrase)
-                remember_channel(self.opts.data_dir, info.key)
-            except OSError as exc:
-                self.notify(f"#{info.name} will not be rejoined at the next start: {exc}",
-                            severity="warning")
-        return True
+        return True  # kept for the next start by the JoinedKeeper (app/launch/joined.py)
 
     def _fatal_screen(self, title: str, message: str, hint: str, code: int) -> None:
         self.fatal = (message, code)
@@ -577,17 +624,15 @@ class SdsChatApp(App[None]):
                 self._rejected(ev, changes)
             elif isinstance(ev, Info):
                 changes.notices.append(("information", ev.text))
-            elif isinstance(ev, InviteMade):  # the code, whole, to copy and pass on
-                until = datetime.fromtimestamp(ev.expires_ms / 1000, self.opts.tz)
-                self.push_screen(TextScreen(f"Invite to #{ev.channel}", (
-                    f"{ev.code}\n\nGive this one line to the newcomer, who runs:\n\n"
-                    f"  sdschat join --invite CODE\n\nSingle use; valid until "
-                    f"{until:%Y-%m-%d %H:%M}. This sdschat lets them in while it runs."),
-                    id="invite"))  # fmt: skip
+            elif isinstance(ev, InviteMade):  # the code on one line, to copy and pass on
+                self.push_screen(InviteScreen(ev.channel, ev.code, ev.expires_ms,
+                                              self.copy_text, tz=self.opts.tz))  # fmt: skip
             elif isinstance(ev, MembersEvent):
-                if ev.what not in ("members", "verify"):  # answers shown by the command
-                    loud = ev.what in ("key_changed", "removed_me", "join_request", "rejected",
-                                       "refused", "diverged")
+                said = members_notices(self.node, ev, self.opts.tz)  # removals, with names
+                changes.notices.extend(said)
+                if ev.what not in ("members", "verify") and not said:  # answers: the command's
+                    loud = ev.what in ("key_changed", "join_request", "rejected", "refused",
+                                       "diverged")  # fmt: skip
                     changes.notices.append(("warning" if loud else "information", ev.text))
                 if self.model.relabel(ev.channel):  # a name came or changed: every line
                     changes.channels.add(ev.channel)
@@ -595,6 +640,12 @@ class SdsChatApp(App[None]):
                     self._refresh_panels()
             elif isinstance(ev, ClockSkew):  # issue 26 §3: told plainly
                 changes.notices.append(("warning" if ev.offset_ms else "information", ev.text))
+            elif isinstance(ev, DeviceCopied):  # another process holds our key: stop
+                self._fatal_screen("Data directory is a copy", ev.text, "Keep one copy of a "
+                                   "data directory per device.", EXIT_DEVICE_COPY)  # fmt: skip
+                return
+            elif isinstance(ev, DeviceTwins):  # two processes sign as one member
+                changes.notices.append(("warning", ev.text))
             elif isinstance(ev, DiskFull):  # issue 26 §2
                 changes.notices.append(("warning" if ev.state == "full" else "information",
                                         ev.detail))  # fmt: skip
@@ -676,8 +727,8 @@ class SdsChatApp(App[None]):
             changes.peers = True
 
     def _rejected(self, ev: Rejected, changes: Changes) -> None:
-        if ev.reason in self._rejected_noted:
-            return
+        if ev.reason in self._rejected_noted or quiet_rejection(self.node, ev):
+            return  # (sealed to keys we were not given, once removed: no news)
         if ev.reason == "wrong_key_or_tampered":
             self._rejected_noted.add(ev.reason)
             changes.notices.append(
@@ -814,11 +865,12 @@ class SdsChatApp(App[None]):
             if direct:  # a direct conversation: whom with, not its channel id
                 bar.append(" · direct conversation", "dim")
             elif mc is not None and node is not None:  # members channel: who is in, your role
-                role = "admin" if mc.roster.is_admin(node.sender_id) else "member"
+                role = ("admin" if mc.roster.is_admin(node.sender_id) else
+                        "member" if mc.roster.is_member(node.sender_id) else "read-only")
                 bar.append(f" · members ({len(mc.roster)}, you: {role})", "dim")
             else:
                 bar.append(" · public" if view.public else " · passphrase", "dim")
-            peers = node.peers(view.name) if node is not None else []
+            peers = counted(node, view.name, node.peers(view.name)) if node is not None else []
             here = sum(1 for p in peers if self.online.is_online(p.last_seen_ms, p.sender_id))
             # online now (heard within a few sync periods), and all ever heard from
             bar.append(f" · {here} online", "dim")
@@ -833,6 +885,7 @@ class SdsChatApp(App[None]):
         elif node is None:
             bar.append("starting…", "dim")
         chat.query_one(ChannelBar).update_text(bar)
+        chat.query_one(Banner).say(banner_text(node, m.current, self.opts.tz))
         typing = ""
         if view is not None:
             names = [n for n, until in view.typing.values() if until > self.clock()]
@@ -858,7 +911,7 @@ class SdsChatApp(App[None]):
 
             entries = [PeerEntry(node.sender_id, node.name, "now", you=True,
                                  role=role_of(node.sender_id))]  # fmt: skip
-            for p in node.peers(view.name):
+            for p in counted(node, view.name, node.peers(view.name)):  # members only
                 entries.append(
                     PeerEntry(
                         p.sender_id,
@@ -986,6 +1039,11 @@ class SdsChatApp(App[None]):
         ssh. Textual's own copy does the same; it is written here so tests see it."""
         data = base64.b64encode(text.encode("utf-8")).decode("ascii")
         self.write_terminal(f"\x1b]52;c;{data}\x07")
+
+    def copy_text(self, text: str) -> list[str]:
+        """Put ``text`` on the terminal's clipboard (:meth:`copy_to_clipboard_osc52`) and,
+        inside tmux, in tmux's paste buffer (app/tui/clipboard.py); returns where it went."""
+        return copy_text(text, self.copy_to_clipboard_osc52)
 
     def action_hotlist(self) -> None:
         """Alt+A: the next channel with news, as WeeChat's hotlist: mentions first, then

@@ -9,7 +9,8 @@ Opt-in, in the config file::
     keep = 5                  # rotated files kept: NAME.log.1 ... NAME.log.5
 
 Each line a message as ``sdschat history`` writes it (the author's send time, the
-sender id's start, ``<name> text``, sentences for reactions and edits), control
+sender id's start, ``<name> text``, sentences for reactions and edits; a membership
+event as ``-- alice added bob``; key housekeeping is no chat and is left out), control
 characters escaped, a multi-line message's lines indented under its text. The
 directory is made 0700 and every file 0600; a file grown beyond ``max_bytes`` is
 renamed ``.1`` (and older ones shifted) before the next line. A failure to write
@@ -28,10 +29,14 @@ from pathlib import Path
 from app.chat.lines import visible
 from app.chat.log_line import human_text  # the same sentences as sdschat history
 
-__all__ = ["ChatLogger", "LogSettings", "log_settings", "logger_for"]
+__all__ = ["NOT_LOGGED", "ChatLogger", "LogSettings", "log_settings", "logger_for"]
 
 DEFAULT_MAX_BYTES = 1_048_576
 DEFAULT_KEEP = 5
+
+NOT_LOGGED = frozenset({"keys", "sealed", "segment"})
+"""Kinds that are no chat: a members channel's key shares and rekeys, messages it
+cannot read, a file's segments (the file's line stands for them)."""
 
 
 @dataclass(frozen=True)
@@ -91,12 +96,16 @@ class ChatLogger:
         """Log one message; False (and ``failed`` says why) once writing failed."""
         if self.failed is not None:
             return False
+        if kind in NOT_LOGGED:
+            return True
         try:
             when = datetime.fromtimestamp(lamport / 1000.0, self.tz).strftime("%Y-%m-%d %H:%M:%S")
         except (OverflowError, OSError, ValueError):
             when = str(lamport)
         head = f"{when}  {sender_id[:8]}  "
-        body = human_text(kind, visible(name or "?"), visible(text, newlines=True))
+        who, shown = visible(name or "?"), visible(text, newlines=True)
+        # a membership event is what someone did, not what they said: "-- alice added bob"
+        body = f"-- {who} {shown}" if kind == "member" else human_text(kind, who, shown)
         line = head + body.replace("\n", "\n" + " " * len(head)) + "\n"
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)

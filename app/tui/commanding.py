@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Callable, Collection, Sequence
 from datetime import date, datetime, tzinfo
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, Protocol
 
 from rich.text import Text
@@ -29,10 +30,10 @@ from app.chat.lines import encode_content, typed_text, visible
 from app.commands.front import TUI, Front
 from app.commands.handlers import consume
 from app.commands.table import Command, parse, run_command, spec_of
-from app.launch.joined import forget_channel
+from app.launch.joined import load_joined
+from app.members import secrets_file as members_file
 from app.node.events import Info, MembersEvent, NodeError, NodeEvent
 from app.node.runtime import Node, NodeClosedError
-from app.tui.clipboard import copy_text
 from app.tui.find import search_mentions
 from app.tui.finding import Finder
 from app.tui.host import AppHost
@@ -44,6 +45,7 @@ from app.tui.saved import SavedState
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import MultiLineScreen, PassphraseScreen, TextScreen
 from app.tui.screens.verify import VerifyScreen
+from app.tui.standing import counted
 from app.tui.texts import (
     Holders,
     PeerLine,
@@ -88,7 +90,9 @@ class CommandHost(AppHost, Protocol):
 
     def switch_to(self, channel: str) -> None: ...
 
-    async def join_channel(self, channel: str, *, fatal: bool) -> bool | None: ...
+    async def join_channel(self, channel: str, *, fatal: bool, ask_again: bool = False,
+                           passphrase: bytes | str | EllipsisType | None = ...,
+                           ) -> bool | None: ...  # fmt: skip
 
     async def action_quit(self) -> None: ...
 
@@ -96,7 +100,7 @@ class CommandHost(AppHost, Protocol):
 
     def action_toggle_theme(self) -> None: ...
 
-    def copy_to_clipboard_osc52(self, text: str) -> None: ...
+    def copy_text(self, text: str) -> list[str]: ...
 
 
 class TuiCommands:
@@ -319,7 +323,7 @@ class TuiCommands:
                 host.notify(f"{who} not verified: nothing was marked", timeout=4)
 
         screen = VerifyScreen(who, str(data.get("number", "")), pairs,
-                              lambda text: copy_text(text, host.copy_to_clipboard_osc52))
+                              lambda text: " and ".join(host.copy_text(text)))
         host.push_screen(screen, decided)
 
     async def say(self, channel: str, text: str, kind: str) -> None:
@@ -334,7 +338,8 @@ class TuiCommands:
             host.switch_to(channel)
             return
         known = await node.store.get_channel(channel)
-        if await host.join_channel(channel, fatal=False):
+        joined = await self._join_asking(channel)
+        if joined:
             if known is None or known.left_at is not None:  # joined, not resumed
                 line = f"{node.name} joined #{channel}"
                 node.post(channel, line, "join").add_done_callback(consume)
@@ -343,16 +348,54 @@ class TuiCommands:
             host.leave_current()
             host.switch_to(channel)
 
+    def _needs_passphrase(self, channel: str) -> bool:
+        """Whether ``/join channel`` asks for a passphrase: no passphrase was set
+        (``/passphrase``, or the one sdschat started with) and its key is not kept here
+        (a members channel's keys, a channel remembered in channels.json)."""
+        if self.host.passphrase is not None:
+            return False
+        if members_file.members_file(self._data_dir, channel).exists():
+            return False
+        return not any(k.channel == channel for k in load_joined(self._data_dir))
+
+    async def _ask(self, screen: PassphraseScreen) -> str | None:
+        """What the dialog ``screen`` was dismissed with (None: cancelled)."""
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+
+        def done(value: str | None) -> None:
+            if not answer.done():
+                answer.set_result(value)
+
+        self.host.push_screen(screen, done)
+        return await answer
+
+    async def _join_asking(self, channel: str) -> bool:
+        """``/join``: the channel's passphrase asked in the dialog when none is set (empty:
+        PUBLIC, as the dialog says; Esc: nothing joined), again after a wrong one."""
+        if not self._needs_passphrase(channel):
+            return bool(await self.host.join_channel(channel, fatal=False))
+        error = ""
+        for _ in range(100):  # bounded: each round is a person's answer
+            entered = await self._ask(PassphraseScreen(channel, error=error, purpose=(
+                f"Everyone in #{channel} types the same passphrase. Leave it empty for a "
+                "PUBLIC channel: anyone who knows its name can read it.")))  # fmt: skip
+            if entered is None:
+                self.host.notify(f"#{channel} not joined", timeout=3)
+                return False
+            result = await self.host.join_channel(channel, fatal=False, ask_again=True,
+                                                  passphrase=entered or None)  # fmt: skip
+            if result is not None:
+                return result
+            error = f"Wrong passphrase: this data directory joined #{channel} with another one."
+        return False
+
     async def leaving(self, channel: str) -> None:
         node = self.node
         if channel in node.channels:  # said before leaving: the line still goes out
             await node.send(channel, f"{node.name} left #{channel}", "leave")
 
     async def left(self, channel: str) -> None:
-        host = self.host
-        if self._remember:
-            with contextlib.suppress(OSError):
-                forget_channel(self._data_dir, channel)
+        host = self.host  # not rejoined at the next start: the JoinedKeeper forgot it
         self._flush_events()
         self.model.remove_channel(channel)
         if self.model.current is not None:
@@ -367,8 +410,12 @@ class TuiCommands:
         self.host.switch_to(channel)
 
     async def entered(self, channel: str) -> None:
-        if channel in self.node.channels:
-            await self.pager.load_tail(channel)
+        info = self.node.channels.get(channel)
+        if info is not None:
+            self._flush_events()  # its "joined" event: the view exists before it is read
+            self.model.add_channel(channel, info.public)
+            await self.pager.load_tail(channel)  # its history ("/query bob" after a restart)
+            self.host.leave_current()
             self.host.switch_to(channel)
 
     def named(self, old: str, new: str) -> None:
@@ -397,7 +444,7 @@ class TuiCommands:
                      m.label(p.sender_id, p.name, channel),
                      online.is_online(p.last_seen_ms, p.sender_id),
                      online.away_text(p.sender_id), p.last_seen_ms, p.messages)
-            for p in self.node.peers(channel)
+            for p in counted(self.node, channel, self.node.peers(channel))  # members only
         ]  # fmt: skip
 
     def show_peers(self, channel: str | None) -> None:
@@ -499,8 +546,9 @@ class TuiCommands:
         if row is None or row.deleted:
             self.refuse("/copy: no message to copy (select one with Ctrl+Up)")
             return
-        self.host.copy_to_clipboard_osc52(row.text)
-        self.host.notify(f"copied {len(row.text)} characters", timeout=2)
+        where = self.host.copy_text(row.text)
+        self.host.notify(f"copied {len(row.text)} characters to {' and '.join(where)}",
+                         timeout=2)
 
     async def show_info(self) -> None:
         row = self._log().selected_row()
@@ -536,7 +584,8 @@ class TuiCommands:
         node = self.node
         assert row.message_id is not None
         me = node.sender_id
-        members = [p.sender_id for p in node.peers(channel) if p.sender_id != me]
+        members = [p.sender_id for p in counted(node, channel, node.peers(channel))
+                   if p.sender_id != me]  # a removed member is not counted any more
         if row.sender_id and row.sender_id != me and row.sender_id not in members:
             members.append(row.sender_id)
         try:

@@ -228,8 +228,10 @@ class Row:
         self.original = self.text
 
     def set_content(self, name: str | None, kind: str, text: str) -> None:
-        """New content for the row (a waiting message delivered)."""
+        """New content for the row (a waiting message delivered); whether it is hidden
+        is decided again (:meth:`ChannelView.set_row_content` redoes the rest)."""
         self.name, self.kind, self.text = name, kind, text
+        self.hidden = False
         self._parse_typed()
 
     @property
@@ -436,6 +438,30 @@ class ChannelView:
         if self.topic_key is None or row.key > self.topic_key:
             self.topic, self.topic_key = row.original, row.key
             self.topic_by = row.who
+
+    def set_row_content(self, row: Row, name: str | None, kind: str, text: str) -> None:
+        """``row`` (shown while it waited) is delivered with this content: what its old
+        kind decided is undone (a line first shown as unreadable, ``sealed``, was folded
+        into the "messages from before you joined" line and hidden), the new one
+        decided (a key share hidden, a join line hidden under F4)."""
+        was = row.kind
+        row.set_content(name, kind, text)
+        if was == "sealed" and kind != "sealed" and row.message_id is not None:
+            self.sealed_ids.discard(row.message_id)
+            if self.sealed_row is row:
+                self.sealed_row = next((r for r in self.rows if r.kind == "sealed"), None)
+            first = self.sealed_row
+            if first is not None:
+                n = len(self.sealed_ids)
+                first.hidden = False
+                first.text = f"{n} message{'s' if n != 1 else ''} from before you joined"
+                first.touch()
+        if kind == "keys":
+            row.hidden = True
+        elif kind == "sealed" and was != "sealed":
+            self._adopt(row)
+        elif kind in EVENT_KINDS:
+            row.hidden = self.hide_events
 
     def _adopt(self, row: Row) -> None:
         """A row entered the window: fold a typed effect into its target, give a target
@@ -964,7 +990,7 @@ class ChatModel:
             row.lost = ev.missing_before  # exact now, and as stored
             row.recovered = row.recovered or recovered  # shown while waiting: marked alike
             row.after_lost = row.after_lost or was_lost
-            row.set_content(ev.name, ev.kind, ev.text)
+            view.set_row_content(row, ev.name, ev.kind, ev.text)
             if row.key != key:
                 view.rekey(row, key)
             if row.kind == "file":

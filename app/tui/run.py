@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import sds
-from app.launch.data_dir import default_data_dir
-from app.launch.exits import EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.data_dir import default_data_dir, prepare_data_dir
+from app.launch.exits import EXIT_DATABASE, EXIT_PASSPHRASE, EXIT_USAGE
+from app.launch.joined import load_joined
+from app.launch.last_setup import record_start
 from app.launch.passphrase import PassphraseFileError, read_passphrase_file
 from app.launch.settings import load_config_file, settings_from_args
 from app.launch.wiring import node_options, relay_label, wire_transport
+from storage import StorageError
 
 __all__ = ["TUI_LOG_WINDOW", "default_data_dir", "relay_label", "run_tui", "tui_protocol"]
 
@@ -55,6 +58,12 @@ def run_tui(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sdschat join: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
+    try:  # before a passphrase is asked: a --data-dir that cannot work is said first
+        prepare_data_dir(data_dir)
+    except StorageError as exc:
+        print(f"sdschat join: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
     passphrase: bytes | None = None
     if args.passphrase_file:
         try:
@@ -62,12 +71,12 @@ def run_tui(args: argparse.Namespace) -> int:
         except PassphraseFileError as exc:
             print(f"sdschat join: {exc}", file=sys.stderr)
             return EXIT_PASSPHRASE
-    data_dir = Path(args.data_dir).expanduser() if args.data_dir else default_data_dir()
     from app.members import secrets_file as members_file
 
     members = bool(getattr(args, "create", False) or getattr(args, "invite", None)
                    or members_file.members_file(data_dir, args.channel).exists())  # fmt: skip
-    ask = not args.passphrase_file and sys.stdin.isatty() and not members
+    kept = any(k.channel == args.channel for k in load_joined(data_dir))  # its key is here
+    ask = not args.passphrase_file and sys.stdin.isatty() and not members and not kept
     # A store peer announced on the LAN is used when no --store was given (as headless does).
     store_url = getattr(args, "store", None)
     app_box: list[Any] = []
@@ -115,6 +124,7 @@ def run_tui(args: argparse.Namespace) -> int:
         create=bool(getattr(args, "create", False)),
         invite=getattr(args, "invite", None),
         relays=wired.invite_relays,
+        on_ready=lambda: record_start(settings.start) if settings.start is not None else None,
     )
     app_box.append(app)
     from app.tui.hangup import EXIT_HANGUP, watch_terminal

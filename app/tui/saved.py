@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.launch.last_setup import record_open
 from app.tui.model import ChatModel
 
 __all__ = ["HISTORY_CHANNELS", "HISTORY_KEPT", "INPUT_HISTORY_FILE", "TUI_STATE_FILE",
@@ -129,6 +130,7 @@ class SavedState:
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self._doc), "utf-8")
             tmp.replace(self.path)
+        record_open(self.data_dir, model.current)  # `sdschat join` alone opens it next time
 
     def forget(self, channel: str) -> None:
         """``/forget``: nothing kept of ``channel`` (where you left off, what you typed)."""

@@ -53,11 +53,13 @@ def add_join_network_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--store",
+        action="append",
         default=None,
         metavar="URL",
         help="store peer (ws://HOST:PORT of 'sdschat store --listen') to catch up from after "
-        "being away and to fetch missing messages from; on the LAN a store announced there "
-        "is used when this is not given",
+        "being away and to fetch missing messages from; repeatable: store peers used one at "
+        "a time, failing over to the next; on the LAN a store announced there is used when "
+        "this is not given",
     )
 
 

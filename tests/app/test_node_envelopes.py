@@ -21,7 +21,7 @@ from app.chat.lines import encode_content
 from app.node.transport import MemoryHub
 from net import envelope_pb2
 from net.channel_key import ChannelKey
-from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, seal
+from net.envelope import AAD_DOMAIN, ENVELOPE_VERSION, MAX_ENVELOPE_BYTES, open_envelope, seal
 from net.identity import Identity
 from sds import sds_pb2
 from sds.ids import message_id_for
@@ -66,8 +66,11 @@ def test_each_hostile_envelope_is_rejected_with_its_reason(tmp_path: Path) -> No
         try:
             await a.node.send("general", "genuine")
             await wait_until(lambda: b.texts() == ["genuine"])
-            genuine = a.node.transport.sent[0]  # type: ignore[attr-defined]
             right = key("general")
+            # the envelope of the line (a sync the join asked for may have gone out first)
+            genuine = next(e for e in a.node.transport.sent  # type: ignore[attr-defined]
+                           if sds_pb2.SdsMessage.FromString(open_envelope(e, right).sds_bytes)
+                           .content)  # fmt: skip
             mallory = Identity.generate()
             inject = b.node._on_envelope
 

@@ -153,10 +153,15 @@ def test_invite_chat_remove_and_the_removed_member_opens_nothing_captured_after(
                            30, "carol removed")  # fmt: skip
             carol.wait_for(lambda: bool(carol.select("members", what="removed_me")), 30,
                            "told of the removal")  # fmt: skip
-            # what carol sends now is dropped by the members before their core
+            # a line carol types now is refused by her own sdschat, saying why (issue 41 §4)
             carol.send("still here?")
+            carol.wait_for(lambda: any(e["message"].startswith(
+                "you were removed from #team by alice on ") and "read-only" in e["message"]
+                for e in carol.select("error")), 30, "carol's line refused, with the reason")
+            # and what her node still sends (syncs) is dropped by the members before their
+            # core (a modified client's lines too: tests/members/test_members_channel.py)
             bob.wait_for(lambda: any(e["reason"] == "not_a_member" for e in bob.select("rejected")),
-                         30, "carol's line dropped as not_a_member")  # fmt: skip
+                         30, "carol's envelopes dropped as not_a_member")  # fmt: skip
             carol.close_stdin()
             assert carol.wait(T(30)) == 0, carol.tail()
 
@@ -197,6 +202,7 @@ def test_invite_chat_remove_and_the_removed_member_opens_nothing_captured_after(
         hists = [comparable(history(tmp_path / n, "team")) for n in ("alice", "bob")]
         assert hists[0] == hists[1]
         assert len(hists[0]) >= 13  # 3 greetings, 10 lines after the removal, control messages
+        assert "still here?" not in str(hists[0])  # refused at carol's: never sent
 
 
 def carol_id(carol: Proc) -> str:

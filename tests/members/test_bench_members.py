@@ -6,6 +6,7 @@ import asyncio
 import shutil
 from pathlib import Path
 
+from app.members.device_copy import forget_home
 from tests.procs import load_bench
 
 
@@ -23,6 +24,7 @@ def test_node_receive_members_mode_reads_every_line_in_both_kinds(tmp_path: Path
             assert sum(lines) == 5 and len(envs) >= 5
             d = tmp_path / f"run-{kind}"
             shutil.copytree(tmp_path / "bob", d)
+            forget_home(d)  # the template never runs again
             key = (derive_channel_key(*nr.PASSPHRASE_KEY, params=TEST_KDF)
                    if kind == "passphrase" else nr.MEMBERS)  # fmt: skip
             wall, cpu = await nr.receive_all(d, key, envs, 5)

@@ -156,10 +156,23 @@ def test_what_is_not_an_invite_says_so(text: str) -> None:
     assert reason_of(lambda: decode_invite(text)) == "not_an_invite"
 
 
-def test_a_code_cut_short_is_a_typo() -> None:
+def test_a_code_cut_short_is_incomplete_a_few_characters_short_a_typo() -> None:
+    """A code whose second line was not copied said "a character is wrong" (issue 41
+    §11): it is incomplete, and the message says so; a code a few characters short
+    (the last ones mistyped away) is still a typo."""
     code = encode_invite(fixed_invite())
-    for end in (len(CODE_PREFIX), len(CODE_PREFIX) + 3, len(CODE_PREFIX) + 7, len(code) - 8):
+    start = len(CODE_PREFIX)
+    for end in (start, start + 3, start + 7, start + 60, (start + len(code)) // 2,
+                len(code) - 20):  # fmt: skip
+        with pytest.raises(InviteError) as info:
+            decode_invite(code[:end])
+        assert info.value.reason == "incomplete", end
+        assert "incomplete: its end is missing" in info.value.message
+        assert "Copy the whole line again" in info.value.message
+    for end in (len(code) - 1, len(code) - 8):
         assert reason_of(lambda end=end: decode_invite(code[:end])) == "bad_checksum"
+    lan = encode_invite(make_invite("ops", CHANNEL_ID, (), now_ms=NOW, ttl_ms=3_600_000))
+    assert reason_of(lambda: decode_invite(lan[: len(lan) * 2 // 3])) == "incomplete"
 
 
 def test_a_newer_version_is_reported_as_such() -> None:
@@ -478,7 +491,7 @@ def test_any_text_is_an_invite_or_an_invite_error(text: str) -> None:
     try:
         decoded = decode_invite(text)
     except InviteError as exc:
-        assert exc.reason in ("not_an_invite", "bad_checksum")
+        assert exc.reason in ("not_an_invite", "bad_checksum", "incomplete")
         return
     assert isinstance(decoded, Invite)  # pragma: no cover - a random valid code
 

@@ -69,7 +69,7 @@ def test_catch_up_pages_resumes_from_its_cursor_and_reports_progress(tmp_path: P
             assert node.barriers >= 12
             await sync.close()
             saved = json.loads((tmp_path / STATE_FILE).read_text())
-            pos = saved["stores"][peer.url][KEY.topic.hex()]
+            pos = saved["stores"][f"archive:{peer.archive.archive_id.hex()}"][KEY.topic.hex()]
             assert pos["cursor"][0] > 0 and pos["online_until"] > 0
 
             # later: 50 more arrive; a new sync (restarted node) gets only those

@@ -37,7 +37,7 @@ async def test_join_switch_leave_nick_me(tmp_path: Path) -> None:
     try:
         async with app.run_test(size=SIZE) as pilot:
             await started(app)
-            await type_line(pilot, "/join #ops")
+            await type_line(pilot, "/join #ops", passphrase="")  # PUBLIC, as bob's
             await wait_until(lambda: app.model.current == "ops", what="joined ops")
             assert app.model.order == ["general", "ops"]
             assert "#ops" in screen_text(app)
@@ -82,7 +82,7 @@ async def test_forget_a_channel_left_here_too(tmp_path: Path) -> None:
         async with app.run_test(size=SIZE) as pilot:
             await started(app)
             box = app.chat.query_one(ChatInput)
-            await type_line(pilot, "/join ops")
+            await type_line(pilot, "/join ops", passphrase="")
             await wait_until(lambda: app.model.current == "ops", what="joined ops")
             await type_line(pilot, "secret plans for ops")
             await wait_until(lambda: "secret plans for ops" in bob.texts("ops"))

@@ -90,7 +90,7 @@ async def test_join_shows_your_own_joined_line_once(tmp_path: Path) -> None:
     (it was shown twice, the second stuck at ◌)."""
     async with alice_and_bob(tmp_path) as (app, pilot, _bob):
         for name in ("side", "more", "third"):
-            await type_line(pilot, f"/join {name}")
+            await type_line(pilot, f"/join {name}", passphrase="")
             await wait_until(lambda n=name: app.model.current == n, what=f"in #{name}")  # type: ignore[misc]
             view = app.model.channels[name]
             line = f"alice joined #{name}"

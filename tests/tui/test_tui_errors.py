@@ -14,7 +14,7 @@ import pytest
 from tui_helpers import SIZE, T, screen_text, start_peer, tui, wait_until
 
 from app.cli import main
-from app.launch.exits import EXIT_DATABASE, EXIT_LOCKED, EXIT_PASSPHRASE
+from app.launch.exits import EXIT_DATABASE, EXIT_DEVICE_COPY, EXIT_LOCKED, EXIT_PASSPHRASE
 from app.node.transport import MemoryHub, RelayTransport
 from app.tui.screens.dialogs import FatalScreen, PassphraseScreen
 from storage import DB_FILENAME, Store
@@ -73,6 +73,38 @@ async def test_corrupt_database(tmp_path: Path) -> None:
         assert "Data directory unusable" in text
         await leave_with_enter(app, pilot)
     assert app.return_code == EXIT_DATABASE
+
+
+async def test_a_copied_data_dir_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    first = await start_peer(tmp_path / "alice", MemoryHub(), "alice", seed=1)
+    await first.close()
+    subprocess.run(["cp", "-a", str(tmp_path / "alice"), str(tmp_path / "laptop")], check=True)
+    app = tui(tmp_path / "laptop", MemoryHub().transport())
+    async with app.run_test(size=SIZE) as pilot:
+        text = await fatal_shown(app, pilot)
+        assert "Data directory is a copy" in text
+        assert "--moved" in text
+        await leave_with_enter(app, pilot)
+    assert app.return_code == EXIT_DEVICE_COPY
+
+
+async def test_a_second_process_with_our_key_stops_the_chat_saying_why(tmp_path: Path) -> None:
+    """A line signed with alice's key that this data dir never sent (a copy of it runs
+    elsewhere): the fatal screen, then exit status 7."""
+    hub = MemoryHub()
+    app = tui(tmp_path / "alice", hub.transport())
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.ready.wait(), T(20))
+        twin = await start_peer(tmp_path / "twin", hub, "alice", seed=1)  # alice's key
+        try:
+            await twin.say("from the twin")
+            text = await fatal_shown(app, pilot)
+            assert "Data directory is a copy" in text
+            assert "another process is using this device's key" in text
+            await leave_with_enter(app, pilot)
+        finally:
+            await twin.close()
+    assert app.return_code == EXIT_DEVICE_COPY
 
 
 async def test_wrong_passphrase(tmp_path: Path) -> None:

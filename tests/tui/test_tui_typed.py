@@ -124,7 +124,7 @@ async def test_aliases_names_join_leave_lines_hotlist_highlights_mentions(
         app = tui(tmp_path / "alice", hub.transport())
         async with app.run_test(size=SIZE) as pilot:
             await asyncio.wait_for(app.ready.wait(), T(20))
-            await type_line(pilot, "/j #ops")  # IRC's alias
+            await type_line(pilot, "/j #ops", passphrase="")  # IRC's alias
             await wait_until(lambda: app.model.current == "ops", what="/j joined")
             await wait_until(
                 lambda: any(

@@ -114,6 +114,12 @@ class GatedTransport:
             if envelope_hash(env) not in self.blackhole:
                 await self._deliver(env)
 
+    async def deliver(self, envelope: bytes) -> None:
+        """Hand ``envelope`` to the node now (past the hold), unless black-holed."""
+        assert self._deliver is not None
+        if envelope_hash(envelope) not in self.blackhole:
+            await self._deliver(envelope)
+
     def held_texts(self, channel: str = "general") -> set[str]:
         """Texts of the content messages held now (``channel`` public: its key is known)."""
         key = derive_channel_key(channel, None, params=TEST_KDF)
@@ -265,15 +271,21 @@ async def started(app: SdsChatApp) -> None:
     await asyncio.wait_for(app.ready.wait(), T(20))
 
 
-async def type_line(pilot: Any, line: str) -> None:
+async def type_line(pilot: Any, line: str, *, passphrase: str | None = None) -> None:
     """Put ``line`` in the input (keystrokes are tested elsewhere), press Enter and wait
-    until the app has carried it out."""
+    until the app has carried it out. ``passphrase``: the ``/join`` asks for one (the
+    passphrase dialog), type it (``""``: a PUBLIC channel) and Enter."""
+    from app.tui.screens.dialogs import PassphraseScreen
     from app.tui.widgets.chat_input import ChatInput
 
     box = pilot.app.chat.query_one(ChatInput)
     box.value = line
     box.cursor_position = len(line)
     await pilot.press("enter")
+    if passphrase is not None:
+        await wait_until(lambda: isinstance(pilot.app.screen, PassphraseScreen),
+                         what=f"{line!r} asks for a passphrase")  # fmt: skip
+        await pilot.press(*passphrase, "enter")
     await wait_until(lambda: pilot.app.commands.pending == 0, what=f"{line!r} done")
     await pilot.pause()
 
@@ -284,3 +296,23 @@ def texts(app: SdsChatApp) -> list[str]:
 
     view = app.chat.query_one(MessageLog).view
     return [r.text for r in view.rows] if view is not None else []
+
+
+async def invite_code(pilot: Any) -> str:
+    """``/invite`` typed in ``pilot``'s app: the code its node made (its dialog closed)."""
+    from app.node.events import InviteMade
+    from app.tui.screens.invite import InviteScreen
+
+    app = pilot.app
+    assert app.node is not None
+    made: list[str] = []
+    unsubscribe = app.node.subscribe(
+        lambda e: made.append(e.code) if isinstance(e, InviteMade) else None)
+    try:
+        await type_line(pilot, "/invite")
+        await wait_until(lambda: bool(made) and isinstance(app.screen, InviteScreen),
+                         what="an invite code in its dialog")  # fmt: skip
+        await pilot.press("escape")
+    finally:
+        unsubscribe()
+    return made[0]

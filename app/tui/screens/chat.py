@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
 from app.tui.config import ACTIONS, BINDING_PREFIX, NOT_PRIORITY
+from app.tui.widgets.banner import Banner
 from app.tui.widgets.chat_input import ChatInput, CompletionSource
 from app.tui.widgets.find_bar import FindBar
 from app.tui.widgets.message_log import MessageLog
@@ -47,6 +48,7 @@ class ChatScreen(Screen[None]):
             yield ChannelList(id="channels")
             with Vertical(id="center"):
                 yield ChannelBar(id="channel-bar")
+                yield Banner(id="banner")  # a channel we are out of: why it is read-only
                 yield MessageLog(tz=self._tz, id="log")
                 yield TypingLine(id="typing")
                 yield FindBar(id="find")
