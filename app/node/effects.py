@@ -303,8 +303,9 @@ class Effects:
         """A message given up on while nobody else was heard in its channel: keep it
         as sent, to publish again when someone is (app/node/unheard.py); whether it was."""
         ch, mid = ev.channel_id, ev.message_id
-        if ev.reason not in WAITING_REASONS or not self.nobody_heard_since(
-                ch, heard_since(self.options.config, ev.attempts, now)):  # fmt: skip
+        core = self._participant.channel(ch)  # its config has the backoff (settings.core_config)
+        since = heard_since(core.config, ev.attempts, now, core.resend_backoff)
+        if ev.reason not in WAITING_REASONS or not self.nobody_heard_since(ch, since):
             return False
         self.unheard.hold(ch, mid)
         self._own.typed.pop((ch, mid), None)

@@ -41,11 +41,16 @@ MAX_WAITING = 10_000
 "sent" in the log, and a member's repair still finds them through later lines)."""
 
 
-def heard_since(config: sds.Config, attempts: int, now_ms: int) -> int:
+def heard_since(config: sds.Config, attempts: int, now_ms: int, backoff_level: int = 0) -> int:
     """Since when someone must have been heard for a message given up after ``attempts``
     resends to count as failed rather than waiting: its resends, and a sync period
-    before them (a member's periodic sync says it is there)."""
-    return now_ms - config.resend_unacknowledged_ms * (attempts + 1) - config.sync_interval_ms
+    before them (a member's periodic sync says it is there). While the channel's
+    resends back off (``backoff_level`` quiet sweeps, :mod:`sds.backoff`) they were
+    up to the current backoff period apart, not one resend period."""
+    period = config.resend_unacknowledged_ms
+    if backoff_level and config.resend_backoff_max_ms is not None:
+        period = min(config.resend_backoff_max_ms, period << min(backoff_level, 62))
+    return now_ms - period * (attempts + 1) - config.sync_interval_ms
 
 
 def nobody_heard(
