@@ -15,15 +15,25 @@ memory (VmRSS) of the TUI's process:
 
 The TUI's target (issue 27): under 100 MB whatever it has received.
 
+With ``--own-pending N`` (issue 41 item 8: "under 100 MB whatever is pending") it
+measures instead a TUI opened on a data directory holding N own lines nobody ever
+acknowledged: a headless bot (this tree's ``sdschat join --headless``) pipes N
+lines into #general alone, exits, and the TUI opens that data directory (a copy of
+it for each tree) idle, for this tree and for a baseline revision (``--baseline``,
+default ``49fcdad``, main before the resends backed off; ``git archive`` into a
+temporary directory, the TUI run from there), side by side in one run.
+
 Usage::
 
     .venv/bin/python bench/tui_memory.py                      # 20,000 messages
     .venv/bin/python bench/tui_memory.py --messages 5000 --rate 400
     .venv/bin/python bench/tui_memory.py --log-window 10000    # the core's window of a node
+    .venv/bin/python bench/tui_memory.py --own-pending 5000    # 5,000 own lines unacknowledged
 
 Where the memory is (each slows the TUI down or prints a lot, on stderr):
 ``TUI_MEMORY_TRACE=1`` (tracemalloc: what grew in the second half, or from idle with
-``TUI_MEMORY_TRACE_FROM=idle``; ``TUI_MEMORY_TRACE_TOP=40`` lines), and
+``TUI_MEMORY_TRACE_FROM=idle``, or from the start with ``=start``; ``TUI_MEMORY_TRACE_TOP=40``
+lines), and
 ``TUI_MEMORY_PROBE=1`` (resident memory per mapping, large containers, what a full
 collection and ``malloc_trim`` give back, pymalloc's statistics).
 
@@ -156,6 +166,16 @@ async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) 
 
     # the SDS core's settings as `sdschat join` gives the TUI (its log window: 2,000
     # ids), or with --log-window N as if the config file's [protocol] set it
+    trace = os.environ.get("TUI_MEMORY_TRACE")  # where the growth is (slows it down)
+    # growth from the second half only (default), from idle (TUI_MEMORY_TRACE_FROM=idle)
+    # or from the start, the opening included (TUI_MEMORY_TRACE_FROM=start)
+    trace_from = os.environ.get("TUI_MEMORY_TRACE_FROM", "half")
+    trace_half = trace_from == "half"
+    if trace and trace_from == "start":
+        import tracemalloc
+
+        tracemalloc.start(int(trace))
+        before = tracemalloc.take_snapshot()
     protocol = {"log_window": log_window} if log_window else {}
     config = tui_protocol(sds.Config(), protocol).with_changes(**protocol)
     options = NodeOptions(config=config)
@@ -171,10 +191,7 @@ async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) 
                 first = time.perf_counter() - _T0 if view.rows else None
                 break
             await pilot.pause()
-        trace = os.environ.get("TUI_MEMORY_TRACE")  # where the growth is (slows it down)
-        # growth from the second half only (default), or from idle (TUI_MEMORY_TRACE_FROM=idle)
-        trace_half = os.environ.get("TUI_MEMORY_TRACE_FROM", "half") != "idle"
-        if trace:
+        if trace and trace_from != "start":
             import tracemalloc
 
             tracemalloc.start(int(trace))
@@ -238,10 +255,14 @@ async def run_tui(data_dir: Path, relay: str, expect: int, log_window: int = 0) 
 
 
 class Tui:
-    def __init__(self, data_dir: Path, relay: str, expect: int, log_window: int = 0) -> None:
+    def __init__(
+        self, data_dir: Path, relay: str, expect: int, log_window: int = 0, tree: Path = ROOT
+    ) -> None:
+        script = tree / "bench" / Path(__file__).name
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "_tui", str(data_dir), relay, str(expect), str(log_window)],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, str(script), "_tui", str(data_dir), relay, str(expect),
+             str(log_window)],
+            cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None if os.environ.get("TUI_MEMORY_TRACE") or os.environ.get("TUI_MEMORY_PROBE")
             else subprocess.DEVNULL,
         )  # fmt: skip
@@ -284,6 +305,55 @@ def feeder(rate: float, count: int, tag: str) -> int:
     return 0
 
 
+def own_pending(url: str, tmp: Path, lines: int, baseline: str) -> int:
+    """``--own-pending``: the TUI on a data directory with ``lines`` own lines nobody
+    acknowledged, this tree and ``baseline`` side by side (module docstring)."""
+    import shutil
+
+    seed = tmp / "bot"
+    bot = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "join", "general", "--headless", "--relay", url,
+         "--data-dir", str(seed), "--name", "alice", "--no-config"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert bot.stdin is not None
+    t = time.perf_counter()
+    for i in range(lines):  # blocks while the bot holds stdin
+        bot.stdin.write(f"bot line {i}: the nightly build is green\n".encode())
+    bot.stdin.close()
+    code = bot.wait(timeout=1_800)
+    print(f"the bot piped {lines:,} lines alone in {time.perf_counter() - t:.0f} s "
+          f"(exit {code})", flush=True)  # fmt: skip
+    base = tmp / "baseline"
+    base.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", baseline, "app", "net", "sds", "storage",
+         "pipeline"], capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+    (base / "bench").mkdir()
+    for name in (Path(__file__).name, "machine.py"):
+        shutil.copy(ROOT / "bench" / name, base / "bench" / name)
+    rows: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    for label, tree in ((baseline, base), ("this tree", ROOT)):
+        data_dir = tmp / f"alice-{len(rows)}"
+        shutil.copytree(seed, data_dir)
+        tui = Tui(data_dir, url, 0, tree=tree)
+        try:
+            ready = tui.next("ready", 300)
+            done = tui.next("done", 60)
+        finally:
+            tui.stop()
+        rows.append((label, ready, done))
+    print(f"\nTUI process memory (VmRSS), opened on {lines:,} own unacknowledged lines")
+    for label, ready, done in rows:
+        print(f"  {label:<10} at ready {ready['rss_mb']:6.1f} MB, settled "
+              f"{done['rss_mb']:6.1f} MB (window {done['window_rows']} rows)")  # fmt: skip
+    worst = max(d["rss_mb"] for _, _, d in rows[1:])
+    print(f"  target: under {TARGET_MB:.0f} MB: {'met' if worst < TARGET_MB else 'NOT met'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "_tui":
         window = int(sys.argv[5]) if len(sys.argv) > 5 else 0
@@ -297,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--senders", type=int, default=2)
     parser.add_argument("--log-window", type=int, default=0,
                         help="the TUI's SDS core log window (default: the TUI's, 2,000)")
+    parser.add_argument("--own-pending", type=int, default=0, metavar="N",
+                        help="instead: the TUI on N own unacknowledged lines, both trees")
+    parser.add_argument("--baseline", default="49fcdad",
+                        help="--own-pending's revision to compare with (default 49fcdad)")
     args = parser.parse_args(argv)
     from machine import describe
 
@@ -316,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         procs.append(relay)
         wait_port(port, 20)
+        if args.own_pending:
+            return own_pending(url, Path(tmp), args.own_pending, args.baseline)
         data_dir = Path(tmp) / "alice"
         tui = Tui(data_dir, url, args.messages, args.log_window)
         idle = tui.next("ready", 300)

@@ -27,6 +27,7 @@ the channel (each part's module says what it owns and what it reads):
 
 * :mod:`sds.log` - the log window (:class:`~sds.log.ChannelLog`);
 * :mod:`sds.outgoing` - own messages until acknowledged, their resends;
+* :mod:`sds.backoff` - resends backing off while nobody is heard;
 * :mod:`sds.missing` - what we lack, what waits for it, lost timeouts, budgets;
 * :mod:`sds.requests` - SDS-R requests and the lost ids still wanted;
 * :mod:`sds.answers` - SDS-R answers and the copies on the wire;
@@ -58,6 +59,7 @@ from typing import Any, cast
 
 from sds import sds_pb2
 from sds.answers import RepairAnswers
+from sds.backoff import ResendBackoff
 from sds.bloom import RollingBloomFilter, positions_in
 from sds.carrying import Carrying
 from sds.config import Config
@@ -161,7 +163,9 @@ class Channel:
         # The parts, each below the ones that read it (no part imports this module).
         self._log = log = ChannelLog(cfg)
         self._estimates = est = ChannelEstimates(cfg, sender_id, rng)
-        self._outgoing = OutgoingBuffer(channel_id, cfg, params, events, datagrams)
+        self._backoff = ResendBackoff(cfg, now_ms)
+        self._outgoing = OutgoingBuffer(channel_id, cfg, params, events, datagrams,
+                                        self._backoff)  # fmt: skip
         # the ids missing and how many each namer has missing: the tracker's, which
         # fills them; the requests read them (a namer's cost at a cap, the spacing of
         # retries), so they are made here, before either
@@ -181,7 +185,7 @@ class Channel:
         self._sync = SyncSchedule(cfg, rng, log, est, naming, now_ms)
         self._parts = ChannelParts(
             channel_id, sender_id, log, self._filter, self._outgoing, trk, req, ans,
-            est, naming, self._sync, events,
+            est, naming, self._sync, events, self._backoff,
         )
         # The containers the receive and delivery paths test on every message, held
         # here too (the parts own and fill them; they are never replaced).
@@ -207,7 +211,8 @@ class Channel:
     def config(self, config: Config) -> None:
         self._config = config
         for part in (self._log, self._estimates, self._outgoing, self._requests,
-                     self._tracker, self._naming, self._answers, self._carrying, self._sync):
+                     self._tracker, self._naming, self._answers, self._carrying, self._sync,
+                     self._backoff):  # fmt: skip
             part.config = config
 
     # ------------------------------------------------------------------ draining
@@ -255,6 +260,12 @@ class Channel:
     def outgoing_ids(self) -> list[str]:
         """Own messages not yet acknowledged."""
         return list(self._outgoing.messages)
+
+    @property
+    def resend_backoff(self) -> int:
+        """How many quiet resend sweeps ran since a peer was last heard (0: the resends
+        do not back off; :mod:`sds.backoff`)."""
+        return self._backoff.level
 
     def outgoing_state(self, message_id: str) -> str | None:
         """``OwnState`` of an own message still in the outgoing buffer, else ``None``."""
@@ -613,6 +624,8 @@ class Channel:
             # the wire all the same: counted in _admit, never delivered.)
             self._drop(message_id, sender_id, DropReason.OWN_ECHO)
             return None
+        if self._backoff.heard(now_ms):  # a peer: resends no longer back off (sds.backoff)
+            self._outgoing.spread_overdue(now_ms)
         if not has_lamport:
             # Spec "Ephemeral Messages": delivered at once, never logged or buffered.
             self._events.append(EphemeralReceived(self.channel_id, message_id, sender_id, content))

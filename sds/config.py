@@ -71,6 +71,13 @@ class Config:
     resend_possibly_acknowledged_ms: int = 60_000
     #: Sends (first one excluded) before a message is reported failed (js-waku: 10).
     max_resend_attempts: int = 10
+    #: Resends back off while nobody is heard (``sds.backoff``): when no other
+    #: participant was heard for a whole ``resend_unacknowledged_ms``, a sweep
+    #: resends a few of the messages due (``sds.tuning.QUIET_RESENDS``) and the
+    #: next comes after twice the period before, at most this long; the first sign
+    #: of a peer ends it. ``None``: every due message every period (the spec,
+    #: js-waku). sdschat's node sets ``sds.tuning.RESEND_BACKOFF_MAX_MS`` (30 min).
+    resend_backoff_max_ms: int | None = None
     #: Sync messages go out after a random delay in ``[0, sync_interval_ms)``
     #: (js-waku: 30 s), halved after content was received and while repair
     #: requests are pending.
@@ -372,6 +379,12 @@ class Config:
             problems.append("carry_copies must be >= 0")
         if self.max_resend_attempts < 0:
             problems.append("max_resend_attempts must be >= 0")
+        if (
+            self.resend_backoff_max_ms is not None
+            and self.resend_backoff_max_ms < self.resend_unacknowledged_ms
+        ):
+            problems.append("resend_backoff_max_ms must be >= resend_unacknowledged_ms "
+                            "(or None)")  # fmt: skip
         if self.lost_timeout_ms < 0:
             problems.append("lost_timeout_ms must be >= 0")
         if not 0 <= self.repair_t_min_ms < self.repair_t_max_ms:
@@ -450,6 +463,9 @@ class Config:
             repair_t_max_ms=2 * scale_ms,
             repair_response_window_ms=2 * scale_ms,
             sync_tail_quiet_ms=None if self.sync_tail_quiet_ms is None else 3 * scale_ms // 2,
+            resend_backoff_max_ms=(
+                None if self.resend_backoff_max_ms is None else 60 * scale_ms
+            ),
         )
 
     @classmethod

@@ -9,6 +9,12 @@ false-positive rate); meanwhile it is resent every ``resend_unacknowledged_ms``
 messages are remembered (:data:`~sds.tuning.FAILED_KEPT`) so that a late
 acknowledgement still says they arrived.
 
+While nobody is heard, the resends back off (:mod:`sds.backoff`, whose
+:class:`~sds.backoff.ResendBackoff` the channel creates and hands over): a sweep
+sends a few of the due messages and leaves the others due, and the next sweep is
+held back (:meth:`OutgoingBuffer.next_due`); when a peer is heard again, what
+waited is spread over one resend period (:meth:`OutgoingBuffer.spread_overdue`).
+
 Owned by :class:`sds.channel.Channel`, which adds what it sends, hands it every
 received message (:meth:`OutgoingBuffer.review_acks`) and runs the resends at the
 deadline :meth:`OutgoingBuffer.next_due` gives. Events and datagrams go to the
@@ -22,6 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from sds import sds_pb2
+from sds.backoff import ResendBackoff
 from sds.bloom import BloomParams, positions_mask
 from sds.config import Config
 from sds.datagram import Datagram
@@ -71,11 +78,13 @@ class OutgoingBuffer:
         params: BloomParams,
         events: list[Event],
         datagrams: list[Datagram],
+        backoff: ResendBackoff,
     ) -> None:
         self.channel_id = channel_id
         self.config = config
         self._events = events
         self._datagrams = datagrams
+        self.backoff = backoff
         self.ack_threshold = config.ack_threshold
         self.messages: dict[str, Outgoing] = {}
         #: Own messages given up (MessageSendFailed), newest last, so that an ack that
@@ -114,8 +123,17 @@ class OutgoingBuffer:
             heapq.heapify(self.heap)
 
     def next_due(self) -> int | None:
-        """When the next resend is due (stale heads, acknowledged or rescheduled, are no
-        work and are dropped: a restored channel has none)."""
+        """When the next resend is due; while the resends back off, not before the next
+        sweep (:mod:`sds.backoff`)."""
+        due = self._head()
+        if due is None:
+            return None
+        held = self.backoff.next_ms
+        return due if held is None or held < due else held
+
+    def _head(self) -> int | None:
+        """The earliest resend deadline (stale heads, acknowledged or rescheduled, are
+        no work and are dropped: a restored channel has none)."""
         heap = self.heap
         messages = self.messages
         while heap:
@@ -127,11 +145,24 @@ class OutgoingBuffer:
         return None
 
     def run_resends(self, now_ms: int) -> None:
-        """Spec "Periodic Outgoing Buffer Sweep"."""
+        """Spec "Periodic Outgoing Buffer Sweep" (backing off while nobody is heard:
+        :mod:`sds.backoff`)."""
         heap = self.heap
         cfg = self.config
         messages = self.messages
+        head = self._head()
+        if head is None or head > now_ms:
+            return
+        left = self.backoff.sweep(now_ms)  # None: every due message
+        if left == 0:
+            return
+        period_quiet = None
+        if left is not None:  # quiet: those resent come back after the backoff's period
+            held = self.backoff.next_ms
+            period_quiet = None if held is None else held - now_ms
         while heap and heap[0][0] <= now_ms:
+            if left is not None and left <= 0:
+                break  # the rest stay due: the next quiet sweep, or a peer heard
             due, mid = heapq.heappop(heap)
             out = messages.get(mid)
             if out is None or out.next_resend_ms != due:
@@ -148,11 +179,38 @@ class OutgoingBuffer:
             period = (
                 cfg.resend_possibly_acknowledged_ms if possibly else cfg.resend_unacknowledged_ms
             )
+            if period_quiet is not None and period_quiet > period:
+                period = period_quiet
+            if left is not None:
+                left -= 1
             out.next_resend_ms = now_ms + period
             heapq.heappush(heap, (out.next_resend_ms, mid))
             self._datagrams.append(Datagram(out.data, "resend", mid))
             self._events.append(MessageResent(self.channel_id, mid, out.attempts, possibly))
         if len(heap) > 4 * len(messages) + 64:
+            self.heap = [(o.next_resend_ms, m) for m, o in messages.items()]
+            heapq.heapify(self.heap)
+
+    def spread_overdue(self, now_ms: int) -> None:
+        """A peer was heard after the resends backed off: what waited (due by now) and
+        what a quiet sweep resent (due only after a backoff period) is rescheduled
+        over the next resend period, in the order it was sent (what a message names
+        arrives first: the newcomer delivers each as it comes), instead of going in one
+        burst or hours late. O(n log n), once per quiet spell."""
+        span = self.config.resend_unacknowledged_ms
+        overdue = sorted(
+            (o.lamport, mid) for mid, o in self.messages.items()
+            if not now_ms < o.next_resend_ms <= now_ms + span
+        )
+        if not overdue:
+            return
+        n = len(overdue)
+        messages = self.messages
+        for i, (_, mid) in enumerate(overdue):
+            out = messages[mid]
+            out.next_resend_ms = now_ms + span * i // n
+            heapq.heappush(self.heap, (out.next_resend_ms, mid))
+        if len(self.heap) > 4 * len(messages) + 64:
             self.heap = [(o.next_resend_ms, m) for m, o in messages.items()]
             heapq.heapify(self.heap)
 

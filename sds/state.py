@@ -5,7 +5,8 @@ JSON-able dict (:class:`ChannelState`), which storage persists;
 :meth:`sds.channel.Channel.restore` rebuilds a channel from it, possibly after a
 restart. This module owns the format (:data:`STATE_VERSION`): which part's state
 is written under which key, in which order, and how each is read back. Keys added
-after version 1 first shipped are optional: a state saved before them still loads.
+after version 1 first shipped are optional: a state saved before them still loads
+(``resend_backoff`` is written only with the backoff on, :mod:`sds.backoff`).
 
 The rules a restore keeps:
 
@@ -33,6 +34,7 @@ from typing import Any
 import orjson
 
 from sds.answers import RepairAnswers
+from sds.backoff import ResendBackoff
 from sds.bloom import RollingBloomFilter, positions_in
 from sds.config import Config
 from sds.estimates import ChannelEstimates
@@ -106,6 +108,7 @@ class ChannelParts:
     naming: Naming
     sync: SyncSchedule
     events: list[Event]
+    backoff: ResendBackoff
 
 
 def _hx(b: bytes | None) -> str | None:
@@ -129,7 +132,7 @@ def export(p: ChannelParts, cfg: Config, lamport: int, last_now: int) -> Channel
     ``last_now``: the time of its last call, which says which hold-offs still run)."""
     log, trk, req, ans, est, nam = p.log, p.missing, p.requests, p.answers, p.estimates, p.naming
     entries = log.entries
-    return ChannelState(
+    state = ChannelState(
         {
             "version": STATE_VERSION,
             "channel_id": p.channel_id,
@@ -195,6 +198,10 @@ def export(p: ChannelParts, cfg: Config, lamport: int, last_now: int) -> Channel
             "paused": trk.paused_at is not None,
         }
     )
+    backoff = p.backoff.export()
+    if backoff is not None:  # optional key, with the backoff on (sds.backoff)
+        state.data["resend_backoff"] = backoff
+    return state
 
 
 def load(
@@ -335,4 +342,8 @@ def load(
     )
     nsw = d["next_sweep_ms"]
     trk.next_sweep_ms = None if nsw is None else due(int(nsw), cfg.sweep_interval_ms)
+    backoff = d.get("resend_backoff")  # optional: saved with the backoff on
+    if isinstance(backoff, list) and len(backoff) == 3:
+        longest = cfg.resend_backoff_max_ms or cfg.resend_unacknowledged_ms
+        p.backoff.restore(int(backoff[0]), due(int(backoff[1]), longest), seen(backoff[2]))
     return lamport, last_now

@@ -22,6 +22,8 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_LAMPORT",
     "PARTICIPANTS_PER_RESPONSE_GROUP",
+    "QUIET_RESENDS",
+    "RESEND_BACKOFF_MAX_MS",
     "SYNC_FLOOR_AT_SCALE",
     "TAIL_ONE_NAMING_LOSS",
 ]
@@ -54,6 +56,19 @@ causal history names nothing that can arrive and is not waited or asked for.
 
 #: Own messages given up on that a late acknowledgement can still resolve.
 FAILED_KEPT = 1_000
+
+QUIET_RESENDS = 8
+"""Most resends of one sweep while nobody is heard (:mod:`sds.backoff`). Any one of
+them reaching a peer is enough to end the quiet (its sync answers, and the others are
+resent then); a few rather than one, so that a lossy link does not make the first
+peer back wait a whole backoff period. A bot's 5,000 lines in an empty channel cost
+8 resends per sweep instead of 5,000."""
+
+RESEND_BACKOFF_MAX_MS = 30 * 60_000
+"""Longest period between two resend sweeps while nobody is heard, as sdschat's node
+sets ``Config.resend_backoff_max_ms``: the periods double from the resend period
+(30 s, 1, 2, 4, 8, 16 min) up to this, 30 min; a peer that comes back is heard at once
+anyway (its syncs), which ends the backoff."""
 #: Most senders remembered for :meth:`sds.channel.Channel.active_participants`. A channel
 #: remembers only as many as its stretched SDS-R window needs to reach its limit
 #: (``repair_window_participants x repair_t_max_limit_ms / repair_t_max_ms``: 600

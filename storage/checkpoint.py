@@ -16,6 +16,11 @@ wal_checkpoint(PASSIVE)``: it never waits for, nor blocks, the writer; Python's
 at the start of a write; the writer's own automatic checkpoint still does that
 when the WAL passes its threshold, and then finds almost everything already
 copied: it copies only the few frames written since the last background pass.
+
+It also finishes a *wipe* the writer could not do at once (:mod:`storage.erasure`:
+after a deletion the WAL's older frames hold the deleted text): :meth:`Checkpointer.wipe_soon`
+makes its next passes truncating ones (``wal_checkpoint(TRUNCATE)``), retried every
+:data:`WIPE_RETRY_S` until one succeeds.
 """
 
 from __future__ import annotations
@@ -25,11 +30,17 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from .erasure import wipe_wal
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_DELAY_S = 0.25
 """After the store is used, the checkpointer waits this long before copying, so
 that a burst of commits is copied in one pass (each pass fsyncs twice)."""
+
+
+WIPE_RETRY_S = 1.0
+"""A wipe held up by a reader on an older snapshot is tried again after this long."""
 
 
 class Checkpointer:
@@ -56,6 +67,9 @@ class Checkpointer:
             target=self._run, name=f"sdschat-checkpoint:{path.name}", daemon=True
         )
         self._backfilled = 0  # frames already copied of the current WAL
+        self._wipe = threading.Event()  # a truncating pass is owed (wipe_soon)
+        self.wipes = 0
+        """Truncating passes that succeeded (the WAL emptied after a deletion)."""
 
     def start(self) -> None:
         self._thread.start()
@@ -63,6 +77,17 @@ class Checkpointer:
     def poke(self) -> None:
         """The database was (possibly) written: checkpoint within ``delay_s``."""
         self._wake.set()
+
+    def wipe_soon(self) -> None:
+        """The WAL must be truncated (it holds deleted text, :mod:`storage.erasure`):
+        the next passes truncate it, retried until one succeeds."""
+        self._wipe.set()
+        self._wake.set()
+
+    @property
+    def wipe_pending(self) -> bool:
+        """Whether a wipe asked for has not succeeded yet."""
+        return self._wipe.is_set()
 
     def stop(self, timeout: float = 30.0) -> None:
         """End the thread (after a pass in progress) and close its connection."""
@@ -96,18 +121,30 @@ class Checkpointer:
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA wal_autocheckpoint = 0")  # it never writes; no surprises
             while not self._stopping.is_set():
-                self._wake.wait()
+                self._wake.wait(WIPE_RETRY_S if self._wipe.is_set() else None)
                 if self._stopping.wait(self.delay_s):
                     break
                 self._wake.clear()
                 try:
-                    self.checkpoint_once(db)
+                    if self._wipe.is_set():
+                        self._wipe_once(db)
+                    else:
+                        self.checkpoint_once(db)
                 except sqlite3.Error as e:
                     self._failed(e)
         except sqlite3.Error as e:
             self._failed(e)
         finally:
             db.close()
+
+    def _wipe_once(self, db: sqlite3.Connection) -> None:
+        self._wipe.clear()  # a wipe_soon() during the pass asks again
+        if wipe_wal(db):
+            self.wipes += 1
+            self.passes += 1
+            self._backfilled = 0
+        else:
+            self._wipe.set()
 
     def _failed(self, error: sqlite3.Error) -> None:
         self.failures += 1

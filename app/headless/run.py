@@ -1,6 +1,8 @@
 """``sdschat join … --headless``: a node driven by stdin, reporting JSON lines on stdout.
 
-Input: one line per message (UTF-8); slash commands from the command table
+Input: one line per message (UTF-8: a line that is not is refused with an ``error``
+event naming it, never sent with U+FFFD in place of its bytes, and counts as not
+sent for the exit status); slash commands from the command table
 (:mod:`app.commands.table`; ``/help`` lists them; :mod:`app.headless.front` says how
 headless mode answers them).
 Lines are read with backpressure and drained at the end (:mod:`app.headless.line_feed` says
@@ -16,7 +18,9 @@ without passphrase), ``delivered``, ``own`` (``queued``/``logged``/``sent``/
 ``possibly_acknowledged``/``acknowledged``/``failed``), ``missing``, ``lost``,
 ``peer``, ``connection``, ``rejected``, ``peers``, ``info``, ``error``,
 ``catchup`` (progress of catching up from a store peer), ``lan_peer`` (LAN
-gossip peers coming and going), ``closed``; a ``missing`` reminder lists at most
+gossip peers coming and going), ``closed``; ``rejected`` lines are written a few
+per reason and 10 s, then summed into one with ``suppressed``
+(:mod:`app.headless.rejected`); a ``missing`` reminder lists at most
 :data:`REMINDER_IDS` ids, with ``ids_total``). Every object has ``ts``
 (wall-clock seconds, taken when the node made the event) and ``emitted_ns``
 (wall-clock nanoseconds when the line was written: for a ``delivered`` event,
@@ -31,7 +35,9 @@ Exit status: 0 clean exit (every line read was sent); 2 bad usage or settings;
 (written by a newer sdschat, corrupt, key file of another identity);
 5 passphrase problem (unreadable or empty passphrase file, or a passphrase
 that differs from the one this data directory joined the channel with);
-6 lines read were not all sent (:data:`app.headless.line_feed.EXIT_UNSENT`).
+6 lines read were not all sent (:data:`app.headless.line_feed.EXIT_UNSENT`; a line
+sent whose acknowledgement the node gave up on counts as sent, and is named in an
+``info`` event with ``unacknowledged``).
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from app.commands.table import Command
 from app.headless.file_watch import FileWatch
 from app.headless.front import HeadlessFront
 from app.headless.line_feed import EXIT_UNSENT, LineFeed
+from app.headless.rejected import RejectedLines
 from app.launch.data_dir import default_data_dir, prepare_data_dir
 from app.launch.exits import (
     EXIT_DATABASE,
@@ -84,6 +91,7 @@ from app.node.events import (
     Missing,
     NodeError,
     NodeEvent,
+    Rejected,
     event_to_json,
 )
 from app.node.runtime import (
@@ -111,11 +119,13 @@ second with ``--fast`` (56 of 62 MB of a soak node's output)."""
 
 
 class JsonLines:
-    """Writes node events as JSON lines (flushed per event: scripts read them live)."""
+    """Writes node events as JSON lines (flushed per event: scripts read them live);
+    ``rejected`` events a few at a time (:mod:`app.headless.rejected`)."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.broken = False
+        self.rejected = RejectedLines(self._rejected)
 
     def write(self, obj: dict[str, object]) -> None:
         if self.broken:
@@ -130,7 +140,17 @@ class JsonLines:
         except (BrokenPipeError, ValueError):
             self.broken = True  # the reader went away; keep running until stdin ends
 
+    def _rejected(self, ev: Rejected, suppressed: int) -> None:
+        obj = event_to_json(ev)
+        if suppressed:
+            obj["suppressed"] = suppressed
+        obj["emitted_ns"] = time.time_ns()
+        self.write(obj)
+
     def event(self, ev: NodeEvent) -> None:
+        if isinstance(ev, Rejected):
+            self.rejected.offer(ev)
+            return
         total = None
         if (isinstance(ev, Missing) and not ev.first and not ev.waiting
                 and len(ev.ids) > REMINDER_IDS):  # fmt: skip
@@ -149,12 +169,42 @@ def _fatal(out: JsonLines, message: str, code: int) -> int:
     return code
 
 
+class NotUtf8:
+    """A stdin line that is not UTF-8 (:func:`decode_line`): refused, never sent with
+    U+FFFD in place of what the script meant."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NotUtf8) and other.reason == self.reason
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"NotUtf8({self.reason!r})"
+
+
+StdinLine = str | NotUtf8 | None
+"""What the stdin readers queue: a line, a line that is not UTF-8, ``None`` at EOF."""
+
+
+def decode_line(raw: bytes) -> str | NotUtf8:
+    """``raw`` as text, or why it is not UTF-8 (the first bad byte and its offset)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return NotUtf8(f"byte 0x{raw[exc.start]:02x} at offset {exc.start} is not UTF-8")
+
+
 class _PipeLines(asyncio.Protocol):
     """Stdin lines read by the event loop itself (stdin a pipe): no thread, so a line
     reaches the node without a thread waiting for the GIL while the loop is busy (up
     to ``sys.getswitchinterval()``, 5 ms, on a node receiving at 100 msg/s)."""
 
-    def __init__(self, queue: asyncio.Queue[str | None]) -> None:
+    def __init__(self, queue: asyncio.Queue[StdinLine]) -> None:
         self.queue = queue
         self.buf = b""
         self.transport: asyncio.BaseTransport | None = None
@@ -169,7 +219,7 @@ class _PipeLines(asyncio.Protocol):
             return
         *lines, self.buf = self.buf.split(b"\n")
         for raw in lines:
-            self.queue.put_nowait((raw + b"\n").decode("utf-8", errors="replace"))
+            self.queue.put_nowait(decode_line(raw + b"\n"))
         if self.queue.qsize() >= STDIN_HIGH and self.transport is not None and not self.paused:
             self.paused = True  # backpressure: the writer's pipe fills and it blocks
             self.transport.pause_reading()  # type: ignore[attr-defined]
@@ -183,7 +233,7 @@ class _PipeLines(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:  # EOF or a read error
         if self.buf:
-            self.queue.put_nowait(self.buf.decode("utf-8", errors="replace"))
+            self.queue.put_nowait(decode_line(self.buf))
             self.buf = b""
         self.queue.put_nowait(None)
 
@@ -192,7 +242,7 @@ class _ThreadLines:
     """Stdin read by a daemon thread (a terminal, a file): at most :data:`STDIN_HIGH`
     lines ahead of the node (the thread waits for room)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]):
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[StdinLine]):
         self.loop = loop
         self.queue = queue
         self.room = threading.Semaphore(STDIN_HIGH)
@@ -205,7 +255,7 @@ class _ThreadLines:
                 raw = stream.readline()
             except (OSError, ValueError):
                 raw = b""
-            item = raw.decode("utf-8", errors="replace") if raw else None
+            item = decode_line(raw) if raw else None
             try:
                 self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
             except RuntimeError:
@@ -232,7 +282,7 @@ class _StdinReader:
 
 
 async def _stdin_lines(
-    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
+    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[StdinLine]
 ) -> asyncio.BaseTransport | None:
     """Feed stdin lines (then ``None`` at EOF) into ``queue`` (see :func:`_stdin_reader`);
     returns the pipe's transport (to close at the end), or None for the thread."""
@@ -240,7 +290,7 @@ async def _stdin_lines(
 
 
 async def _stdin_reader(
-    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
+    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[StdinLine]
 ) -> _StdinReader:
     """Feed stdin lines (then ``None`` at EOF) into ``queue``: read by the loop when stdin
     is a pipe (:class:`_PipeLines`), else (a terminal, a file) by a daemon thread; at
@@ -304,7 +354,7 @@ async def _serve(
     node_box.append(node)
     feed = LineFeed(node, out.event)
     loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    lines: asyncio.Queue[StdinLine] = asyncio.Queue()
     signalled: list[int] = []
 
     def on_signal(sig: int) -> None:  # stop now: no draining (lines are in the outbox)
@@ -368,6 +418,11 @@ async def _serve(
             if line is None or signalled or copied:
                 break
             front.line += 1
+            if isinstance(line, NotUtf8):
+                feed.refuse(front.line, front.current, line.reason)
+                out.event(NodeError(f"stdin line {front.line}: {line.reason}: not sent "
+                                    "(sdschat reads UTF-8 text)"))  # fmt: skip
+                continue
             cmd = parse_line(line)
             if cmd is None:
                 continue
@@ -378,6 +433,7 @@ async def _serve(
             status = _fatal(out, copied[0].text, EXIT_DEVICE_COPY)
         elif not signalled:
             unsent = await feed.drain()
+            _report_unacknowledged(feed, out)
             if unsent:
                 status = EXIT_UNSENT
                 shown = ", ".join(
@@ -405,7 +461,24 @@ async def _serve(
             stdin_pipe.close()
         await files.close()
         await node.close()
+        out.rejected.flush()  # what the last window held back
     return status
+
+
+def _report_unacknowledged(feed: LineFeed, out: JsonLines) -> None:
+    """Lines sent that nobody acknowledged: said (an ``info`` event and stderr), not an
+    error: they left, and members may have them (``app.headless.line_feed``)."""
+    unacked = feed.unacknowledged()
+    if not unacked:
+        return
+    shown = ", ".join(f"line {u.number}" for u in unacked[:20])
+    more = f" and {len(unacked) - 20} more" if len(unacked) > 20 else ""
+    message = (f"{len(unacked)} line(s) were sent but nobody acknowledged them: {shown}"
+               f"{more}; members may have them: do not type them again (/retry sends "
+               "the same messages, which a member who has them drops)")  # fmt: skip
+    print(f"sdschat join: {message}", file=sys.stderr)
+    out.event(Info(message, {"unacknowledged": [
+        {"line": u.number, "local_id": u.local_id, "state": u.state} for u in unacked]}))
 
 
 async def _command(

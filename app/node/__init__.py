@@ -25,7 +25,8 @@ import it back (each gets what it needs at construction: the shared references o
 and the guards the parts apply (:mod:`~app.node.clock_guard`, :mod:`~app.node.disk_guard`,
 :mod:`~app.node.ephemeral_guard`, :mod:`~app.node.carrying`, :mod:`~app.node.unheard`,
 :mod:`~app.node.late_arrivals`, :mod:`~app.node.state_reconcile`,
-:mod:`~app.node.db_pages`), :mod:`app.node.events` what the node tells its UI, and
+:mod:`~app.node.db_pages`, :mod:`~app.node.heap_trim`), :mod:`app.node.events` what the
+node tells its UI, and
 :mod:`app.node.transport` how its envelopes leave and arrive.
 
 ``from app.node.runtime import Node`` (and the other names of ``app.node.runtime.__all__``)

@@ -36,7 +36,7 @@ from app.chat.authors import Authors, authored
 from app.chat.content import decode_content
 from app.chat.file_quota import LEDGER_FILE, FileQuota
 from app.chat.lines import encode_content, split_typed
-from app.chat.redaction import is_tombstone, redact_deleted
+from app.chat.redaction import Deletions, is_tombstone
 from app.members.device_copy import TwinWatch
 from app.members.events import is_control
 from app.node.clock_guard import LamportMemory, implausible_time
@@ -57,7 +57,7 @@ from app.node.events import (
 )
 from app.node.late_arrivals import LateArrivals
 from app.node.round import Receiving, Round, reject
-from app.node.unheard import UnheardLines, nobody_heard
+from app.node.unheard import WAITING_REASONS, UnheardLines, heard_since, nobody_heard
 from net.envelope import OversizedEnvelope, envelope_hash, seal
 from sds.message import parse_pb
 from storage import Batch, OwnState, StorageError, StoredMessage
@@ -138,6 +138,7 @@ class Effects:
         self.lamports = LamportMemory()  # app/node/clock_guard.py
         self.twins = TwinWatch()  # two processes signing as one sender: device_copy.py
         self.unheard = UnheardLines()  # own lines nobody was there to hear (app/node/unheard.py)
+        self.deletions = Deletions()  # deletions this run, for what comes after them
         self.files = FileQuota(  # app/chat/file_quota.py
             self.options.file_quota_bytes, self.store.data_dir / LEDGER_FILE,
             channel_bytes=self.options.file_channel_bytes, store=self.store,
@@ -180,6 +181,16 @@ class Effects:
         out.sort(key=lambda p: -p.last_seen_ms)
         return out
 
+    def nobody_heard_since(self, channel: str, since_ms: int) -> bool:
+        """Whether no other participant was heard in ``channel`` since ``since_ms``."""
+        heard = ((sid, p.channels, p.last_seen_ms) for sid, p in self.peers.items())
+        return nobody_heard(heard, self.sender_id, channel, since_ms)
+
+    def nobody_heard_lately(self, channel: str) -> bool:
+        """Whether no other participant was heard in ``channel`` for a resend period
+        and a sync period (app/node/unheard.py): nobody to hear a resend now."""
+        return self.nobody_heard_since(channel, heard_since(self.options.config, 0, self._now()))
+
     def anyone_heard(self, channel: str) -> bool:
         """Whether anyone has been heard in ``channel``."""
         return any(channel in p.channels for p in self.peers.values())
@@ -210,7 +221,8 @@ class Effects:
         wall = self._now()
         handlers = self._handlers
         for ev in self._participant.events():
-            out.batch.add_event(log_form(ev), wall)  # reminders by count: app/node/disk_guard.py
+            if type(ev) is not sds.EphemeralReceived:  # never stored: ephemeral_guard.py
+                out.batch.add_event(log_form(ev), wall)  # reminders by count: disk_guard.py
             handler = handlers.get(type(ev))
             if handler is not None:
                 handler(ev, now, out)
@@ -291,11 +303,9 @@ class Effects:
         """A message given up on while nobody else was heard in its channel: keep it
         as sent, to publish again when someone is (app/node/unheard.py); whether it was."""
         ch, mid = ev.channel_id, ev.message_id
-        cfg = self.options.config
-        # its resends, and a sync period before them (a member's periodic sync says it is there)
-        since = now - cfg.resend_unacknowledged_ms * (ev.attempts + 1) - cfg.sync_interval_ms
-        heard = ((sid, p.channels, p.last_seen_ms) for sid, p in self.peers.items())
-        if ev.reason != "resends_exhausted" or not nobody_heard(heard, self.sender_id, ch, since):
+        core = self._participant.channel(ch)  # its config has the backoff (settings.core_config)
+        since = heard_since(core.config, ev.attempts, now, core.resend_backoff)
+        if ev.reason not in WAITING_REASONS or not self.nobody_heard_since(ch, since):
             return False
         self.unheard.hold(ch, mid)
         self._own.typed.pop((ch, mid), None)
@@ -640,16 +650,22 @@ class Effects:
     async def redact_deleted(self, events: Sequence[NodeEvent]) -> None:
         """Deletions delivered or sent this round: their targets' text leaves the disk
         (app/chat/redaction.py)."""
+        deletions = self.deletions
         for ev in events:
+            late = None
             if isinstance(ev, Delivered) and ev.kind == "delete":
                 ch, sender, text = ev.channel, ev.sender_id, ev.text
             elif isinstance(ev, OwnMessage) and ev.state == "logged" and ev.kind == "delete":
                 ch, sender, text = ev.channel, self.sender_id, ev.text or ""
+            elif isinstance(ev, Delivered) and deletions and (late := deletions.pending(
+                    ev.channel, ev.message_id, ev.sender_id, ev.kind, ev.text)):  # fmt: skip
+                ch, sender = ev.channel, ev.sender_id  # it came after its deletion
             else:
                 continue
             try:
-                self.counters["redacted"] += await redact_deleted(
-                    self.store, ch, sender, split_typed(text)[0]
+                self.counters["redacted"] += (
+                    await deletions.stored(self.store, ch, sender, late) if late
+                    else await deletions.deleted(self.store, ch, sender, split_typed(text)[0])
                 )
             except StorageError as exc:  # the deletion stands; its text stays on disk
                 self._emit(NodeError(f"could not erase a deleted message's text: {exc}"))

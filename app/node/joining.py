@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import sds
 from app.node.errors import PassphraseMismatchError
 from app.node.events import ChannelJoined, ChannelLeft, Info, NodeError
+from app.node.heap_trim import release_freed
 from app.node.inbox import Pending
 from app.node.settings import ChannelInfo
 from app.node.state_reconcile import ReconcileReport, reconcile_state
@@ -164,6 +165,8 @@ class Joiner:
         if self._ctx.connected and out_ids:
             await self._publisher.republish()
         await self._round_now()  # events of the restore (deliverable waiters), first save
+        if out_ids or report.stored:  # the restore's transient state and rows are freed
+            release_freed()
         return info
 
     def _report_restore(self, name: str, report: ReconcileReport) -> None:

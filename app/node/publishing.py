@@ -12,7 +12,10 @@ next start (peers drop the copy).
 On every (re)connection, and when a channel with unacknowledged own messages is
 joined, the envelopes of every own message still unacknowledged are published again
 (:meth:`Publisher.republish`: those recorded but never published after a crash, and
-those typed while disconnected) instead of waiting for the resend period;
+those typed while disconnected) instead of waiting for the resend period (in a
+channel where nobody was heard lately, a start or an empty channel, only those never
+published: the others go with the core's resends, which back off while nobody is
+heard and come at once when someone is, :mod:`sds.backoff`);
 :meth:`Publisher.retry` publishes failed ones again (``/retry``), the identical bytes.
 
 A token bucket (:class:`Pacer`) keeps publishing under the relay's rate (it
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from app.node.events import NodeEvent
 from app.node.round import Round
-from storage import Batch
+from storage import Batch, OwnState
 
 if TYPE_CHECKING:
     from app.node.context import NodeContext
@@ -74,6 +77,7 @@ class Publisher:
         members: MembersGlue,
         *,
         on_carried: Callable[[], None],
+        nobody_heard: Callable[[str], bool],
     ) -> None:
         self._ctx = ctx
         self.options = ctx.options
@@ -87,6 +91,7 @@ class Publisher:
         self._envelopes = memory.recent
         self._members = members
         self._on_carried = on_carried
+        self._nobody_heard = nobody_heard
         self._pacer = Pacer(self.options.publish_rate, self.options.publish_burst)
 
     async def publish(self, envelope: bytes) -> bool:
@@ -132,10 +137,17 @@ class Publisher:
 
     async def republish(self) -> None:
         """Publish the envelope of every own message still unacknowledged (the newest
-        ``republish_cap`` per channel) again; their ``sent`` states committed at once."""
+        ``republish_cap`` per channel) again; their ``sent`` states committed at once.
+        In a channel where nobody was heard lately, only those that never left: the
+        others go with the core's resends (backing off while nobody is heard, at once
+        when someone is: :mod:`sds.backoff`)."""
         sent_events: list[NodeEvent] = []
         for ch in list(self._channels):
-            ids = self._participant.channel(ch).outgoing_ids()[-self.options.republish_cap :]
+            ids = self._participant.channel(ch).outgoing_ids()
+            if self._nobody_heard(ch):  # a start, a bot in an empty channel
+                state = self._own.state
+                ids = [m for m in ids if state.get((ch, m)) is OwnState.QUEUED]
+            ids = ids[-self.options.republish_cap :]
             missing = [m for m in ids if (ch, m) not in self._envelopes]
             stored = await self.store.get_envelopes(ch, missing) if missing else {}
             for mid in ids:

@@ -167,7 +167,8 @@ class Receiver:
                                     carried=carried)  # fmt: skip
         else:
             core.receive(opened.sds_bytes, now, opened.envelope_hash, carried=carried)
-        out.core_called = True
+        if pb0 is None or pb0.HasField("lamport_timestamp") or not pb0.content:
+            out.core_called = True  # an ephemeral message changes no state to save
         self._effects.drain(now, out)
         out.current = None
         if not current.consumed and not current.settled and not held:

@@ -160,6 +160,7 @@ from app.node.settings import (
     STATE_SAVE_COST_FACTOR,
     ChannelInfo,
     NodeOptions,
+    core_config,
     wall_ms,
 )
 from app.node.transport import Transport, TransportStatus
@@ -225,9 +226,7 @@ class Node:
         ``dropped_<reason>`` (core drops), ``internal_errors``..."""
         self._clock = self.options.clock
         rng = self.options.rng if self.options.rng is not None else random.Random()
-        config = self.options.config
-        if not config.verify_message_ids:  # envelopes bind sender_id to a key: check ids
-            config = config.with_changes(verify_message_ids=True)
+        config = core_config(self.options.config)  # ids checked, resends back off
         self._participant = sds.Participant(self.sender_id, config, rng)
         #: The correction the cores run on (``_now``): the estimate's, once the cores
         #: have been moved to it (``_apply_clock_offset``), never before.
@@ -250,8 +249,10 @@ class Node:
                                           on_clock_ahead=self._hold_clock_ahead)  # fmt: skip
         self._receiver = Receiver(ctx, memory, members, effects,
                                   on_clock_fix=self._clock_corrected)  # fmt: skip
-        self._publisher = publisher = Publisher(ctx, own, memory, members,
-                                                on_carried=self._carried_states)  # fmt: skip
+        self._publisher = publisher = Publisher(
+            ctx, own, memory, members, on_carried=self._carried_states,
+            nobody_heard=effects.nobody_heard_lately,
+        )  # fmt: skip
         self._joiner = Joiner(ctx, own, effects, members, publisher, round_now=self._round_now,
                               mark_dirty=self._mark_state_dirty,
                               queue_pending=self._queue_pending)  # fmt: skip

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import sds
 from app.chat.file_quota import DEFAULT_CHANNEL_FILE_BYTES, DEFAULT_FILE_QUOTA_BYTES
 from net.channel_key import DEFAULT_KDF, ChannelKey, KdfParams
+from sds.tuning import RESEND_BACKOFF_MAX_MS
 from storage.schema import DEFAULT_RECENT_WINDOW
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "STATE_SAVE_COST_FACTOR",
     "ChannelInfo",
     "NodeOptions",
+    "core_config",
     "wall_ms",
 ]
 
@@ -132,3 +134,16 @@ class ChannelInfo:
     key: ChannelKey
     public: bool
     topic: bytes
+
+
+def core_config(config: sds.Config) -> sds.Config:
+    """The SDS configuration a node runs its cores with: ``config``, with message ids
+    checked (envelopes bind ``sender_id`` to a key) and resends backing off while
+    nobody is heard (:mod:`sds.backoff`, capped at
+    :data:`~sds.tuning.RESEND_BACKOFF_MAX_MS`) unless ``config`` chose otherwise."""
+    if not config.verify_message_ids:
+        config = config.with_changes(verify_message_ids=True)
+    if config.resend_backoff_max_ms is None:
+        longest = max(RESEND_BACKOFF_MAX_MS, config.resend_unacknowledged_ms)
+        config = config.with_changes(resend_backoff_max_ms=longest)
+    return config

@@ -10,6 +10,13 @@ id: a member that has it already drops the copy), so it is delivered when others
 come back. Its acknowledgement still comes through the core, which remembers the
 messages it gave up on and reports them acknowledged once a member names them.
 
+The same holds for a line pushed out of a full outgoing buffer
+(``MessageSendFailed``, reason ``buffer_full``) while nobody is heard: a script
+piping thousands of lines into an empty channel (issue 41 item 8) is not made to
+wait for acknowledgements nobody can send (``app/headless/line_feed.py`` admits its
+lines then), and the lines pushed out wait here like the others. (While nobody is
+heard the core's resends back off too: ``sds.backoff``.)
+
 A store peer, when one is used, archived the envelope when it was first sent, so
 members who catch up from it get the line too.
 
@@ -22,11 +29,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["UnheardLines", "nobody_heard"]
+import sds
+
+__all__ = ["WAITING_REASONS", "UnheardLines", "heard_since", "nobody_heard"]
+
+WAITING_REASONS = ("resends_exhausted", "buffer_full")
+"""Why the core gave up on a message that then waits, if nobody was heard."""
 
 MAX_WAITING = 10_000
 """Most own lines kept waiting per node (the oldest are forgotten beyond it: they stay
 "sent" in the log, and a member's repair still finds them through later lines)."""
+
+
+def heard_since(config: sds.Config, attempts: int, now_ms: int, backoff_level: int = 0) -> int:
+    """Since when someone must have been heard for a message given up after ``attempts``
+    resends to count as failed rather than waiting: its resends, and a sync period
+    before them (a member's periodic sync says it is there). While the channel's
+    resends back off (``backoff_level`` quiet sweeps, :mod:`sds.backoff`) they were
+    up to the current backoff period apart, not one resend period."""
+    period = config.resend_unacknowledged_ms
+    if backoff_level and config.resend_backoff_max_ms is not None:
+        period = min(config.resend_backoff_max_ms, period << min(backoff_level, 62))
+    return now_ms - period * (attempts + 1) - config.sync_interval_ms
 
 
 def nobody_heard(

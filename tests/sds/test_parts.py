@@ -10,7 +10,7 @@ import sds
 
 SDS = Path(sds.__file__).resolve().parent
 #: the channel's parts (sds/channel.py's docstring lists them)
-PARTS = ("log", "outgoing", "missing", "requests", "answers", "naming", "carrying",
+PARTS = ("log", "outgoing", "backoff", "missing", "requests", "answers", "naming", "carrying",
          "syncing", "estimates", "state", "tuning", "datagram")
 
 
