@@ -135,7 +135,11 @@ def test_a_confusable_name_never_labels_a_line_as_another_members(tmp_path: Path
             [seen] = _lines_of(p, mallory_id, "claims to be alice")
             assert (seen["name"], seen["label"]) == ("mallory", "mallory"), p.name
 
-        # 4. she signs "rename alice" herself: refused by every member's fold
+        # 4. she signs "rename alice" herself: refused by every member's fold. Her node
+        # stops first: a running node that hears a line signed with its key that it did
+        # not send stops as a copied data dir (app/members/device_copy.py)
+        mallory.close_stdin()
+        assert mallory.wait(T(30)) == 0, mallory.tail()
         _signed_rename(tmp_path / "mallory", "alice", url)
         for p in (alice, bob):
             p.wait_for(lambda p=p: _rename_refused(p, mallory_id), 30, "rename refused")
@@ -144,6 +148,11 @@ def test_a_confusable_name_never_labels_a_line_as_another_members(tmp_path: Path
         _signed_rename(tmp_path / "mallory", HOMOGLYPH, url)
         for p in (alice, bob):
             p.wait_for(lambda p=p: _renamed(p, mallory_id), 30, "the look-alike rename")
+        mallory = c.start([sys.executable, "-m", "app.cli", "join", "team", "--data-dir",
+                           str(tmp_path / "mallory"), "--headless", "--fast", "--relay", url],
+                          "mallory-renamed")  # fmt: skip
+        mallory.wait_for(lambda: bool(mallory.select("connection", state="connected")), 30,
+                         "connected")  # fmt: skip
         mallory.send("after the rename")
         alice.send("the real alice")
         _sees(bob, "after the rename", "the real alice")
