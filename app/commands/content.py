@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,12 +38,13 @@ __all__ = [
     "add_delivered",
     "channel_view",
     "current_topic",
+    "paste_file_name",
     "resolve_id",
     "run_content_command",
     "target_view",
 ]
 
-CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "save")
+CONTENT_COMMANDS = ("reply", "react", "edit", "delete", "topic", "send", "paste", "save")
 
 _PAGE = 1000
 _OPS_PAGES = 100  # at most 100,000 of one author's lines naming a target are read
@@ -191,6 +193,11 @@ def _two(arg: str, usage: str) -> tuple[str, str]:
     return ref, rest.strip()
 
 
+def paste_file_name(now_s: float) -> str:
+    """The name a long paste sent as a file gets: ``paste-20261207-0214.txt`` (local time)."""
+    return time.strftime("paste-%Y%m%d-%H%M%S.txt", time.localtime(now_s))
+
+
 async def run_content_command(
     node: Node, name: str, arg: str, channel: str, emit: Callable[[NodeEvent], None]
 ) -> None:
@@ -241,10 +248,13 @@ async def run_content_command(
             return
         text = "" if arg.strip() == "--clear" else arg
         await _post_logged(node, channel, encode_topic(text, node.name))
-    elif name == "send":
-        if not arg.strip():
-            raise ValueError("usage: /send PATH")
-        file_name, data = await asyncio.to_thread(read_file_to_send, arg.strip())
+    elif name in ("send", "paste"):
+        if name == "send":
+            if not arg.strip():
+                raise ValueError("usage: /send PATH")
+            file_name, data = await asyncio.to_thread(read_file_to_send, arg.strip())
+        else:  # a long paste, sent as a text file instead of a message
+            file_name, data = paste_file_name(time.time()), arg.encode()
         parts = split_file(file_name, data, node.name)
         await node.post_contents(channel, parts)  # one durable commit: a restart finishes it
         emit(

@@ -167,6 +167,14 @@ async def send(fe: FrontEnd, name: str, arg: str) -> None:
         await run_content_command(fe.node, "send", arg, channel, fe.report)
 
 
+async def paste(fe: FrontEnd, name: str, arg: str) -> None:
+    """A long paste sent as a text file (the TUI's paste dialog, Ctrl+F): ``arg`` is the
+    text itself."""
+    channel = _writable(fe, _need_channel(fe))
+    if channel is not None:
+        await run_content_command(fe.node, "paste", arg, channel, fe.report)
+
+
 async def save(fe: FrontEnd, name: str, arg: str) -> None:
     channel = _need_channel(fe)
     if channel is None:

@@ -226,6 +226,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
 SAY = CommandSpec("say", h.say, shortcodes=True)
 """A line that is no command: a message to the current channel."""
 
+PASTE = CommandSpec("paste", h.paste)
+"""A paste sent as a text file: nobody types it; the TUI's paste dialog makes it."""
+
 _BY_NAME = {c.name: c for c in COMMANDS}
 
 ALIASES = {alias: c.name for c in COMMANDS for alias in c.aliases}
@@ -234,7 +237,9 @@ ALIASES = {alias: c.name for c in COMMANDS for alias in c.aliases}
 
 def spec_of(name: str) -> CommandSpec | None:
     """The command ``name`` (``say`` for a message line), or None."""
-    return SAY if name == "say" else _BY_NAME.get(name)
+    if name in ("say", "paste"):
+        return SAY if name == "say" else PASTE
+    return _BY_NAME.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +287,7 @@ async def run_command(fe: FrontEnd, cmd: Command) -> None:
     if spec is None:  # "error", or a name the table does not know
         fe.refuse(cmd.arg if cmd.name == "error" else f"unknown command /{cmd.name}")
         return
-    assert spec is SAY or spec.usage_in(fe.front) is not None, cmd.name
+    assert spec is SAY or spec is PASTE or spec.usage_in(fe.front) is not None, cmd.name
     arg = cmd.arg
     if spec.shortcodes and fe.shortcodes:
         arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/commands/emoji.py)

@@ -43,7 +43,7 @@ from app.tui.paging import Pager
 from app.tui.readers import who_has
 from app.tui.saved import SavedState
 from app.tui.screens.chat import ChatScreen
-from app.tui.screens.dialogs import MultiLineScreen, PassphraseScreen, TextScreen
+from app.tui.screens.dialogs import AsFile, MultiLineScreen, PassphraseScreen, TextScreen
 from app.tui.screens.verify import VerifyScreen
 from app.tui.standing import counted
 from app.tui.texts import (
@@ -186,10 +186,13 @@ class TuiCommands:
                 return f"too long to send: {size:,} bytes encoded, the limit is {limit:,}"
             return None
 
-        def done(body: str | None) -> None:
+        def done(body: str | AsFile | None) -> None:
             if body is None:
                 return
             self.chat.query_one(ChatInput).value = ""
+            if isinstance(body, AsFile):  # Ctrl+F: a text file (app/chat/files.py)
+                self._put(Command("paste", body.text), None)
+                return
             self._put(Command(kind if kind == "me" else "say", body), None)
 
         self.host.push_screen(MultiLineScreen(channel, text, check), done)

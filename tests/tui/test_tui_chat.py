@@ -479,3 +479,52 @@ async def test_a_paste_of_several_lines_is_one_message_after_a_dialog(tmp_path: 
         assert "too long to send" in screen_text(app)
         assert app.screen.query_one("#multiline-text").text.endswith("\ny")  # type: ignore[attr-defined]
         await pilot.press("escape")
+
+
+async def test_a_long_paste_is_offered_as_a_file_and_arrives_whole(tmp_path: Path) -> None:
+    """A paste of 40 lines or more (a log, a stack trace) is offered as a text file first;
+    Ctrl+F sends it so (a manifest and segments, as /send does), and the other member
+    holds the file with the pasted bytes, checked, and no message of its text. A text too
+    long for one message says Ctrl+F sends it as a file."""
+    from textual import events
+
+    from app.chat.files import stored_file
+    from app.node.events import Delivered
+    from app.tui.screens.dialogs import MultiLineScreen
+    from app.tui.widgets.chat_input import ChatInput
+
+    log = "\n".join(f"2026-12-07 02:14:{i:02d} worker {i}: retrying" for i in range(60))
+    async with alice_and_bob(tmp_path) as (app, pilot, bob):
+        box = app.chat.query_one(ChatInput)
+        box.post_message(events.Paste("x" * 70_000 + "\ny"))
+        await wait_until(lambda: isinstance(app.screen, MultiLineScreen), what="the dialog")
+        await pilot.press("ctrl+s")
+        flat = lambda: " ".join(screen_text(app).split())  # noqa: E731 (a wrapped line)
+        await wait_until(lambda: "too long to send" in flat() and "Ctrl+F sends it as a file"
+                         in flat(), what="too long: Ctrl+F sends it as a file")  # fmt: skip
+        await pilot.press("escape")
+        box.post_message(events.Paste(log))
+        await wait_until(lambda: isinstance(app.screen, MultiLineScreen), what="the dialog")
+        await wait_until(lambda: "60 lines" in flat() and "Ctrl+F sends it as a file" in flat(),
+                         what="60 lines: offered as a file first")  # fmt: skip
+        await pilot.press("ctrl+f")
+
+        def manifests() -> list[Delivered]:
+            return [e for e in bob.events if isinstance(e, Delivered) and e.kind == "file"]
+
+        await wait_until(lambda: bool(manifests()), what="bob holds the file's manifest")
+        [manifest] = manifests()
+
+        async def whole() -> bool:
+            f = await stored_file(bob.node.store, "general", manifest.message_id)
+            return f is not None and f.complete and f.intact() is True
+
+        for _ in range(200):  # the segments follow the manifest
+            if await whole():
+                break
+            await asyncio.sleep(0.05)
+        f = await stored_file(bob.node.store, "general", manifest.message_id)
+        assert f is not None and f.complete and f.data() == log.encode()
+        assert re.fullmatch(r"paste-\d{8}-\d{6}\.txt", f.info.name), f.info.name
+        assert not any("worker 59" in t for t in bob.texts())  # no message of its text
+        assert box.value == "" and not isinstance(app.screen, MultiLineScreen)

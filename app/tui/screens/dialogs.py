@@ -4,6 +4,7 @@ message (a paste), fatal errors."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.console import Group
@@ -22,6 +23,7 @@ from app.tui.model import STATE_GLYPHS
 from app.tui.render import state_label
 
 __all__ = [
+    "AsFile",
     "FatalScreen",
     "HelpScreen",
     "MultiLineScreen",
@@ -236,15 +238,30 @@ class PassphraseScreen(ModalScreen[str | None]):
         self.query_one("#passphrase-error", Static).display = False
 
 
-class MultiLineScreen(ModalScreen[str | None]):
-    """A paste of several lines, to send as one message: editable (Enter is a line
-    break here), Ctrl+S sends, Esc cancels and leaves the input line as it was.
+@dataclass(frozen=True)
+class AsFile:
+    """The paste dialog's answer when the text is to be sent as a text file."""
 
-    ``check`` returns why the text cannot be sent (too long) or None; the dialog
-    stays open with the text when it cannot, so nothing pasted is lost."""
+    text: str
+
+
+LONG_PASTE_LINES = 40
+"""From this many lines on, the paste dialog offers the text as a file first (a log, a
+stack trace: scrolled past as a message, kept whole and saved with /save as a file)."""
+
+
+class MultiLineScreen(ModalScreen["str | AsFile | None"]):
+    """A paste of several lines, to send as one message: editable (Enter is a line
+    break here), Ctrl+S sends, Ctrl+F sends it as a text file instead, Esc cancels and
+    leaves the input line as it was.
+
+    ``check`` returns why the text cannot be sent as a message (too long) or None; the
+    dialog stays open with the text when it cannot, so nothing pasted is lost, and says
+    that Ctrl+F sends it as a file."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "send", "send", show=False, priority=True),
+        Binding("ctrl+f", "send_file", "send as a file", show=False, priority=True),
         Binding("escape", "cancel", "cancel", show=False, priority=True),
     ]
 
@@ -261,12 +278,20 @@ class MultiLineScreen(ModalScreen[str | None]):
             error = Static("", classes="error-text", id="multiline-error")
             error.display = False
             yield error
-            yield Static("Ctrl+S sends · Esc cancels", classes="dialog-hint")
+            yield Static(self._hint(self.text), classes="dialog-hint", id="multiline-hint")
 
     def _title(self, text: str) -> str:
         lines = text.strip("\n").count("\n") + 1
         what = f"{lines} lines" if lines != 1 else "this line"
         return f"Send {what} as one message to #{self.channel}?"
+
+    @staticmethod
+    def _hint(text: str, too_long: bool = False) -> str:
+        if too_long:
+            return "Ctrl+F sends it as a file · Esc cancels"
+        if text.strip("\n").count("\n") + 1 >= LONG_PASTE_LINES:
+            return "Ctrl+F sends it as a file · Ctrl+S as one message · Esc cancels"
+        return "Ctrl+S sends · Ctrl+F as a file · Esc cancels"
 
     def on_mount(self) -> None:
         area = self.query_one(TextArea)
@@ -286,6 +311,7 @@ class MultiLineScreen(ModalScreen[str | None]):
         if problem is not None:
             error.update(problem)
         error.display = problem is not None
+        self.query_one("#multiline-hint", Static).update(self._hint(text, problem is not None))
         return problem
 
     def action_send(self) -> None:
@@ -296,6 +322,10 @@ class MultiLineScreen(ModalScreen[str | None]):
         if self._show_problem(text) is not None:
             return
         self.dismiss(text)
+
+    def action_send_file(self) -> None:
+        text = self.query_one(TextArea).text.strip("\n")
+        self.dismiss(AsFile(text) if text.strip() else None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
