@@ -101,7 +101,7 @@ from net.relay_frames import (
     encode_pong,
 )
 from net.relay_log import RelayLogger
-from net.signals import wait_for_stop_signal
+from net.signals import StopSignals
 from net.tls import ServerTLS, reload_on_sighup
 
 if TYPE_CHECKING:  # imported at run time only with --cluster (it needs nats-py)
@@ -969,20 +969,26 @@ async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = N
     """
     log = logger if logger is not None else RelayLogger(config.log_format)
     server = RelayServer(config, logger=log)
+    stop = StopSignals().install()  # before it listens: a signal while it starts is a stop
     try:
-        await server.start()
-    except OSError as exc:
-        log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
-        return 1
-    try:
-        # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
-        # usual meaning (the terminal or tmux session closed: stop), so a relay in a
-        # closed tmux pane (`sdschat demo --stop`) does not linger
-        hup = reload_on_sighup(server.reload_tls) if server.tls is not None else nullcontext()
-        with hup:
-            log.info("relay_shutdown", signal=await wait_for_stop_signal())
+        try:
+            await server.start()
+        except OSError as exc:
+            log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
+            return 1
+        try:
+            # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
+            # usual meaning (the terminal or tmux session closed: stop), so a relay in a
+            # closed tmux pane (`sdschat demo --stop`) does not linger
+            hup = reload_on_sighup(server.reload_tls) if server.tls is not None else nullcontext()
+            with hup:
+                name = await stop.wait()
+            stop.remove()  # a second signal during the shutdown ends the process
+            log.info("relay_shutdown", signal=name)
+        finally:
+            await server.close()
     finally:
-        await server.close()
+        stop.remove()
     return 0
 
 

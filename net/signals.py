@@ -5,31 +5,43 @@ from __future__ import annotations
 import asyncio
 import signal
 
-__all__ = ["wait_for_stop_signal"]
+__all__ = ["StopSignals"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-async def wait_for_stop_signal() -> str:
-    """Wait in the running loop until SIGINT or SIGTERM arrives; returns its name.
+class StopSignals:
+    """SIGINT and SIGTERM caught from :meth:`install` on, so that a server installs
+    them before it starts: a signal that comes while it starts (after it logged that it
+    listens, say) is a clean stop too, not the default death by signal.
 
-    The handlers are installed for the duration of the wait only; the caller
-    shuts down cleanly afterwards (a second signal during shutdown gets the
-    default behaviour again).
+    :meth:`wait` returns the first signal's name (at once if it came already);
+    :meth:`remove` gives the signals their default behaviour back (a second signal
+    during the shutdown that follows ends the process). Call it from the running loop.
     """
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
 
-    def on_signal(sig: signal.Signals) -> None:
-        received.append(sig.name)
-        stop.set()
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._received: list[str] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        await stop.wait()
-    finally:
-        for sig in STOP_SIGNALS:
-            loop.remove_signal_handler(sig)
-    return received[0]
+    def install(self) -> StopSignals:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            for sig in STOP_SIGNALS:
+                self._loop.add_signal_handler(sig, self._on_signal, sig)
+        return self
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._received.append(sig.name)
+        self._stop.set()
+
+    async def wait(self) -> str:
+        await self._stop.wait()
+        return self._received[0]
+
+    def remove(self) -> None:
+        if self._loop is not None:
+            for sig in STOP_SIGNALS:
+                self._loop.remove_signal_handler(sig)
+            self._loop = None

@@ -97,7 +97,7 @@ from net.errors import NetError
 from net.relay import TokenBucket
 from net.relay_client import RelayClient, StateChange
 from net.relay_log import RelayLogger
-from net.signals import wait_for_stop_signal
+from net.signals import StopSignals
 from net.store_config import StorePeerConfig
 from net.store_engine import Archive, ArchiveUnavailable
 from net.store_frames import (
@@ -1043,30 +1043,37 @@ async def serve_store_until_signal(
 
     log = logger if logger is not None else RelayLogger(config.log_format)
     peer = StorePeer(config, logger=log, feeds=feeds)
+    stop = StopSignals().install()  # before it listens: a signal while it starts is a stop
     try:
-        await peer.start()
-    except DataDirLockedError as exc:
-        log.error("store_start_failed", error=str(exc))
-        return 3
-    except StorageError as exc:  # newer schema, damaged file, unusable directory
-        log.error("store_start_failed", error=str(exc))
-        return 4
-    except OSError as exc:
-        log.error("store_start_failed", listen=config.listen, error=str(exc))
-        return 1
-    for factory in feed_factories:
-        peer.add_feed(await factory(peer))
-    if not peer._feeds:
-        log.warning("store_no_feeds", note="no --relay and no --lan: serving the archive only")
-    try:
-        # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
-        # usual meaning (the terminal or tmux session closed: stop), so a relay in a
-        # closed tmux pane (`sdschat demo --stop`) does not linger
-        hup = reload_on_sighup(peer.reload_tls) if peer.tls is not None else nullcontext()
-        with hup:
-            log.info("store_shutdown", signal=await wait_for_stop_signal())
+        try:
+            await peer.start()
+        except DataDirLockedError as exc:
+            log.error("store_start_failed", error=str(exc))
+            return 3
+        except StorageError as exc:  # newer schema, damaged file, unusable directory
+            log.error("store_start_failed", error=str(exc))
+            return 4
+        except OSError as exc:
+            log.error("store_start_failed", listen=config.listen, error=str(exc))
+            return 1
+        try:
+            for factory in feed_factories:
+                peer.add_feed(await factory(peer))
+            if not peer._feeds:
+                log.warning("store_no_feeds",
+                            note="no --relay and no --lan: serving the archive only")
+            # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
+            # usual meaning (the terminal or tmux session closed: stop), so a store in a
+            # closed tmux pane (`sdschat demo --stop`) does not linger
+            hup = reload_on_sighup(peer.reload_tls) if peer.tls is not None else nullcontext()
+            with hup:
+                name = await stop.wait()
+            stop.remove()  # a second signal during the shutdown ends the process
+            log.info("store_shutdown", signal=name)
+        finally:
+            await peer.close()
     finally:
-        await peer.close()
+        stop.remove()
     return 0
 
 
