@@ -154,9 +154,14 @@ def test_same_js_waku_id_from_two_authors_is_a_reported_conflict(tmp_path: Path)
 def test_restarted_sender_republishing_is_counted_as_duplicates_not_rejections(
     tmp_path: Path,
 ) -> None:
-    """Issue 14 §8: a sender restarted with unacknowledged messages republishes their
+    """Issue 14 §8: a sender restarted with unacknowledged messages republished their
     envelopes; each receiver saw hundreds of ``rejected``/``replayed`` events. An
-    honest copy is a counted duplicate."""
+    honest copy is a counted duplicate.
+
+    A restart no longer republishes what left while nobody is heard (the copies go with
+    the core's resends once someone is: issue 41 item 8), so the copies are the ones a
+    restarted sender of the earlier rule sent, and a relay replays: the same envelope
+    bytes, published again after alice's restart."""
     n = 40
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
@@ -164,17 +169,23 @@ def test_restarted_sender_republishing_is_counted_as_duplicates_not_rejections(
         b = c.node("bob", url, extra=["--sync-ms", "600000"])
         a = c.node("alice", url, extra=["--resend-ms", "600000"])
         _up(a, b)
-        a.send(*[f"line {i}" for i in range(n)])
-        b.wait_for(lambda: log_count(b) == n, 30, "every line")
-        a.close_stdin()
-        assert a.wait(30) == 0
-        a2 = c.node("alice", url, extra=["--resend-ms", "600000"], label="alice-again")
-        _up(a2)
-        _until(a2, lambda k: k.get("republished", 0) >= n, "alice republished")
+        with spy(url, [ROOM.topic]) as s:
+            a.send(*[f"line {i}" for i in range(n)])
+            b.wait_for(lambda: log_count(b) == n, 30, "every line")
+            a.close_stdin()
+            assert a.wait(30) == 0
+            a2 = c.node("alice", url, extra=["--resend-ms", "600000"], label="alice-again")
+            _up(a2)
+            s.drain()
+            lines = {encode_content(f"line {i}", "alice") for i in range(n)}
+            copies = {_sds(e).message_id: e for e in s.captured if _sds(e).content in lines}
+            assert len(copies) == n
+            for env in copies.values():
+                s.publish(env)
         _until(b, lambda k: k.get("duplicate_envelopes", 0) >= n, "bob got the copies")
         a2.close_stdin()
         assert a2.wait(30) == 0
-        assert a2.select("closed")[0]["counters"]["republished"] == n
+        assert a2.select("closed")[0]["counters"].get("republished", 0) == 0
         b.close_stdin()
         assert b.wait(30) == 0
         assert b.select("rejected") == []
