@@ -80,7 +80,6 @@ import itertools
 import os
 from collections import Counter, deque
 from collections.abc import Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +101,7 @@ from net.relay_frames import (
 )
 from net.relay_log import RelayLogger
 from net.signals import StopSignals
-from net.tls import ServerTLS, reload_on_sighup
+from net.tls import ServerTLS
 
 if TYPE_CHECKING:  # imported at run time only with --cluster (it needs nats-py)
     from net.relay_cluster import RelayCluster
@@ -977,14 +976,8 @@ async def serve_until_signal(config: RelayConfig, logger: RelayLogger | None = N
             log.error("relay_start_failed", host=config.host, port=config.port, error=str(exc))
             return 1
         try:
-            # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
-            # usual meaning (the terminal or tmux session closed: stop), so a relay in a
-            # closed tmux pane (`sdschat demo --stop`) does not linger
-            hup = reload_on_sighup(server.reload_tls) if server.tls is not None else nullcontext()
-            with hup:
-                name = await stop.wait()
-            stop.remove()  # a second signal during the shutdown ends the process
-            log.info("relay_shutdown", signal=name)
+            reload_tls = server.reload_tls if server.tls is not None else None
+            log.info("relay_shutdown", signal=await stop.stopped(reload_tls))
         finally:
             await server.close()
     finally:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
+from contextlib import nullcontext
+
+from net.tls import reload_on_sighup
 
 __all__ = ["StopSignals"]
 
@@ -15,9 +19,9 @@ class StopSignals:
     them before it starts: a signal that comes while it starts (after it logged that it
     listens, say) is a clean stop too, not the default death by signal.
 
-    :meth:`wait` returns the first signal's name (at once if it came already);
-    :meth:`remove` gives the signals their default behaviour back (a second signal
-    during the shutdown that follows ends the process). Call it from the running loop.
+    :meth:`stopped` returns the first signal's name (at once if it came already) and
+    gives the signals their default behaviour back; :meth:`remove` does that alone (a
+    server that could not start). Call it from the running loop.
     """
 
     def __init__(self) -> None:
@@ -36,8 +40,18 @@ class StopSignals:
         self._received.append(sig.name)
         self._stop.set()
 
-    async def wait(self) -> str:
-        await self._stop.wait()
+    async def stopped(self, reload_tls: Callable[[], object] | None = None) -> str:
+        """The first stop signal's name, once it came (at once if it came already); the
+        signals then have their default behaviour back, so a second one during the
+        shutdown that follows ends the process.
+
+        With ``reload_tls`` (a TLS server), SIGHUP reloads the certificate meanwhile;
+        without it SIGHUP keeps its usual meaning (the terminal or tmux session closed:
+        stop), so a server in a closed tmux pane (`sdschat demo --stop`) does not linger.
+        """
+        with reload_on_sighup(reload_tls) if reload_tls is not None else nullcontext():
+            await self._stop.wait()
+        self.remove()
         return self._received[0]
 
     def remove(self) -> None:

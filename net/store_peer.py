@@ -76,7 +76,6 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -112,7 +111,7 @@ from net.store_frames import (
 )
 from net.store_proof import key_id, proof_checks
 from net.store_sqlite import SqliteArchive
-from net.tls import ServerTLS, reload_on_sighup
+from net.tls import ServerTLS
 from storage import ArchivedEnvelope, Store
 
 __all__ = [
@@ -1062,14 +1061,8 @@ async def serve_store_until_signal(
             if not peer._feeds:
                 log.warning("store_no_feeds",
                             note="no --relay and no --lan: serving the archive only")
-            # SIGHUP reloads the certificate of a TLS server; without TLS it keeps its
-            # usual meaning (the terminal or tmux session closed: stop), so a store in a
-            # closed tmux pane (`sdschat demo --stop`) does not linger
-            hup = reload_on_sighup(peer.reload_tls) if peer.tls is not None else nullcontext()
-            with hup:
-                name = await stop.wait()
-            stop.remove()  # a second signal during the shutdown ends the process
-            log.info("store_shutdown", signal=name)
+            reload_tls = peer.reload_tls if peer.tls is not None else None
+            log.info("store_shutdown", signal=await stop.stopped(reload_tls))
         finally:
             await peer.close()
     finally:
