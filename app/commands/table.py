@@ -229,6 +229,9 @@ SAY = CommandSpec("say", h.say, shortcodes=True)
 PASTE = CommandSpec("paste", h.paste)
 """A paste sent as a text file: nobody types it; the TUI's paste dialog makes it."""
 
+_UNLISTED = {c.name: c for c in (SAY, PASTE)}
+"""The commands nobody types by name (no usage, not in /help)."""
+
 _BY_NAME = {c.name: c for c in COMMANDS}
 
 ALIASES = {alias: c.name for c in COMMANDS for alias in c.aliases}
@@ -237,9 +240,7 @@ ALIASES = {alias: c.name for c in COMMANDS for alias in c.aliases}
 
 def spec_of(name: str) -> CommandSpec | None:
     """The command ``name`` (``say`` for a message line), or None."""
-    if name in ("say", "paste"):
-        return SAY if name == "say" else PASTE
-    return _BY_NAME.get(name)
+    return _UNLISTED.get(name) or _BY_NAME.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +288,7 @@ async def run_command(fe: FrontEnd, cmd: Command) -> None:
     if spec is None:  # "error", or a name the table does not know
         fe.refuse(cmd.arg if cmd.name == "error" else f"unknown command /{cmd.name}")
         return
-    assert spec is SAY or spec is PASTE or spec.usage_in(fe.front) is not None, cmd.name
+    assert spec.name in _UNLISTED or spec.usage_in(fe.front) is not None, cmd.name
     arg = cmd.arg
     if spec.shortcodes and fe.shortcodes:
         arg = expand_emoji(arg)  # :thumbsup: -> 👍, sent as the emoji (app/commands/emoji.py)
