@@ -95,9 +95,10 @@ from app.tui.saved import HISTORY_KEPT, INPUT_HISTORY_FILE, TUI_STATE_FILE, Save
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import FatalScreen, HelpScreen, PassphraseScreen
 from app.tui.screens.invite import InviteScreen
-from app.tui.standing import banner_text, counted, members_notices, quiet_rejection
+from app.tui.standing import banner_text, counted, members_notices
 from app.tui.texts import ago
 from app.tui.typing import SHOW_FOR, TypingThrottle, decode_typing, encode_typing, typing_text
+from app.tui.unopened import UnopenedWarnings
 from app.tui.widgets.banner import Banner
 from app.tui.widgets.chat_input import ChatInput
 from app.tui.widgets.find_bar import FindBar, FindInput
@@ -290,7 +291,8 @@ class SdsChatApp(App[None]):
         self._last_flush = 0.0
         self._shutting_down = False
         self._throttle = TypingThrottle()
-        self._rejected_noted: set[str] = set()
+        self.unopened = UnopenedWarnings()
+        """Which refused envelopes are worth a notice, and when (app/tui/unopened.py)."""
         self._connection_noted = False
         self.known_channels: set[str] = set()
         self.saved = SavedState(opts.data_dir, remember=opts.remember_state,
@@ -621,7 +623,7 @@ class SdsChatApp(App[None]):
             elif isinstance(ev, NodeError):
                 changes.notices.append(("error", ev.message))
             elif isinstance(ev, Rejected):
-                self._rejected(ev, changes)
+                changes.notices += self.unopened.rejected(self.node, ev, self.clock())
             elif isinstance(ev, Info):
                 changes.notices.append(("information", ev.text))
             elif isinstance(ev, InviteMade):  # the code on one line, to copy and pass on
@@ -726,22 +728,6 @@ class SdsChatApp(App[None]):
             changes.channels.add(ev.channel)
             changes.peers = True
 
-    def _rejected(self, ev: Rejected, changes: Changes) -> None:
-        if ev.reason in self._rejected_noted or quiet_rejection(self.node, ev):
-            return  # (sealed to keys we were not given, once removed: no news)
-        if ev.reason == "wrong_key_or_tampered":
-            self._rejected_noted.add(ev.reason)
-            changes.notices.append(
-                (
-                    "warning",
-                    f"an envelope for #{ev.channel} could not be opened: someone uses another "
-                    "passphrase, or it was tampered with",
-                )
-            )
-        elif ev.reason in ("bad_signature", "sender_mismatch"):
-            self._rejected_noted.add(ev.reason)
-            changes.notices.append(("warning", f"a forged envelope was refused ({ev.reason})"))
-
     def _apply(self, changes: Changes) -> None:
         if changes.status:
             self._note_connection()
@@ -792,9 +778,10 @@ class SdsChatApp(App[None]):
             self.collector.tick()
             self.online.heartbeat()
         changed = self.model.expire_typing(self.clock())
-        if changed:
-            self._apply(Changes(channels=changed, peers=True))
-        else:
+        notices = self.unopened.due(self.node, self.clock())
+        if changed or notices:
+            self._apply(Changes(channels=changed, peers=bool(changed), notices=notices))
+        if not changed:
             self._refresh_panels()
 
     def _sync_text(self, channel: str | None) -> tuple[str, int, int]:
