@@ -17,11 +17,12 @@ The TUI's target (issue 27): under 100 MB whatever it has received.
 
 With ``--own-pending N`` (issue 41 item 8: "under 100 MB whatever is pending") it
 measures instead a TUI opened on a data directory holding N own lines nobody ever
-acknowledged: a headless bot (this tree's ``sdschat join --headless``) pipes N
-lines into #general alone, exits, and the TUI opens that data directory (a copy of
-it for each tree) idle, for this tree and for a baseline revision (``--baseline``,
-default ``49fcdad``, main before the resends backed off; ``git archive`` into a
-temporary directory, the TUI run from there), side by side in one run.
+acknowledged: a headless bot (``sdschat join --headless``) pipes N lines into #general
+alone, exits, and the TUI opens that data directory idle, for this tree and for a
+baseline revision (``--baseline``, default ``49fcdad``, main before the resends backed
+off; ``git archive`` into a temporary directory, its bot and TUI run from there), side
+by side in one run: each tree's bot makes the directory its TUI opens (what a node
+saves is what it restores).
 
 Usage::
 
@@ -305,16 +306,12 @@ def feeder(rate: float, count: int, tag: str) -> int:
     return 0
 
 
-def own_pending(url: str, tmp: Path, lines: int, baseline: str) -> int:
-    """``--own-pending``: the TUI on a data directory with ``lines`` own lines nobody
-    acknowledged, this tree and ``baseline`` side by side (module docstring)."""
-    import shutil
-
-    seed = tmp / "bot"
+def _bot(url: str, data_dir: Path, lines: int, tree: Path) -> None:
+    """A headless bot of ``tree`` pipes ``lines`` lines into #general alone, and exits."""
     bot = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "join", "general", "--headless", "--relay", url,
-         "--data-dir", str(seed), "--name", "alice", "--no-config"],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+         "--data-dir", str(data_dir), "--name", "alice", "--no-config"],
+        cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     assert bot.stdin is not None
     t = time.perf_counter()
@@ -322,8 +319,15 @@ def own_pending(url: str, tmp: Path, lines: int, baseline: str) -> int:
         bot.stdin.write(f"bot line {i}: the nightly build is green\n".encode())
     bot.stdin.close()
     code = bot.wait(timeout=1_800)
-    print(f"the bot piped {lines:,} lines alone in {time.perf_counter() - t:.0f} s "
+    print(f"{tree.name}'s bot piped {lines:,} lines alone in {time.perf_counter() - t:.0f} s "
           f"(exit {code})", flush=True)  # fmt: skip
+
+
+def own_pending(url: str, tmp: Path, lines: int, baseline: str) -> int:
+    """``--own-pending``: the TUI on a data directory with ``lines`` own lines nobody
+    acknowledged, this tree and ``baseline`` side by side (module docstring)."""
+    import shutil
+
     base = tmp / "baseline"
     base.mkdir()
     archive = subprocess.run(
@@ -336,8 +340,9 @@ def own_pending(url: str, tmp: Path, lines: int, baseline: str) -> int:
         shutil.copy(ROOT / "bench" / name, base / "bench" / name)
     rows: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     for label, tree in ((baseline, base), ("this tree", ROOT)):
+        # each tree's own bot makes its data directory: what it saves is what it restores
         data_dir = tmp / f"alice-{len(rows)}"
-        shutil.copytree(seed, data_dir)
+        _bot(url, data_dir, lines, tree)
         tui = Tui(data_dir, url, 0, tree=tree)
         try:
             ready = tui.next("ready", 300)

@@ -371,7 +371,7 @@ class Channel:
         self._outgoing.add(
             Outgoing(
                 message_id,
-                data,
+                data if self._config.keep_outgoing_bytes else b"",
                 lamport,
                 positions,
                 OwnState.UNACKNOWLEDGED,

@@ -264,8 +264,8 @@ def load(
     outgoing = p.outgoing
     for mid, data, lam, st, hits, attempts, next_resend in d["outgoing"]:
         outgoing.messages[mid] = Outgoing(
-            mid, bytes.fromhex(data), int(lam), positions_in(mid, params), st,
-            set(hits), int(attempts),
+            mid, bytes.fromhex(data) if cfg.keep_outgoing_bytes else b"", int(lam),
+            positions_in(mid, params), st, set(hits), int(attempts),
             due(int(next_resend), cfg.resend_possibly_acknowledged_ms),
         )
         heapq.heappush(outgoing.heap, (outgoing.messages[mid].next_resend_ms, mid))

@@ -140,10 +140,14 @@ def core_config(config: sds.Config) -> sds.Config:
     """The SDS configuration a node runs its cores with: ``config``, with message ids
     checked (envelopes bind ``sender_id`` to a key) and resends backing off while
     nobody is heard (:mod:`sds.backoff`, capped at
-    :data:`~sds.tuning.RESEND_BACKOFF_MAX_MS`) unless ``config`` chose otherwise."""
+    :data:`~sds.tuning.RESEND_BACKOFF_MAX_MS`) unless ``config`` chose otherwise, and
+    own messages' bytes left out of the outgoing buffer (a resend republishes the
+    stored signed envelope: :mod:`app.node.effects`)."""
     if not config.verify_message_ids:
         config = config.with_changes(verify_message_ids=True)
     if config.resend_backoff_max_ms is None:
         longest = max(RESEND_BACKOFF_MAX_MS, config.resend_unacknowledged_ms)
         config = config.with_changes(resend_backoff_max_ms=longest)
+    if config.keep_outgoing_bytes:
+        config = config.with_changes(keep_outgoing_bytes=False)
     return config

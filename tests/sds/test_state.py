@@ -153,6 +153,34 @@ def test_outgoing_buffer_resumes_resends_and_acks() -> None:
     assert back.outgoing_ids() == []
 
 
+def test_an_application_that_resends_its_stored_copy_keeps_no_bytes_of_pending_messages(
+) -> None:
+    """``Config.keep_outgoing_bytes=False`` (sdschat's node: it republishes the signed
+    envelope it stored): a resend datagram names the message and carries no bytes, the
+    saved state holds none of an own message's bytes (before and after a restart),
+    and resends and acknowledgements go on as with the bytes."""
+    kept = make_channel("a", now=0, lost_timeout_ms=0)
+    lean = make_channel("a", now=0, lost_timeout_ms=0, keep_outgoing_bytes=False)
+    sent = [(kept.send(b"line %d" % i, 1_000 + i), lean.send(b"line %d" % i, 1_000 + i))
+            for i in range(40)]  # fmt: skip
+    assert all(a == b for a, b in sent)  # the same bytes go out the first time
+    ids = [sds.decode(a).message_id for a, _ in sent]
+    raw_kept, raw_lean = kept.export_state().to_bytes(), lean.export_state().to_bytes()
+    assert sent[0][0].hex().encode() in raw_kept
+    assert not any(a.hex().encode() in raw_lean for a, _ in sent)
+    assert len(raw_lean) < len(raw_kept) - sum(len(a) for a, _ in sent)
+    back = reload(lean)
+    assert not any(a.hex().encode() in back.export_state().to_bytes() for a, _ in sent)
+    _, grams = run_timers(back, 31_100)
+    resends = [g for g in grams if g.kind == "resend"]
+    assert sorted(g.message_id for g in resends) == sorted(ids)
+    assert all(g.data == b"" for g in resends)
+    back.receive(msg("b", "mb", 31_500, ids[:10]), 31_500)
+    assert sorted(x.message_id for x in of(back.events(), sds.MessageAcknowledged)) == sorted(
+        ids[:10])
+    assert sorted(back.outgoing_ids()) == sorted(ids[10:])
+
+
 def test_pending_repair_request_survives_restart() -> None:
     """PROTOCOL.md "SDS-R": a scheduled repair request survives a restart and goes out
     at its T_req."""
