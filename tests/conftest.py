@@ -86,16 +86,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (``make test`` runs ``--dist loadgroup``), tests that share
     something run on one worker, one after the other:
 
-    * every test that uses Spark: one ``local[2]`` session per run
-      (tests/pipeline/conftest.py), and no standalone cluster's JVMs beside it;
+    * every test that uses Spark's session: one ``local[2]`` session per run
+      (tests/pipeline/conftest.py);
+    * the standalone cluster's tests (tests/pipeline/test_cluster.py: one master, one
+      worker and a Spark Connect server for the module, and ``sdschat report``
+      processes): they open no session in the test process, so they run beside the
+      first group, on another worker;
     * the LAN tests: zeroconf on 127.0.0.1 is one shared segment, so two LAN tests at
       once would discover each other's nodes and receive each other's envelopes.
 
-    The Spark group is the longest: it goes first, so that it is not the run's tail.
+    The Spark groups are the longest: they go first, so that neither is the run's tail.
     """
     groups: dict[int, str] = {}
     for item in items:
-        if item.nodeid.startswith("tests/pipeline/") or "spark" in getattr(
+        if item.nodeid.startswith("tests/pipeline/test_cluster.py"):
+            assert "spark" not in getattr(item, "fixturenames", ()), item.nodeid
+            groups[id(item)] = "spark-cluster"
+        elif item.nodeid.startswith("tests/pipeline/") or "spark" in getattr(
             item, "fixturenames", ()
         ):
             groups[id(item)] = "spark"
@@ -104,5 +111,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if id(item) in groups:
             item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
-    order = {"spark": 0, "lan": 1}
+    order = {"spark-cluster": 0, "spark": 1, "lan": 2}
     items.sort(key=lambda item: order.get(groups.get(id(item), ""), 2))

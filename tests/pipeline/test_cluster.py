@@ -4,7 +4,7 @@ One master, one worker (and, when the Connect client's packages are installed, o
 Spark Connect server on that cluster) are started for the module from the pip
 package's ``spark-class`` on 127.0.0.1, and stopped by PID; ``sdschat
 report-server`` is started the same way. The same run is
-reported on ``local[2]`` (the test session), with ``sdschat report --master
+reported on ``local[1]``, with ``sdschat report --master
 spark://...``, with the README's spark-submit line, and with ``--remote sc://...``:
 the summaries must be identical. Inputs and outputs are ``file://`` URIs.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_helpers import bench_module, report, simulate
+from pipeline_helpers import bench_module, simulate
 
 from app.sim.simulation import PartitionSpec
 from pipeline.spark import connect_missing, connect_server_command, spark_home
@@ -165,9 +165,14 @@ def _cli(args: list[str], cwd: Path = ROOT, timeout: float = 420,
 @pytest.mark.timeout(T(1800))
 @pytest.mark.slow
 def test_cluster_submit_and_connect_give_the_local_summary(
-    spark: Any, cluster: Cluster, run_dir: Path, tmp_path: Path
+    cluster: Cluster, run_dir: Path, tmp_path: Path
 ) -> None:
-    local = report(spark, [run_dir], tmp_path / "local")
+    # the reference on local[1] from the command too: this module runs beside the
+    # test session's local[2] (tests/conftest.py), which it does not open a second time
+    done = _cli([run_dir.as_uri(), "--out", (tmp_path / "local").as_uri(),
+                 "--master", "local[1]", "--driver-memory", "512m"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    local = json.loads((tmp_path / "local" / "summary.json").read_text())
     assert local["channels"][0]["convergence"]["missing_pairs"] > 0
 
     out = tmp_path / "cluster"
