@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from sds import sds_pb2
 from sds.backoff import ResendBackoff
-from sds.bloom import BloomParams, positions_mask
+from sds.bloom import BloomParams, positions_in, positions_mask
 from sds.config import Config
 from sds.datagram import Datagram
 from sds.events import (
@@ -58,6 +58,9 @@ class Outgoing:
     message_id: str
     data: bytes
     lamport: int
+    #: its bloom positions (:func:`~sds.bloom.positions_in`), or ``()`` until the first
+    #: acknowledgement check needs them (a restored buffer: 5,000 pending lines held
+    #: 4 MB of them)
     positions: tuple[tuple[int, int], ...]
     state: str
     hits: set[str]
@@ -92,6 +95,7 @@ class OutgoingBuffer:
         self.failed: OrderedDict[str, None] = OrderedDict()
         #: (next resend, id); stale entries (acknowledged, rescheduled) are skipped
         self.heap: list[tuple[int, str]] = []
+        self._params = params
         self._filter_nbytes = params.nbytes
         self._filter_m = params.m
         # The ack threshold assumes each wrong hit has probability bloom_error_rate at
@@ -257,7 +261,9 @@ class OutgoingBuffer:
             # against 221 ns for two bits inline and the rest byte by byte)
             mask = out.mask
             if not mask:
-                mask = out.mask = positions_mask(out.positions)
+                mask = out.mask = positions_mask(
+                    out.positions or positions_in(out.message_id, self._params))
+                out.positions = ()  # the mask says it all from now on
             if bits & mask != mask or sender_id in out.hits:
                 continue
             if trusted is None:

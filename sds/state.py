@@ -35,7 +35,7 @@ import orjson
 
 from sds.answers import RepairAnswers
 from sds.backoff import ResendBackoff
-from sds.bloom import RollingBloomFilter, positions_in
+from sds.bloom import RollingBloomFilter
 from sds.config import Config
 from sds.estimates import ChannelEstimates
 from sds.events import DropReason, Event, MessageDropped
@@ -246,8 +246,15 @@ def load(
             last_now = int(recovery) + trk.paused_total
         if d.get("paused"):
             trk.paused_at = last_now
-    log.evicted = int(d["evicted"])
-    for row in d["log"]:
+    rows = d["log"]
+    # a state saved with a larger window (another configuration: a headless bot's
+    # 10,000 opened in the TUI's 2,000) keeps its newest entries; the others leave as
+    # if evicted now
+    over = max(0, len(rows) - cfg.log_window)
+    log.evicted = int(d["evicted"]) + over
+    if over:
+        rows = sorted(rows, key=lambda r: (int(r[0]), r[1]))[over:]
+    for row in rows:
         lam, mid, sender, hint = row[:4]
         log.keys.add((int(lam), mid))
         le = log.entries[mid] = LogEntry(
@@ -260,12 +267,11 @@ def load(
         p.filter.add(item)
     trk.met_elsewhere.update((m, None) for m in d["met_elsewhere"])
     trk.lost.update((m, None) for m in d["lost"])
-    params = p.filter.params
     outgoing = p.outgoing
     for mid, data, lam, st, hits, attempts, next_resend in d["outgoing"]:
         outgoing.messages[mid] = Outgoing(
             mid, bytes.fromhex(data) if cfg.keep_outgoing_bytes else b"", int(lam),
-            positions_in(mid, params), st, set(hits), int(attempts),
+            (), st, set(hits), int(attempts),  # positions: at the first ack check
             due(int(next_resend), cfg.resend_possibly_acknowledged_ms),
         )
         heapq.heappush(outgoing.heap, (outgoing.messages[mid].next_resend_ms, mid))

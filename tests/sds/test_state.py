@@ -181,6 +181,21 @@ def test_an_application_that_resends_its_stored_copy_keeps_no_bytes_of_pending_m
     assert sorted(back.outgoing_ids()) == sorted(ids[10:])
 
 
+def test_a_state_saved_with_a_larger_window_keeps_its_newest_entries() -> None:
+    """A headless bot's state (window 10,000) opened with the TUI's smaller window: the
+    newest entries stay, the older count as evicted (positions and acks unchanged)."""
+    big = make_channel("a", now=0, log_window=100, causal_history_size=10)
+    for i in range(60):
+        big.send(b"line %d" % i, 1_000 + i)
+    small = sds.Channel.restore(sds.ChannelState.from_bytes(big.export_state().to_bytes()),
+                                big.config.with_changes(log_window=20), random.Random(1))
+    assert small.log_ids() == big.log_ids()[-20:]
+    assert small.log_size == big.log_size == 60
+    assert small.outgoing_ids() == big.outgoing_ids()  # still resent and acknowledged
+    same = reload(big)
+    assert same.log_ids() == big.log_ids()
+
+
 def test_pending_repair_request_survives_restart() -> None:
     """PROTOCOL.md "SDS-R": a scheduled repair request survives a restart and goes out
     at its T_req."""
