@@ -8,9 +8,11 @@ the same channels, from its data directory, read only (a node may be running the
   channel as the passphrase does), members channels and DMs by name;
 * ``setup.json``: the relays, store peers and the channel that was open;
 * ``members/<channel>.json`` and ``.log`` of every members channel and DM: the epoch
-  keys, the membership records and the **inbound** group sessions, so the new device
-  opens the history the person could read. The old device's outbound session and its
-  bookkeeping are left out (two devices must never ratchet one Megolm session);
+  keys, the membership records and the **inbound** group sessions as they stand (each
+  cut past what was read: the new device opens what comes next in them, not the
+  lines read before, docs/members.md "Linking a device"). The old device's outbound
+  session and its bookkeeping are left out (two devices must never ratchet one
+  Megolm session);
 * ``members/verified.json``: who the person verified;
 * ``tui.json``: the display settings (theme, where each channel was left);
 * the display name (the database's identity row).
