@@ -122,7 +122,8 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "line. Without a passphrase the channel is PUBLIC: anyone who knows its name can read "
         "it. Exit status: 0 clean, 2 usage, 3 data dir in use, 4 database/identity unusable, "
         "5 passphrase problem, 6 (--headless) lines read were not all sent, 7 the data dir is a "
-        "copy of one in use elsewhere (--moved when the original is gone for good).",
+        "copy of one in use elsewhere (--moved when the original is gone for good), 8 (--link) "
+        "the device link did not happen (nothing was changed).",
     )
     add_join_arguments(p)
     from net.lan.flags import add_join_network_arguments  # light: stdlib only
@@ -148,6 +149,12 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             from app.members.device_copy import forget_home
 
             forget_home(Path(args.data_dir).expanduser() if args.data_dir else default_data_dir())
+        if args.link is not None:  # a new device of the person: linked, then its setup
+            from app.launch.link_join import link_new_device
+
+            status = link_new_device(args)
+            if status is not None:
+                return status
         if not args.headless:
             from app.tui.run import run_tui
 
@@ -155,6 +162,29 @@ def _add_join(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         from app.headless.run import run_join
 
         return run_join(args)
+
+    p.set_defaults(func=run)
+
+
+def _add_link(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.launch.link_cmd import add_link_arguments  # light: no websockets import
+
+    p = sub.add_parser(
+        "link",
+        help="link a new device of yours: a short code to type into it",
+        description="Show a link code (and its QR code) for a new device of yours, which "
+        "runs 'sdschat join --link CODE'. Once it answers, this device hands it your "
+        "channels, DMs, their keys and your settings, and signs it into your device list. "
+        "Works beside a running sdschat of this data directory. A code is good for 10 "
+        "minutes and one try. Exit status 0 linked, 2 usage, 8 the link did not happen "
+        "(nothing was changed).",
+    )
+    add_link_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        from app.launch.link_cmd import run_link
+
+        return run_link(args)
 
     p.set_defaults(func=run)
 
@@ -363,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_relay(sub)
     _add_join(sub)
     _add_invite(sub)
+    _add_link(sub)
     _add_history(sub)
     _add_doctor(sub)
     _add_sim(sub)

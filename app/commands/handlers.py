@@ -196,6 +196,13 @@ async def members(fe: FrontEnd, name: str, arg: str) -> None:
         await fe.entered(new)
 
 
+async def link(fe: FrontEnd, name: str, arg: str) -> None:
+    """``/link``: a code for a new device of yours (app/commands/link.py)."""
+    from app.commands.link import link as run_link
+
+    await run_link(fe, name, arg)
+
+
 # ---------------------------------------------------------------- the TUI's own
 
 

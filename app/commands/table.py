@@ -206,6 +206,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("query", h.members, completes="name", **_both(
         "/query NAME", "open the direct conversation with NAME",
         "open the direct conversation with NAME and make it current", True)),
+    CommandSpec("link", h.link, **_both(
+        "/link", "link a new device of yours: a code (and QR code) to type into it",
+        "link a new device of yours: a code for\nsdschat join --link CODE on it")),
     CommandSpec("forget", h.forget, **_both(
         "/forget NAME", "forget a channel you left (history and keys; your identity stays)",
         "forget a channel you left (its history and keys); your identity stays", True)),

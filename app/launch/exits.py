@@ -5,7 +5,14 @@ leave), the TUI :data:`app.tui.hangup.EXIT_HANGUP` (its terminal went away)."""
 
 from __future__ import annotations
 
-__all__ = ["EXIT_DATABASE", "EXIT_DEVICE_COPY", "EXIT_LOCKED", "EXIT_PASSPHRASE", "EXIT_USAGE"]
+__all__ = [
+    "EXIT_DATABASE",
+    "EXIT_DEVICE_COPY",
+    "EXIT_LINK",
+    "EXIT_LOCKED",
+    "EXIT_PASSPHRASE",
+    "EXIT_USAGE",
+]
 
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
@@ -13,3 +20,6 @@ EXIT_DATABASE = 4
 EXIT_PASSPHRASE = 5
 EXIT_DEVICE_COPY = 7
 """The data directory is a copy of one in use elsewhere (app/members/device_copy.py)."""
+EXIT_LINK = 8
+"""A device link did not happen: a wrong, used-up or expired code, nobody answered, or
+the link broke (``sdschat link``, ``sdschat join --link``; nothing was changed)."""

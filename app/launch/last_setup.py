@@ -18,14 +18,17 @@ first match wins):
 the network (relays, LAN)              the store peers
 =====================================  ===================================================
 1. ``--invite CODE`` (its relays,      1. ``--store URL`` (repeatable)
-   unless ``--relay``); ``--link``     2. the last run's (``setup.json``)
-   (a later issue) goes here too       3. the config file's ``store``
-2. ``--relay``, ``--lan``,             4. a store announced on the LAN
-   ``--interface``
+   unless ``--relay``)                 2. the last run's (``setup.json``)
+2. ``--relay``, ``--lan``,             3. the config file's ``store``
+   ``--interface``                     4. a store announced on the LAN
 3. the last run's (``setup.json``)
 4. the config file's ``relay``
 5. LAN gossip
 =====================================  ===================================================
+
+``sdschat join --link CODE`` (app/launch/link_join.py) writes the other device's
+``setup.json`` into the new data directory and then starts as a restore: its
+relays and store peers are "the last run's", unless a flag chooses.
 
 The last run's network is the one the last run chose by flag or invite (one that
 came from the config file, or LAN by default, is not written: the config file
@@ -171,7 +174,7 @@ def apply_last_setup(args: argparse.Namespace, config: dict[str, Any]) -> StartP
             raise ValueError(NO_SETUP)
         args.channel = last.open if last.open in names else names[0]
         plan.restore = True
-    invited = bool(getattr(args, "invite", None) or getattr(args, "link", None))
+    invited = bool(getattr(args, "invite", None))
     flags = (getattr(args, "relay", None) is not None or bool(getattr(args, "lan", False))
              or bool(getattr(args, "interface", None)))  # fmt: skip
     if invited or flags:

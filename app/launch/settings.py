@@ -224,6 +224,20 @@ def add_join_arguments(p: argparse.ArgumentParser) -> None:
         "its relays are used unless --relay is given",
     )
     p.add_argument(
+        "--link",
+        default=None,
+        metavar="CODE",
+        help="make this a new device of yours: the code /link or 'sdschat link' shows on "
+        "a device already set up (4821-tiger-river); into a new --data-dir, through "
+        "--relay (the other device's relay); no channel: they come from the other device",
+    )
+    p.add_argument(
+        "--device-name",
+        default=None,
+        metavar="NAME",
+        help="with --link: this device's name in your device list (default: the host name)",
+    )
+    p.add_argument(
         "--relay",
         action="append",
         default=None,

@@ -35,9 +35,9 @@ Two checks refuse it, with a message that says what happened and what to do:
    history could start in log order by chance, and then a warning could be
    wrong.)
 
-Linking a second device as the same person (``sdschat link``) is not built yet: a
-second device needs its own data directory and its own invite (docs/members.md,
-"Devices").
+A second device of the same person is linked (``sdschat link``, ``/link``,
+``sdschat join --link CODE``): it gets its own data directory and device key
+(docs/members.md, "Devices").
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ __all__ = [
 DEVICE_FILE: Final = "device.json"
 
 SECOND_DEVICE: Final = (
-    "To use sdschat on a second device, give it its own --data-dir and its own invite "
-    "(linking a second device as the same person is not built yet)."
+    "To use sdschat on a second device, link it: run 'sdschat link' (or /link) here and "
+    "'sdschat join --link CODE --data-dir NEW' there; it gets its own key and your channels."
 )
 
 

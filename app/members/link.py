@@ -28,7 +28,9 @@ An interrupted link changes nothing: the add exists only in the old device's
 the handover checked out; each side keeps it only then. A code is good for one link,
 until :data:`LINK_TTL_MS` after it was made.
 
-Not wired yet: no command makes or redeems a code (docs/members.md, "Devices").
+Run over relays by app/members/link_relay.py: ``/link`` and ``sdschat link`` make a code
+(app/members/link_offer.py), ``sdschat join --link CODE`` redeems it
+(app/launch/link_join.py).
 """
 
 from __future__ import annotations

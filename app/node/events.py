@@ -66,6 +66,7 @@ __all__ = [
     "Info",
     "InviteMade",
     "LanPeer",
+    "LinkEvent",
     "Lost",
     "MembersEvent",
     "Missing",
@@ -462,8 +463,27 @@ class DeviceTwins:
     ts: float = field(default_factory=_now_s)
 
 
+@dataclass(frozen=True, slots=True)
+class LinkEvent:
+    """A device link of ``/link`` (app/commands/link.py): ``state`` ``offered`` (``code``
+    to type into the new device), ``sas`` (the six digits both screens show),
+    ``linked`` (``device``, ``device_name``; ``recovery_words`` the first time) or
+    ``failed`` (``reason``); ``text`` says it for a person."""
+
+    state: str
+    code: str
+    text: str
+    sas: str = ""
+    device: str = ""
+    device_name: str = ""
+    reason: str = ""
+    recovery_words: str = ""
+    ts: float = field(default_factory=_now_s)
+
+
 NodeEvent = (
-    DeviceTwins
+    LinkEvent
+    | DeviceTwins
     | DeviceCopied
     | MembersEvent
     | InviteMade
@@ -513,6 +533,7 @@ _NAMES: dict[type, str] = {
     DiskFull: "disk",
     DeviceCopied: "device_copy",
     DeviceTwins: "device_twins",
+    LinkEvent: "link",
     ClockSkew: "clock",
 }
 

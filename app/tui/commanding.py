@@ -32,7 +32,7 @@ from app.commands.handlers import consume
 from app.commands.table import Command, parse, run_command, spec_of
 from app.launch.joined import load_joined
 from app.members import secrets_file as members_file
-from app.node.events import Info, MembersEvent, NodeError, NodeEvent
+from app.node.events import Info, LinkEvent, MembersEvent, NodeError, NodeEvent
 from app.node.runtime import Node, NodeClosedError
 from app.tui.find import search_mentions
 from app.tui.finding import Finder
@@ -44,6 +44,7 @@ from app.tui.readers import who_has
 from app.tui.saved import SavedState
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.dialogs import AsFile, MultiLineScreen, PassphraseScreen, TextScreen
+from app.tui.screens.link import LinkScreen
 from app.tui.screens.verify import VerifyScreen
 from app.tui.standing import counted
 from app.tui.texts import (
@@ -124,6 +125,7 @@ class TuiCommands:
         flush_events: Callable[[], None],
     ) -> None:
         self.host = host
+        self._link_screen: LinkScreen | None = None  # the /link dialog, while one runs
         self._refresh_panels = refresh_panels
         """Redraw the channel list, status and channel bars (after a command changed them)."""
         self._flush_events = flush_events
@@ -305,6 +307,25 @@ class TuiCommands:
             self.refuse(event.message)
         elif isinstance(event, Info):
             host.notify(event.text, timeout=8)
+        elif isinstance(event, LinkEvent):
+            self._link(event)
+
+    def _link(self, event: LinkEvent) -> None:
+        """``/link``: the dialog with the code and its QR code, updated as the link goes."""
+        host = self.host
+        if event.state == "offered":
+            self._link_screen = LinkScreen(event.code, host.copy_text)
+            host.push_screen(self._link_screen)
+            return
+        screen = self._link_screen
+        if screen is not None and screen.is_attached:
+            screen.progress(event.text)
+        if event.state == "linked" and event.recovery_words:
+            host.push_screen(TextScreen("Linked: your recovery words", event.text,
+                                        id="recovery"))  # fmt: skip
+        elif event.state != "sas":
+            host.notify(event.text, timeout=15,
+                        severity="error" if event.state == "failed" else "information")
 
     def _verify(self, event: MembersEvent) -> None:
         """``/verify NAME``: the dialog (app/tui/screens/verify.py); "they match" marks

@@ -47,7 +47,7 @@ def test_a_copied_data_dir_is_refused_at_start_and_the_original_goes_on(tmp_path
         assert err and err[0]["exit"] == 7
         text = err[0]["message"]
         assert f"is a copy of {(tmp_path / 'bob').resolve()}" in text
-        assert "--moved" in text and "its own invite" in text
+        assert "--moved" in text and "sdschat join --link CODE" in text
         assert not copy.select("own") and not copy.select("ready")  # nothing sent
         assert sorted(p.name for p in laptop.iterdir()) == before
         assert history(laptop) == hist  # nothing lost, nothing changed

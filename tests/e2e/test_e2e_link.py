@@ -8,11 +8,20 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from e2e_helpers import T, cluster
 
 from app.members.devices import PersonLog, decode_entry, make_genesis, new_recovery
 from app.members.invites import unwrap, wrap
-from app.members.link import LinkCode, LinkJoin, LinkOffer, LinkState, link_topic, new_link_code
+from app.members.link import (
+    LINK_TTL_MS,
+    LinkCode,
+    LinkJoin,
+    LinkOffer,
+    LinkState,
+    link_topic,
+    new_link_code,
+)
 from net.identity import Identity
 from net.relay_frames import decode_frame, encode_ping, encode_publish, encode_subscribe
 from tests.procs import tap
@@ -107,3 +116,63 @@ def test_a_wrong_code_over_the_relay_links_nothing_and_spends_the_code(tmp_path:
         _link(url, offer, guess, topic)
         assert offer.state is LinkState.FAILED and offer.error == "wrong_code"
         assert guess.state is LinkState.FAILED and guess.add is None and offer.add is None
+
+
+def _run(coro: object, base: float = 60) -> None:
+    import asyncio
+
+    asyncio.run(asyncio.wait_for(coro, T(base)))  # type: ignore[arg-type]
+
+
+def test_an_expired_a_reused_and_an_interrupted_code_link_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Through run_side over a real relay: an offer past its 10 minutes ends as expired;
+    a code whose offer is gone gets no answer; a new device that stops after the key
+    exchange leaves the old device's data directory as it was (offer_link writes
+    nothing)."""
+    import asyncio
+
+    from app.members import link_relay, person_file
+    from app.members.link_offer import offer_link
+    from app.members.link_relay import LinkFailed, run_side
+
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        root, log = _bob()
+        code = new_link_code()
+        stale = LinkOffer(code, root, log, b"", int(time.time() * 1000) - LINK_TTL_MS - 1)
+        with pytest.raises(LinkFailed) as expired:
+            _run(run_side(stale, [url]))
+        assert expired.value.reason == "expired" and "10 minutes" in str(expired.value)
+        reuse = LinkJoin(code, Identity.generate(), "laptop", int(time.time() * 1000))
+        with pytest.raises(LinkFailed) as nobody:
+            _run(run_side(reuse, [url], answer_s=2))
+        assert nobody.value.reason == "no_answer" and reuse.add is None
+
+        data_dir = tmp_path / "bob"
+        data_dir.mkdir(mode=0o700)
+        (data_dir / "identity.pem").write_bytes(root.to_pem())
+        (data_dir / "identity.pem").chmod(0o600)
+        before = sorted(p.name for p in data_dir.rglob("*"))
+        monkeypatch.setattr(link_relay, "STEPS_S", 2.0)
+        codes: list[LinkCode] = []
+
+        async def interrupted() -> None:
+            offer = asyncio.create_task(offer_link(data_dir, root, [url], on_code=codes.append))
+            while not codes:  # bounded by the wait_for around it
+                await asyncio.sleep(0.01)
+            half = LinkJoin(codes[0], Identity.generate(), "laptop", int(time.time() * 1000))
+            topic = link_topic(codes[0].nameplate)
+            from websockets.asyncio.client import connect
+
+            async with connect(url, proxy=None) as ws:
+                await ws.send(encode_subscribe([topic]))
+                await ws.send(encode_publish(wrap(topic, half.start()[0])))
+                # it hears the old device's SPAKE2 message and confirmation, then stops
+                with pytest.raises(LinkFailed) as stopped:
+                    await offer
+            assert stopped.value.reason == "timeout"
+
+        _run(interrupted())
+        assert sorted(p.name for p in data_dir.rglob("*")) == before
+        assert person_file.load(data_dir) is None

@@ -57,7 +57,7 @@ def test_a_copy_made_with_cp_a_is_refused_with_what_to_do_and_nothing_changes(
         check_home(copy, sid)
     text = str(err.value)
     assert f"is a copy of {d.resolve()}" in text
-    assert "--moved" in text and "its own invite" in text
+    assert "--moved" in text and "sdschat join --link CODE" in text
     assert (copy / DEVICE_FILE).read_bytes() == record  # nothing was changed
     with pytest.raises(DataDirCopiedError):
         check_home(copy, sid)  # and refused again at the next start

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-import segno
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -24,21 +23,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from app.members.qr import qr_lines
+
 __all__ = ["VerifyScreen", "emoji_grid", "qr_lines", "safety_text"]
-
-_HALF = {(True, True): "█", (True, False): "▀", (False, True): "▄", (False, False): " "}
-
-
-def qr_lines(data: str, *, border: int = 2) -> list[str]:
-    """``data`` as a QR code (error correction M) drawn with half blocks: two modules per
-    terminal row, dark modules as ink (shown black on white, with a quiet zone of
-    ``border`` modules, so a phone scans it whatever the terminal's theme)."""
-    qr = segno.make(data, error="m", micro=False)
-    rows = [[bool(m) for m in row] for row in qr.matrix_iter(scale=1, border=border)]
-    if len(rows) % 2:
-        rows.append([False] * len(rows[0]))
-    return ["".join(_HALF[(top, bottom)] for top, bottom in zip(a, b, strict=True))
-            for a, b in zip(rows[::2], rows[1::2], strict=True)]  # fmt: skip
 
 
 def emoji_grid(pairs: Sequence[tuple[str, str]], per_row: int = 4) -> list[str]:
