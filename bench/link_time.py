@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,8 +39,13 @@ from tests.procs import Cluster, Proc, running, sdschat
 PASS = "bench passphrase"
 
 
-def _delivered(p: Proc) -> int:
-    return len(p.select("delivered"))
+def _more(p: Proc, state: str, than: int) -> Callable[[], bool]:
+    """Whether ``p`` printed more than ``than`` link events in ``state``."""
+    return lambda: len(p.select("link", state=state)) > than
+
+
+def _has_delivered(p: Proc, lines: int) -> Callable[[], bool]:
+    return lambda: len(p.select("delivered")) >= lines
 
 
 def main() -> int:
@@ -67,22 +73,19 @@ def main() -> int:
         for i in range(args.repeat):  # bounded
             before = len(bob.select("link", state="offered"))
             bob.send("/link")
-            bob.wait_for(lambda b=before: len(bob.select("link", state="offered")) > b, 30,
-                         "a code")  # fmt: skip
+            bob.wait_for(_more(bob, "offered", before), 30, "a code")
             code = bob.select("link", state="offered")[-1]["code"]
             t0 = time.monotonic()
             laptop = c.start(sdschat("join", "--link", code, "--data-dir", str(tmp / f"l{i}"),
                                      "--relay", url, "--headless", "--fast"), f"laptop{i}")
-            laptop.wait_for(lambda p=laptop: bool(p.select("link", state="linked")), 60,
-                            "linked")  # fmt: skip
+            laptop.wait_for(_more(laptop, "linked", 0), 60, "linked")
             t1 = time.monotonic()
-            laptop.wait_for(lambda p=laptop: _delivered(p) >= args.lines, 120, "the history")
+            laptop.wait_for(_has_delivered(laptop, args.lines), 120, "the history")
             t2 = time.monotonic()
             linked.append(t1 - t0)
             readable.append(t2 - t0)
             laptop.stop()
-            bob.wait_for(lambda b=i: len(bob.select("link", state="linked")) > b, 30,
-                         "bob: linked")  # fmt: skip
+            bob.wait_for(_more(bob, "linked", i), 30, "bob: linked")
 
     def row(name: str, xs: list[float]) -> str:
         return (f"{name:<34} median {statistics.median(xs):6.2f} s   "
