@@ -26,7 +26,12 @@ Spark's event log is on: per report, the jobs, stages and the slowest stages
 A/B against another version of the code in one run: ``--code DIR`` imports
 ``pipeline`` from DIR (e.g. ``git archive <commit> | tar -x -C DIR``); alternate
 the two in a loop over the same ``--keep`` directory (the data is generated once
-and reused). ``--peak-memory`` prints the driver JVM's peak RSS.
+and reused). ``--peak-memory`` prints the driver JVM's peak RSS. ``--profile``
+prints, per report, each action of the computation (a ``collect``, a kept table,
+a Parquet write) by the line of ``pipeline/`` that ran it: its wall time, Spark
+jobs and stages (``statusTracker``, a job group per action), the time spent
+outside actions (plans built on the driver) and the plans compiled
+(``CodegenMetrics``).
 
 Figures: docs/report.md.
 """
@@ -257,6 +262,67 @@ def _figures(summary: dict[str, Any]) -> tuple[Any, ...]:
             c["latency_ms"].get("p50"), c["latency_ms"].get("p99"))
 
 
+class ActionProfile:
+    """Wall time, jobs and stages of every action of the report's computation, by
+    the ``pipeline/`` line that ran it (a job group per action; classic session)."""
+
+    def __init__(self, spark: Any) -> None:
+        import traceback
+
+        from pyspark.sql.classic.dataframe import DataFrame
+        from pyspark.sql.readwriter import DataFrameWriter
+
+        self.sc = spark.sparkContext
+        self.jvm = spark._jvm
+        self.log: list[tuple[str, str, float, int, int]] = []
+        self.n = 0
+        self.compiled = self._compilations()
+
+        def wrap(cls: Any, name: str) -> None:
+            orig = getattr(cls, name)
+
+            def action(inner: Any, *a: Any, **k: Any) -> Any:
+                here = [f for f in traceback.extract_stack()[:-1] if "/pipeline/" in f.filename]
+                where = f"{Path(here[-1].filename).name}:{here[-1].lineno}" if here else "?"
+                self.n += 1
+                group = f"bench-action-{self.n}"
+                self.sc.setJobGroup(group, where)
+                t = time.monotonic()
+                try:
+                    return orig(inner, *a, **k)
+                finally:
+                    took = time.monotonic() - t
+                    tracker = self.sc.statusTracker()
+                    jobs = tracker.getJobIdsForGroup(group)
+                    stages = sum(len(info.stageIds) for j in jobs
+                                 if (info := tracker.getJobInfo(j)) is not None)
+                    self.log.append((where, name, took, len(jobs), stages))
+
+            setattr(cls, name, action)
+
+        for name in ("collect", "localCheckpoint"):
+            wrap(DataFrame, name)
+        wrap(DataFrameWriter, "parquet")
+
+    def _compilations(self) -> int:
+        return int(self.jvm.org.apache.spark.metrics.source.CodegenMetrics
+                   .METRIC_COMPILATION_TIME().getCount())
+
+    def report(self, total: float) -> str:
+        """The actions since the last report, one line each, and the totals."""
+        lines = [f"      {took:6.2f}s  {jobs:3d} jobs {stages:3d} stages  {name:<15} {where}"
+                 for where, name, took, jobs, stages in self.log]
+        inside = sum(x[2] for x in self.log)
+        compiled = self._compilations()
+        lines.append(f"      {len(self.log)} actions, {sum(x[3] for x in self.log)} jobs, "
+                     f"{sum(x[4] for x in self.log)} stages; {inside:.1f}s in actions, "
+                     f"{total - inside:.1f}s outside them; {compiled - self.compiled} "
+                     "plans compiled")
+        self.log.clear()
+        self.compiled = compiled
+        return "\n".join(lines)
+
+
 def _free_port() -> int:
     import socket
 
@@ -354,6 +420,8 @@ def main() -> int:
                     help="Spark setting for the session (e.g. JVM options)")
     ap.add_argument("--peak-memory", action="store_true",
                     help="print the driver JVM's peak resident memory (VmHWM) per report")
+    ap.add_argument("--profile", action="store_true",
+                    help="print each action of every report: its time, jobs and stages")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each report this many times in the session (the first pays the "
                          "JVM's warm-up: code generation, class loading, JIT)")
@@ -403,6 +471,7 @@ def main() -> int:
                                  **dict(kv.split("=", 1) for kv in args.conf)})
         print(f"spark session ({args.master}) started in {time.monotonic() - t:.1f}s",
               flush=True)
+        profile = ActionProfile(spark) if args.profile else None
         for rows in args.rows:
             data = base / f"events-{rows}-{args.participants}-{args.history}"
             t = time.monotonic()
@@ -454,6 +523,8 @@ def main() -> int:
                              f"counts {'identical' if same else f'DIFFER: {ref}'}")
                 if args.peak_memory:
                     line += f"\n    driver JVM peak RSS {_jvm_peak_mb():,.0f} MB"
+                if profile is not None:
+                    line += "\n" + profile.report(took)
                 results[key] = line
                 print(line, flush=True)
                 for k, v in saved.items():

@@ -182,6 +182,8 @@ def test_a_connect_session_takes_the_local_default_only_from_an_untuned_local_se
     assert "spark.sql.shuffle.partitions=12" in argv
     assert "spark.connect.grpc.binding.port=15010" in argv
     assert "spark.ui.retainedJobs=100" in argv  # a server that stays up forgets old jobs
+    # ... and keeps the classes generated for its reports' plans compiled
+    assert "spark.sql.codegen.cache.maxEntries=1000" in argv
     assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
     argv, _ = connect_server_command("local[3]", conf={"spark.sql.shuffle.partitions": "5"})
     assert "spark.sql.shuffle.partitions=5" in argv
