@@ -100,8 +100,18 @@ def test_typing_after_a_mouse_click_lands_in_the_input(tmp_path: Path, tmux: Tmu
         start_tui(tmux, tmp_path, url)
         tmux.keys("-l", "first line to click on")
         tmux.keys("Enter")
-        poll(lambda: "first line to click on" in _log_part(tmux.screen()), 20, "the line", tmux)
-        lines = tmux.screen().splitlines()
+        # one snapshot for the wait and the row: the line is in the log and the input is
+        # empty again (before Enter is read, the typed text is in the input, not the log)
+        shot: list[str] = []
+
+        def sent() -> bool:
+            shot[:] = tmux.screen().splitlines()
+            return "Type a message" in "\n".join(shot) and any(
+                "first line to click on" in line for line in _log_part("\n".join(shot)).splitlines()
+            )
+
+        poll(sent, 20, "the line in the log, the input empty", tmux)
+        lines = shot
         y = next(i for i, line in enumerate(lines) if "first line to click on" in line
                  and "Type a message" not in line)  # fmt: skip
         x = lines[y].index("first line to click on") + 3
