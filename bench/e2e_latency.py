@@ -63,7 +63,7 @@ no crypto, no SQLite. sdschat's p50 and p99 are then reported as multiples of th
 floor's at each rate (``floor x``): a ratio means something across machines,
 where an absolute latency does not.
 
-CPU split (``--cpu-split``; default, waku and passphrase profiles): every node
+CPU split (``--cpu-split``; every profile but the floor): every node
 runs with its event loop's CPU time (``time.thread_time``) counted around each
 stage of the path (envelope open, Ed25519, the SDS core, node events, event-log
 rows, SQLite statements and commits, event output, websockets' frames), each
@@ -404,6 +404,9 @@ patch(app.headless.run.JsonLines, "write", "stdout JSON write")
 patch(app.node.runtime.Node, "_send_typed", "own line: SDS send, seal")
 patch(app.node.runtime.Node, "_complete_batch", "carried states, state export")
 patch(app.node.runtime.Node, "_rearm", "timers")
+import app.members.group_keys
+patch(app.members.group_keys.GroupKeys, "decrypt", "Megolm decrypt (members)")
+patch(app.members.group_keys.GroupKeys, "open_sealed", "sealed box open (members)")
 patch(app.node.runtime.Node, "_arm_state_save", "timers")
 
 
@@ -508,11 +511,13 @@ def start_members_nodes(
     profile: Path | None = None,
     extra: list[str] | None = None,
     code: Path = ROOT,
+    split: Path | None = None,
 ) -> list[Child]:
     """A members channel of ``n`` nodes, made as people make one: ``n0`` runs ``join
     CHANNEL --create`` (its admin), says ``/invite`` ``n - 1`` times, and every other node
     runs ``join --invite CODE`` (added by ``n0``'s node when it proves the code)."""
-    admin = start_nodes(children, url, 1, tmp, profile, [*(extra or []), "--create"], code)[0]
+    admin = start_nodes(children, url, 1, tmp, profile, [*(extra or []), "--create"], code,
+                        split=split)[0]  # fmt: skip
     start = admin.n_lines()
     for _ in range(n - 1):
         admin.write(b"/invite\n")
@@ -524,7 +529,7 @@ def start_members_nodes(
             raise RuntimeError(f"n0 made {len(codes)} of {n - 1} invites:\n{admin.tail()}")
         time.sleep(0.05)
     others = start_nodes(children, url, n - 1, tmp, profile, extra, code, first=1,
-                         channel_args=[["--invite", c] for c in codes])  # fmt: skip
+                         channel_args=[["--invite", c] for c in codes], split=split)  # fmt: skip
     return [admin, *others]
 
 
@@ -717,7 +722,7 @@ def run_config(
         url = start_relay(children, tmp / "logs", code)
         profile = args.profile_dir.resolve() if args.profile_dir else None
         split = None
-        if args.cpu_split and profile_name in ("default", "waku", "passphrase"):
+        if args.cpu_split and profile_name in ("default", "waku", "passphrase", "members"):
             split = tmp / "split"
             split.mkdir()
         if profile:
@@ -725,7 +730,8 @@ def run_config(
         if profile_name == "floor":
             nodes = start_floor_nodes(children, url, args.nodes, tmp, code)
         elif profile_name == "members":
-            nodes = start_members_nodes(children, url, args.nodes, tmp, profile, extra, code)
+            nodes = start_members_nodes(children, url, args.nodes, tmp, profile, extra, code,
+                                        split)  # fmt: skip
         else:
             nodes = start_nodes(children, url, args.nodes, tmp, profile, extra, code,
                                 split=split)
@@ -808,7 +814,7 @@ def main() -> int:
     ap.add_argument("--profile-dir", type=Path, help="run the nodes under cProfile, .prof here")
     ap.add_argument("--cpu-split", action="store_true",
                     help="count the nodes' event-loop CPU per stage of the path (print per "
-                         "delivery); default, waku and passphrase profiles")
+                         "delivery); every profile but the floor")
     ap.add_argument(
         "--trace",
         type=Path,
