@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Final
 
 from sds import sds_pb2
 from sds.backoff import ResendBackoff
@@ -49,8 +50,8 @@ __all__ = ["Outgoing", "OutgoingBuffer", "OwnState"]
 class OwnState:
     """States of an own message in the outgoing buffer (spec: "Participant state")."""
 
-    UNACKNOWLEDGED = "unacknowledged"
-    POSSIBLY_ACKNOWLEDGED = "possibly_acknowledged"
+    UNACKNOWLEDGED: Final = "unacknowledged"
+    POSSIBLY_ACKNOWLEDGED: Final = "possibly_acknowledged"
 
 
 @dataclass(slots=True)
