@@ -135,6 +135,11 @@ class Delivered:
     :mod:`app.chat.authors`). ``sender_id`` is the authenticated author. ``implausible_time`` says
     why its send time (``lamport``) cannot be true (before 2020, or not after a
     message it names: backdated), else ``None`` (:mod:`app.node.clock_guard`).
+    ``person`` is the root id of the person whose device log certifies ``sender_id``
+    as a current device (public and passphrase channels: ``name`` is then the person's
+    and ``label`` carries the root's fingerprint when needed), ``device`` that device's
+    name; both ``""`` otherwise (:mod:`app.members.device_labels`). A line of another
+    device of our own person has ``label`` ``bob · laptop``.
     """
 
     channel: str
@@ -150,6 +155,8 @@ class Delivered:
     recovered: bool = False
     implausible_time: str | None = None
     label: str = ""
+    person: str = ""
+    device: str = ""
     ts: float = field(default_factory=_now_s)
 
 

@@ -1,0 +1,137 @@
+"""The node's part for device logs in public and passphrase channels (issue 40 §1):
+:class:`DeviceGlue`.
+
+* **Sending.** At start it reads our person's log (``members/devices.json``,
+  :mod:`app.members.person_file`) and the book of the others' (``members/people.json``,
+  :mod:`app.members.device_labels`). Every public or passphrase channel joined (or
+  resumed) gets our log as device-log content, once per channel and state of the log
+  (the marks are kept in the book); a link that adds a device (:meth:`reload`) sends the
+  new log to every such channel. A person of one device (no log) sends nothing.
+* **Receiving.** The effects hand it every delivered device-log content of such a
+  channel (:meth:`delivered`) before the line is labelled; the book checks and folds
+  it, and a change is written (in a thread, atomically, mode 0600).
+
+The book is what the labels read (:class:`app.chat.authors.Authors` ``devices``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.members import device_labels, person_file
+from app.members.device_labels import PEOPLE_FILE, DeviceBook
+from app.members.devices import PersonLog
+from app.members.private_file import write_private
+from app.node.events import ChannelJoined, NodeError, NodeEvent
+
+if TYPE_CHECKING:
+    from app.node.context import NodeContext
+
+__all__ = ["DeviceGlue"]
+
+
+class DeviceGlue:
+    """Device logs sent into and folded from public and passphrase channels."""
+
+    def __init__(self, ctx: NodeContext, *, post_content: Callable[[str, bytes], Awaitable[int]],
+                 is_members: Callable[[str], bool]) -> None:  # fmt: skip
+        self.book = DeviceBook(ctx.sender_id)
+        self._ctx = ctx
+        self._data_dir: Path = ctx.store.data_dir
+        self._post = post_content
+        self._is_members = is_members
+        self._started = False
+        self._waiting: list[str] = []
+        self._saving: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Read the files; send our log to the channels joined so far."""
+        own = await asyncio.to_thread(self._own_log)
+        saved = await asyncio.to_thread(device_labels.load, self._data_dir,
+                                        self._ctx.sender_id, own)  # fmt: skip
+        saved.refused = self.book.refused
+        self.book = saved
+        self._started = True
+        waiting, self._waiting = self._waiting, []
+        for channel in waiting:
+            self._announce(channel)
+
+    def _own_log(self) -> PersonLog | None:
+        try:
+            return person_file.load(self._data_dir)
+        except person_file.PersonFileError as exc:
+            self._ctx.emit(NodeError(f"own device log not sent: {exc}"))
+            return None
+
+    def on_event(self, ev: NodeEvent) -> None:
+        """A node event (subscribed): a joined channel gets our log."""
+        if isinstance(ev, ChannelJoined):
+            if not self._started:
+                self._waiting.append(ev.channel)
+            else:
+                self._announce(ev.channel)
+
+    async def reload(self) -> None:
+        """Our person's log changed (a link): read it again and send it everywhere."""
+        own = await asyncio.to_thread(self._own_log)
+        self.book.set_own(own)
+        for channel in list(self._ctx.channels):
+            self._announce(channel)
+        self._save_soon()
+
+    def _announce(self, channel: str) -> None:
+        if self._is_members(channel) or channel not in self._ctx.channels:
+            return
+        content = self.book.due(channel)
+        if content is None:
+            return
+        try:
+            future = self._post(channel, content)
+        except (KeyError, ValueError, RuntimeError) as exc:
+            self._ctx.emit(NodeError(f"device log not sent to #{channel}: {exc}"))
+            return
+        self.book.mark_sent(channel, content)
+
+        async def sent() -> None:
+            try:
+                await future
+            except Exception as exc:  # the line stays in the outbox or was refused
+                self.book.sent.pop(channel, None)
+                self._ctx.emit(NodeError(f"device log not sent to #{channel}: {exc}"))
+            self._save_soon()
+
+        self._spawn(sent())
+
+    def delivered(self, channel: str, sender_id: str, content: bytes) -> None:
+        """A device-log content delivered in ``channel`` (not a members channel)."""
+        why = self.book.take(sender_id, content)
+        self._ctx.counters["device_logs_taken" if not why else f"device_logs_refused_{why}"] += 1
+        if self.book.changed:
+            self._save_soon()
+
+    def _save_soon(self) -> None:
+        if self._saving is not None and not self._saving.done():
+            return  # the running save writes what is held when it starts; redo after
+
+        async def save() -> None:
+            while self.book.changed:
+                data = self.book.encode()  # here, on the loop: the thread only writes
+                self.book.changed = False
+                try:
+                    await asyncio.to_thread(write_private, self._data_dir / PEOPLE_FILE, data)
+                except OSError as exc:
+                    self._ctx.emit(NodeError(f"cannot keep the device logs: {exc}"))
+                    return
+
+        self._saving = asyncio.get_running_loop().create_task(save())
+        self._tasks.add(self._saving)
+        self._saving.add_done_callback(self._tasks.discard)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
