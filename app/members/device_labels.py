@@ -269,10 +269,11 @@ def _digest(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
-def load(data_dir: Path, own_sender_id: str, own: PersonLog | None) -> DeviceBook:
+def load(data_dir: Path, own_sender_id: str, own: PersonLog | None,
+         into: DeviceBook | None = None) -> DeviceBook:  # fmt: skip
     """The book kept in ``data_dir`` (``members/people.json``; none yet: empty), with our
-    person's ``own`` log over it."""
-    book = DeviceBook(own_sender_id)
+    person's ``own`` log over it (read into ``into`` when given: its holders keep it)."""
+    book = into if into is not None else DeviceBook(own_sender_id)
     with contextlib.suppress(OSError):
         book.decode_into((data_dir / PEOPLE_FILE).read_bytes())
     book.set_own(own)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.members import device_labels, person_file
+from app.members import person_file
 from app.members.device_labels import PEOPLE_FILE, DeviceBook
 from app.members.devices import PersonLog
 from app.members.private_file import write_private
@@ -51,14 +51,21 @@ class DeviceGlue:
     async def start(self) -> None:
         """Read the files; send our log to the channels joined so far."""
         own = await asyncio.to_thread(self._own_log)
-        saved = await asyncio.to_thread(device_labels.load, self._data_dir,
-                                        self._ctx.sender_id, own)  # fmt: skip
-        saved.refused = self.book.refused
-        self.book = saved
+        data = await asyncio.to_thread(self._read_people)
+        if data is not None:  # the labels hold this book: read into it, on the loop
+            self.book.decode_into(data)
+        self.book.set_own(own)
+        self.book.changed = False
         self._started = True
         waiting, self._waiting = self._waiting, []
         for channel in waiting:
             self._announce(channel)
+
+    def _read_people(self) -> bytes | None:
+        try:
+            return (self._data_dir / PEOPLE_FILE).read_bytes()
+        except OSError:
+            return None
 
     def _own_log(self) -> PersonLog | None:
         try:

@@ -1,0 +1,106 @@
+"""The device log travels in a public channel, and the channel sees one person
+(issue 40 §1), with real processes over a real relay: bob links a laptop; alice shows
+the lines of bob's desktop and laptop as one person with bob's root fingerprint; bob's
+desktop shows the laptop's lines as bob's own (not dropped); mallory, who sends bob's
+log with her own key added by herself, is not shown as bob."""
+
+from __future__ import annotations
+
+import json
+from base64 import b64decode, b64encode
+from pathlib import Path
+from typing import Any
+
+from e2e_helpers import cluster, history
+from test_e2e_link_device import link_laptop
+
+from app.members.devices import decode_entry, make_add
+from net.identity import Identity
+from tests.procs import Proc
+
+
+def _line(p: Proc, text: str) -> dict[str, Any] | None:
+    return next((e for e in p.select("delivered") if e.get("text") == text), None)
+
+
+def _line_of(p: Proc, text: str, person: str) -> dict[str, Any]:
+    """Wait until ``p`` delivered ``text`` labelled as ``person`` (or fail with it)."""
+    p.wait_for(lambda: (_line(p, text) or {}).get("person") == person, 60,
+               f"{text!r} as {person[:8]}")  # fmt: skip
+    line = _line(p, text)
+    assert line is not None
+    return line
+
+
+def _forged_log(bob_dir: Path, mallory: Identity) -> bytes:
+    """bob's device log with mallory's key added, signed by mallory (no device of bob's),
+    as a ``members/devices.json`` mallory's node sends as its own."""
+    doc = json.loads((bob_dir / "members" / "devices.json").read_text())
+    raws = [b64decode(e) for e in doc["entries"]]
+    hashes = []
+    for raw in raws:
+        e = decode_entry(raw)
+        assert not isinstance(e, str)
+        hashes.append(e.hash)
+    root = bytes.fromhex(doc["root"])
+    forged = make_add(root, mallory, hashes, mallory, "phone")
+    doc["entries"] = [b64encode(r).decode() for r in [*raws, forged]]
+    return json.dumps(doc).encode()
+
+
+def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
+        tmp_path: Path) -> None:  # fmt: skip
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url)
+        bob = c.node("bob", url)
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: bool(p.select("connection", state="connected")), 30,
+                       "connected")  # fmt: skip
+        bob.wait_for(lambda: bool(bob.select("ready")), 30, "bob ready")
+        root = str(bob.select("ready")[0]["sender"])  # bob's first device is his root
+        laptop = link_laptop(c, bob, url, tmp_path / "laptop")
+        laptop.wait_for(lambda: bool(laptop.select("channel", channel="room")), 30, "#room")
+        bob.send("from the desktop")
+        laptop.send("from the laptop")
+        desk = _line_of(alice, "from the desktop", root)
+        lap = _line_of(alice, "from the laptop", root)
+        assert desk["sender"] == root and lap["sender"] != root
+        assert desk["name"] == lap["name"] == "bob" and desk["label"] == lap["label"]
+        assert lap["device"] == "laptop"
+        # bob's desktop shows the laptop's line as his own person's, marked with the device
+        mine = _line_of(bob, "from the laptop", root)
+        assert mine["label"] == "bob · laptop" and mine["name"] == "bob"
+        # and the laptop shows the desktop's the same way
+        theirs = _line_of(laptop, "from the desktop", root)
+        assert theirs["label"].startswith("bob · ")
+
+        # mallory: bob's log with her own key added by herself, under the name bob
+        mallory_dir = tmp_path / "mallory"
+        (mallory_dir / "members").mkdir(parents=True)
+        key = Identity.generate()
+        (mallory_dir / "identity.pem").write_bytes(key.to_pem())
+        (mallory_dir / "identity.pem").chmod(0o600)
+        (mallory_dir / "members" / "devices.json").write_bytes(
+            _forged_log(tmp_path / "bob", key))
+        mallory = c.node("bob", url, data_dir=mallory_dir, label="mallory")
+        mallory.wait_for(lambda: bool(mallory.select("connection", state="connected")), 30,
+                         "connected")  # fmt: skip
+        mallory.send("i am bob")
+        alice.wait_for(lambda: _line(alice, "i am bob") is not None, 60, "mallory's line")
+        evil = _line(alice, "i am bob")
+        assert evil is not None and evil["sender"] == key.sender_id
+        assert evil["person"] != root and evil["label"] != desk["label"]
+        # a line of bob's after mallory's: still bob, the root's fingerprint beside it
+        bob.send("still me")
+        again = _line_of(alice, "still me", root)
+        assert again["label"] == f"bob ({root[:8]})"
+        assert evil["label"] == "bob" or evil["label"] == f"bob ({key.sender_id[:8]})"
+
+        # sdschat history labels the same: one person, mallory apart
+        lines = {h["content"]: h for h in history(tmp_path / "alice")}
+        assert lines["from the desktop"]["person"] == lines["from the laptop"]["person"] == root
+        assert lines["i am bob"]["person"] != root
+        assert lines["from the laptop"]["label"] == lines["from the desktop"]["label"]
+        assert lines["i am bob"]["label"] != lines["from the desktop"]["label"]
+        assert "device list" not in lines  # the device logs are no lines
