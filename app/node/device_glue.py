@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,12 +26,12 @@ from app.members import person_file
 from app.members.device_labels import PEOPLE_FILE, DeviceBook
 from app.members.devices import PersonLog
 from app.members.private_file import write_private
-from app.node.events import ChannelJoined, NodeError, NodeEvent
+from app.node.events import ChannelJoined, NodeError, NodeEvent, PeerInfo
 
 if TYPE_CHECKING:
     from app.node.context import NodeContext
 
-__all__ = ["DeviceGlue"]
+__all__ = ["DeviceGlue", "by_person"]
 
 
 class DeviceGlue:
@@ -142,3 +143,30 @@ class DeviceGlue:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def by_person(peers: list[PeerInfo], book: DeviceBook) -> list[PeerInfo]:
+    """``peers`` with each person's certified devices as one participant (its root id,
+    the name its devices claimed last, the devices' names, its channels, newest sight,
+    messages summed); another device of our own person on its own, as ``bob · laptop``."""
+    out: list[PeerInfo] = []
+    groups: dict[str, list[tuple[PeerInfo, str]]] = {}
+    for p in peers:
+        sp = book.speaker(p.sender_id)
+        if sp is None:
+            out.append(p)
+        elif sp.own:
+            name = book.name_of(p.sender_id, p.name)
+            out.append(replace(p, name=f"{name or '?'} · {sp.device}", person=sp.person,
+                               devices=(sp.device,)))  # fmt: skip
+        else:
+            groups.setdefault(sp.person, []).append((p, sp.device))
+    for root, members in groups.items():
+        first = members[0][0]
+        out.append(PeerInfo(
+            root, book.name_of(first.sender_id, first.name),
+            tuple(sorted({c for p, _ in members for c in p.channels})),
+            max(p.last_seen_ms for p, _ in members), sum(p.messages for p, _ in members),
+            person=root, devices=tuple(sorted(d for _, d in members)),
+        ))  # fmt: skip
+    return out

@@ -41,6 +41,7 @@ from app.members.device_copy import TwinWatch
 from app.members.device_labels import is_device_log
 from app.members.events import is_control
 from app.node.clock_guard import LamportMemory, implausible_time
+from app.node.device_glue import by_person
 from app.node.disk_guard import log_form
 from app.node.ephemeral_guard import EphemeralGuard
 from app.node.events import (
@@ -182,6 +183,8 @@ class Effects:
             for sid, p in self.peers.items()
             if channel is None or channel in p.channels
         ]
+        if self.authors.devices is not None and (channel is None or channel not in self._members):
+            out = by_person(out, self.authors.devices)  # one person, its devices
         out.sort(key=lambda p: -p.last_seen_ms)
         return out
 

@@ -240,13 +240,19 @@ class Ephemeral:
 
 @dataclass(frozen=True, slots=True)
 class PeerInfo:
-    """A participant we have heard from."""
+    """A participant we have heard from. Outside members channels a person's devices
+    that its device log certifies are one participant: ``sender_id`` is then the
+    person's root id, ``person`` the same, ``devices`` the names of the devices heard
+    (app/node/device_glue.py); another device of our own person is listed on its own,
+    named ``bob · laptop``."""
 
     sender_id: str
     name: str | None
     channels: tuple[str, ...]
     last_seen_ms: int
     messages: int
+    person: str = ""
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1458,7 +1458,9 @@ def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:
     lines = []
     for p in peers:
         ago = max(0, now_ms - p.last_seen_ms) / 1000.0
+        devices = f"; devices: {', '.join(p.devices)}" if p.devices else ""
         lines.append(
             f"{p.name or '?'} ({p.sender_id[:8]}) seen {ago:.0f}s ago, {p.messages} messages"
+            + devices
         )
     return lines

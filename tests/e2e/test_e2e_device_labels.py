@@ -97,6 +97,14 @@ def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         assert again["label"] == f"bob ({root[:8]})"
         assert evil["label"] == "bob" or evil["label"] == f"bob ({key.sender_id[:8]})"
 
+        # /who lists bob once, with his two devices; mallory apart
+        alice.send("/who")
+        alice.wait_for(lambda: bool(alice.select("peers")), 30, "/who")
+        peers = alice.select("peers")[-1]["peers"]
+        bobs = [p for p in peers if p["person"] == root]
+        assert len(bobs) == 1 and bobs[0]["sender"] == root and bobs[0]["name"] == "bob"
+        assert len(bobs[0]["devices"]) == 2 and "laptop" in bobs[0]["devices"]
+        assert any(p["sender"] == key.sender_id and p["person"] != root for p in peers)
         # sdschat history labels the same: one person, mallory apart
         lines = {h["content"]: h for h in history(tmp_path / "alice")}
         assert lines["from the desktop"]["person"] == lines["from the laptop"]["person"] == root
