@@ -211,10 +211,22 @@ class Row:
     colour: int | None = None
     """Index of the author's colour in the palette (distinct per author in a channel)."""
 
+    person: str = ""
+    """The root id of the person whose device log certifies the author (``Delivered.person``):
+    its lines are told apart by the root's fingerprint."""
+    device: str = ""
+    """Another device of our own person: its name, shown after ours (``bob · laptop``)."""
+
+    @property
+    def author_id(self) -> str:
+        """Who the line is by, for names, colours and fingerprints: the person, else the key."""
+        return self.person or self.sender_id
+
     @property
     def who(self) -> str:
         """The author as written on the line: ``label`` of :mod:`app.tui.names`."""
-        return label(self.name, self.sender_id, self.shared_name)
+        who = label(self.name, self.author_id, self.shared_name)
+        return f"{who} · {self.device}" if self.device else who
 
     def __post_init__(self) -> None:
         self._parse_typed()
@@ -469,8 +481,8 @@ class ChannelView:
         mark it disputed if a conflict was reported for its id."""
         if row.message_id is not None and row.message_id in self.disputed:
             row.disputed = self.disputed[row.message_id]
-        row.colour = self.colours.slot(row.sender_id)
-        if self.book.note(row.sender_id, row.name) and self.book.on_shared is not None:
+        row.colour = self.colours.slot(row.author_id)
+        if self.book.note(row.author_id, row.name) and self.book.on_shared is not None:
             self.book.on_shared(row.name or "")  # a second id with this name: retag lines
         row.shared_name = self.book.shared(row.name)
         if row.kind in ("file", "segment"):
@@ -977,7 +989,9 @@ class ChatModel:
                 w.arrived.discard(ev.message_id)
                 w.touch()
         row = view.find_message(ev.message_id)
+        own_device = ev.device if ev.person and ev.label.endswith(f" · {ev.device}") else ""
         if row is not None:  # it was shown while waiting: now it is delivered
+            row.person, row.device = ev.person, own_device
             if row.waiting_for:
                 for dep in row.waiting_for:
                     others = view.missing.get(dep)
@@ -1024,6 +1038,8 @@ class ChatModel:
                     recovered=recovered,
                     after_lost=was_lost,
                     mention=mention,
+                    person=ev.person,
+                    device=own_device,
                 )
             )
             if view.at_tail and len(view.rows) > MAX_WINDOW:

@@ -1,0 +1,47 @@
+"""The TUI shows a person's devices as one person (issue 40 §1): the node says whose
+device a line's key is (``Delivered.person``, ``device``); the rows of bob's desktop and
+laptop are one author (one name, colour and fingerprint: the root's), a look-alike key
+apart; another device of our own person is marked ``alice · laptop``."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from app.node.events import ChannelJoined, Delivered
+from app.tui.model import ChatModel
+from app.tui.render import palette, row_lines
+
+ME = "a" * 32
+BOB, LAPTOP, MALLORY, MY_LAPTOP = "b" * 32, "c" * 32, "d" * 32, "e" * 32
+
+
+def _line(mid: str, sender: str, lamport: int, person: str = "", device: str = "",
+          label: str = "bob", name: str = "bob") -> Delivered:  # fmt: skip
+    return Delivered("general", mid, sender, name, "msg", mid, lamport, 0, 0, label=label,
+                     person=person, device=device)  # fmt: skip
+
+
+def test_a_persons_devices_are_one_author_and_a_look_alike_is_told_apart_by_the_root() -> None:
+    m = ChatModel(ME, "alice")
+    m.apply(ChannelJoined("general", True, "00", 0), 0)
+    m.channels["general"].loaded = True
+    m.apply(_line("m1", BOB, 1, BOB, "desktop"), 0)
+    m.apply(_line("m2", LAPTOP, 2, BOB, "laptop"), 0)
+    rows = {r.message_id: r for r in m.channels["general"].rows}
+    assert rows["m1"].who == rows["m2"].who == "bob"  # one person: no fingerprint needed
+    assert rows["m1"].colour == rows["m2"].colour
+    m.apply(_line("m3", MALLORY, 3), 0)  # another key calls itself bob
+    rows = {r.message_id: r for r in m.channels["general"].rows}
+    assert rows["m1"].who == rows["m2"].who == f"bob ({BOB[:8]})"  # the root's fingerprint
+    assert rows["m3"].who == f"bob ({MALLORY[:8]})"
+    shown = "".join(t.plain for t in row_lines(rows["m2"], 100, Console(), palette(True)))
+    assert f"({BOB[:8]})" in shown and LAPTOP[:8] not in shown  # the root's fingerprint
+
+
+def test_another_device_of_our_own_person_is_marked_with_its_name() -> None:
+    m = ChatModel(ME, "alice")
+    m.apply(ChannelJoined("general", True, "00", 0), 0)
+    m.channels["general"].loaded = True
+    m.apply(_line("m1", MY_LAPTOP, 1, ME, "laptop", label="alice · laptop", name="alice"), 0)
+    row = m.channels["general"].rows[0]
+    assert row.who == "alice · laptop" and row.author_id == ME
