@@ -6,7 +6,9 @@
   :mod:`app.members.device_labels`). Every public or passphrase channel joined (or
   resumed) gets our log as device-log content, once per channel and state of the log
   (the marks are kept in the book); a link that adds a device (:meth:`reload`) sends the
-  new log to every such channel. A person of one device (no log) sends nothing.
+  new log to every such channel; a sender heard first in a channel that no log names (a
+  newcomer, who may not hold what we sent before) gets it again, at most once per two
+  sync intervals (a minute by default) per channel. A person of one device (no log) sends nothing.
 * **Receiving.** The effects hand it every delivered device-log content of such a
   channel (:meth:`delivered`) before the line is labelled; the book checks and folds
   it, and a change is written (in a thread, atomically, mode 0600).
@@ -26,12 +28,16 @@ from app.members import person_file
 from app.members.device_labels import PEOPLE_FILE, DeviceBook
 from app.members.devices import PersonLog
 from app.members.private_file import write_private
-from app.node.events import ChannelJoined, NodeError, NodeEvent, PeerInfo
+from app.node.events import ChannelJoined, NodeError, NodeEvent, PeerInfo, PeerSeen
 
 if TYPE_CHECKING:
     from app.node.context import NodeContext
 
-__all__ = ["DeviceGlue", "by_person"]
+__all__ = ["RESEND_SYNCS", "DeviceGlue", "by_person"]
+
+RESEND_SYNCS = 2
+"""Our log is sent again to a channel where a newcomer is heard at most once per this
+many sync intervals (``sync_interval_ms``: a minute by default)."""
 
 
 class DeviceGlue:
@@ -48,6 +54,8 @@ class DeviceGlue:
         self._waiting: list[str] = []
         self._saving: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._last_sent: dict[str, int] = {}
+        """Channel -> when our log was last sent there (this run)."""
 
     async def start(self) -> None:
         """Read the files; send our log to the channels joined so far."""
@@ -76,12 +84,20 @@ class DeviceGlue:
             return None
 
     def on_event(self, ev: NodeEvent) -> None:
-        """A node event (subscribed): a joined channel gets our log."""
+        """A node event (subscribed): a joined channel gets our log; so does a channel
+        where a sender is heard first that no log names (a newcomer, who did not read
+        what we sent before it came), at most once per :data:`RESEND_SYNCS` sync intervals."""
         if isinstance(ev, ChannelJoined):
             if not self._started:
                 self._waiting.append(ev.channel)
             else:
                 self._announce(ev.channel)
+        elif isinstance(ev, PeerSeen) and ev.first and self._started and (
+                self.book.speaker(ev.sender_id) is None):  # fmt: skip
+            last = self._last_sent.get(ev.channel)
+            every = RESEND_SYNCS * self._ctx.options.config.sync_interval_ms
+            if last is None or self._ctx.now() - last >= every:
+                self._announce(ev.channel, again=True)
 
     async def reload(self) -> None:
         """Our person's log changed (a link): read it again and send it everywhere."""
@@ -91,12 +107,13 @@ class DeviceGlue:
             self._announce(channel)
         self._save_soon()
 
-    def _announce(self, channel: str) -> None:
+    def _announce(self, channel: str, again: bool = False) -> None:
         if self._is_members(channel) or channel not in self._ctx.channels:
             return
-        content = self.book.due(channel)
+        content = self.book.own_content() if again else self.book.due(channel)
         if content is None:
             return
+        self._last_sent[channel] = self._ctx.now()
         try:
             future = self._post(channel, content)
         except (KeyError, ValueError, RuntimeError) as exc:

@@ -112,3 +112,31 @@ def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         assert lines["from the laptop"]["label"] == lines["from the desktop"]["label"]
         assert lines["i am bob"]["label"] != lines["from the desktop"]["label"]
         assert "device list" not in lines  # the device logs are no lines
+
+        # a restart keeps what alice folded (members/people.json): bob does not send his
+        # log again, and his next line is still bob's
+        assert oct((tmp_path / "alice" / "members" / "people.json").stat().st_mode & 0o777) == (
+            "0o600")
+        alice.close_stdin()
+        assert alice.wait(30) == 0
+        alice = c.node("alice", url, label="alice-again")
+        alice.wait_for(lambda: bool(alice.select("connection", state="connected")), 30,
+                       "connected")  # fmt: skip
+        alice.send("back")
+        _line_of(bob, "back", "")  # bob heard her again
+        laptop.send("after the restart")
+        _line_of(alice, "after the restart", root)
+        # a newcomer who missed the log: bob's devices send it again once they hear her
+        def logs_sent() -> int:
+            return len([e for e in laptop.select("own", state="logged") if e["kind"] == "keys"])
+
+        before = logs_sent()
+        carol = c.node("carol", url)
+        carol.wait_for(lambda: bool(carol.select("connection", state="connected")), 30,
+                       "connected")  # fmt: skip
+        carol.send("hello all")
+        _line_of(bob, "hello all", "")
+        _line_of(laptop, "hello all", "")
+        laptop.wait_for(lambda: logs_sent() > before, 30, "the laptop's log sent again")
+        laptop.send("welcome carol")
+        _line_of(carol, "welcome carol", root)
