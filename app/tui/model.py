@@ -52,6 +52,7 @@ from app.tui.names import ColourSlots, NameBook, label
 from storage import Cursor, LogEntry
 
 if TYPE_CHECKING:
+    from app.members.device_labels import DeviceBook
     from app.members.roster import Roster
 
 __all__ = [
@@ -756,6 +757,9 @@ class ChatModel:
         self.roster_of: Callable[[str], Roster | None] = lambda channel: None
         """A members channel's roster (the app asks the node): its names are the
         authors' names there, whatever a line claims (``app/chat/authors.py``)."""
+        self.devices: DeviceBook | None = None
+        """The node's device logs (``node.devices.book``): a row read back from the
+        database of a device its person's log certifies is that person's."""
         self.hide_events = False
         """Join, leave and nick lines are hidden (F4; kept in tui.json)."""
         self.highlights: list[str] = []
@@ -920,6 +924,12 @@ class ChatModel:
             recovered=entry.recovered or entry.was_lost,
             after_lost=entry.was_lost,
         )
+        sp = self.devices.speaker(entry.sender_id) if (
+            self.devices is not None and not own and self.roster_of(entry.channel) is None
+        ) else None  # fmt: skip
+        if sp is not None and self.devices is not None:  # as the node labels it when it comes
+            row.person, row.device = sp.person, sp.device if sp.own else ""
+            row.name = self.devices.name_of(entry.sender_id, row.name)
         row.mention = not own and not row.hidden and self.mentions(row.text)
         if content.name and not own:  # known before it speaks again (F2, completion)
             self.names.setdefault(entry.sender_id, content.name)

@@ -81,8 +81,7 @@ def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         key = Identity.generate()
         (mallory_dir / "identity.pem").write_bytes(key.to_pem())
         (mallory_dir / "identity.pem").chmod(0o600)
-        (mallory_dir / "members" / "devices.json").write_bytes(
-            _forged_log(tmp_path / "bob", key))
+        (mallory_dir / "members" / "devices.json").write_bytes(_forged_log(tmp_path / "bob", key))
         mallory = c.node("bob", url, data_dir=mallory_dir, label="mallory")
         mallory.wait_for(lambda: bool(mallory.select("connection", state="connected")), 30,
                          "connected")  # fmt: skip
@@ -116,7 +115,8 @@ def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         # a restart keeps what alice folded (members/people.json): bob does not send his
         # log again, and his next line is still bob's
         assert oct((tmp_path / "alice" / "members" / "people.json").stat().st_mode & 0o777) == (
-            "0o600")
+            "0o600"
+        )
         alice.close_stdin()
         assert alice.wait(30) == 0
         alice = c.node("alice", url, label="alice-again")
@@ -126,6 +126,7 @@ def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         _line_of(bob, "back", "")  # bob heard her again
         laptop.send("after the restart")
         _line_of(alice, "after the restart", root)
+
         # a newcomer who missed the log: bob's devices send it again once they hear her
         def logs_sent() -> int:
             return len([e for e in laptop.select("own", state="logged") if e["kind"] == "keys"])

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from app.chat.lines import encode_content
+from app.members.device_labels import DeviceBook
+from app.members.devices import decode_entry, encode_device_log, make_add, make_genesis
 from app.node.events import ChannelJoined, Delivered
 from app.tui.model import ChatModel
 from app.tui.render import palette, row_lines
+from net.identity import Identity
+from storage import LogEntry
 
 ME = "a" * 32
 BOB, LAPTOP, MALLORY, MY_LAPTOP = "b" * 32, "c" * 32, "d" * 32, "e" * 32
@@ -45,3 +50,21 @@ def test_another_device_of_our_own_person_is_marked_with_its_name() -> None:
     m.apply(_line("m1", MY_LAPTOP, 1, ME, "laptop", label="alice · laptop", name="alice"), 0)
     row = m.channels["general"].rows[0]
     assert row.who == "alice · laptop" and row.author_id == ME
+
+
+def test_rows_read_back_from_the_database_are_labelled_by_the_nodes_device_logs() -> None:
+
+    root, laptop = Identity.generate(), Identity.generate()
+    genesis = make_genesis(root, Identity.generate().public_key, "desktop")
+    g = decode_entry(genesis)
+    assert not isinstance(g, str)
+    add = make_add(root.public_key, root, [g.hash], laptop, "laptop")
+    book = DeviceBook()
+    assert book.take(root.sender_id, encode_device_log([genesis, add])) == ""
+    m = ChatModel(ME, "alice")
+    m.devices = book
+    rows = [m.row_from_entry(LogEntry("general", f"{i:064x}", sid, i, encode_content(
+        "hi", "bob", "msg"), None, 0, 0)) for i, sid in enumerate((root.sender_id,
+                                                                   laptop.sender_id))]  # fmt: skip
+    assert rows[0].author_id == rows[1].author_id == root.sender_id
+    assert rows[1].device == ""  # not our person's: no device mark
