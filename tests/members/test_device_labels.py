@@ -10,8 +10,10 @@ from pathlib import Path
 
 from app.chat.authors import Authors
 from app.members import device_labels
+from app.members import devices_pb2 as pb
 from app.members.device_labels import MAX_REFUSALS, DeviceBook
 from app.members.devices import (
+    ENTRY_LABEL,
     MAX_ENTRIES,
     decode_entry,
     encode_device_log,
@@ -167,3 +169,17 @@ def test_own_devices_are_marked_own_and_our_log_is_due_once_per_channel_and_stat
     book.set_own(bob.log)
     assert book.due("room") is not None  # the log changed: sent again
     assert DeviceBook().own_content() is None  # a person of one device sends nothing
+
+
+def test_a_genesis_of_bobs_root_not_signed_by_bob_is_refused() -> None:
+    bob = Person()
+    mallory = Identity.generate()
+    book = DeviceBook()
+    genesis = pb.Genesis(recovery=Identity.generate().public_key, device_name="desktop")
+    for signer in (mallory.public_key, bob.root.public_key):  # her key named, or bob's
+        body = pb.Entry(root=bob.root.public_key, signer=signer, genesis=genesis)
+        raw = pb.SignedEntry(body=body.SerializeToString(), signature=mallory.sign(
+            ENTRY_LABEL + body.SerializeToString())).SerializeToString()  # fmt: skip
+        why = book.take(mallory.sender_id, encode_device_log([raw]))
+        assert why in ("malformed", "bad_signature")
+    assert book.speaker(mallory.sender_id) is None and not book.people.logs
