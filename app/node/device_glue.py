@@ -5,10 +5,12 @@
   :mod:`app.members.person_file`) and the book of the others' (``members/people.json``,
   :mod:`app.members.device_labels`). Every public or passphrase channel joined (or
   resumed) gets our log as device-log content, once per channel and state of the log
-  (the marks are kept in the book); a link that adds a device (:meth:`reload`) sends the
-  new log to every such channel; a sender heard first in a channel that no log names (a
-  newcomer, who may not hold what we sent before) gets it again, at most once per two
-  sync intervals (a minute by default) per channel. A person of one device (no log) sends nothing.
+  (the marks are kept in the book); a link that adds a device (:meth:`reload`: ``/link``
+  here, or ``sdschat link`` beside the node, whose file is looked at every
+  :data:`WATCH_S`) sends the new log to every such channel; a sender heard first in a
+  channel that no log names (a newcomer, who may not hold what we sent before) gets it
+  again, at most once per two sync intervals (a minute by default) per channel. A person
+  of one device (no log) sends nothing.
 * **Receiving.** The effects hand it every delivered device-log content of such a
   channel (:meth:`delivered`) before the line is labelled; the book checks and folds
   it, and a change is written (in a thread, atomically, mode 0600).
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RESEND_SYNCS", "DeviceGlue", "by_person"]
 
+WATCH_S = 5.0
+"""How often ``members/devices.json`` is looked at (``sdschat link`` beside the node)."""
 RESEND_SYNCS = 2
 """Our log is sent again to a channel where a newcomer is heard at most once per this
 many sync intervals (``sync_interval_ms``: a minute by default)."""
@@ -54,6 +58,7 @@ class DeviceGlue:
         self._waiting: list[str] = []
         self._saving: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._seen_file: tuple[int, int] | None = None
         self._last_sent: dict[str, int] = {}
         """Channel -> when our log was last sent there (this run)."""
 
@@ -69,6 +74,25 @@ class DeviceGlue:
         waiting, self._waiting = self._waiting, []
         for channel in waiting:
             self._announce(channel)
+        self._seen_file = self._file_stamp()
+        asyncio.get_running_loop().call_later(WATCH_S, self._watch)
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = (self._data_dir / person_file.PERSON_FILE).stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _watch(self) -> None:
+        """``sdschat link`` beside this node wrote our log: read it and send it."""
+        if self._ctx.closing:
+            return
+        stamp = self._file_stamp()
+        if stamp != self._seen_file:
+            self._seen_file = stamp
+            self._spawn(self.reload())
+        asyncio.get_running_loop().call_later(WATCH_S, self._watch)
 
     def _read_people(self) -> bytes | None:
         try:
@@ -101,6 +125,7 @@ class DeviceGlue:
 
     async def reload(self) -> None:
         """Our person's log changed (a link): read it again and send it everywhere."""
+        self._seen_file = await asyncio.to_thread(self._file_stamp)
         own = await asyncio.to_thread(self._own_log)
         self.book.set_own(own)
         for channel in list(self._ctx.channels):

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from e2e_helpers import cluster, history
-from test_e2e_link_device import link_laptop
+from test_e2e_link_device import link_beside, link_laptop
 
 from app.members.devices import decode_entry, make_add
 from net.identity import Identity
-from tests.procs import Proc
+from tests.procs import Proc, sdschat
 
 
 def _line(p: Proc, text: str) -> dict[str, Any] | None:
@@ -141,3 +141,30 @@ def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         laptop.wait_for(lambda: logs_sent() > before, 30, "the laptop's log sent again")
         laptop.send("welcome carol")
         _line_of(carol, "welcome carol", root)
+
+
+def test_sdschat_link_beside_a_running_node_sends_the_new_log(tmp_path: Path) -> None:
+    """The log ``sdschat link`` writes beside bob's running node goes out from it: alice
+    shows bob's desktop and laptop as one person without bob restarting."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url)
+        bob = c.node("bob", url)
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: bool(p.select("connection", state="connected")), 30,
+                       "connected")  # fmt: skip
+        root = str(bob.select("ready")[0]["sender"])
+        linker, code = link_beside(c, tmp_path / "bob", url)
+        laptop = c.start(sdschat("join", "--link", code, "--data-dir", str(tmp_path / "laptop"),
+                                 "--relay", url, "--device-name", "laptop", "--headless",
+                                 "--fast"), "laptop")  # fmt: skip
+        laptop.wait_for(lambda: bool(laptop.select("link", state="linked")), 60, "linked")
+        assert linker.wait(30) == 0
+        # bob's node sends the new log by itself (it looks at devices.json)
+        bob.wait_for(lambda: any(e["kind"] == "keys" for e in bob.select("own", state="logged")),
+                     30, "bob's log sent")  # fmt: skip
+        bob.send("from the desktop")
+        laptop.send("from the laptop")
+        desk = _line_of(alice, "from the desktop", root)
+        lap = _line_of(alice, "from the laptop", root)
+        assert desk["label"] == lap["label"] == "bob"

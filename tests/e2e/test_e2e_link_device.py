@@ -40,6 +40,14 @@ def link_laptop(c: Cluster, bob: Proc, url: str, laptop_dir: Path) -> Proc:
     return laptop
 
 
+def link_beside(c: Cluster, data_dir: Path, url: str) -> tuple[Proc, str]:
+    """``sdschat link`` beside the node of ``data_dir``: its process and the code it shows."""
+    linker = c.start(sdschat("link", "--data-dir", str(data_dir), "--relay", url,
+                             "--device-name", "desktop"), "linker", stdin=False)  # fmt: skip
+    linker.wait_for(lambda: len(linker.raw) >= 3, 30, "the code and its QR code")
+    return linker, linker.raw[0].strip()
+
+
 def test_a_linked_device_reads_the_history_bob_could_read(tmp_path: Path) -> None:
     pf = tmp_path / "pass"
     pf.write_text(PASS + "\n")
@@ -125,10 +133,7 @@ def test_sdschat_link_beside_a_running_node_hands_over_a_members_channel(
         bob = _join_by_invite(c, "bob", _invite(alice), url, ["--store", store_url])
         alice.send("members only one", "members only two")
         _sees(bob, "members only one", "members only two")
-        linker = c.start(sdschat("link", "--data-dir", str(tmp_path / "bob"), "--relay", url,
-                                 "--device-name", "desktop"), "linker", stdin=False)  # fmt: skip
-        linker.wait_for(lambda: len(linker.raw) >= 3, 30, "the code and its QR code")
-        code = linker.raw[0].strip()
+        linker, code = link_beside(c, tmp_path / "bob", url)
         assert any("▀" in line or "▄" in line for line in linker.raw[1:])
         laptop_dir = tmp_path / "laptop"
         laptop = c.start(sdschat("join", "--link", code, "--data-dir", str(laptop_dir),
