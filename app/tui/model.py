@@ -214,7 +214,8 @@ class Row:
 
     person: str = ""
     """The root id of the person whose device log certifies the author (``Delivered.person``):
-    its lines are told apart by the root's fingerprint."""
+    its lines are told apart by the root's fingerprint; our own sender id for another
+    device of our own person (its lines are ours)."""
     device: str = ""
     """Another device of our own person: its name, shown after ours (``bob · laptop``)."""
 
@@ -928,7 +929,8 @@ class ChatModel:
             self.devices is not None and not own and self.roster_of(entry.channel) is None
         ) else None  # fmt: skip
         if sp is not None and self.devices is not None:  # as the node labels it when it comes
-            row.person, row.device = sp.person, sp.device if sp.own else ""
+            row.person, row.device = ((self.sender_id, sp.device) if sp.own
+                                      else (sp.person, ""))  # fmt: skip
             row.name = self.devices.name_of(entry.sender_id, row.name)
         row.mention = not own and not row.hidden and self.mentions(row.text)
         if content.name and not own:  # known before it speaks again (F2, completion)
@@ -1000,8 +1002,10 @@ class ChatModel:
                 w.touch()
         row = view.find_message(ev.message_id)
         own_device = ev.device if ev.person and ev.label.endswith(f" · {ev.device}") else ""
+        # another device of ours is us (our colour, our name's key), marked with its name
+        person = self.sender_id if own_device else ev.person
         if row is not None:  # it was shown while waiting: now it is delivered
-            row.person, row.device = ev.person, own_device
+            row.person, row.device = person, own_device
             if row.waiting_for:
                 for dep in row.waiting_for:
                     others = view.missing.get(dep)
@@ -1048,7 +1052,7 @@ class ChatModel:
                     recovered=recovered,
                     after_lost=was_lost,
                     mention=mention,
-                    person=ev.person,
+                    person=person,
                     device=own_device,
                 )
             )

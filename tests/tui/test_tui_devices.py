@@ -47,9 +47,11 @@ def test_another_device_of_our_own_person_is_marked_with_its_name() -> None:
     m = ChatModel(ME, "alice")
     m.apply(ChannelJoined("general", True, "00", 0), 0)
     m.channels["general"].loaded = True
-    m.apply(_line("m1", MY_LAPTOP, 1, ME, "laptop", label="alice · laptop", name="alice"), 0)
+    root = "f" * 32  # we are alice's laptop; her desktop is her root
+    m.apply(_line("m1", MY_LAPTOP, 1, root, "desktop", label="alice · desktop", name="alice"), 0)
     row = m.channels["general"].rows[0]
-    assert row.who == "alice · laptop" and row.author_id == ME
+    assert row.who == "alice · desktop" and row.author_id == ME  # ours: no look-alike of us
+    assert not row.shared_name
 
 
 def test_rows_read_back_from_the_database_are_labelled_by_the_nodes_device_logs() -> None:
