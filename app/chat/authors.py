@@ -20,6 +20,7 @@ from app.members.display import describe, is_members_content
 from app.names import NameBook
 
 if TYPE_CHECKING:
+    from app.members.device_labels import DeviceBook
     from app.members.roster import Roster
 
 __all__ = ["Authors", "authored"]
@@ -41,14 +42,29 @@ def authored(content: bytes, sender_id: str, roster: Roster | None) -> ChatConte
 class Authors:
     """Author labels of every channel a node or a reader sees: a members channel's from
     its roster (:meth:`Roster.label_of`), another's from the names its authors claimed,
-    with fingerprints where two look alike."""
+    with fingerprints where two look alike.
 
-    def __init__(self) -> None:
+    With ``devices`` (the device logs held, :mod:`app.members.device_labels`), a line of
+    a device its person's log certifies is written as that person outside members
+    channels: the name its devices claimed last, told apart by the ROOT's id (its
+    fingerprint is the root's, what others verify)."""
+
+    def __init__(self, devices: DeviceBook | None = None) -> None:
         self._books: dict[str, NameBook] = {}
+        self.devices = devices
 
     def note(self, channel: str, sender_id: str, name: str | None) -> None:
         """``sender_id`` claimed ``name`` in ``channel`` (not a members channel)."""
+        devices = self.devices
+        if devices is not None:
+            devices.note_name(sender_id, name)
+            name, sender_id = devices.name_of(sender_id, name), devices.author_of(sender_id)
         self._books.setdefault(channel, NameBook()).note(sender_id, name)
+
+    def name(self, sender_id: str, name: str | None) -> str | None:
+        """The name a line of ``sender_id`` claiming ``name`` shows (outside members
+        channels): its person's when a device log certifies it."""
+        return name if self.devices is None else self.devices.name_of(sender_id, name)
 
     def label(self, channel: str, sender_id: str, name: str | None,
               roster: Roster | None = None) -> str:  # fmt: skip
@@ -56,6 +72,8 @@ class Authors:
         gave it."""
         if roster is not None:
             return roster.label_of(sender_id)
+        if self.devices is not None:
+            name, sender_id = self.name(sender_id, name), self.devices.author_of(sender_id)
         book = self._books.get(channel)
         return book.label(name, sender_id) if book is not None else (
             NameBook().label(name, sender_id))  # fmt: skip

@@ -41,6 +41,7 @@ from google.protobuf.message import DecodeError
 from app.chat import chat_content_pb2 as cpb
 from app.chat import content_pb2 as pb
 from app.chat.lines import ChatContent, decode_line
+from app.members.device_labels import is_device_log
 from app.members.display import describe as describe_members_content
 from app.members.display import is_members_content
 from app.names import clean_name
@@ -83,6 +84,9 @@ TYPED_VERSION = 2
 
 SCHEMA_VERSION = 1
 """The ``Content`` (files) schema major version this module writes and reads."""
+
+DEVICE_LOG_TEXT = "device list"
+"""The text of a person's device-log content (kind ``keys``: never shown as a line)."""
 
 MAX_QUOTE_CHARS = 120
 """Longest quote of a reply's target shown (longer ones are cut with an ellipsis)."""
@@ -158,6 +162,8 @@ def decode(content: bytes) -> Decoded:
     if is_members_content(content):  # a members channel's own contents (app/members)
         kind, text = describe_members_content(content)
         return Decoded(kind, text)
+    if is_device_log(content):  # a person's device log (app/members/device_labels.py)
+        return Decoded("keys", DEVICE_LOG_TEXT)
     if content.startswith(TYPED_MAGIC):
         return _decode_typed(content)
     if not is_typed(content):
@@ -338,6 +344,8 @@ def decode_content(content: bytes) -> ChatContent:
     A line (:mod:`app.chat.lines`: JSON lines, replies, reactions, edits, deletions)
     decodes as there; the other typed content of this module (topic, files, ...) as its
     one-line summary (:func:`summary_content`); foreign content as ``kind="raw"``."""
+    if is_device_log(content):  # not news: shown nowhere, like a key share
+        return ChatContent(text=DEVICE_LOG_TEXT, name=None, kind="keys")
     if content[:1] == b"\xff" and not content.startswith(TYPED_MAGIC):
         return summary_content(content)
     return decode_line(content)

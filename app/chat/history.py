@@ -11,7 +11,7 @@ With ``--json`` each line is one object::
     {"position": 0, "id": "…", "sender": "…", "name": "alice", "label": "alice", "kind": "msg",
      "lamport": 1712…, "content": "hello", "state": "acknowledged",
      "digest": "…", "conflict": false, "was_lost": false, "recovered": false,
-     "missing_before": 0, "refused": false}
+     "missing_before": 0, "refused": false, "person": "", "device": ""}
 
 The log is shown *folded* (:mod:`app.chat.history_fold`, ``docs/content.md``): reactions,
 edits, deletions and file segments are not lines of their own but change the line they
@@ -28,7 +28,11 @@ admitted, or the member's own chained rename, read from the channel's membership
 records), never the one claimed inside the content; elsewhere the claimed name.
 ``label`` is how a person should read it, the line's author column: ``name``, with the
 author's fingerprint when another author's name looks like it (``alice (3f9a2b1c)``,
-TR39 skeletons: docs/members.md, "Names").
+TR39 skeletons: docs/members.md, "Names"). Outside members channels, a line of a device
+that its person's device log certifies (docs/members.md, "Devices") has that person's
+name, ``person`` (the root's id: the label's fingerprint is the root's) and ``device``
+(the device's name); another device of the reader's own person is labelled
+``bob · laptop``. The device logs themselves are not listed.
 
 ``state`` is set for our own messages only (``queued``, ``sent``,
 ``possibly_acknowledged``, ``acknowledged``, ``failed``), ``null`` otherwise.
@@ -71,6 +75,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
+from app.chat.authors import Authors
 from app.chat.history_fold import fold_lines
 from app.chat.lines import json_visible, visible
 from app.chat.log_line import (
@@ -82,6 +87,8 @@ from app.chat.log_line import (
     log_line,
     lost_line,
 )
+from app.members import device_labels, person_file
+from app.members.device_labels import is_device_log
 from app.members.roster import Roster
 from app.members.secrets_file import read_roster
 from app.names import NameBook
@@ -105,17 +112,50 @@ async def _read_with_store(data_dir: Path, channel: str) -> list[LogLine]:
         out: list[LogLine] = []
         async for entry in store.iter_log(channel):
             out.append(log_line(entry, len(out), roster=roster))
-        return _labelled(out, roster)
+        return _labelled(out, roster, data_dir)
 
 
-def _labelled(lines: list[LogLine], roster: Roster | None) -> list[LogLine]:
+def _labelled(lines: list[LogLine], roster: Roster | None,
+              data_dir: Path | None = None) -> list[LogLine]:  # fmt: skip
     """Each line with its author's label: the roster's (members channels) or the
     claimed name, with the author's fingerprint where another author's name looks
-    like it (app/names.py)."""
+    like it (app/names.py); outside members channels a device its person's log
+    certifies is labelled as that person (:func:`_people`)."""
     if roster is not None:
         return [replace(x, label=roster.label_of(x.sender_id)) for x in lines]
+    if data_dir is not None:
+        return _people(lines, data_dir)
     book = NameBook((x.sender_id, x.name) for x in lines if x.name)
     return [replace(x, label=book.label(x.name, x.sender_id)) for x in lines]
+
+
+def _people(lines: list[LogLine], data_dir: Path) -> list[LogLine]:
+    """Lines labelled as the node labels them (app/members/device_labels.py): the device
+    logs the node kept and those the log holds, folded in log order; a certified
+    device's line has its person's name, its ``person`` (the root id: the label's
+    fingerprint is the root's) and ``device``. The device logs are no lines."""
+    try:
+        own = person_file.load(data_dir)
+    except person_file.PersonFileError:
+        own = None
+    devices = device_labels.load(data_dir, "", own)
+    for x in lines:
+        if is_device_log(x.content):
+            devices.take(x.sender_id, x.content)
+    authors = Authors(devices)
+    kept = [x for x in lines if not is_device_log(x.content)]
+    for x in kept:
+        authors.note("", x.sender_id, x.name)
+    out = []
+    for x in kept:
+        sp = devices.speaker(x.sender_id)
+        label = authors.label("", x.sender_id, x.name)
+        if sp is not None and sp.own and x.state is None:
+            label += f" · {sp.device}"  # another device of ours (the node's mark)
+        person, device = (sp.person, sp.device) if sp is not None else ("", "")
+        out.append(replace(x, name=authors.name(x.sender_id, x.name), label=label,
+                           person=person, device=device))  # fmt: skip
+    return out
 
 
 def _read_only_rows(db: sqlite3.Connection, where: Path, channel: str) -> Iterator[LogEntry]:
@@ -170,7 +210,7 @@ def read_history(data_dir: str | Path, channel: str) -> list[LogLine]:
         for entry in _read_only_rows(db, directory, channel):
             lines.append(log_line(entry, len(lines), conflict=entry.message_id in disputed,
                                   refused=entry.message_id in refused, roster=roster))  # fmt: skip
-        return _labelled(lines, roster)
+        return _labelled(lines, roster, directory)
     except sqlite3.Error as exc:
         raise translate_error(exc, path) from exc
     finally:

@@ -64,6 +64,8 @@ def fold_lines(lines: list[LogLine]) -> list[LogLine]:
                 recovered=line.recovered,
                 missing_before=line.missing_before,
                 refused=line.refused,
+                person=line.person,
+                device=line.device,
                 item=item,
                 names=names,
             )

@@ -57,6 +57,11 @@ class LogLine:
     label: str = ""
     """How the author is written (``name``, with a fingerprint when another author's
     name looks like it): set by ``sdschat history``."""
+    person: str = ""
+    """The root id of the person whose device log certifies the author (public and
+    passphrase channels; ``""`` otherwise): set by ``sdschat history``."""
+    device: str = ""
+    """That device's name."""
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` object (see the module docstring)."""
@@ -76,6 +81,8 @@ class LogLine:
             "recovered": self.recovered,
             "missing_before": self.missing_before,
             "refused": self.refused,
+            "person": self.person,
+            "device": self.device,
         }
 
 

@@ -58,6 +58,7 @@ async def link(fe: FrontEnd, name: str, arg: str) -> None:
             done = await offer_link(node.store.data_dir, node.identity, relays,
                                     on_code=offered, on_sas=sas)  # fmt: skip
             code = shown[0]
+            await node.devices.reload()  # the new log goes to every channel (device_glue)
             text = f"linked {done.device_name} ({done.device_id[:12]}) as a device of yours"
             if done.recovery_words:
                 text += ". " + recovery_text(done.recovery_words)

@@ -613,6 +613,12 @@ class People:
         for d in log.state.devices.values():
             self._by_device[d.device_id] = log.root_id
 
+    def put_log(self, log: PersonLog) -> None:
+        """Keep ``log`` (resolved) as its person's whole log, in place of the one held
+        (a candidate checked by its caller: :mod:`app.members.device_labels`)."""
+        self.logs[log.root_id] = log
+        self._index(log)
+
     def person_of(self, sender_id: str) -> str | None:
         """The root id of the person whose current device ``sender_id`` is."""
         return self._by_device.get(sender_id)

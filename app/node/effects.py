@@ -28,7 +28,7 @@ arms the timer that gives it back).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import sds
@@ -38,8 +38,10 @@ from app.chat.file_quota import LEDGER_FILE, FileQuota
 from app.chat.lines import encode_content, split_typed
 from app.chat.redaction import Deletions, is_tombstone
 from app.members.device_copy import TwinWatch
+from app.members.device_labels import is_device_log
 from app.members.events import is_control
 from app.node.clock_guard import LamportMemory, implausible_time
+from app.node.device_glue import by_person
 from app.node.disk_guard import log_form
 from app.node.ephemeral_guard import EphemeralGuard
 from app.node.events import (
@@ -134,6 +136,9 @@ class Effects:
         self.late = LateArrivals(self.sender_id)  # the ↺ recovered rule
         self.authors = Authors()
         """Who wrote what, as the events label it (app/chat/authors.py)."""
+        self.on_device_log: Callable[[str, str, bytes], None] | None = None
+        """A device-log content delivered outside members channels (its channel, sender,
+        bytes): app/node/device_glue.py folds it before the line is labelled."""
         self.ephemeral = EphemeralGuard()  # size cap and per-sender rate (received)
         self.lamports = LamportMemory()  # app/node/clock_guard.py
         self.twins = TwinWatch()  # two processes signing as one sender: device_copy.py
@@ -178,6 +183,8 @@ class Effects:
             for sid, p in self.peers.items()
             if channel is None or channel in p.channels
         ]
+        if self.authors.devices is not None and (channel is None or channel not in self._members):
+            out = by_person(out, self.authors.devices)  # one person, its devices
         out.sort(key=lambda p: -p.last_seen_ms)
         return out
 
@@ -526,9 +533,14 @@ class Effects:
             )
         )
         roster = mc.roster if mc is not None else None  # the roster's names (app/chat/authors.py)
+        if mc is None and self.on_device_log is not None and is_device_log(kept):
+            self.on_device_log(ch, ev.sender_id, kept)  # app/node/device_glue.py
         content = authored(kept, ev.sender_id, roster)
+        speaker = self.authors.devices.speaker(ev.sender_id) if (
+            roster is None and self.authors.devices is not None) else None  # fmt: skip
         if roster is None:
             self.authors.note(ch, ev.sender_id, content.name)
+            content = replace(content, name=self.authors.name(ev.sender_id, content.name))
         self._seen(ch, ev.sender_id, content.name, now, out, content=True)
         odd = implausible_time(ev.lamport, self.lamports.newest_of(ch, ev.causal_history))
         start = self.lamports.history_start(ch, ev.causal_history)
@@ -551,8 +563,11 @@ class Effects:
             ev.was_lost,
             recovered=late,
             implausible_time=odd,
-            label=self.authors.label(ch, ev.sender_id, content.name, roster),
-        )
+            label=self.authors.label(ch, ev.sender_id, content.name, roster) + (
+                f" · {speaker.device}" if speaker is not None and speaker.own else ""),
+            person=speaker.person if speaker is not None else "",
+            device=speaker.device if speaker is not None else "",
+        )  # fmt: skip
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)
 

@@ -135,6 +135,11 @@ class Delivered:
     :mod:`app.chat.authors`). ``sender_id`` is the authenticated author. ``implausible_time`` says
     why its send time (``lamport``) cannot be true (before 2020, or not after a
     message it names: backdated), else ``None`` (:mod:`app.node.clock_guard`).
+    ``person`` is the root id of the person whose device log certifies ``sender_id``
+    as a current device (public and passphrase channels: ``name`` is then the person's
+    and ``label`` carries the root's fingerprint when needed), ``device`` that device's
+    name; both ``""`` otherwise (:mod:`app.members.device_labels`). A line of another
+    device of our own person has ``label`` ``bob · laptop``.
     """
 
     channel: str
@@ -150,6 +155,8 @@ class Delivered:
     recovered: bool = False
     implausible_time: str | None = None
     label: str = ""
+    person: str = ""
+    device: str = ""
     ts: float = field(default_factory=_now_s)
 
 
@@ -233,13 +240,19 @@ class Ephemeral:
 
 @dataclass(frozen=True, slots=True)
 class PeerInfo:
-    """A participant we have heard from."""
+    """A participant we have heard from. Outside members channels a person's devices
+    that its device log certifies are one participant: ``sender_id`` is then the
+    person's root id, ``person`` the same, ``devices`` the names of the devices heard
+    (app/node/device_glue.py); another device of our own person is listed on its own,
+    named ``bob · laptop``."""
 
     sender_id: str
     name: str | None
     channels: tuple[str, ...]
     last_seen_ms: int
     messages: int
+    person: str = ""
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

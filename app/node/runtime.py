@@ -117,6 +117,7 @@ from app.members.verified import Verified
 from app.node.clock_guard import ClockHold, Correction, describe_offset, sent_ahead
 from app.node.context import NodeContext
 from app.node.db_pages import page_size_for
+from app.node.device_glue import DeviceGlue
 from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
 from app.node.effects import Effects
 from app.node.envelope_memory import EnvelopeMemory
@@ -247,6 +248,11 @@ class Node:
         )  # fmt: skip
         self._effects = effects = Effects(ctx, own, memory, members,
                                           on_clock_ahead=self._hold_clock_ahead)  # fmt: skip
+        self.devices = devices = DeviceGlue(ctx, post_content=self.post_content,
+                                            is_members=lambda ch: ch in members)  # fmt: skip
+        """Device logs of public and passphrase channels (app/node/device_glue.py)."""
+        effects.authors.devices = devices.book
+        effects.on_device_log = devices.delivered
         self._receiver = Receiver(ctx, memory, members, effects,
                                   on_clock_fix=self._clock_corrected)  # fmt: skip
         self._publisher = publisher = Publisher(
@@ -260,7 +266,7 @@ class Node:
         self._disk_probe: asyncio.TimerHandle | None = None
         self._clock_hold = ClockHold()  # messages from a clock ahead: app/node/clock_guard.py
         self._hold_timer: asyncio.TimerHandle | None = None
-        self._listeners: list[Callable[[NodeEvent], None]] = []
+        self._listeners: list[Callable[[NodeEvent], None]] = [self.devices.on_event]
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
         self._inbox: Inbox | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -430,6 +436,7 @@ class Node:
         if not self._next_local_id:  # constructed without open()
             self._next_local_id = await self.store.next_local_id()
         self._inbox = Inbox(self.options.max_queued_envelopes)
+        await self.devices.start()  # before anything arrives: the labels read it
         self._worker = asyncio.create_task(self._run(), name="sdschat-node")
         self.transport.start(self._on_envelope, self._on_status)
         self._emit(Ready(self.sender_id, self.name, str(self.store.data_dir)))
@@ -1451,7 +1458,9 @@ def peer_lines(peers: Iterable[PeerInfo], now_ms: int) -> list[str]:
     lines = []
     for p in peers:
         ago = max(0, now_ms - p.last_seen_ms) / 1000.0
+        devices = f"; devices: {', '.join(p.devices)}" if p.devices else ""
         lines.append(
             f"{p.name or '?'} ({p.sender_id[:8]}) seen {ago:.0f}s ago, {p.messages} messages"
+            + devices
         )
     return lines

@@ -408,6 +408,7 @@ class SdsChatApp(App[None]):
         self.model.sender_id = node.sender_id
         self.model.name = node.name
         self.model.roster_of = roster_of(node)  # members channels: the roster's names
+        self.model.devices = node.devices.book  # a person's devices (app/node/device_glue.py)
         node.subscribe(self._on_node_event)
         if opts.remember_state:  # every channel joined is rejoined at the next start
             node.subscribe(JoinedKeeper(node, opts.data_dir, lambda why: self.notify(

@@ -52,6 +52,7 @@ from app.tui.names import ColourSlots, NameBook, label
 from storage import Cursor, LogEntry
 
 if TYPE_CHECKING:
+    from app.members.device_labels import DeviceBook
     from app.members.roster import Roster
 
 __all__ = [
@@ -211,10 +212,23 @@ class Row:
     colour: int | None = None
     """Index of the author's colour in the palette (distinct per author in a channel)."""
 
+    person: str = ""
+    """The root id of the person whose device log certifies the author (``Delivered.person``):
+    its lines are told apart by the root's fingerprint; our own sender id for another
+    device of our own person (its lines are ours)."""
+    device: str = ""
+    """Another device of our own person: its name, shown after ours (``bob · laptop``)."""
+
+    @property
+    def author_id(self) -> str:
+        """Who the line is by, for names, colours and fingerprints: the person, else the key."""
+        return self.person or self.sender_id
+
     @property
     def who(self) -> str:
         """The author as written on the line: ``label`` of :mod:`app.tui.names`."""
-        return label(self.name, self.sender_id, self.shared_name)
+        who = label(self.name, self.author_id, self.shared_name)
+        return f"{who} · {self.device}" if self.device else who
 
     def __post_init__(self) -> None:
         self._parse_typed()
@@ -469,8 +483,8 @@ class ChannelView:
         mark it disputed if a conflict was reported for its id."""
         if row.message_id is not None and row.message_id in self.disputed:
             row.disputed = self.disputed[row.message_id]
-        row.colour = self.colours.slot(row.sender_id)
-        if self.book.note(row.sender_id, row.name) and self.book.on_shared is not None:
+        row.colour = self.colours.slot(row.author_id)
+        if self.book.note(row.author_id, row.name) and self.book.on_shared is not None:
             self.book.on_shared(row.name or "")  # a second id with this name: retag lines
         row.shared_name = self.book.shared(row.name)
         if row.kind in ("file", "segment"):
@@ -744,6 +758,9 @@ class ChatModel:
         self.roster_of: Callable[[str], Roster | None] = lambda channel: None
         """A members channel's roster (the app asks the node): its names are the
         authors' names there, whatever a line claims (``app/chat/authors.py``)."""
+        self.devices: DeviceBook | None = None
+        """The node's device logs (``node.devices.book``): a row read back from the
+        database of a device its person's log certifies is that person's."""
         self.hide_events = False
         """Join, leave and nick lines are hidden (F4; kept in tui.json)."""
         self.highlights: list[str] = []
@@ -908,6 +925,13 @@ class ChatModel:
             recovered=entry.recovered or entry.was_lost,
             after_lost=entry.was_lost,
         )
+        sp = self.devices.speaker(entry.sender_id) if (
+            self.devices is not None and not own and self.roster_of(entry.channel) is None
+        ) else None  # fmt: skip
+        if sp is not None and self.devices is not None:  # as the node labels it when it comes
+            row.person, row.device = ((self.sender_id, sp.device) if sp.own
+                                      else (sp.person, ""))  # fmt: skip
+            row.name = self.devices.name_of(entry.sender_id, row.name)
         row.mention = not own and not row.hidden and self.mentions(row.text)
         if content.name and not own:  # known before it speaks again (F2, completion)
             self.names.setdefault(entry.sender_id, content.name)
@@ -977,7 +1001,11 @@ class ChatModel:
                 w.arrived.discard(ev.message_id)
                 w.touch()
         row = view.find_message(ev.message_id)
+        own_device = ev.device if ev.person and ev.label.endswith(f" · {ev.device}") else ""
+        # another device of ours is us (our colour, our name's key), marked with its name
+        person = self.sender_id if own_device else ev.person
         if row is not None:  # it was shown while waiting: now it is delivered
+            row.person, row.device = person, own_device
             if row.waiting_for:
                 for dep in row.waiting_for:
                     others = view.missing.get(dep)
@@ -1024,6 +1052,8 @@ class ChatModel:
                     recovered=recovered,
                     after_lost=was_lost,
                     mention=mention,
+                    person=person,
+                    device=own_device,
                 )
             )
             if view.at_tail and len(view.rows) > MAX_WINDOW:

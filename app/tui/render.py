@@ -239,7 +239,7 @@ def _fp_tag(row: Row, nick_w: int) -> str:
         return ""
     if cell_len(row.who) <= nick_w:
         return ""
-    return f"({fingerprint(row.sender_id)}) "
+    return f"({fingerprint(row.author_id)}) "
 
 
 def _body(row: Row, pal: Palette, color: str, *, marks: bool = True) -> Text:
@@ -448,7 +448,7 @@ def row_lines(
     color = (
         pal.authors[row.colour % len(pal.authors)]
         if row.colour is not None
-        else author_color(row.sender_id, pal)
+        else author_color(row.author_id, pal)
     )
     lines: list[Text] = []
     if day is not None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from e2e_helpers import cluster, history
+from e2e_helpers import Cluster, cluster, history
 from test_e2e_members import _invite, _join_by_invite, _joined, _sees
 
 from net.channel_key import derive_channel_key
-from tests.procs import sdschat
+from tests.procs import Proc, sdschat
 
 PASS = "correct horse battery"
 
@@ -25,6 +25,27 @@ def _contents(p: object) -> set[str]:
 def _offered(p: object) -> str:
     p.wait_for(lambda: bool(p.select("link", state="offered")), 30, "a link code")  # type: ignore[attr-defined]
     return str(p.select("link", state="offered")[-1]["code"])  # type: ignore[attr-defined]
+
+
+def link_laptop(c: Cluster, bob: Proc, url: str, laptop_dir: Path) -> Proc:
+    """``/link`` on bob's running node, ``sdschat join --link CODE`` into ``laptop_dir``
+    (device name ``laptop``); returns the laptop's process once both said linked."""
+    bob.send("/link")
+    code = _offered(bob)
+    laptop = c.start(sdschat("join", "--link", code, "--data-dir", str(laptop_dir),
+                             "--relay", url, "--device-name", "laptop", "--headless",
+                             "--fast"), "laptop")  # fmt: skip
+    laptop.wait_for(lambda: bool(laptop.select("link", state="linked")), 60, "linked")
+    bob.wait_for(lambda: bool(bob.select("link", state="linked")), 30, "bob: linked")
+    return laptop
+
+
+def link_beside(c: Cluster, data_dir: Path, url: str) -> tuple[Proc, str]:
+    """``sdschat link`` beside the node of ``data_dir``: its process and the code it shows."""
+    linker = c.start(sdschat("link", "--data-dir", str(data_dir), "--relay", url,
+                             "--device-name", "desktop"), "linker", stdin=False)  # fmt: skip
+    linker.wait_for(lambda: len(linker.raw) >= 3, 30, "the code and its QR code")
+    return linker, linker.raw[0].strip()
 
 
 def test_a_linked_device_reads_the_history_bob_could_read(tmp_path: Path) -> None:
@@ -45,14 +66,8 @@ def test_a_linked_device_reads_the_history_bob_could_read(tmp_path: Path) -> Non
         bob.wait_for(lambda: {"one", "two", "three"} <= _contents(bob), 60, "alice's lines")
         alice.wait_for(lambda: "four" in _contents(alice), 60, "bob's line")
 
-        bob.send("/link")
-        code = _offered(bob)
         laptop_dir = tmp_path / "laptop"
-        laptop = c.start(sdschat("join", "--link", code, "--data-dir", str(laptop_dir),
-                                 "--relay", url, "--device-name", "laptop", "--headless",
-                                 "--fast"), "laptop")  # fmt: skip
-        laptop.wait_for(lambda: bool(laptop.select("link", state="linked")), 60, "linked")
-        bob.wait_for(lambda: bool(bob.select("link", state="linked")), 30, "bob: linked")
+        laptop = link_laptop(c, bob, url, laptop_dir)
         sas_new = laptop.select("link", state="sas")[0]["sas"]
         sas_old = bob.select("link", state="sas")[0]["sas"]
         assert sas_new == sas_old  # both screens showed the same six digits
@@ -118,10 +133,7 @@ def test_sdschat_link_beside_a_running_node_hands_over_a_members_channel(
         bob = _join_by_invite(c, "bob", _invite(alice), url, ["--store", store_url])
         alice.send("members only one", "members only two")
         _sees(bob, "members only one", "members only two")
-        linker = c.start(sdschat("link", "--data-dir", str(tmp_path / "bob"), "--relay", url,
-                                 "--device-name", "desktop"), "linker", stdin=False)  # fmt: skip
-        linker.wait_for(lambda: len(linker.raw) >= 3, 30, "the code and its QR code")
-        code = linker.raw[0].strip()
+        linker, code = link_beside(c, tmp_path / "bob", url)
         assert any("▀" in line or "▄" in line for line in linker.raw[1:])
         laptop_dir = tmp_path / "laptop"
         laptop = c.start(sdschat("join", "--link", code, "--data-dir", str(laptop_dir),
