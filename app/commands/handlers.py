@@ -203,6 +203,13 @@ async def link(fe: FrontEnd, name: str, arg: str) -> None:
     await run_link(fe, name, arg)
 
 
+async def unlink(fe: FrontEnd, name: str, arg: str) -> None:
+    """``/unlink DEVICE``: revoke another device of yours (app/commands/unlink.py)."""
+    from app.commands.unlink import unlink as run_unlink
+
+    await run_unlink(fe, name, arg)
+
+
 # ---------------------------------------------------------------- the TUI's own
 
 

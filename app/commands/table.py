@@ -209,6 +209,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("link", h.link, **_both(
         "/link", "link a new device of yours: a code (and QR code) to type into it",
         "link a new device of yours: a code for\nsdschat join --link CODE on it")),
+    CommandSpec("unlink", h.unlink, **_both(
+        "/unlink DEVICE", "revoke another device of yours (its name or the start of its id)",
+        "revoke another device of yours (its name or\nthe start of its id)", True)),
     CommandSpec("forget", h.forget, **_both(
         "/forget NAME", "forget a channel you left (history and keys; your identity stays)",
         "forget a channel you left (its history and keys); your identity stays", True)),

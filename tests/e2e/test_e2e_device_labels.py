@@ -168,3 +168,56 @@ def test_sdschat_link_beside_a_running_node_sends_the_new_log(tmp_path: Path) ->
         desk = _line_of(alice, "from the desktop", root)
         lap = _line_of(alice, "from the laptop", root)
         assert desk["label"] == lap["label"] == "bob"
+
+
+def test_unlink_revokes_the_laptop_and_its_later_lines_are_not_bobs(tmp_path: Path) -> None:
+    """``/unlink laptop`` on bob's desktop: the revocation travels in the device log, and
+    alice and bob's desktop stop showing the laptop's lines as bob's; a name that picks
+    no device is refused and changes nothing."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url)
+        bob = c.node("bob", url)
+        for p in (alice, bob):
+            p.wait_for(lambda p=p: bool(p.select("connection", state="connected")), 30,
+                       "connected")  # fmt: skip
+        bob.wait_for(lambda: bool(bob.select("ready")), 30, "bob ready")
+        root = str(bob.select("ready")[0]["sender"])
+        laptop = link_laptop(c, bob, url, tmp_path / "laptop")
+        laptop.wait_for(lambda: bool(laptop.select("channel", channel="room")), 30, "#room")
+        laptop.send("before the unlink")
+        _line_of(alice, "before the unlink", root)
+        log_file = tmp_path / "bob" / "members" / "devices.json"
+
+        before = log_file.read_bytes()
+        bob.send("/unlink tablet")
+        bob.wait_for(lambda: any("no device of yours is called 'tablet'" in e["message"]
+                                 for e in bob.select("error")), 30, "refused")  # fmt: skip
+        assert log_file.read_bytes() == before
+
+        bob.send("/unlink laptop")
+        laptop_id = str(laptop.select("ready")[0]["sender"])
+        bob.wait_for(lambda: any(e.get("data", {}).get("unlinked") == laptop_id
+                                 for e in bob.select("info")), 30, "unlinked")  # fmt: skip
+        # bob's log keeps the revocation, signed by the desktop: one entry more
+        log = json.loads(log_file.read_text())
+        assert log["root"] == json.loads(before)["root"]
+        assert len(log["entries"]) == len(json.loads(before)["entries"]) + 1
+        # the revocation reaches alice with bob's next log; the laptop's later lines are
+        # then its own, not bob's, at alice and at bob's desktop
+        bob.send("after the unlink, from the desktop")
+        _line_of(alice, "after the unlink, from the desktop", root)
+
+        def not_bob(p: Proc, text: str) -> bool:
+            line = _line(p, text)
+            return line is not None and line.get("person") != root
+
+        text = "after the unlink, from the laptop"
+        laptop.send(text)
+        alice.wait_for(lambda: not_bob(alice, text), 60, "the laptop's line not bob's")
+        bob.wait_for(lambda: not_bob(bob, text), 60, "not bob's at the desktop")
+        theirs = _line(alice, text)
+        assert theirs is not None and theirs["sender"] == laptop_id
+        assert theirs.get("device", "") == "" and theirs["label"] != f"bob ({root[:8]})"
+        mine = _line(bob, text)
+        assert mine is not None and "·" not in mine["label"]
