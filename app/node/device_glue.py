@@ -30,7 +30,7 @@ from app.members import person_file
 from app.members.device_labels import PEOPLE_FILE, DeviceBook
 from app.members.devices import PersonLog
 from app.members.private_file import write_private
-from app.node.events import ChannelJoined, NodeError, NodeEvent, PeerInfo, PeerSeen
+from app.node.events import ChannelJoined, Info, NodeError, NodeEvent, PeerInfo, PeerSeen
 
 if TYPE_CHECKING:
     from app.node.context import NodeContext
@@ -61,6 +61,7 @@ class DeviceGlue:
         self._seen_file: tuple[int, int] | None = None
         self._last_sent: dict[str, int] = {}
         """Channel -> when our log was last sent there (this run)."""
+        self._told_unlinked = False
 
     async def start(self) -> None:
         """Read the files; send our log to the channels joined so far."""
@@ -160,8 +161,25 @@ class DeviceGlue:
         """A device-log content delivered in ``channel`` (not a members channel)."""
         why = self.book.take(sender_id, content)
         self._ctx.counters["device_logs_taken" if not why else f"device_logs_refused_{why}"] += 1
+        if not why:
+            self._unlinked_here(channel, sender_id)
         if self.book.changed:
             self._save_soon()
+
+    def _unlinked_here(self, channel: str, sender_id: str) -> None:
+        """Another device of our person revoked this one (``/unlink``): say it, once."""
+        book = self.book
+        log = book.people.log_of(book.own_root) if book.own_root else None
+        if (self._told_unlinked or log is None
+                or book.own_sender_id not in log.revoked_ids()):  # fmt: skip
+            return
+        self._told_unlinked = True
+        by = log.device_by_id(sender_id)
+        self._ctx.emit(Info(
+            f"this device was unlinked by {by.name if by is not None else 'another device'} "
+            f"(in #{channel}): the others no longer show its lines as yours. Link it again "
+            "with /link on one of your devices, into a new data directory",
+            data={"unlinked": book.own_sender_id, "by": sender_id}))  # fmt: skip
 
     def _save_soon(self) -> None:
         if self._saving is not None and not self._saving.done():

@@ -207,6 +207,12 @@ def test_unlink_revokes_the_laptop_and_its_later_lines_are_not_bobs(tmp_path: Pa
         # then its own, not bob's, at alice and at bob's desktop
         bob.send("after the unlink, from the desktop")
         _line_of(alice, "after the unlink, from the desktop", root)
+        # the laptop is told, once, by the log that revokes it
+        laptop.wait_for(lambda: any(e.get("data", {}).get("unlinked") == laptop_id
+                                    for e in laptop.select("info")), 60, "told")  # fmt: skip
+        told = [e for e in laptop.select("info") if e.get("data", {}).get("unlinked")]
+        assert len(told) == 1 and told[0]["data"]["by"] == root  # the desktop, bob's root
+        assert told[0]["text"].startswith("this device was unlinked by ")
 
         def not_bob(p: Proc, text: str) -> bool:
             line = _line(p, text)
