@@ -167,6 +167,15 @@ def test_an_expired_a_reused_and_an_interrupted_code_link_nothing(
 
             async with connect(url, proxy=None) as ws:
                 await ws.send(encode_subscribe([topic]))
+                # the code is shown before the old device's relay connection is up: wait
+                # for its first frame on the topic (it is subscribed by then) and only
+                # then send our half, once (a real new device repeats its own)
+                while True:  # bounded by the wait_for around it
+                    frame = decode_frame(bytes(await ws.recv()))
+                    if frame.WhichOneof("body") == "deliver" and (
+                            got := unwrap(bytes(frame.deliver.envelope))) is not None and (
+                            got[0] == topic):  # fmt: skip
+                        break
                 await ws.send(encode_publish(wrap(topic, half.start()[0])))
                 # it hears the old device's SPAKE2 message and confirmation, then stops
                 with pytest.raises(LinkFailed) as stopped:
