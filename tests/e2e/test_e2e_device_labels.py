@@ -11,7 +11,7 @@ from base64 import b64decode, b64encode
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import cluster, history
+from e2e_helpers import Cluster, cluster, history
 from test_e2e_link_device import link_beside, link_laptop
 
 from app.members.devices import decode_entry, make_add
@@ -48,17 +48,23 @@ def _forged_log(bob_dir: Path, mallory: Identity) -> bytes:
     return json.dumps(doc).encode()
 
 
+def _alice_and_bob(c: Cluster, url: str) -> tuple[Proc, Proc, str]:
+    """alice's and bob's headless nodes on ``url``, both connected, and bob's root id
+    (his first device's key is his root)."""
+    alice = c.node("alice", url)
+    bob = c.node("bob", url)
+    for p in (alice, bob):
+        p.wait_for(lambda p=p: bool(p.select("connection", state="connected")), 30,
+                   "connected")  # fmt: skip
+    bob.wait_for(lambda: bool(bob.select("ready")), 30, "bob ready")
+    return alice, bob, str(bob.select("ready")[0]["sender"])
+
+
 def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         tmp_path: Path) -> None:  # fmt: skip
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
-        alice = c.node("alice", url)
-        bob = c.node("bob", url)
-        for p in (alice, bob):
-            p.wait_for(lambda p=p: bool(p.select("connection", state="connected")), 30,
-                       "connected")  # fmt: skip
-        bob.wait_for(lambda: bool(bob.select("ready")), 30, "bob ready")
-        root = str(bob.select("ready")[0]["sender"])  # bob's first device is his root
+        alice, bob, root = _alice_and_bob(c, url)
         laptop = link_laptop(c, bob, url, tmp_path / "laptop")
         laptop.wait_for(lambda: bool(laptop.select("channel", channel="room")), 30, "#room")
         bob.send("from the desktop")
@@ -148,12 +154,7 @@ def test_sdschat_link_beside_a_running_node_sends_the_new_log(tmp_path: Path) ->
     shows bob's desktop and laptop as one person without bob restarting."""
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
-        alice = c.node("alice", url)
-        bob = c.node("bob", url)
-        for p in (alice, bob):
-            p.wait_for(lambda p=p: bool(p.select("connection", state="connected")), 30,
-                       "connected")  # fmt: skip
-        root = str(bob.select("ready")[0]["sender"])
+        alice, bob, root = _alice_and_bob(c, url)
         linker, code = link_beside(c, tmp_path / "bob", url)
         laptop = c.start(sdschat("join", "--link", code, "--data-dir", str(tmp_path / "laptop"),
                                  "--relay", url, "--device-name", "laptop", "--headless",
@@ -176,13 +177,7 @@ def test_unlink_revokes_the_laptop_and_its_later_lines_are_not_bobs(tmp_path: Pa
     no device is refused and changes nothing."""
     with cluster(tmp_path) as c:
         _relay, url = c.relay()
-        alice = c.node("alice", url)
-        bob = c.node("bob", url)
-        for p in (alice, bob):
-            p.wait_for(lambda p=p: bool(p.select("connection", state="connected")), 30,
-                       "connected")  # fmt: skip
-        bob.wait_for(lambda: bool(bob.select("ready")), 30, "bob ready")
-        root = str(bob.select("ready")[0]["sender"])
+        alice, bob, root = _alice_and_bob(c, url)
         laptop = link_laptop(c, bob, url, tmp_path / "laptop")
         laptop.wait_for(lambda: bool(laptop.select("channel", channel="room")), 30, "#room")
         laptop.send("before the unlink")
