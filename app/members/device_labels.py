@@ -43,6 +43,7 @@ import hashlib
 import json
 from base64 import b64decode, b64encode
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -118,13 +119,7 @@ class DeviceBook:
         self.own_root = log.root_id
         current = self.people.log_of(log.root_id)
         if current is not None:  # keep what the channels told us too
-            merged = PersonLog(log.root)
-            for e in list(current.entries.values()) + list(current.pending.values()):
-                merged.take(e, resolve=False)
-            for e in list(log.entries.values()) + list(log.pending.values()):
-                merged.take(e, resolve=False)
-            merged.resolve()
-            log = merged
+            log = _union(log.root, current, [*log.entries.values(), *log.pending.values()])
         self.people.put_log(log)
         self._raws.update(e.raw for e in log.entries.values())
         self.changed = True
@@ -181,14 +176,7 @@ class DeviceBook:
             return "other_person"
         if len(self.people.logs) >= 4096 and root_id not in self.people.logs:
             return "full"
-        candidate = PersonLog(entries[0].root)
-        current = self.people.log_of(root_id)
-        if current is not None:
-            for e in list(current.entries.values()) + list(current.pending.values()):
-                candidate.take(e, resolve=False)
-        for e in entries:
-            candidate.take(e, resolve=False)
-        candidate.resolve()
+        candidate = _union(entries[0].root, self.people.log_of(root_id), entries)
         if candidate.device_by_id(sender_id) is None:
             return "not_a_device"
         self.people.put_log(candidate)
@@ -263,6 +251,19 @@ class DeviceBook:
             log.resolve()
             self.people.put_log(log)
             self._raws.update(e.raw for e in log.entries.values())
+
+
+def _union(root: bytes, held: PersonLog | None, entries: Iterable[Entry]) -> PersonLog:
+    """A log of ``root`` made of what ``held`` holds (pending entries too) and
+    ``entries``, resolved once."""
+    log = PersonLog(root)
+    if held is not None:
+        for e in [*held.entries.values(), *held.pending.values()]:
+            log.take(e, resolve=False)
+    for e in entries:
+        log.take(e, resolve=False)
+    log.resolve()
+    return log
 
 
 def _digest(content: bytes) -> str:
