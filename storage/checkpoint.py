@@ -68,8 +68,12 @@ class Checkpointer:
         )
         self._backfilled = 0  # frames already copied of the current WAL
         self._wipe = threading.Event()  # a truncating pass is owed (wipe_soon)
+        self._wipe_asks = 0  # wipe_soon() calls, so a pass knows whether one came during it
+        self._wipe_lock = threading.Lock()
         self.wipes = 0
         """Truncating passes that succeeded (the WAL emptied after a deletion)."""
+        self.wipe_tries = 0
+        """Truncating passes tried, held up by a reader or not."""
 
     def start(self) -> None:
         self._thread.start()
@@ -81,7 +85,9 @@ class Checkpointer:
     def wipe_soon(self) -> None:
         """The WAL must be truncated (it holds deleted text, :mod:`storage.erasure`):
         the next passes truncate it, retried until one succeeds."""
-        self._wipe.set()
+        with self._wipe_lock:
+            self._wipe_asks += 1
+            self._wipe.set()
         self._wake.set()
 
     @property
@@ -138,13 +144,20 @@ class Checkpointer:
             db.close()
 
     def _wipe_once(self, db: sqlite3.Connection) -> None:
-        self._wipe.clear()  # a wipe_soon() during the pass asks again
-        if wipe_wal(db):
+        """One truncating pass. The wipe stays pending until a pass succeeds (it is
+        never cleared while one runs: a caller seeing it done finds the WAL empty), and
+        a wipe_soon() during the pass leaves it pending for the next."""
+        with self._wipe_lock:
+            asked = self._wipe_asks
+        done = wipe_wal(db)
+        self.wipe_tries += 1
+        if done:
             self.wipes += 1
             self.passes += 1
             self._backfilled = 0
-        else:
-            self._wipe.set()
+            with self._wipe_lock:
+                if self._wipe_asks == asked:
+                    self._wipe.clear()
 
     def _failed(self, error: sqlite3.Error) -> None:
         self.failures += 1

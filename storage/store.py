@@ -867,9 +867,9 @@ class Store:
             self.wipes += 1
             self._wipe_owed = False
             return
-        self._wipe_owed = True
-        if self.checkpointer is not None:
+        if self.checkpointer is not None:  # asked first: wipe_pending reads both
             self.checkpointer.wipe_soon()
+        self._wipe_owed = True
 
     @property
     def wipe_pending(self) -> bool:

@@ -99,6 +99,42 @@ def test_a_reader_on_an_older_snapshot_delays_the_wipe_until_it_is_done(
     run(body)
 
 
+def test_the_wipe_is_pending_until_a_pass_has_emptied_the_wal(tmp_path: Path) -> None:
+    """While a reader holds the WAL, the checkpointer's passes fail one after another:
+    at no moment in between does the store say the wipe is done (a caller who saw it
+    done would find the deleted text still in the WAL)."""
+
+    async def body() -> None:
+        data_dir = tmp_path / "d"
+        async with await open_with_channel(data_dir) as store:
+            await _fill(store, SECRET)
+            checkpointer = store.checkpointer
+            assert checkpointer is not None
+            reader = open_read_only(data_dir / DB_FILENAME)
+            assert reader is not None
+            try:
+                reader.execute("BEGIN")
+                reader.execute("SELECT count(*) FROM messages").fetchone()
+                await store.replace_content("general", [(mid("s"), "alice", b"gone")])
+                deadline = time.monotonic() + 60
+                while checkpointer.wipe_tries < 3:  # each try waits 100 ms for the reader
+                    assert time.monotonic() < deadline, "the checkpointer never tried"
+                    assert store.wipe_pending and checkpointer.wipe_pending
+                    await asyncio.sleep(0.005)
+                assert checkpointer.wipes == 0
+                assert "sdschat.db-wal" in holders(data_dir)
+            finally:
+                reader.rollback()
+                reader.close()
+            deadline = time.monotonic() + 30
+            while store.wipe_pending:
+                assert time.monotonic() < deadline, "the checkpointer never wiped the WAL"
+                await asyncio.sleep(0.005)
+            assert holders(data_dir) == []
+
+    run(body)
+
+
 def test_a_forgotten_channel_leaves_no_text_behind(tmp_path: Path) -> None:
     async def body() -> None:
         data_dir = tmp_path / "d"
