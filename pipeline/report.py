@@ -688,7 +688,7 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
                     java_problem,
                     memory_problem,
                 )
-                from pipeline.spark import local_shuffle_partitions, make_session
+                from pipeline.spark import make_session, report_shuffle_partitions
 
                 wrong = check_endpoint(master, remote)
                 if wrong is None and remote is None:
@@ -705,7 +705,7 @@ def run_report(args: argparse.Namespace, out: TextIO | None = None,
                     raise ReportError(wrong)
                 shuffle = args.shuffle_partitions
                 if shuffle is None and remote is None:
-                    shuffle = local_shuffle_partitions(master)
+                    shuffle = report_shuffle_partitions(master, rows)
                 # a failed task is reported once, below, not also as pages of stack traces
                 # (Py4J logs through the root logger)
                 logging.getLogger().setLevel(logging.CRITICAL)

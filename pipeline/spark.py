@@ -20,9 +20,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 __all__ = ["CONNECT_MODULES", "CONNECT_PORT", "QUICK_JVM_OPTIONS", "QUICK_JVM_ROWS",
-           "SERVER_CODEGEN_CACHE",
+           "SERVER_CODEGEN_CACHE", "SMALL_CLUSTER_SHUFFLE_PARTITIONS",
            "connect_missing", "connect_server_command", "connect_shuffle_partitions",
-           "local_conf", "local_shuffle_partitions", "make_session", "spark_home"]
+           "local_conf", "local_shuffle_partitions", "make_session", "report_shuffle_partitions",
+           "spark_home", "submit_conf"]
 
 #: Python modules the Spark Connect client imports (distribution names differ).
 CONNECT_MODULES = {
@@ -39,6 +40,14 @@ CONNECT_MODULES = {
 #: larger inputs keep the JVM's defaults (docs/report.md, "Figures").
 QUICK_JVM_ROWS = 1_000_000
 QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+#: A report on a cluster master (``--master spark://...``) of at most
+#: ``QUICK_JVM_ROWS`` events uses this many shuffle partitions, not Spark's 200
+#: (each of the report's ~15 shuffles would run 200 tasks of a few rows), and its
+#: executors get ``QUICK_JVM_OPTIONS`` as its driver does: a 100-event report on a
+#: one-core executor took 119 s with Spark's defaults, 101 s with 2 partitions,
+#: 69 s with both (2026-12-07, this 2-core machine, quiet; docs/report.md).
+SMALL_CLUSTER_SHUFFLE_PARTITIONS = 8
 
 
 def connect_missing() -> list[str]:
@@ -70,6 +79,39 @@ def local_shuffle_partitions(master: str | None) -> int | None:
     except ValueError:
         cores = 2
     return max(2, 4 * cores)
+
+
+def _small(rows: int | None) -> bool:
+    return rows is not None and rows <= QUICK_JVM_ROWS
+
+
+def report_shuffle_partitions(master: str | None, rows: int | None) -> int | None:
+    """The shuffle partitions of a report whose driver runs here, when the user set
+    none: the local default on ``local[N]``, :data:`SMALL_CLUSTER_SHUFFLE_PARTITIONS`
+    on a cluster master for a small input, and otherwise ``None`` (the cluster's
+    setting, or under spark-submit the submitter's)."""
+    local = local_shuffle_partitions(master)
+    if local is not None or master is None:
+        return local
+    return SMALL_CLUSTER_SHUFFLE_PARTITIONS if _small(rows) else None
+
+
+def submit_conf(given: dict[str, str], rows: int | None) -> dict[str, str]:
+    """What a report under spark-submit adds to the submitter's settings (``given``,
+    read from its running JVM), for what the submitter left unset: the shuffle
+    partitions and the executors' quick JVM of :func:`report_shuffle_partitions` and
+    :func:`local_conf` for its master (its driver JVM runs already)."""
+    master = given.get("spark.master", "")
+    conf: dict[str, str] = {}
+    if master.startswith("local"):
+        partitions = local_shuffle_partitions(master)
+    else:
+        partitions = report_shuffle_partitions(master or "cluster", rows)
+        if _small(rows) and "spark.executor.extraJavaOptions" not in given:
+            conf["spark.executor.extraJavaOptions"] = QUICK_JVM_OPTIONS
+    if partitions is not None and "spark.sql.shuffle.partitions" not in given:
+        conf["spark.sql.shuffle.partitions"] = str(partitions)
+    return conf
 
 
 #: Spark's own default of ``spark.sql.shuffle.partitions``.
@@ -117,8 +159,13 @@ def local_conf(
         memory = driver_memory or ("2g" if local else None)
         if memory:
             conf["spark.driver.memory"] = memory
-    if local and rows is not None and rows <= QUICK_JVM_ROWS:
+    if master is not None and _small(rows):
+        # the driver JVM starts in this process on any master (client mode); a
+        # cluster's executors do this report's work too (under spark-submit, master
+        # None, the submitter's settings stand)
         conf["spark.driver.extraJavaOptions"] = QUICK_JVM_OPTIONS
+        if not local:
+            conf["spark.executor.extraJavaOptions"] = QUICK_JVM_OPTIONS
     if executor_memory:
         conf["spark.executor.memory"] = executor_memory
     conf.update(extra or {})
@@ -228,8 +275,8 @@ def make_session(
     :func:`connect_shuffle_partitions`). ``driver_memory`` applies whenever
     this process starts the driver JVM (default 2g for local masters);
     ``executor_memory`` to cluster masters.
-    ``rows``: the input's events, when known (a small input on a local master
-    starts a quick JVM, see ``QUICK_JVM_ROWS``).
+    ``rows``: the input's events, when known (a small input starts quick driver and
+    executor JVMs, see ``QUICK_JVM_ROWS``).
     """
     from pyspark.sql import SparkSession
 
@@ -263,6 +310,11 @@ def make_session(
     conf = local_conf(master, shuffle_partitions=shuffle_partitions,
                       driver_memory=driver_memory, executor_memory=executor_memory,
                       ui=ui, rows=rows, extra=extra)
+    if master is None:  # under spark-submit: only what the submitter left unset
+        from pyspark import SparkConf
+
+        for k, v in submit_conf(dict(SparkConf().getAll()), rows).items():
+            conf.setdefault(k, v)
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

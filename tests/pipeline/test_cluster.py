@@ -118,6 +118,16 @@ class Cluster:
                 time.sleep(0.5)
         raise RuntimeError(f"Spark Connect server did not start:\n{log.read_text()[-2000:]}")
 
+    def tails(self, lines: int = 15) -> str:
+        """The last lines of every log of the cluster (master, worker, Connect server,
+        each executor's stderr): what a failure needs to tell a slow cluster from a
+        stuck one."""
+        parts = []
+        for log in sorted([*self.tmp.glob("*.log"), *self.tmp.glob("work/app-*/*/stderr")]):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {log.relative_to(self.tmp)} ---\n" + "\n".join(text))
+        return "\n".join(parts)
+
     def stop(self) -> None:
         for proc in reversed(self.procs):
             if proc.poll() is None:
@@ -153,46 +163,83 @@ def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cli(args: list[str], cwd: Path = ROOT, timeout: float = 420,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+         env: dict[str, str] | None = None,
+         cluster: Cluster | None = None) -> subprocess.CompletedProcess[str]:
     if "--spark-timeout" not in args:  # a loaded machine starts a JVM slowly: not a failure
         args = [*args, "--spark-timeout", str(int(T(300)))]
-    return subprocess.run([sys.executable, "-m", "app.cli", "report", *args], cwd=cwd,
-                          env={**_env(), **(env or {})}, capture_output=True, text=True,
-                          timeout=T(timeout))
+    return _run([sys.executable, "-m", "app.cli", "report", *args], cwd=cwd,
+                env={**_env(), **(env or {})}, timeout=timeout, cluster=cluster)
 
 
-# four reports in a row, each starting JVMs on the cluster: 10 minutes at load 8
-@pytest.mark.timeout(T(1800))
-@pytest.mark.slow
-def test_cluster_submit_and_connect_give_the_local_summary(
-    cluster: Cluster, run_dir: Path, tmp_path: Path
-) -> None:
-    # the reference on local[1] from the command too: this module runs beside the
-    # test session's local[2] (tests/conftest.py), which it does not open a second time
-    done = _cli([run_dir.as_uri(), "--out", (tmp_path / "local").as_uri(),
-                 "--master", "local[1]", "--driver-memory", "512m"])
+def _run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float,
+         cluster: Cluster | None = None) -> subprocess.CompletedProcess[str]:
+    """``argv`` in its own session. Past ``timeout`` (scaled) its whole process group is
+    killed (a spark-submit's JVM would outlive its bash and keep the cluster's cores for
+    the next test) and the failure shows what the command and the cluster printed."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=T(timeout))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"{argv!r} did not end in {T(timeout):g} s; its stderr ends:\n{err[-3000:]}\n"
+            + (cluster.tails() if cluster is not None else "")) from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="module")
+def local_summary(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The reference: the same run reported on ``local[1]``, from the command too (this
+    module runs beside the test session's ``local[2]``, tests/conftest.py, which it does
+    not open a second time)."""
+    out = tmp_path_factory.mktemp("local")
+    done = _cli([run_dir.as_uri(), "--out", out.as_uri(), "--master", "local[1]",
+                 "--driver-memory", "512m"])
     assert done.returncode == 0, done.stderr[-3000:]
-    local = json.loads((tmp_path / "local" / "summary.json").read_text())
-    assert local["channels"][0]["convergence"]["missing_pairs"] > 0
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    assert summary["channels"][0]["convergence"]["missing_pairs"] > 0
+    return summary
 
+
+# each test is one report on the cluster: 2 minutes on a quiet machine, 3-7 at load 8
+@pytest.mark.timeout(T(1200))
+@pytest.mark.slow
+def test_a_report_on_the_cluster_gives_the_local_summary(
+    cluster: Cluster, run_dir: Path, local_summary: dict[str, Any], tmp_path: Path
+) -> None:
     out = tmp_path / "cluster"
     # the executors run no Python: a Python worker would be started from this
     # interpreter path, which does not exist
-    done = _cli([run_dir.as_uri(), "--out", out.as_uri(), "--master", cluster.master,
-                 "--conf", "spark.cores.max=1", "--executor-memory", "512m"],
-                env={"PYSPARK_PYTHON": "/nonexistent/python3"})
+    args = [run_dir.as_uri(), "--out", out.as_uri(), "--master", cluster.master,
+            "--conf", "spark.cores.max=1", "--executor-memory", "512m",
+            "--spark-timeout", str(int(T(300)))]
+    done = _run([sys.executable, "-m", "app.cli", "report", *args], cwd=ROOT,
+                env={**_env(), "PYSPARK_PYTHON": "/nonexistent/python3"}, timeout=900,
+                cluster=cluster)
     assert done.returncode == 0, done.stderr[-3000:]
     on_cluster = json.loads((out / "summary.json").read_text())
     assert on_cluster["master"] == cluster.master
-    assert _comparable(on_cluster) == _comparable(json.loads(
-        (tmp_path / "local" / "summary.json").read_text()))
+    assert _comparable(on_cluster) == _comparable(local_summary)
     # the executors wrote the detail: every missing pair is there
     import pyarrow.parquet as pq
 
     assert pq.read_table(out / "missing").num_rows == on_cluster["channels"][0][
         "convergence"]["missing_pairs"]
 
-    # the README's spark-submit line, verbatim but for the master's address
+
+@pytest.mark.timeout(T(1200))
+@pytest.mark.slow
+def test_the_readme_spark_submit_line_gives_the_local_summary(
+    cluster: Cluster, run_dir: Path, local_summary: dict[str, Any], tmp_path: Path
+) -> None:
+    """The README's spark-submit line, verbatim but for the master's address, run from a
+    directory laid out as the repository, the venv not active (the line activates it)."""
     work = tmp_path / "submit"
     (work / "runs").mkdir(parents=True)
     for name in ("pipeline", "storage", ".venv"):
@@ -200,26 +247,30 @@ def test_cluster_submit_and_connect_give_the_local_summary(
     (work / "runs" / "a").symlink_to(run_dir)
     env = _env()
     env.pop("PYTHONPATH")
-    env["PATH"] = "/usr/bin:/bin"  # the venv is not active: the line activates it
+    env["PATH"] = "/usr/bin:/bin"
     line = SUBMIT_LINE.replace("HOST:7077", cluster.master.removeprefix("spark://"))
-    done2 = subprocess.run(["bash", "-c", line], cwd=work, env=env, capture_output=True,
-                           text=True, timeout=T(420))
-    assert done2.returncode == 0, done2.stderr[-3000:]
+    done = _run(["bash", "-c", line], cwd=work, env=env, timeout=900, cluster=cluster)
+    assert done.returncode == 0, done.stderr[-3000:]
     submitted = json.loads((work / "report" / "summary.json").read_text())
-    assert _comparable(submitted) == _comparable(on_cluster)
+    assert _comparable(submitted) == _comparable(local_summary)
 
+
+@pytest.mark.timeout(T(1200))
+@pytest.mark.slow
+def test_a_report_over_spark_connect_on_the_cluster_gives_the_local_summary(
+    cluster: Cluster, run_dir: Path, local_summary: dict[str, Any], tmp_path: Path
+) -> None:
+    """SPARK_REMOTE names the cluster's Spark Connect server (no flag)."""
     if cluster.remote is None:
         pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
-    out3 = tmp_path / "connect"
-    env3 = _env()
-    env3["SPARK_REMOTE"] = cluster.remote
-    done3 = subprocess.run(
-        [sys.executable, "-m", "app.cli", "report", run_dir.as_uri(), "--out", str(out3)],
-        cwd=ROOT, env=env3, capture_output=True, text=True, timeout=T(420))
-    assert done3.returncode == 0, done3.stderr[-3000:]
-    over_connect = json.loads((out3 / "summary.json").read_text())
+    out = tmp_path / "connect"
+    done = _run([sys.executable, "-m", "app.cli", "report", run_dir.as_uri(), "--out", str(out)],
+                cwd=ROOT, env={**_env(), "SPARK_REMOTE": cluster.remote}, timeout=900,
+                cluster=cluster)
+    assert done.returncode == 0, done.stderr[-3000:]
+    over_connect = json.loads((out / "summary.json").read_text())
     assert over_connect["master"] == cluster.remote
-    assert _comparable(over_connect) == _comparable(on_cluster)
+    assert _comparable(over_connect) == _comparable(local_summary)
 
 
 @pytest.mark.slow
@@ -457,7 +508,8 @@ def test_relative_paths_reach_a_connect_server_in_another_directory(
         pytest.skip("Spark Connect client packages missing: " + ", ".join(connect_missing()))
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "a").symlink_to(run_dir)
-    done = _cli(["runs/a", "--out", "out/x", "--remote", cluster.remote], cwd=tmp_path)
+    done = _cli(["runs/a", "--out", "out/x", "--remote", cluster.remote], cwd=tmp_path,
+                timeout=900, cluster=cluster)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "out" / "x" / "summary.json").read_text())
     assert summary["channels"][0]["convergence"]["missing_pairs"] > 0

@@ -168,6 +168,36 @@ def test_shuffle_partitions_follow_the_local_cores() -> None:
         assert local_shuffle_partitions(other) is None
 
 
+def test_a_report_on_a_cluster_sets_few_shuffle_partitions_for_a_small_input() -> None:
+    """Not Spark's 200 tasks per shuffle for a few thousand rows; a large or uncounted
+    input keeps the cluster's setting, spark-submit the submitter's."""
+    from pipeline.spark import (
+        QUICK_JVM_ROWS,
+        SMALL_CLUSTER_SHUFFLE_PARTITIONS,
+        report_shuffle_partitions,
+    )
+
+    assert report_shuffle_partitions("local[2]", None) == 8
+    assert report_shuffle_partitions("spark://h:7077", 100) == SMALL_CLUSTER_SHUFFLE_PARTITIONS
+    assert report_shuffle_partitions("spark://h:7077", QUICK_JVM_ROWS + 1) is None
+    assert report_shuffle_partitions("spark://h:7077", None) is None
+    assert report_shuffle_partitions(None, 100) is None
+
+
+def test_under_spark_submit_only_what_the_submitter_left_unset_is_added() -> None:
+    from pipeline.spark import QUICK_JVM_OPTIONS, QUICK_JVM_ROWS, submit_conf
+
+    executor = "spark.executor.extraJavaOptions"
+    partitions = "spark.sql.shuffle.partitions"
+    assert submit_conf({"spark.master": "spark://h:7077"}, 100) == {
+        executor: QUICK_JVM_OPTIONS, partitions: "8"}
+    assert submit_conf({"spark.master": "spark://h:7077", executor: "-Xss2m",
+                        partitions: "64"}, 100) == {}
+    assert submit_conf({"spark.master": "spark://h:7077"}, QUICK_JVM_ROWS + 1) == {}
+    assert submit_conf({"spark.master": "local[2]"}, 100) == {partitions: "8"}
+    assert submit_conf({"spark.master": "local[2]", partitions: "3"}, 100) == {}
+
+
 def test_a_connect_session_takes_the_local_default_only_from_an_untuned_local_server() -> None:
     from pipeline.spark import connect_server_command, connect_shuffle_partitions
 
@@ -193,21 +223,28 @@ def test_a_connect_session_takes_the_local_default_only_from_an_untuned_local_se
     assert not any(a.startswith("spark.driver.host=") for a in argv)
 
 
-def test_a_small_input_starts_a_quick_local_jvm() -> None:
-    """Up to QUICK_JVM_ROWS events a local driver JVM gets the quick compiler and the
-    serial collector; a larger or unknown input, a cluster's driver, or the user's
-    own Java options keep theirs."""
+def test_a_small_input_starts_quick_jvms() -> None:
+    """Up to QUICK_JVM_ROWS events the driver JVM this process starts gets the quick
+    compiler and the serial collector, on a local master and on a cluster (whose
+    executors get them too); a larger or unknown input, spark-submit's running JVM, or
+    the user's own Java options keep theirs."""
     from pipeline.spark import QUICK_JVM_OPTIONS, QUICK_JVM_ROWS, local_conf
 
     key = "spark.driver.extraJavaOptions"
+    executor = "spark.executor.extraJavaOptions"
     assert local_conf("local[2]", rows=100_000)[key] == QUICK_JVM_OPTIONS
     assert local_conf("local[2]", rows=QUICK_JVM_ROWS)[key] == QUICK_JVM_OPTIONS
+    assert executor not in local_conf("local[2]", rows=10)  # no executor JVM
     assert key not in local_conf("local[2]", rows=QUICK_JVM_ROWS + 1)
     assert key not in local_conf("local[2]", rows=None)  # hdfs:// input: not counted
-    assert key not in local_conf("spark://127.0.0.1:7077", rows=10)
-    assert key not in local_conf(None, rows=10)  # under spark-submit: its JVM runs already
-    mine = local_conf("local[2]", rows=10, extra={key: "-Xss4m"})
-    assert mine[key] == "-Xss4m"
+    cluster = local_conf("spark://127.0.0.1:7077", rows=10)
+    assert cluster[key] == cluster[executor] == QUICK_JVM_OPTIONS
+    big = local_conf("spark://127.0.0.1:7077", rows=QUICK_JVM_ROWS + 1)
+    assert key not in big and executor not in big
+    under_submit = local_conf(None, rows=10)  # its JVM runs already, its settings stand
+    assert key not in under_submit and executor not in under_submit
+    mine = local_conf("spark://h:7077", rows=10, extra={key: "-Xss4m", executor: "-Xss2m"})
+    assert mine[key] == "-Xss4m" and mine[executor] == "-Xss2m"
     conf = local_conf("local[2]", shuffle_partitions=8, rows=10)
     assert conf["spark.sql.shuffle.partitions"] == "8"
     assert conf["spark.driver.memory"] == "2g"
