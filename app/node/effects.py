@@ -567,6 +567,7 @@ class Effects:
                 f" · {speaker.device}" if speaker is not None and speaker.own else ""),
             person=speaker.person if speaker is not None else "",
             device=speaker.device if speaker is not None else "",
+            own_device=speaker is not None and speaker.own,
         )  # fmt: skip
         out.delivered.append((ch, mid, delivered))
         out.events.append(delivered)

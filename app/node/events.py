@@ -139,7 +139,7 @@ class Delivered:
     as a current device (public and passphrase channels: ``name`` is then the person's
     and ``label`` carries the root's fingerprint when needed), ``device`` that device's
     name; both ``""`` otherwise (:mod:`app.members.device_labels`). A line of another
-    device of our own person has ``label`` ``bob · laptop``.
+    device of our own person has ``own_device`` true and ``label`` ``bob · laptop``.
     """
 
     channel: str
@@ -157,6 +157,7 @@ class Delivered:
     label: str = ""
     person: str = ""
     device: str = ""
+    own_device: bool = False
     ts: float = field(default_factory=_now_s)
 
 

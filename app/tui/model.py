@@ -1001,7 +1001,7 @@ class ChatModel:
                 w.arrived.discard(ev.message_id)
                 w.touch()
         row = view.find_message(ev.message_id)
-        own_device = ev.device if ev.person and ev.label.endswith(f" · {ev.device}") else ""
+        own_device = ev.device if ev.own_device else ""
         # another device of ours is us (our colour, our name's key), marked with its name
         person = self.sender_id if own_device else ev.person
         if row is not None:  # it was shown while waiting: now it is delivered

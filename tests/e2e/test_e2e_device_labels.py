@@ -73,13 +73,13 @@ def test_bobs_devices_are_one_person_to_alice_and_to_bob_and_mallory_is_not_bob(
         lap = _line_of(alice, "from the laptop", root)
         assert desk["sender"] == root and lap["sender"] != root
         assert desk["name"] == lap["name"] == "bob" and desk["label"] == lap["label"]
-        assert lap["device"] == "laptop"
+        assert lap["device"] == "laptop" and not lap["own_device"]
         # bob's desktop shows the laptop's line as his own person's, marked with the device
         mine = _line_of(bob, "from the laptop", root)
-        assert mine["label"] == "bob · laptop" and mine["name"] == "bob"
+        assert mine["label"] == "bob · laptop" and mine["name"] == "bob" and mine["own_device"]
         # and the laptop shows the desktop's the same way
         theirs = _line_of(laptop, "from the desktop", root)
-        assert theirs["label"].startswith("bob · ")
+        assert theirs["label"].startswith("bob · ") and theirs["own_device"]
 
         # mallory: bob's log with her own key added by herself, under the name bob
         mallory_dir = tmp_path / "mallory"

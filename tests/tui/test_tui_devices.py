@@ -21,9 +21,10 @@ BOB, LAPTOP, MALLORY, MY_LAPTOP = "b" * 32, "c" * 32, "d" * 32, "e" * 32
 
 
 def _line(mid: str, sender: str, lamport: int, person: str = "", device: str = "",
-          label: str = "bob", name: str = "bob") -> Delivered:  # fmt: skip
+          label: str = "bob", name: str = "bob",
+          own_device: bool = False) -> Delivered:  # fmt: skip
     return Delivered("general", mid, sender, name, "msg", mid, lamport, 0, 0, label=label,
-                     person=person, device=device)  # fmt: skip
+                     person=person, device=device, own_device=own_device)  # fmt: skip
 
 
 def test_a_persons_devices_are_one_author_and_a_look_alike_is_told_apart_by_the_root() -> None:
@@ -48,10 +49,16 @@ def test_another_device_of_our_own_person_is_marked_with_its_name() -> None:
     m.apply(ChannelJoined("general", True, "00", 0), 0)
     m.channels["general"].loaded = True
     root = "f" * 32  # we are alice's laptop; her desktop is her root
-    m.apply(_line("m1", MY_LAPTOP, 1, root, "desktop", label="alice · desktop", name="alice"), 0)
+    m.apply(_line("m1", MY_LAPTOP, 1, root, "desktop", label="alice · desktop", name="alice",
+                  own_device=True), 0)  # fmt: skip
     row = m.channels["general"].rows[0]
     assert row.who == "alice · desktop" and row.author_id == ME  # ours: no look-alike of us
     assert not row.shared_name
+    # another person who names itself "alice · phone" and its device "phone" (both its
+    # own choice) is not shown as ours: whether a device is ours is the node's word
+    m.apply(_line("m2", BOB, 2, BOB, "phone", label="alice · phone", name="alice · phone"), 0)
+    other = m.channels["general"].rows[1]
+    assert other.author_id == BOB and other.device == ""
 
 
 def test_rows_read_back_from_the_database_are_labelled_by_the_nodes_device_logs() -> None:
