@@ -26,6 +26,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_SCALE = float(os.environ.get("SDSCHAT_TEST_TIMEOUT_SCALE", "1"))
 
+STARTUP_S = 90.0
+"""Until a process has printed its first line, a wait on it lasts at least this long
+from its start (scaled): an interpreter importing the app on a loaded machine (load
+11, the Python loop 10x slower than quiet) printed nothing for 20 s, and that is not
+the feature under test failing."""
+
 
 def T(base: float) -> float:
     """``base`` seconds times the test timeout scale factor."""
@@ -76,6 +82,7 @@ class Proc:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self.pid = self.popen.pid
+        self.started = time.monotonic()
         self.events: list[dict[str, Any]] = []
         self.raw: list[str] = []
         self._cond = threading.Condition()
@@ -134,9 +141,17 @@ class Proc:
                     out.append(rec)
         return out
 
+    def _deadline(self, base_timeout: float) -> float:
+        """``base_timeout`` (scaled) from now, or while the process is running and has
+        printed nothing yet, at least :data:`STARTUP_S` from its start."""
+        deadline = time.monotonic() + T(base_timeout)
+        if not self.raw and self.popen.poll() is None and self.stderr_path.stat().st_size == 0:
+            deadline = max(deadline, self.started + T(STARTUP_S))
+        return deadline
+
     def wait_log(self, event: str, base_timeout: float = 15.0) -> dict[str, Any]:
         """The first stderr log record named ``event`` (bounded wait)."""
-        deadline = time.monotonic() + T(base_timeout)
+        deadline = self._deadline(base_timeout)
         while time.monotonic() < deadline:  # bounded
             for rec in self.log_records():
                 if rec.get("event") == event:
@@ -148,10 +163,13 @@ class Proc:
 
     def wait_for(self, cond: Callable[[], bool], base_timeout: float, what: str) -> None:
         """Wait (bounded) until ``cond()`` holds; re-checked on every output line."""
-        deadline = time.monotonic() + T(base_timeout)
+        deadline = self._deadline(base_timeout)
         with self._cond:
             while not cond():  # bounded by the deadline
                 left = deadline - time.monotonic()
+                if left <= 0:
+                    deadline = self._deadline(0)  # still starting: its start is the bound
+                    left = deadline - time.monotonic()
                 if left <= 0:
                     raise AssertionError(
                         f"{self.name}: timed out waiting for {what}\n{self.tail()}"
