@@ -23,7 +23,7 @@ __all__ = ["CONNECT_MODULES", "CONNECT_PORT", "QUICK_JVM_OPTIONS", "QUICK_JVM_RO
            "SERVER_CODEGEN_CACHE", "SMALL_CLUSTER_SHUFFLE_PARTITIONS",
            "connect_missing", "connect_server_command", "connect_shuffle_partitions",
            "local_conf", "local_shuffle_partitions", "make_session", "report_shuffle_partitions",
-           "spark_home", "submit_conf"]
+           "spark_defaults", "spark_home", "submit_conf"]
 
 #: Python modules the Spark Connect client imports (distribution names differ).
 CONNECT_MODULES = {
@@ -85,11 +85,36 @@ def _small(rows: int | None) -> bool:
     return rows is not None and rows <= QUICK_JVM_ROWS
 
 
+def spark_defaults() -> dict[str, str]:
+    """The operator's ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``, else
+    ``SPARK_HOME/conf``, else the pip package's ``conf/``), key -> value; ``{}`` when
+    there is none or it cannot be read. The defaults sdschat chooses for a session
+    (quick JVMs, shuffle partitions, a local driver's memory) never replace a key set
+    there; ``--conf`` does."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or str(
+        Path(os.environ.get("SPARK_HOME") or spark_home()) / "conf")
+    try:
+        text = (Path(conf_dir) / "spark-defaults.conf").read_text(errors="replace")
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        # a Java properties line: the key ends at whitespace, '=' or ':'
+        end = next((i for i, ch in enumerate(line) if ch in " \t=:"), len(line))
+        out[line[:end]] = line[end:].lstrip(" \t").removeprefix("=").removeprefix(":").strip()
+    return out
+
+
 def report_shuffle_partitions(master: str | None, rows: int | None) -> int | None:
     """The shuffle partitions of a report whose driver runs here, when the user set
     none: the local default on ``local[N]``, :data:`SMALL_CLUSTER_SHUFFLE_PARTITIONS`
     on a cluster master for a small input, and otherwise ``None`` (the cluster's
     setting, or under spark-submit the submitter's)."""
+    if "spark.sql.shuffle.partitions" in spark_defaults():
+        return None
     local = local_shuffle_partitions(master)
     if local is not None or master is None:
         return local
@@ -155,17 +180,22 @@ def local_conf(
         conf["spark.driver.host"] = "127.0.0.1"
     if shuffle_partitions is not None:
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    chosen: dict[str, str] = {}  # our defaults: the operator's spark-defaults.conf wins
     if master is not None:
-        memory = driver_memory or ("2g" if local else None)
-        if memory:
-            conf["spark.driver.memory"] = memory
+        if driver_memory:
+            conf["spark.driver.memory"] = driver_memory
+        elif local:
+            chosen["spark.driver.memory"] = "2g"
     if master is not None and _small(rows):
         # the driver JVM starts in this process on any master (client mode); a
         # cluster's executors do this report's work too (under spark-submit, master
         # None, the submitter's settings stand)
-        conf["spark.driver.extraJavaOptions"] = QUICK_JVM_OPTIONS
+        chosen["spark.driver.extraJavaOptions"] = QUICK_JVM_OPTIONS
         if not local:
-            conf["spark.executor.extraJavaOptions"] = QUICK_JVM_OPTIONS
+            chosen["spark.executor.extraJavaOptions"] = QUICK_JVM_OPTIONS
+    if chosen:
+        operator = spark_defaults()
+        conf.update({k: v for k, v in chosen.items() if k not in operator})
     if executor_memory:
         conf["spark.executor.memory"] = executor_memory
     conf.update(extra or {})

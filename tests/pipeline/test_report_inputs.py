@@ -325,3 +325,41 @@ def test_the_terminal_table_prints_long_run_names_in_full() -> None:
     assert lines[2].split()[0] == f"{name}/general"
     assert lines[3].split()[0] == "short/general"
     assert lines[2].index(" 3 ") == lines[3].index(" 3 ")  # the columns stay aligned
+
+
+def test_the_operators_spark_defaults_win_over_the_reports_own_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key of spark-defaults.conf (Java properties: whitespace, '=' or ':') is the
+    operator's: the quick JVMs, shuffle partitions and a local driver's 2g are only
+    chosen where it says nothing; the report's --conf and --driver-memory still win."""
+    from pipeline.spark import (
+        QUICK_JVM_OPTIONS,
+        local_conf,
+        report_shuffle_partitions,
+        spark_defaults,
+    )
+
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# the cluster's tuning\n"
+        "spark.executor.extraJavaOptions   -XX:+UseG1GC\n"
+        "spark.sql.shuffle.partitions=64\n"
+        "spark.driver.memory: 6g\n"
+        "\n! a comment too\n")  # fmt: skip
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert spark_defaults() == {"spark.executor.extraJavaOptions": "-XX:+UseG1GC",
+                                "spark.sql.shuffle.partitions": "64",
+                                "spark.driver.memory": "6g"}  # fmt: skip
+    conf = local_conf("spark://h:7077", rows=10)
+    assert "spark.executor.extraJavaOptions" not in conf  # Spark applies the operator's
+    assert conf["spark.driver.extraJavaOptions"] == QUICK_JVM_OPTIONS  # not set there
+    assert report_shuffle_partitions("spark://h:7077", 10) is None
+    assert report_shuffle_partitions("local[2]", 10) is None
+    assert "spark.driver.memory" not in local_conf("local[2]", rows=10)
+    assert local_conf("local[2]", driver_memory="1g")["spark.driver.memory"] == "1g"
+    mine = local_conf("spark://h:7077", rows=10,
+                      extra={"spark.executor.extraJavaOptions": "-Xss2m"})  # fmt: skip
+    assert mine["spark.executor.extraJavaOptions"] == "-Xss2m"
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "none"))
+    assert spark_defaults() == {}
+    assert local_conf("local[2]", rows=10)["spark.driver.memory"] == "2g"
