@@ -67,8 +67,10 @@ class Checkpointer:
             target=self._run, name=f"sdschat-checkpoint:{path.name}", daemon=True
         )
         self._backfilled = 0  # frames already copied of the current WAL
-        self._wipe = threading.Event()  # a truncating pass is owed (wipe_soon)
-        self._wipe_asks = 0  # wipe_soon() calls, so a pass knows whether one came during it
+        # a truncating pass is owed while a wipe_soon() call is not answered by one that
+        # succeeded (calls made during a pass are answered by the next)
+        self._wipe_asks = 0  # wipe_soon() calls
+        self._wipe_done = 0  # of them, answered by a truncating pass that succeeded
         self._wipe_lock = threading.Lock()
         self.wipes = 0
         """Truncating passes that succeeded (the WAL emptied after a deletion)."""
@@ -87,13 +89,13 @@ class Checkpointer:
         the next passes truncate it, retried until one succeeds."""
         with self._wipe_lock:
             self._wipe_asks += 1
-            self._wipe.set()
         self._wake.set()
 
     @property
     def wipe_pending(self) -> bool:
         """Whether a wipe asked for has not succeeded yet."""
-        return self._wipe.is_set()
+        with self._wipe_lock:
+            return self._wipe_done < self._wipe_asks
 
     def stop(self, timeout: float = 30.0) -> None:
         """End the thread (after a pass in progress) and close its connection."""
@@ -127,12 +129,12 @@ class Checkpointer:
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA wal_autocheckpoint = 0")  # it never writes; no surprises
             while not self._stopping.is_set():
-                self._wake.wait(WIPE_RETRY_S if self._wipe.is_set() else None)
+                self._wake.wait(WIPE_RETRY_S if self.wipe_pending else None)
                 if self._stopping.wait(self.delay_s):
                     break
                 self._wake.clear()
                 try:
-                    if self._wipe.is_set():
+                    if self.wipe_pending:
                         self._wipe_once(db)
                     else:
                         self.checkpoint_once(db)
@@ -144,9 +146,9 @@ class Checkpointer:
             db.close()
 
     def _wipe_once(self, db: sqlite3.Connection) -> None:
-        """One truncating pass. The wipe stays pending until a pass succeeds (it is
-        never cleared while one runs: a caller seeing it done finds the WAL empty), and
-        a wipe_soon() during the pass leaves it pending for the next."""
+        """One truncating pass. The wipe stays pending until a pass succeeds (only its
+        success answers the calls made before it: a caller seeing it done finds the WAL
+        empty), and a wipe_soon() during the pass leaves it pending for the next."""
         with self._wipe_lock:
             asked = self._wipe_asks
         done = wipe_wal(db)
@@ -156,8 +158,7 @@ class Checkpointer:
             self.passes += 1
             self._backfilled = 0
             with self._wipe_lock:
-                if self._wipe_asks == asked:
-                    self._wipe.clear()
+                self._wipe_done = max(self._wipe_done, asked)
 
     def _failed(self, error: sqlite3.Error) -> None:
         self.failures += 1
