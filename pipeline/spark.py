@@ -108,35 +108,38 @@ def spark_defaults() -> dict[str, str]:
     return out
 
 
-def report_shuffle_partitions(master: str | None, rows: int | None) -> int | None:
-    """The shuffle partitions of a report whose driver runs here, when the user set
-    none: the local default on ``local[N]``, :data:`SMALL_CLUSTER_SHUFFLE_PARTITIONS`
-    on a cluster master for a small input, and otherwise ``None`` (the cluster's
-    setting, or under spark-submit the submitter's)."""
-    if "spark.sql.shuffle.partitions" in spark_defaults():
-        return None
+def _chosen_partitions(master: str, rows: int | None) -> int | None:
+    """The rule: the local default on ``local[N]``; on any other master
+    :data:`SMALL_CLUSTER_SHUFFLE_PARTITIONS` for a small input, else ``None``."""
     local = local_shuffle_partitions(master)
-    if local is not None or master is None:
+    if local is not None:
         return local
     return SMALL_CLUSTER_SHUFFLE_PARTITIONS if _small(rows) else None
 
 
+def report_shuffle_partitions(master: str | None, rows: int | None) -> int | None:
+    """The shuffle partitions of a report whose driver runs here, when the user set
+    none (:func:`_chosen_partitions`); ``None`` (the cluster's setting) when
+    spark-defaults.conf sets them, and under spark-submit (``master`` ``None``: see
+    :func:`submit_conf`)."""
+    if master is None or "spark.sql.shuffle.partitions" in spark_defaults():
+        return None
+    return _chosen_partitions(master, rows)
+
+
 def submit_conf(given: dict[str, str], rows: int | None) -> dict[str, str]:
     """What a report under spark-submit adds to the submitter's settings (``given``,
-    read from its running JVM), for what the submitter left unset: the shuffle
-    partitions and the executors' quick JVM of :func:`report_shuffle_partitions` and
-    :func:`local_conf` for its master (its driver JVM runs already)."""
+    read from its running JVM, spark-defaults.conf included), for what the submitter
+    left unset: the shuffle partitions of :func:`_chosen_partitions` and, off a local
+    master, the executors' quick JVM (its driver JVM runs already)."""
     master = given.get("spark.master", "")
-    conf: dict[str, str] = {}
-    if master.startswith("local"):
-        partitions = local_shuffle_partitions(master)
-    else:
-        partitions = report_shuffle_partitions(master or "cluster", rows)
-        if _small(rows) and "spark.executor.extraJavaOptions" not in given:
-            conf["spark.executor.extraJavaOptions"] = QUICK_JVM_OPTIONS
-    if partitions is not None and "spark.sql.shuffle.partitions" not in given:
-        conf["spark.sql.shuffle.partitions"] = str(partitions)
-    return conf
+    chosen: dict[str, str] = {}
+    partitions = _chosen_partitions(master, rows)
+    if partitions is not None:
+        chosen["spark.sql.shuffle.partitions"] = str(partitions)
+    if not master.startswith("local") and _small(rows):
+        chosen["spark.executor.extraJavaOptions"] = QUICK_JVM_OPTIONS
+    return {k: v for k, v in chosen.items() if k not in given}
 
 
 #: Spark's own default of ``spark.sql.shuffle.partitions``.
