@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import describe
 
 from app.members.devices import DEVICE_LOG_MAGIC
-from net.channel_key import derive_channel_key
+from net.channel_key import ChannelKey, derive_channel_key
 from net.envelope import EnvelopeError, open_for_topic
 from sds.message import MessageKind, decode
 from tests.procs import Cluster, Proc, Tap, running, sdschat, tap
@@ -52,10 +52,10 @@ NAMES = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "iv
          "judy", "ken", "lena", "mike", "nina", "olga", "pete"]  # fmt: skip
 
 
-def kind_of(envelope: bytes, key: object) -> str:
+def kind_of(envelope: bytes, key: ChannelKey) -> str:
     """``line``, ``device_log``, ``content``, ``sync``, ``ephemeral`` or ``unopened``."""
     try:
-        msg = decode(open_for_topic(envelope, lambda _t: key).sds_bytes)  # type: ignore[arg-type, return-value]
+        msg = decode(open_for_topic(envelope, lambda _t: key).sds_bytes)
     except (EnvelopeError, ValueError):
         return "unopened"
     kind = msg.kind
@@ -69,14 +69,18 @@ def kind_of(envelope: bytes, key: object) -> str:
     return "line" if content.startswith(b"{") else "content"  # sdschat's JSON lines
 
 
-def logs_seen(t: Tap, mark: int, key: object, want: int, limit: float) -> None:
-    """Until the tap carried ``want`` device-log envelopes since ``mark`` (bounded)."""
+def logs_seen(t: Tap, mark: int, key: ChannelKey, want: int, limit: float) -> None:
+    """Until the tap carried ``want`` device-log envelopes since ``mark`` (bounded;
+    each envelope is opened once)."""
     deadline = time.monotonic() + limit
+    seen = Counter[str]()
     while time.monotonic() < deadline:  # bounded
-        if sum(kind_of(e, key) == "device_log" for e in t.since(mark)) >= want:
+        new = t.since(mark)
+        mark += len(new)
+        seen.update(kind_of(e, key) for e in new)
+        if seen["device_log"] >= want:
             return
         time.sleep(0.2)
-    seen = Counter(kind_of(e, key) for e in t.since(mark))
     raise SystemExit(f"{want} device logs not on the wire within {limit} s: {dict(seen)}")
 
 
