@@ -216,12 +216,9 @@ def test_a_report_on_the_cluster_gives_the_local_summary(
     out = tmp_path / "cluster"
     # the executors run no Python: a Python worker would be started from this
     # interpreter path, which does not exist
-    args = [run_dir.as_uri(), "--out", out.as_uri(), "--master", cluster.master,
-            "--conf", "spark.cores.max=1", "--executor-memory", "512m",
-            "--spark-timeout", str(int(T(300)))]
-    done = _run([sys.executable, "-m", "app.cli", "report", *args], cwd=ROOT,
-                env={**_env(), "PYSPARK_PYTHON": "/nonexistent/python3"}, timeout=900,
-                cluster=cluster)
+    done = _cli([run_dir.as_uri(), "--out", out.as_uri(), "--master", cluster.master,
+                 "--conf", "spark.cores.max=1", "--executor-memory", "512m"], timeout=900,
+                env={"PYSPARK_PYTHON": "/nonexistent/python3"}, cluster=cluster)
     assert done.returncode == 0, done.stderr[-3000:]
     on_cluster = json.loads((out / "summary.json").read_text())
     assert on_cluster["master"] == cluster.master
