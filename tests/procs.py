@@ -53,11 +53,27 @@ def load_bench(name: str) -> ModuleType:
     return mod
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+_GIVEN: set[int] = set()
+_GIVEN_LOCK = threading.Lock()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now, and never one this process handed out before.
+
+    The port is released before its user binds it, so two calls in a row can be given
+    the same port by the kernel (CI: docs/cluster.md's NATS server and relay were both
+    given 54351 and the relay could not listen); a port already handed out is skipped.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with _GIVEN_LOCK:
+        for _ in range(1000):
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = int(s.getsockname()[1])
+            if port not in _GIVEN:
+                _GIVEN.add(port)
+                return port
+    raise RuntimeError(f"no unused free port on {host} in 1000 tries")
 
 
 def sdschat(*args: str) -> list[str]:

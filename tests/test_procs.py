@@ -47,3 +47,31 @@ def test_a_process_that_exits_silently_is_not_waited_for(tmp_path: Path) -> None
         assert time.monotonic() - started < 30
     finally:
         p.stop()
+
+
+def test_free_port_never_hands_out_a_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may give the same released port to two binds in a row (CI: a NATS
+    server and a relay of docs/cluster.md were both given 54351); free_port skips it."""
+    import socket
+
+    import tests.procs as procs
+
+    kernel = iter([41001, 41001, 41002, 41001, 41003])
+
+    class Sock(socket.socket):
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", next(kernel))
+
+    monkeypatch.setattr(procs.socket, "socket", Sock)
+    monkeypatch.setattr(procs, "_GIVEN", set())
+    assert [procs.free_port(), procs.free_port(), procs.free_port()] == [41001, 41002, 41003]
+
+
+def test_free_port_binds_on_the_host_asked(tmp_path: Path) -> None:
+    import socket
+
+    from tests.procs import free_port
+
+    port = free_port("::1") if socket.has_ipv6 else free_port()
+    with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET) as s:
+        s.bind(("::1" if socket.has_ipv6 else "127.0.0.1", port))  # free there, bindable

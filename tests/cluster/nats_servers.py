@@ -29,17 +29,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.procs import free_port
+
 __all__ = ["NATS_SERVER", "NatsServer", "NatsServers", "free_port", "restart", "start_nats"]
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 """The ``nats-server`` binary (Debian package ``nats-server``)."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class NatsServer:

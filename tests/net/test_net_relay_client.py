@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 
 import pytest
 from net_helpers import CapturingLogger, Peer, T, channel, envelope, run, start_relay
@@ -12,6 +11,7 @@ from net_helpers import CapturingLogger, Peer, T, channel, envelope, run, start_
 from net.relay import RelayServer
 from net.relay_client import ConnectionState, RelayClient, StateChange, backoff_delay
 from net.relay_config import RelayConfig
+from tests.procs import free_port
 
 KEY = channel("general")
 
@@ -44,13 +44,6 @@ class Recorder:
 
     def names(self) -> list[str]:
         return [s.state.value for s in self.states]
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (bound once, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def fast_client(url: str, rec: Recorder, **kwargs: object) -> RelayClient:
