@@ -27,7 +27,7 @@ from pipeline_helpers import bench_module, simulate
 
 from app.sim.simulation import PartitionSpec
 from pipeline.spark import connect_missing, connect_server_command, spark_home
-from tests.procs import T
+from tests.procs import T, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 #: README.md's cluster line (docs/report.md): run verbatim but for HOST:7077.
@@ -35,12 +35,6 @@ SUBMIT_LINE = (
     ". .venv/bin/activate && zip -qr pipeline.zip pipeline storage && spark-submit "
     "--master spark://HOST:7077 --py-files pipeline.zip pipeline/report.py runs/a --out report/"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env() -> dict[str, str]:
@@ -67,7 +61,7 @@ class Cluster:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.procs: list[subprocess.Popen[bytes]] = []
-        self.port = _free_port()
+        self.port = free_port()
         self.master = f"spark://127.0.0.1:{self.port}"
         self.remote: str | None = None
 
@@ -86,12 +80,12 @@ class Cluster:
     def start(self) -> None:
         proc, log = self._start("master", [
             "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-            "--port", str(self.port), "--webui-port", str(_free_port()),
+            "--port", str(self.port), "--webui-port", str(free_port()),
         ])
         _wait_for(log, "I have been elected leader", proc, 90)
         proc, log = self._start("worker", [
             "org.apache.spark.deploy.worker.Worker", self.master, "--host", "127.0.0.1",
-            "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
+            "--cores", "2", "--memory", "2g", "--webui-port", str(free_port()),
             "--work-dir", str(self.tmp / "work"),
         ])
         _wait_for(log, "Successfully registered with master", proc, 90)
@@ -99,7 +93,7 @@ class Cluster:
     def start_connect(self, local: str | None = None, *flags: str) -> None:
         """A Spark Connect server on the cluster; with ``local`` (e.g. local[1]),
         ``sdschat report-server --master LOCAL FLAGS...`` instead."""
-        port = _free_port()
+        port = free_port()
         if local is None:
             argv, _ = connect_server_command(self.master, port=port, conf={
                 "spark.cores.max": "1", "spark.executor.memory": "512m"})
@@ -313,7 +307,7 @@ def test_report_server_sessions_get_the_local_shuffle_partitions(
 
 
 def test_unreachable_master_is_one_line_exit_2(run_dir: Path, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     for flags in (["--master", f"spark://127.0.0.1:{port}"], ["--remote", f"sc://127.0.0.1:{port}"]):
         done = _cli([str(run_dir), "--out", str(tmp_path / "r"), *flags], timeout=60)
         assert done.returncode == 2
@@ -329,7 +323,7 @@ def test_ctrl_c_during_a_report_is_one_line_exit_130(tmp_path: Path) -> None:
     # the report running: a state, whatever the machine's speed or load
     data = tmp_path / "events"
     bench_module().generate(data, 1_000_000, 200, 10)
-    ui = _free_port()
+    ui = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "report", str(data), "--out", str(tmp_path / "r"),
          "--master", "local[1]", "--driver-memory", "512m",
@@ -409,7 +403,7 @@ def test_a_driver_heap_larger_than_the_machine_is_refused_up_front(
                      *flags], timeout=60)
         _one_line(done, "999g is more than this machine's memory", "GiB")
     done = subprocess.run([sys.executable, "-m", "app.cli", "report-server", "--port",
-                           str(_free_port()), "--driver-memory", "999g"], cwd=ROOT, env=_env(),
+                           str(free_port()), "--driver-memory", "999g"], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=T(60))
     assert done.returncode == 2
     assert "--driver-memory 999g is more than this machine's memory" in done.stderr
