@@ -65,7 +65,7 @@ ROOT_BODIES: Final = frozenset({"create", "genesis"})
 """The events that start a chain (no parents)."""
 
 CHAINED_BODIES: Final = frozenset({"create", "genesis", "add", "remove", "leave", "set_role",
-                                   "rekey", "share_key", "rename"})  # fmt: skip
+                                   "rekey", "share_key", "rename", "add_device"})  # fmt: skip
 """The membership events (a ``part`` is not one)."""
 
 MAX_NAME_CHARS: Final = 64
@@ -97,6 +97,8 @@ class ChainEvent:
             return member_info(m.create.creator).member_id
         if self.body == "add":
             return member_info(m.add.member).member_id
+        if self.body == "add_device":
+            return member_info(m.add_device.device).member_id
         if self.body == "remove":
             return m.remove.member_id
         if self.body == "set_role":
@@ -172,6 +174,12 @@ def _body_problem(m: pb.Chained, body: str) -> str:
         members = [m.genesis.create.creator, *(e.member for e in m.genesis.members)]
     elif body == "add":
         members = [m.add.member]
+    elif body == "add_device":
+        members = [m.add_device.device]
+        if len(m.add_device.root) != PUBLIC_KEY_BYTES or len(m.add_device.pop) != 64:
+            return "a device names a 32-byte root key and a 64-byte proof"
+        if bytes(m.add_device.device.identity_key) == bytes(m.add_device.root):
+            return "a root is not its own device"
     elif body == "part":
         members = [e.member for e in m.part.members]
         if len(m.part.nonce) != 16:

@@ -897,7 +897,7 @@ class MembersChannel:
         (:mod:`app.members.cut`), inline or in signed parts posted before it; of the
         removed member, only these stay accepted."""
         remaining = {mid: m.info.share_key for mid, m in self.roster.members.items()
-                     if mid != member_id}  # fmt: skip
+                     if mid != member_id and m.person != member_id}  # its devices go with it
         _, boxes = self._seal_epoch(remaining)
         parts, rest, nonce = _split_epoch(boxes)
         if not self.roster.chained:  # before the upgrade: as the first version did
@@ -915,6 +915,24 @@ class MembersChannel:
         # signed as it goes out (:meth:`outgoing`), naming the heads of that moment
         return [*parts, *signed_parts, CONTROL_MAGIC + pb.Control(
             version=1, remove=remove).SerializeToString()]  # fmt: skip
+
+    def add_device(self, device: MemberInfo, root: bytes, pop: bytes) -> bytes:
+        """The control content of our ``add_device`` event: ``device`` (its identity key,
+        its share key in this channel, its device name) becomes a member speaking as our
+        person, whose root key is ``root``; ``pop`` is the device's own signature of
+        ``POP_LABEL || root || device key`` (the one of the person's device log).
+
+        Raises:
+            ValueError: the channel has no chain yet, or we are no member.
+        """
+        if not self.roster.chained:
+            raise ValueError(f"#{self.channel} has no membership chain yet")
+        if not self.roster.is_member(self.own_id):
+            raise ValueError(f"we are not a member of #{self.channel}")
+        body = pb.AddDevice(device=pb.Member(identity_key=device.identity_key,
+                                             share_key=device.share_key, name=device.name),
+                            root=root, pop=pop)  # fmt: skip
+        return self.sign(pb.Chained(add_device=body))
 
     def rename(self, name: str) -> bytes:
         """The control content of our ``rename`` event: the roster lists us as ``name``

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rmembers.proto\x12\x0fsdschat.members\"?\n\x06Member\x12\x14\n\x0cidentity_key\x18\x01 \x01(\x0c\x12\x11\n\tshare_key\x18\x02 \x01(\x0c\x12\x0c\n\x04name\x18\x03 \x01(\t\"f\n\x06\x43reate\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12(\n\x07\x63reator\x18\x03 \x01(\x0b\x32\x17.sdschat.members.Member\x12\r\n\x05nonce\x18\x04 \x01(\x0c\"f\n\x03\x41\x64\x64\x12\'\n\x06member\x18\x01 \x01(\x0b\x32\x17.sdschat.members.Member\x12\x11\n\tinvite_id\x18\x02 \x01(\x0c\x12#\n\x04role\x18\x03 \x01(\x0e\x32\x15.sdschat.members.Role\"\x98\x01\n\x06Remove\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12.\n\nepoch_keys\x18\x02 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x03 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\x04 \x01(\r\x12!\n\x03\x63ut\x18\x05 \x01(\x0b\x32\x14.sdschat.members.Cut\"\x84\x01\n\x05Leave\x12.\n\nepoch_keys\x18\x01 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x02 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\x03 \x01(\r\x12!\n\x03\x63ut\x18\x04 \x01(\x0b\x32\x14.sdschat.members.Cut\"\x16\n\x06Rename\x12\x0c\n\x04name\x18\x01 \x01(\t\"U\n\x03\x43ut\x12\r\n\x05\x63ount\x18\x01 \x01(\r\x12\x0e\n\x06\x64igest\x18\x02 \x01(\x0c\x12\x0b\n\x03ids\x18\x03 \x03(\x0c\x12\x13\n\x0bparts_nonce\x18\x04 \x01(\x0c\x12\r\n\x05parts\x18\x05 \x01(\r\"[\n\x0bRosterEntry\x12\'\n\x06member\x18\x01 \x01(\x0b\x32\x17.sdschat.members.Member\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sdschat.members.Role\"\x96\x02\n\x07Genesis\x12\'\n\x06\x63reate\x18\x01 \x01(\x0b\x32\x17.sdschat.members.Create\x12-\n\x07members\x18\x02 \x03(\x0b\x32\x1c.sdschat.members.RosterEntry\x12\x14\n\x0cinvites_used\x18\x03 \x03(\x0c\x12\x15\n\rmembers_nonce\x18\x04 \x01(\x0c\x12\x15\n\rmembers_parts\x18\x05 \x01(\r\x12\x15\n\rmembers_count\x18\x06 \x01(\r\x12.\n\nepoch_keys\x18\x07 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x08 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\t \x01(\r\"Q\n\x04Part\x12\r\n\x05nonce\x18\x01 \x01(\x0c\x12\x0b\n\x03ids\x18\x02 \x03(\x0c\x12-\n\x07members\x18\x03 \x03(\x0b\x32\x1c.sdschat.members.RosterEntry\".\n\x0bSignedEvent\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"\xf4\x03\n\x07\x43hained\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x12\n\nauthor_key\x18\x02 \x01(\x0c\x12\x0f\n\x07parents\x18\x03 \x03(\x0c\x12)\n\x06\x63reate\x18\n \x01(\x0b\x32\x17.sdschat.members.CreateH\x00\x12+\n\x07genesis\x18\x0b \x01(\x0b\x32\x18.sdschat.members.GenesisH\x00\x12#\n\x03\x61\x64\x64\x18\x0c \x01(\x0b\x32\x14.sdschat.members.AddH\x00\x12)\n\x06remove\x18\r \x01(\x0b\x32\x17.sdschat.members.RemoveH\x00\x12\'\n\x05leave\x18\x0e \x01(\x0b\x32\x16.sdschat.members.LeaveH\x00\x12,\n\x08set_role\x18\x0f \x01(\x0b\x32\x18.sdschat.members.SetRoleH\x00\x12\'\n\x05rekey\x18\x10 \x01(\x0b\x32\x16.sdschat.members.RekeyH\x00\x12.\n\tshare_key\x18\x11 \x01(\x0b\x32\x19.sdschat.members.ShareKeyH\x00\x12)\n\x06rename\x18\x12 \x01(\x0b\x32\x17.sdschat.members.RenameH\x00\x12%\n\x04part\x18\x1e \x01(\x0b\x32\x15.sdschat.members.PartH\x00\x42\x06\n\x04\x62ody\";\n\x0bStateDigest\x12\r\n\x05heads\x18\x01 \x03(\x0c\x12\r\n\x05state\x18\x02 \x01(\x0c\x12\x0e\n\x06\x65vents\x18\x03 \x01(\r\"a\n\x05Rekey\x12.\n\nepoch_keys\x18\x01 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x02 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\x03 \x01(\r\"P\n\tEpochKeys\x12\x13\n\x0b\x65poch_nonce\x18\x01 \x01(\x0c\x12.\n\nepoch_keys\x18\x02 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\"+\n\x08\x45pochKey\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"A\n\x07SetRole\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sdschat.members.Role\"\x1d\n\x08ShareKey\x12\x11\n\tshare_key\x18\x01 \x01(\x0c\"]\n\x08KeyShare\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0b\x66irst_index\x18\x02 \x01(\r\x12(\n\x04keys\x18\x03 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\"1\n\tSealedKey\x12\x14\n\x0crecipient_id\x18\x01 \x01(\t\x12\x0e\n\x06sealed\x18\x02 \x01(\x0c\"s\n\x0fSessionKeyPlain\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x11\n\tsender_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x13\n\x0bsession_key\x18\x04 \x01(\x0c\x12\x10\n\x08\x65xported\x18\x05 \x01(\x08\"=\n\tEncrypted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06megolm\x18\x02 \x01(\x0c\x12\x0c\n\x04span\x18\x03 \x01(\x0c\"4\n\x0c\x44irectInvite\x12\x14\n\x0crecipient_id\x18\x01 \x01(\t\x12\x0e\n\x06sealed\x18\x02 \x01(\x0c\"Z\n\rDirectChannel\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12\x12\n\nepoch_keys\x18\x03 \x03(\x0c\x12\x10\n\x08\x63ontrols\x18\x04 \x03(\x0c\"\xac\x04\n\x07\x43ontrol\x12\x0f\n\x07version\x18\x01 \x01(\r\x12)\n\x06\x63reate\x18\x02 \x01(\x0b\x32\x17.sdschat.members.CreateH\x00\x12#\n\x03\x61\x64\x64\x18\x03 \x01(\x0b\x32\x14.sdschat.members.AddH\x00\x12)\n\x06remove\x18\x04 \x01(\x0b\x32\x17.sdschat.members.RemoveH\x00\x12,\n\x08set_role\x18\x05 \x01(\x0b\x32\x18.sdschat.members.SetRoleH\x00\x12.\n\tshare_key\x18\x06 \x01(\x0b\x32\x19.sdschat.members.ShareKeyH\x00\x12.\n\tkey_share\x18\x07 \x01(\x0b\x32\x19.sdschat.members.KeyShareH\x00\x12\'\n\x05rekey\x18\x08 \x01(\x0b\x32\x16.sdschat.members.RekeyH\x00\x12\x36\n\rdirect_invite\x18\t \x01(\x0b\x32\x1d.sdschat.members.DirectInviteH\x00\x12\x30\n\nepoch_keys\x18\n \x01(\x0b\x32\x1a.sdschat.members.EpochKeysH\x00\x12.\n\x06signed\x18\x0b \x01(\x0b\x32\x1c.sdschat.members.SignedEventH\x00\x12.\n\x06\x64igest\x18\x0c \x01(\x0b\x32\x1c.sdschat.members.StateDigestH\x00\x12\x0c\n\x04span\x18\x14 \x01(\x0c\x42\x06\n\x04\x62ody\"P\n\x06Record\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\x0c\x12\x0f\n\x07lamport\x18\x02 \x01(\x04\x12\x12\n\nmessage_id\x18\x03 \x01(\t\x12\x10\n\x08\x65nvelope\x18\x04 \x01(\x0c*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_MEMBER\x10\x01\x12\x0e\n\nROLE_ADMIN\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rmembers.proto\x12\x0fsdschat.members\"?\n\x06Member\x12\x14\n\x0cidentity_key\x18\x01 \x01(\x0c\x12\x11\n\tshare_key\x18\x02 \x01(\x0c\x12\x0c\n\x04name\x18\x03 \x01(\t\"f\n\x06\x43reate\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12(\n\x07\x63reator\x18\x03 \x01(\x0b\x32\x17.sdschat.members.Member\x12\r\n\x05nonce\x18\x04 \x01(\x0c\"f\n\x03\x41\x64\x64\x12\'\n\x06member\x18\x01 \x01(\x0b\x32\x17.sdschat.members.Member\x12\x11\n\tinvite_id\x18\x02 \x01(\x0c\x12#\n\x04role\x18\x03 \x01(\x0e\x32\x15.sdschat.members.Role\"\x98\x01\n\x06Remove\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12.\n\nepoch_keys\x18\x02 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x03 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\x04 \x01(\r\x12!\n\x03\x63ut\x18\x05 \x01(\x0b\x32\x14.sdschat.members.Cut\"\x84\x01\n\x05Leave\x12.\n\nepoch_keys\x18\x01 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x02 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\x03 \x01(\r\x12!\n\x03\x63ut\x18\x04 \x01(\x0b\x32\x14.sdschat.members.Cut\"\x16\n\x06Rename\x12\x0c\n\x04name\x18\x01 \x01(\t\"O\n\tAddDevice\x12\'\n\x06\x64\x65vice\x18\x01 \x01(\x0b\x32\x17.sdschat.members.Member\x12\x0c\n\x04root\x18\x02 \x01(\x0c\x12\x0b\n\x03pop\x18\x03 \x01(\x0c\"U\n\x03\x43ut\x12\r\n\x05\x63ount\x18\x01 \x01(\r\x12\x0e\n\x06\x64igest\x18\x02 \x01(\x0c\x12\x0b\n\x03ids\x18\x03 \x03(\x0c\x12\x13\n\x0bparts_nonce\x18\x04 \x01(\x0c\x12\r\n\x05parts\x18\x05 \x01(\r\"[\n\x0bRosterEntry\x12\'\n\x06member\x18\x01 \x01(\x0b\x32\x17.sdschat.members.Member\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sdschat.members.Role\"\x96\x02\n\x07Genesis\x12\'\n\x06\x63reate\x18\x01 \x01(\x0b\x32\x17.sdschat.members.Create\x12-\n\x07members\x18\x02 \x03(\x0b\x32\x1c.sdschat.members.RosterEntry\x12\x14\n\x0cinvites_used\x18\x03 \x03(\x0c\x12\x15\n\rmembers_nonce\x18\x04 \x01(\x0c\x12\x15\n\rmembers_parts\x18\x05 \x01(\r\x12\x15\n\rmembers_count\x18\x06 \x01(\r\x12.\n\nepoch_keys\x18\x07 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x08 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\t \x01(\r\"Q\n\x04Part\x12\r\n\x05nonce\x18\x01 \x01(\x0c\x12\x0b\n\x03ids\x18\x02 \x03(\x0c\x12-\n\x07members\x18\x03 \x03(\x0b\x32\x1c.sdschat.members.RosterEntry\".\n\x0bSignedEvent\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"\xa6\x04\n\x07\x43hained\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x12\n\nauthor_key\x18\x02 \x01(\x0c\x12\x0f\n\x07parents\x18\x03 \x03(\x0c\x12)\n\x06\x63reate\x18\n \x01(\x0b\x32\x17.sdschat.members.CreateH\x00\x12+\n\x07genesis\x18\x0b \x01(\x0b\x32\x18.sdschat.members.GenesisH\x00\x12#\n\x03\x61\x64\x64\x18\x0c \x01(\x0b\x32\x14.sdschat.members.AddH\x00\x12)\n\x06remove\x18\r \x01(\x0b\x32\x17.sdschat.members.RemoveH\x00\x12\'\n\x05leave\x18\x0e \x01(\x0b\x32\x16.sdschat.members.LeaveH\x00\x12,\n\x08set_role\x18\x0f \x01(\x0b\x32\x18.sdschat.members.SetRoleH\x00\x12\'\n\x05rekey\x18\x10 \x01(\x0b\x32\x16.sdschat.members.RekeyH\x00\x12.\n\tshare_key\x18\x11 \x01(\x0b\x32\x19.sdschat.members.ShareKeyH\x00\x12)\n\x06rename\x18\x12 \x01(\x0b\x32\x17.sdschat.members.RenameH\x00\x12\x30\n\nadd_device\x18\x13 \x01(\x0b\x32\x1a.sdschat.members.AddDeviceH\x00\x12%\n\x04part\x18\x1e \x01(\x0b\x32\x15.sdschat.members.PartH\x00\x42\x06\n\x04\x62ody\";\n\x0bStateDigest\x12\r\n\x05heads\x18\x01 \x03(\x0c\x12\r\n\x05state\x18\x02 \x01(\x0c\x12\x0e\n\x06\x65vents\x18\x03 \x01(\r\"a\n\x05Rekey\x12.\n\nepoch_keys\x18\x01 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\x12\x13\n\x0b\x65poch_nonce\x18\x02 \x01(\x0c\x12\x13\n\x0b\x65poch_parts\x18\x03 \x01(\r\"P\n\tEpochKeys\x12\x13\n\x0b\x65poch_nonce\x18\x01 \x01(\x0c\x12.\n\nepoch_keys\x18\x02 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\"+\n\x08\x45pochKey\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"A\n\x07SetRole\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sdschat.members.Role\"\x1d\n\x08ShareKey\x12\x11\n\tshare_key\x18\x01 \x01(\x0c\"]\n\x08KeyShare\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0b\x66irst_index\x18\x02 \x01(\r\x12(\n\x04keys\x18\x03 \x03(\x0b\x32\x1a.sdschat.members.SealedKey\"1\n\tSealedKey\x12\x14\n\x0crecipient_id\x18\x01 \x01(\t\x12\x0e\n\x06sealed\x18\x02 \x01(\x0c\"s\n\x0fSessionKeyPlain\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x11\n\tsender_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x13\n\x0bsession_key\x18\x04 \x01(\x0c\x12\x10\n\x08\x65xported\x18\x05 \x01(\x08\"=\n\tEncrypted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06megolm\x18\x02 \x01(\x0c\x12\x0c\n\x04span\x18\x03 \x01(\x0c\"4\n\x0c\x44irectInvite\x12\x14\n\x0crecipient_id\x18\x01 \x01(\t\x12\x0e\n\x06sealed\x18\x02 \x01(\x0c\"Z\n\rDirectChannel\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12\x12\n\nepoch_keys\x18\x03 \x03(\x0c\x12\x10\n\x08\x63ontrols\x18\x04 \x03(\x0c\"\xac\x04\n\x07\x43ontrol\x12\x0f\n\x07version\x18\x01 \x01(\r\x12)\n\x06\x63reate\x18\x02 \x01(\x0b\x32\x17.sdschat.members.CreateH\x00\x12#\n\x03\x61\x64\x64\x18\x03 \x01(\x0b\x32\x14.sdschat.members.AddH\x00\x12)\n\x06remove\x18\x04 \x01(\x0b\x32\x17.sdschat.members.RemoveH\x00\x12,\n\x08set_role\x18\x05 \x01(\x0b\x32\x18.sdschat.members.SetRoleH\x00\x12.\n\tshare_key\x18\x06 \x01(\x0b\x32\x19.sdschat.members.ShareKeyH\x00\x12.\n\tkey_share\x18\x07 \x01(\x0b\x32\x19.sdschat.members.KeyShareH\x00\x12\'\n\x05rekey\x18\x08 \x01(\x0b\x32\x16.sdschat.members.RekeyH\x00\x12\x36\n\rdirect_invite\x18\t \x01(\x0b\x32\x1d.sdschat.members.DirectInviteH\x00\x12\x30\n\nepoch_keys\x18\n \x01(\x0b\x32\x1a.sdschat.members.EpochKeysH\x00\x12.\n\x06signed\x18\x0b \x01(\x0b\x32\x1c.sdschat.members.SignedEventH\x00\x12.\n\x06\x64igest\x18\x0c \x01(\x0b\x32\x1c.sdschat.members.StateDigestH\x00\x12\x0c\n\x04span\x18\x14 \x01(\x0c\x42\x06\n\x04\x62ody\"P\n\x06Record\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\x0c\x12\x0f\n\x07lamport\x18\x02 \x01(\x04\x12\x12\n\nmessage_id\x18\x03 \x01(\t\x12\x10\n\x08\x65nvelope\x18\x04 \x01(\x0c*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_MEMBER\x10\x01\x12\x0e\n\nROLE_ADMIN\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'members_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=3214
-  _globals['_ROLE']._serialized_end=3275
+  _globals['_ROLE']._serialized_start=3345
+  _globals['_ROLE']._serialized_end=3406
   _globals['_MEMBER']._serialized_start=34
   _globals['_MEMBER']._serialized_end=97
   _globals['_CREATE']._serialized_start=99
@@ -45,44 +45,46 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEAVE']._serialized_end=595
   _globals['_RENAME']._serialized_start=597
   _globals['_RENAME']._serialized_end=619
-  _globals['_CUT']._serialized_start=621
-  _globals['_CUT']._serialized_end=706
-  _globals['_ROSTERENTRY']._serialized_start=708
-  _globals['_ROSTERENTRY']._serialized_end=799
-  _globals['_GENESIS']._serialized_start=802
-  _globals['_GENESIS']._serialized_end=1080
-  _globals['_PART']._serialized_start=1082
-  _globals['_PART']._serialized_end=1163
-  _globals['_SIGNEDEVENT']._serialized_start=1165
-  _globals['_SIGNEDEVENT']._serialized_end=1211
-  _globals['_CHAINED']._serialized_start=1214
-  _globals['_CHAINED']._serialized_end=1714
-  _globals['_STATEDIGEST']._serialized_start=1716
-  _globals['_STATEDIGEST']._serialized_end=1775
-  _globals['_REKEY']._serialized_start=1777
-  _globals['_REKEY']._serialized_end=1874
-  _globals['_EPOCHKEYS']._serialized_start=1876
-  _globals['_EPOCHKEYS']._serialized_end=1956
-  _globals['_EPOCHKEY']._serialized_start=1958
-  _globals['_EPOCHKEY']._serialized_end=2001
-  _globals['_SETROLE']._serialized_start=2003
-  _globals['_SETROLE']._serialized_end=2068
-  _globals['_SHAREKEY']._serialized_start=2070
-  _globals['_SHAREKEY']._serialized_end=2099
-  _globals['_KEYSHARE']._serialized_start=2101
-  _globals['_KEYSHARE']._serialized_end=2194
-  _globals['_SEALEDKEY']._serialized_start=2196
-  _globals['_SEALEDKEY']._serialized_end=2245
-  _globals['_SESSIONKEYPLAIN']._serialized_start=2247
-  _globals['_SESSIONKEYPLAIN']._serialized_end=2362
-  _globals['_ENCRYPTED']._serialized_start=2364
-  _globals['_ENCRYPTED']._serialized_end=2425
-  _globals['_DIRECTINVITE']._serialized_start=2427
-  _globals['_DIRECTINVITE']._serialized_end=2479
-  _globals['_DIRECTCHANNEL']._serialized_start=2481
-  _globals['_DIRECTCHANNEL']._serialized_end=2571
-  _globals['_CONTROL']._serialized_start=2574
-  _globals['_CONTROL']._serialized_end=3130
-  _globals['_RECORD']._serialized_start=3132
-  _globals['_RECORD']._serialized_end=3212
+  _globals['_ADDDEVICE']._serialized_start=621
+  _globals['_ADDDEVICE']._serialized_end=700
+  _globals['_CUT']._serialized_start=702
+  _globals['_CUT']._serialized_end=787
+  _globals['_ROSTERENTRY']._serialized_start=789
+  _globals['_ROSTERENTRY']._serialized_end=880
+  _globals['_GENESIS']._serialized_start=883
+  _globals['_GENESIS']._serialized_end=1161
+  _globals['_PART']._serialized_start=1163
+  _globals['_PART']._serialized_end=1244
+  _globals['_SIGNEDEVENT']._serialized_start=1246
+  _globals['_SIGNEDEVENT']._serialized_end=1292
+  _globals['_CHAINED']._serialized_start=1295
+  _globals['_CHAINED']._serialized_end=1845
+  _globals['_STATEDIGEST']._serialized_start=1847
+  _globals['_STATEDIGEST']._serialized_end=1906
+  _globals['_REKEY']._serialized_start=1908
+  _globals['_REKEY']._serialized_end=2005
+  _globals['_EPOCHKEYS']._serialized_start=2007
+  _globals['_EPOCHKEYS']._serialized_end=2087
+  _globals['_EPOCHKEY']._serialized_start=2089
+  _globals['_EPOCHKEY']._serialized_end=2132
+  _globals['_SETROLE']._serialized_start=2134
+  _globals['_SETROLE']._serialized_end=2199
+  _globals['_SHAREKEY']._serialized_start=2201
+  _globals['_SHAREKEY']._serialized_end=2230
+  _globals['_KEYSHARE']._serialized_start=2232
+  _globals['_KEYSHARE']._serialized_end=2325
+  _globals['_SEALEDKEY']._serialized_start=2327
+  _globals['_SEALEDKEY']._serialized_end=2376
+  _globals['_SESSIONKEYPLAIN']._serialized_start=2378
+  _globals['_SESSIONKEYPLAIN']._serialized_end=2493
+  _globals['_ENCRYPTED']._serialized_start=2495
+  _globals['_ENCRYPTED']._serialized_end=2556
+  _globals['_DIRECTINVITE']._serialized_start=2558
+  _globals['_DIRECTINVITE']._serialized_end=2610
+  _globals['_DIRECTCHANNEL']._serialized_start=2612
+  _globals['_DIRECTCHANNEL']._serialized_end=2702
+  _globals['_CONTROL']._serialized_start=2705
+  _globals['_CONTROL']._serialized_end=3261
+  _globals['_RECORD']._serialized_start=3263
+  _globals['_RECORD']._serialized_end=3343
 # @@protoc_insertion_point(module_scope)

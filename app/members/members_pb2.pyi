@@ -80,6 +80,16 @@ class Rename(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class AddDevice(_message.Message):
+    __slots__ = ("device", "root", "pop")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    POP_FIELD_NUMBER: _ClassVar[int]
+    device: Member
+    root: bytes
+    pop: bytes
+    def __init__(self, device: _Optional[_Union[Member, _Mapping]] = ..., root: _Optional[bytes] = ..., pop: _Optional[bytes] = ...) -> None: ...
+
 class Cut(_message.Message):
     __slots__ = ("count", "digest", "ids", "parts_nonce", "parts")
     COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -143,7 +153,7 @@ class SignedEvent(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Chained(_message.Message):
-    __slots__ = ("channel_id", "author_key", "parents", "create", "genesis", "add", "remove", "leave", "set_role", "rekey", "share_key", "rename", "part")
+    __slots__ = ("channel_id", "author_key", "parents", "create", "genesis", "add", "remove", "leave", "set_role", "rekey", "share_key", "rename", "add_device", "part")
     CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_KEY_FIELD_NUMBER: _ClassVar[int]
     PARENTS_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +166,7 @@ class Chained(_message.Message):
     REKEY_FIELD_NUMBER: _ClassVar[int]
     SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
     RENAME_FIELD_NUMBER: _ClassVar[int]
+    ADD_DEVICE_FIELD_NUMBER: _ClassVar[int]
     PART_FIELD_NUMBER: _ClassVar[int]
     channel_id: bytes
     author_key: bytes
@@ -169,8 +180,9 @@ class Chained(_message.Message):
     rekey: Rekey
     share_key: ShareKey
     rename: Rename
+    add_device: AddDevice
     part: Part
-    def __init__(self, channel_id: _Optional[bytes] = ..., author_key: _Optional[bytes] = ..., parents: _Optional[_Iterable[bytes]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., genesis: _Optional[_Union[Genesis, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., leave: _Optional[_Union[Leave, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., part: _Optional[_Union[Part, _Mapping]] = ...) -> None: ...
+    def __init__(self, channel_id: _Optional[bytes] = ..., author_key: _Optional[bytes] = ..., parents: _Optional[_Iterable[bytes]] = ..., create: _Optional[_Union[Create, _Mapping]] = ..., genesis: _Optional[_Union[Genesis, _Mapping]] = ..., add: _Optional[_Union[Add, _Mapping]] = ..., remove: _Optional[_Union[Remove, _Mapping]] = ..., leave: _Optional[_Union[Leave, _Mapping]] = ..., set_role: _Optional[_Union[SetRole, _Mapping]] = ..., rekey: _Optional[_Union[Rekey, _Mapping]] = ..., share_key: _Optional[_Union[ShareKey, _Mapping]] = ..., rename: _Optional[_Union[Rename, _Mapping]] = ..., add_device: _Optional[_Union[AddDevice, _Mapping]] = ..., part: _Optional[_Union[Part, _Mapping]] = ...) -> None: ...
 
 class StateDigest(_message.Message):
     __slots__ = ("heads", "state", "events")

@@ -36,6 +36,7 @@ from typing import Final
 
 from app.members import members_pb2 as pb
 from app.members.chain import ROOT_BODIES, ChainEvent
+from app.members.devices import POP_LABEL
 from app.members.events import (
     ROLE_ADMIN,
     ROLE_MEMBER,
@@ -44,9 +45,11 @@ from app.members.events import (
     member_info,
     role_name,
 )
+from net.identity import sender_id_for, verify_signature
 
 __all__ = [
     "ADMIN_BODIES",
+    "DEVICES_PER_PERSON",
     "HELD_EVENTS",
     "HELD_PER_AUTHOR",
     "Chain",
@@ -62,6 +65,9 @@ for key-share bookkeeping only (it orders nothing in membership)."""
 
 ADMIN_BODIES: Final = frozenset({"add", "remove", "set_role", "rekey"})
 """Events that need their author to be an admin."""
+
+DEVICES_PER_PERSON: Final = 8
+"""Devices a person may have in one channel at a time (beside its root)."""
 
 HELD_PER_AUTHOR: Final = 64
 """Events held per author while their parents have not come."""
@@ -80,10 +86,18 @@ class Member:
     """The SDS position of the event that admitted it (``(0, "")`` when unknown)."""
     admitted_by: bytes = b""
     """The hash of that event (its span)."""
+    person: str = ""
+    """For a device (``add_device``): the member id of its person (the member whose
+    root key certified it); empty for a person."""
 
     @property
     def name(self) -> str:
         return self.info.name
+
+    @property
+    def person_id(self) -> str:
+        """The person this member speaks as: itself, or a device's person."""
+        return self.person or self.member_id
 
     @property
     def is_admin(self) -> bool:
@@ -114,6 +128,8 @@ class State:
     """Applied removals, leaves and demotions: (event, target, admin powers only)."""
     former: dict[str, str] = field(default_factory=dict)
     """Members no longer in: id -> the name they had when they left (their lines keep it)."""
+    former_devices: dict[str, str] = field(default_factory=dict)
+    """Devices no longer in: id -> their person's id (their lines keep its name)."""
 
 
 @dataclass(slots=True)
@@ -420,10 +436,21 @@ def check(st: State, ev: ChainEvent, channel_id: bytes | None,
     ``set_role``    author an admin; target a member; the last admin stays one
     ``rekey``       author an admin
     ``share_key``   author a member
-    ``rename``      author a member; no other current member has exactly that name
+    ``rename``      author a member; no other current person has exactly that name
                     (``name_taken``; names that only look alike are told apart on
-                    screen, docs/members.md "Names")
+                    screen, docs/members.md "Names"); a device renames its person
+    ``add_device``  author a member; ``root`` the key of the author's person
+                    (``not_own_root``); the device's own signature of
+                    ``POP_LABEL || root || device`` (``bad_device_signature``); the
+                    device not a member (``already_member``); at most
+                    :data:`DEVICES_PER_PERSON` (``too_many_devices``)
     ==============  ===============================================================
+
+    A device (a member with a ``person``) is a member in every other respect: it
+    shares keys, leaves, and may be removed by an admin; besides, any current member
+    of the same person may remove it (unlink) without being an admin. A device is
+    never an admin (``set_role`` of a device: ``is_device``) and is removed with its
+    person (:func:`apply`).
     """
     body = ev.body
     m = ev.msg
@@ -446,12 +473,21 @@ def check(st: State, ev: ChainEvent, channel_id: bytes | None,
         return "not_a_member"
     if body == "rename":
         name = m.rename.name
-        taken = any(x.name == name for mid, x in st.members.items() if mid != ev.author_id)
+        person = author.person_id
+        taken = any(x.name == name for mid, x in st.members.items()
+                    if mid != person and not x.person)  # fmt: skip
         return "name_taken" if taken else ""
     if body == "share_key":
         return ""
     if body == "leave":
         return "last_admin" if _last_admin(st, ev.author_id) else ""
+    if body == "add_device":
+        return _device_check(st, ev, author)
+    if body == "remove":
+        target_m = st.members.get(ev.target)
+        if (target_m is not None and target_m.person and ev.target != ev.author_id
+                and target_m.person == author.person_id):  # fmt: skip
+            return ""  # a device unlinked by its own person
     if not author.is_admin:
         return "not_admin"
     if body == "rekey":
@@ -468,22 +504,56 @@ def check(st: State, ev: ChainEvent, channel_id: bytes | None,
         return "no_such_member"
     if body == "remove":
         return "last_admin" if _last_admin(st, target) else ""
+    if body == "set_role" and st.members[target].person:
+        return "is_device"
     if body == "set_role" and role_name(m.set_role.role) != ROLE_ADMIN:
         return "last_admin" if _last_admin(st, target) else ""
     return ""
 
 
+def _device_check(st: State, ev: ChainEvent, author: Member) -> str:
+    d = ev.msg.add_device
+    person = st.members.get(author.person_id)
+    if person is None or bytes(d.root) != person.info.identity_key:
+        return "not_own_root"
+    device = bytes(d.device.identity_key)
+    if not verify_signature(device, bytes(d.pop), POP_LABEL + bytes(d.root) + device):
+        return "bad_device_signature"
+    if sender_id_for(device) in st.members:
+        return "already_member"
+    if sum(1 for x in st.members.values() if x.person == person.member_id) >= DEVICES_PER_PERSON:
+        return "too_many_devices"
+    return ""
+
+
+def devices_of(st: State, person_id: str) -> list[str]:
+    """The current devices of ``person_id`` (member ids, sorted)."""
+    return sorted(mid for mid, x in st.members.items() if x.person == person_id)
+
+
 def _enter(st: State, member: Member) -> None:
     st.members[member.member_id] = member
     st.former.pop(member.member_id, None)
+    st.former_devices.pop(member.member_id, None)
     st.spans.setdefault(member.member_id, []).append(Span(member.admitted_by))
 
 
 def _leave(st: State, member_id: str, ev: ChainEvent) -> None:
-    st.former[member_id] = st.members.pop(member_id).name
+    """``member_id`` leaves (or is removed) with ``ev``, and with it its devices: each
+    span ends at ``ev`` and each one's concurrent events are cut by it."""
+    gone = st.members.pop(member_id)
+    if gone.person:
+        st.former_devices[member_id] = gone.person
+    else:
+        st.former[member_id] = gone.name
     st.spans[member_id][-1].end = ev.hash
     st.epochs.append(ev.hash)
     st.revocations.append((ev.hash, member_id, False))
+    for device in devices_of(st, member_id):
+        st.former_devices[device] = member_id
+        del st.members[device]
+        st.spans[device][-1].end = ev.hash
+        st.revocations.append((ev.hash, device, False))
 
 
 def apply(st: State, ev: ChainEvent, position: Position,
@@ -521,16 +591,20 @@ def apply(st: State, ev: ChainEvent, position: Position,
         old = st.members[ev.target]
         new_role = role_name(m.set_role.role)
         st.members[ev.target] = Member(old.member_id, old.info, new_role, old.since,
-                                       old.admitted_by)  # fmt: skip
+                                       old.admitted_by, old.person)  # fmt: skip
         if old.is_admin and new_role == ROLE_MEMBER:
             st.revocations.append((ev.hash, ev.target, True))
     elif body == "share_key":
         old = st.members[ev.author_id]
         info = MemberInfo(old.info.identity_key, bytes(m.share_key.share_key), old.info.name)
         st.members[ev.author_id] = Member(old.member_id, info, old.role, old.since,
-                                          old.admitted_by)  # fmt: skip
+                                          old.admitted_by, old.person)  # fmt: skip
     elif body == "rename":
-        old = st.members[ev.author_id]
+        person = st.members[ev.author_id].person_id
+        old = st.members[person]
         info = MemberInfo(old.info.identity_key, old.info.share_key, m.rename.name)
-        st.members[ev.author_id] = Member(old.member_id, info, old.role, old.since,
-                                          old.admitted_by)  # fmt: skip
+        st.members[person] = Member(old.member_id, info, old.role, old.since, old.admitted_by)
+    elif body == "add_device":
+        info = member_info(m.add_device.device)
+        person = st.members[ev.author_id].person_id
+        _enter(st, Member(info.member_id, info, ROLE_MEMBER, position, ev.hash, person))

@@ -63,6 +63,7 @@ REJECTION_REASONS: Final = (
     "wrong_channel", "not_self", "not_a_member", "not_admin", "already_member",
     "no_such_member", "invite_used", "last_admin", "bad_signature", "wrong_author",
     "second_root", "other_root", "outside_cut", "unchained", "held_full", "name_taken",
+    "not_own_root", "bad_device_signature", "too_many_devices", "is_device",
 )  # fmt: skip
 """Every reason a membership event can be refused with."""
 
@@ -515,12 +516,16 @@ class Roster:
     def name_of(self, member_id: str) -> str | None:
         """The name the roster gives ``member_id``: the one an admin admitted it with, or
         its own later ``rename``; for a former member the name it had when it left;
-        ``None`` for someone never admitted. Never a name claimed inside a line."""
+        ``None`` for someone never admitted. Never a name claimed inside a line. A
+        device (``add_device``) has its person's name."""
         m = self.member(member_id)
-        if m is not None:
-            return m.name
+        if m is not None:  # (a current device's person is current: it leaves with it)
+            return self.name_of(m.person) if m.person else m.name
         st = self._state()
-        return st.former.get(member_id) if st is not None else None
+        if st is None:
+            return None
+        owner = st.former_devices.get(member_id)
+        return self.name_of(owner) if owner is not None else st.former.get(member_id)
 
     @property
     def names(self) -> NameBook:
@@ -530,7 +535,8 @@ class Roster:
         if self._book is None:
             st = self._state()
             former = st.former.items() if st is not None else ()
-            self._book = NameBook([*former, *((mid, m.name) for mid, m in self.members.items())])
+            self._book = NameBook([*former, *((mid, m.name) for mid, m in self.members.items()
+                                              if not m.person)])  # fmt: skip
         return self._book
 
     def label_of(self, member_id: str) -> str:
@@ -538,21 +544,42 @@ class Roster:
         fingerprint when another member's name (current or former) looks like it
         (:func:`app.names.confusable`); its id's start when it was never admitted."""
         name = self.name_of(member_id)
-        return self.names.label(name, member_id)
+        return self.names.label(name, self.person_of(member_id))
 
     def confusable_with(self, name: str, member_id: str = "") -> list[Member]:
         """The current members other than ``member_id`` whose names look like ``name``
         (what refuses an admission or a rename, docs/members.md "Names")."""
         return [m for mid, m in sorted(self.members.items())
-                if mid != member_id and confusable(m.name, name)]  # fmt: skip
+                if mid != member_id and not m.person and confusable(m.name, name)]  # fmt: skip
 
     def listing(self) -> list[tuple[str, str, str]]:
-        """``(member_id, name, role)`` of every member, admins first, then by name and id."""
-        return sorted(((m.member_id, m.name, m.role) for m in self.members.values()),
+        """``(member_id, name, role)`` of every person (devices are listed by
+        :meth:`devices_of`), admins first, then by name and id."""
+        return sorted(((m.member_id, m.name, m.role) for m in self.members.values()
+                       if not m.person),
                       key=lambda t: (t[2] != ROLE_ADMIN, t[1].casefold(), t[0]))  # fmt: skip
 
+    def person_of(self, member_id: str) -> str:
+        """The person ``member_id`` speaks as: a current device's person, else itself."""
+        m = self.member(member_id)
+        if m is not None:
+            return m.person_id
+        st = self._state()
+        return st.former_devices.get(member_id, member_id) if st is not None else member_id
+
+    def devices_of(self, person_id: str) -> list[Member]:
+        """The current devices of ``person_id`` (not the person itself), by id."""
+        return [m for _, m in sorted(self.members.items()) if m.person == person_id]
+
+    def same_person(self, a: str, b: str) -> bool:
+        """Whether two current members speak as one person (a device and its person,
+        or two devices of one person)."""
+        return a == b or (self.is_member(a) and self.is_member(b)
+                          and self.person_of(a) == self.person_of(b))  # fmt: skip
+
     def __len__(self) -> int:
-        return len(self.members)
+        """The people in the channel (a person's devices count once, with it)."""
+        return sum(1 for m in self.members.values() if not m.person)
 
     # -- the chain's heads and digest -----------------------------------------
 
@@ -596,6 +623,8 @@ def state_hash(chain: Chain, st: State | None = None) -> bytes:
         role = b"a" if m.role == ROLE_ADMIN else b"m" if m.role == ROLE_MEMBER else b"?"
         name = m.name.encode()
         h.update(mid.encode() + role + m.info.share_key + len(name).to_bytes(2, "big") + name)
+        if m.person:  # (nothing added for a person: states without devices hash as before)
+            h.update(b"device-of" + m.person.encode())
     h.update(b"epochs")
     for e in st.epochs:
         h.update(e)

@@ -721,10 +721,16 @@ class MembersGlue:
         mc = self.channels.get(channel)
         if mc is None:
             raise KeyError(f"#{channel} is not a members channel")
-        if member_id != self.sender_id and not mc.roster.is_admin(self.sender_id):
-            raise ValueError(f"only an admin of #{channel} can remove members")
         if not mc.roster.is_member(member_id):
             raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
+        target = mc.roster.member(member_id)
+        own_device = (target is not None and bool(target.person)
+                      and mc.roster.same_person(member_id, self.sender_id))  # fmt: skip
+        if member_id != self.sender_id and not own_device and not mc.roster.is_admin(
+                self.sender_id):  # fmt: skip
+            raise ValueError(f"only an admin of #{channel} can remove members")
         held = await self.store.sender_ids(channel, member_id)  # the removal's cut
+        for device in mc.roster.devices_of(member_id):  # they leave with it, cut alike
+            held = [*held, *await self.store.sender_ids(channel, device.member_id)]
         for content in mc.remove(member_id, held):  # its parts first, in a large channel
             await self._post(channel, content)
