@@ -10,10 +10,12 @@ the name they claim, with their own fingerprint); a revoked key never comes back
 the revoked device signs later, building on the revocation or concurrently with it, does
 not count (docs/members.md, "The device log").
 
-What it cannot do (said in the answer and in docs/members.md): a passphrase or public
-channel's key is the passphrase's, so the revoked device still reads and writes those
-channels until they move to a new passphrase; members channels and DMs do not carry the
-device log yet.
+In members channels and DMs the revoked device is then removed by this device (a
+person unlinks its own device without being an admin) with new epoch keys for the others
+(app/node/device_members.py): it opens nothing sent afterwards. What it cannot do (said
+in the answer and in docs/members.md): a passphrase or public channel's key is the
+passphrase's, so the revoked device still reads and writes those channels until they move
+to a new passphrase.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ async def unlink(fe: FrontEnd, name: str, arg: str) -> None:
     await node.devices.reload()  # the log with the revocation goes to every channel
     fe.report(Info(
         f"unlinked {device.name} ({device.device_id[:12]}): the others stop showing its lines "
-        "as yours once they have the new device log. It still holds the passphrase of your "
-        "passphrase channels: move them to a new passphrase to shut it out of them.",
+        "as yours once they have the new device log; your members channels and DMs get new "
+        "keys without it. It still holds the passphrase of your passphrase channels: move "
+        "them to a new passphrase to shut it out of them.",
         data={"unlinked": device.device_id, "device_name": device.name}))  # fmt: skip

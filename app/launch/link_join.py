@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nacl.public import PrivateKey
+
 from app.launch.exits import EXIT_LINK, EXIT_USAGE
 from app.members import person_file
 from app.members.link import LinkError, LinkJoin, parse_link_code
@@ -95,7 +97,8 @@ def link_new_device(args: argparse.Namespace) -> int | None:
         return fail("usage", "--link needs the relay the other device uses: --relay URL "
                     "(or 'relay' in the config file)", EXIT_USAGE)  # fmt: skip
     device = Identity.generate()
-    join = LinkJoin(code, device, name, _now_ms())
+    share = PrivateKey.generate()  # this device's own share key in every members channel
+    join = LinkJoin(code, device, name, _now_ms(), bytes(share.public_key))
 
     def sas(digits: str) -> None:
         say({"state": "sas", "sas": digits,
@@ -107,7 +110,8 @@ def link_new_device(args: argparse.Namespace) -> int | None:
         handover = parse(join.payload)
         install(handover, target, device.sender_id,
                 {"identity.pem": device.to_pem(),
-                 person_file.PERSON_FILE: person_file.encode(join.log)})  # fmt: skip
+                 person_file.PERSON_FILE: person_file.encode(join.log)},
+                share_secret=bytes(share))  # fmt: skip
     except LinkFailed as exc:
         return fail(exc.reason, str(exc), EXIT_LINK)
     except HandoverError as exc:

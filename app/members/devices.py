@@ -56,6 +56,7 @@ from typing import Final
 
 from app import AppError
 from app.members import devices_pb2 as pb
+from app.members.events import SHARE_KEY_BYTES
 from app.names import check_nick
 from net.identity import PUBLIC_KEY_BYTES, Identity, sender_id_for, verify_signature
 
@@ -126,6 +127,10 @@ class Entry:
     """The recovery key (genesis only)."""
     raw: bytes
     """The ``SignedEntry`` bytes (what is stored and handed on)."""
+    share_key: bytes = b""
+    """An add: the device's X25519 share key in members channels (empty: none named)."""
+    pop: bytes = b""
+    """An add: the device's proof of possession (``POP_LABEL || root || device``)."""
 
     @property
     def root_id(self) -> str:
@@ -162,15 +167,17 @@ def make_genesis(root: Identity, recovery_public: bytes, device_name: str) -> by
 
 
 def make_add(root_public: bytes, signer: Identity, parents: Sequence[bytes],
-             device: Identity | bytes, name: str, pop: bytes = b"") -> bytes:  # fmt: skip
+             device: Identity | bytes, name: str, pop: bytes = b"",
+             share_key: bytes = b"") -> bytes:  # fmt: skip
     """An add of ``device`` (called ``name``) to ``root_public``'s devices, signed by
     ``signer`` (the root, the recovery key or a current device), with the device's
-    :func:`proof_of_possession` (made here when ``device`` is its identity, else ``pop``)."""
+    :func:`proof_of_possession` (made here when ``device`` is its identity, else ``pop``)
+    and the X25519 ``share_key`` members channels seal to for it (may be empty)."""
     key = device.public_key if isinstance(device, Identity) else device
     if isinstance(device, Identity):
         pop = proof_of_possession(device, root_public)
     msg = pb.Entry(root=root_public, signer=signer.public_key, parents=sorted(set(parents)),
-                   add=pb.AddDevice(device=key, name=name))  # fmt: skip
+                   add=pb.AddDevice(device=key, name=name, share_key=share_key))  # fmt: skip
     return _sign(signer, msg, pop)
 
 
@@ -206,17 +213,17 @@ def decode_entry(raw: bytes) -> Entry | str:
         return "malformed"
     if (kind == "genesis") != (not parents):
         return "malformed"  # the genesis alone names no parents
-    name, recovery, device = "", b"", root
+    name, recovery, device, share, pop = "", b"", root, b"", b""
     if kind == "genesis":
         recovery, name = bytes(msg.genesis.recovery), msg.genesis.device_name
         if signer != root or len(recovery) != PUBLIC_KEY_BYTES or recovery == root:
             return "malformed"
     elif kind == "add":
         device, name = bytes(msg.add.device), msg.add.name
-        if len(device) != PUBLIC_KEY_BYTES:
+        share, pop = bytes(msg.add.share_key), bytes(signed.device_signature)
+        if len(device) != PUBLIC_KEY_BYTES or len(share) not in (0, SHARE_KEY_BYTES):
             return "malformed"
-        if not verify_signature(device, bytes(signed.device_signature),
-                                POP_LABEL + root + device):  # fmt: skip
+        if not verify_signature(device, pop, POP_LABEL + root + device):
             return "bad_device_signature"
     else:
         device = bytes(msg.revoke.device)
@@ -228,7 +235,8 @@ def decode_entry(raw: bytes) -> Entry | str:
                 return "malformed"
         except ValueError:
             return "malformed"
-    return Entry(entry_hash(body), root, signer, parents, kind, device, name, recovery, raw)
+    return Entry(entry_hash(body), root, signer, parents, kind, device, name, recovery, raw,
+                 share, pop)  # fmt: skip
 
 
 def encode_device_log(entries: Iterable[bytes]) -> bytes:
@@ -297,6 +305,10 @@ class Device:
     key: bytes
     name: str
     added_by: bytes
+    share_key: bytes = b""
+    """Its X25519 share key in members channels (empty: its add named none)."""
+    pop: bytes = b""
+    """Its proof of possession for the root (empty for the root itself)."""
 
     @property
     def device_id(self) -> str:
@@ -551,7 +563,7 @@ def _apply(st: DeviceState, e: Entry) -> None:
         st.recovery = e.recovery
         st.devices[e.root] = Device(e.root, e.name, e.hash)
     elif e.kind == "add":
-        st.devices[e.device] = Device(e.device, e.name, e.hash)
+        st.devices[e.device] = Device(e.device, e.name, e.hash, e.share_key, e.pop)
     else:
         st.devices.pop(e.device, None)
         st.revoked[e.device] = e.hash

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rdevices.proto\x12\x0fsdschat.devices\"H\n\x0bSignedEntry\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\x12\x18\n\x10\x64\x65vice_signature\x18\x03 \x01(\x0c\"\xc7\x01\n\x05\x45ntry\x12\x0c\n\x04root\x18\x01 \x01(\x0c\x12\x0e\n\x06signer\x18\x02 \x01(\x0c\x12\x0f\n\x07parents\x18\x03 \x03(\x0c\x12+\n\x07genesis\x18\n \x01(\x0b\x32\x18.sdschat.devices.GenesisH\x00\x12)\n\x03\x61\x64\x64\x18\x0b \x01(\x0b\x32\x1a.sdschat.devices.AddDeviceH\x00\x12/\n\x06revoke\x18\x0c \x01(\x0b\x32\x1d.sdschat.devices.RevokeDeviceH\x00\x42\x06\n\x04\x62ody\"0\n\x07Genesis\x12\x10\n\x08recovery\x18\x01 \x01(\x0c\x12\x13\n\x0b\x64\x65vice_name\x18\x02 \x01(\t\")\n\tAddDevice\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x1e\n\x0cRevokeDevice\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\x0c\":\n\tDeviceLog\x12-\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1c.sdschat.devices.SignedEntryb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rdevices.proto\x12\x0fsdschat.devices\"H\n\x0bSignedEntry\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\x12\x18\n\x10\x64\x65vice_signature\x18\x03 \x01(\x0c\"\xc7\x01\n\x05\x45ntry\x12\x0c\n\x04root\x18\x01 \x01(\x0c\x12\x0e\n\x06signer\x18\x02 \x01(\x0c\x12\x0f\n\x07parents\x18\x03 \x03(\x0c\x12+\n\x07genesis\x18\n \x01(\x0b\x32\x18.sdschat.devices.GenesisH\x00\x12)\n\x03\x61\x64\x64\x18\x0b \x01(\x0b\x32\x1a.sdschat.devices.AddDeviceH\x00\x12/\n\x06revoke\x18\x0c \x01(\x0b\x32\x1d.sdschat.devices.RevokeDeviceH\x00\x42\x06\n\x04\x62ody\"0\n\x07Genesis\x12\x10\n\x08recovery\x18\x01 \x01(\x0c\x12\x13\n\x0b\x64\x65vice_name\x18\x02 \x01(\t\"<\n\tAddDevice\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tshare_key\x18\x03 \x01(\x0c\"\x1e\n\x0cRevokeDevice\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\x0c\":\n\tDeviceLog\x12-\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1c.sdschat.devices.SignedEntryb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,9 +38,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GENESIS']._serialized_start=310
   _globals['_GENESIS']._serialized_end=358
   _globals['_ADDDEVICE']._serialized_start=360
-  _globals['_ADDDEVICE']._serialized_end=401
-  _globals['_REVOKEDEVICE']._serialized_start=403
-  _globals['_REVOKEDEVICE']._serialized_end=433
-  _globals['_DEVICELOG']._serialized_start=435
-  _globals['_DEVICELOG']._serialized_end=493
+  _globals['_ADDDEVICE']._serialized_end=420
+  _globals['_REVOKEDEVICE']._serialized_start=422
+  _globals['_REVOKEDEVICE']._serialized_end=452
+  _globals['_DEVICELOG']._serialized_start=454
+  _globals['_DEVICELOG']._serialized_end=512
 # @@protoc_insertion_point(module_scope)

@@ -41,12 +41,14 @@ class Genesis(_message.Message):
     def __init__(self, recovery: _Optional[bytes] = ..., device_name: _Optional[str] = ...) -> None: ...
 
 class AddDevice(_message.Message):
-    __slots__ = ("device", "name")
+    __slots__ = ("device", "name", "share_key")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
     device: bytes
     name: str
-    def __init__(self, device: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
+    share_key: bytes
+    def __init__(self, device: _Optional[bytes] = ..., name: _Optional[str] = ..., share_key: _Optional[bytes] = ...) -> None: ...
 
 class RevokeDevice(_message.Message):
     __slots__ = ("device",)

@@ -74,6 +74,8 @@ def _describe(m: pb.Control | pb.Chained, body: str,
                           f"{role_name(m.set_role.role)}")  # fmt: skip
     if body == "rename" and isinstance(m, pb.Chained):
         return "member", f"is now called {m.rename.name}"
+    if body == "add_device" and isinstance(m, pb.Chained):
+        return "member", f"linked a device: {m.add_device.device.name}"
     if body == "share_key":
         return "keys", "new key for key shares"
     if body == "rekey":

@@ -61,6 +61,7 @@ from app.members.devices import (
     make_add,
     proof_of_possession,
 )
+from app.members.events import SHARE_KEY_BYTES
 from net.identity import PUBLIC_KEY_BYTES, Identity, verify_signature
 
 __all__ = [
@@ -338,14 +339,15 @@ class LinkOffer(_Side):
         kind = step.WhichOneof("body")
         if kind == "device" and self._pending_add is None:
             dev = step.device
-            key, pop = bytes(dev.device), bytes(dev.pop)
-            if len(key) != PUBLIC_KEY_BYTES or not verify_signature(
-                    key, pop, POP_LABEL + self._log.root + key):  # fmt: skip
+            key, pop, share = bytes(dev.device), bytes(dev.pop), bytes(dev.share_key)
+            if len(key) != PUBLIC_KEY_BYTES or len(share) not in (0, SHARE_KEY_BYTES) or (
+                    not verify_signature(key, pop, POP_LABEL + self._log.root + key)):  # fmt: skip
                 return self._fail("protocol")
             if self._log.is_device(key) or key in self._log.state.revoked:
                 return self._fail("not_a_device")
             try:
-                add = make_add(self._log.root, self._device, self._log.heads, key, dev.name, pop)
+                add = make_add(self._log.root, self._device, self._log.heads, key, dev.name, pop,
+                               share)  # fmt: skip
             except ValueError:
                 return self._fail("protocol")
             entry = decode_entry(add)
@@ -362,13 +364,16 @@ class LinkOffer(_Side):
 
 
 class LinkJoin(_Side):
-    """The new device's side: its own fresh ``device`` key and the name it gets."""
+    """The new device's side: its own fresh ``device`` key, the name it gets, and the
+    X25519 ``share_key`` (public) its members channels seal keys to (empty: none)."""
 
     role = NEW
 
-    def __init__(self, code: LinkCode, device: Identity, name: str, now_ms: int) -> None:
+    def __init__(self, code: LinkCode, device: Identity, name: str, now_ms: int,
+                 share_key: bytes = b"") -> None:  # fmt: skip
         self._device = device
         self._name = name
+        self._share_key = share_key
         self.root: bytes | None = None
         self.log: PersonLog | None = None
         """The person's device log, the new device in it, once the handover checked."""
@@ -390,11 +395,13 @@ class LinkJoin(_Side):
                     log.take(entry)
             self.root, self.log = root, log
             pop = proof_of_possession(self._device, root)
-            device = pb.Device(device=self._device.public_key, pop=pop, name=self._name)
+            device = pb.Device(device=self._device.public_key, pop=pop, name=self._name,
+                               share_key=self._share_key)  # fmt: skip
             return [self._seal(pb.Step(device=device))]
         if kind == "handover" and self.log is not None and self.add is None:
             entry = decode_entry(bytes(step.handover.add))
-            if isinstance(entry, str) or entry.device != self._device.public_key:
+            if (isinstance(entry, str) or entry.device != self._device.public_key
+                    or entry.share_key != self._share_key):  # fmt: skip
                 return self._fail("protocol")
             self.log.take(entry)
             if not self.log.is_device(self._device.public_key):

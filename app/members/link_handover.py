@@ -165,11 +165,14 @@ def parse(payload: bytes) -> Handover:
     return Handover(name, files)
 
 
-def _for_device(state: bytes, own_id: str) -> bytes:
+def _for_device(state: bytes, own_id: str, share_secret: bytes | None) -> bytes:
     doc = json.loads(state)
     keys = json.loads(doc["group_keys"])
     keys["own_id"] = own_id
     keys["out"] = None
+    if share_secret is not None:  # its own share key: the old device's stays there
+        keys["share_secrets"] = [[b64encode(share_secret).decode(), None]]
+        keys["share_created_ms"] = None
     doc["group_keys"] = json.dumps(keys, separators=(",", ":"))
     doc["own_id"] = own_id
     doc["sent"] = {}
@@ -177,11 +180,13 @@ def _for_device(state: bytes, own_id: str) -> bytes:
 
 
 def install(handover: Handover, target: Path, own_id: str,
-            extra: dict[str, bytes]) -> None:  # fmt: skip
+            extra: dict[str, bytes], share_secret: bytes | None = None) -> None:  # fmt: skip
     """Make ``target`` (missing, or an empty directory) the new device's data directory:
-    the handed-over files (members state rewritten for ``own_id``) and ``extra`` (the
-    identity key, the device log: relative path -> bytes), all written into a
-    directory beside it, then renamed into place. On any failure nothing is left.
+    the handed-over files (members state rewritten for ``own_id``, with
+    ``share_secret``, the new device's X25519 share key named in its device-log add,
+    in place of the old device's) and ``extra`` (the identity key, the device log:
+    relative path -> bytes), all written into a directory beside it, then renamed into
+    place. On any failure nothing is left.
 
     Raises:
         HandoverError: ``target`` is not empty, or a file cannot be written.
@@ -195,7 +200,7 @@ def install(handover: Handover, target: Path, own_id: str,
         for rel, data in handover.files.items():
             if rel.startswith("members/") and rel.endswith(".json") and rel != (
                     "members/verified.json"):  # fmt: skip
-                data = _for_device(data, own_id)
+                data = _for_device(data, own_id, share_secret)
             write_private(tmp / rel, data)
         for rel, data in extra.items():
             write_private(tmp / rel, data)

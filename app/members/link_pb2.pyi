@@ -50,14 +50,16 @@ class Offer(_message.Message):
     def __init__(self, root: _Optional[bytes] = ..., device_log: _Optional[bytes] = ...) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("device", "pop", "name")
+    __slots__ = ("device", "pop", "name", "share_key")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     POP_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARE_KEY_FIELD_NUMBER: _ClassVar[int]
     device: bytes
     pop: bytes
     name: str
-    def __init__(self, device: _Optional[bytes] = ..., pop: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
+    share_key: bytes
+    def __init__(self, device: _Optional[bytes] = ..., pop: _Optional[bytes] = ..., name: _Optional[str] = ..., share_key: _Optional[bytes] = ...) -> None: ...
 
 class Handover(_message.Message):
     __slots__ = ("add", "payload")

@@ -62,6 +62,15 @@ class DeviceGlue:
         self._last_sent: dict[str, int] = {}
         """Channel -> when our log was last sent there (this run)."""
         self._told_unlinked = False
+        self.on_own_log: Callable[[], None] = lambda: None
+        """Called once our log was read and whenever it changed (members channels
+        follow it: app/node/device_members.py)."""
+
+    def own_log(self) -> PersonLog | None:
+        """Our person's log as this node holds it (ours, with what it folded of our
+        other devices'), ``None`` for a person of one device."""
+        book = self.book
+        return book.people.log_of(book.own_root) if book.own_root else None
 
     async def start(self) -> None:
         """Read the files; send our log to the channels joined so far."""
@@ -77,6 +86,7 @@ class DeviceGlue:
             self._announce(channel)
         self._seen_file = self._file_stamp()
         asyncio.get_running_loop().call_later(WATCH_S, self._watch)
+        self.on_own_log()
 
     def _file_stamp(self) -> tuple[int, int] | None:
         try:
@@ -132,6 +142,7 @@ class DeviceGlue:
         for channel in list(self._ctx.channels):
             self._announce(channel)
         self._save_soon()
+        self.on_own_log()
 
     def _announce(self, channel: str, again: bool = False) -> None:
         if self._is_members(channel) or channel not in self._ctx.channels:

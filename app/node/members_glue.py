@@ -308,7 +308,8 @@ class MembersGlue:
         self._notices(mc)
         for mid in change.added | change.renamed:  # a new name like a verified member's
             member = mc.roster.member(mid)
-            twin = None if member is None else self.verified.impersonated(mid, member.name)
+            twin = None if member is None or member.person else self.verified.impersonated(
+                mid, member.name)  # (a device: its person's root certified it)  # fmt: skip
             if member is not None and twin is not None:
                 self._emit(MembersEvent(mc.channel, "key_changed",
                     f"WARNING: a new member calls itself {member.name!r} with another key "

@@ -118,6 +118,7 @@ from app.node.clock_guard import ClockHold, Correction, describe_offset, sent_ah
 from app.node.context import NodeContext
 from app.node.db_pages import page_size_for
 from app.node.device_glue import DeviceGlue
+from app.node.device_members import DeviceMembers
 from app.node.disk_guard import PROBE_S, DiskFullLineError, DiskGuard, is_disk_full
 from app.node.effects import Effects
 from app.node.envelope_memory import EnvelopeMemory
@@ -253,6 +254,11 @@ class Node:
         """Device logs of public and passphrase channels (app/node/device_glue.py)."""
         effects.authors.devices = devices.book
         effects.on_device_log = devices.delivered
+        self._device_members = device_members = DeviceMembers(
+            ctx, members.channels, own_log=devices.own_log, post=self.post_content,
+            remove=members.remove_member)  # fmt: skip
+        """Our devices as members of our members channels (app/node/device_members.py)."""
+        devices.on_own_log = device_members.reconcile
         self._receiver = Receiver(ctx, memory, members, effects,
                                   on_clock_fix=self._clock_corrected)  # fmt: skip
         self._publisher = publisher = Publisher(
@@ -266,7 +272,8 @@ class Node:
         self._disk_probe: asyncio.TimerHandle | None = None
         self._clock_hold = ClockHold()  # messages from a clock ahead: app/node/clock_guard.py
         self._hold_timer: asyncio.TimerHandle | None = None
-        self._listeners: list[Callable[[NodeEvent], None]] = [self.devices.on_event]
+        self._listeners: list[Callable[[NodeEvent], None]] = [self.devices.on_event,
+                                                              device_members.on_event]
         self._queues: list[asyncio.Queue[NodeEvent | None]] = []
         self._inbox: Inbox | None = None
         self._worker: asyncio.Task[None] | None = None

@@ -151,3 +151,41 @@ def test_sdschat_link_beside_a_running_node_hands_over_a_members_channel(
         _sees(laptop, "after the link")
         line = next(e for e in laptop.select("delivered") if e.get("text") == "after the link")
         assert line["name"] == "alice"
+
+
+def _added(p: Proc, member_id: str) -> bool:
+    return any(member_id in (e.get("data") or {}).get("added", ())
+               for e in p.select("members", what="changed"))  # fmt: skip
+
+
+def test_a_linked_device_speaks_as_bob_in_a_members_channel_until_unlinked(
+        tmp_path: Path) -> None:  # fmt: skip
+    """bob links a laptop; his node adds it to #team (``add_device``): alice shows the
+    laptop's line as bob's and the laptop reads alice's next line. bob unlinks it: a new
+    epoch for the others, and the laptop opens nothing alice sends afterwards."""
+    with cluster(tmp_path) as c:
+        _relay, url = c.relay()
+        alice = c.node("alice", url, channel="team", extra=["--create"])
+        _joined(alice, "created")
+        bob = _join_by_invite(c, "bob", _invite(alice), url)
+        alice.send("hello bob")
+        _sees(bob, "hello bob")
+        laptop = link_laptop(c, bob, url, tmp_path / "laptop")
+        device = laptop.select("link", state="linked")[0]["device"]
+        alice.wait_for(lambda: _added(alice, device), 60, "the laptop added to #team")
+        laptop.wait_for(lambda: _added(laptop, device), 60, "the laptop a member here")
+        laptop.send("from the laptop")
+        _sees(alice, "from the laptop")
+        line = next(e for e in alice.select("delivered") if e.get("text") == "from the laptop")
+        assert line["name"] == "bob" and line["sender"] == device
+        _sees(bob, "from the laptop")  # a sibling's line, not bob's own echo
+        alice.send("for bob's devices")
+        _sees(laptop, "for bob's devices")
+        # bob unlinks the laptop: removed from #team with new keys for alice and bob
+        bob.send("/unlink laptop")
+        alice.wait_for(lambda: any(device in (e.get("data") or {}).get("removed", ())
+                                   for e in alice.select("members", what="changed")),
+                       60, "the laptop removed from #team")  # fmt: skip
+        alice.send("after the unlink")
+        _sees(bob, "after the unlink")
+        assert "after the unlink" not in _contents(laptop)

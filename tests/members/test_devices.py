@@ -252,7 +252,7 @@ def test_entries_carry_no_clock_lamport_or_epoch_for_an_attacker_to_choose() -> 
                                pb.RevokeDevice) for f in m.DESCRIPTOR.fields}  # fmt: skip
     assert fields == {"body", "signature", "device_signature", "root", "signer", "parents",
                       "genesis", "add", "revoke", "recovery", "device_name", "device",
-                      "name"}  # fmt: skip
+                      "name", "share_key"}  # fmt: skip
 
 
 @settings(max_examples=40, deadline=None)
