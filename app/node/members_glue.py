@@ -717,19 +717,20 @@ class MembersGlue:
 
         Raises:
             KeyError: not a members channel here.
-            ValueError: not an admin, or no such member.
+            ValueError: not an admin (nor unlinking a device of our own person), or no
+                such member.
         """
         mc = self.channels.get(channel)
         if mc is None:
             raise KeyError(f"#{channel} is not a members channel")
-        if not mc.roster.is_member(member_id):
-            raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
         target = mc.roster.member(member_id)
         own_device = (target is not None and bool(target.person)
                       and mc.roster.same_person(member_id, self.sender_id))  # fmt: skip
         if member_id != self.sender_id and not own_device and not mc.roster.is_admin(
                 self.sender_id):  # fmt: skip
             raise ValueError(f"only an admin of #{channel} can remove members")
+        if target is None:
+            raise ValueError(f"{member_id[:12]} is not a member of #{channel}")
         held = await self.store.sender_ids(channel, member_id)  # the removal's cut
         for device in mc.roster.devices_of(member_id):  # they leave with it, cut alike
             held = [*held, *await self.store.sender_ids(channel, device.member_id)]
