@@ -57,6 +57,7 @@ __all__ = [
     "Position",
     "Span",
     "State",
+    "devices_of",
 ]
 
 Position = tuple[int, str]
@@ -521,7 +522,7 @@ def _device_check(st: State, ev: ChainEvent, author: Member) -> str:
         return "bad_device_signature"
     if sender_id_for(device) in st.members:
         return "already_member"
-    if sum(1 for x in st.members.values() if x.person == person.member_id) >= DEVICES_PER_PERSON:
+    if len(devices_of(st, person.member_id)) >= DEVICES_PER_PERSON:
         return "too_many_devices"
     return ""
 

@@ -30,7 +30,7 @@ from app.members.chain import ChainEvent, decode_chained
 from app.members.cut import SPAN_BYTES, HeldCut
 from app.members.events import ROLE_ADMIN, ROLE_MEMBER, BadControl, decode_control
 from app.members.legacy import LegacyRoster
-from app.members.resolve import Chain, Member, Position, State
+from app.members.resolve import Chain, Member, Position, State, devices_of
 from app.names import NameBook, confusable
 
 __all__ = [
@@ -569,7 +569,8 @@ class Roster:
 
     def devices_of(self, person_id: str) -> list[Member]:
         """The current devices of ``person_id`` (not the person itself), by id."""
-        return [m for _, m in sorted(self.members.items()) if m.person == person_id]
+        st = self._state()  # (before the upgrade there are no devices)
+        return [st.members[mid] for mid in devices_of(st, person_id)] if st is not None else []
 
     def same_person(self, a: str, b: str) -> bool:
         """Whether two current members speak as one person (a device and its person,
